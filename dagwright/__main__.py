@@ -1,0 +1,3 @@
+from dagwright.cli import main
+
+main()

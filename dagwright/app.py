@@ -1,0 +1,88 @@
+"""The only place a Celery app is built (DESIGN §5).
+
+Reliability settings and why:
+
+- JSON only (tasks, results, events): pickle would be code execution for anyone who can
+  write to Redis.
+- acks_late + reject_on_worker_lost: a message is acknowledged after its node ran, and a
+  worker process that dies hands it back at once. Fencing makes redelivery harmless.
+- prefetch_multiplier 1: a worker holds no more messages than it has free slots, so a
+  killed worker strands none and long nodes do not starve their queue.
+- visibility_timeout far above any node's time limit: Redis never redelivers a live task.
+  Dead workers are found by leases instead (seconds, not the visibility timeout).
+- ignore_result: node outputs live in the run state, written once; no result backend copy.
+- task events on: Flower shows every task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from celery import Celery
+
+from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.settings import Settings
+
+# Seconds between a soft time limit (the task gets an exception) and the hard kill.
+HARD_LIMIT_GRACE_S = 30
+
+
+def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
+    return {
+        "broker_url": broker_url,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": 5,
+            "unacked_restore_throttle": 1,
+            "socket_timeout": 30,
+            "socket_connect_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": 10,
+        },
+        "broker_pool_limit": 10,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": 1,
+        "task_ignore_result": True,
+        "result_backend": None,
+        "task_default_queue": ORCHESTRATOR_QUEUE,
+        "task_create_missing_queues": True,
+        "task_soft_time_limit": settings.max_timeout_s,
+        "task_time_limit": settings.max_timeout_s + HARD_LIMIT_GRACE_S,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+    }
+
+
+class DagwrightCelery(Celery):
+    """A Celery app that carries the dagwright settings it was built from."""
+
+    def __init__(self, settings: Settings, broker_url: str) -> None:
+        super().__init__("dagwright", set_as_current=False)
+        self.dagwright_settings = settings
+        self.conf.update(celery_config(settings, broker_url))
+
+
+def create_app(settings: Settings, broker_url: str) -> DagwrightCelery:
+    """A Celery app configured for dagwright. Tasks are registered by ``dagwright.tasks``."""
+    return DagwrightCelery(settings, kombu_url(broker_url))
+
+
+def kombu_url(url: str) -> str:
+    """redis-py's ``unix:///path?db=N`` in kombu's spelling, ``redis+socket:///path``."""
+    parts = urlsplit(url)
+    if parts.scheme != "unix":
+        return url
+    db = parse_qs(parts.query).get("db", ["0"])[0]
+    return f"redis+socket://{parts.path}?virtual_host={db}"

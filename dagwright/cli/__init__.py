@@ -1,0 +1,56 @@
+"""The ``dagwright`` command: thin commands over the Python client.
+
+Exit codes: 0 ok, 1 the run failed or was cancelled, 2 input or usage error, 3 still
+running when --timeout expired, 4 Redis/broker unreachable, 130 interrupted. Errors are
+one line on stderr, never a traceback (set DAGWRIGHT_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import typer
+
+from dagwright.cli import runs, stack
+from dagwright.cli.exits import ExitCode, exit_code_for
+from dagwright.cli.output import print_error
+from dagwright.errors import DagwrightError
+
+app = typer.Typer(
+    name="dagwright",
+    help="Run dependency DAGs of tasks and LLM agents on Celery workers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+runs.register(app)
+stack.register(app)
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=os.environ.get("DAGWRIGHT_LOGLEVEL", "WARNING"),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    debug = bool(os.environ.get("DAGWRIGHT_DEBUG"))
+    try:
+        app()
+    except DagwrightError as exc:
+        if debug:
+            raise
+        print_error(str(exc))
+        sys.exit(exit_code_for(exc))
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        sys.exit(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        if debug:
+            raise
+        print_error(
+            f"internal error: {type(exc).__name__}: {exc} (set DAGWRIGHT_DEBUG=1 for the traceback)"
+        )
+        sys.exit(ExitCode.RUN_FAILED)

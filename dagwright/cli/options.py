@@ -1,0 +1,40 @@
+"""Options shared by several commands, and Settings built from flags (flag > env > file)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from dagwright.errors import ConfigurationError
+from dagwright.settings import Settings
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text.")]
+ImportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import",
+        "-I",
+        help="Module registering your functions or worker types "
+        "(repeatable; adds to DAGWRIGHT_IMPORTS).",
+    ),
+]
+
+
+def settings_from(imports: list[str] | None, **flags: Any) -> Settings:
+    """Settings from the environment and config file, overridden by the flags given."""
+    try:
+        base = Settings()
+        overrides = {name: value for name, value in flags.items() if value is not None}
+        if imports:
+            overrides["imports"] = [*base.imports, *imports]
+        return (
+            Settings(**{**base.model_dump(exclude_unset=True), **overrides}) if overrides else base
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"DAGWRIGHT_{'_'.join(str(p) for p in e['loc']).upper() or 'SETTINGS'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ConfigurationError(f"invalid settings: {problems}") from exc

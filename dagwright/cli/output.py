@@ -1,0 +1,214 @@
+"""What the CLI shows: JSON for scripts, tables and live progress for people.
+
+Results and JSON go to stdout; progress, summaries and errors go to stderr, so
+``dagwright run plan.yaml > result.json`` keeps only the result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from dagwright.models import Event, NodeState, NodeStatus, RunCounts, RunState, RunStatus
+
+stderr = Console(stderr=True, highlight=False)
+stdout = Console(highlight=False, soft_wrap=True)
+
+STATUS_STYLE = {
+    "succeeded": "green",
+    "failed": "red",
+    "blocked": "yellow",
+    "cancelled": "yellow",
+    "running": "cyan",
+    "queued": "blue",
+    "retry_wait": "magenta",
+}
+MAX_TABLE_ROWS = 50
+PLAIN_PROGRESS_EVERY_S = 5.0
+
+
+def print_error(message: str) -> None:
+    stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def node_json(node: NodeState) -> dict[str, Any]:
+    error = node.error if node.status == NodeStatus.FAILED else None
+    return {
+        "status": node.status.value,
+        "type": node.type,
+        "output": node.output,
+        "attempts": node.attempts,
+        "started_at": iso(node.started_at),
+        "finished_at": iso(node.finished_at),
+        "error": {"class": error.error_class, "message": error.message} if error else None,
+    }
+
+
+def run_json(state: RunState) -> dict[str, Any]:
+    """The stable JSON shape of a run (``run --json``, ``status --json``)."""
+    return {
+        "run_id": state.run_id,
+        "status": state.status.value,
+        "goal": state.goal,
+        "created_at": iso(state.created_at),
+        "finished_at": iso(state.finished_at),
+        "counts": state.counts.model_dump(),
+        "nodes": {node_id: node_json(node) for node_id, node in state.nodes.items()},
+        "result": state.result,
+    }
+
+
+def print_result(result: Any) -> None:
+    """A text result as itself, anything else as indented JSON."""
+    if isinstance(result, str):
+        sys.stdout.write(result + ("" if result.endswith("\n") else "\n"))
+    else:
+        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def styled_status(status: str) -> Text:
+    return Text(status, style=STATUS_STYLE.get(status, ""))
+
+
+def duration(state: RunState) -> str:
+    if state.finished_at is None:
+        return ""
+    return f" in {(state.finished_at - state.created_at).total_seconds():.2f}s"
+
+
+def print_summary(state: RunState) -> None:
+    """One line on stderr saying how the run ended (and a table of what went wrong)."""
+    counts = state.counts
+    mark = {"succeeded": "[green]✔[/]", "failed": "[red]✘[/]"}.get(
+        state.status.value, "[yellow]■[/]"
+    )
+    stderr.print(
+        f"{mark} run {state.run_id} {state.status.value}{duration(state)} · "
+        f"{counts.succeeded}/{counts.total} nodes succeeded"
+        + (f", {counts.failed} failed, {counts.blocked} blocked" if counts.failed else "")
+    )
+    if state.status != RunStatus.SUCCEEDED:
+        problems = {nid: n for nid, n in state.nodes.items() if n.status != NodeStatus.SUCCEEDED}
+        stderr.print(node_table(problems))
+
+
+def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("node", "status", "type", "attempts", "took", "error"):
+        table.add_column(column, overflow="fold")
+    for node_id, node in list(nodes.items())[:limit]:
+        took = ""
+        if node.started_at and node.finished_at:
+            took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
+        error = node.error if node.status == NodeStatus.FAILED else None
+        table.add_row(
+            node_id,
+            styled_status(node.status.value),
+            node.type,
+            str(node.attempts),
+            took,
+            f"{error.error_class}: {error.message}" if error else "",
+        )
+    if len(nodes) > limit:
+        table.caption = f"… and {len(nodes) - limit} more nodes (--json shows all)"
+    return table
+
+
+def print_status(state: RunState) -> None:
+    counts = state.counts
+    stdout.print(
+        f"run [bold]{state.run_id}[/] ",
+        styled_status(state.status.value),
+        f" · {counts.done}/{counts.total} nodes done · {counts.running} running · "
+        f"{counts.failed} failed · {counts.blocked} blocked{duration(state)}",
+    )
+    if state.goal:
+        stdout.print(f"goal: {escape(state.goal)}")
+    stdout.print(node_table(state.nodes))
+
+
+def print_runs(states: list[RunState]) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("run", "status", "nodes", "created", "goal"):
+        table.add_column(column, overflow="fold")
+    for state in states:
+        table.add_row(
+            state.run_id,
+            styled_status(state.status.value),
+            f"{state.counts.done}/{state.counts.total}",
+            state.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            state.goal[:60],
+        )
+    stdout.print(table)
+
+
+def print_event(event: Event, *, as_json: bool) -> None:
+    if as_json:
+        print_json(event.model_dump(mode="json"))
+        return
+    details = " ".join(f"{key}={value}" for key, value in event.data.items())
+    stdout.print(f"{event.at:%H:%M:%S.%f}"[:-3], event.kind, event.node or "", details)
+
+
+def progress_line(run_id: str, status: RunStatus, counts: RunCounts, elapsed_s: float) -> str:
+    return (
+        f"run {run_id} {status.value} · {counts.done}/{counts.total} nodes done · "
+        f"{counts.running} running · {counts.failed} failed · {elapsed_s:.1f}s"
+    )
+
+
+class ProgressDisplay:
+    """Live progress on stderr: a redrawn line on a terminal, a line every few seconds
+    otherwise (CI logs), nothing when disabled (``--json``)."""
+
+    def __init__(self, run_id: str, *, enabled: bool) -> None:
+        self.run_id = run_id
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self._live: Live | None = None
+        self._last_plain = 0.0
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.enabled and stderr.is_terminal:
+            self._live = Live(console=stderr, transient=True, refresh_per_second=8)
+            self._live.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+
+    def update(self, status: RunStatus, counts: RunCounts) -> None:
+        if not self.enabled:
+            return
+        line = progress_line(self.run_id, status, counts, time.monotonic() - self.started)
+        if self._live is not None:
+            self._live.update(Text(line))
+        elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
+            self._last_plain = time.monotonic()
+            stderr.print(line)

@@ -1,0 +1,243 @@
+"""Commands about runs: run, validate, status, result, events, runs, cancel."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dagwright.cli.exits import ExitCode
+from dagwright.cli.options import ImportOption, JsonOption, settings_from
+from dagwright.cli.output import (
+    ProgressDisplay,
+    print_event,
+    print_json,
+    print_result,
+    print_runs,
+    print_status,
+    print_summary,
+    run_json,
+    stderr,
+)
+from dagwright.client import Client, check_plan, result_of
+from dagwright.connection import resolve_redis_url
+from dagwright.embedded import EmbeddedStack, EmbeddedStackError
+from dagwright.errors import ConfigurationError, PlanError, RunNotFinishedError
+from dagwright.models import Plan, RunCounts, RunState, RunStatus
+from dagwright.plans import load_plan
+from dagwright.settings import Settings
+
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Give up waiting after this many seconds (exit 3)."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    for command in (run, validate, status, result, events, runs, cancel):
+        app.command()(command)
+
+
+def run(
+    plan_file: Annotated[
+        Path, typer.Argument(help="A plan file (YAML or JSON).", show_default=False)
+    ],
+    json_output: JsonOption = False,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Print the run id and return at once.")
+    ] = False,
+    timeout: TimeoutOption = None,
+    imports: ImportOption = None,
+) -> None:
+    """Run a plan and wait for its result, showing progress.
+
+    With no DAGWRIGHT_REDIS_URL and no `dagwright up` running, starts the embedded stack
+    (Valkey and workers) for the duration of the command.
+    """
+    settings = settings_from(imports)
+    plan = load_checked_plan(plan_file, settings)  # refused before anything starts
+    if resolve_redis_url(settings):
+        code = submit_and_wait(Client(settings), plan, json_output, no_wait, timeout, embedded=None)
+        raise typer.Exit(code)
+    if no_wait:
+        raise ConfigurationError(
+            "--no-wait needs a stack that outlives this command: start `dagwright up` "
+            "or set DAGWRIGHT_REDIS_URL"
+        )
+    with ExitStack() as cleanup:
+        stack = cleanup.enter_context(embedded_stack(settings, quiet=json_output))
+        client = Client(settings.model_copy(update={"redis_url": stack.redis_url}))
+        code = submit_and_wait(client, plan, json_output, False, timeout, embedded=stack)
+    raise typer.Exit(code)
+
+
+def load_checked_plan(plan_file: Path, settings: Settings) -> Plan:
+    """Load and validate a plan file; problems name the file."""
+    plan = load_plan(plan_file)
+    try:
+        check_plan(plan, settings)
+    except PlanError as exc:
+        raise PlanError(exc.problems, source=str(plan_file)) from None
+    return plan
+
+
+def embedded_stack(settings: Settings, *, quiet: bool) -> EmbeddedStack:
+    log_file = settings.data_dir / "logs" / "worker.log"
+    if not quiet:
+        stderr.print(
+            f"[dim]no Redis configured: starting the embedded stack (worker log: {log_file})[/]"
+        )
+    return EmbeddedStack(settings, owner="run", worker_log=log_file)
+
+
+def submit_and_wait(
+    client: Client,
+    plan: Plan,
+    json_output: bool,
+    no_wait: bool,
+    timeout: float | None,
+    *,
+    embedded: EmbeddedStack | None,
+) -> int:
+    handle = client.submit(plan)
+    if no_wait:
+        if json_output:
+            print_json({"run_id": handle.run_id, "status": RunStatus.RUNNING.value})
+        else:
+            typer.echo(handle.run_id)
+        return ExitCode.OK
+    try:
+        state = wait_with_progress(
+            client, handle.run_id, timeout, show=not json_output, embedded=embedded
+        )
+    except RunNotFinishedError as exc:
+        later = (
+            "it resumes when the local stack next starts (`dagwright up`)"
+            if embedded
+            else f"follow it with `dagwright status {handle.run_id}`"
+        )
+        raise RunNotFinishedError(f"{exc}; {later}", run_id=handle.run_id) from exc
+    return report_final(state, json_output)
+
+
+def wait_with_progress(
+    client: Client,
+    run_id: str,
+    timeout: float | None,
+    *,
+    show: bool,
+    embedded: EmbeddedStack | None,
+) -> RunState:
+    with ProgressDisplay(run_id, enabled=show) as progress:
+
+        def on_progress(status: RunStatus, counts: RunCounts) -> None:
+            if embedded is not None and embedded.worker_exit_code() is not None:
+                raise EmbeddedStackError(embedded.describe_worker_death())
+            progress.update(status, counts)
+
+        return client.wait(run_id, timeout, on_progress=on_progress)
+
+
+def report_final(state: RunState, json_output: bool) -> int:
+    if json_output:
+        print_json(run_json(state))
+    else:
+        print_summary(state)
+        if state.status == RunStatus.SUCCEEDED:
+            print_result(state.result)
+    return ExitCode.OK if state.status == RunStatus.SUCCEEDED else ExitCode.RUN_FAILED
+
+
+def validate(
+    plan_file: Annotated[
+        Path, typer.Argument(help="A plan file (YAML or JSON).", show_default=False)
+    ],
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Check a plan file without running it (exit 2 and the problems if it is invalid)."""
+    settings = settings_from(imports)
+    graph = check_plan(load_checked_plan(plan_file, settings), settings)
+    if json_output:
+        print_json(
+            {"valid": True, "nodes": len(graph.plan.nodes), "order": graph.topological_order}
+        )
+    else:
+        typer.echo(
+            f"{plan_file}: valid, {len(graph.plan.nodes)} nodes, roots: {', '.join(graph.roots)}"
+        )
+
+
+def status(run_id: str, json_output: JsonOption = False) -> None:
+    """Show a run: its status and every node."""
+    state = Client(settings_from(None)).status(run_id)
+    if json_output:
+        print_json(run_json(state))
+    else:
+        print_status(state)
+
+
+def result(
+    run_id: str,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to finish.")] = False,
+    timeout: TimeoutOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a run's result (exit 1 if it failed, 3 if it has not finished)."""
+    client = Client(settings_from(None))
+    state = client.wait(run_id, timeout) if wait else client.status(run_id)
+    if not state.status.is_final:
+        raise RunNotFinishedError(
+            f"run {run_id} is still {state.status.value} ({state.counts.done}/{state.counts.total} "
+            "nodes done); use --wait to wait for it",
+            run_id=run_id,
+        )
+    value = result_of(state)
+    if json_output:
+        print_json(value)
+    else:
+        print_result(value)
+
+
+def events(
+    run_id: str,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow/--no-follow", "-f", help="Keep printing new events until the run ends."
+        ),
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a run's events (one JSON object per line with --json)."""
+    for event in Client(settings_from(None)).events(run_id, follow=follow):
+        print_event(event, as_json=json_output)
+
+
+def runs(
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="How many runs, newest first.")
+    ] = 20,
+    json_output: JsonOption = False,
+) -> None:
+    """List recent runs."""
+    states = Client(settings_from(None)).list_runs(limit)
+    if json_output:
+        print_json([{**run_json(state), "nodes": None} for state in states])
+    else:
+        print_runs(states)
+
+
+def cancel(run_id: str, json_output: JsonOption = False) -> None:
+    """Cancel a run: queued nodes never start, and the run never resumes."""
+    client = Client(settings_from(None))
+    before = client.status(run_id, include_outputs=False).status
+    state = client.cancel(run_id)
+    if json_output:
+        print_json({"run_id": run_id, "status": state.status.value, "was": before.value})
+    elif before.is_final:
+        typer.echo(f"run {run_id} had already {before.value}; nothing to cancel")
+    else:
+        typer.echo(f"run {run_id} cancelled")

@@ -1,0 +1,121 @@
+"""Commands that run processes: worker, up."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Annotated
+
+import typer
+
+from dagwright.cli.options import ImportOption, settings_from
+from dagwright.cli.output import stderr
+from dagwright.embedded import EmbeddedStack, EmbeddedStackError
+from dagwright.errors import ConfigurationError
+from dagwright.tasks import queues_for, run_worker
+from dagwright.workers import import_user_modules
+
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(worker)
+    app.command()(up)
+
+
+def worker(
+    worker_types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type", "-t", help="Serve only this worker type (repeatable; default: all)."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", min=1, help="Processes (default: CPUs).")
+    ] = None,
+    pool: Annotated[str, typer.Option(help="Celery pool: prefork, threads or solo.")] = "prefork",
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    reconciler: Annotated[
+        bool,
+        typer.Option(
+            "--reconciler/--no-reconciler",
+            help="Also run the reconciler (one is active at a time).",
+        ),
+    ] = True,
+    hostname: Annotated[
+        str | None, typer.Option("--hostname", "-n", help="Celery node name.")
+    ] = None,
+    imports: ImportOption = None,
+) -> None:
+    """Run a worker for some or all worker types, each on its own queue (dw.<type>)."""
+    settings = settings_from(imports)
+    import_user_modules(settings.imports)
+    try:
+        queues = queues_for(worker_types)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    code = run_worker(
+        settings,
+        queues=queues,
+        concurrency=concurrency,
+        pool=pool,
+        loglevel=loglevel.upper(),
+        reconciler=reconciler,
+        hostname=hostname,
+    )
+    raise typer.Exit(code)
+
+
+def up(
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", "-c", min=1, help="Worker processes (default: CPUs)."),
+    ] = None,
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    imports: ImportOption = None,
+) -> None:
+    """Run the local stack in the foreground until Ctrl-C: an embedded Valkey and a
+    worker for every queue, reconciler included. Other dagwright commands on this machine
+    find it by themselves."""
+    settings = settings_from(imports)
+    if settings.redis_url:
+        raise ConfigurationError(
+            "DAGWRIGHT_REDIS_URL is set: `dagwright up` runs its own embedded Valkey; unset it, "
+            "or run `dagwright worker` against that Redis instead"
+        )
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    with EmbeddedStack(
+        settings, owner="up", concurrency=concurrency, loglevel=loglevel.upper()
+    ) as stack:
+        stderr.print(
+            f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
+            f"(data in {settings.data_dir}), workers for {', '.join(queues_for(None))}. "
+            "Ctrl-C stops it."
+        )
+        try:
+            supervise(stack)
+        except KeyboardInterrupt:
+            stderr.print("stopping: running nodes finish first (Ctrl-C again to force)")
+    raise typer.Exit(0)
+
+
+def supervise(stack: EmbeddedStack) -> None:
+    """Restart the worker if it dies, with a growing delay; never returns on its own."""
+    restarts = 0
+    while True:
+        time.sleep(0.5)
+        code = stack.worker_exit_code()
+        if code is None:
+            continue
+        delay = RESTART_BACKOFF_S[min(restarts, len(RESTART_BACKOFF_S) - 1)]
+        stderr.print(f"[yellow]the worker exited with code {code}; restarting in {delay:g}s[/]")
+        time.sleep(delay)
+        stack.start_worker()
+        restarts += 1
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+__all__ = ["EmbeddedStackError", "up", "worker"]

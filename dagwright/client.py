@@ -1,0 +1,245 @@
+"""The Python client: submit plans, follow runs, fetch results, cancel.
+
+::
+
+    from dagwright import Client, load_plan
+
+    client = Client()                          # Settings() from DAGWRIGHT_* / dagwright.toml
+    run = client.submit(load_plan("examples/plans/diamond.yaml"))
+    print(run.result(timeout=60))              # waits; raises RunFailedError if it failed
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import cached_property, wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from dagwright.connection import require_redis_url, translate_redis_errors
+from dagwright.errors import RunCancelledError, RunFailedError, RunNotFinishedError
+from dagwright.models import Event, Plan, RunCounts, RunState, RunStatus
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
+from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.plans import load_plan, parse_plan
+from dagwright.settings import Settings
+from dagwright.tasks import CeleryBroker, build_app
+from dagwright.workers import WorkerRegistry, default_registry, import_user_modules
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+ProgressCallback = Callable[[RunStatus, RunCounts], None]
+
+WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
+
+
+def _translated(method: Callable[P, T]) -> Callable[P, T]:
+    """Redis connection errors leave the client as BrokerUnavailableError."""
+
+    @wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        client: Client = args[0]  # type: ignore[assignment]
+        with translate_redis_errors(client.redis_url):
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+class Client:
+    """Talks to the run-state store and the broker named by ``settings``."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.redis_url = require_redis_url(self.settings)
+
+    @cached_property
+    def runtime(self) -> Runtime:
+        return Runtime.from_settings(self.settings.model_copy(update={"redis_url": self.redis_url}))
+
+    @cached_property
+    def broker(self) -> Broker:
+        return CeleryBroker(build_app(self.runtime.settings))
+
+    @_translated
+    def submit(self, plan: Plan | dict[str, Any] | str | Path) -> RunHandle:
+        """Validate a plan (a Plan, a dict, or a YAML/JSON file path) and start a run.
+
+        Raises PlanError (with every problem) before anything is written.
+        """
+        runtime = self.runtime
+        graph = check_plan(_coerce_plan(plan), runtime.settings, runtime.registry)
+        run_id = new_run_id()
+        ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
+        dispatch(self.broker, runtime.scheduler, ready)
+        return RunHandle(self, run_id)
+
+    @_translated
+    def get_run(self, run_id: str) -> RunHandle:
+        """A handle on an existing run (UnknownRunError if there is none)."""
+        self.runtime.store.run_status(run_id)
+        return RunHandle(self, run_id)
+
+    @_translated
+    def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
+        return self.runtime.store.read_state(run_id, include_outputs=include_outputs)
+
+    @_translated
+    def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
+        return self.runtime.store.counts(run_id)
+
+    @_translated
+    def wait(
+        self,
+        run_id: str,
+        timeout: float | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> RunState:
+        """Block until the run is final (or raise RunNotFinishedError after ``timeout`` s).
+
+        Wakes on every event of the run; ``on_progress(status, counts)`` is called each time.
+        """
+        store = self.runtime.store
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # Taken before the status is read, so an event landing in between wakes us at once.
+        cursor = store.last_event_id(run_id)
+        while True:
+            status, counts = store.counts(run_id)
+            if on_progress is not None:
+                on_progress(status, counts)
+            if status.is_final:
+                return store.read_state(run_id)
+            remaining = WAKE_UP_S if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise RunNotFinishedError(
+                    f"run {run_id} is still {status.value} after {timeout:g}s "
+                    f"({counts.done}/{counts.total} nodes done); it keeps running",
+                    run_id=run_id,
+                )
+            events = store.read_events(
+                run_id, after=cursor, block_ms=int(min(remaining, WAKE_UP_S) * 1000)
+            )
+            if events:
+                cursor = events[-1].id
+
+    def result(self, run_id: str, timeout: float | None = None) -> Any:
+        """Wait for the run and return its result, or raise RunFailedError/RunCancelledError."""
+        return result_of(self.wait(run_id, timeout))
+
+    @_translated
+    def events(self, run_id: str, *, follow: bool = True, after: str = "0") -> Iterator[Event]:
+        """The run's events from the start (or after stream id ``after``). With ``follow``,
+        keeps waiting for new ones until the run is final."""
+        self.runtime.store.run_status(run_id)  # UnknownRunError now, not at first next()
+        return self._follow_events(run_id, follow=follow, after=after)
+
+    def _follow_events(self, run_id: str, *, follow: bool, after: str) -> Iterator[Event]:
+        store = self.runtime.store
+        block_ms = int(WAKE_UP_S * 1000) if follow else None
+        cursor = after
+        while True:
+            with translate_redis_errors(self.redis_url):
+                batch = store.read_events(run_id, after=cursor, block_ms=block_ms)
+                over = not batch and (not follow or store.run_status(run_id).is_final)
+            for event in batch:
+                cursor = event.id
+                yield event
+                if event.kind in FINAL_RUN_EVENTS:
+                    return
+            if over:
+                return
+
+    @_translated
+    def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:
+        """Cancel a run: no node starts any more; a cancelled run never resumes."""
+        runtime = self.runtime
+        runtime.store.run_status(run_id)
+        runtime.scheduler.cancel(run_id, reason)
+        runtime.forget_active(run_id)
+        return runtime.store.read_state(run_id)
+
+    @_translated
+    def list_runs(self, limit: int = 20) -> list[RunState]:
+        store = self.runtime.store
+        return [
+            store.read_state(run_id, include_outputs=False)
+            for run_id in store.list_runs(limit)
+            if store.exists(run_id)
+        ]
+
+
+def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None = None) -> PlanGraph:
+    """Validate a plan against the registered worker types and the limits, without Redis.
+
+    Imports ``settings.imports`` first, so users' functions are known.
+    """
+    import_user_modules(settings.imports)
+    limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
+    return validate_plan(plan, registry or default_registry, limits)
+
+
+FINAL_RUN_EVENTS = frozenset(f"run.{status.value}" for status in RunStatus if status.is_final)
+
+
+def result_of(state: RunState) -> Any:
+    """The result of a final run, or the typed error saying why there is none."""
+    if state.status == RunStatus.SUCCEEDED:
+        return state.result
+    if state.status == RunStatus.CANCELLED:
+        raise RunCancelledError(f"run {state.run_id} was cancelled", run_id=state.run_id)
+    if state.status == RunStatus.FAILED:
+        raise RunFailedError(describe_failure(state), run_id=state.run_id)
+    raise RunNotFinishedError(
+        f"run {state.run_id} is still {state.status.value}", run_id=state.run_id
+    )
+
+
+def describe_failure(state: RunState) -> str:
+    failed = state.failed_nodes()
+    if not failed:
+        return f"run {state.run_id} failed"
+    node_id, node = next(iter(failed.items()))
+    error = node.error
+    reason = f"{error.error_class}: {error.message}" if error else "no error recorded"
+    more = f" (and {len(failed) - 1} more failed node(s))" if len(failed) > 1 else ""
+    return f"run {state.run_id} failed: node {node_id!r} ({node.type}) {reason}{more}"
+
+
+class RunHandle:
+    """One run: ``status()``, ``wait()``, ``result()``, ``events()``, ``cancel()``."""
+
+    def __init__(self, client: Client, run_id: str) -> None:
+        self.client = client
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.run_id!r})"
+
+    def status(self) -> RunState:
+        return self.client.status(self.run_id)
+
+    def wait(
+        self, timeout: float | None = None, *, on_progress: ProgressCallback | None = None
+    ) -> RunState:
+        return self.client.wait(self.run_id, timeout, on_progress=on_progress)
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self.client.result(self.run_id, timeout)
+
+    def events(self, *, follow: bool = True, after: str = "0") -> Iterator[Event]:
+        return self.client.events(self.run_id, follow=follow, after=after)
+
+    def cancel(self, reason: str = "cancelled by a user") -> RunState:
+        return self.client.cancel(self.run_id, reason)
+
+
+def _coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, dict):
+        return parse_plan(plan)
+    return load_plan(plan)

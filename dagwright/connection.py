@@ -1,0 +1,82 @@
+"""Redis connections for the run-state store, and the translation of redis errors.
+
+The state store and the broker are separate settings (DESIGN §9); this module only deals
+with the state store. Connection failures become ``BrokerUnavailableError`` with a line a
+person can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from dagwright.errors import BrokerUnavailableError, ConfigurationError
+from dagwright.settings import Settings
+from dagwright.stackfile import read_stack
+
+NO_REDIS_HINT = (
+    "no Redis configured: set DAGWRIGHT_REDIS_URL, or start the local stack with "
+    "`dagwright up` in another terminal"
+)
+
+
+def resolve_redis_url(settings: Settings) -> str | None:
+    """The configured state-store URL, else the one of a running local stack."""
+    if settings.redis_url:
+        return settings.redis_url
+    record = read_stack(settings.data_dir)
+    return record.redis_url if record else None
+
+
+def require_redis_url(settings: Settings) -> str:
+    url = resolve_redis_url(settings)
+    if not url:
+        raise ConfigurationError(NO_REDIS_HINT)
+    return url
+
+
+def connect(url: str) -> redis.Redis:
+    """A client with timeouts and a short reconnect-retry, decoding replies to str."""
+    try:
+        return redis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=10,
+            socket_connect_timeout=5,
+            health_check_interval=15,
+            retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@contextmanager
+def translate_redis_errors(url: str) -> Iterator[None]:
+    """Turn redis connection failures into BrokerUnavailableError."""
+    try:
+        yield
+    except redis.AuthenticationError as exc:
+        raise ConfigurationError(
+            f"Redis at {redact_url(url)} refused the credentials: check the password in "
+            "DAGWRIGHT_REDIS_URL"
+        ) from exc
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BrokerUnavailableError(
+            f"cannot reach Redis at {redact_url(url)} ({exc}); is it running? "
+            "(`dagwright up` starts a local one)"
+        ) from exc

@@ -1,0 +1,89 @@
+"""The wire contract: every Redis key, queue and task name dagwright uses.
+
+Nothing else builds a key string. A run's keys share the hash tag ``{<run_id>}`` so they
+land in one Redis Cluster slot and the scheduler's Lua scripts stay legal under Cluster.
+
+A run is stored column-wise: one hash per node attribute, keyed by node id (``state``,
+``fence``, ``output``...), rather than one hash per node. A run therefore has a fixed set
+of keys whatever its size: expiring a finished run is O(1) per key, and reading the state
+of a 10,000-node run is a handful of HGETALLs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NODE_EXECUTE_TASK = "dagwright.node.execute"
+RECONCILE_TASK = "dagwright.run.reconcile"
+
+ORCHESTRATOR_QUEUE = "dw.orchestrator"
+QUEUE_PREFIX = "dw."
+
+# The order is part of the contract with the Lua prelude, which names KEYS[i] after it.
+RUN_KEY_NAMES: tuple[str, ...] = (
+    "run",  # hash: status, timestamps, counters, output node ids
+    "plan",  # string: the validated plan as JSON
+    "spec",  # hash node -> the node's JSON spec
+    "deps",  # hash node -> JSON list of the nodes it depends on
+    "dependents",  # hash node -> JSON list of the nodes depending on it
+    "remaining",  # hash node -> count of dependencies not yet succeeded
+    "dispatch",  # hash node -> JSON {"queue", "time_limit_s"} used to publish it
+    "state",  # hash node -> NodeStatus value
+    "fence",  # hash node -> fencing token, +1 on every QUEUED transition
+    "attempts",  # hash node -> how many times it was claimed
+    "holder",  # hash node -> "<host>:<pid>" of the process running it
+    "output",  # hash node -> JSON output
+    "error",  # hash node -> JSON ErrorInfo of the last failure
+    "started",  # hash node -> epoch ms of the last claim
+    "finished",  # hash node -> epoch ms it reached a final state
+    "queued",  # zset node -> epoch ms it was queued (removed at claim)
+    "outbox",  # zset node -> epoch ms; queued but publish not yet confirmed
+    "leases",  # zset node -> epoch ms its lease expires
+    "retry",  # zset node -> epoch ms its retry is due
+    "events",  # stream of every transition
+)
+
+
+def queue_for(worker_type: str) -> str:
+    """The Celery queue a worker type consumes."""
+    return f"{QUEUE_PREFIX}{worker_type}"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under one prefix (``settings.key_prefix``)."""
+
+    prefix: str = "dw:"
+
+    def run_key(self, run_id: str, name: str) -> str:
+        """One of a run's keys, by its name in ``RUN_KEY_NAMES``."""
+        if name not in RUN_KEY_NAMES:
+            raise KeyError(name)
+        return f"{self.prefix}{{{run_id}}}:{name}"
+
+    def run_keys(self, run_id: str) -> list[str]:
+        """All of a run's keys, in the order the Lua scripts expect."""
+        return [self.run_key(run_id, name) for name in RUN_KEY_NAMES]
+
+    @property
+    def run_index(self) -> str:
+        """Sorted set run_id -> creation time (ms): every run still retained."""
+        return f"{self.prefix}runs"
+
+    @property
+    def active_runs(self) -> str:
+        """Set of runs not yet finished: what the reconciler looks at."""
+        return f"{self.prefix}runs:active"
+
+    @property
+    def reconciler_lock(self) -> str:
+        """Held by the one reconciler doing the work; the others stand by."""
+        return f"{self.prefix}reconciler:lock"
+
+    def worker_heartbeat(self, hostname: str) -> str:
+        """Hash a live worker refreshes: its queues and pid, with a short TTL."""
+        return f"{self.prefix}workers:{hostname}"
+
+    @property
+    def worker_heartbeat_pattern(self) -> str:
+        return f"{self.prefix}workers:*"

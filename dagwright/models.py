@@ -1,0 +1,191 @@
+"""Frozen pydantic models: what crosses a process boundary, always as JSON.
+
+``Plan`` and ``Node`` are what a plan file holds, what the Python builder produces and
+(later) what the planner LLM emits. ``RunState`` / ``NodeState`` are read-only snapshots
+of a run; ``Event`` is one entry of a run's event stream.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+NODE_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
+
+
+class RetryPolicy(BaseModel):
+    """How a node is retried after a retryable failure (backoff is exponential with jitter)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(3, ge=1, le=100)
+    """Attempts in all, the first included."""
+    backoff_s: float = Field(1.0, ge=0)
+    """Delay before the first retry; doubles on each retry."""
+    backoff_max_s: float = Field(60.0, ge=0)
+    """Ceiling on any one delay."""
+    jitter: bool = True
+    """Randomise each delay (full jitter) so retries of many nodes do not arrive together."""
+    non_retryable: list[str] = Field(default_factory=list)
+    """Exception class names that fail the node at once even if otherwise retryable."""
+
+
+class Node(BaseModel):
+    """One subtask of a plan."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=NODE_ID_PATTERN)
+    """Unique in the plan: lowercase letters, digits, ``_`` and ``-``."""
+    type: str = Field(min_length=1)
+    """A registered worker type: ``function``, ``python``, ``researcher``..."""
+    depends_on: list[str] = Field(default_factory=list)
+    """Ids of the nodes whose outputs this node needs; it runs after all of them succeed."""
+    function: str | None = None
+    """``function`` nodes: the name of a registered function."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """JSON arguments given to the worker (a function's keyword arguments)."""
+    code: str | None = None
+    """``python`` nodes: the program to run in the sandbox."""
+    instruction: str | None = None
+    """LLM agent nodes: what the agent must do."""
+    retry: RetryPolicy | None = None
+    """Retry policy; unset means the worker type's default."""
+    timeout_s: float | None = Field(None, gt=0)
+    """Execution time limit; unset means ``settings.default_timeout_s``."""
+
+    @field_validator("depends_on")
+    @classmethod
+    def _no_duplicate_deps(cls, deps: list[str]) -> list[str]:
+        if len(set(deps)) != len(deps):
+            raise ValueError("lists a dependency twice")
+        return deps
+
+
+class Plan(BaseModel):
+    """A dependency DAG of nodes, and which of them hold the run's result."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    goal: str = ""
+    """Free text, for people (and the planner)."""
+    output: str | list[str] | None = None
+    """Node id(s) whose output is the run's result; unset means the plan's sink nodes."""
+    nodes: list[Node] = Field(min_length=1)
+    """The subtasks; order does not matter."""
+
+    def output_nodes(self) -> list[str]:
+        """The nodes whose outputs make the result: ``output``, or else every sink."""
+        if isinstance(self.output, str):
+            return [self.output]
+        if self.output:
+            return list(self.output)
+        depended_on = {dep for node in self.nodes for dep in node.depends_on}
+        return [node.id for node in self.nodes if node.id not in depended_on]
+
+
+class RunStatus(enum.StrEnum):
+    PLANNING = "planning"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+class NodeStatus(enum.StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait"
+    WAITING_APPROVAL = "waiting_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_NODE_STATUSES
+
+
+FINAL_NODE_STATUSES = frozenset(
+    {NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.CANCELLED}
+)
+
+
+class ErrorInfo(BaseModel):
+    """Why a node failed (its last failure, if it was retried)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    error_class: str
+    message: str
+    retryable: bool
+    traceback: str | None = None
+
+
+class NodeState(BaseModel):
+    """A snapshot of one node of a run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: NodeStatus
+    type: str
+    attempts: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+class RunCounts(BaseModel):
+    """How many nodes are in which situation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    total: int = 0
+    done: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    blocked: int = 0
+    cancelled: int = 0
+
+
+class RunState(BaseModel):
+    """A snapshot of a run: its status, every node, and the result once it succeeded."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    status: RunStatus
+    goal: str = ""
+    created_at: datetime
+    finished_at: datetime | None = None
+    counts: RunCounts
+    output_nodes: list[str]
+    nodes: dict[str, NodeState]
+    result: Any = None
+
+    def failed_nodes(self) -> dict[str, NodeState]:
+        return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}
+
+
+class Event(BaseModel):
+    """One entry of a run's event stream (``kind`` is e.g. ``node.succeeded``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    run_id: str
+    kind: str
+    at: datetime
+    node: str | None = None
+    data: dict[str, str] = Field(default_factory=dict)

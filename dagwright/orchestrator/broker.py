@@ -1,0 +1,40 @@
+"""What the orchestrator needs from the message broker, as a protocol.
+
+The Celery implementation lives in ``dagwright.tasks.publish``; the orchestrator never
+imports Celery.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from dagwright.orchestrator.scheduler import ReadyNode, Scheduler
+
+log = logging.getLogger(__name__)
+
+
+class Broker(Protocol):
+    def publish(self, nodes: list[ReadyNode]) -> list[ReadyNode]:
+        """Publish one message per node; return those that were published."""
+        ...
+
+    def queue_depth(self, queue: str) -> int | None:
+        """Messages waiting in ``queue``, or None if the broker cannot tell."""
+        ...
+
+
+def dispatch(broker: Broker, scheduler: Scheduler, nodes: list[ReadyNode]) -> None:
+    """Publish queued nodes and confirm them. A node whose publish fails stays in the
+    outbox, and the reconciler publishes it again: nothing is lost to a broker outage."""
+    if not nodes:
+        return
+    try:
+        published = broker.publish(nodes)
+    except Exception:
+        log.warning(
+            "publishing %d node(s) failed; the reconciler will retry", len(nodes), exc_info=True
+        )
+        return
+    if published:
+        scheduler.mark_published(published)

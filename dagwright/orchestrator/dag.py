@@ -1,0 +1,170 @@
+"""Pure validation of a plan: no I/O, no Redis, the same for file, builder and LLM plans.
+
+Every problem is a sentence that says what to fix; they are collected, not raised one by
+one, so a person (or the planner model, later) sees them all at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from dagwright.errors import PlanError
+from dagwright.models import Node, Plan
+
+
+class WorkerCatalog(Protocol):
+    """What validation needs to know about the registered worker types."""
+
+    def type_names(self) -> list[str]: ...
+
+    def node_problems(self, node: Node) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    max_nodes: int = 10_000
+    max_timeout_s: float = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class PlanGraph:
+    """A validated plan with its edges in both directions."""
+
+    plan: Plan
+    dependents: dict[str, list[str]]
+    topological_order: list[str]
+
+    @property
+    def roots(self) -> list[str]:
+        return [node.id for node in self.plan.nodes if not node.depends_on]
+
+
+def validate_plan(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> PlanGraph:
+    """Check a plan; return its graph, or raise PlanError listing every problem."""
+    if len(plan.nodes) > limits.max_nodes:
+        raise PlanError(
+            [
+                f"the plan has {len(plan.nodes)} nodes; the limit is {limits.max_nodes} "
+                "(DAGWRIGHT_MAX_NODES)"
+            ]
+        )
+    problems = _structure_problems(plan) + _node_problems(plan, catalog, limits)
+    if problems:
+        raise PlanError(problems)
+    order = topological_order(plan.nodes)
+    if isinstance(order, Cycle):
+        raise PlanError([order.describe()])
+    return PlanGraph(plan=plan, dependents=dependents_of(plan.nodes), topological_order=order)
+
+
+def _structure_problems(plan: Plan) -> list[str]:
+    ids = [node.id for node in plan.nodes]
+    known = set(ids)
+    problems = [
+        f"node id {node_id!r} is used {count} times; ids must be unique"
+        for node_id, count in Counter(ids).items()
+        if count > 1
+    ]
+    for node in plan.nodes:
+        for dep in node.depends_on:
+            if dep == node.id:
+                problems.append(
+                    f"node {node.id!r} depends on itself; remove {dep!r} from its depends_on"
+                )
+            elif dep not in known:
+                problems.append(
+                    f"node {node.id!r} depends on {dep!r}, which is not in the plan"
+                    + _did_you_mean(dep, known)
+                )
+    for output in plan.output_nodes():
+        if output not in known:
+            problems.append(
+                f"output names {output!r}, which is not in the plan" + _did_you_mean(output, known)
+            )
+    return problems
+
+
+def _node_problems(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> list[str]:
+    type_names = catalog.type_names()
+    problems: list[str] = []
+    for node in plan.nodes:
+        if node.type not in type_names:
+            problems.append(
+                f"node {node.id!r} has type {node.type!r}, which no worker type is registered as"
+                + _did_you_mean(node.type, type_names)
+                + f"; registered: {', '.join(sorted(type_names))}"
+            )
+            continue
+        if node.timeout_s is not None and node.timeout_s > limits.max_timeout_s:
+            problems.append(
+                f"node {node.id!r} asks timeout_s {node.timeout_s:g}; the limit is "
+                f"{limits.max_timeout_s:g} (DAGWRIGHT_MAX_TIMEOUT_S)"
+            )
+        problems.extend(f"node {node.id!r}: {problem}" for problem in catalog.node_problems(node))
+    return problems
+
+
+def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def dependents_of(nodes: list[Node]) -> dict[str, list[str]]:
+    """node id -> ids of the nodes that depend on it, in plan order."""
+    dependents: dict[str, list[str]] = {node.id: [] for node in nodes}
+    for node in nodes:
+        for dep in node.depends_on:
+            dependents[dep].append(node.id)
+    return dependents
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """Node ids around a dependency cycle, in execution order (each runs after the one before)."""
+
+    path: list[str]
+
+    def describe(self) -> str:
+        ring = " -> ".join([*self.path, self.path[0]])
+        return f"dependency cycle {ring}: remove one of these dependencies"
+
+
+def topological_order(nodes: list[Node]) -> list[str] | Cycle:
+    """Kahn's algorithm: an execution order, or one cycle if there is none.
+
+    Iterative, so a 10,000-long chain does not hit the recursion limit.
+    """
+    remaining = {node.id: len(node.depends_on) for node in nodes}
+    dependents = dependents_of(nodes)
+    ready = deque(node_id for node_id, count in remaining.items() if count == 0)
+    order: list[str] = []
+    while ready:
+        node_id = ready.popleft()
+        order.append(node_id)
+        for child in dependents[node_id]:
+            remaining[child] -= 1
+            if remaining[child] == 0:
+                ready.append(child)
+    if len(order) == len(nodes):
+        return order
+    return _find_cycle({node.id: node.depends_on for node in nodes}, set(order))
+
+
+def _find_cycle(deps: dict[str, list[str]], ordered: set[str]) -> Cycle:
+    # Every node Kahn left behind has a dependency that was also left behind, so walking
+    # such dependencies must revisit a node: the walk from there is a cycle.
+    start = min(node_id for node_id in deps if node_id not in ordered)
+    seen: dict[str, int] = {}
+    walk: list[str] = []
+    node_id = start
+    while node_id not in seen:
+        seen[node_id] = len(walk)
+        walk.append(node_id)
+        node_id = next(dep for dep in deps[node_id] if dep not in ordered)
+    cycle = list(reversed(walk[seen[node_id] :]))  # walked against the edges
+    pivot = cycle.index(min(cycle))
+    return Cycle(cycle[pivot:] + cycle[:pivot])

@@ -1,0 +1,177 @@
+"""Running one node: claim it, run its worker type under a lease, record the outcome.
+
+Plain functions over a ``Runtime``; the Celery task in ``dagwright.tasks`` only unpacks
+its message and calls ``execute_node``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import socket
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from dagwright.errors import PermanentError, RetryableError
+from dagwright.models import ErrorInfo, RunStatus
+from dagwright.orchestrator.backoff import compute_backoff
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
+from dagwright.workers import NodeContext
+
+log = logging.getLogger(__name__)
+
+MAX_TRACEBACK_CHARS = 8000
+
+
+class Outcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    STALE = "stale"  # a duplicate or superseded message: nothing was recorded
+
+
+@dataclass
+class ExecutionEnv:
+    runtime: Runtime
+    broker: Broker
+    leases: LeaseKeeper
+
+    @property
+    def holder(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Outcome:
+    claim = claim_node(env, run_id, node_id, fence)
+    if claim is None:
+        log.info("dropping stale message for %s/%s (fence %d)", run_id, node_id, fence)
+        return Outcome.STALE
+    ctx = NodeContext(
+        run_id=run_id,
+        node_id=node_id,
+        attempt=claim.attempt,
+        fence=fence,
+        settings=env.runtime.settings,
+        inputs=claim.inputs,
+    )
+    with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
+        try:
+            output_json = encode_output(
+                run_worker(env.runtime, ctx, claim), env.runtime.settings.max_output_bytes
+            )
+        except Exception as exc:
+            return record_failure(env, ctx, claim, exc)
+    return record_success(env, ctx, output_json)
+
+
+def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Claim | None:
+    """Claim the node; take it over if the process holding it is a dead one on this host
+    (its message was redelivered after the worker process was killed)."""
+    runtime = env.runtime
+    lease_s = runtime.settings.lease_s
+    claim = runtime.scheduler.claim(run_id, node_id, fence, lease_s=lease_s, holder=env.holder)
+    if isinstance(claim, Held) and holder_is_dead_here(claim.holder):
+        claim = runtime.scheduler.claim(
+            run_id, node_id, fence, lease_s=lease_s, holder=env.holder, takeover=claim.holder
+        )
+    return claim if isinstance(claim, Claim) else None
+
+
+def holder_is_dead_here(holder: str) -> bool:
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def run_worker(runtime: Runtime, ctx: NodeContext, claim: Claim) -> Any:
+    try:
+        worker_type = runtime.registry.get(claim.node.type)
+    except KeyError as exc:
+        raise PermanentError(
+            f"worker type {claim.node.type!r} is not registered in this worker; start it with "
+            "--import naming the module that registers it"
+        ) from exc
+    return worker_type.run(ctx, claim.node)
+
+
+def encode_output(output: Any, max_bytes: int) -> str:
+    try:
+        encoded = json.dumps(output, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise PermanentError(f"the node's output is not JSON: {exc}") from exc
+    if len(encoded) > max_bytes:
+        raise PermanentError(
+            f"the node's output is {len(encoded)} bytes; the limit is {max_bytes} "
+            "(DAGWRIGHT_MAX_OUTPUT_BYTES): write big data elsewhere and return a reference"
+        )
+    return encoded
+
+
+def record_success(env: ExecutionEnv, ctx: NodeContext, output_json: str) -> Outcome:
+    runtime = env.runtime
+    advance = runtime.scheduler.complete(ctx.run_id, ctx.node_id, ctx.fence, output_json)
+    if advance is None:
+        return Outcome.STALE
+    dispatch(env.broker, runtime.scheduler, advance.ready)
+    if advance.run_finished is not None:
+        runtime.forget_active(ctx.run_id)
+    return Outcome.SUCCEEDED
+
+
+def record_failure(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BaseException
+) -> Outcome:
+    runtime = env.runtime
+    error = describe_error(exc)
+    policy = claim.node.retry or runtime.registry.get(claim.node.type).default_retry
+    retry = (
+        error.retryable
+        and claim.attempt < policy.max_attempts
+        and error.error_class not in policy.non_retryable
+    )
+    log.warning(
+        "node %s/%s attempt %d failed (%s: %s)%s",
+        ctx.run_id,
+        ctx.node_id,
+        claim.attempt,
+        error.error_class,
+        error.message,
+        "; will retry" if retry else "",
+    )
+    if retry:
+        delay = compute_backoff(policy, claim.attempt)
+        scheduled = runtime.scheduler.schedule_retry(
+            ctx.run_id, ctx.node_id, ctx.fence, error, delay
+        )
+        return Outcome.RETRYING if scheduled else Outcome.STALE
+    final = runtime.scheduler.fail(ctx.run_id, ctx.node_id, ctx.fence, error)
+    if final is False:
+        return Outcome.STALE
+    if isinstance(final, RunStatus):
+        runtime.forget_active(ctx.run_id)
+    return Outcome.FAILED
+
+
+def describe_error(exc: BaseException) -> ErrorInfo:
+    # Anything that is not a PermanentError is retryable (see dagwright.errors).
+    retryable = isinstance(exc, RetryableError) or not isinstance(exc, PermanentError)
+    trace = "".join(traceback.format_exception(exc))
+    return ErrorInfo(
+        error_class=type(exc).__name__,
+        message=str(exc) or type(exc).__name__,
+        retryable=retryable,
+        traceback=trace[-MAX_TRACEBACK_CHARS:],
+    )

@@ -1,0 +1,69 @@
+-- Shared by every scheduler script (prepended by scripts.py). KEYS are one run's keys,
+-- named in keys.RUN_KEY_NAMES order; ARGV[1] is the event stream cap, ARGV[2] the
+-- retention in seconds, and each script's own arguments start at ARGV[3].
+-- Time comes from the server, so leases do not depend on the clocks of worker hosts.
+local K = {}
+for i, name in ipairs({__RUN_KEY_NAMES__}) do K[name] = KEYS[i] end
+local EVENTS_MAXLEN = ARGV[1]
+local RETENTION_S = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+
+local function emit(kind, node, ...)
+  local fields = {'kind', kind, 'at', NOW}
+  if node then
+    fields[#fields + 1] = 'node'
+    fields[#fields + 1] = node
+  end
+  local extra = {...}
+  for i = 1, #extra do fields[#fields + 1] = extra[i] end
+  redis.call('XADD', K.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
+end
+
+local function run_status()
+  return redis.call('HGET', K.run, 'status')
+end
+
+-- True if `node` is in `state` under fencing token `fence` (a string, as on the wire).
+local function owns(node, fence, state)
+  return redis.call('HGET', K.state, node) == state and redis.call('HGET', K.fence, node) == fence
+end
+
+-- Move a node to QUEUED under a new fence; append (node, fence, dispatch) to `ready`.
+local function queue_node(node, ready)
+  local fence = redis.call('HINCRBY', K.fence, node, 1)
+  redis.call('HSET', K.state, node, 'queued')
+  redis.call('ZADD', K.queued, NOW, node)
+  redis.call('ZADD', K.outbox, NOW, node)
+  emit('node.queued', node, 'fence', fence)
+  ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node)}
+end
+
+-- A running node stops running (it finished, failed, will retry, or lost its worker).
+local function release(node)
+  redis.call('ZREM', K.leases, node)
+  redis.call('HDEL', K.holder, node)
+  redis.call('HINCRBY', K.run, 'running', -1)
+end
+
+local function set_final(node, state)
+  redis.call('HSET', K.state, node, state)
+  redis.call('HSET', K.finished, node, NOW)
+  redis.call('HINCRBY', K.run, 'done', 1)
+  redis.call('HINCRBY', K.run, state, 1)
+end
+
+local function finish_run(status)
+  redis.call('HSET', K.run, 'status', status, 'finished_at', NOW)
+  emit('run.' .. status, false)
+  for _, key in pairs(K) do redis.call('EXPIRE', key, RETENTION_S) end
+  return status
+end
+
+-- Finish the run once every node is final; returns the run's final status or ''.
+local function finalize_if_done()
+  local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked')
+  if run[1] ~= 'running' or tonumber(run[3]) < tonumber(run[2]) then return '' end
+  if tonumber(run[4]) > 0 or tonumber(run[5]) > 0 then return finish_run('failed') end
+  return finish_run('succeeded')
+end

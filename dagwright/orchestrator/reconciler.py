@@ -1,0 +1,98 @@
+"""The reconciler: re-queues what dead workers and lost messages left behind.
+
+Any number of processes may run it (every worker does by default); a lock in Redis lets
+one do the work at a time. Every action is a fenced Lua transition, so even two
+reconcilers at once could not record anything twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from dagwright.models import RunStatus
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.scheduler import ReadyNode
+
+log = logging.getLogger(__name__)
+
+ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
+
+
+@dataclass
+class ReconcileReport:
+    ran: bool = False
+    runs: int = 0
+    requeued: int = 0
+    republished: int = 0
+    finished: list[str] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(self, runtime: Runtime, broker: Broker) -> None:
+        self.runtime = runtime
+        self.broker = broker
+        self.token = uuid.uuid4().hex
+
+    def run_once(self) -> ReconcileReport:
+        report = ReconcileReport()
+        if not self._hold_lock():
+            return report
+        report.ran = True
+        client = self.runtime.client
+        for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
+            report.runs += 1
+            self._reconcile_run(run_id, report)
+        return report
+
+    def _reconcile_run(self, run_id: str, report: ReconcileReport) -> None:
+        settings = self.runtime.settings
+        found = self.runtime.scheduler.reconcile_run(
+            run_id,
+            publish_grace_s=settings.publish_grace_s,
+            stranded_after_s=settings.stranded_after_s,
+        )
+        if found.status != RunStatus.RUNNING.value:
+            self._forget_if_over(run_id, found.status, report)
+            return
+        stranded = [node for node in found.stranded if self._queue_is_empty(node)]
+        to_publish = found.requeued + found.unpublished + stranded
+        if found.requeued or found.unpublished or stranded:
+            log.info(
+                "run %s: re-queued %d, publishing again %d unconfirmed and %d stranded",
+                run_id,
+                len(found.requeued),
+                len(found.unpublished),
+                len(stranded),
+            )
+        report.requeued += len(found.requeued)
+        report.republished += len(found.unpublished) + len(stranded)
+        dispatch(self.broker, self.runtime.scheduler, to_publish)
+
+    def _queue_is_empty(self, node: ReadyNode) -> bool:
+        depth = self.broker.queue_depth(node.dispatch.queue)
+        return depth == 0
+
+    def _forget_if_over(self, run_id: str, status: str, report: ReconcileReport) -> None:
+        if status == "missing":  # no run hash: being created, or expired
+            created = self.runtime.client.zscore(self.runtime.keys.run_index, run_id)
+            now = self.runtime.store.server_time_ms()
+            if created is not None and now - created < ORPHAN_GRACE_MS:
+                return
+        elif not RunStatus(status).is_final:
+            return
+        self.runtime.forget_active(run_id)
+        report.finished.append(run_id)
+
+    def _hold_lock(self) -> bool:
+        client = self.runtime.client
+        key = self.runtime.keys.reconciler_lock
+        ttl_ms = int(self.runtime.settings.reconcile_interval_s * 3000)
+        if client.set(key, self.token, nx=True, px=ttl_ms):
+            return True
+        if client.get(key) == self.token:
+            client.pexpire(key, ttl_ms)
+            return True
+        return False

@@ -1,0 +1,54 @@
+"""Everything that talks to the run-state store, built once per process from Settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from dagwright.connection import connect, require_redis_url
+from dagwright.keys import Keys, queue_for
+from dagwright.models import Node
+from dagwright.orchestrator.runstore import RunStore
+from dagwright.orchestrator.scheduler import Dispatch, Scheduler
+from dagwright.settings import Settings
+from dagwright.workers import WorkerRegistry, default_registry, import_user_modules
+
+
+@dataclass(frozen=True)
+class Runtime:
+    settings: Settings
+    redis_url: str
+    client: redis.Redis
+    keys: Keys
+    store: RunStore
+    scheduler: Scheduler
+    registry: WorkerRegistry
+
+    @classmethod
+    def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
+        import_user_modules(settings.imports)
+        url = require_redis_url(settings)
+        client = connect(url)
+        keys = Keys(settings.key_prefix)
+        return cls(
+            settings=settings,
+            redis_url=url,
+            client=client,
+            keys=keys,
+            store=RunStore(client, keys, events_maxlen=settings.events_maxlen),
+            scheduler=Scheduler(
+                client, keys, events_maxlen=settings.events_maxlen, retention_s=settings.retention_s
+            ),
+            registry=registry or default_registry,
+        )
+
+    def dispatch_for(self, node: Node) -> Dispatch:
+        return Dispatch(
+            queue=queue_for(node.type),
+            time_limit_s=node.timeout_s or self.settings.default_timeout_s,
+        )
+
+    def forget_active(self, run_id: str) -> None:
+        """Drop a finished run from the reconciler's set."""
+        self.client.srem(self.keys.active_runs, run_id)

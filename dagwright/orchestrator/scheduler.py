@@ -1,0 +1,190 @@
+"""The run state machine in Redis: claim, complete, fail, retry, renew, cancel, reconcile.
+
+Each transition is one atomic Lua script on the run's keys (see ``lua/``). Fencing: every
+QUEUED transition increments the node's fence and every claim/complete carries it, so a
+duplicate delivery or a zombie worker can never record a second completion.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from dagwright.keys import Keys
+from dagwright.models import ErrorInfo, Node, RunStatus
+from dagwright.orchestrator.scripts import RunScripts
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """How a queued node is published: its queue and its time limit."""
+
+    queue: str
+    time_limit_s: float
+
+    def to_json(self) -> str:
+        return json.dumps({"queue": self.queue, "time_limit_s": self.time_limit_s})
+
+    @classmethod
+    def from_json(cls, raw: str) -> Dispatch:
+        return cls(**json.loads(raw))
+
+
+@dataclass(frozen=True)
+class ReadyNode:
+    """A node in QUEUED whose message must be published."""
+
+    run_id: str
+    node_id: str
+    fence: int
+    dispatch: Dispatch
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A node this worker now runs, with its dependencies' outputs."""
+
+    node: Node
+    attempt: int
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Held:
+    """The node runs already, under the same fence, in ``holder`` ("<host>:<pid>")."""
+
+    holder: str
+
+
+@dataclass(frozen=True)
+class Advance:
+    """What completing a node changed: nodes now ready, and the run's final status if any."""
+
+    ready: list[ReadyNode]
+    run_finished: RunStatus | None
+
+
+@dataclass(frozen=True)
+class ReconcilePass:
+    status: str
+    requeued: list[ReadyNode]
+    unpublished: list[ReadyNode]
+    stranded: list[ReadyNode]
+
+
+@dataclass(frozen=True)
+class LeaseRef:
+    run_id: str
+    node_id: str
+    fence: int
+
+
+class Scheduler:
+    """Typed calls over the Lua scripts, for one Redis client."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, events_maxlen: int, retention_s: int):
+        self.client = client
+        self.keys = keys
+        self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
+
+    def _call(self, name: str, run_id: str, *args: Any, client: Any = None) -> Any:
+        return self._scripts.call(name, self.keys.run_keys(run_id), *args, client=client)
+
+    def claim(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        *,
+        lease_s: float,
+        holder: str,
+        takeover: str = "",
+    ) -> Claim | Held | None:
+        """Claim a queued node; None if the message is stale (fence, state or run moved on)."""
+        reply = self._call("claim", run_id, node_id, fence, int(lease_s * 1000), holder, takeover)
+        if reply[0] == "held":
+            return Held(reply[1])
+        if reply[0] != "ok":
+            return None
+        pairs = reply[3:]
+        inputs = {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
+        return Claim(node=Node.model_validate_json(reply[1]), attempt=int(reply[2]), inputs=inputs)
+
+    def complete(self, run_id: str, node_id: str, fence: int, output_json: str) -> Advance | None:
+        """Record success; None if this worker no longer owns the node."""
+        reply = self._call("complete", run_id, node_id, fence, output_json)
+        if reply[0] != "ok":
+            return None
+        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+
+    def fail(
+        self, run_id: str, node_id: str, fence: int, error: ErrorInfo
+    ) -> RunStatus | bool | None:
+        """Record a final failure. Returns the run's final status, None if it goes on, or
+        False if this worker no longer owns the node."""
+        reply = self._call("fail", run_id, node_id, fence, error.model_dump_json())
+        if reply[0] != "ok":
+            return False
+        return _final(reply[1])
+
+    def schedule_retry(
+        self, run_id: str, node_id: str, fence: int, error: ErrorInfo, delay_s: float
+    ) -> bool:
+        reply = self._call(
+            "retry", run_id, node_id, fence, error.model_dump_json(), int(delay_s * 1000)
+        )
+        return bool(reply[0] == "ok")
+
+    def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
+        """Extend leases in one round trip; False for each lease no longer held."""
+        pipe = self.client.pipeline(transaction=False)
+        for lease in leases:
+            self._call(
+                "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000), client=pipe
+            )
+        return [bool(held) for held in pipe.execute()]
+
+    def cancel(self, run_id: str, reason: str) -> tuple[str, list[str]]:
+        """Cancel a run: (outcome, nodes that were running). Outcome is ``cancelled``, the
+        status of an already-final run, or ``missing``."""
+        reply = self._call("cancel", run_id, reason)
+        return reply[0], list(reply[1]) if len(reply) > 1 else []
+
+    def reconcile_run(
+        self, run_id: str, *, publish_grace_s: float, stranded_after_s: float, limit: int = 1000
+    ) -> ReconcilePass:
+        reply = self._call(
+            "reconcile", run_id, int(publish_grace_s * 1000), int(stranded_after_s * 1000), limit
+        )
+        return ReconcilePass(
+            status=reply[0],
+            requeued=_ready_nodes(run_id, reply[1]),
+            unpublished=_ready_nodes(run_id, reply[2]),
+            stranded=_ready_nodes(run_id, reply[3]),
+        )
+
+    def mark_published(self, nodes: list[ReadyNode]) -> None:
+        """Confirm publishes, so the reconciler does not publish these nodes again."""
+        by_run: dict[str, list[str]] = {}
+        for node in nodes:
+            by_run.setdefault(node.run_id, []).append(node.node_id)
+        pipe = self.client.pipeline(transaction=False)
+        for run_id, node_ids in by_run.items():
+            pipe.zrem(self.keys.run_key(run_id, "outbox"), *node_ids)
+        pipe.execute()
+
+
+def _ready_nodes(run_id: str, rows: list[list[Any]]) -> list[ReadyNode]:
+    return [
+        ReadyNode(
+            run_id=run_id, node_id=row[0], fence=int(row[1]), dispatch=Dispatch.from_json(row[2])
+        )
+        for row in rows
+    ]
+
+
+def _final(status: str) -> RunStatus | None:
+    return RunStatus(status) if status else None

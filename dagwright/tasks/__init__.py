@@ -1,0 +1,10 @@
+"""Celery tasks and workers: thin wrappers over the orchestrator's plain functions.
+
+With ``dagwright.app`` this is the only package that imports Celery.
+"""
+
+from dagwright.tasks.app_factory import build_app
+from dagwright.tasks.publish import CeleryBroker
+from dagwright.tasks.worker import queues_for, run_worker
+
+__all__ = ["CeleryBroker", "build_app", "queues_for", "run_worker"]

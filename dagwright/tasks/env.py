@@ -1,0 +1,39 @@
+"""The per-process execution environment of a worker, built lazily after fork."""
+
+from __future__ import annotations
+
+import os
+
+from dagwright.app import DagwrightCelery
+from dagwright.orchestrator.execution import ExecutionEnv
+from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.reconciler import Reconciler
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.tasks.publish import CeleryBroker
+
+_envs: dict[tuple[int, int], ExecutionEnv] = {}
+_reconcilers: dict[tuple[int, int], Reconciler] = {}
+
+
+def execution_env(app: DagwrightCelery) -> ExecutionEnv:
+    """One environment per (app, process): connections and the lease thread do not
+    survive fork(), so a prefork child builds its own on its first task."""
+    key = (id(app), os.getpid())
+    env = _envs.get(key)
+    if env is None:
+        settings = app.dagwright_settings
+        runtime = Runtime.from_settings(settings)
+        leases = LeaseKeeper(
+            runtime.scheduler, lease_s=settings.lease_s, interval_s=settings.heartbeat_interval_s
+        )
+        env = _envs[key] = ExecutionEnv(runtime=runtime, broker=CeleryBroker(app), leases=leases)
+    return env
+
+
+def reconciler_for(app: DagwrightCelery) -> Reconciler:
+    """One reconciler per (app, process), so its lock token stays the same across ticks."""
+    key = (id(app), os.getpid())
+    if key not in _reconcilers:
+        env = execution_env(app)
+        _reconcilers[key] = Reconciler(env.runtime, env.broker)
+    return _reconcilers[key]

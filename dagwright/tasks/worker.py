@@ -1,0 +1,54 @@
+"""Starting a worker: one Celery worker consuming the queues of the chosen worker types."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.settings import Settings
+from dagwright.tasks.app_factory import build_app
+from dagwright.tasks.steps import PresenceStep, ReconcilerStep
+from dagwright.workers import default_registry
+
+
+def queues_for(worker_types: list[str] | None) -> list[str]:
+    """The orchestrator queue plus one queue per worker type (all registered by default)."""
+    if worker_types:
+        unknown = sorted(set(worker_types) - set(default_registry.type_names()))
+        if unknown:
+            raise ValueError(
+                f"unknown worker type(s) {', '.join(unknown)}; registered: "
+                f"{', '.join(default_registry.type_names())}"
+            )
+    names = worker_types or default_registry.type_names()
+    return [ORCHESTRATOR_QUEUE, *(default_registry.get(name).queue for name in names)]
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    queues: list[str],
+    concurrency: int | None = None,
+    pool: str = "prefork",
+    loglevel: str = "INFO",
+    reconciler: bool = True,
+    hostname: str | None = None,
+) -> int:
+    """Run a worker in the foreground until it is stopped; returns its exit code."""
+    app = build_app(settings)
+    app.steps["consumer"].add(PresenceStep)
+    if reconciler:
+        app.steps["consumer"].add(ReconcilerStep)
+    worker = app.Worker(
+        queues=queues,
+        concurrency=concurrency or settings.worker_concurrency or os.cpu_count() or 1,
+        pool=pool,
+        loglevel=loglevel,
+        hostname=hostname or f"dagwright.{os.getpid()}@{socket.gethostname()}",
+        optimization="fair",
+        without_mingle=True,
+        without_gossip=True,
+    )
+    worker.start()
+    return int(worker.exitcode or 0)

@@ -1,0 +1,88 @@
+"""The registry of worker types and of the functions ``function`` nodes may call.
+
+Plans may come from an LLM, so a node can only name something registered here, never an
+import path. Users register their own with ``@dagwright.function`` (or
+``registry.register_type``) in a module listed in ``DAGWRIGHT_IMPORTS`` / ``--import``,
+which workers and clients import at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagwright.errors import ConfigurationError
+from dagwright.keys import queue_for
+from dagwright.models import Node, RetryPolicy
+from dagwright.workers.context import NodeContext
+from dagwright.workers.functions import FunctionRegistry
+
+RunNode = Callable[[NodeContext, Node], Any]
+
+
+@dataclass(frozen=True)
+class WorkerType:
+    """A kind of worker: what it does, its queue, its default retries, how it runs a node."""
+
+    name: str
+    kind: str
+    description: str
+    run: RunNode
+    check_node: Callable[[Node], list[str]] = lambda node: []
+    default_retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def queue(self) -> str:
+        return queue_for(self.name)
+
+
+class WorkerRegistry:
+    """Worker types by name, and the function table of the ``function`` type."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, WorkerType] = {}
+        self.functions = FunctionRegistry()
+
+    def register_type(self, worker_type: WorkerType, *, replace: bool = False) -> WorkerType:
+        if worker_type.name in self._types and not replace:
+            raise ValueError(f"worker type {worker_type.name!r} is already registered")
+        self._types[worker_type.name] = worker_type
+        return worker_type
+
+    def get(self, name: str) -> WorkerType:
+        try:
+            return self._types[name]
+        except KeyError:
+            raise KeyError(f"no worker type {name!r} is registered in this process") from None
+
+    def types(self) -> list[WorkerType]:
+        return sorted(self._types.values(), key=lambda wt: wt.name)
+
+    def type_names(self) -> list[str]:
+        return sorted(self._types)
+
+    def node_problems(self, node: Node) -> list[str]:
+        return self.get(node.type).check_node(node)
+
+
+def import_user_modules(modules: Iterable[str]) -> None:
+    """Import the modules that register users' functions and worker types.
+
+    The current directory goes first on sys.path, as with ``celery -A``, so a module next
+    to the plan file is found.
+    """
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"cannot import {module!r} (from --import or DAGWRIGHT_IMPORTS): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
