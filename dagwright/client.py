@@ -35,6 +35,8 @@ T = TypeVar("T")
 ProgressCallback = Callable[[RunStatus, RunCounts], None]
 
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
+PROGRESS_INTERVAL_S = 0.25  # how often wait() reports progress when asked to
+SAFETY_WAKE_UP_S = 5.0  # wait() re-reads the status this often even with no news
 
 
 def _translated(method: Callable[P, T]) -> Callable[P, T]:
@@ -93,38 +95,31 @@ class Client:
 
     @_translated
     def wait(
-        self,
-        run_id: str,
-        timeout: float | None = None,
-        *,
-        on_progress: ProgressCallback | None = None,
+        self, run_id: str, timeout: float | None = None, *, on_progress: ProgressCallback | None = None
     ) -> RunState:
         """Block until the run is final (or raise RunNotFinishedError after ``timeout`` s).
 
-        Wakes on every event of the run; ``on_progress(status, counts)`` is called each time.
+        Blocks on the run's ``done`` stream, so waiting costs Redis nothing while the run
+        goes on; with ``on_progress(status, counts)`` it also wakes every
+        ``PROGRESS_INTERVAL_S`` to report.
         """
         store = self.runtime.store
         deadline = None if timeout is None else time.monotonic() + timeout
-        # Taken before the status is read, so an event landing in between wakes us at once.
-        cursor = store.last_event_id(run_id)
+        interval = PROGRESS_INTERVAL_S if on_progress else SAFETY_WAKE_UP_S
         while True:
             status, counts = store.counts(run_id)
             if on_progress is not None:
                 on_progress(status, counts)
             if status.is_final:
                 return store.read_state(run_id)
-            remaining = WAKE_UP_S if deadline is None else deadline - time.monotonic()
+            remaining = interval if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 raise RunNotFinishedError(
                     f"run {run_id} is still {status.value} after {timeout:g}s "
                     f"({counts.done}/{counts.total} nodes done); it keeps running",
                     run_id=run_id,
                 )
-            events = store.read_events(
-                run_id, after=cursor, block_ms=int(min(remaining, WAKE_UP_S) * 1000)
-            )
-            if events:
-                cursor = events[-1].id
+            store.wait_until_done(run_id, min(remaining, interval))
 
     def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for the run and return its result, or raise RunFailedError/RunCancelledError."""

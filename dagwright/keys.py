@@ -41,6 +41,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "leases",  # zset node -> epoch ms its lease expires
     "retry",  # zset node -> epoch ms its retry is due
     "events",  # stream of every transition
+    "done",  # stream with one entry, written when the run ends: what waiters block on
 )
 
 

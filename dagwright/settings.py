@@ -8,12 +8,15 @@ below. The object is passed to whatever needs it; nothing reads a module-level g
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -43,7 +46,7 @@ class Settings(BaseSettings):
     key_prefix: str = "dw:"
     """Prefix of every key dagwright writes, so several deployments can share one Redis."""
 
-    imports: list[str] = Field(default_factory=list)
+    imports: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Modules imported at start-up by workers and clients, to register your functions and
     worker types (comma-separated in the environment)."""
 
@@ -101,10 +104,12 @@ class Settings(BaseSettings):
     @field_validator("imports", mode="before")
     @classmethod
     def _split_imports(cls, value: object) -> object:
-        # "a.b,c.d" from the environment; pydantic-settings would demand JSON otherwise.
-        if isinstance(value, str) and not value.lstrip().startswith("["):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
+        # From the environment: "a.b,c.d", or a JSON list.
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            return json.loads(value)
+        return [part.strip() for part in value.split(",") if part.strip()]
 
     @model_validator(mode="after")
     def _check_timing(self) -> Settings:

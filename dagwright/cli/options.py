@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from dagwright.errors import ConfigurationError
 from dagwright.settings import Settings
@@ -32,6 +33,8 @@ def settings_from(imports: list[str] | None, **flags: Any) -> Settings:
         return (
             Settings(**{**base.model_dump(exclude_unset=True), **overrides}) if overrides else base
         )
+    except SettingsError as exc:
+        raise ConfigurationError(f"invalid settings: {exc}") from exc
     except ValidationError as exc:
         problems = "; ".join(
             f"DAGWRIGHT_{'_'.join(str(p) for p in e['loc']).upper() or 'SETTINGS'}: {e['msg']}"

@@ -42,12 +42,13 @@ class Reconciler:
             return report
         report.ran = True
         client = self.runtime.client
+        depths: dict[str, int | None] = {}  # one broker query per queue per pass
         for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
             report.runs += 1
-            self._reconcile_run(run_id, report)
+            self._reconcile_run(run_id, report, depths)
         return report
 
-    def _reconcile_run(self, run_id: str, report: ReconcileReport) -> None:
+    def _reconcile_run(self, run_id: str, report: ReconcileReport, depths: dict[str, int | None]) -> None:
         settings = self.runtime.settings
         found = self.runtime.scheduler.reconcile_run(
             run_id,
@@ -57,7 +58,7 @@ class Reconciler:
         if found.status != RunStatus.RUNNING.value:
             self._forget_if_over(run_id, found.status, report)
             return
-        stranded = [node for node in found.stranded if self._queue_is_empty(node)]
+        stranded = [node for node in found.stranded if self._queue_is_empty(node, depths)]
         to_publish = found.requeued + found.unpublished + stranded
         if found.requeued or found.unpublished or stranded:
             log.info(
@@ -71,9 +72,11 @@ class Reconciler:
         report.republished += len(found.unpublished) + len(stranded)
         dispatch(self.broker, self.runtime.scheduler, to_publish)
 
-    def _queue_is_empty(self, node: ReadyNode) -> bool:
-        depth = self.broker.queue_depth(node.dispatch.queue)
-        return depth == 0
+    def _queue_is_empty(self, node: ReadyNode, depths: dict[str, int | None]) -> bool:
+        queue = node.dispatch.queue
+        if queue not in depths:
+            depths[queue] = self.broker.queue_depth(queue)
+        return depths[queue] == 0
 
     def _forget_if_over(self, run_id: str, status: str, report: ReconcileReport) -> None:
         if status == "missing":  # no run hash: being created, or expired

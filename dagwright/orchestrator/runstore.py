@@ -190,10 +190,10 @@ class RunStore:
             return []
         return [_event(run_id, entry_id, fields) for entry_id, fields in reply[0][1]]
 
-    def last_event_id(self, run_id: str) -> str:
-        """The id of the newest event, or "0" if there is none."""
-        newest = self.client.xrevrange(self._key(run_id, "events"), count=1)
-        return str(newest[0][0]) if newest else "0"
+    def wait_until_done(self, run_id: str, timeout_s: float) -> bool:
+        """Block until the run has ended or ``timeout_s`` passed; True if it has ended."""
+        block_ms = max(1, int(timeout_s * 1000))
+        return bool(self.client.xread({self._key(run_id, "done"): "0"}, count=1, block=block_ms))
 
     def list_runs(self, limit: int = 20) -> list[str]:
         """The most recent run ids, newest first."""

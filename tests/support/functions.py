@@ -1,0 +1,60 @@
+"""Functions registered for tests. Worker subprocesses import this module with
+``--import tests.support.functions``; the in-process test worker gets it by import."""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import cache
+from typing import Any
+
+import redis
+
+import dagwright
+from dagwright import NodeContext, PermanentError, RetryableError
+
+
+@cache
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+def executions_key(run_id: str) -> str:
+    return f"test:executions:{{{run_id}}}"
+
+
+@dagwright.function
+def count(ctx: NodeContext, seconds: float = 0.0) -> str:
+    """Record one execution of this node (per run), optionally sleeping first."""
+    if seconds:
+        time.sleep(seconds)
+    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    return ctx.node_id
+
+
+@dagwright.function
+def flaky(ctx: NodeContext, fail_times: int = 1, permanent: bool = False) -> int:
+    """Fail the first ``fail_times`` attempts, then return the attempt number."""
+    if ctx.attempt <= fail_times:
+        error = PermanentError if permanent else RetryableError
+        raise error(f"attempt {ctx.attempt} fails on purpose")
+    return ctx.attempt
+
+
+@dagwright.function
+def whoami(seconds: float = 0.0) -> dict[str, Any]:
+    """Sleep, then say which process ran this."""
+    time.sleep(seconds)
+    return {"pid": os.getpid()}
+
+
+@dagwright.function
+def unserializable() -> object:
+    """Return something that is not JSON."""
+    return object()
+
+
+@dagwright.function
+def echo_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Return the inputs as received."""
+    return inputs

@@ -1,0 +1,143 @@
+"""Pure plan validation: every problem found, each saying what to fix."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dagwright.errors import PlanError
+from dagwright.models import Node, Plan
+from dagwright.orchestrator.dag import Cycle, PlanLimits, topological_order, validate_plan
+from dagwright.workers import default_registry
+
+LIMITS = PlanLimits()
+
+
+def fn(node_id: str, *deps: str, **fields: object) -> dict[str, object]:
+    return {"id": node_id, "type": "function", "function": "noop", "depends_on": list(deps), **fields}
+
+
+def plan(*nodes: dict[str, object], **fields: object) -> Plan:
+    return Plan.model_validate({"nodes": list(nodes), **fields})
+
+
+def problems(p: Plan, limits: PlanLimits = LIMITS) -> list[str]:
+    with pytest.raises(PlanError) as info:
+        validate_plan(p, default_registry, limits)
+    return info.value.problems
+
+
+def test_valid_diamond_has_dependents_and_order() -> None:
+    graph = validate_plan(plan(fn("a"), fn("b", "a"), fn("c", "a"), fn("d", "b", "c")), default_registry, LIMITS)
+    assert graph.dependents == {"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}
+    assert graph.roots == ["a"]
+    assert graph.topological_order == ["a", "b", "c", "d"]
+
+
+def test_cycle_is_named_in_execution_order() -> None:
+    found = problems(plan(fn("a", "c"), fn("b", "a"), fn("c", "b"), fn("d")))
+    assert found == ["dependency cycle a -> b -> c -> a: remove one of these dependencies"]
+
+
+def test_two_node_cycle_downstream_of_a_valid_root() -> None:
+    found = problems(plan(fn("root"), fn("x", "root", "y"), fn("y", "x"), fn("tail", "y")))
+    assert found == ["dependency cycle x -> y -> x: remove one of these dependencies"]
+
+
+def test_every_structural_problem_is_reported_at_once() -> None:
+    found = problems(plan(fn("a"), fn("a"), fn("b", "b"), fn("c", "aa"), output="zz"))
+    assert "node id 'a' is used 2 times; ids must be unique" in found
+    assert "node 'b' depends on itself; remove 'b' from its depends_on" in found
+    assert "node 'c' depends on 'aa', which is not in the plan (did you mean 'a'?)" in found
+    assert "output names 'zz', which is not in the plan" in found
+
+
+def test_unknown_worker_type_suggests_and_lists_registered_types() -> None:
+    [found] = problems(plan({"id": "a", "type": "functon", "function": "noop"}))
+    assert found.startswith("node 'a' has type 'functon', which no worker type is registered as")
+    assert "(did you mean 'function'?)" in found
+    assert "registered: function" in found
+
+
+def test_function_must_be_registered_never_an_import_path() -> None:
+    [found] = problems(plan({"id": "a", "type": "function", "function": "os:system"}))
+    assert "function 'os:system' is not registered" in found
+    assert "--import" in found
+
+
+def test_function_node_needs_a_function() -> None:
+    [found] = problems(plan({"id": "a", "type": "function"}))
+    assert found == "node 'a': a function node needs `function: <name>` (a registered function)"
+
+
+def test_function_params_are_checked_against_the_signature() -> None:
+    found = problems(
+        plan(
+            {"id": "a", "type": "function", "function": "concat", "params": {"sep": 3}},
+            {"id": "b", "type": "function", "function": "sleep", "params": {"secs": 1}},
+        )
+    )
+    assert found == [
+        "node 'a': function 'concat': params.sep: Input should be a valid string",
+        "node 'b': function 'sleep': params.secs: Extra inputs are not permitted",
+    ]
+
+
+def test_size_limit() -> None:
+    found = problems(plan(*(fn(f"n{i}") for i in range(11))), PlanLimits(max_nodes=10))
+    assert found == ["the plan has 11 nodes; the limit is 10 (DAGWRIGHT_MAX_NODES)"]
+
+
+def test_timeout_limit() -> None:
+    [found] = problems(plan(fn("a", timeout_s=100)), PlanLimits(max_timeout_s=10))
+    assert found == "node 'a' asks timeout_s 100; the limit is 10 (DAGWRIGHT_MAX_TIMEOUT_S)"
+
+
+def test_ten_thousand_long_chain_needs_no_recursion() -> None:
+    nodes = [fn("n0")] + [fn(f"n{i}", f"n{i - 1}") for i in range(1, 10_000)]
+    graph = validate_plan(plan(*nodes), default_registry, LIMITS)
+    assert graph.topological_order[:3] == ["n0", "n1", "n2"]
+    assert len(graph.topological_order) == 10_000
+
+
+@st.composite
+def acyclic_edges(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]]]:
+    size = draw(st.integers(1, 30))
+    edges = draw(st.lists(st.tuples(st.integers(0, size - 1), st.integers(0, size - 1)), max_size=60))
+    return size, sorted({(min(a, b), max(a, b)) for a, b in edges if a != b})
+
+
+def nodes_from(size: int, edges: list[tuple[int, int]]) -> list[Node]:
+    deps: dict[int, list[str]] = {i: [] for i in range(size)}
+    for low, high in edges:
+        deps[high].append(f"n{low}")
+    return [Node(id=f"n{i}", type="function", function="noop", depends_on=deps[i]) for i in range(size)]
+
+
+@settings(max_examples=200)
+@given(acyclic_edges())
+def test_any_acyclic_graph_gets_an_order_respecting_every_edge(graph: tuple[int, list[tuple[int, int]]]) -> None:
+    size, edges = graph
+    order = topological_order(nodes_from(size, edges))
+    assert isinstance(order, list) and sorted(order) == sorted(f"n{i}" for i in range(size))
+    position = {node_id: i for i, node_id in enumerate(order)}
+    assert all(position[f"n{low}"] < position[f"n{high}"] for low, high in edges)
+
+
+@settings(max_examples=200)
+@given(acyclic_edges(), st.data())
+def test_a_back_edge_is_reported_as_a_real_cycle(graph: tuple[int, list[tuple[int, int]]], data: st.DataObject) -> None:
+    size, edges = graph
+    if not edges:
+        return
+    low, high = data.draw(st.sampled_from(edges))
+    nodes = nodes_from(size, edges)
+    # low must now also wait for high: a cycle through the edge low -> high.
+    nodes[low] = nodes[low].model_copy(update={"depends_on": [*nodes[low].depends_on, f"n{high}"]})
+    cycle = topological_order(nodes)
+    assert isinstance(cycle, Cycle)
+    deps = {node.id: set(node.depends_on) for node in nodes}
+    ring = [*cycle.path, cycle.path[0]]
+    assert len(set(cycle.path)) == len(cycle.path)
+    assert all(before in deps[after] for before, after in zip(ring, ring[1:], strict=False))

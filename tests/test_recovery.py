@@ -1,0 +1,95 @@
+"""Real worker subprocesses: SIGKILL mid-node, and a 10,000-node plan."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from dagwright import Client, PlanBuilder, RunStatus, Settings
+from tests.support.functions import executions_key
+from tests.support.processes import WorkerProcess
+from tests.support.waiting import wait_until
+
+
+@pytest.fixture
+def workers(subprocess_settings: Settings, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def start_worker(workers: list[WorkerProcess], settings: Settings, tmp_path: Path, **kwargs: object) -> WorkerProcess:
+    worker = WorkerProcess(settings, tmp_path / f"worker{len(workers)}.log", name=f"w{len(workers)}", **kwargs)  # type: ignore[arg-type]
+    workers.append(worker)
+    return worker
+
+
+def holder_pid(client: Client, run_id: str, node: str) -> int:
+    holder = client.runtime.client.hget(client.runtime.keys.run_key(run_id, "holder"), node)
+    return int(holder.rpartition(":")[2]) if holder else 0
+
+
+def slow_pipeline() -> PlanBuilder:
+    plan = PlanBuilder("survive a crash")
+    slow = plan.function("slow", "count", params={"seconds": 3})
+    plan.function("after", "count", depends_on=[slow])
+    return plan
+
+
+def test_a_pool_process_killed_mid_node_is_recovered_at_once(
+    subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    start_worker(workers, subprocess_settings, tmp_path)
+    client = Client(subprocess_settings)
+    run = client.submit(slow_pipeline().build())
+    victim = wait_until(lambda: holder_pid(client, run.run_id, "slow"), timeout=30, what="slow running")
+    os.kill(victim, signal.SIGKILL)
+    state = run.wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
+    kinds = [(e.kind, e.node) for e in run.events(follow=False)]
+    assert ("node.takeover", "slow") in kinds  # redelivered by Celery, taken over: no lease wait
+    assert kinds.count(("node.succeeded", "slow")) == 1
+    assert state.nodes["slow"].attempts == 2
+    counts = client.runtime.client.hgetall(executions_key(run.run_id))
+    assert counts == {"slow": "1", "after": "1"}
+
+
+def test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry(
+    subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    first = start_worker(workers, subprocess_settings, tmp_path)
+    client = Client(subprocess_settings)
+    run = client.submit(slow_pipeline().build())
+    wait_until(lambda: holder_pid(client, run.run_id, "slow"), timeout=30, what="slow running")
+    first.kill_all()  # main process and pool: nothing hands the message back
+    start_worker(workers, subprocess_settings, tmp_path)
+    state = run.wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, workers[1].log_tail()
+    kinds = [(e.kind, e.node) for e in run.events(follow=False)]
+    assert ("node.lease_expired", "slow") in kinds
+    assert kinds.count(("node.succeeded", "slow")) == 1
+
+
+def test_a_ten_thousand_node_plan_completes(
+    subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    start_worker(workers, subprocess_settings, tmp_path)
+    plan = PlanBuilder("ten thousand")
+    root = plan.function("root", "noop")
+    middle = [plan.function(f"n{i}", "noop", depends_on=[root]) for i in range(9_998)]
+    plan.function("join", "concat", params={"parts": ["joined"]}, depends_on=middle[:3])
+    run = Client(subprocess_settings).submit(plan.build(output="join"))
+    state = run.wait(timeout=300)
+    assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
+    assert state.counts.succeeded == 10_000
+    assert state.result == "joined null null null"
+
+
+def _state(settings: Settings) -> redis.Redis:
+    return redis.Redis.from_url(settings.redis_url or "", decode_responses=True)

@@ -1,0 +1,221 @@
+"""The Lua state machine on a real Valkey, driven directly (no Celery)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from dagwright.models import ErrorInfo, Plan, RunStatus
+from dagwright.orchestrator.dag import PlanLimits, validate_plan
+from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
+from dagwright.settings import Settings
+from dagwright.workers import default_registry
+
+HOLDER = "test-host:1"
+ERROR = ErrorInfo(error_class="Boom", message="boom", retryable=False)
+
+
+@pytest.fixture
+def runtime(no_worker_settings: Settings) -> Runtime:
+    return Runtime.from_settings(no_worker_settings)
+
+
+@pytest.fixture
+def redis_client(runtime: Runtime) -> redis.Redis:
+    return runtime.client
+
+
+def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """Create a run; return its id and the roots queued (fence 1)."""
+    plan = Plan.model_validate({"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]})
+    graph = validate_plan(plan, default_registry, PlanLimits())
+    run_id = new_run_id()
+    ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
+    return run_id, [node.node_id for node in ready]
+
+
+def claim(runtime: Runtime, run_id: str, node: str, fence: int = 1, **kwargs: Any) -> Claim | Held | None:
+    return runtime.scheduler.claim(run_id, node, fence, lease_s=kwargs.pop("lease_s", 30), holder=kwargs.pop("holder", HOLDER), **kwargs)
+
+
+def finish(runtime: Runtime, run_id: str, node: str, fence: int = 1, output: str = "null") -> Any:
+    assert isinstance(claim(runtime, run_id, node, fence), Claim)
+    return runtime.scheduler.complete(run_id, node, fence, output)
+
+
+def kinds(runtime: Runtime, run_id: str, node: str | None = None) -> list[str]:
+    return [e.kind for e in runtime.store.read_events(run_id) if node is None or e.node == node]
+
+
+def test_completion_queues_exactly_the_dependents_whose_deps_all_succeeded(runtime: Runtime) -> None:
+    run_id, roots = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["a"]}, {"id": "d", "depends_on": ["b", "c"]}])
+    assert roots == ["a"]
+    advance = finish(runtime, run_id, "a", output='"A"')
+    assert [(n.node_id, n.fence, n.dispatch.queue) for n in advance.ready] == [("b", 1, "dw.function"), ("c", 1, "dw.function")]
+    assert finish(runtime, run_id, "b").ready == []
+    advance = finish(runtime, run_id, "c")
+    assert [n.node_id for n in advance.ready] == ["d"]
+    got = claim(runtime, run_id, "d")
+    assert isinstance(got, Claim) and got.inputs == {"b": None, "c": None}
+    final = runtime.scheduler.complete(run_id, "d", 1, "42")
+    assert final.run_finished == RunStatus.SUCCEEDED
+    state = runtime.store.read_state(run_id)
+    assert state.status == RunStatus.SUCCEEDED and state.result == 42
+
+
+def test_inputs_are_keyed_by_node_id_in_depends_on_order(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "x"}, {"id": "y"}, {"id": "z", "depends_on": ["y", "x"]}])
+    finish(runtime, run_id, "x", output='{"v": 1}')
+    finish(runtime, run_id, "y", output='"why"')
+    got = claim(runtime, run_id, "z")
+    assert isinstance(got, Claim)
+    assert list(got.inputs.items()) == [("y", "why"), ("x", {"v": 1})]
+
+
+def test_duplicate_delivery_is_claimed_and_completed_once(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    assert isinstance(claim(runtime, run_id, "a"), Claim)
+    assert claim(runtime, run_id, "a", holder="elsewhere:2") == Held(HOLDER)
+    assert runtime.scheduler.complete(run_id, "a", 1, "1") is not None
+    assert claim(runtime, run_id, "a") is None
+    assert runtime.scheduler.complete(run_id, "a", 1, "2") is None
+    assert kinds(runtime, run_id, "a").count("node.succeeded") == 1
+    assert runtime.store.read_state(run_id).nodes["a"].output == 1
+
+
+def test_a_zombie_cannot_complete_after_its_lease_was_taken_over(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    assert isinstance(claim(runtime, run_id, "a", lease_s=0.05), Claim)
+    time.sleep(0.1)
+    found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
+    assert not runtime.scheduler.renew([LeaseRef(run_id, "a", 1)], 30)[0]
+    assert isinstance(claim(runtime, run_id, "a", fence=2, holder="new:2"), Claim)
+    assert runtime.scheduler.complete(run_id, "a", 1, '"zombie"') is None
+    assert runtime.scheduler.complete(run_id, "a", 2, '"new"') is not None
+    state = runtime.store.read_state(run_id)
+    assert state.nodes["a"].output == "new" and state.nodes["a"].attempts == 2
+    assert kinds(runtime, run_id, "a") == ["node.queued", "node.running", "node.lease_expired", "node.queued", "node.running", "node.succeeded"]
+
+
+def test_renewed_leases_do_not_expire(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    claim(runtime, run_id, "a", lease_s=0.3)
+    for _ in range(4):
+        time.sleep(0.1)
+        assert runtime.scheduler.renew([LeaseRef(run_id, "a", 1)], 0.3) == [True]
+    assert runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued == []
+
+
+def test_a_dead_holder_is_taken_over_only_when_named(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    claim(runtime, run_id, "a", holder="host:999")
+    assert claim(runtime, run_id, "a", holder="host:2", takeover="host:111") == Held("host:999")
+    taken = claim(runtime, run_id, "a", holder="host:2", takeover="host:999")
+    assert isinstance(taken, Claim) and taken.attempt == 2
+    assert runtime.store.counts(run_id)[1].running == 1
+
+
+def test_advance_costs_the_same_in_a_ten_thousand_node_run(runtime: Runtime, redis_client: redis.Redis) -> None:
+    def commands_to_complete_one_node(width: int) -> int:
+        # A root with one child, beside `width` unrelated nodes.
+        nodes = [{"id": "root"}, {"id": "child", "depends_on": ["root"]}] + [{"id": f"n{i}"} for i in range(width)]
+        run_id, _ = start(runtime, nodes)
+        claim(runtime, run_id, "root")
+        redis_client.config_resetstat()
+        runtime.scheduler.complete(run_id, "root", 1, "null")
+        stats = redis_client.info("commandstats")
+        return sum(v["calls"] for k, v in stats.items() if k not in {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_info", "cmdstat_config|resetstat"})
+
+    assert commands_to_complete_one_node(8) == commands_to_complete_one_node(9_998)
+
+
+def test_a_failure_blocks_descendants_while_independent_branches_finish(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["b"]}, {"id": "side"}])
+    claim(runtime, run_id, "a")
+    assert runtime.scheduler.fail(run_id, "a", 1, ERROR) is None  # "side" still runs
+    state = runtime.store.read_state(run_id)
+    assert {nid: n.status.value for nid, n in state.nodes.items()} == {"a": "failed", "b": "blocked", "c": "blocked", "side": "queued"}
+    assert state.status == RunStatus.RUNNING
+    assert finish(runtime, run_id, "side").run_finished == RunStatus.FAILED
+    state = runtime.store.read_state(run_id)
+    assert state.nodes["a"].error == ERROR and state.nodes["side"].status.value == "succeeded"
+
+
+def test_a_retry_waits_then_is_queued_under_a_new_fence(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    claim(runtime, run_id, "a")
+    assert runtime.scheduler.schedule_retry(run_id, "a", 1, ERROR, delay_s=0.3)
+    assert runtime.store.read_state(run_id).nodes["a"].status.value == "retry_wait"
+    assert runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued == []
+    time.sleep(0.35)
+    found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
+    assert claim(runtime, run_id, "a", fence=1) is None
+    assert isinstance(claim(runtime, run_id, "a", fence=2), Claim)
+
+
+def test_unconfirmed_publishes_and_stranded_nodes_are_listed_once_per_period(runtime: Runtime) -> None:
+    run_id, roots = start(runtime, [{"id": "a"}, {"id": "b"}])
+    runtime.scheduler.mark_published([n for n in _ready(runtime, run_id, roots) if n.node_id == "b"])
+    time.sleep(0.25)
+    found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
+    assert [n.node_id for n in found.unpublished] == ["a"]
+    assert [n.node_id for n in found.stranded] == ["b"]
+    again = runtime.scheduler.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
+    assert again.unpublished == [] and again.stranded == []
+
+
+def _ready(runtime: Runtime, run_id: str, nodes: list[str]) -> list[Any]:
+    from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
+
+    return [ReadyNode(run_id, node, 1, Dispatch("dw.function", 1.0)) for node in nodes]
+
+
+def test_cancel_finishes_every_open_node_and_fences_out_late_completions(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "done"}])
+    finish(runtime, run_id, "done")
+    claim(runtime, run_id, "a")
+    outcome, running = runtime.scheduler.cancel(run_id, "test")
+    assert (outcome, running) == ("cancelled", ["a"])
+    assert runtime.scheduler.complete(run_id, "a", 1, "1") is None
+    state = runtime.store.read_state(run_id)
+    assert state.status == RunStatus.CANCELLED
+    assert {nid: n.status.value for nid, n in state.nodes.items()} == {"a": "cancelled", "b": "cancelled", "done": "succeeded"}
+    assert runtime.scheduler.cancel(run_id, "again")[0] == "cancelled"
+    assert claim(runtime, run_id, "b", fence=0) is None
+
+
+def test_every_key_of_a_finished_run_expires(runtime: Runtime, redis_client: redis.Redis) -> None:
+    settings = runtime.settings
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    finish(runtime, run_id, "a")
+    finish(runtime, run_id, "b")
+    keys = list(redis_client.scan_iter(f"{settings.key_prefix}{{{run_id}}}:*"))
+    assert len(keys) >= 10
+    ttls = {key: redis_client.ttl(key) for key in keys}
+    assert all(0 < ttl <= settings.retention_s for ttl in ttls.values()), ttls
+
+
+def test_the_reconciler_forgets_finished_runs(runtime: Runtime, redis_client: redis.Redis) -> None:
+    from dagwright.orchestrator.reconciler import Reconciler
+
+    run_id, _ = start(runtime, [{"id": "a"}])
+    finish(runtime, run_id, "a")
+    assert redis_client.sismember(runtime.keys.active_runs, run_id)
+
+    class NoBroker:
+        def publish(self, nodes: list[Any]) -> list[Any]:
+            return nodes
+
+        def queue_depth(self, queue: str) -> int:
+            return 0
+
+    report = Reconciler(runtime, NoBroker()).run_once()
+    assert report.ran and report.finished == [run_id]
+    assert not redis_client.sismember(runtime.keys.active_runs, run_id)
