@@ -18,7 +18,9 @@ BARE_QUEUE = "bare"
 DONE_KEY = "bench:done"
 
 app = Celery("bare", set_as_current=False)
-app.conf.update(celery_config(Settings(), os.environ.get("BENCH_BROKER_URL", "redis://localhost/0")))
+app.conf.update(
+    celery_config(Settings(), os.environ.get("BENCH_BROKER_URL", "redis://localhost/0"))
+)
 _state = redis.Redis.from_url(os.environ.get("BENCH_STATE_URL", "redis://localhost/1"))
 
 

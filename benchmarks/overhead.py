@@ -15,6 +15,7 @@ Prints the medians and the ratios the spine issue sets targets for.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import statistics
@@ -32,16 +33,20 @@ from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.models import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.bare_celery import BARE_QUEUE, DONE_KEY, app as bare_app  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a script: make `benchmarks.bare_celery` importable
+bare = importlib.import_module("benchmarks.bare_celery")
+BARE_QUEUE, DONE_KEY, bare_app = bare.BARE_QUEUE, bare.DONE_KEY, bare.app
 
 
 @contextmanager
 def worker(command: list[str], env: dict[str, str]) -> Iterator[None]:
     process = subprocess.Popen(
-        command, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        command,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         yield
@@ -101,30 +106,81 @@ def measure_bare(url: str, args: argparse.Namespace) -> dict[str, list[float]]:
     state = redis.Redis.from_url(f"{url}/1")
     env = {"BENCH_BROKER_URL": f"{url}/0", "BENCH_STATE_URL": f"{url}/1"}
     bare_app.conf.broker_url = env["BENCH_BROKER_URL"]
-    command = [sys.executable, "-m", "celery", "-A", "benchmarks.bare_celery", "worker", "-Q", BARE_QUEUE,
-               "-c", str(args.concurrency), "-P", "prefork", "-l", "WARNING", "-O", "fair",
-               "--without-mingle", "--without-gossip"]
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "benchmarks.bare_celery",
+        "worker",
+        "-Q",
+        BARE_QUEUE,
+        "-c",
+        str(args.concurrency),
+        "-P",
+        "prefork",
+        "-l",
+        "WARNING",
+        "-O",
+        "fair",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     results: dict[str, list[float]] = {"fan_out": [], "chain": []}
     with worker(command, env):
-        wait_for_worker(state, lambda: time_bare(state, lambda: bare_group(1), lambda: state.get(DONE_KEY) == b"1") > 0)
+        wait_for_worker(
+            state,
+            lambda: (
+                time_bare(state, lambda: bare_group(1), lambda: state.get(DONE_KEY) == b"1") > 0
+            ),
+        )
         for _ in range(args.repeat):
             results["fan_out"].append(
-                time_bare(state, lambda: bare_group(args.nodes), lambda: int(state.get(DONE_KEY) or 0) >= args.nodes)
+                time_bare(
+                    state,
+                    lambda: bare_group(args.nodes),
+                    lambda: int(state.get(DONE_KEY) or 0) >= args.nodes,
+                )
             )
             results["chain"].append(
-                time_bare(state, lambda: bare_app.send_task("bare.chain_link", args=[args.nodes], queue=BARE_QUEUE),
-                          lambda: state.get(DONE_KEY) is not None)
+                time_bare(
+                    state,
+                    lambda: bare_app.send_task(
+                        "bare.chain_link", args=[args.nodes], queue=BARE_QUEUE
+                    ),
+                    lambda: state.get(DONE_KEY) is not None,
+                )
             )
     return results
 
 
 def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> dict[str, list[float]]:
-    settings = Settings(redis_url=f"{url}/2", broker_url=f"{url}/0", data_dir=data_dir, max_nodes=max(args.large, args.nodes) + 2)
+    settings = Settings(
+        redis_url=f"{url}/2",
+        broker_url=f"{url}/0",
+        data_dir=data_dir,
+        max_nodes=max(args.large, args.nodes) + 2,
+    )
     client = Client(settings)
-    env = {"DAGWRIGHT_REDIS_URL": settings.redis_url or "", "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-           "DAGWRIGHT_MAX_NODES": str(settings.max_nodes)}
-    command = [sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency), "--pool", "prefork",
-               "-l", "WARNING", "--type", "function"]
+    env = {
+        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
+        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.max_nodes),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "dagwright",
+        "worker",
+        "-c",
+        str(args.concurrency),
+        "--pool",
+        "prefork",
+        "-l",
+        "WARNING",
+        "--type",
+        "function",
+    ]
     results: dict[str, list[float]] = {"fan_out": [], "chain": [], "fan_out_large": []}
     with worker(command, env):
         time_dagwright(client, chain_plan(1))  # warm-up: the worker is consuming
@@ -137,7 +193,9 @@ def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--large", type=int, default=10_000, help="0 skips the scale measurement")
     parser.add_argument("--repeat", type=int, default=3)
@@ -154,22 +212,34 @@ def main() -> None:
     report(args, bare, dag)
 
 
-def report(args: argparse.Namespace, bare: dict[str, list[float]], dag: dict[str, list[float]]) -> None:
+def report(
+    args: argparse.Namespace, bare: dict[str, list[float]], dag: dict[str, list[float]]
+) -> None:
     median = {f"bare_{k}": statistics.median(v) for k, v in bare.items()}
     median.update({f"dw_{k}": statistics.median(v) for k, v in dag.items() if v})
     n = args.nodes
-    print(f"{n} no-op nodes, {args.repeat} repeats, prefork concurrency {args.concurrency}, medians:")
-    print(f"  fan-out   bare Celery group {median['bare_fan_out']:.3f}s   dagwright {median['dw_fan_out']:.3f}s   "
-          f"ratio {median['dw_fan_out'] / median['bare_fan_out']:.2f}x (target <= 1.5x)")
+    print(
+        f"{n} no-op nodes, {args.repeat} repeats, prefork concurrency {args.concurrency}, medians:"
+    )
+    print(
+        f"  fan-out   bare Celery group {median['bare_fan_out']:.3f}s   "
+        f"dagwright {median['dw_fan_out']:.3f}s   "
+        f"ratio {median['dw_fan_out'] / median['bare_fan_out']:.2f}x (target <= 1.5x)"
+    )
     bare_edge = median["bare_chain"] / n * 1000
     dw_edge = median["dw_chain"] / n * 1000
-    print(f"  chain     bare Celery {bare_edge:.2f} ms/edge   dagwright {dw_edge:.2f} ms/edge   "
-          f"ratio {dw_edge / bare_edge:.2f}x (target <= 2x)")
+    print(
+        f"  chain     bare Celery {bare_edge:.2f} ms/edge   dagwright {dw_edge:.2f} ms/edge   "
+        f"ratio {dw_edge / bare_edge:.2f}x (target <= 2x)"
+    )
     if "dw_fan_out_large" in median:
         small = median["dw_fan_out"] / (n + 2)
         large = median["dw_fan_out_large"] / (args.large + 2)
-        print(f"  scale     dagwright {small * 1000:.2f} ms/node at {n}, {large * 1000:.2f} ms/node at {args.large}   "
-              f"ratio {large / small:.2f}x (target <= 1.3x)")
+        print(
+            f"  scale     dagwright {small * 1000:.2f} ms/node at {n}, "
+            f"{large * 1000:.2f} ms/node at {args.large}   "
+            f"ratio {large / small:.2f}x (target <= 1.3x)"
+        )
 
 
 if __name__ == "__main__":

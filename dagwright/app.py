@@ -6,10 +6,12 @@ Reliability settings and why:
   write to Redis.
 - acks_late + reject_on_worker_lost: a message is acknowledged after its node ran, and a
   worker process that dies hands it back at once. Fencing makes redelivery harmless.
-- prefetch_multiplier 1: a worker holds no more messages than it has free slots, so a
-  killed worker strands none and long nodes do not starve their queue.
+- prefetch_multiplier 1: a worker holds no more messages than it has free slots, so long
+  nodes do not starve their queue, and a killed worker strands at most one message per
+  process (the reconciler publishes those nodes again).
 - visibility_timeout far above any node's time limit: Redis never redelivers a live task.
-  Dead workers are found by leases instead (seconds, not the visibility timeout).
+  Dead workers are found by leases instead (seconds, not the visibility timeout), so
+  kombu's restore of unacked messages is only a safety net and keeps its defaults.
 - ignore_result: node outputs live in the run state, written once; no result backend copy.
 - task events on: Flower shows every task.
 """
@@ -34,8 +36,6 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_s,
-            "unacked_restore_interval": 5,
-            "unacked_restore_throttle": 1,
             "socket_timeout": 30,
             "socket_connect_timeout": 5,
             "socket_keepalive": True,

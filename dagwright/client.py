@@ -95,7 +95,11 @@ class Client:
 
     @_translated
     def wait(
-        self, run_id: str, timeout: float | None = None, *, on_progress: ProgressCallback | None = None
+        self,
+        run_id: str,
+        timeout: float | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
     ) -> RunState:
         """Block until the run is final (or raise RunNotFinishedError after ``timeout`` s).
 

@@ -182,6 +182,12 @@ def _socket_path(data: Path) -> Path:
         return path
     short = Path(tempfile.gettempdir()) / f"dagwright-{os.getuid()}"
     short.mkdir(mode=0o700, exist_ok=True)
+    info = short.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise EmbeddedStackError(
+            f"{short} is not a private directory of this user; remove it, or set "
+            "DAGWRIGHT_DATA_DIR to a shorter path"
+        )
     return short / "valkey.sock"
 
 

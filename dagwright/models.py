@@ -28,7 +28,8 @@ class RetryPolicy(BaseModel):
     backoff_max_s: float = Field(60.0, ge=0)
     """Ceiling on any one delay."""
     jitter: bool = True
-    """Randomise each delay (full jitter) so retries of many nodes do not arrive together."""
+    """Randomise each delay ("equal jitter": half fixed, half random) so retries of many
+    nodes do not arrive together."""
     non_retryable: list[str] = Field(default_factory=list)
     """Exception class names that fail the node at once even if otherwise retryable."""
 

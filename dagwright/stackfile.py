@@ -1,8 +1,8 @@
 """The record of a running local stack (``dagwright up``, or ``dagwright run`` without a
 broker), so every other command on the machine finds it with no configuration.
 
-The file holds the embedded Valkey's URL, password included, so it is created 0600 in the
-per-user data directory.
+The file holds the embedded Valkey's URL (a unix socket in the same 0700 directory); it is
+created 0600 all the same, since a configured URL may carry a password.
 """
 
 from __future__ import annotations

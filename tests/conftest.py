@@ -39,7 +39,9 @@ def valkey() -> Iterator[ValkeyServer]:
     server.stop()
 
 
-def make_settings(url: str, data_dir: Path, *, state_db: int, broker_db: int, **overrides: Any) -> Settings:
+def make_settings(
+    url: str, data_dir: Path, *, state_db: int, broker_db: int, **overrides: Any
+) -> Settings:
     return Settings(
         redis_url=f"{url}/{state_db}",
         broker_url=f"{url}/{broker_db}",
@@ -61,7 +63,9 @@ def reset_databases(settings: Settings) -> redis.Redis:
 
 @pytest.fixture(scope="session")
 def settings(valkey: ValkeyServer, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return make_settings(valkey.connection_url, tmp_path_factory.mktemp("data"), state_db=1, broker_db=0)
+    return make_settings(
+        valkey.connection_url, tmp_path_factory.mktemp("data"), state_db=1, broker_db=0
+    )
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +17,13 @@ LIMITS = PlanLimits()
 
 
 def fn(node_id: str, *deps: str, **fields: object) -> dict[str, object]:
-    return {"id": node_id, "type": "function", "function": "noop", "depends_on": list(deps), **fields}
+    return {
+        "id": node_id,
+        "type": "function",
+        "function": "noop",
+        "depends_on": list(deps),
+        **fields,
+    }
 
 
 def plan(*nodes: dict[str, object], **fields: object) -> Plan:
@@ -29,7 +37,9 @@ def problems(p: Plan, limits: PlanLimits = LIMITS) -> list[str]:
 
 
 def test_valid_diamond_has_dependents_and_order() -> None:
-    graph = validate_plan(plan(fn("a"), fn("b", "a"), fn("c", "a"), fn("d", "b", "c")), default_registry, LIMITS)
+    graph = validate_plan(
+        plan(fn("a"), fn("b", "a"), fn("c", "a"), fn("d", "b", "c")), default_registry, LIMITS
+    )
     assert graph.dependents == {"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}
     assert graph.roots == ["a"]
     assert graph.topological_order == ["a", "b", "c", "d"]
@@ -104,7 +114,9 @@ def test_ten_thousand_long_chain_needs_no_recursion() -> None:
 @st.composite
 def acyclic_edges(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]]]:
     size = draw(st.integers(1, 30))
-    edges = draw(st.lists(st.tuples(st.integers(0, size - 1), st.integers(0, size - 1)), max_size=60))
+    edges = draw(
+        st.lists(st.tuples(st.integers(0, size - 1), st.integers(0, size - 1)), max_size=60)
+    )
     return size, sorted({(min(a, b), max(a, b)) for a, b in edges if a != b})
 
 
@@ -112,12 +124,16 @@ def nodes_from(size: int, edges: list[tuple[int, int]]) -> list[Node]:
     deps: dict[int, list[str]] = {i: [] for i in range(size)}
     for low, high in edges:
         deps[high].append(f"n{low}")
-    return [Node(id=f"n{i}", type="function", function="noop", depends_on=deps[i]) for i in range(size)]
+    return [
+        Node(id=f"n{i}", type="function", function="noop", depends_on=deps[i]) for i in range(size)
+    ]
 
 
 @settings(max_examples=200)
 @given(acyclic_edges())
-def test_any_acyclic_graph_gets_an_order_respecting_every_edge(graph: tuple[int, list[tuple[int, int]]]) -> None:
+def test_any_acyclic_graph_gets_an_order_respecting_every_edge(
+    graph: tuple[int, list[tuple[int, int]]],
+) -> None:
     size, edges = graph
     order = topological_order(nodes_from(size, edges))
     assert isinstance(order, list) and sorted(order) == sorted(f"n{i}" for i in range(size))
@@ -127,7 +143,9 @@ def test_any_acyclic_graph_gets_an_order_respecting_every_edge(graph: tuple[int,
 
 @settings(max_examples=200)
 @given(acyclic_edges(), st.data())
-def test_a_back_edge_is_reported_as_a_real_cycle(graph: tuple[int, list[tuple[int, int]]], data: st.DataObject) -> None:
+def test_a_back_edge_is_reported_as_a_real_cycle(
+    graph: tuple[int, list[tuple[int, int]]], data: st.DataObject
+) -> None:
     size, edges = graph
     if not edges:
         return
@@ -140,4 +158,4 @@ def test_a_back_edge_is_reported_as_a_real_cycle(graph: tuple[int, list[tuple[in
     deps = {node.id: set(node.depends_on) for node in nodes}
     ring = [*cycle.path, cycle.path[0]]
     assert len(set(cycle.path)) == len(cycle.path)
-    assert all(before in deps[after] for before, after in zip(ring, ring[1:], strict=False))
+    assert all(before in deps[after] for before, after in pairwise(ring))

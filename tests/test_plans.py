@@ -28,7 +28,13 @@ def test_json_plans_load_too(tmp_path: Path) -> None:
 
 def test_sinks_are_the_default_output() -> None:
     plan = Plan.model_validate(
-        {"nodes": [{"id": "a", "type": "t"}, {"id": "b", "type": "t", "depends_on": ["a"]}, {"id": "c", "type": "t"}]}
+        {
+            "nodes": [
+                {"id": "a", "type": "t"},
+                {"id": "b", "type": "t", "depends_on": ["a"]},
+                {"id": "c", "type": "t"},
+            ]
+        }
     )
     assert plan.output_nodes() == ["b", "c"]
 
@@ -44,8 +50,14 @@ def test_sinks_are_the_default_output() -> None:
             "nodes:\n  - {id: a, type: function, fnction: noop}",
             "node 'a'.fnction: unknown field (check its spelling)",
         ),
-        ("nodes:\n  - {id: A!, type: function}", "node 'A!'.id: 'A!' is not a valid id: use lowercase letters"),
-        ("nodes:\n  - {id: a, type: function, retry: {max_attempts: 0}}", "node 'a'.retry.max_attempts"),
+        (
+            "nodes:\n  - {id: A!, type: function}",
+            "node 'A!'.id: 'A!' is not a valid id: use lowercase letters",
+        ),
+        (
+            "nodes:\n  - {id: a, type: function, retry: {max_attempts: 0}}",
+            "node 'a'.retry.max_attempts",
+        ),
     ],
 )
 def test_malformed_plans_say_what_is_wrong(tmp_path: Path, text: str, expected: str) -> None:
@@ -64,7 +76,7 @@ def test_yaml_syntax_errors_give_the_line(tmp_path: Path) -> None:
 
 
 def test_missing_file() -> None:
-    with pytest.raises(PlanError, match="no such plan file: nowhere.yaml"):
+    with pytest.raises(PlanError, match=r"no such plan file: nowhere\.yaml"):
         load_plan("nowhere.yaml")
 
 

@@ -24,8 +24,12 @@ def workers(subprocess_settings: Settings, tmp_path: Path) -> Iterator[list[Work
         worker.stop()
 
 
-def start_worker(workers: list[WorkerProcess], settings: Settings, tmp_path: Path, **kwargs: object) -> WorkerProcess:
-    worker = WorkerProcess(settings, tmp_path / f"worker{len(workers)}.log", name=f"w{len(workers)}", **kwargs)  # type: ignore[arg-type]
+def start_worker(
+    workers: list[WorkerProcess], settings: Settings, tmp_path: Path, **kwargs: object
+) -> WorkerProcess:
+    worker = WorkerProcess(
+        settings, tmp_path / f"worker{len(workers)}.log", name=f"w{len(workers)}", **kwargs
+    )  # type: ignore[arg-type]
     workers.append(worker)
     return worker
 
@@ -48,7 +52,9 @@ def test_a_pool_process_killed_mid_node_is_recovered_at_once(
     start_worker(workers, subprocess_settings, tmp_path)
     client = Client(subprocess_settings)
     run = client.submit(slow_pipeline().build())
-    victim = wait_until(lambda: holder_pid(client, run.run_id, "slow"), timeout=30, what="slow running")
+    victim = wait_until(
+        lambda: holder_pid(client, run.run_id, "slow"), timeout=30, what="slow running"
+    )
     os.kill(victim, signal.SIGKILL)
     state = run.wait(timeout=60)
     assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()

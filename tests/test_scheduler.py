@@ -32,15 +32,26 @@ def redis_client(runtime: Runtime) -> redis.Redis:
 
 def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """Create a run; return its id and the roots queued (fence 1)."""
-    plan = Plan.model_validate({"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]})
+    plan = Plan.model_validate(
+        {"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]}
+    )
     graph = validate_plan(plan, default_registry, PlanLimits())
     run_id = new_run_id()
     ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
     return run_id, [node.node_id for node in ready]
 
 
-def claim(runtime: Runtime, run_id: str, node: str, fence: int = 1, **kwargs: Any) -> Claim | Held | None:
-    return runtime.scheduler.claim(run_id, node, fence, lease_s=kwargs.pop("lease_s", 30), holder=kwargs.pop("holder", HOLDER), **kwargs)
+def claim(
+    runtime: Runtime, run_id: str, node: str, fence: int = 1, **kwargs: Any
+) -> Claim | Held | None:
+    return runtime.scheduler.claim(
+        run_id,
+        node,
+        fence,
+        lease_s=kwargs.pop("lease_s", 30),
+        holder=kwargs.pop("holder", HOLDER),
+        **kwargs,
+    )
 
 
 def finish(runtime: Runtime, run_id: str, node: str, fence: int = 1, output: str = "null") -> Any:
@@ -52,11 +63,24 @@ def kinds(runtime: Runtime, run_id: str, node: str | None = None) -> list[str]:
     return [e.kind for e in runtime.store.read_events(run_id) if node is None or e.node == node]
 
 
-def test_completion_queues_exactly_the_dependents_whose_deps_all_succeeded(runtime: Runtime) -> None:
-    run_id, roots = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["a"]}, {"id": "d", "depends_on": ["b", "c"]}])
+def test_completion_queues_exactly_the_dependents_whose_deps_all_succeeded(
+    runtime: Runtime,
+) -> None:
+    run_id, roots = start(
+        runtime,
+        [
+            {"id": "a"},
+            {"id": "b", "depends_on": ["a"]},
+            {"id": "c", "depends_on": ["a"]},
+            {"id": "d", "depends_on": ["b", "c"]},
+        ],
+    )
     assert roots == ["a"]
     advance = finish(runtime, run_id, "a", output='"A"')
-    assert [(n.node_id, n.fence, n.dispatch.queue) for n in advance.ready] == [("b", 1, "dw.function"), ("c", 1, "dw.function")]
+    assert [(n.node_id, n.fence, n.dispatch.queue) for n in advance.ready] == [
+        ("b", 1, "dw.function"),
+        ("c", 1, "dw.function"),
+    ]
     assert finish(runtime, run_id, "b").ready == []
     advance = finish(runtime, run_id, "c")
     assert [n.node_id for n in advance.ready] == ["d"]
@@ -100,7 +124,14 @@ def test_a_zombie_cannot_complete_after_its_lease_was_taken_over(runtime: Runtim
     assert runtime.scheduler.complete(run_id, "a", 2, '"new"') is not None
     state = runtime.store.read_state(run_id)
     assert state.nodes["a"].output == "new" and state.nodes["a"].attempts == 2
-    assert kinds(runtime, run_id, "a") == ["node.queued", "node.running", "node.lease_expired", "node.queued", "node.running", "node.succeeded"]
+    assert kinds(runtime, run_id, "a") == [
+        "node.queued",
+        "node.running",
+        "node.lease_expired",
+        "node.queued",
+        "node.running",
+        "node.succeeded",
+    ]
 
 
 def test_renewed_leases_do_not_expire(runtime: Runtime) -> None:
@@ -109,7 +140,10 @@ def test_renewed_leases_do_not_expire(runtime: Runtime) -> None:
     for _ in range(4):
         time.sleep(0.1)
         assert runtime.scheduler.renew([LeaseRef(run_id, "a", 1)], 0.3) == [True]
-    assert runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued == []
+    assert (
+        runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
+        == []
+    )
 
 
 def test_a_dead_holder_is_taken_over_only_when_named(runtime: Runtime) -> None:
@@ -121,26 +155,48 @@ def test_a_dead_holder_is_taken_over_only_when_named(runtime: Runtime) -> None:
     assert runtime.store.counts(run_id)[1].running == 1
 
 
-def test_advance_costs_the_same_in_a_ten_thousand_node_run(runtime: Runtime, redis_client: redis.Redis) -> None:
+def test_advance_costs_the_same_in_a_ten_thousand_node_run(
+    runtime: Runtime, redis_client: redis.Redis
+) -> None:
     def commands_to_complete_one_node(width: int) -> int:
         # A root with one child, beside `width` unrelated nodes.
-        nodes = [{"id": "root"}, {"id": "child", "depends_on": ["root"]}] + [{"id": f"n{i}"} for i in range(width)]
+        nodes = [{"id": "root"}, {"id": "child", "depends_on": ["root"]}] + [
+            {"id": f"n{i}"} for i in range(width)
+        ]
         run_id, _ = start(runtime, nodes)
         claim(runtime, run_id, "root")
         redis_client.config_resetstat()
         runtime.scheduler.complete(run_id, "root", 1, "null")
         stats = redis_client.info("commandstats")
-        return sum(v["calls"] for k, v in stats.items() if k not in {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_info", "cmdstat_config|resetstat"})
+        return sum(
+            v["calls"]
+            for k, v in stats.items()
+            if k
+            not in {"cmdstat_evalsha", "cmdstat_eval", "cmdstat_info", "cmdstat_config|resetstat"}
+        )
 
     assert commands_to_complete_one_node(8) == commands_to_complete_one_node(9_998)
 
 
 def test_a_failure_blocks_descendants_while_independent_branches_finish(runtime: Runtime) -> None:
-    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["b"]}, {"id": "side"}])
+    run_id, _ = start(
+        runtime,
+        [
+            {"id": "a"},
+            {"id": "b", "depends_on": ["a"]},
+            {"id": "c", "depends_on": ["b"]},
+            {"id": "side"},
+        ],
+    )
     claim(runtime, run_id, "a")
     assert runtime.scheduler.fail(run_id, "a", 1, ERROR) is None  # "side" still runs
     state = runtime.store.read_state(run_id)
-    assert {nid: n.status.value for nid, n in state.nodes.items()} == {"a": "failed", "b": "blocked", "c": "blocked", "side": "queued"}
+    assert {nid: n.status.value for nid, n in state.nodes.items()} == {
+        "a": "failed",
+        "b": "blocked",
+        "c": "blocked",
+        "side": "queued",
+    }
     assert state.status == RunStatus.RUNNING
     assert finish(runtime, run_id, "side").run_finished == RunStatus.FAILED
     state = runtime.store.read_state(run_id)
@@ -152,7 +208,10 @@ def test_a_retry_waits_then_is_queued_under_a_new_fence(runtime: Runtime) -> Non
     claim(runtime, run_id, "a")
     assert runtime.scheduler.schedule_retry(run_id, "a", 1, ERROR, delay_s=0.3)
     assert runtime.store.read_state(run_id).nodes["a"].status.value == "retry_wait"
-    assert runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued == []
+    assert (
+        runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
+        == []
+    )
     time.sleep(0.35)
     found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
     assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
@@ -160,9 +219,13 @@ def test_a_retry_waits_then_is_queued_under_a_new_fence(runtime: Runtime) -> Non
     assert isinstance(claim(runtime, run_id, "a", fence=2), Claim)
 
 
-def test_unconfirmed_publishes_and_stranded_nodes_are_listed_once_per_period(runtime: Runtime) -> None:
+def test_unconfirmed_publishes_and_stranded_nodes_are_listed_once_per_period(
+    runtime: Runtime,
+) -> None:
     run_id, roots = start(runtime, [{"id": "a"}, {"id": "b"}])
-    runtime.scheduler.mark_published([n for n in _ready(runtime, run_id, roots) if n.node_id == "b"])
+    runtime.scheduler.mark_published(
+        [n for n in _ready(runtime, run_id, roots) if n.node_id == "b"]
+    )
     time.sleep(0.25)
     found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
     assert [n.node_id for n in found.unpublished] == ["a"]
@@ -186,7 +249,12 @@ def test_cancel_finishes_every_open_node_and_fences_out_late_completions(runtime
     assert runtime.scheduler.complete(run_id, "a", 1, "1") is None
     state = runtime.store.read_state(run_id)
     assert state.status == RunStatus.CANCELLED
-    assert {nid: n.status.value for nid, n in state.nodes.items()} == {"a": "cancelled", "b": "cancelled", "done": "succeeded"}
+    assert {nid: n.status.value for nid, n in state.nodes.items()} == {
+        "a": "cancelled",
+        "b": "cancelled",
+        "done": "succeeded",
+    }
+    assert kinds(runtime, run_id)[-3:] == ["node.cancelled", "node.cancelled", "run.cancelled"]
     assert runtime.scheduler.cancel(run_id, "again")[0] == "cancelled"
     assert claim(runtime, run_id, "b", fence=0) is None
 
@@ -197,7 +265,12 @@ def test_every_key_of_a_finished_run_expires(runtime: Runtime, redis_client: red
     finish(runtime, run_id, "a")
     finish(runtime, run_id, "b")
     keys = list(redis_client.scan_iter(f"{settings.key_prefix}{{{run_id}}}:*"))
-    assert len(keys) >= 10
+    names = {key.rpartition(":")[2] for key in keys}
+    # The empty zsets and hashes (queued, outbox, leases, retry, holder, error) are gone.
+    assert names == {
+        "run", "plan", "spec", "deps", "dependents", "remaining", "dispatch", "state", "fence",
+        "attempts", "output", "started", "finished", "events", "done",
+    }
     ttls = {key: redis_client.ttl(key) for key in keys}
     assert all(0 < ttl <= settings.retention_s for ttl in ttls.values()), ttls
 
@@ -216,6 +289,8 @@ def test_the_reconciler_forgets_finished_runs(runtime: Runtime, redis_client: re
         def queue_depth(self, queue: str) -> int:
             return 0
 
+    redis_client.zadd(runtime.keys.run_index, {"long-expired": 1})
     report = Reconciler(runtime, NoBroker()).run_once()
     assert report.ran and report.finished == [run_id]
     assert not redis_client.sismember(runtime.keys.active_runs, run_id)
+    assert redis_client.zrange(runtime.keys.run_index, 0, -1) == [run_id]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 
+from dagwright.embedded import EmbeddedStackError
 from dagwright.errors import (
     BrokerUnavailableError,
     DagwrightError,
@@ -19,14 +20,14 @@ class ExitCode(enum.IntEnum):
     RUN_FAILED = 1  # the run failed or was cancelled (also: an unexpected internal error)
     INPUT_ERROR = 2  # bad plan, bad flag, unknown run, missing configuration
     NOT_FINISHED = 3  # the run was still going when --timeout expired
-    UNAVAILABLE = 4  # Redis/Valkey or the broker cannot be reached
+    UNAVAILABLE = 4  # Redis/Valkey or the broker cannot be reached (or the embedded one start)
     INTERRUPTED = 130
 
 
 def exit_code_for(exc: DagwrightError) -> ExitCode:
     if isinstance(exc, InputError):
         return ExitCode.INPUT_ERROR
-    if isinstance(exc, BrokerUnavailableError):
+    if isinstance(exc, BrokerUnavailableError | EmbeddedStackError):
         return ExitCode.UNAVAILABLE
     if isinstance(exc, RunNotFinishedError):
         return ExitCode.NOT_FINISHED

@@ -46,9 +46,18 @@ class Reconciler:
         for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
             report.runs += 1
             self._reconcile_run(run_id, report, depths)
+        self._trim_run_index()
         return report
 
-    def _reconcile_run(self, run_id: str, report: ReconcileReport, depths: dict[str, int | None]) -> None:
+    def _trim_run_index(self) -> None:
+        """Drop index entries of runs past retention (their keys have expired)."""
+        retention_ms = self.runtime.settings.retention_s * 1000
+        cutoff = self.runtime.store.server_time_ms() - retention_ms
+        self.runtime.client.zremrangebyscore(self.runtime.keys.run_index, "-inf", cutoff)
+
+    def _reconcile_run(
+        self, run_id: str, report: ReconcileReport, depths: dict[str, int | None]
+    ) -> None:
         settings = self.runtime.settings
         found = self.runtime.scheduler.reconcile_run(
             run_id,

@@ -90,8 +90,8 @@ class Scheduler:
         self.client = client
         self.keys = keys
         self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
-        # Every script call names the run's ~20 keys; encoding them once per run, not per
-        # call, is a measurable share of a no-op node's cost.
+        # Every script call names all of the run's keys; encoding them once per run, not
+        # per call, is a measurable share of a no-op node's cost.
         self._encoded_keys = lru_cache(maxsize=4096)(self._encode_keys)
 
     def _encode_keys(self, run_id: str) -> tuple[bytes, ...]:

@@ -32,12 +32,24 @@ def settings_env(settings: Settings) -> dict[str, str]:
 class WorkerProcess:
     """``dagwright worker`` in its own process group, logging to a file."""
 
-    def __init__(self, settings: Settings, log_path: Path, *, concurrency: int = 2, name: str = "w") -> None:
+    def __init__(
+        self, settings: Settings, log_path: Path, *, concurrency: int = 2, name: str = "w"
+    ) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dagwright", "worker", "-c", str(concurrency), "-l", "INFO",
-             "-n", f"{name}.{os.getpid()}@test"],
+            [
+                sys.executable,
+                "-m",
+                "dagwright",
+                "worker",
+                "-c",
+                str(concurrency),
+                "-l",
+                "INFO",
+                "-n",
+                f"{name}.{os.getpid()}@test",
+            ],
             cwd=REPO_ROOT,
             env=settings_env(settings),
             stdout=self._log,

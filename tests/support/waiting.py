@@ -9,7 +9,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "") -> T:
+def wait_until(
+    predicate: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = ""
+) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -11,6 +11,7 @@ for i = 1, #states, 2 do
   if state == 'running' then running[#running + 1] = node end
   if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled' then
     set_final(node, 'cancelled')
+    emit('node.cancelled', node, 'was', state)
   end
 end
 for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry, K.holder}) do

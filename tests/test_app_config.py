@@ -1,0 +1,36 @@
+"""The Celery configuration DESIGN §5 requires, pinned."""
+
+from __future__ import annotations
+
+from dagwright.app import celery_config, create_app, kombu_url
+from dagwright.settings import Settings
+
+
+def test_reliability_and_security_settings() -> None:
+    settings = Settings(max_timeout_s=600)
+    conf = celery_config(settings, "redis://localhost/0")
+    assert (
+        conf["task_serializer"] == conf["result_serializer"] == conf["event_serializer"] == "json"
+    )
+    assert conf["accept_content"] == conf["result_accept_content"] == ["json"]
+    assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
+    assert conf["task_acks_on_failure_or_timeout"]
+    assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["task_ignore_result"] and conf["result_backend"] is None
+    assert conf["worker_send_task_events"] and conf["task_send_sent_event"]
+    assert conf["broker_connection_retry_on_startup"]
+    transport = conf["broker_transport_options"]
+    assert transport["visibility_timeout"] == 1200
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < transport["visibility_timeout"]
+    assert transport["socket_timeout"] and transport["health_check_interval"]
+
+
+def test_the_app_refuses_pickle() -> None:
+    app = create_app(Settings(), "redis://localhost/0")
+    assert "pickle" not in app.conf.accept_content
+    assert app.conf.task_serializer == "json"
+
+
+def test_unix_socket_urls_are_translated_for_kombu() -> None:
+    assert kombu_url("unix:///run/v.sock?db=3") == "redis+socket:///run/v.sock?virtual_host=3"
+    assert kombu_url("redis://h:1/0") == "redis://h:1/0"

@@ -1,0 +1,222 @@
+"""The ``dagwright`` command as users run it: real subprocesses, real Valkey and workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dagwright.settings import Settings
+from dagwright.stackfile import read_stack
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
+from tests.support.processes import REPO_ROOT
+from tests.support.waiting import wait_until
+
+DIAMOND = "examples/plans/diamond.yaml"
+CYCLE = "examples/plans/cycle.yaml"
+
+
+@pytest.fixture
+def env(settings: Settings, redis_client: object, worker: object, tmp_path: Path) -> dict[str, str]:
+    return cli_env(settings, tmp_path / "data")
+
+
+def write_plan(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+SLEEPER = """
+nodes:
+  - {id: nap, type: function, function: sleep, params: {seconds: 20}}
+  - {id: after, type: function, function: noop, depends_on: [nap]}
+"""
+
+
+def test_run_json_prints_one_object_with_every_node(env: dict[str, str]) -> None:
+    result = dagwright("run", DIAMOND, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    out = json_out(result)
+    assert {"run_id", "status", "nodes", "result"} <= out.keys()
+    assert out["status"] == "succeeded" and out["result"] == "left hello + right hello"
+    assert out["nodes"]["b"]["output"] == "left hello"
+    assert {"status", "output", "attempts", "started_at", "finished_at"} <= out["nodes"]["a"].keys()
+    assert out["nodes"]["a"]["attempts"] == 1 and out["nodes"]["a"]["finished_at"]
+
+
+def test_run_for_people_prints_the_result_and_a_summary(env: dict[str, str]) -> None:
+    result = dagwright("run", DIAMOND, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "left hello + right hello\n"
+    assert "succeeded" in result.stderr and "4/4 nodes succeeded" in result.stderr
+
+
+def test_a_cycle_exits_2_with_one_line_naming_it(env: dict[str, str]) -> None:
+    result = dagwright("run", CYCLE, env=env)
+    assert result.returncode == 2
+    assert one_error_line(result) == (
+        f"{CYCLE}: dependency cycle a -> b -> c -> a: remove one of these dependencies"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.yaml"], "no such plan file: missing.yaml"),
+        (["status", "nosuchrun"], "no run 'nosuchrun' here"),
+        (["worker", "--type", "nonsense"], "unknown worker type(s) nonsense"),
+        (["run", DIAMOND, "--import", "no_such_module"], "cannot import 'no_such_module'"),
+    ],
+)
+def test_input_errors_exit_2_with_one_line(
+    env: dict[str, str], args: list[str], message: str
+) -> None:
+    result = dagwright(*args, env=env)
+    assert result.returncode == 2
+    assert message in one_error_line(result)
+
+
+def test_a_failed_run_exits_1_naming_the_node(env: dict[str, str], tmp_path: Path) -> None:
+    plan = write_plan(
+        tmp_path,
+        "nodes:\n  - {id: boom, type: function, function: fail, params: {message: disk full}}\n",
+    )
+    result = dagwright("run", plan, env=env)
+    assert result.returncode == 1
+    assert "failed" in result.stderr and "boom" in result.stderr and "disk full" in result.stderr
+    assert "Traceback" not in result.stderr
+    out = json_out(dagwright("run", plan, "--json", env=env))
+    assert out["status"] == "failed"
+    assert out["nodes"]["boom"]["error"] == {"class": "PermanentError", "message": "disk full"}
+
+
+def test_no_wait_then_status_result_events_and_runs(env: dict[str, str]) -> None:
+    submitted = json_out(dagwright("run", DIAMOND, "--no-wait", "--json", env=env))
+    run_id = submitted["run_id"]
+    result = dagwright("result", run_id, "--wait", "--timeout", "30", env=env)
+    assert (result.returncode, result.stdout) == (0, "left hello + right hello\n")
+    status = json_out(dagwright("status", run_id, "--json", env=env))
+    assert status["status"] == "succeeded" and status["counts"]["succeeded"] == 4
+    human = dagwright("status", run_id, env=env)
+    assert run_id in human.stdout and "succeeded" in human.stdout
+    events = dagwright("events", run_id, "--json", env=env).stdout.splitlines()
+    assert '"kind": "run.submitted"' in events[0] and '"kind": "run.succeeded"' in events[-1]
+    listed = json_out(dagwright("runs", "--json", env=env))
+    assert run_id in [run["run_id"] for run in listed]
+
+
+def test_result_of_an_unfinished_run_exits_3(env: dict[str, str], tmp_path: Path) -> None:
+    run_id = json_out(
+        dagwright("run", write_plan(tmp_path, SLEEPER), "--no-wait", "--json", env=env)
+    )["run_id"]
+    result = dagwright("result", run_id, env=env)
+    assert result.returncode == 3
+    assert "is still running" in one_error_line(result)
+    dagwright("cancel", run_id, env=env)
+
+
+def test_run_timeout_exits_3_and_the_run_goes_on(env: dict[str, str], tmp_path: Path) -> None:
+    result = dagwright("run", write_plan(tmp_path, SLEEPER), "--timeout", "1", env=env)
+    assert result.returncode == 3
+    progress, error = result.stderr.strip().splitlines()  # no terminal: one plain progress line
+    assert progress.startswith("run ") and "0/2 nodes done" in progress
+    assert error.startswith("error: run ") and "still running after 1s" in error
+    assert "dagwright status" in error
+
+
+def test_cancel_a_running_run(env: dict[str, str], tmp_path: Path) -> None:
+    run_id = json_out(
+        dagwright("run", write_plan(tmp_path, SLEEPER), "--no-wait", "--json", env=env)
+    )["run_id"]
+    wait_until(
+        lambda: (
+            json_out(dagwright("status", run_id, "--json", env=env))["nodes"]["nap"]["status"]
+            == "running"
+        ),
+        timeout=30,
+    )
+    result = dagwright("cancel", run_id, env=env)
+    assert (result.returncode, result.stdout) == (0, f"run {run_id} cancelled\n")
+    status = json_out(dagwright("status", run_id, "--json", env=env))
+    assert status["status"] == "cancelled" and status["nodes"]["after"]["started_at"] is None
+    again = dagwright("cancel", run_id, env=env)
+    assert again.stdout == f"run {run_id} had already cancelled; nothing to cancel\n"
+    assert dagwright("result", run_id, env=env).returncode == 1
+
+
+def test_validate(env: dict[str, str]) -> None:
+    ok = dagwright("validate", DIAMOND, env=env)
+    assert (ok.returncode, ok.stdout) == (0, f"{DIAMOND}: valid, 4 nodes, roots: a\n")
+    assert dagwright("validate", CYCLE, env=env).returncode == 2
+
+
+def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data", DAGWRIGHT_REDIS_URL="redis://127.0.0.1:1/0")
+    for args in (["status", "anything"], ["run", DIAMOND]):
+        result = dagwright(*args, env=env, timeout=60)
+        assert result.returncode == 4, result.stderr
+        assert "cannot reach Redis at redis://127.0.0.1:1/0" in one_error_line(result)
+
+
+def test_commands_other_than_run_need_a_stack(tmp_path: Path) -> None:
+    result = dagwright("status", "anything", env=cli_env(None, tmp_path / "data"))
+    assert result.returncode == 2
+    assert "no Redis configured" in one_error_line(result)
+
+
+def test_run_with_nothing_configured_uses_the_embedded_stack(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data")
+    result = dagwright("run", DIAMOND, "--json", env=env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert json_out(result)["status"] == "succeeded"
+    assert read_stack(tmp_path / "data") is None  # stopped with the command
+    assert dagwright("run", "--no-wait", DIAMOND, env=env).returncode == 2
+
+
+def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = cli_env(None, data)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "up", "--concurrency", "2", "--loglevel", "WARNING"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        record = wait_until(lambda: read_stack(data), timeout=60, what="the stack file")
+        assert record.owner == "up" and record.redis_url.startswith("unix://")
+        assert oct(os.stat(data / "stack.json").st_mode & 0o777) == "0o600"
+        run_id = json_out(dagwright("run", DIAMOND, "--no-wait", "--json", env=env))["run_id"]
+        result = dagwright("result", run_id, "--wait", "--timeout", "60", env=env)
+        assert (result.returncode, result.stdout) == (0, "left hello + right hello\n"), (
+            result.stderr
+        )
+        second = dagwright("up", env=env)
+        assert second.returncode == 2 and "already running" in one_error_line(second)
+    finally:
+        up.send_signal(signal.SIGINT)
+        _, stderr = up.communicate(timeout=60)
+    assert up.returncode == 0, stderr
+    assert read_stack(data) is None
+
+
+def test_the_wordstats_example_runs_with_its_own_functions(tmp_path: Path) -> None:
+    result = dagwright(
+        "run",
+        "examples/wordstats/plan.yaml",
+        "--import",
+        "examples.wordstats.functions",
+        env=cli_env(None, tmp_path / "data"),
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "left: 12 words (7 distinct); right: 11 words (11 distinct); longest: left\n"
+    )

@@ -1,0 +1,66 @@
+"""Settings: flag > environment > config file > default, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dagwright import ConfigurationError, Settings
+from dagwright.cli.options import settings_from
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(__import__("os").environ):
+        if name.startswith("DAGWRIGHT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_precedence_flag_then_env_then_file_then_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "dagwright.toml").write_text(
+        'max_nodes = 50\nlease_s = 20.0\nkey_prefix = "file:"\n'
+    )
+    monkeypatch.setenv("DAGWRIGHT_LEASE_S", "30")
+    settings = settings_from(["extra.module"], max_nodes=None)
+    assert settings.key_prefix == "file:"
+    assert settings.max_nodes == 50
+    assert settings.lease_s == 30.0
+    assert settings.imports == ["extra.module"]
+    assert Settings(lease_s=40).lease_s == 40
+
+
+def test_imports_from_the_environment_are_comma_separated_or_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DAGWRIGHT_IMPORTS", "a.b, c")
+    assert Settings().imports == ["a.b", "c"]
+    assert settings_from(["d"]).imports == ["a.b", "c", "d"]
+    monkeypatch.setenv("DAGWRIGHT_IMPORTS", '["x"]')
+    assert Settings().imports == ["x"]
+
+
+def test_the_broker_defaults_to_the_state_store() -> None:
+    assert Settings(redis_url="redis://h/1").effective_broker_url == "redis://h/1"
+    assert (
+        Settings(redis_url="redis://h/1", broker_url="amqp://b").effective_broker_url == "amqp://b"
+    )
+
+
+def test_the_visibility_timeout_is_above_any_node_time_limit() -> None:
+    settings = Settings(max_timeout_s=100)
+    assert settings.visibility_timeout_s > settings.max_timeout_s + 30
+
+
+def test_bad_values_are_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DAGWRIGHT_LEASE_S", "soon")
+    with pytest.raises(
+        ConfigurationError, match="DAGWRIGHT_LEASE_S: Input should be a valid number"
+    ):
+        settings_from(None)
+    monkeypatch.setenv("DAGWRIGHT_LEASE_S", "1")
+    with pytest.raises(ConfigurationError, match=r"heartbeat_interval_s .* must be below lease_s"):
+        settings_from(None)
