@@ -268,8 +268,21 @@ def test_every_key_of_a_finished_run_expires(runtime: Runtime, redis_client: red
     names = {key.rpartition(":")[2] for key in keys}
     # The empty zsets and hashes (queued, outbox, leases, retry, holder, error) are gone.
     assert names == {
-        "run", "plan", "spec", "deps", "dependents", "remaining", "dispatch", "state", "fence",
-        "attempts", "output", "started", "finished", "events", "done",
+        "run",
+        "plan",
+        "spec",
+        "deps",
+        "dependents",
+        "remaining",
+        "dispatch",
+        "state",
+        "fence",
+        "attempts",
+        "output",
+        "started",
+        "finished",
+        "events",
+        "done",
     }
     ttls = {key: redis_client.ttl(key) for key in keys}
     assert all(0 < ttl <= settings.retention_s for ttl in ttls.values()), ttls

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import typer
 
@@ -31,12 +32,30 @@ runs.register(app)
 stack.register(app)
 
 
+class OneLineFormatter(logging.Formatter):
+    """Log records as one line each: an exception is summarised, not printed in full."""
+
+    def formatException(self, ei: Any) -> str:
+        return ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record).rstrip()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            line += f" ({type(exc).__name__}: {exc})"
+        return line
+
+
+def configure_logging(debug: bool) -> None:
+    handler = logging.StreamHandler()
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    handler.setFormatter(logging.Formatter(fmt) if debug else OneLineFormatter(fmt))
+    logging.basicConfig(level=os.environ.get("DAGWRIGHT_LOGLEVEL", "WARNING"), handlers=[handler])
+
+
 def main() -> None:
-    logging.basicConfig(
-        level=os.environ.get("DAGWRIGHT_LOGLEVEL", "WARNING"),
-        format="%(levelname)s %(name)s: %(message)s",
-    )
     debug = bool(os.environ.get("DAGWRIGHT_DEBUG"))
+    configure_logging(debug)
     try:
         app()
     except DagwrightError as exc:
