@@ -87,6 +87,7 @@ class Client:
 
     @_translated
     def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
+        """A snapshot of the run and its nodes (outputs and result too, unless told not to)."""
         return self.runtime.store.read_state(run_id, include_outputs=include_outputs)
 
     @_translated
@@ -163,9 +164,10 @@ class Client:
 
     @_translated
     def list_runs(self, limit: int = 20) -> list[RunState]:
+        """The most recent runs, newest first, as summaries (no nodes)."""
         store = self.runtime.store
         return [
-            store.read_state(run_id, include_outputs=False)
+            store.read_state(run_id, include_nodes=False)
             for run_id in store.list_runs(limit)
             if store.exists(run_id)
         ]

@@ -202,7 +202,11 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
         assert second.returncode == 2 and "already running" in one_error_line(second)
     finally:
         up.send_signal(signal.SIGINT)
-        _, stderr = up.communicate(timeout=60)
+        try:
+            _, stderr = up.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            raise
     assert up.returncode == 0, stderr
     assert read_stack(data) is None
 

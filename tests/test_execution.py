@@ -46,3 +46,33 @@ def test_only_a_dead_process_on_this_host_is_a_dead_holder() -> None:
     assert not holder_is_dead_here(f"{socket.gethostname()}:{os.getpid()}")
     assert holder_is_dead_here(f"{socket.gethostname()}:999999999")
     assert not holder_is_dead_here("other-host:999999999")
+
+
+def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings: object) -> None:
+    from dagwright.models import Plan
+    from dagwright.orchestrator.dag import PlanLimits, validate_plan
+    from dagwright.orchestrator.execution import ExecutionEnv, Outcome, execute_node
+    from dagwright.orchestrator.leases import LeaseKeeper
+    from dagwright.orchestrator.runstore import new_run_id
+    from dagwright.orchestrator.runtime import Runtime
+    from dagwright.workers import WorkerRegistry, build_default_registry
+
+    runtime = Runtime.from_settings(no_worker_settings)  # type: ignore[arg-type]
+    plan = Plan.model_validate({"nodes": [{"id": "a", "type": "function", "function": "noop"}]})
+    run_id = new_run_id()
+    graph = validate_plan(plan, build_default_registry(), PlanLimits())
+    runtime.store.create_run(run_id, graph, runtime.dispatch_for)
+
+    class Broker:
+        def publish(self, nodes: list[object]) -> list[object]:
+            return nodes
+
+        def queue_depth(self, queue: str) -> int:
+            return 0
+
+    bare_runtime = Runtime(**{**runtime.__dict__, "registry": WorkerRegistry()})
+    leases = LeaseKeeper(runtime.scheduler, lease_s=10, interval_s=1)
+    outcome = execute_node(ExecutionEnv(bare_runtime, Broker(), leases), run_id, "a", 1)  # type: ignore[arg-type]
+    assert outcome == Outcome.FAILED
+    error = runtime.store.read_state(run_id).nodes["a"].error
+    assert error is not None and "not registered in this worker" in error.message

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -56,6 +57,9 @@ def configure_logging(debug: bool) -> None:
 def main() -> None:
     debug = bool(os.environ.get("DAGWRIGHT_DEBUG"))
     configure_logging(debug)
+    # Ctrl-C must stop the command even when started with SIGINT ignored (a background
+    # job of a non-interactive shell), where Python would install no handler of its own.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except DagwrightError as exc:

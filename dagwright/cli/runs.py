@@ -225,7 +225,10 @@ def runs(
     """List recent runs."""
     states = Client(settings_from(None)).list_runs(limit)
     if json_output:
-        print_json([{**run_json(state), "nodes": None} for state in states])
+        summaries = [run_json(state) for state in states]
+        print_json(
+            [{k: v for k, v in s.items() if k not in ("nodes", "result")} for s in summaries]
+        )
     else:
         print_runs(states)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagwright.errors import PermanentError, RetryableError
-from dagwright.models import ErrorInfo, RunStatus
+from dagwright.models import ErrorInfo, RetryPolicy, RunStatus
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.leases import LeaseKeeper
@@ -136,7 +136,7 @@ def record_failure(
 ) -> Outcome:
     runtime = env.runtime
     error = describe_error(exc)
-    policy = claim.node.retry or runtime.registry.get(claim.node.type).default_retry
+    policy = claim.node.retry or default_retry(runtime, claim.node.type)
     retry = (
         error.retryable
         and claim.attempt < policy.max_attempts
@@ -163,6 +163,14 @@ def record_failure(
     if isinstance(final, RunStatus):
         runtime.forget_active(ctx.run_id)
     return Outcome.FAILED
+
+
+def default_retry(runtime: Runtime, worker_type: str) -> RetryPolicy:
+    # The type may be unknown to this worker: that failure itself must be recorded.
+    try:
+        return runtime.registry.get(worker_type).default_retry
+    except KeyError:
+        return RetryPolicy()
 
 
 def describe_error(exc: BaseException) -> ErrorInfo:

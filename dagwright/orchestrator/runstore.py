@@ -154,10 +154,18 @@ class RunStore:
             raise UnknownRunError(run_id)
         return RunStatus(run["status"]), _counts(run)
 
-    def read_state(self, run_id: str, *, include_outputs: bool = True) -> RunState:
-        """A snapshot of the run and every node (a few HGETALLs, whatever the size)."""
-        columns = ["run", "state", "spec", "attempts", "started", "finished", "error"]
-        if include_outputs:
+    def read_state(
+        self, run_id: str, *, include_nodes: bool = True, include_outputs: bool = True
+    ) -> RunState:
+        """A snapshot of the run and every node (a few HGETALLs, whatever the size).
+
+        Without nodes it reads only the run's hash (a summary: status, counts, goal); without
+        outputs it leaves node outputs and the result out.
+        """
+        columns = ["run"]
+        if include_nodes:
+            columns += ["state", "spec", "attempts", "started", "finished", "error"]
+        if include_nodes and include_outputs:
             columns.append("output")
         pipe = self.client.pipeline(transaction=True)
         for name in columns:
@@ -166,9 +174,10 @@ class RunStore:
         run = data["run"]
         if not run:
             raise UnknownRunError(run_id)
-        nodes = {node_id: _node_state(node_id, data) for node_id in data["state"]}
+        nodes = {node_id: _node_state(node_id, data) for node_id in data.get("state", {})}
         output_nodes = json.loads(run["output_nodes"])
         status = RunStatus(run["status"])
+        with_result = status == RunStatus.SUCCEEDED and "output" in data
         return RunState(
             run_id=run_id,
             status=status,
@@ -178,7 +187,7 @@ class RunStore:
             counts=_counts(run),
             output_nodes=output_nodes,
             nodes=nodes,
-            result=_result(output_nodes, nodes) if status == RunStatus.SUCCEEDED else None,
+            result=_result(output_nodes, nodes) if with_result else None,
         )
 
     def read_events(
