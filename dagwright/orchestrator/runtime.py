@@ -49,6 +49,16 @@ class Runtime:
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,
         )
 
+    def live_worker_queues(self) -> set[str]:
+        """Every queue some live worker consumes (from the workers' presence records)."""
+        keys = list(self.client.scan_iter(self.keys.worker_heartbeat_pattern, count=500))
+        if not keys:
+            return set()
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.hget(key, "queues")
+        return {queue for queues in pipe.execute() if queues for queue in queues.split(",")}
+
     def forget_active(self, run_id: str) -> None:
         """Drop a finished run from the reconciler's set."""
         self.client.srem(self.keys.active_runs, run_id)

@@ -8,6 +8,7 @@ duplicate delivery or a zombie worker can never record a second completion.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -161,10 +162,23 @@ class Scheduler:
         return reply[0], list(reply[1]) if len(reply) > 1 else []
 
     def reconcile_run(
-        self, run_id: str, *, publish_grace_s: float, stranded_after_s: float, limit: int = 1000
+        self,
+        run_id: str,
+        *,
+        publish_grace_s: float,
+        stranded_after_s: float,
+        empty_queues: Sequence[str] = (),
+        limit: int = 1000,
     ) -> ReconcilePass:
+        """One reconciler pass over a run; ``empty_queues`` are the queues known to be
+        empty now (a queued node counts as stranded only if its queue is one of them)."""
         reply = self._call(
-            "reconcile", run_id, int(publish_grace_s * 1000), int(stranded_after_s * 1000), limit
+            "reconcile",
+            run_id,
+            int(publish_grace_s * 1000),
+            int(stranded_after_s * 1000),
+            limit,
+            *empty_queues,
         )
         return ReconcilePass(
             status=reply[0],
@@ -178,6 +192,10 @@ class Scheduler:
         by_run: dict[str, list[str]] = {}
         for node in nodes:
             by_run.setdefault(node.run_id, []).append(node.node_id)
+        if len(by_run) == 1:  # the usual case: no pipeline (building one costs more than a ZREM)
+            [(run_id, node_ids)] = by_run.items()
+            self.client.zrem(self.keys.run_key(run_id, "outbox"), *node_ids)
+            return
         pipe = self.client.pipeline(transaction=False)
         for run_id, node_ids in by_run.items():
             pipe.zrem(self.keys.run_key(run_id, "outbox"), *node_ids)

@@ -1,8 +1,9 @@
 -- One reconciler pass over one run. Re-queues nodes whose lease expired or whose retry
 -- is due, and lists queued nodes to publish again: those whose publish was never
--- confirmed after ARGV[3] ms, and those not claimed after ARGV[4] ms (the caller
--- republishes these only if their queue is empty: the message was lost with a broker or
--- a dead worker's prefetch). At most ARGV[5] nodes of each kind per pass.
+-- confirmed after ARGV[3] ms, and "stranded" ones: not claimed after ARGV[4] ms although
+-- their queue is empty (their message was lost with a broker or in a dead worker's
+-- prefetch). ARGV[6..] name the queues that are empty now; with none, no queued node is
+-- looked at, so a long backlog costs nothing. At most ARGV[5] nodes of each kind per pass.
 -- Returns {run_status, requeued, unpublished, stranded}, lists of {node, fence, dispatch}.
 local status = run_status()
 if not status then return {'missing', {}, {}, {}} end
@@ -20,18 +21,28 @@ for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.retry, '-inf', NOW, 'LIMIT',
   queue_node(node, requeued)
 end
 
--- Entries older than the cutoff, re-stamped so the next pass does not list them again.
-local function overdue(key, age_ms, skip_key)
+-- Entries older than the cutoff that `keep` accepts, re-stamped (all of them) so the next
+-- pass does not look at them again before another period.
+local function overdue(key, age_ms, keep)
   local found = {}
   for _, node in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', NOW - tonumber(age_ms), 'LIMIT', 0, limit)) do
     redis.call('ZADD', key, NOW, node)
-    if not (skip_key and redis.call('ZSCORE', skip_key, node)) then
-      found[#found + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+    local dispatch = redis.call('HGET', K.dispatch, node)
+    if keep(node, dispatch) then
+      found[#found + 1] = {node, redis.call('HGET', K.fence, node), dispatch}
     end
   end
   return found
 end
 
-local unpublished = overdue(K.outbox, ARGV[3], false)
-local stranded = overdue(K.queued, ARGV[4], K.outbox)
-return {status, requeued, unpublished, stranded}
+local empty_queues = {}
+for i = 6, #ARGV do empty_queues[ARGV[i]] = true end
+local function any() return true end
+local function stranded(node, dispatch)
+  return not redis.call('ZSCORE', K.outbox, node) and empty_queues[cjson.decode(dispatch).queue]
+end
+
+local unpublished = overdue(K.outbox, ARGV[3], any)
+local stranded_nodes = {}
+if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], stranded) end
+return {status, requeued, unpublished, stranded_nodes}
