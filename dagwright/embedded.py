@@ -18,13 +18,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import IO
 
 from dagwright.errors import ConfigurationError, DagwrightError
 from dagwright.settings import Settings
-from dagwright.stackfile import StackRecord, read_stack, remove_stack, write_stack
+from dagwright.stackfile import StackRecord, remove_stack, write_stack
 
 log = logging.getLogger(__name__)
 
@@ -189,15 +188,3 @@ def _socket_path(data: Path) -> Path:
             "DAGWRIGHT_DATA_DIR to a shorter path"
         )
     return short / "valkey.sock"
-
-
-def running_stack_url(settings: Settings, wait_s: float = 0.0) -> str | None:
-    """The URL of a local stack that is up, waiting up to ``wait_s`` for one starting."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        record = read_stack(settings.data_dir)
-        if record is not None:
-            return record.redis_url
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.1)

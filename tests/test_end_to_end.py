@@ -36,6 +36,7 @@ def executions(redis_client: redis.Redis, run_id: str) -> dict[str, int]:
 def test_diamond_example_succeeds_with_the_joined_result(client: Client) -> None:
     run = client.submit(EXAMPLES / "diamond.yaml")
     assert run.result(timeout=30) == "left hello + right hello"
+    assert client.get_run(run.run_id).result() == "left hello + right hello"
     state = run.status()
     assert state.status == RunStatus.SUCCEEDED
     assert {n.attempts for n in state.nodes.values()} == {1}

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from tests.support.functions import executions_key
@@ -95,7 +94,3 @@ def test_a_ten_thousand_node_plan_completes(
     assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
     assert state.counts.succeeded == 10_000
     assert state.result == "joined null null null"
-
-
-def _state(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.redis_url or "", decode_responses=True)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from functools import cache
 from typing import Any
@@ -39,13 +38,6 @@ def flaky(ctx: NodeContext, fail_times: int = 1, permanent: bool = False) -> int
         error = PermanentError if permanent else RetryableError
         raise error(f"attempt {ctx.attempt} fails on purpose")
     return ctx.attempt
-
-
-@dagwright.function
-def whoami(seconds: float = 0.0) -> dict[str, Any]:
-    """Sleep, then say which process ran this."""
-    time.sleep(seconds)
-    return {"pid": os.getpid()}
 
 
 @dagwright.function
