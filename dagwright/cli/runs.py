@@ -87,7 +87,8 @@ def embedded_stack(settings: Settings, *, quiet: bool) -> EmbeddedStack:
     log_file = settings.data_dir / "logs" / "worker.log"
     if not quiet:
         stderr.print(
-            f"[dim]no Redis configured: starting the embedded stack (worker log: {log_file})[/]"
+            f"[dim]no Redis configured: starting the embedded stack (worker log: {log_file})[/]",
+            soft_wrap=True,
         )
     return EmbeddedStack(settings, owner="run", worker_log=log_file)
 
