@@ -5,7 +5,10 @@ Reliability settings and why:
 - JSON only (tasks, results, events): pickle would be code execution for anyone who can
   write to Redis.
 - acks_late + reject_on_worker_lost: a message is acknowledged after its node ran, and a
-  worker process that dies hands it back at once. Fencing makes redelivery harmless.
+  worker process that dies hands it back at once (worker_lost_wait 1 s instead of 10: no
+  result is awaited from the dead process, since outputs are recorded in Redis by the task
+  itself). The node is then taken over without waiting for its lease. Fencing makes
+  redelivery harmless.
 - prefetch_multiplier 1: a worker holds no more messages than it has free slots, so long
   nodes do not starve their queue, and a killed worker strands at most one message per
   process (the reconciler publishes those nodes again).
@@ -51,6 +54,7 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_prefetch_multiplier": 1,
+        "worker_lost_wait": 1.0,
         "task_ignore_result": True,
         "result_backend": None,
         "task_default_queue": ORCHESTRATOR_QUEUE,

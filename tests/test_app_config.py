@@ -16,6 +16,7 @@ def test_reliability_and_security_settings() -> None:
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
     assert conf["task_acks_on_failure_or_timeout"]
     assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["worker_lost_wait"] <= 1.0
     assert conf["task_ignore_result"] and conf["result_backend"] is None
     assert conf["worker_send_task_events"] and conf["task_send_sent_event"]
     assert conf["broker_connection_retry_on_startup"]

@@ -48,14 +48,16 @@ def slow_pipeline() -> PlanBuilder:
 def test_a_pool_process_killed_mid_node_is_recovered_at_once(
     subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    start_worker(workers, subprocess_settings, tmp_path)
-    client = Client(subprocess_settings)
+    # A lease far longer than the wait below: only the takeover can recover the node in time.
+    settings = subprocess_settings.model_copy(update={"lease_s": 60.0})
+    start_worker(workers, settings, tmp_path)
+    client = Client(settings)
     run = client.submit(slow_pipeline().build())
     victim = wait_until(
         lambda: holder_pid(client, run.run_id, "slow"), timeout=30, what="slow running"
     )
     os.kill(victim, signal.SIGKILL)
-    state = run.wait(timeout=60)
+    state = run.wait(timeout=20)
     assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
     kinds = [(e.kind, e.node) for e in run.events(follow=False)]
     assert ("node.takeover", "slow") in kinds  # redelivered by Celery, taken over: no lease wait
