@@ -237,7 +237,7 @@ def runs(
 def cancel(run_id: str, json_output: JsonOption = False) -> None:
     """Cancel a run: queued nodes never start, and the run never resumes."""
     client = Client(settings_from(None))
-    before = client.status(run_id, include_outputs=False).status
+    before, _ = client.counts(run_id)  # the run's hash only, not every node
     state = client.cancel(run_id)
     if json_output:
         print_json({"run_id": run_id, "status": state.status.value, "was": before.value})
