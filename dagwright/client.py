@@ -27,7 +27,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans import load_plan, parse_plan
 from dagwright.settings import Settings
 from dagwright.tasks import CeleryBroker, build_app
-from dagwright.workers import WorkerRegistry, default_registry, import_user_modules
+from dagwright.workers import WorkerRegistry, default_registry, load_plugins
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -178,7 +178,7 @@ def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None =
 
     Imports ``settings.imports`` first, so users' functions are known.
     """
-    import_user_modules(settings.imports)
+    load_plugins(settings.imports)
     limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
     return validate_plan(plan, registry or default_registry, limits)
 

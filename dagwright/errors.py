@@ -12,9 +12,20 @@
     │   ├── RunFailedError         at least one node failed for good
     │   ├── RunCancelledError      the run was cancelled
     │   └── RunNotFinishedError    waited up to the timeout; the run is still going
+    ├── ToolError                  a tool call failed: reported to the model, not raised on
     └── NodeError                  raised by worker code; decides what happens to a node
         ├── RetryableError         transient: retried with backoff (RetryPolicy)
-        └── PermanentError         retrying cannot help: the node fails at once
+        │   └── LLMUnavailableError        the LLM API failed after its own retries
+        ├── PermanentError         retrying cannot help: the node fails at once
+        │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
+        │   ├── LLMRequestError            the API refused the request (4xx) or the key
+        │   ├── LLMResponseError           the API answered something unusable
+        │   ├── AgentMaxTurnsError         the agent used its turns without a final answer
+        │   ├── AgentToolErrorsError       too many tool calls failed in a row
+        │   ├── AgentOutputError           the final answer is truncated or off-schema
+        │   └── BudgetExceededError        the next LLM call would exceed a token budget
+        └── NodeLostError          the node was taken from this worker (re-queued or
+                                   cancelled): stop quietly, nothing is recorded
 
 Worker code may raise any exception. Anything that is not a ``NodeError`` counts as
 retryable, as in Temporal: a flaky dependency is likelier than a deterministic bug, and a
@@ -92,6 +103,11 @@ class RunNotFinishedError(RunError, TimeoutError):
     """The run was still going when the wait timed out (it keeps running)."""
 
 
+class ToolError(DagwrightError):
+    """A tool could not do what the model asked (bad path, domain not allowed, timeout):
+    the agent loop reports it to the model as a failed tool call."""
+
+
 class NodeError(DagwrightError):
     """Raised by worker code to say how a failure must be handled."""
 
@@ -102,3 +118,40 @@ class RetryableError(NodeError):
 
 class PermanentError(NodeError):
     """Retrying cannot help (bad input, bad output, policy): the node fails at once."""
+
+
+class LLMUnavailableError(RetryableError):
+    """The LLM API kept failing (429/5xx/529, timeouts) through the LLM layer's retries."""
+
+
+class LLMNotConfiguredError(PermanentError):
+    """No API key and no base URL: failing fast beats retrying a call that cannot work."""
+
+
+class LLMRequestError(PermanentError):
+    """The API refused the request itself (bad request, bad key, no such model)."""
+
+
+class LLMResponseError(PermanentError):
+    """The API answered something that is not a valid Messages API response."""
+
+
+class AgentMaxTurnsError(PermanentError):
+    """The agent reached its worker type's max_turns without a final answer."""
+
+
+class AgentToolErrorsError(PermanentError):
+    """The agent's tool calls failed too many times in a row."""
+
+
+class AgentOutputError(PermanentError):
+    """The agent's final answer is unusable: truncated, or not matching its schema."""
+
+
+class BudgetExceededError(PermanentError):
+    """The next LLM call would take the node past its token budget: it is not made."""
+
+
+class NodeLostError(NodeError):
+    """This worker no longer owns the node (its lease was taken over, or the run was
+    cancelled): the work stops and nothing more is recorded for it."""

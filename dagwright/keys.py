@@ -42,6 +42,10 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "retry",  # zset node -> epoch ms its retry is due
     "events",  # stream of every transition
     "done",  # stream with one entry, written when the run ends: what waiters block on
+    "checkpoint",  # hash node -> JSON state saved by its worker (an agent's conversation)
+    "usage",  # hash node -> JSON token usage and cost of its LLM calls
+    "audit",  # stream of tool-policy decisions
+    "workspace",  # hash path -> content: the run's workspace (redis backend)
 )
 
 
@@ -88,3 +92,7 @@ class Keys:
     @property
     def worker_heartbeat_pattern(self) -> str:
         return f"{self.prefix}workers:*"
+
+    def llm_cache(self, digest: str) -> str:
+        """A cached LLM response, by the sha256 of its canonical request."""
+        return f"{self.prefix}llmcache:{digest}"

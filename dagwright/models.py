@@ -121,6 +121,33 @@ FINAL_NODE_STATUSES = frozenset(
 )
 
 
+class Usage(BaseModel):
+    """Tokens and cost of LLM calls: of one call, of a node, or of a run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cost_usd: float = 0.0
+    llm_calls: int = 0
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            **{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_input_tokens
+            + self.cache_creation_input_tokens
+        )
+
+
 class ErrorInfo(BaseModel):
     """Why a node failed (its last failure, if it was retried)."""
 
@@ -144,6 +171,7 @@ class NodeState(BaseModel):
     finished_at: datetime | None = None
     output: Any = None
     error: ErrorInfo | None = None
+    usage: Usage = Field(default_factory=Usage)
 
 
 class RunCounts(BaseModel):
@@ -174,6 +202,7 @@ class RunState(BaseModel):
     output_nodes: list[str]
     nodes: dict[str, NodeState]
     result: Any = None
+    usage: Usage = Field(default_factory=Usage)
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}

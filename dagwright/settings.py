@@ -13,7 +13,15 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -27,6 +35,27 @@ def default_data_dir() -> Path:
     """Per-user data directory (XDG): the embedded Valkey's files and the stack file."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "dagwright"
+
+
+class ModelPrice(BaseModel):
+    """USD per million tokens of one model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input: float
+    output: float
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+# Published list prices (platform.claude.com, November 2026); override with
+# DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or in dagwright.toml.
+DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
+    "claude-opus-5-5": ModelPrice(input=4, output=20, cache_read=0.4, cache_write=5),
+    "claude-sonnet-5-5": ModelPrice(input=2, output=10, cache_read=0.2, cache_write=2.5),
+    "claude-sonnet-5": ModelPrice(input=2, output=10, cache_read=0.2, cache_write=2.5),
+    "claude-haiku-4-5": ModelPrice(input=1, output=5, cache_read=0.1, cache_write=1.25),
+}
 
 
 class Settings(BaseSettings):
@@ -89,6 +118,62 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     """Where the embedded Valkey keeps its data and the running stack is recorded."""
 
+    anthropic_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("DAGWRIGHT_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+    )
+    """API key of the Anthropic API (also read from ANTHROPIC_API_KEY)."""
+
+    anthropic_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("DAGWRIGHT_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
+    )
+    """Another endpoint for the Messages API, e.g. `dagwright fake-llm` (ANTHROPIC_BASE_URL)."""
+
+    default_model: str = "claude-sonnet-5-5"
+    """Model of the agent worker types that name none."""
+
+    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
+    """USD per million tokens by model, for the cost of every call, node and run."""
+
+    llm_timeout_s: float = Field(120.0, gt=0)
+    """Timeout of one LLM HTTP request."""
+
+    llm_max_attempts: int = Field(4, ge=1, le=20)
+    """Attempts of one LLM call on 408/409/429/5xx/529 and connection errors (the only
+    retry layer of an LLM call; the SDK's own retries are off)."""
+
+    llm_retry_after_cap_s: float = Field(30.0, ge=0)
+    """Longest wait honoured from a retry-after header."""
+
+    llm_retry_backoff_s: float = Field(1.0, ge=0)
+    """First delay between attempts of an LLM call without retry-after (doubles, jittered)."""
+
+    llm_cache_enabled: bool = False
+    """Cache LLM responses in Redis, for agents that ask for deterministic answers
+    (temperature 0): the same request is then answered without a call."""
+
+    llm_cache_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    """How long a cached LLM response is kept."""
+
+    http_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Domains the http_get tool may fetch (``example.com`` also allows its subdomains);
+    empty: none. Comma-separated in the environment."""
+
+    http_max_bytes: int = Field(1_000_000, ge=1024)
+    """Largest response body http_get reads."""
+
+    http_timeout_s: float = Field(15.0, gt=0)
+    """Timeout of one http_get request."""
+
+    workspace_backend: str = Field("redis", pattern="^(redis|disk)$")
+    """Where the per-run workspace of the workspace tools lives: ``redis`` (shared by
+    every worker host) or ``disk`` (under ``workspace_dir``, for one host)."""
+
+    workspace_dir: Path | None = None
+    """Root of disk workspaces (default: ``<data_dir>/workspaces``)."""
+
+    workspace_max_bytes: int = Field(1_000_000, ge=1024)
+    """Largest file the workspace tools write or read."""
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -101,9 +186,9 @@ class Settings(BaseSettings):
         toml_file = os.environ.get("DAGWRIGHT_CONFIG_FILE", "dagwright.toml")
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file))
 
-    @field_validator("imports", mode="before")
+    @field_validator("imports", "http_allowed_domains", mode="before")
     @classmethod
-    def _split_imports(cls, value: object) -> object:
+    def _split_lists(cls, value: object) -> object:
         # From the environment: "a.b,c.d", or a JSON list.
         if not isinstance(value, str):
             return value
@@ -125,6 +210,10 @@ class Settings(BaseSettings):
         """Broker visibility timeout: far above any node's run time, so Redis never
         redelivers a live task (leases, not redelivery, detect dead workers)."""
         return int(2 * self.max_timeout_s)
+
+    @property
+    def workspace_root(self) -> Path:
+        return self.workspace_dir or self.data_dir / "workspaces"
 
     @property
     def effective_broker_url(self) -> str | None:

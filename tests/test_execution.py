@@ -55,6 +55,7 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
     from dagwright.orchestrator.leases import LeaseKeeper
     from dagwright.orchestrator.runstore import new_run_id
     from dagwright.orchestrator.runtime import Runtime
+    from dagwright.orchestrator.services import RedisNodeServices
     from dagwright.workers import WorkerRegistry, build_default_registry
 
     runtime = Runtime.from_settings(no_worker_settings)  # type: ignore[arg-type]
@@ -72,7 +73,8 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
 
     bare_runtime = Runtime(**{**runtime.__dict__, "registry": WorkerRegistry()})
     leases = LeaseKeeper(runtime.scheduler, lease_s=10, interval_s=1)
-    outcome = execute_node(ExecutionEnv(bare_runtime, Broker(), leases), run_id, "a", 1)  # type: ignore[arg-type]
+    env = ExecutionEnv(bare_runtime, Broker(), leases, RedisNodeServices(runtime))  # type: ignore[arg-type]
+    outcome = execute_node(env, run_id, "a", 1)
     assert outcome == Outcome.FAILED
     error = runtime.store.read_state(run_id).nodes["a"].error
     assert error is not None and "not registered in this worker" in error.message

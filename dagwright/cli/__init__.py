@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from dagwright.cli import runs, stack
+from dagwright.cli import catalog, runs, stack
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
@@ -31,6 +31,7 @@ app = typer.Typer(
 )
 runs.register(app)
 stack.register(app)
+catalog.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

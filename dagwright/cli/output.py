@@ -19,7 +19,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from dagwright.models import Event, NodeState, NodeStatus, RunCounts, RunState, RunStatus
+from dagwright.models import (
+    Event,
+    NodeState,
+    NodeStatus,
+    RunCounts,
+    RunState,
+    RunStatus,
+    Usage,
+)
 
 stderr = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -60,6 +68,7 @@ def node_json(node: NodeState) -> dict[str, Any]:
         "started_at": iso(node.started_at),
         "finished_at": iso(node.finished_at),
         "error": {"class": error.error_class, "message": error.message} if error else None,
+        "usage": node.usage.model_dump() if node.usage.llm_calls else None,
     }
 
 
@@ -74,6 +83,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "counts": state.counts.model_dump(),
         "nodes": {node_id: node_json(node) for node_id, node in state.nodes.items()},
         "result": state.result,
+        "usage": state.usage.model_dump(),
     }
 
 
@@ -88,6 +98,13 @@ def print_result(result: Any) -> None:
 
 def styled_status(status: str) -> Text:
     return Text(status, style=STATUS_STYLE.get(status, ""))
+
+
+def spend(usage: Usage) -> str:
+    """`` · 1,234 tokens · $0.0123`` for runs that called an LLM, else nothing."""
+    if not usage.llm_calls and not usage.total_tokens:
+        return ""
+    return f" · {usage.total_tokens:,} tokens · ${usage.cost_usd:.4f}"
 
 
 def duration(state: RunState) -> str:
@@ -106,6 +123,7 @@ def print_summary(state: RunState) -> None:
         f"{mark} run {state.run_id} {state.status.value}{duration(state)} · "
         f"{counts.succeeded}/{counts.total} nodes succeeded"
         + (f", {counts.failed} failed, {counts.blocked} blocked" if counts.failed else "")
+        + spend(state.usage)
     )
     if state.status != RunStatus.SUCCEEDED:
         problems = {nid: n for nid, n in state.nodes.items() if n.status != NodeStatus.SUCCEEDED}
@@ -114,19 +132,26 @@ def print_summary(state: RunState) -> None:
 
 def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("node", "status", "type", "attempts", "took", "error"):
+    with_usage = any(node.usage.llm_calls for node in nodes.values())
+    columns = ["node", "status", "type", "attempts", "took"]
+    columns += ["tokens", "cost"] if with_usage else []
+    for column in [*columns, "error"]:
         table.add_column(column, overflow="fold")
     for node_id, node in list(nodes.items())[:limit]:
         took = ""
         if node.started_at and node.finished_at:
             took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
         error = node.error if node.status == NodeStatus.FAILED else None
+        spent = (
+            [f"{node.usage.total_tokens:,}", f"${node.usage.cost_usd:.4f}"] if with_usage else []
+        )
         table.add_row(
             node_id,
             styled_status(node.status.value),
             node.type,
             str(node.attempts),
             took,
+            *spent,
             f"{error.error_class}: {error.message}" if error else "",
         )
     if len(nodes) > limit:
@@ -140,7 +165,7 @@ def print_status(state: RunState) -> None:
         f"run [bold]{state.run_id}[/] ",
         styled_status(state.status.value),
         f" · {counts.done}/{counts.total} nodes done · {counts.running} running · "
-        f"{counts.failed} failed · {counts.blocked} blocked{duration(state)}",
+        f"{counts.failed} failed · {counts.blocked} blocked{duration(state)}{spend(state.usage)}",
     )
     if state.goal:
         stdout.print(f"goal: {escape(state.goal)}")

@@ -13,7 +13,7 @@ from dagwright.cli.output import stderr
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.tasks import queues_for, run_worker
-from dagwright.workers import import_user_modules
+from dagwright.workers import load_plugins
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -49,7 +49,7 @@ def worker(
 ) -> None:
     """Run a worker for some or all worker types, each on its own queue (dw.<type>)."""
     settings = settings_from(imports)
-    import_user_modules(settings.imports)
+    load_plugins(settings.imports)
     try:
         queues = queues_for(worker_types)
     except ValueError as exc:

@@ -15,14 +15,14 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from dagwright.errors import PermanentError, RetryableError
+from dagwright.errors import NodeLostError, PermanentError, RetryableError
 from dagwright.models import ErrorInfo, RetryPolicy, RunStatus
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.leases import LeaseKeeper
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
-from dagwright.workers import NodeContext
+from dagwright.workers import NodeContext, NodeServices
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ class ExecutionEnv:
     runtime: Runtime
     broker: Broker
     leases: LeaseKeeper
+    services: NodeServices
 
     @property
     def holder(self) -> str:
@@ -59,12 +60,17 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         fence=fence,
         settings=env.runtime.settings,
         inputs=claim.inputs,
+        services=env.services,
+        last_checkpoint=claim.checkpoint,
     )
     with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
         try:
             output_json = encode_output(
                 run_worker(env.runtime, ctx, claim), env.runtime.settings.max_output_bytes
             )
+        except NodeLostError:
+            log.info("%s/%s was taken from this worker; stopping it", run_id, node_id)
+            return Outcome.STALE
         except Exception as exc:
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, output_json)

@@ -22,6 +22,7 @@ from dagwright.models import (
     RunCounts,
     RunState,
     RunStatus,
+    Usage,
 )
 from dagwright.orchestrator.dag import PlanGraph
 from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
@@ -164,7 +165,7 @@ class RunStore:
         """
         columns = ["run"]
         if include_nodes:
-            columns += ["state", "spec", "attempts", "started", "finished", "error"]
+            columns += ["state", "spec", "attempts", "started", "finished", "error", "usage"]
         if include_nodes and include_outputs:
             columns.append("output")
         pipe = self.client.pipeline(transaction=True)
@@ -188,6 +189,7 @@ class RunStore:
             output_nodes=output_nodes,
             nodes=nodes,
             result=_result(output_nodes, nodes) if with_result else None,
+            usage=_run_usage(run),
         )
 
     def read_events(
@@ -209,6 +211,17 @@ class RunStore:
         return list(self.client.zrevrange(self.keys.run_index, 0, limit - 1))
 
 
+def _run_usage(run: dict[str, str]) -> Usage:
+    """The run's totals, kept in its hash by progress.lua (absent until an LLM call)."""
+    return Usage(
+        **{
+            field: float(run[field]) if field == "cost_usd" else int(run[field])
+            for field in Usage.model_fields
+            if field in run
+        }
+    )
+
+
 def _counts(run: dict[str, str]) -> RunCounts:
     return RunCounts(**{field: int(run.get(field, 0)) for field in RunCounts.model_fields})
 
@@ -217,6 +230,7 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
     spec = json.loads(data["spec"][node_id])
     error = data["error"].get(node_id)
     raw_output = data.get("output", {}).get(node_id)
+    raw_usage = data["usage"].get(node_id)
     return NodeState(
         status=NodeStatus(data["state"][node_id]),
         type=spec["type"],
@@ -225,6 +239,7 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
         finished_at=from_ms(data["finished"].get(node_id)),
         output=json.loads(raw_output) if raw_output is not None else None,
         error=ErrorInfo.model_validate_json(error) if error else None,
+        usage=Usage.model_validate_json(raw_usage) if raw_usage else Usage(),
     )
 
 

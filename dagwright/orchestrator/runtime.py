@@ -12,7 +12,7 @@ from dagwright.models import Node
 from dagwright.orchestrator.runstore import RunStore
 from dagwright.orchestrator.scheduler import Dispatch, Scheduler
 from dagwright.settings import Settings
-from dagwright.workers import WorkerRegistry, default_registry, import_user_modules
+from dagwright.workers import WorkerRegistry, default_registry, load_plugins
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Runtime:
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
-        import_user_modules(settings.imports)
+        load_plugins(settings.imports)
         url = require_redis_url(settings)
         client = connect(url)
         keys = Keys(settings.key_prefix)

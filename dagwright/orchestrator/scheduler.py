@@ -47,11 +47,13 @@ class ReadyNode:
 
 @dataclass(frozen=True)
 class Claim:
-    """A node this worker now runs, with its dependencies' outputs."""
+    """A node this worker now runs, with its dependencies' outputs and the checkpoint a
+    previous attempt left (None if there is none)."""
 
     node: Node
     attempt: int
     inputs: dict[str, Any]
+    checkpoint: Any = None
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,14 @@ class Scheduler:
             return Held(reply[1])
         if reply[0] != "ok":
             return None
-        pairs = reply[3:]
+        pairs = reply[4:]
         inputs = {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
-        return Claim(node=Node.model_validate_json(reply[1]), attempt=int(reply[2]), inputs=inputs)
+        return Claim(
+            node=Node.model_validate_json(reply[1]),
+            attempt=int(reply[2]),
+            inputs=inputs,
+            checkpoint=json.loads(reply[3]) if reply[3] else None,
+        )
 
     def complete(self, run_id: str, node_id: str, fence: int, output_json: str) -> Advance | None:
         """Record success; None if this worker no longer owns the node."""
@@ -145,6 +152,29 @@ class Scheduler:
             "retry", run_id, node_id, fence, error.model_dump_json(), int(delay_s * 1000)
         )
         return bool(reply[0] == "ok")
+
+    def record_progress(
+        self,
+        lease: LeaseRef,
+        *,
+        lease_s: float,
+        checkpoint_json: str = "",
+        usage_json: str = "",
+        event: list[str | int | float] | None = None,
+    ) -> bool:
+        """Save a checkpoint and/or one LLM call's usage and event, fenced; renews the
+        lease. False if this worker no longer owns the node."""
+        reply = self._call(
+            "progress",
+            lease.run_id,
+            lease.node_id,
+            lease.fence,
+            int(lease_s * 1000),
+            checkpoint_json,
+            usage_json,
+            json.dumps(event) if event else "",
+        )
+        return bool(reply)
 
     def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
         """Extend leases in one round trip; False for each lease no longer held."""

@@ -16,7 +16,7 @@ from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
 
-SCRIPT_NAMES = ("claim", "complete", "fail", "retry", "renew", "reconcile", "cancel")
+SCRIPT_NAMES = ("claim", "complete", "fail", "retry", "renew", "reconcile", "cancel", "progress")
 
 
 @cache

@@ -9,6 +9,7 @@ from dagwright.orchestrator.execution import ExecutionEnv
 from dagwright.orchestrator.leases import LeaseKeeper
 from dagwright.orchestrator.reconciler import Reconciler
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.services import RedisNodeServices
 from dagwright.tasks.publish import CeleryBroker
 
 _envs: dict[tuple[int, int], ExecutionEnv] = {}
@@ -26,7 +27,12 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
         leases = LeaseKeeper(
             runtime.scheduler, lease_s=settings.lease_s, interval_s=settings.heartbeat_interval_s
         )
-        env = _envs[key] = ExecutionEnv(runtime=runtime, broker=CeleryBroker(app), leases=leases)
+        env = _envs[key] = ExecutionEnv(
+            runtime=runtime,
+            broker=CeleryBroker(app),
+            leases=leases,
+            services=RedisNodeServices(runtime),
+        )
     return env
 
 

@@ -1,7 +1,14 @@
 """Worker types and the registry that names them.
 
-``default_registry`` holds the built-in worker types and functions; ``@function``
-registers a user's function into it.
+``default_registry`` holds the built-in worker types (``function`` and the five agents),
+functions and tools. Users add theirs without touching the core:
+
+- ``@dagwright.function``: a function ``function`` nodes may call;
+- ``@dagwright.tool``: a tool agents may be given;
+- ``dagwright.register_agent(AgentSpec(...))``: an LLM worker type;
+- ``@dagwright.worker_type(name=..., description=...)``: a worker type in plain Python;
+- or an entry point in the ``dagwright.workers`` group naming a callable that receives the
+  registry (or an AgentSpec / WorkerType), loaded by every worker and client.
 """
 
 from __future__ import annotations
@@ -9,10 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from dagwright.workers.agent import AgentSpec
+from dagwright.workers.agents import agent_worker_type, builtin_agents
 from dagwright.workers.builtins import register_builtins
-from dagwright.workers.context import NodeContext
+from dagwright.workers.context import NodeContext, NodeServices
 from dagwright.workers.function import FUNCTION_TYPE, function_worker_type
-from dagwright.workers.registry import WorkerRegistry, WorkerType, import_user_modules
+from dagwright.workers.registry import (
+    WorkerRegistry,
+    WorkerType,
+    import_user_modules,
+    load_entry_points,
+)
+from dagwright.workers.tools.builtin import register_builtin_tools
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,11 +35,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 def build_default_registry() -> WorkerRegistry:
     registry = WorkerRegistry()
     register_builtins(registry.functions)
+    register_builtin_tools(registry.tools)
     registry.register_type(function_worker_type(registry.functions))
+    for spec in builtin_agents():
+        registry.register_type(agent_worker_type(spec, registry.tools))
     return registry
 
 
 default_registry = build_default_registry()
+
+
+def load_plugins(modules: list[str]) -> None:
+    """What every worker and client does at start-up: import the user's modules
+    (``DAGWRIGHT_IMPORTS`` / ``--import``) and the installed ``dagwright.workers`` entry
+    points, so both know the same functions, tools and worker types."""
+    import_user_modules(modules)
+    load_entry_points(default_registry)
 
 
 @overload
@@ -52,12 +78,74 @@ def function(
     return register(func) if func is not None else register
 
 
+@overload
+def tool(func: F, /) -> F: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    timeout_s: float = 30.0,
+    max_output_chars: int = 20_000,
+    registry: WorkerRegistry | None = None,
+) -> Callable[[F], F]: ...
+
+
+def tool(
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    timeout_s: float = 30.0,
+    max_output_chars: int = 20_000,
+    registry: WorkerRegistry | None = None,
+) -> F | Callable[[F], F]:
+    """Register a tool agents may be given (its docstring's first line describes it)."""
+
+    def register(target: F) -> F:
+        (registry or default_registry).tools.register(
+            target, name=name, timeout_s=timeout_s, max_output_chars=max_output_chars
+        )
+        return target
+
+    return register(func) if func is not None else register
+
+
+def register_agent(
+    spec: AgentSpec, *, registry: WorkerRegistry | None = None, replace: bool = False
+) -> WorkerType:
+    """Register an LLM worker type (its queue is ``dw.<name>``)."""
+    target = registry or default_registry
+    return target.register_type(agent_worker_type(spec, target.tools), replace=replace)
+
+
+def worker_type(
+    *, name: str, description: str, registry: WorkerRegistry | None = None
+) -> Callable[[Callable[[NodeContext, Any], Any]], Callable[[NodeContext, Any], Any]]:
+    """Register a worker type written in Python: ``def run(ctx, node) -> output``."""
+
+    def register(run: Callable[[NodeContext, Any], Any]) -> Callable[[NodeContext, Any], Any]:
+        (registry or default_registry).register_type(
+            WorkerType(name=name, kind="python", description=description, run=run)
+        )
+        return run
+
+    return register
+
+
 __all__ = [
     "FUNCTION_TYPE",
+    "AgentSpec",
     "NodeContext",
+    "NodeServices",
     "WorkerRegistry",
     "WorkerType",
     "default_registry",
     "function",
     "import_user_modules",
+    "load_plugins",
+    "register_agent",
+    "tool",
+    "worker_type",
 ]

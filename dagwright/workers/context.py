@@ -4,18 +4,53 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from dagwright.models import Usage
 from dagwright.settings import Settings
+
+if TYPE_CHECKING:
+    from dagwright.llm.types import LLM, LLMResponse
+    from dagwright.workers.tools.workspace import Workspace
+
+
+class NodeServices(Protocol):
+    """What a running node may ask of dagwright. Implemented over Redis by the
+    orchestrator; tests of worker code may pass their own."""
+
+    def record_progress(
+        self,
+        ctx: NodeContext,
+        *,
+        checkpoint: Any = None,
+        usage: Usage | None = None,
+        event: list[str | int | float] | None = None,
+    ) -> None:
+        """Save a checkpoint (None: unchanged), one LLM call's usage and an event, in one
+        fenced write. Raises NodeLostError if the node is no longer this worker's."""
+        ...
+
+    def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
+        """Append a tool-policy decision to the run's audit stream."""
+        ...
+
+    def llm(self) -> LLM:
+        """The LLM of this process (LLMNotConfiguredError if none is configured)."""
+        ...
+
+    def workspace(self, run_id: str) -> Workspace:
+        """The run's workspace, shared by its nodes."""
+        ...
 
 
 @dataclass
 class NodeContext:
-    """What a worker knows about the node it runs.
+    """What a worker knows about the node it runs, and what it may ask of dagwright.
 
+    ``last_checkpoint`` is what an earlier attempt of this node saved with
+    ``checkpoint()`` (None on a first attempt): a redelivered node resumes from it.
     ``cancelled`` turns true when the node must stop early: its run was cancelled, or its
-    lease was lost to another worker (its result would be discarded anyway). Long-running
-    workers check it between steps.
+    lease was lost to another worker (its result would be discarded anyway).
     """
 
     run_id: str
@@ -24,6 +59,8 @@ class NodeContext:
     fence: int
     settings: Settings
     inputs: dict[str, Any]
+    services: NodeServices
+    last_checkpoint: Any = None
     stop: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -33,3 +70,32 @@ class NodeContext:
     def sleep(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True if woken early because the node must stop."""
         return self.stop.wait(seconds)
+
+    def checkpoint(self, state: Any) -> None:
+        """Save ``state`` (JSON) so that a redelivery of this node resumes from it."""
+        self.services.record_progress(self, checkpoint=state)
+        self.last_checkpoint = state
+
+    def record_llm_call(self, response: LLMResponse, state: Any) -> None:
+        """Save ``state`` with the usage of ``response`` and an ``llm.call`` event, at once:
+        the call is paid for, so it must never be made again for this node."""
+        event: list[str | int | float] = [
+            "llm.call",
+            "model", response.model,
+            "input_tokens", response.usage.input_tokens,
+            "output_tokens", response.usage.output_tokens,
+            "cost_usd", response.usage.cost_usd,
+            "latency_ms", int(response.latency_s * 1000),
+            "cached", int(response.cached),
+        ]  # fmt: skip
+        self.services.record_progress(self, checkpoint=state, usage=response.usage, event=event)
+        self.last_checkpoint = state
+
+    def audit(self, **fields: str) -> None:
+        self.services.audit(self, fields)
+
+    def llm(self) -> LLM:
+        return self.services.llm()
+
+    def workspace(self) -> Workspace:
+        return self.services.workspace(self.run_id)

@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from dagwright.keys import queue_for
 from dagwright.models import Node, RetryPolicy
 from dagwright.workers.context import NodeContext
 from dagwright.workers.functions import FunctionRegistry
+from dagwright.workers.tools.base import ToolRegistry
 
 RunNode = Callable[[NodeContext, Node], Any]
 
@@ -34,6 +36,8 @@ class WorkerType:
     run: RunNode
     check_node: Callable[[Node], list[str]] = lambda node: []
     default_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    tools: tuple[str, ...] = ()
+    model: str | None = None  # agents: None means settings.default_model
 
     @property
     def queue(self) -> str:
@@ -46,6 +50,7 @@ class WorkerRegistry:
     def __init__(self) -> None:
         self._types: dict[str, WorkerType] = {}
         self.functions = FunctionRegistry()
+        self.tools = ToolRegistry()
 
     def register_type(self, worker_type: WorkerType, *, replace: bool = False) -> WorkerType:
         if worker_type.name in self._types and not replace:
@@ -67,6 +72,30 @@ class WorkerRegistry:
 
     def node_problems(self, node: Node) -> list[str]:
         return self.get(node.type).check_node(node)
+
+
+ENTRY_POINT_GROUP = "dagwright.workers"
+_loaded_entry_points: set[str] = set()
+
+
+def load_entry_points(registry: WorkerRegistry) -> None:
+    """Load installed plugins: each entry point of the ``dagwright.workers`` group names
+    a callable receiving the registry, or a WorkerType to register. Once per process."""
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.value in _loaded_entry_points:
+            continue
+        _loaded_entry_points.add(entry_point.value)
+        try:
+            plugin = entry_point.load()
+            if isinstance(plugin, WorkerType):
+                registry.register_type(plugin, replace=True)
+            else:
+                plugin(registry)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
+                f"({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def import_user_modules(modules: Iterable[str]) -> None:

@@ -1,7 +1,8 @@
 -- Claim a queued node for execution: QUEUED + fence -> RUNNING with a lease.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
--- Returns {'ok', spec, attempt, dep1, out1, dep2, out2...}, {'held', holder} or {'stale', why}.
+-- Returns {'ok', spec, attempt, checkpoint ('' if none), dep1, out1, dep2, out2...},
+-- {'held', holder} or {'stale', why}.
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 local status = run_status()
 if status ~= 'running' then return {'stale', 'run is ' .. tostring(status)} end
@@ -24,7 +25,8 @@ redis.call('ZREM', K.outbox, node)
 redis.call('ZADD', K.leases, NOW + tonumber(ARGV[5]), node)
 redis.call('HINCRBY', K.run, 'running', 1)
 emit('node.running', node, 'attempt', attempt, 'holder', holder)
-local reply = {'ok', redis.call('HGET', K.spec, node), attempt}
+local reply = {'ok', redis.call('HGET', K.spec, node), attempt,
+               redis.call('HGET', K.checkpoint, node) or ''}
 local deps = cjson.decode(redis.call('HGET', K.deps, node))
 -- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
 for first = 1, #deps, 500 do

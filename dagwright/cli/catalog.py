@@ -1,0 +1,68 @@
+"""Commands about what exists: worker-types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from dagwright.cli.options import ImportOption, JsonOption, settings_from
+from dagwright.cli.output import print_json, stdout
+from dagwright.settings import Settings
+from dagwright.workers import WorkerType, default_registry, load_plugins
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker-types")(worker_types)
+    app.command("fake-llm")(fake_llm)
+
+
+def fake_llm(
+    script: Annotated[Path, typer.Option("--script", "-s", help="YAML/JSON script of answers.")],
+    port: Annotated[int, typer.Option("--port", "-p", help="0 picks a free port.")] = 0,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+) -> None:
+    """Serve a fake Anthropic Messages API from a script, to run LLM plans offline:
+    point ANTHROPIC_BASE_URL at the address it prints."""
+    from dagwright.testing.fake_anthropic import main as serve_fake_llm
+
+    raise typer.Exit(serve_fake_llm(["--script", str(script), "--port", str(port), "--host", host]))
+
+
+def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:
+    """List every registered worker type: kind, queue, model and tools."""
+    settings = settings_from(imports)
+    load_plugins(settings.imports)
+    rows = [describe(worker_type, settings) for worker_type in default_registry.types()]
+    if json_output:
+        print_json(rows)
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("type", "kind", "queue", "model"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("tools")
+    table.add_column("what it does")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["kind"],
+            row["queue"],
+            row["model"] or "",
+            ", ".join(row["tools"]),
+            row["description"],
+        )
+    stdout.print(table)
+
+
+def describe(worker_type: WorkerType, settings: Settings) -> dict[str, Any]:
+    model = worker_type.model or (settings.default_model if worker_type.kind == "agent" else None)
+    return {
+        "name": worker_type.name,
+        "kind": worker_type.kind,
+        "queue": worker_type.queue,
+        "model": model,
+        "tools": list(worker_type.tools),
+        "description": worker_type.description,
+    }

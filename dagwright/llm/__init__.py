@@ -1,0 +1,27 @@
+"""LLM access: a provider-neutral protocol, the Anthropic implementation, a response cache.
+
+``anthropic`` is imported by ``dagwright.llm.anthropic`` alone.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from dagwright.keys import Keys
+from dagwright.llm.cache import CachingLLM
+from dagwright.llm.types import LLM, LLMRequest, LLMResponse
+from dagwright.settings import Settings
+
+
+def build_llm(settings: Settings, client: redis.Redis, keys: Keys) -> LLM:
+    """The LLM every agent of this process uses (raises LLMNotConfiguredError at once if
+    neither an API key nor a base URL is set)."""
+    from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
+
+    llm: LLM = AnthropicLLM(settings)
+    if settings.llm_cache_enabled:
+        llm = CachingLLM(llm, client, keys, ttl_s=settings.llm_cache_ttl_s)
+    return llm
+
+
+__all__ = ["LLM", "CachingLLM", "LLMRequest", "LLMResponse", "build_llm"]

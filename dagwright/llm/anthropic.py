@@ -1,0 +1,191 @@
+"""The Anthropic Messages API: the only module that imports ``anthropic``.
+
+Who retries what (DESIGN §6): the SDK's own retries are off (``max_retries=0``); this
+module retries one call on 408/409/429/5xx/529 and connection errors, honouring
+``retry-after`` up to a cap; what still fails leaves as ``LLMUnavailableError``
+(retryable: the node level decides next). Refusals of the request (400/401/403/404/413/
+422) and unusable responses are permanent. SDK exceptions never leave this module.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anthropic
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from dagwright.errors import (
+    LLMNotConfiguredError,
+    LLMRequestError,
+    LLMResponseError,
+    LLMUnavailableError,
+)
+from dagwright.llm.pricing import priced
+from dagwright.llm.types import LLMRequest, LLMResponse
+from dagwright.models import Usage
+from dagwright.settings import Settings
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
+NOT_CONFIGURED = (
+    "no Anthropic API key: set ANTHROPIC_API_KEY, or point ANTHROPIC_BASE_URL at a "
+    "compatible endpoint (e.g. `dagwright fake-llm` for offline runs)"
+)
+# The SDK insists on a key; an endpoint given without one (a fake, a proxy) gets this.
+PLACEHOLDER_KEY = "dagwright-no-key"
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, anthropic.APIStatusError):
+        return exc.status_code in RETRYABLE_STATUSES
+    return isinstance(exc, anthropic.APIConnectionError)  # timeouts included
+
+
+def retry_after_s(exc: BaseException | None) -> float | None:
+    """The server's requested wait (``retry-after-ms`` or ``retry-after`` seconds)."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return float(headers[name]) * scale
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+class RetryAfterOrBackoff:
+    """tenacity wait: the server's retry-after (capped), else jittered exponential backoff."""
+
+    def __init__(self, cap_s: float, backoff_s: float) -> None:
+        self.cap_s = cap_s
+        self.backoff = wait_exponential_jitter(initial=backoff_s, max=max(backoff_s, cap_s))
+
+    def __call__(self, state: RetryCallState) -> float:
+        hinted = retry_after_s(state.outcome.exception() if state.outcome else None)
+        if hinted is not None:
+            return min(max(hinted, 0.0), self.cap_s)
+        return float(self.backoff(state))
+
+
+class AnthropicLLM:
+    """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured)."""
+
+    def __init__(self, settings: Settings) -> None:
+        key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
+        if not key and not settings.anthropic_base_url:
+            raise LLMNotConfiguredError(NOT_CONFIGURED)
+        self._client = anthropic.Anthropic(
+            api_key=key or PLACEHOLDER_KEY,
+            base_url=settings.anthropic_base_url,
+            max_retries=0,
+            timeout=settings.llm_timeout_s,
+        )
+        self._prices = settings.model_prices
+        self._attempts = settings.llm_max_attempts
+        self._wait = RetryAfterOrBackoff(
+            settings.llm_retry_after_cap_s, settings.llm_retry_backoff_s
+        )
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        started = time.monotonic()
+        retrying = Retrying(
+            retry=retry_if_exception(is_retryable),
+            stop=stop_after_attempt(self._attempts),
+            wait=self._wait,
+            reraise=True,
+        )
+        try:
+            message = retrying(self._create, request)
+        except anthropic.AnthropicError as exc:
+            raise translate(exc, self._attempts) from exc
+        except ValueError as exc:  # the SDK lets a body that is not JSON through as is
+            raise LLMResponseError(
+                f"the Anthropic API answered a body that is not JSON: {exc}"
+            ) from exc
+        return self._response(message, time.monotonic() - started)
+
+    def _create(self, request: LLMRequest) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "system": request.system,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if request.temperature is not None:
+            # Gone from the SDK's signature since 1.0, still accepted by older models.
+            kwargs["extra_body"] = {"temperature": request.temperature}
+        return self._client.messages.create(**kwargs)
+
+    def _response(self, message: Any, latency_s: float) -> LLMResponse:
+        # The SDK does not validate responses: a body missing fields arrives as None.
+        missing = [
+            name for name in ("content", "usage", "model") if getattr(message, name, None) is None
+        ]
+        if missing:
+            raise LLMResponseError(
+                f"the Anthropic API answered a message without {', '.join(missing)}"
+            )
+        try:
+            usage = Usage(
+                input_tokens=message.usage.input_tokens or 0,
+                output_tokens=message.usage.output_tokens or 0,
+                cache_read_input_tokens=getattr(message.usage, "cache_read_input_tokens", 0) or 0,
+                cache_creation_input_tokens=getattr(message.usage, "cache_creation_input_tokens", 0)
+                or 0,
+                llm_calls=1,
+            )
+            content = [
+                block.model_dump(mode="json", exclude_none=True) for block in message.content
+            ]
+            return LLMResponse(
+                content=content,
+                stop_reason=message.stop_reason or "end_turn",
+                model=message.model,
+                usage=priced(usage, self._prices.get(message.model)),
+                request_id=getattr(message, "_request_id", None),
+                latency_s=latency_s,
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise LLMResponseError(f"unusable message from the Anthropic API: {exc}") from exc
+
+
+def translate(exc: anthropic.AnthropicError, attempts: int) -> Exception:
+    """An SDK exception as dagwright's error (Retryable or Permanent)."""
+    if isinstance(exc, anthropic.APIStatusError):
+        return _translate_status(exc, attempts)
+    if isinstance(exc, anthropic.APIConnectionError):
+        kind = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "was unreachable"
+        return LLMUnavailableError(f"the Anthropic API {kind} ({attempts} attempts): {exc}")
+    return LLMResponseError(f"the Anthropic API answered an unusable response: {exc}")
+
+
+def _translate_status(exc: anthropic.APIStatusError, attempts: int) -> Exception:
+    status = exc.status_code
+    detail = _error_message(exc)
+    if status in RETRYABLE_STATUSES:
+        error = LLMUnavailableError(
+            f"the Anthropic API answered {status} ({attempts} attempts): {detail}"
+        )
+        error.retry_after_s = retry_after_s(exc)  # type: ignore[attr-defined]
+        return error
+    if status in (401, 403):
+        return LLMRequestError(
+            f"the Anthropic API refused the API key ({status}: {detail}); check ANTHROPIC_API_KEY"
+        )
+    return LLMRequestError(f"the Anthropic API refused the request ({status}): {detail}")
+
+
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else None
+    return str(error.get("message")) if error else str(exc.message)

@@ -1,0 +1,74 @@
+"""NodeServices over Redis: what a running node may ask of dagwright."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from dagwright.errors import NodeLostError
+from dagwright.llm import LLM, build_llm
+from dagwright.models import Usage
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.scheduler import LeaseRef
+from dagwright.workers import NodeContext
+from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
+
+
+class RedisNodeServices:
+    """One per worker process; its LLM client is built on first use and shared."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._llm: LLM | None = None
+        self._llm_lock = threading.Lock()
+
+    def record_progress(
+        self,
+        ctx: NodeContext,
+        *,
+        checkpoint: Any = None,
+        usage: Usage | None = None,
+        event: list[str | int | float] | None = None,
+    ) -> None:
+        settings = self.runtime.settings
+        recorded = self.runtime.scheduler.record_progress(
+            LeaseRef(ctx.run_id, ctx.node_id, ctx.fence),
+            lease_s=settings.lease_s,
+            checkpoint_json="" if checkpoint is None else json.dumps(checkpoint),
+            usage_json=usage.model_dump_json() if usage is not None else "",
+            event=event,
+        )
+        if not recorded:
+            ctx.stop.set()
+            raise NodeLostError(
+                f"{ctx.run_id}/{ctx.node_id} is no longer this worker's (re-queued or cancelled)"
+            )
+
+    def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
+        entry: dict[Any, Any] = {"node": ctx.node_id, "attempt": str(ctx.attempt), **fields}
+        self.runtime.client.xadd(
+            self.runtime.keys.run_key(ctx.run_id, "audit"),
+            entry,
+            maxlen=self.runtime.settings.events_maxlen,
+            approximate=True,
+        )
+
+    def llm(self) -> LLM:
+        with self._llm_lock:
+            if self._llm is None:
+                runtime = self.runtime
+                self._llm = build_llm(runtime.settings, runtime.client, runtime.keys)
+            return self._llm
+
+    def workspace(self, run_id: str) -> Workspace:
+        settings = self.runtime.settings
+        if settings.workspace_backend == "disk":
+            return DiskWorkspace(
+                settings.workspace_root / run_id, max_bytes=settings.workspace_max_bytes
+            )
+        return RedisWorkspace(
+            self.runtime.client,
+            self.runtime.keys.run_key(run_id, "workspace"),
+            max_bytes=settings.workspace_max_bytes,
+        )

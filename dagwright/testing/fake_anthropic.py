@@ -1,0 +1,499 @@
+"""A fake of the Anthropic Messages API on loopback, for tests and offline agent runs.
+
+The real ``anthropic`` SDK is pointed at it with ``base_url``, so the code under test keeps
+its real client: the SDK's own request building, response parsing, typed errors and retries
+all run, and only the model is scripted. Faking at the HTTP level rather than patching the
+SDK (or swapping its transport) also lets a script drive agents in other processes, such as
+dagwright workers, through ``ANTHROPIC_BASE_URL``.
+
+A script (see :mod:`dagwright.testing.fake_anthropic_script`), in YAML::
+
+    entries:
+      - match: {last_user_contains: weather}
+        reply:
+          content:
+            - {type: text, text: Let me look that up.}
+            - {type: tool_use, name: get_weather, input: {city: Paris}}
+      - match: {tool_result_for: get_weather}
+        reply:
+          content: [{type: text, text: It is sunny in Paris.}]
+          usage: {input_tokens: 120, output_tokens: 9}
+      - status: 429
+        headers: {retry-after: "1"}
+      - malformed: schema
+        times: -1
+        match: {system_contains: "broken"}
+    default:
+      reply:
+        content: [{type: text, text: Nothing is scripted for that.}]
+    faults: {rate: 0.1, statuses: [429, 529], seed: 7}
+
+Serve it and point dagwright, or anything built on the SDK, at it::
+
+    dagwright fake-llm --script script.yaml --port 8787
+    # or: python -m dagwright.testing.fake_anthropic --script script.yaml --port 8787
+    export ANTHROPIC_BASE_URL=http://127.0.0.1:8787
+    export ANTHROPIC_API_KEY=anything
+
+Or in a test::
+
+    with FakeAnthropicServer(Script.load("script.yaml")) as server:
+        client = anthropic.Anthropic(api_key="test", base_url=server.base_url, max_retries=0)
+        client.messages.create(model="m", max_tokens=100, messages=[...])
+        assert server.requests[0].entry_index == 0
+
+Endpoints: ``POST /v1/messages`` (the API, without streaming), ``GET /_log`` (the request
+log as JSON), ``POST /_reset`` (clear the log and restore the script as it was given),
+``GET /_health``. A request needs an ``x-api-key`` or an ``authorization`` header, with any
+value, or it gets a 401; the SDK 2.12 sends its key as ``Authorization: Bearer ...``, and
+with no key configured raises ``TypeError`` before sending anything.
+
+What the ``anthropic`` SDK 2.12 raises for each answer: 400 ``BadRequestError``, 401
+``AuthenticationError``, 429 ``RateLimitError``, 500 ``InternalServerError``, 529
+``OverloadedError`` (a subclass of ``InternalServerError``), ``malformed: json`` a plain
+``json.JSONDecodeError`` (the SDK does not wrap it), ``malformed: schema`` nothing by default
+(the SDK builds the ``Message`` without validating it: ``content``, ``usage`` and
+``stop_reason`` are None, so the caller fails later with a ``TypeError`` or
+``AttributeError``) but ``APIResponseValidationError`` from a client made with
+``_strict_response_validation=True``, and a ``delay_s`` longer than the client's timeout
+``APITimeoutError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from dagwright.errors import ConfigurationError
+from dagwright.testing.fake_anthropic_script import (
+    Answer,
+    FaultInjection,
+    IdMint,
+    RequestFacts,
+    Script,
+    ScriptEntry,
+    entry_answer,
+    error_answer,
+    error_body,
+    json_answer,
+)
+
+__all__ = ["FakeAnthropicServer", "LoggedRequest", "main"]
+
+logger = logging.getLogger(__name__)
+
+AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected"]
+SHUTDOWN_POLL_S = 0.05  # how long stop() may wait for the serving loop to notice
+REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
+REQUIRED_FIELDS: dict[str, type] = {"model": str, "max_tokens": int, "messages": list}
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One ``POST /v1/messages`` the server received, and how it answered."""
+
+    at: float
+    """When it arrived (``time.time()``)."""
+    body: dict[str, Any]
+    """The parsed JSON body (``{}`` if it was not a JSON object)."""
+    body_sha256: str
+    """Hex SHA-256 of the canonical JSON of ``body`` (sorted keys, no spaces)."""
+    status: int
+    """The HTTP status answered."""
+    entry_index: int | None
+    """Index of the script entry that answered; None for the default, faults and errors."""
+    headers: dict[str, str]
+    """Request headers, lowercase names, with API keys and tokens replaced by ``***``."""
+    answered_by: AnsweredBy
+    """Which rule produced the answer."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict, as ``GET /_log`` lists it."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    answer: Answer
+    answered_by: AnsweredBy
+    entry_index: int | None = None
+
+
+class Playback:
+    """A script being played: uses left per entry, the request log, fault dice and ids.
+
+    Everything mutable sits behind one lock, so concurrent requests each take a distinct
+    use of an entry and the log order is the order in which answers were decided.
+    """
+
+    def __init__(self, script: Script) -> None:
+        self._script = script
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the log, entries added at runtime, uses and ids: back to the script."""
+        with self._lock:
+            self._entries = list(self._script.entries)
+            self._uses_left = [entry.times for entry in self._entries]
+            self._log: list[LoggedRequest] = []
+            self._ids = IdMint()
+            self._set_faults(self._script.faults)
+
+    def add(self, entries: Sequence[ScriptEntry]) -> None:
+        with self._lock:
+            self._entries.extend(entries)
+            self._uses_left.extend(entry.times for entry in entries)
+
+    def set_faults(self, faults: FaultInjection | None) -> None:
+        with self._lock:
+            self._set_faults(faults)
+
+    def _set_faults(self, faults: FaultInjection | None) -> None:
+        self._faults = faults
+        self._dice = random.Random(faults.seed if faults else None)
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        with self._lock:
+            return list(self._log)
+
+    def answer(self, raw_body: bytes, headers: Mapping[str, str]) -> Answer:
+        """Decide the answer to one ``POST /v1/messages`` and log it."""
+        body = _json_object(raw_body)
+        with self._lock:
+            verdict = self._decide(body, headers)
+            self._log.append(_logged(body, headers, verdict))
+        return verdict.answer
+
+    def _decide(self, body: dict[str, Any] | None, headers: Mapping[str, str]) -> _Verdict:
+        if not (headers.get("x-api-key") or headers.get("authorization")):
+            message = "an x-api-key or authorization header is required (any value will do)"
+            return _Verdict(error_answer(self._ids, 401, message), "rejected")
+        if body is None:
+            return _Verdict(error_answer(self._ids, 400, "body must be a JSON object"), "rejected")
+        problem = _request_problem(body)
+        if problem is not None:
+            return _Verdict(error_answer(self._ids, 400, problem), "rejected")
+        fault_status = self._roll_fault()
+        if fault_status is not None:
+            message = f"fake-anthropic: injected fault {fault_status}"
+            return _Verdict(error_answer(self._ids, fault_status, message), "fault")
+        return self._play(body)
+
+    def _roll_fault(self) -> int | None:
+        if self._faults is None or self._dice.random() >= self._faults.rate:
+            return None
+        return self._dice.choice(self._faults.statuses)
+
+    def _play(self, body: dict[str, Any]) -> _Verdict:
+        facts = RequestFacts.of(body)
+        index = self._take_entry(facts)
+        if index is not None:
+            return _Verdict(entry_answer(self._entries[index], body, self._ids), "entry", index)
+        if self._script.default is not None:
+            return _Verdict(entry_answer(self._script.default, body, self._ids), "default")
+        message = f"fake-anthropic: no script entry matches this request ({facts.describe()})"
+        return _Verdict(error_answer(self._ids, 500, message), "no_match")
+
+    def _take_entry(self, facts: RequestFacts) -> int | None:
+        """Index of the first entry with uses left whose match holds, using one of its uses."""
+        for index, entry in enumerate(self._entries):
+            if self._uses_left[index] != 0 and entry.match.holds(facts):
+                if self._uses_left[index] > 0:
+                    self._uses_left[index] -= 1
+                return index
+        return None
+
+
+def _json_object(raw_body: bytes) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(raw_body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _request_problem(body: dict[str, Any]) -> str | None:
+    """What the real API would reject in the body, worded as it words it; None if fine."""
+    for name, expected in REQUIRED_FIELDS.items():
+        if name not in body:
+            return f"{name}: Field required"
+        if not isinstance(body[name], expected) or isinstance(body[name], bool):
+            return f"{name}: Input should be a valid {expected.__name__}"
+    if body.get("stream"):
+        return "stream: fake-anthropic does not support streaming; call without stream=True"
+    return None
+
+
+def _logged(
+    body: dict[str, Any] | None, headers: Mapping[str, str], verdict: _Verdict
+) -> LoggedRequest:
+    body = body if body is not None else {}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return LoggedRequest(
+        at=time.time(),
+        body=body,
+        body_sha256=hashlib.sha256(canonical.encode()).hexdigest(),
+        status=verdict.answer.status,
+        entry_index=verdict.entry_index,
+        headers={
+            name: "***" if name in REDACTED_HEADERS else value for name, value in headers.items()
+        },
+        answered_by=verdict.answered_by,
+    )
+
+
+class _FakeHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that carries its playback and can hang up on every client."""
+
+    daemon_threads = True
+    request_queue_size = 128  # the default 5 drops bursts of connects: a 1 s SYN retry each
+
+    def __init__(self, address: tuple[str, int], playback: Playback) -> None:
+        self.playback = playback
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _FakeAnthropicHandler)
+
+    def process_request(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any
+    ) -> None:
+        if isinstance(request, socket.socket):
+            with self._connections_lock:
+                self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket | tuple[bytes, socket.socket]) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def hang_up(self) -> None:
+        """Close every open connection: a keep-alive connection's handler thread would
+        otherwise go on answering after the server stopped accepting new ones."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+
+class _FakeAnthropicHandler(BaseHTTPRequestHandler):
+    """Routes each HTTP request; any error becomes a 500 answer, never a dropped connection."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDK's connection pool expects
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms stall
+    server: _FakeHTTPServer
+
+    def do_GET(self) -> None:
+        self._send(self._answer_safely(b""))
+
+    def do_POST(self) -> None:
+        self._send(self._answer_safely(self._read_body()))
+
+    def _answer_safely(self, raw_body: bytes) -> Answer:
+        try:
+            return self._route(urlsplit(self.path).path, raw_body)
+        except Exception as exc:  # a bug must reach the test as an answer, not a hang-up
+            logger.exception("fake-anthropic failed to answer %s %s", self.command, self.path)
+            return json_answer(500, error_body("api_error", f"fake-anthropic bug: {exc!r}"))
+
+    def _route(self, path: str, raw_body: bytes) -> Answer:
+        playback = self.server.playback
+        route = (self.command, path)
+        if route == ("POST", "/v1/messages"):
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            return playback.answer(raw_body, headers)
+        if route == ("GET", "/_log"):
+            return json_answer(200, [request.to_json() for request in playback.requests])
+        if route == ("POST", "/_reset"):
+            playback.reset()
+            return json_answer(200, {"status": "reset"})
+        if route == ("GET", "/_health"):
+            return json_answer(200, {"status": "ok"})
+        message = f"fake-anthropic serves POST /v1/messages, not {self.command} {path}"
+        return json_answer(404, error_body("not_found_error", message))
+
+    def _read_body(self) -> bytes:
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            self.close_connection = True  # the body's end is unknown: the stream is unusable
+            return b""
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _send(self, answer: Answer) -> None:
+        if answer.delay_s:
+            time.sleep(answer.delay_s)
+        try:
+            self.send_response(answer.status, _reason(answer.status))
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+        except OSError:
+            logger.debug("the client left before its answer (timed out?)")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug(format, *args)
+
+
+def _reason(status: int) -> str:
+    if status == 529:
+        return "Overloaded"  # Anthropic's own status, unknown to http.HTTPStatus
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+class FakeAnthropicServer:
+    """The fake Messages API on a loopback port, served from a daemon thread.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`. With ``port=0``
+    (the default) the system picks a free port; :attr:`base_url` names it once started.
+    """
+
+    def __init__(
+        self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self._playback = Playback(script if script is not None else Script())
+        self._address = (host, port)
+        self._http: _FakeHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> FakeAnthropicServer:
+        """Bind the port and serve from a daemon thread; returns self, for chaining."""
+        if self._http is not None:
+            raise RuntimeError("this FakeAnthropicServer is already started")
+        self._http = _FakeHTTPServer(self._address, self._playback)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_S},
+            name=f"fake-anthropic:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port; answers still being delayed are abandoned."""
+        if self._http is None:
+            return
+        self._http.shutdown()
+        self._http.server_close()
+        self._http.hang_up()
+        if self._thread is not None:
+            self._thread.join()
+        self._http, self._thread = None, None
+
+    def __enter__(self) -> FakeAnthropicServer:
+        return self.start() if self._http is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port served on (the real one when constructed with ``port=0``)."""
+        if self._http is None:
+            raise RuntimeError("start the FakeAnthropicServer before asking for its port")
+        return int(self._http.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """What the SDK's ``base_url`` and ``ANTHROPIC_BASE_URL`` take: ``http://host:port``."""
+        return f"http://{self._address[0]}:{self.port}"
+
+    @property
+    def requests(self) -> list[LoggedRequest]:
+        """A snapshot of the ``/v1/messages`` requests answered so far, oldest first."""
+        return self._playback.requests
+
+    def add(self, *entries: ScriptEntry | Mapping[str, Any]) -> None:
+        """Append entries (models, or dicts as a script file would hold them) to the script."""
+        self._playback.add([ScriptEntry.model_validate(entry) for entry in entries])
+
+    def set_fault_rate(
+        self, rate: float, statuses: Sequence[int] = (429, 500, 529), seed: int | None = None
+    ) -> None:
+        """Answer a random fault, one of ``statuses``, to a ``rate`` fraction of requests."""
+        self._playback.set_faults(
+            FaultInjection(rate=rate, statuses=tuple(statuses), seed=seed) if rate else None
+        )
+
+    def reset(self) -> None:
+        """Clear the log and restore the script as given (what ``POST /_reset`` does)."""
+        self._playback.reset()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve a script until SIGINT or SIGTERM: 0 when stopped, 2 for a bad script, 1 if the
+    port cannot be bound."""
+    args = _parse_args(argv)
+    try:
+        script = Script.load(args.script)
+    except ConfigurationError as exc:
+        print(f"fake-anthropic: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = FakeAnthropicServer(script, host=args.host, port=args.port).start()
+    except OSError as exc:
+        print(f"fake-anthropic: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    with server:
+        print(f"fake Anthropic API listening on {server.base_url} (set ANTHROPIC_BASE_URL to it)")
+        sys.stdout.flush()
+        _wait_for_stop_signal()
+    return 0
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="dagwright fake-llm", description="Serve a fake Anthropic Messages API."
+    )
+    parser.add_argument("--script", required=True, help="YAML or JSON script of answers")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    return parser.parse_args(argv)
+
+
+def _wait_for_stop_signal() -> None:
+    """Block until SIGINT or SIGTERM, then put the previous handlers back."""
+    stop_requested = threading.Event()
+    previous = {
+        signum: signal.signal(signum, lambda *_: stop_requested.set())
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        stop_requested.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Tools an agent may call: typed arguments, a timeout, truncated output.
+
+A tool is a function whose keyword parameters are its arguments (checked by a pydantic
+model built from the signature, whose JSON schema is what the model sees); a ``ctx``
+parameter receives the NodeContext. It returns a string or anything JSON, or raises
+ToolError (any other exception counts as a failed call too).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from dagwright.errors import ToolError
+from dagwright.workers.context import NodeContext
+from dagwright.workers.signatures import (
+    accepts,
+    describe_validation_error,
+    first_doc_line,
+    params_model,
+    run_to_completion,
+    validated_kwargs,
+)
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_OUTPUT_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a call produced, as the text given back to the model."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    func: Callable[..., Any]
+    args_model: type[BaseModel]
+    wants_ctx: bool
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+
+    def schema(self) -> dict[str, Any]:
+        """The Messages API tool definition."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return {"name": self.name, "description": self.description, "input_schema": schema}
+
+    def call(self, ctx: NodeContext, args: dict[str, Any]) -> ToolOutcome:
+        """Run the tool under its timeout; never raises."""
+        try:
+            kwargs = validated_kwargs(self.args_model, args)
+        except ValidationError as exc:
+            problem = describe_validation_error(exc, "input")
+            return ToolOutcome(f"invalid arguments: {problem}", is_error=True)
+        if self.wants_ctx:
+            kwargs["ctx"] = ctx
+        try:
+            value = call_with_timeout(
+                lambda: run_to_completion(self.func(**kwargs)), self.timeout_s
+            )
+        except ToolError as exc:
+            return ToolOutcome(str(exc), is_error=True)
+        except Exception as exc:
+            return ToolOutcome(f"{type(exc).__name__}: {exc}", is_error=True)
+        return ToolOutcome(truncate(as_text(value), self.max_output_chars))
+
+
+def call_with_timeout(call: Callable[[], Any], timeout_s: float) -> Any:
+    """Run ``call`` in a daemon thread; ToolError if it takes longer than ``timeout_s``.
+
+    The thread cannot be killed: a tool that ignores its own timeouts keeps running in
+    the background, but the agent moves on (tools doing I/O set their own timeouts).
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="dagwright-tool", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise ToolError(f"the tool did not finish within {timeout_s:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... truncated {len(text) - limit} characters]"
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    ) -> Tool:
+        name = name or func.__name__
+        if name in self._tools and self._tools[name].func is not func:
+            raise ValueError(f"a different tool is already registered as {name!r}")
+        tool = Tool(
+            name=name,
+            description=first_doc_line(func) or name,
+            func=func,
+            args_model=params_model(func, f"{name}_args", reserved={"ctx"}),
+            wants_ctx=accepts(func, "ctx"),
+            timeout_s=timeout_s,
+            max_output_chars=max_output_chars,
+        )
+        self._tools[name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)

@@ -1,0 +1,76 @@
+"""In-memory NodeServices, to unit-test agent loops without Redis."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from dagwright.errors import NodeLostError
+from dagwright.llm.types import LLM
+from dagwright.models import Node, Usage
+from dagwright.settings import Settings
+from dagwright.workers.context import NodeContext
+from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
+
+
+class MemoryServices:
+    def __init__(
+        self, llm: LLM, workspace_dir: Path, *, lose_after_writes: int | None = None
+    ) -> None:
+        self._llm = llm
+        self.workspace_dir = workspace_dir
+        self.checkpoints: list[Any] = []
+        self.usage = Usage()
+        self.events: list[list[Any]] = []
+        self.audits: list[dict[str, str]] = []
+        self.lose_after_writes = lose_after_writes
+
+    def record_progress(
+        self,
+        ctx: NodeContext,
+        *,
+        checkpoint: Any = None,
+        usage: Usage | None = None,
+        event: list[Any] | None = None,
+    ) -> None:
+        if self.lose_after_writes is not None and len(self.checkpoints) >= self.lose_after_writes:
+            raise NodeLostError("lost (simulated crash)")
+        if checkpoint is not None:
+            self.checkpoints.append(copy.deepcopy(checkpoint))
+        if usage is not None:
+            self.usage = self.usage.plus(usage)
+        if event is not None:
+            self.events.append(event)
+
+    def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
+        self.audits.append(fields)
+
+    def llm(self) -> LLM:
+        return self._llm
+
+    def workspace(self, run_id: str) -> Workspace:
+        return DiskWorkspace(self.workspace_dir / run_id, max_bytes=10_000)
+
+
+def agent_context(
+    services: MemoryServices,
+    *,
+    inputs: dict[str, Any] | None = None,
+    checkpoint: Any = None,
+    settings: Settings | None = None,
+) -> NodeContext:
+    return NodeContext(
+        run_id="run1",
+        node_id="agent",
+        attempt=1,
+        fence=1,
+        settings=settings or Settings(),
+        inputs=inputs or {},
+        services=services,
+        last_checkpoint=checkpoint,
+    )
+
+
+def agent_node(instruction: str = "Do the task.", type: str = "researcher") -> Node:
+    return Node(id="agent", type=type, instruction=instruction)
