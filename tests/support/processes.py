@@ -14,7 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGWRIGHT_")}
+    """The environment of a dagwright process using ``settings`` (nothing inherited)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGWRIGHT_", "ANTHROPIC_"))}
     env.update(
         DAGWRIGHT_REDIS_URL=settings.redis_url or "",
         DAGWRIGHT_BROKER_URL=settings.broker_url or "",
@@ -25,7 +26,12 @@ def settings_env(settings: Settings) -> dict[str, str]:
         DAGWRIGHT_STRANDED_AFTER_S=str(settings.stranded_after_s),
         DAGWRIGHT_DATA_DIR=str(settings.data_dir),
         DAGWRIGHT_IMPORTS="tests.support.functions",
+        DAGWRIGHT_LLM_RETRY_BACKOFF_S=str(settings.llm_retry_backoff_s),
     )
+    if settings.anthropic_base_url:
+        env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
+    if settings.anthropic_api_key:
+        env["ANTHROPIC_API_KEY"] = settings.anthropic_api_key.get_secret_value()
     return env
 
 
