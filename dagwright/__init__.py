@@ -31,11 +31,19 @@ from dagwright.models import (
 )
 from dagwright.plans import PlanBuilder, load_plan
 from dagwright.settings import Settings
-from dagwright.workers import NodeContext, function
+from dagwright.workers import (
+    AgentSpec,
+    NodeContext,
+    function,
+    register_agent,
+    tool,
+    worker_type,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentSpec",
     "BrokerUnavailableError",
     "Client",
     "ConfigurationError",
@@ -65,4 +73,7 @@ __all__ = [
     "__version__",
     "function",
     "load_plan",
+    "register_agent",
+    "tool",
+    "worker_type",
 ]

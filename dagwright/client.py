@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from dagwright.connection import require_redis_url, translate_redis_errors
 from dagwright.errors import RunCancelledError, RunFailedError, RunNotFinishedError
-from dagwright.models import Event, Plan, RunCounts, RunState, RunStatus
+from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
 from dagwright.orchestrator.runstore import new_run_id
@@ -152,6 +152,11 @@ class Client:
                     return
             if over:
                 return
+
+    @_translated
+    def audit(self, run_id: str) -> list[AuditEntry]:
+        """Every tool-policy decision the run's agents met, oldest first."""
+        return self.runtime.store.read_audit(run_id)
 
     @_translated
     def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:

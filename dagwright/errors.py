@@ -22,8 +22,8 @@
         │   ├── LLMResponseError           the API answered something unusable
         │   ├── AgentMaxTurnsError         the agent used its turns without a final answer
         │   ├── AgentToolErrorsError       too many tool calls failed in a row
-        │   ├── AgentOutputError           the final answer is truncated or off-schema
-        │   └── BudgetExceededError        the next LLM call would exceed a token budget
+        │   ├── AgentOutputError           the final answer was cut off, or refused
+        │   └── BudgetExceededError        the next LLM call could pass the token budget
         └── NodeLostError          the node was taken from this worker (re-queued or
                                    cancelled): stop quietly, nothing is recorded
 
@@ -145,11 +145,13 @@ class AgentToolErrorsError(PermanentError):
 
 
 class AgentOutputError(PermanentError):
-    """The agent's final answer is unusable: truncated, or not matching its schema."""
+    """The agent's final answer is unusable: cut at max_tokens, or a refusal. (An answer
+    that does not match its schema goes back to the model as a failed tool call.)"""
 
 
 class BudgetExceededError(PermanentError):
-    """The next LLM call would take the node past its token budget: it is not made."""
+    """The next LLM call could take the node past its token budget (its input plus
+    max_tokens of output): it is not made."""
 
 
 class NodeLostError(NodeError):

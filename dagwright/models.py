@@ -208,6 +208,22 @@ class RunState(BaseModel):
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}
 
 
+class AuditEntry(BaseModel):
+    """One tool-policy decision: which tool an agent asked for, and what the policy said."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    at: datetime
+    node: str
+    attempt: int
+    tool: str
+    action: str
+    rule: str
+    reason: str = ""
+    args: str = ""
+
+
 class Event(BaseModel):
     """One entry of a run's event stream (``kind`` is e.g. ``node.succeeded``)."""
 

@@ -8,6 +8,7 @@ import dagwright
 def test_public_api_is_pinned() -> None:
     assert dagwright.__all__ == sorted(dagwright.__all__)
     assert set(dagwright.__all__) == {
+        "AgentSpec",
         "BrokerUnavailableError",
         "Client",
         "ConfigurationError",
@@ -37,6 +38,9 @@ def test_public_api_is_pinned() -> None:
         "__version__",
         "function",
         "load_plan",
+        "register_agent",
+        "tool",
+        "worker_type",
     }
     for name in dagwright.__all__:
         assert hasattr(dagwright, name), name

@@ -180,8 +180,10 @@ def test_a_denied_tool_call_is_refused_and_audited(
     assert state.result == {"approved": True, "summary": "Fine.", "issues": []}
     refusal = fake_llm.requests[1].body["messages"][-1]["content"][0]
     assert refusal["is_error"] and "refused by the tool policy" in refusal["content"]
-    audit = redis_client.xrange(client.runtime.keys.run_key(state.run_id, "audit"))
-    assert [(e["tool"], e["action"], e["rule"]) for _, e in audit] == [
-        ("workspace_write", "deny", "default")
+    audit = client.audit(state.run_id)
+    assert [(e.node, e.tool, e.action, e.rule) for e in audit] == [
+        ("review", "workspace_write", "deny", "default")
     ]
+    assert audit[0].args == '{"content": "ok", "path": "verdict.md"}'
+    assert "deny by default" in audit[0].reason
     assert client.runtime.client.hlen(client.runtime.keys.run_key(state.run_id, "workspace")) == 0

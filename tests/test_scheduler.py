@@ -314,3 +314,14 @@ def test_the_reconciler_forgets_finished_runs(runtime: Runtime, redis_client: re
     assert report.ran and report.finished == [run_id]
     assert not redis_client.sismember(runtime.keys.active_runs, run_id)
     assert redis_client.zrange(runtime.keys.run_index, 0, -1) == [run_id]
+
+
+def test_a_worker_that_lost_its_node_cannot_write_the_workspace(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    claim(runtime, run_id, "a")
+    lease = LeaseRef(run_id, "a", 1)
+    assert runtime.scheduler.write_workspace_file(lease, "notes.md", "mine")
+    runtime.scheduler.cancel(run_id, "test")
+    assert not runtime.scheduler.write_workspace_file(lease, "notes.md", "zombie")
+    workspace = runtime.client.hgetall(runtime.keys.run_key(run_id, "workspace"))
+    assert workspace == {"notes.md": "mine"}

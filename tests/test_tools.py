@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,12 +16,12 @@ from dagwright.testing import ScriptedLLM
 from dagwright.workers import (
     WorkerRegistry,
     build_default_registry,
+    load_entry_points,
     register_agent,
     tool,
     worker_type,
 )
 from dagwright.workers.agent import AgentSpec
-from dagwright.workers.registry import load_entry_points
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 from tests.support.agents import MemoryServices, agent_context
 
@@ -63,7 +62,8 @@ def call(name: str, args: dict[str, Any], tmp_path: Path, **settings: Any) -> An
 
 def test_http_get_fetches_allowed_domains_only(site: str, tmp_path: Path) -> None:
     ok = call("http_get", {"url": f"{site}/"}, tmp_path, http_allowed_domains=["127.0.0.1"])
-    assert not ok.is_error and '"text": "hello page"' in ok.text and '"status": 200' in ok.text
+    assert not ok.is_error
+    assert ok.text == f"HTTP 200 text/plain {site}/\n\nhello page"
     refused = call("http_get", {"url": f"{site}/"}, tmp_path, http_allowed_domains=["example.com"])
     assert refused.is_error and "'127.0.0.1' is not an allowed domain" in refused.text
     nothing = call("http_get", {"url": f"{site}/"}, tmp_path)
@@ -84,8 +84,7 @@ def test_http_get_checks_every_redirect_and_caps_the_size(site: str, tmp_path: P
         http_allowed_domains=["127.0.0.1"],
         http_max_bytes=1024,
     )
-    page = json.loads(big.text)
-    assert page["truncated"] and page["text"] == "x" * 1024
+    assert big.text.endswith("x" * 1024 + "\n[... the page is larger than 1024 bytes: cut here]")
 
 
 def test_a_slow_tool_times_out_and_long_output_is_truncated(tmp_path: Path) -> None:
@@ -170,7 +169,7 @@ def test_users_register_tools_agents_and_python_worker_types() -> None:
     def shout(ctx: Any, node: Any) -> str:
         return str(node.instruction).upper()
 
-    assert registry.get("shout").kind == "python"
+    assert registry.get("shout").kind == "custom"
     assert registry.tools.get("lookup").description == "Look a term up."  # type: ignore[union-attr]
 
 
@@ -189,3 +188,22 @@ def test_installed_plugins_register_through_the_entry_point_group(
     registry = WorkerRegistry()
     load_entry_points(registry)
     assert registry.functions.get("plugin_hello") is not None
+
+
+def test_an_entry_point_may_name_an_agent_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "agentplugin.py").write_text(
+        "from dagwright import AgentSpec\n"
+        "scout = AgentSpec(name='scout', description='d', system_prompt='p',\n"
+        "                  tools=('read_input',))\n"
+    )
+    dist = tmp_path / "agentplugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: agentplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[dagwright.workers]\nscout = agentplugin:scout\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = build_default_registry()
+    load_entry_points(registry)
+    load_entry_points(registry)  # once per registry: no "already registered" error
+    assert registry.get("scout").queue == "dw.scout"

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dagwright.models import (
+    AuditEntry,
     Event,
     NodeState,
     NodeStatus,
@@ -183,6 +184,27 @@ def print_runs(states: list[RunState]) -> None:
             f"{state.counts.done}/{state.counts.total}",
             state.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             state.goal[:60],
+        )
+    stdout.print(table)
+
+
+DECISION_STYLE = {"allow": "green", "deny": "red", "require_approval": "yellow"}
+
+
+def print_audit(entries: list[AuditEntry]) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("time", "node", "tool", "decision", "rule", "why", "arguments"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        decision = Text(entry.action, style=DECISION_STYLE.get(entry.action, ""))
+        table.add_row(
+            f"{entry.at:%H:%M:%S}",
+            entry.node,
+            entry.tool,
+            decision,
+            entry.rule,
+            entry.reason,
+            entry.args,
         )
     stdout.print(table)
 

@@ -12,6 +12,7 @@ from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, settings_from
 from dagwright.cli.output import (
     ProgressDisplay,
+    print_audit,
     print_event,
     print_json,
     print_result,
@@ -36,7 +37,7 @@ TimeoutOption = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    for command in (run, validate, status, result, events, runs, cancel):
+    for command in (run, validate, status, result, events, audit, runs, cancel):
         app.command()(command)
 
 
@@ -215,6 +216,15 @@ def events(
     """Print a run's events (one JSON object per line with --json)."""
     for event in Client(settings_from(None)).events(run_id, follow=follow):
         print_event(event, as_json=json_output)
+
+
+def audit(run_id: str, json_output: JsonOption = False) -> None:
+    """Print the tool-policy decisions of a run's agents (allow, deny, require_approval)."""
+    entries = Client(settings_from(None)).audit(run_id)
+    if json_output:
+        print_json([entry.model_dump(mode="json") for entry in entries])
+    else:
+        print_audit(entries)
 
 
 def runs(

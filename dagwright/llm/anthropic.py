@@ -130,9 +130,8 @@ class AnthropicLLM:
 
     def _response(self, message: Any, latency_s: float) -> LLMResponse:
         # The SDK does not validate responses: a body missing fields arrives as None.
-        missing = [
-            name for name in ("content", "usage", "model") if getattr(message, name, None) is None
-        ]
+        required = ("content", "usage", "model", "stop_reason")
+        missing = [name for name in required if getattr(message, name, None) is None]
         if missing:
             raise LLMResponseError(
                 f"the Anthropic API answered a message without {', '.join(missing)}"
@@ -151,7 +150,7 @@ class AnthropicLLM:
             ]
             return LLMResponse(
                 content=content,
-                stop_reason=message.stop_reason or "end_turn",
+                stop_reason=message.stop_reason,
                 model=message.model,
                 usage=priced(usage, self._prices.get(message.model)),
                 request_id=getattr(message, "_request_id", None),

@@ -158,7 +158,8 @@ def record_failure(
         "; will retry" if retry else "",
     )
     if retry:
-        delay = compute_backoff(policy, claim.attempt)
+        # An API that said when to come back (retry-after) is not asked sooner.
+        delay = max(compute_backoff(policy, claim.attempt), getattr(exc, "retry_after_s", 0) or 0)
         scheduled = runtime.scheduler.schedule_retry(
             ctx.run_id, ctx.node_id, ctx.fence, error, delay
         )

@@ -14,6 +14,7 @@ import redis
 from dagwright.errors import UnknownRunError
 from dagwright.keys import Keys
 from dagwright.models import (
+    AuditEntry,
     ErrorInfo,
     Event,
     Node,
@@ -200,6 +201,15 @@ class RunStore:
         if not reply:
             return []
         return [_event(run_id, entry_id, fields) for entry_id, fields in reply[0][1]]
+
+    def read_audit(self, run_id: str, count: int = 10_000) -> list[AuditEntry]:
+        """The run's tool-policy decisions, oldest first."""
+        self.run_status(run_id)
+        entries = self.client.xrange(self._key(run_id, "audit"), count=count)
+        return [
+            AuditEntry(id=entry_id, at=from_ms(entry_id.split("-")[0]), **fields)
+            for entry_id, fields in entries
+        ]
 
     def wait_until_done(self, run_id: str, timeout_s: float) -> bool:
         """Block until the run has ended or ``timeout_s`` passed; True if it has ended."""

@@ -176,6 +176,12 @@ class Scheduler:
         )
         return bool(reply)
 
+    def write_workspace_file(self, lease: LeaseRef, path: str, content: str) -> bool:
+        """Write a workspace file for a node this worker runs; False if it no longer does."""
+        return bool(
+            self._call("workspace", lease.run_id, lease.node_id, lease.fence, path, content)
+        )
+
     def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
         """Extend leases in one round trip; False for each lease no longer held."""
         pipe = self.client.pipeline(transaction=False)

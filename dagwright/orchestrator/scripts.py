@@ -16,7 +16,17 @@ from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
 
-SCRIPT_NAMES = ("claim", "complete", "fail", "retry", "renew", "reconcile", "cancel", "progress")
+SCRIPT_NAMES = (
+    "claim",
+    "complete",
+    "fail",
+    "retry",
+    "renew",
+    "reconcile",
+    "cancel",
+    "progress",
+    "workspace",
+)
 
 
 @cache

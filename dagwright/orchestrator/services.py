@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from dagwright.errors import NodeLostError
 from dagwright.llm import LLM, build_llm
@@ -33,17 +33,14 @@ class RedisNodeServices:
     ) -> None:
         settings = self.runtime.settings
         recorded = self.runtime.scheduler.record_progress(
-            LeaseRef(ctx.run_id, ctx.node_id, ctx.fence),
+            lease_of(ctx),
             lease_s=settings.lease_s,
             checkpoint_json="" if checkpoint is None else json.dumps(checkpoint),
             usage_json=usage.model_dump_json() if usage is not None else "",
             event=event,
         )
         if not recorded:
-            ctx.stop.set()
-            raise NodeLostError(
-                f"{ctx.run_id}/{ctx.node_id} is no longer this worker's (re-queued or cancelled)"
-            )
+            lost(ctx)
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         entry: dict[Any, Any] = {"node": ctx.node_id, "attempt": str(ctx.attempt), **fields}
@@ -61,14 +58,32 @@ class RedisNodeServices:
                 self._llm = build_llm(runtime.settings, runtime.client, runtime.keys)
             return self._llm
 
-    def workspace(self, run_id: str) -> Workspace:
+    def workspace(self, ctx: NodeContext) -> Workspace:
         settings = self.runtime.settings
         if settings.workspace_backend == "disk":
             return DiskWorkspace(
-                settings.workspace_root / run_id, max_bytes=settings.workspace_max_bytes
+                settings.workspace_root / ctx.run_id, max_bytes=settings.workspace_max_bytes
             )
+
+        def write_file(path: str, content: str) -> None:
+            if not self.runtime.scheduler.write_workspace_file(lease_of(ctx), path, content):
+                lost(ctx)
+
         return RedisWorkspace(
             self.runtime.client,
-            self.runtime.keys.run_key(run_id, "workspace"),
+            self.runtime.keys.run_key(ctx.run_id, "workspace"),
             max_bytes=settings.workspace_max_bytes,
+            write_file=write_file,
         )
+
+
+def lease_of(ctx: NodeContext) -> LeaseRef:
+    return LeaseRef(ctx.run_id, ctx.node_id, ctx.fence)
+
+
+def lost(ctx: NodeContext) -> NoReturn:
+    """Stop the node: this worker no longer owns it."""
+    ctx.stop.set()
+    raise NodeLostError(
+        f"{ctx.run_id}/{ctx.node_id} is no longer this worker's (re-queued or cancelled)"
+    )

@@ -7,26 +7,23 @@ functions and tools. Users add theirs without touching the core:
 - ``@dagwright.tool``: a tool agents may be given;
 - ``dagwright.register_agent(AgentSpec(...))``: an LLM worker type;
 - ``@dagwright.worker_type(name=..., description=...)``: a worker type in plain Python;
-- or an entry point in the ``dagwright.workers`` group naming a callable that receives the
-  registry (or an AgentSpec / WorkerType), loaded by every worker and client.
+- or an entry point in the ``dagwright.workers`` group naming an AgentSpec, a WorkerType
+  or a callable that receives the registry, loaded by every worker and client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any, TypeVar, overload
 
+from dagwright.errors import ConfigurationError
 from dagwright.workers.agent import AgentSpec
 from dagwright.workers.agents import agent_worker_type, builtin_agents
 from dagwright.workers.builtins import register_builtins
 from dagwright.workers.context import NodeContext, NodeServices
 from dagwright.workers.function import FUNCTION_TYPE, function_worker_type
-from dagwright.workers.registry import (
-    WorkerRegistry,
-    WorkerType,
-    import_user_modules,
-    load_entry_points,
-)
+from dagwright.workers.registry import WorkerRegistry, WorkerType, import_user_modules
 from dagwright.workers.tools.builtin import register_builtin_tools
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,6 +40,32 @@ def build_default_registry() -> WorkerRegistry:
 
 
 default_registry = build_default_registry()
+
+
+ENTRY_POINT_GROUP = "dagwright.workers"
+
+
+def load_entry_points(registry: WorkerRegistry) -> None:
+    """Apply the installed plugins to ``registry``, once each: an entry point of the
+    ``dagwright.workers`` group names an AgentSpec, a WorkerType, or a callable that
+    receives the registry."""
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.value in registry.loaded_plugins:
+            continue
+        registry.loaded_plugins.add(entry_point.value)
+        try:
+            plugin = entry_point.load()
+            if isinstance(plugin, AgentSpec):
+                register_agent(plugin, registry=registry, replace=True)
+            elif isinstance(plugin, WorkerType):
+                registry.register_type(plugin, replace=True)
+            else:
+                plugin(registry)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
+                f"({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def load_plugins(modules: list[str]) -> None:
@@ -117,6 +140,12 @@ def register_agent(
 ) -> WorkerType:
     """Register an LLM worker type (its queue is ``dw.<name>``)."""
     target = registry or default_registry
+    unknown = [name for name in spec.tools if target.tools.get(name) is None]
+    if unknown:
+        raise ValueError(
+            f"agent type {spec.name!r} names unregistered tool(s) {', '.join(unknown)}: "
+            f"register them first; registered: {', '.join(target.tools.names())}"
+        )
     return target.register_type(agent_worker_type(spec, target.tools), replace=replace)
 
 
@@ -127,7 +156,7 @@ def worker_type(
 
     def register(run: Callable[[NodeContext, Any], Any]) -> Callable[[NodeContext, Any], Any]:
         (registry or default_registry).register_type(
-            WorkerType(name=name, kind="python", description=description, run=run)
+            WorkerType(name=name, kind="custom", description=description, run=run)
         )
         return run
 
@@ -144,6 +173,7 @@ __all__ = [
     "default_registry",
     "function",
     "import_user_modules",
+    "load_entry_points",
     "load_plugins",
     "register_agent",
     "tool",

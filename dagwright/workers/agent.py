@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from dagwright.errors import (
     AgentToolErrorsError,
     BudgetExceededError,
     NodeLostError,
+    PermanentError,
 )
 from dagwright.llm.types import LLMRequest, LLMResponse
 from dagwright.models import Node, Usage
@@ -39,6 +41,7 @@ from dagwright.workers.tools.policy import PolicyAction, ToolPolicy
 log = logging.getLogger(__name__)
 
 FINAL_ANSWER_TOOL = "final_answer"
+FORGED_CLOSING_TAG = re.compile(r"</\s*untrusted_input", re.IGNORECASE)
 MAX_INLINE_INPUT_CHARS = 20_000
 AUDITED_ARGS_CHARS = 500
 APPROVAL_UNAVAILABLE = (
@@ -78,6 +81,8 @@ class AgentState(BaseModel):
     """tool_result blocks already answered, in the order of ``pending``."""
     done: bool = False
     output: Any = None
+    last_call_tokens: int = 0
+    """Input + output tokens of the last call: the next one reads all of them again."""
 
 
 def run_agent(ctx: NodeContext, node: Node, spec: AgentSpec, tools: ToolRegistry) -> Any:
@@ -125,10 +130,12 @@ class AgentLoop:
             raise AgentMaxTurnsError(
                 f"no final answer after {state.turn} turns (max_turns of {spec.name!r})"
             )
-        if state.usage.total_tokens >= spec.token_budget:
+        projected = state.usage.total_tokens + next_call_tokens(state, spec)
+        if projected > spec.token_budget:
             raise BudgetExceededError(
-                f"the node used {state.usage.total_tokens} tokens, its budget is "
-                f"{spec.token_budget}: the next LLM call was not made"
+                f"the next LLM call could take the node to {projected} tokens (used "
+                f"{state.usage.total_tokens}, up to {spec.max_tokens} more out), over its "
+                f"budget of {spec.token_budget}: the call was not made"
             )
 
     def _request(self) -> LLMRequest:
@@ -145,7 +152,13 @@ class AgentLoop:
         )
 
     def _offered_tools(self) -> list[Any]:
-        return [tool for name in self.spec.tools if (tool := self.tools.get(name)) is not None]
+        missing = [name for name in self.spec.tools if self.tools.get(name) is None]
+        if missing:
+            raise PermanentError(
+                f"tool(s) {', '.join(missing)} of {self.spec.name!r} are not registered in this "
+                "worker: start it with --import naming the module that registers them"
+            )
+        return [self.tools.get(name) for name in self.spec.tools]
 
     def _absorb(self, response: LLMResponse) -> Exception | None:
         """Fold a response into the state; the error to raise once it is saved, if any."""
@@ -153,6 +166,7 @@ class AgentLoop:
         state.messages.append({"role": "assistant", "content": response.content})
         state.turn += 1
         state.usage = state.usage.plus(response.usage)
+        state.last_call_tokens = response.usage.total_tokens
         calls = response.tool_uses()
         if self._accept_final_answer(calls):
             return None
@@ -176,15 +190,18 @@ class AgentLoop:
 
     def _accept_final_answer(self, calls: list[dict[str, Any]]) -> bool:
         model = self.spec.output_model
-        final = next((c for c in calls if c.get("name") == FINAL_ANSWER_TOOL), None)
-        if model is None or final is None:
+        if model is None:
             return False
-        try:
-            output = model.model_validate(final.get("input", {}))
-        except ValidationError:
-            return False  # answered as a failed tool call, so the model can correct it
-        self.state.done, self.state.output = True, output.model_dump(mode="json")
-        return True
+        for call in calls:
+            if call.get("name") != FINAL_ANSWER_TOOL:
+                continue
+            try:
+                output = model.model_validate(call.get("input", {}))
+            except ValidationError:
+                continue  # answered as a failed tool call, so the model can correct it
+            self.state.done, self.state.output = True, output.model_dump(mode="json")
+            return True
+        return False
 
     # -- one tool call --------------------------------------------------------------
 
@@ -252,6 +269,24 @@ class AgentLoop:
         return self.state.model_dump(mode="json")
 
 
+CHARS_PER_TOKEN = 4  # a deliberately rough estimate: the budget check must err on the safe side
+
+
+def next_call_tokens(state: AgentState, spec: AgentSpec) -> int:
+    """Most tokens the next call can cost: its input (the whole conversation again) plus
+    ``max_tokens`` of output. The input is what the last call read and wrote, plus an
+    estimate of what was added since (tool results); a first call is estimated whole."""
+    last_assistant = max(
+        (i for i, m in enumerate(state.messages) if m["role"] == "assistant"), default=None
+    )
+    if last_assistant is None:
+        text_so_far = spec.system_prompt + json.dumps(state.messages)
+        return len(text_so_far) // CHARS_PER_TOKEN + spec.max_tokens
+    added = json.dumps(state.messages[last_assistant + 1 :])
+    last_call = state.last_call_tokens
+    return last_call + len(added) // CHARS_PER_TOKEN + spec.max_tokens
+
+
 def resume_state(checkpoint: Any) -> AgentState | None:
     if checkpoint is None:
         return None
@@ -290,5 +325,5 @@ def untrusted_block(node_id: str, value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
     if len(text) > MAX_INLINE_INPUT_CHARS:
         text = truncate(text, MAX_INLINE_INPUT_CHARS) + f"\n(read_input {node_id!r} for all of it)"
-    text = text.replace("</untrusted_input", "<\\/untrusted_input")  # no early closing
+    text = FORGED_CLOSING_TAG.sub("<\\/untrusted_input", text)  # no early closing
     return f'<untrusted_input node="{node_id}">\n{text}\n</untrusted_input>'

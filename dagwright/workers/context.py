@@ -38,8 +38,8 @@ class NodeServices(Protocol):
         """The LLM of this process (LLMNotConfiguredError if none is configured)."""
         ...
 
-    def workspace(self, run_id: str) -> Workspace:
-        """The run's workspace, shared by its nodes."""
+    def workspace(self, ctx: NodeContext) -> Workspace:
+        """The run's workspace, shared by its nodes (writes fenced like progress)."""
         ...
 
 
@@ -98,4 +98,4 @@ class NodeContext:
         return self.services.llm()
 
     def workspace(self) -> Workspace:
-        return self.services.workspace(self.run_id)
+        return self.services.workspace(self)

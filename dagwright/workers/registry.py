@@ -1,9 +1,10 @@
-"""The registry of worker types and of the functions ``function`` nodes may call.
+"""The registry of worker types, and of the functions and tools they may use.
 
 Plans may come from an LLM, so a node can only name something registered here, never an
-import path. Users register their own with ``@dagwright.function`` (or
-``registry.register_type``) in a module listed in ``DAGWRIGHT_IMPORTS`` / ``--import``,
-which workers and clients import at start-up.
+import path. Users register theirs (``@dagwright.function``, ``@dagwright.tool``,
+``dagwright.register_agent``, ``@dagwright.worker_type``) in a module listed in
+``DAGWRIGHT_IMPORTS`` / ``--import``, or in an installed ``dagwright.workers`` entry point;
+workers and clients load both at start-up (``dagwright.workers.load_plugins``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ class WorkerRegistry:
         self._types: dict[str, WorkerType] = {}
         self.functions = FunctionRegistry()
         self.tools = ToolRegistry()
+        self.loaded_plugins: set[str] = set()  # entry points already applied to this registry
 
     def register_type(self, worker_type: WorkerType, *, replace: bool = False) -> WorkerType:
         if worker_type.name in self._types and not replace:
@@ -72,30 +73,6 @@ class WorkerRegistry:
 
     def node_problems(self, node: Node) -> list[str]:
         return self.get(node.type).check_node(node)
-
-
-ENTRY_POINT_GROUP = "dagwright.workers"
-_loaded_entry_points: set[str] = set()
-
-
-def load_entry_points(registry: WorkerRegistry) -> None:
-    """Load installed plugins: each entry point of the ``dagwright.workers`` group names
-    a callable receiving the registry, or a WorkerType to register. Once per process."""
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.value in _loaded_entry_points:
-            continue
-        _loaded_entry_points.add(entry_point.value)
-        try:
-            plugin = entry_point.load()
-            if isinstance(plugin, WorkerType):
-                registry.register_type(plugin, replace=True)
-            else:
-                plugin(registry)
-        except Exception as exc:
-            raise ConfigurationError(
-                f"the {ENTRY_POINT_GROUP} entry point {entry_point.name!r} "
-                f"({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
-            ) from exc
 
 
 def import_user_modules(modules: Iterable[str]) -> None:

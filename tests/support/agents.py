@@ -49,8 +49,8 @@ class MemoryServices:
     def llm(self) -> LLM:
         return self._llm
 
-    def workspace(self, run_id: str) -> Workspace:
-        return DiskWorkspace(self.workspace_dir / run_id, max_bytes=10_000)
+    def workspace(self, ctx: NodeContext) -> Workspace:
+        return DiskWorkspace(self.workspace_dir / ctx.run_id, max_bytes=10_000)
 
 
 def agent_context(

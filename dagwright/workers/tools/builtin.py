@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -41,7 +40,7 @@ def workspace_list(ctx: NodeContext) -> list[str]:
     return ctx.workspace().list()
 
 
-def http_get(ctx: NodeContext, url: str) -> dict[str, Any]:
+def http_get(ctx: NodeContext, url: str) -> str:
     """Fetch a web page (HTTP GET) from an allowed domain: its status, type and text."""
     settings = ctx.settings
     with httpx.Client(timeout=settings.http_timeout_s, follow_redirects=False) as client:
@@ -66,23 +65,29 @@ def check_allowed_url(url: str, allowed_domains: list[str]) -> None:
         raise ToolError(f"{host!r} is not an allowed domain; allowed: {', '.join(allowed_domains)}")
 
 
-def _page(url: str, response: httpx.Response, settings: Settings) -> dict[str, Any]:
+def _page(url: str, response: httpx.Response, settings: Settings) -> str:
+    """A header line, then the body as text (plain text, so that the tool's output limit
+    cuts it cleanly, unlike JSON)."""
     body = bytearray()
     for chunk in response.iter_bytes():
         body += chunk
         if len(body) > settings.http_max_bytes:
             break
-    truncated = len(body) > settings.http_max_bytes
-    return {
-        "url": url,
-        "status": response.status_code,
-        "content_type": response.headers.get("content-type", ""),
-        "text": bytes(body[: settings.http_max_bytes]).decode(errors="replace"),
-        "truncated": truncated,
-    }
+    text = bytes(body[: settings.http_max_bytes]).decode(errors="replace")
+    if len(body) > settings.http_max_bytes:
+        text += f"\n[... the page is larger than {settings.http_max_bytes} bytes: cut here]"
+    content_type = response.headers.get("content-type", "")
+    return f"HTTP {response.status_code} {content_type} {url}\n\n{text}"
+
+
+# read_input is where the agent goes for the inputs too long to show inline (20,000
+# characters): it must return more than that.
+READ_INPUT_MAX_CHARS = 200_000
+HTTP_GET_MAX_CHARS = 50_000
 
 
 def register_builtin_tools(tools: ToolRegistry) -> None:
-    for func in (read_input, workspace_read, workspace_write, workspace_list):
+    tools.register(read_input, max_output_chars=READ_INPUT_MAX_CHARS)
+    for func in (workspace_read, workspace_write, workspace_list):
         tools.register(func)
-    tools.register(http_get, timeout_s=60.0)
+    tools.register(http_get, timeout_s=60.0, max_output_chars=HTTP_GET_MAX_CHARS)

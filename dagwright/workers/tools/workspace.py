@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -53,12 +54,22 @@ def check_size(content: str, limit: int) -> bytes:
 
 
 class RedisWorkspace:
-    """Files as fields of one Redis hash (the run's ``workspace`` key)."""
+    """Files as fields of one Redis hash (the run's ``workspace`` key). Writes go through
+    ``write_file(path, content)``, which the orchestrator fences: a worker that lost its
+    node writes nothing."""
 
-    def __init__(self, client: redis.Redis, key: str, *, max_bytes: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        key: str,
+        *,
+        max_bytes: int,
+        write_file: Callable[[str, str], None],
+    ) -> None:
         self.client = client
         self.key = key
         self.max_bytes = max_bytes
+        self.write_file = write_file
 
     def read(self, path: str) -> str:
         content = self.client.hget(self.key, normalize_path(path))
@@ -68,7 +79,7 @@ class RedisWorkspace:
 
     def write(self, path: str, content: str) -> int:
         data = check_size(content, self.max_bytes)
-        self.client.hset(self.key, normalize_path(path), content)
+        self.write_file(normalize_path(path), content)
         return len(data)
 
     def list(self) -> list[str]:
