@@ -173,17 +173,25 @@ def test_users_register_tools_agents_and_python_worker_types() -> None:
     assert registry.tools.get("lookup").description == "Look a term up."  # type: ignore[union-attr]
 
 
+def install_plugin(where: Path, module: str, code: str, entry_point: str) -> None:
+    """A package installed in ``where`` with one ``dagwright.workers`` entry point."""
+    (where / f"{module}.py").write_text(code)
+    dist = where / f"{module}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[dagwright.workers]\n{entry_point}\n")
+
+
 def test_installed_plugins_register_through_the_entry_point_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "myplugin.py").write_text(
+    install_plugin(
+        tmp_path,
+        "myplugin",
         "def register(registry):\n"
-        "    registry.functions.register(lambda: 'hi', name='plugin_hello')\n"
+        "    registry.functions.register(lambda: 'hi', name='plugin_hello')\n",
+        "hello = myplugin:register",
     )
-    dist = tmp_path / "myplugin-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myplugin\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[dagwright.workers]\nhello = myplugin:register\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = WorkerRegistry()
     load_entry_points(registry)
@@ -193,15 +201,14 @@ def test_installed_plugins_register_through_the_entry_point_group(
 def test_an_entry_point_may_name_an_agent_spec(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "agentplugin.py").write_text(
+    install_plugin(
+        tmp_path,
+        "agentplugin",
         "from dagwright import AgentSpec\n"
         "scout = AgentSpec(name='scout', description='d', system_prompt='p',\n"
-        "                  tools=('read_input',))\n"
+        "                  tools=('read_input',))\n",
+        "scout = agentplugin:scout",
     )
-    dist = tmp_path / "agentplugin-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: agentplugin\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[dagwright.workers]\nscout = agentplugin:scout\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     registry = build_default_registry()
     load_entry_points(registry)
