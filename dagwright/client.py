@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cached_property, wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from dagwright.connection import require_redis_url, translate_redis_errors
-from dagwright.errors import RunCancelledError, RunFailedError, RunNotFinishedError
-from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus
+from dagwright.errors import InputError, RunCancelledError, RunFailedError, RunNotFinishedError
+from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
+from dagwright.orchestrator.planning import plan_locally, plan_request, planner_graph
 from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans import load_plan, parse_plan
@@ -67,15 +69,61 @@ class Client:
         return CeleryBroker(build_app(self.runtime.settings))
 
     @_translated
-    def submit(self, plan: Plan | dict[str, Any] | str | Path) -> RunHandle:
-        """Validate a plan (a Plan, a dict, or a YAML/JSON file path) and start a run.
+    def submit(
+        self,
+        plan: Plan | dict[str, Any] | str | Path | None = None,
+        *,
+        goal: str | None = None,
+        context: str = "",
+        worker_types: list[str] | None = None,
+        max_nodes: int | None = None,
+        max_depth: int | None = None,
+        replan: bool | None = None,
+        budget_tokens: int | None = None,
+    ) -> RunHandle:
+        """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
+        ``goal``, which the planner first turns into a plan.
 
-        Raises PlanError (with every problem) before anything is written.
+        A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
+        nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
+        good has its branch re-planned (``settings.replan_max`` times per run).
+        ``budget_tokens`` caps the LLM tokens of the whole run. Raises PlanError (with
+        every problem) or InputError before anything is written.
         """
+        if (plan is None) == (goal is None):
+            raise InputError("give either a plan or a goal")
         runtime = self.runtime
-        graph = check_plan(_coerce_plan(plan), runtime.settings, runtime.registry)
         run_id = new_run_id()
-        ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
+        budget: dict[str, str | int] = {"budget_tokens": budget_tokens} if budget_tokens else {}
+        if goal is not None:
+            request = plan_request(
+                runtime.settings,
+                runtime.registry,
+                goal,
+                context=context,
+                worker_types=worker_types,
+                max_nodes=max_nodes,
+                max_depth=max_depth,
+                budget_tokens=budget_tokens,
+            )
+            replans = runtime.settings.replan_max if _replan(replan, runtime.settings) else 0
+            extra: dict[str, str | int] = {
+                "request": request.model_dump_json(),
+                "replan_max": replans,
+                **budget,
+            }
+            ready = runtime.store.create_run(
+                run_id,
+                planner_graph(request),
+                runtime.dispatch_for,
+                status=RunStatus.PLANNING,
+                output_nodes=[],
+                extra=extra,
+            )
+        else:
+            assert plan is not None
+            graph = check_plan(_coerce_plan(plan), runtime.settings, runtime.registry)
+            ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=budget)
         dispatch(self.broker, runtime.scheduler, ready)
         return RunHandle(self, run_id)
 
@@ -176,6 +224,46 @@ class Client:
             for run_id in store.list_runs(limit)
             if store.exists(run_id)
         ]
+
+
+@dataclass(frozen=True)
+class PlannedGoal:
+    """A plan made for a goal without running it, and what planning it cost."""
+
+    plan: Plan
+    usage: Usage
+
+
+def plan_goal(
+    goal: str,
+    settings: Settings | None = None,
+    *,
+    context: str = "",
+    worker_types: list[str] | None = None,
+    max_nodes: int | None = None,
+    max_depth: int | None = None,
+    budget_tokens: int | None = None,
+) -> PlannedGoal:
+    """Ask the planner for a plan, in this process, without Redis and without a run: what
+    ``dagwright plan`` shows. Raises InputError or PlanningFailedError."""
+    settings = settings or Settings()
+    load_plugins(settings.imports)
+    request = plan_request(
+        settings,
+        default_registry,
+        goal,
+        context=context,
+        worker_types=worker_types,
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        budget_tokens=budget_tokens,
+    )
+    plan, usage = plan_locally(settings, request)
+    return PlannedGoal(plan=plan, usage=usage)
+
+
+def _replan(replan: bool | None, settings: Settings) -> bool:
+    return settings.replan_enabled if replan is None else replan
 
 
 def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None = None) -> PlanGraph:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NODE_EXECUTE_TASK = "dagwright.node.execute"
+PLAN_TASK = "dagwright.run.plan"
 RECONCILE_TASK = "dagwright.run.reconcile"
 
 ORCHESTRATOR_QUEUE = "dw.orchestrator"

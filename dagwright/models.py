@@ -110,6 +110,8 @@ class NodeStatus(enum.StrEnum):
     FAILED = "failed"
     BLOCKED = "blocked"
     CANCELLED = "cancelled"
+    REPLACED = "replaced"
+    """Failed (or blocked by a failure) and replaced by a re-plan: not a failure of the run."""
 
     @property
     def is_final(self) -> bool:
@@ -117,7 +119,13 @@ class NodeStatus(enum.StrEnum):
 
 
 FINAL_NODE_STATUSES = frozenset(
-    {NodeStatus.SUCCEEDED, NodeStatus.FAILED, NodeStatus.BLOCKED, NodeStatus.CANCELLED}
+    {
+        NodeStatus.SUCCEEDED,
+        NodeStatus.FAILED,
+        NodeStatus.BLOCKED,
+        NodeStatus.CANCELLED,
+        NodeStatus.REPLACED,
+    }
 )
 
 
@@ -186,6 +194,7 @@ class RunCounts(BaseModel):
     failed: int = 0
     blocked: int = 0
     cancelled: int = 0
+    replaced: int = 0
 
 
 class RunState(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,13 @@ class PlanBuilder:
         """The plan, checked like a plan file (PlanError names what is wrong)."""
         nodes = [_without_none(node) for node in self._nodes]
         return parse_plan(_without_none({"goal": self.goal, "output": output, "nodes": nodes}))
+
+
+def plan_to_json(plan: Plan) -> str:
+    """A plan as indented JSON, with the field names of plan files (defaults left out)."""
+    return json.dumps(
+        plan.model_dump(mode="json", exclude_defaults=True), indent=2, ensure_ascii=False
+    )
 
 
 def _without_none(fields: dict[str, Any]) -> dict[str, Any]:

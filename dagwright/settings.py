@@ -134,6 +134,27 @@ class Settings(BaseSettings):
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
     """USD per million tokens by model, for the cost of every call, node and run."""
 
+    planner_model: str | None = None
+    """Model of the planner (default: ``default_model``)."""
+
+    planner_max_repairs: int = Field(2, ge=0, le=10)
+    """Times the planner may fix a rejected plan before the run fails."""
+
+    planner_max_nodes: int = Field(30, ge=1)
+    """Default limit on the nodes of a planned DAG (``--max-nodes``)."""
+
+    planner_max_depth: int = Field(8, ge=1)
+    """Default limit on the longest dependency chain of a planned DAG (``--max-depth``)."""
+
+    max_goal_chars: int = Field(10_000, ge=10)
+    """Longest goal accepted."""
+
+    replan_enabled: bool = False
+    """Re-plan a failed branch by default (runs may say otherwise: ``--replan``)."""
+
+    replan_max: int = Field(1, ge=1, le=10)
+    """Re-plans a run may make."""
+
     llm_timeout_s: float = Field(120.0, gt=0)
     """Timeout of one LLM HTTP request."""
 

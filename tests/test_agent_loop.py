@@ -226,7 +226,7 @@ def test_a_structured_answer_is_checked_against_its_model(tmp_path: Path) -> Non
     assert output == {"approved": True, "issues": ["typo"]}
     assert llm.requests[0].tools[-1]["name"] == "final_answer"
     [error] = tool_results(llm.requests[1].messages)
-    assert error["is_error"] and "does not match the schema" in error["content"]
+    assert error["is_error"] and "rejected: it does not match the schema" in error["content"]
 
 
 def test_a_truncated_answer_is_an_error_after_its_cost_is_recorded(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from dagwright.settings import Settings
 from dagwright.stackfile import read_stack
+from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import REPO_ROOT
 from tests.support.waiting import wait_until
@@ -278,3 +280,82 @@ def test_worker_types_lists_every_type(env: dict[str, str]) -> None:
     assert by_name["researcher"]["model"] == "claude-sonnet-5-5"
     assert "http_get" in by_name["researcher"]["tools"]
     assert by_name["function"]["kind"] == "function" and by_name["function"]["model"] is None
+
+
+def plan_entry(*nodes: dict[str, object], output: str | None = None) -> dict[str, object]:
+    plan: dict[str, object] = {"goal": "g", "nodes": list(nodes)}
+    if output:
+        plan["output"] = output
+    return {
+        "match": {"system_contains": "You are the planner"},
+        "reply": {"content": [{"type": "tool_use", "name": "submit_plan", "input": plan}]},
+    }
+
+
+def test_plan_shows_the_tree_and_json_without_redis_or_a_run(
+    tmp_path: Path, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(
+        plan_entry(
+            {"id": "pros", "type": "researcher", "instruction": "List the pros."},
+            {"id": "cons", "type": "researcher", "instruction": "List the cons."},
+        )
+    )
+    env = cli_env(
+        None, tmp_path / "data", ANTHROPIC_BASE_URL=fake_llm.base_url, ANTHROPIC_API_KEY="k"
+    )
+    result = dagwright("plan", "Weigh Redis streams", "--max-nodes", "5", env=env)
+    assert result.returncode == 0, result.stderr
+    tree, _, text = result.stdout.partition("\n\n")
+    assert "pros researcher List the pros." in tree and "synthesis writer" in tree
+    assert "← output" in tree
+    assert json.loads(text)["output"] == "synthesis"
+    assert "3 nodes, planned · " in result.stderr and "tokens" in result.stderr
+    assert "Limits: at most 5 nodes" in fake_llm.requests[0].body["messages"][0]["content"]
+    assert not (tmp_path / "data").exists()  # no stack, no run, no Redis
+
+    fake_llm.reset()
+    fake_llm.add(
+        plan_entry({"id": "only", "type": "writer", "instruction": "Write."}, output="only")
+    )
+    as_json = json_out(dagwright("plan", "Write", "--json", env=env))
+    assert as_json == {
+        "goal": "g",
+        "output": "only",
+        "nodes": [{"id": "only", "type": "writer", "instruction": "Write."}],
+    }
+
+
+def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthropicServer) -> None:
+    fake_llm.add(
+        plan_entry({"id": "note", "type": "writer", "instruction": "Write a note."}, output="note"),
+        {
+            "match": {"system_contains": "You are the writer"},
+            "reply": {"content": [{"type": "text", "text": "the note"}]},
+        },
+    )
+    result = dagwright("run", "Write a note about streams", "--json", "-w", "writer", env=env)
+    assert result.returncode == 0, result.stderr
+    out = json_out(result)
+    assert out["status"] == "succeeded" and out["result"] == "the note"
+    assert set(out["nodes"]) == {"_plan", "note"}
+    catalog = fake_llm.requests[0].body["messages"][0]["content"]
+    assert "- writer (agent)" in catalog and "researcher" not in catalog
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "x" * 10_001], "the goal is 10001 characters; the limit is 10000"),
+        (["run", "do it", "-w", "wizard"], "unknown worker type(s) wizard"),
+        (["run", DIAMOND, "--max-nodes", "3"], "--max-nodes apply to goals, not to the plan file"),
+        (["run", "missing-plan.yaml"], "no such plan file: missing-plan.yaml"),
+        (["plan", "   "], "the goal is empty"),
+    ],
+)
+def test_goal_guardrails_exit_2_with_one_line(
+    env: dict[str, str], args: list[str], message: str
+) -> None:
+    result = dagwright(*args, env=env)
+    assert result.returncode == 2
+    assert message in one_error_line(result)

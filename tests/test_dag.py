@@ -30,9 +30,9 @@ def plan(*nodes: dict[str, object], **fields: object) -> Plan:
     return Plan.model_validate({"nodes": list(nodes), **fields})
 
 
-def problems(p: Plan, limits: PlanLimits = LIMITS) -> list[str]:
+def problems(p: Plan, limits: PlanLimits = LIMITS, run: object = None) -> list[str]:
     with pytest.raises(PlanError) as info:
-        validate_plan(p, default_registry, limits)
+        validate_plan(p, default_registry, limits, run)  # type: ignore[arg-type]
     return info.value.problems
 
 
@@ -159,3 +159,33 @@ def test_a_back_edge_is_reported_as_a_real_cycle(
     ring = [*cycle.path, cycle.path[0]]
     assert len(set(cycle.path)) == len(cycle.path)
     assert all(before in deps[after] for before, after in pairwise(ring))
+
+
+def test_the_longest_chain_is_limited_when_asked() -> None:
+    chain = plan(fn("a"), fn("b", "a"), fn("c", "b"))
+    assert validate_plan(chain, default_registry, PlanLimits(max_depth=3))
+    [found] = problems(chain, PlanLimits(max_depth=2))
+    assert found == "the longest dependency chain has 3 nodes; the limit is 2"
+
+
+def test_ids_starting_with_an_underscore_are_dagwrights() -> None:
+    [found] = problems(plan(fn("_plan")))
+    assert found == "node id '_plan' is reserved: ids starting with '_' are dagwright's"
+
+
+def test_a_replan_may_depend_on_completed_and_open_nodes_only() -> None:
+    from dagwright.orchestrator.dag import RunContext
+
+    run = RunContext(
+        completed=frozenset({"done"}),
+        open=frozenset({"busy"}),
+        taken=frozenset({"done", "busy", "dead"}),
+    )
+    graph = validate_plan(
+        plan(fn("new", "done", "busy"), fn("newer", "new")), default_registry, LIMITS, run
+    )
+    assert graph.dependents == {"new": ["newer"], "newer": []}
+    assert graph.roots == []  # both wait: new on busy (outside), newer on new
+    found = problems(plan(fn("x", "dead"), fn("done")), run=run)
+    assert "node 'x' depends on 'dead', which failed or is being replaced" in found[-1]
+    assert "node id 'done' is already used in this run; choose another" in found

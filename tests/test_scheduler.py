@@ -203,7 +203,8 @@ def test_a_failure_blocks_descendants_while_independent_branches_finish(runtime:
         ],
     )
     claim(runtime, run_id, "a")
-    assert runtime.scheduler.fail(run_id, "a", 1, ERROR) is None  # "side" still runs
+    advance = runtime.scheduler.fail(run_id, "a", 1, ERROR)
+    assert advance is not None and advance.run_finished is None  # "side" still runs
     state = runtime.store.read_state(run_id)
     assert {nid: n.status.value for nid, n in state.nodes.items()} == {
         "a": "failed",

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from dagwright.cli import catalog, runs, stack
+from dagwright.cli import catalog, planning, runs, stack
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
@@ -32,6 +32,7 @@ app = typer.Typer(
 runs.register(app)
 stack.register(app)
 catalog.register(app)
+planning.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

@@ -41,3 +41,26 @@ def settings_from(imports: list[str] | None, **flags: Any) -> Settings:
             for e in exc.errors()
         )
         raise ConfigurationError(f"invalid settings: {problems}") from exc
+
+
+ContextOption = Annotated[
+    str, typer.Option("--context", help="Background for the planner (goals only).")
+]
+WorkerTypeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--worker-type", "-w", help="A worker type the plan may use (repeatable; default: all)."
+    ),
+]
+MaxNodesOption = Annotated[
+    int | None,
+    typer.Option("--max-nodes", min=1, help="Most nodes in the planned DAG (goals only)."),
+]
+MaxDepthOption = Annotated[
+    int | None,
+    typer.Option("--max-depth", min=1, help="Longest dependency chain of the plan (goals only)."),
+]
+BudgetOption = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", min=1, help="LLM tokens the whole run may spend."),
+]

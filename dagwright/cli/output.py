@@ -18,17 +18,21 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
 from dagwright.models import (
     AuditEntry,
     Event,
+    Node,
     NodeState,
     NodeStatus,
+    Plan,
     RunCounts,
     RunState,
     RunStatus,
     Usage,
 )
+from dagwright.orchestrator.dag import dependents_of
 
 stderr = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -158,6 +162,40 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
     if len(nodes) > limit:
         table.caption = f"… and {len(nodes) - limit} more nodes (--json shows all)"
     return table
+
+
+def plan_tree(plan: Plan) -> Tree:
+    """A plan as a tree from its roots down its dependencies; a node with several
+    dependencies is drawn under the first, and referred to under the others."""
+    tree = Tree(f"[bold]{escape(plan.goal or 'plan')}[/]")
+    by_id = {node.id: node for node in plan.nodes}
+    children = dependents_of(plan.nodes)
+    outputs = set(plan.output_nodes())
+    drawn: set[str] = set()
+
+    def draw(branch: Tree, node_id: str) -> None:
+        if node_id in drawn:
+            branch.add(f"[dim]↳ {node_id} (above)[/]")
+            return
+        drawn.add(node_id)
+        child = branch.add(node_label(by_id[node_id], node_id in outputs))
+        for dependent in children[node_id]:
+            draw(child, dependent)
+
+    for node in plan.nodes:
+        if not node.depends_on:
+            draw(tree, node.id)
+    return tree
+
+
+def node_label(node: Node, is_output: bool) -> str:
+    what = node.instruction or (
+        f"{node.function}({json.dumps(node.params)})" if node.function else ""
+    )
+    if len(what) > 90:
+        what = what[:87] + "..."
+    mark = " [green]← output[/]" if is_output else ""
+    return f"[bold]{node.id}[/] [cyan]{node.type}[/] {escape(what)}{mark}"
 
 
 def print_status(state: RunState) -> None:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from dagwright.cli.exits import ExitCode
-from dagwright.cli.options import ImportOption, JsonOption, settings_from
+from dagwright.cli.options import (
+    BudgetOption,
+    ContextOption,
+    ImportOption,
+    JsonOption,
+    MaxDepthOption,
+    MaxNodesOption,
+    WorkerTypeOption,
+    settings_from,
+)
 from dagwright.cli.output import (
     ProgressDisplay,
     print_audit,
@@ -22,10 +33,10 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.client import Client, check_plan, result_of
+from dagwright.client import Client, RunHandle, check_plan, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
-from dagwright.errors import ConfigurationError, PlanError, RunNotFinishedError
+from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import Plan, RunCounts, RunState, RunStatus
 from dagwright.plans import load_plan
 from dagwright.settings import Settings
@@ -42,25 +53,42 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    plan_file: Annotated[
-        Path, typer.Argument(help="A plan file (YAML or JSON).", show_default=False)
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A plan file (YAML or JSON), or a goal in words for the planner.",
+            show_default=False,
+        ),
     ],
     json_output: JsonOption = False,
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the run id and return at once.")
     ] = False,
     timeout: TimeoutOption = None,
+    context: ContextOption = "",
+    worker_types: WorkerTypeOption = None,
+    max_nodes: MaxNodesOption = None,
+    max_depth: MaxDepthOption = None,
+    replan: Annotated[
+        bool | None,
+        typer.Option("--replan/--no-replan", help="Re-plan a branch that fails for good (goals)."),
+    ] = None,
+    budget_tokens: BudgetOption = None,
     imports: ImportOption = None,
 ) -> None:
-    """Run a plan and wait for its result, showing progress.
+    """Run a plan file, or a goal that the planner turns into a plan, and wait for its
+    result, showing progress.
 
     With no DAGWRIGHT_REDIS_URL and no `dagwright up` running, starts the embedded stack
     (Valkey and workers) for the duration of the command.
     """
     settings = settings_from(imports)
-    plan = load_checked_plan(plan_file, settings)  # refused before anything starts
+    goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
+    submission = submission_for(target, settings, goal_options)  # refused before anything starts
     if resolve_redis_url(settings):
-        code = submit_and_wait(Client(settings), plan, json_output, no_wait, timeout, embedded=None)
+        code = submit_and_wait(
+            Client(settings), submission, json_output, no_wait, timeout, embedded=None
+        )
         raise typer.Exit(code)
     if no_wait:
         raise ConfigurationError(
@@ -70,8 +98,66 @@ def run(
     with ExitStack() as cleanup:
         stack = cleanup.enter_context(embedded_stack(settings, quiet=json_output))
         client = Client(settings.model_copy(update={"redis_url": stack.redis_url}))
-        code = submit_and_wait(client, plan, json_output, False, timeout, embedded=stack)
+        code = submit_and_wait(client, submission, json_output, False, timeout, embedded=stack)
     raise typer.Exit(code)
+
+
+@dataclass(frozen=True)
+class GoalOptions:
+    context: str = ""
+    worker_types: list[str] | None = None
+    max_nodes: int | None = None
+    max_depth: int | None = None
+    replan: bool | None = None
+    budget_tokens: int | None = None
+
+    def goal_only(self) -> list[str]:
+        """The options given that only a goal can use."""
+        flags = {
+            "--context": self.context,
+            "--worker-type": self.worker_types,
+            "--max-nodes": self.max_nodes,
+            "--max-depth": self.max_depth,
+            "--replan": self.replan,
+        }
+        return [flag for flag, value in flags.items() if value not in (None, "", [])]
+
+
+def is_plan_file(target: str) -> bool:
+    """A path that exists, or that names a plan file by its extension (a missing file
+    must not be sent to the planner as a goal)."""
+    if target.lower().endswith(PLAN_FILE_SUFFIXES):
+        return True
+    try:
+        return Path(target).exists()
+    except OSError:  # a long goal is no valid path ("File name too long")
+        return False
+
+
+PLAN_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def submission_for(
+    target: str, settings: Settings, options: GoalOptions
+) -> Callable[[Client], RunHandle]:
+    """How to submit ``target``: a checked plan file, or a goal for the planner."""
+    if is_plan_file(target):
+        misplaced = options.goal_only()
+        if misplaced:
+            raise InputError(
+                f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
+            )
+        plan = load_checked_plan(Path(target), settings)
+        return lambda client: client.submit(plan, budget_tokens=options.budget_tokens)
+    return lambda client: client.submit(
+        goal=target,
+        context=options.context,
+        worker_types=options.worker_types,
+        max_nodes=options.max_nodes,
+        max_depth=options.max_depth,
+        replan=options.replan,
+        budget_tokens=options.budget_tokens,
+    )
 
 
 def load_checked_plan(plan_file: Path, settings: Settings) -> Plan:
@@ -96,14 +182,14 @@ def embedded_stack(settings: Settings, *, quiet: bool) -> EmbeddedStack:
 
 def submit_and_wait(
     client: Client,
-    plan: Plan,
+    submission: Callable[[Client], RunHandle],
     json_output: bool,
     no_wait: bool,
     timeout: float | None,
     *,
     embedded: EmbeddedStack | None,
 ) -> int:
-    handle = client.submit(plan)
+    handle = submission(client)
     if no_wait:
         if json_output:
             print_json({"run_id": handle.run_id, "status": RunStatus.RUNNING.value})

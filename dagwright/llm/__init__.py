@@ -13,13 +13,13 @@ from dagwright.llm.types import LLM, LLMRequest, LLMResponse
 from dagwright.settings import Settings
 
 
-def build_llm(settings: Settings, client: redis.Redis, keys: Keys) -> LLM:
+def build_llm(settings: Settings, client: redis.Redis | None, keys: Keys) -> LLM:
     """The LLM every agent of this process uses (raises LLMNotConfiguredError at once if
-    neither an API key nor a base URL is set)."""
+    neither an API key nor a base URL is set); cached in Redis if enabled and given one."""
     from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
 
     llm: LLM = AnthropicLLM(settings)
-    if settings.llm_cache_enabled:
+    if settings.llm_cache_enabled and client is not None:
         llm = CachingLLM(llm, client, keys, ttl_s=settings.llm_cache_ttl_s)
     return llm
 

@@ -28,6 +28,26 @@ class WorkerCatalog(Protocol):
 class PlanLimits:
     max_nodes: int = 10_000
     max_timeout_s: float = 6 * 3600.0
+    max_depth: int | None = None  # nodes on the longest dependency chain; None: no limit
+    source: str = "DAGWRIGHT_MAX_NODES"  # where the size limit comes from, to say in errors
+
+
+INTERNAL_ID_PREFIX = "_"  # ids of dagwright's own nodes (planners); plans may not use it
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where a plan that extends a running run lands (a re-plan): the run's nodes that
+    completed and those still to finish (new nodes may depend on both), and every id the
+    run already uses."""
+
+    completed: frozenset[str] = frozenset()
+    open: frozenset[str] = frozenset()
+    taken: frozenset[str] = frozenset()
+
+    @property
+    def dependable(self) -> frozenset[str]:
+        return self.completed | self.open
 
 
 @dataclass(frozen=True)
@@ -43,37 +63,81 @@ class PlanGraph:
         return [node.id for node in self.plan.nodes if not node.depends_on]
 
 
-def validate_plan(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> PlanGraph:
-    """Check a plan; return its graph, or raise PlanError listing every problem."""
+def validate_plan(
+    plan: Plan, catalog: WorkerCatalog, limits: PlanLimits, run: RunContext | None = None
+) -> PlanGraph:
+    """Check a plan; return its graph, or raise PlanError listing every problem.
+
+    With ``run``, the plan extends a running run: dependencies on its completed and open
+    nodes are allowed (and left out of the graph returned: they cannot depend on new
+    nodes, so no cycle goes through them), and its ids are taken.
+    """
+    run = run or RunContext()
     if len(plan.nodes) > limits.max_nodes:
         raise PlanError(
             [
                 f"the plan has {len(plan.nodes)} nodes; the limit is {limits.max_nodes} "
-                "(DAGWRIGHT_MAX_NODES)"
+                f"({limits.source})"
             ]
         )
-    problems = _structure_problems(plan) + _node_problems(plan, catalog, limits)
+    problems = _structure_problems(plan, run) + _node_problems(plan, catalog, limits)
     if problems:
         raise PlanError(problems)
-    order = topological_order(plan.nodes)
+    nodes = [_without_external_deps(node, run.dependable) for node in plan.nodes]
+    order = topological_order(nodes)
     if isinstance(order, Cycle):
         raise PlanError([order.describe()])
-    return PlanGraph(plan=plan, dependents=dependents_of(plan.nodes), topological_order=order)
+    depth = longest_chain(nodes, order)
+    if limits.max_depth is not None and depth > limits.max_depth:
+        raise PlanError(
+            [f"the longest dependency chain has {depth} nodes; the limit is {limits.max_depth}"]
+        )
+    return PlanGraph(plan=plan, dependents=dependents_of(nodes), topological_order=order)
 
 
-def _structure_problems(plan: Plan) -> list[str]:
+def _without_external_deps(node: Node, external: frozenset[str]) -> Node:
+    if not external.intersection(node.depends_on):
+        return node
+    return node.model_copy(update={"depends_on": [d for d in node.depends_on if d not in external]})
+
+
+def longest_chain(nodes: list[Node], order: list[str]) -> int:
+    """Nodes on the longest dependency chain (1 for a plan with no dependencies)."""
+    deps = {node.id: node.depends_on for node in nodes}
+    depth: dict[str, int] = {}
+    for node_id in order:
+        depth[node_id] = 1 + max((depth[dep] for dep in deps[node_id]), default=0)
+    return max(depth.values(), default=0)
+
+
+def _structure_problems(plan: Plan, run: RunContext) -> list[str]:
     ids = [node.id for node in plan.nodes]
-    known = set(ids)
+    known = set(ids) | run.dependable
     problems = [
         f"node id {node_id!r} is used {count} times; ids must be unique"
         for node_id, count in Counter(ids).items()
         if count > 1
+    ]
+    problems += [
+        f"node id {node_id!r} is reserved: ids starting with {INTERNAL_ID_PREFIX!r} are dagwright's"
+        for node_id in ids
+        if node_id.startswith(INTERNAL_ID_PREFIX)
+    ]
+    problems += [
+        f"node id {node_id!r} is already used in this run; choose another"
+        for node_id in ids
+        if node_id in run.taken
     ]
     for node in plan.nodes:
         for dep in node.depends_on:
             if dep == node.id:
                 problems.append(
                     f"node {node.id!r} depends on itself; remove {dep!r} from its depends_on"
+                )
+            elif dep not in known and dep in run.taken:
+                problems.append(
+                    f"node {node.id!r} depends on {dep!r}, which failed or is being replaced: "
+                    "depend on the new nodes, or on the run's nodes that completed or still run"
                 )
             elif dep not in known:
                 problems.append(

@@ -16,10 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagwright.errors import NodeLostError, PermanentError, RetryableError
-from dagwright.models import ErrorInfo, RetryPolicy, RunStatus
+from dagwright.models import ErrorInfo, RetryPolicy
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.planner import PLANNER_TYPE
+from dagwright.orchestrator.planning import (
+    Expansion,
+    apply_expansion,
+    prepare_expansion,
+    replan_node,
+)
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
 from dagwright.workers import NodeContext, NodeServices
@@ -65,15 +72,19 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
     )
     with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
         try:
-            output_json = encode_output(
-                run_worker(env.runtime, ctx, claim), env.runtime.settings.max_output_bytes
+            output = run_worker(env.runtime, ctx, claim)
+            output_json = encode_output(output, env.runtime.settings.max_output_bytes)
+            expansion = (
+                prepare_expansion(env.runtime, ctx, claim.node, output)
+                if claim.node.type == PLANNER_TYPE
+                else None
             )
         except NodeLostError:
             log.info("%s/%s was taken from this worker; stopping it", run_id, node_id)
             return Outcome.STALE
         except Exception as exc:
             return record_failure(env, ctx, claim, exc)
-    return record_success(env, ctx, output_json)
+    return record_success(env, ctx, output_json, expansion)
 
 
 def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Claim | None:
@@ -126,9 +137,15 @@ def encode_output(output: Any, max_bytes: int) -> str:
     return encoded
 
 
-def record_success(env: ExecutionEnv, ctx: NodeContext, output_json: str) -> Outcome:
+def record_success(
+    env: ExecutionEnv, ctx: NodeContext, output_json: str, expansion: Expansion | None = None
+) -> Outcome:
+    """Record the output; a planner's output also adds its plan's nodes to the run."""
     runtime = env.runtime
-    advance = runtime.scheduler.complete(ctx.run_id, ctx.node_id, ctx.fence, output_json)
+    if expansion is not None:
+        advance = apply_expansion(runtime, ctx, expansion)
+    else:
+        advance = runtime.scheduler.complete(ctx.run_id, ctx.node_id, ctx.fence, output_json)
     if advance is None:
         return Outcome.STALE
     dispatch(env.broker, runtime.scheduler, advance.ready)
@@ -164,10 +181,12 @@ def record_failure(
             ctx.run_id, ctx.node_id, ctx.fence, error, delay
         )
         return Outcome.RETRYING if scheduled else Outcome.STALE
-    final = runtime.scheduler.fail(ctx.run_id, ctx.node_id, ctx.fence, error)
-    if final is False:
+    replan = replan_node(runtime, ctx.run_id, claim.node, error.message)
+    advance = runtime.scheduler.fail(ctx.run_id, ctx.node_id, ctx.fence, error, replan=replan)
+    if advance is None:
         return Outcome.STALE
-    if isinstance(final, RunStatus):
+    dispatch(env.broker, runtime.scheduler, advance.ready)
+    if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.FAILED
 

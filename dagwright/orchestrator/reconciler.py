@@ -69,7 +69,7 @@ class Reconciler:
             stranded_after_s=settings.stranded_after_s,
             empty_queues=empty_queues,
         )
-        if found.status != RunStatus.RUNNING.value:
+        if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
             return
         stranded = found.stranded

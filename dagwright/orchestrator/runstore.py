@@ -56,7 +56,14 @@ class RunStore:
         return int(seconds) * 1000 + int(micros) // 1000
 
     def create_run(
-        self, run_id: str, graph: PlanGraph, dispatch: Callable[[Node], Dispatch]
+        self,
+        run_id: str,
+        graph: PlanGraph,
+        dispatch: Callable[[Node], Dispatch],
+        *,
+        status: RunStatus = RunStatus.RUNNING,
+        output_nodes: list[str] | None = None,
+        extra: dict[str, str | int] | None = None,
     ) -> list[ReadyNode]:
         """Write a run and queue its root nodes, atomically. Returns the roots to publish.
 
@@ -67,7 +74,8 @@ class RunStore:
         self.client.zadd(self.keys.run_index, {run_id: now})
         self.client.sadd(self.keys.active_runs, run_id)
         pipe = self.client.pipeline(transaction=True)
-        self._write_run(pipe, run_id, graph, now)
+        outputs = graph.plan.output_nodes() if output_nodes is None else output_nodes
+        self._write_run(pipe, run_id, graph, now, status, outputs, extra or {})
         self._write_nodes(pipe, run_id, graph, dispatch)
         ready = self._queue_roots(pipe, run_id, graph, dispatch, now)
         pipe.execute()
@@ -76,12 +84,22 @@ class RunStore:
     def _key(self, run_id: str, name: str) -> str:
         return self.keys.run_key(run_id, name)
 
-    def _write_run(self, pipe: Any, run_id: str, graph: PlanGraph, now: int) -> None:
+    def _write_run(
+        self,
+        pipe: Any,
+        run_id: str,
+        graph: PlanGraph,
+        now: int,
+        status: RunStatus,
+        output_nodes: list[str],
+        extra: dict[str, str | int],
+    ) -> None:
         plan = graph.plan
         pipe.hset(
             self._key(run_id, "run"),
             mapping={
-                "status": RunStatus.RUNNING.value,
+                **extra,
+                "status": status.value,
                 "goal": plan.goal,
                 "created_at": now,
                 "total": len(plan.nodes),
@@ -91,7 +109,8 @@ class RunStore:
                 "failed": 0,
                 "blocked": 0,
                 "cancelled": 0,
-                "output_nodes": json.dumps(plan.output_nodes()),
+                "replaced": 0,
+                "output_nodes": json.dumps(output_nodes),
             },
         )
         pipe.set(self._key(run_id, "plan"), plan.model_dump_json(exclude_defaults=True))

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import redis
 
 from dagwright.connection import connect, require_redis_url
-from dagwright.keys import Keys, queue_for
+from dagwright.keys import Keys
 from dagwright.models import Node
+from dagwright.orchestrator.planner import ensure_planner
 from dagwright.orchestrator.runstore import RunStore
 from dagwright.orchestrator.scheduler import Dispatch, Scheduler
 from dagwright.settings import Settings
@@ -28,6 +29,8 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
         load_plugins(settings.imports)
+        registry = registry or default_registry
+        ensure_planner(registry)
         url = require_redis_url(settings)
         client = connect(url)
         keys = Keys(settings.key_prefix)
@@ -40,13 +43,15 @@ class Runtime:
             scheduler=Scheduler(
                 client, keys, events_maxlen=settings.events_maxlen, retention_s=settings.retention_s
             ),
-            registry=registry or default_registry,
+            registry=registry,
         )
 
     def dispatch_for(self, node: Node) -> Dispatch:
+        worker_type = self.registry.get(node.type)
         return Dispatch(
-            queue=queue_for(node.type),
+            queue=worker_type.queue,
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,
+            task=worker_type.task,
         )
 
     def live_worker_queues(self) -> set[str]:

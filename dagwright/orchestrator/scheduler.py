@@ -15,24 +15,47 @@ from typing import Any
 
 import redis
 
-from dagwright.keys import Keys
+from dagwright.keys import NODE_EXECUTE_TASK, Keys
 from dagwright.models import ErrorInfo, Node, RunStatus
 from dagwright.orchestrator.scripts import RunScripts
 
 
 @dataclass(frozen=True)
 class Dispatch:
-    """How a queued node is published: its queue and its time limit."""
+    """How a queued node is published: its queue, its task and its time limit."""
 
     queue: str
     time_limit_s: float
+    task: str = NODE_EXECUTE_TASK
 
     def to_json(self) -> str:
-        return json.dumps({"queue": self.queue, "time_limit_s": self.time_limit_s})
+        return json.dumps(
+            {"queue": self.queue, "time_limit_s": self.time_limit_s, "task": self.task}
+        )
 
     @classmethod
     def from_json(cls, raw: str) -> Dispatch:
         return cls(**json.loads(raw))
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """A node a planner adds to a running run."""
+
+    id: str
+    spec_json: str
+    deps: list[str]
+    dependents: list[str]
+    dispatch: Dispatch
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "spec": self.spec_json,
+            "deps": self.deps,
+            "dependents": self.dependents,
+            "dispatch": self.dispatch.to_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -136,14 +159,50 @@ class Scheduler:
         return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
 
     def fail(
-        self, run_id: str, node_id: str, fence: int, error: ErrorInfo
-    ) -> RunStatus | bool | None:
-        """Record a final failure. Returns the run's final status, None if it goes on, or
-        False if this worker no longer owns the node."""
-        reply = self._call("fail", run_id, node_id, fence, error.model_dump_json())
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        error: ErrorInfo,
+        replan: NewNode | None = None,
+    ) -> Advance | None:
+        """Record a final failure (descendants become BLOCKED), adding ``replan`` — a
+        re-planner for the failed subgraph — in the same step if given. None if this
+        worker no longer owns the node."""
+        replan_args = (
+            [replan.id, replan.spec_json, replan.dispatch.to_json()] if replan else ["", "", ""]
+        )
+        reply = self._call("fail", run_id, node_id, fence, error.model_dump_json(), *replan_args)
         if reply[0] != "ok":
-            return False
-        return _final(reply[1])
+            return None
+        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+
+    def expand(
+        self,
+        run_id: str,
+        planner_id: str,
+        fence: int,
+        *,
+        output_json: str,
+        new_nodes: list[NewNode],
+        output_nodes: list[str] | None,
+        replaced: list[str],
+    ) -> Advance | None:
+        """Complete a planner node by adding its plan's nodes to the run (and marking the
+        failed subgraph it replaces). None if this worker no longer owns the planner."""
+        reply = self._call(
+            "expand",
+            run_id,
+            planner_id,
+            fence,
+            output_json,
+            json.dumps([node.to_wire() for node in new_nodes]),
+            json.dumps(output_nodes) if output_nodes is not None else "",
+            json.dumps(replaced),
+        )
+        if reply[0] != "ok":
+            return None
+        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
 
     def schedule_retry(
         self, run_id: str, node_id: str, fence: int, error: ErrorInfo, delay_s: float

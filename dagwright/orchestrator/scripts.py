@@ -26,6 +26,7 @@ SCRIPT_NAMES = (
     "cancel",
     "progress",
     "workspace",
+    "expand",
 )
 
 

@@ -14,6 +14,13 @@ from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.workers import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
 
+TOKEN_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
 
 class RedisNodeServices:
     """One per worker process; its LLM client is built on first use and shared."""
@@ -50,6 +57,13 @@ class RedisNodeServices:
             maxlen=self.runtime.settings.events_maxlen,
             approximate=True,
         )
+
+    def run_tokens_left(self, ctx: NodeContext) -> int | None:
+        fields = ["budget_tokens", *TOKEN_FIELDS]
+        values = self.runtime.client.hmget(self.runtime.keys.run_key(ctx.run_id, "run"), fields)
+        if values[0] is None:
+            return None
+        return int(values[0]) - sum(int(value or 0) for value in values[1:])
 
     def llm(self) -> LLM:
         with self._llm_lock:

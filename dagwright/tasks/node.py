@@ -7,7 +7,7 @@ from typing import Any, cast
 from celery import Task
 
 from dagwright.app import DagwrightCelery
-from dagwright.keys import NODE_EXECUTE_TASK, RECONCILE_TASK
+from dagwright.keys import NODE_EXECUTE_TASK, PLAN_TASK, RECONCILE_TASK
 from dagwright.orchestrator.execution import execute_node
 from dagwright.tasks.env import execution_env, reconciler_for
 
@@ -16,6 +16,12 @@ def register_tasks(app: DagwrightCelery) -> None:
     @app.task(name=NODE_EXECUTE_TASK, bind=True, ignore_result=True, shared=False)
     def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
         """Run one node of one run, if ``fence`` is still its current fencing token."""
+        env = execution_env(cast(DagwrightCelery, self.app))
+        return execute_node(env, run_id, node_id, int(fence)).value
+
+    @app.task(name=PLAN_TASK, bind=True, ignore_result=True, shared=False)
+    def plan(self: Task, run_id: str, node_id: str, fence: int) -> str:
+        """Run a planner node: turn the run's goal (or a failed branch) into nodes."""
         env = execution_env(cast(DagwrightCelery, self.app))
         return execute_node(env, run_id, node_id, int(fence)).value
 

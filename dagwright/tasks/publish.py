@@ -7,7 +7,6 @@ import logging
 from celery import Celery
 
 from dagwright.app import HARD_LIMIT_GRACE_S
-from dagwright.keys import NODE_EXECUTE_TASK
 from dagwright.orchestrator.scheduler import ReadyNode
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ class CeleryBroker:
     def _send(self, node: ReadyNode, producer: object) -> None:
         limit = node.dispatch.time_limit_s
         self.app.send_task(
-            NODE_EXECUTE_TASK,
+            node.dispatch.task,
             args=[node.run_id, node.node_id, node.fence],
             queue=node.dispatch.queue,
             soft_time_limit=limit,

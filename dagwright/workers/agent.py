@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,11 @@ class AgentSpec:
     token_budget: int = 400_000
     max_tool_errors: int = 3
     output_model: type[BaseModel] | None = None
+    final_tool: str = FINAL_ANSWER_TOOL
+    """Name of the tool the structured answer is given through (with ``output_model``)."""
+    check_output: Callable[[Any], list[str]] | None = None
+    """Problems of a structurally valid answer (e.g. a plan with a cycle); each goes back
+    to the model, which may correct it, as a failed call of ``final_tool``."""
     temperature: float | None = None
 
 
@@ -130,7 +136,14 @@ class AgentLoop:
             raise AgentMaxTurnsError(
                 f"no final answer after {state.turn} turns (max_turns of {spec.name!r})"
             )
-        projected = state.usage.total_tokens + next_call_tokens(state, spec)
+        next_call = next_call_tokens(state, spec)
+        run_left = self.ctx.services.run_tokens_left(self.ctx)
+        if run_left is not None and next_call > run_left:
+            raise BudgetExceededError(
+                f"the next LLM call could use {next_call} tokens (up to {spec.max_tokens} out); "
+                f"the run has {max(run_left, 0)} left of its budget: the call was not made"
+            )
+        projected = state.usage.total_tokens + next_call
         if projected > spec.token_budget:
             raise BudgetExceededError(
                 f"the next LLM call could take the node to {projected} tokens (used "
@@ -141,7 +154,7 @@ class AgentLoop:
     def _request(self) -> LLMRequest:
         schemas = [tool.schema() for tool in self._offered_tools()]
         if self.spec.output_model is not None:
-            schemas.append(final_answer_schema(self.spec.output_model))
+            schemas.append(final_answer_schema(self.spec.output_model, self.spec.final_tool))
         return LLMRequest(
             model=self.model,
             system=self.spec.system_prompt,
@@ -181,7 +194,7 @@ class AgentLoop:
             return AgentOutputError("the model refused to answer")
         if self.spec.output_model is not None:
             state.messages.append(
-                {"role": "user", "content": f"Give your result by calling {FINAL_ANSWER_TOOL}."}
+                {"role": "user", "content": f"Give your result by calling {self.spec.final_tool}."}
             )
             state.tool_errors_in_a_row += 1
             return self._too_many_tool_errors()
@@ -189,19 +202,29 @@ class AgentLoop:
         return None
 
     def _accept_final_answer(self, calls: list[dict[str, Any]]) -> bool:
-        model = self.spec.output_model
-        if model is None:
+        if self.spec.output_model is None:
             return False
         for call in calls:
-            if call.get("name") != FINAL_ANSWER_TOOL:
+            if call.get("name") != self.spec.final_tool:
                 continue
-            try:
-                output = model.model_validate(call.get("input", {}))
-            except ValidationError:
-                continue  # answered as a failed tool call, so the model can correct it
-            self.state.done, self.state.output = True, output.model_dump(mode="json")
-            return True
+            output, problems = self._check_answer(call.get("input") or {})
+            if output is not None and not problems:
+                self.state.done, self.state.output = True, output.model_dump(mode="json")
+                return True
+            # otherwise answered as a failed tool call, so the model can correct it
         return False
+
+    def _check_answer(self, answer: dict[str, Any]) -> tuple[BaseModel | None, list[str]]:
+        """The answer as the output model, and its problems (none: accepted)."""
+        assert self.spec.output_model is not None
+        try:
+            output = self.spec.output_model.model_validate(answer)
+        except ValidationError as exc:
+            return None, [
+                f"it does not match the schema: {describe_validation_error(exc, 'input')}"
+            ]
+        problems = self.spec.check_output(output) if self.spec.check_output else []
+        return output, problems
 
     # -- one tool call --------------------------------------------------------------
 
@@ -227,7 +250,7 @@ class AgentLoop:
             raise problem
 
     def _call_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        if name == FINAL_ANSWER_TOOL and self.spec.output_model is not None:
+        if name == self.spec.final_tool and self.spec.output_model is not None:
             return self._reject_final_answer(args)
         decision = self.spec.policy.decide(name, args)
         self.ctx.audit(
@@ -249,12 +272,9 @@ class AgentLoop:
         return tool.call(self.ctx, args)
 
     def _reject_final_answer(self, args: dict[str, Any]) -> ToolOutcome:
-        assert self.spec.output_model is not None
-        try:
-            self.spec.output_model.model_validate(args)
-        except ValidationError as exc:
-            problem = describe_validation_error(exc, "input")
-            return ToolOutcome(f"the result does not match the schema: {problem}", is_error=True)
+        _, problems = self._check_answer(args)
+        if problems:
+            return ToolOutcome("rejected: " + "; ".join(problems), is_error=True)
         return ToolOutcome("accepted", is_error=False)
 
     def _too_many_tool_errors(self) -> Exception | None:
@@ -297,11 +317,11 @@ def resume_state(checkpoint: Any) -> AgentState | None:
         return None
 
 
-def final_answer_schema(model: type[BaseModel]) -> dict[str, Any]:
+def final_answer_schema(model: type[BaseModel], name: str = FINAL_ANSWER_TOOL) -> dict[str, Any]:
     schema = model.model_json_schema()
     schema.pop("title", None)
     return {
-        "name": FINAL_ANSWER_TOOL,
+        "name": name,
         "description": "Give your final result, in exactly this structure. Call it once, last.",
         "input_schema": schema,
     }

@@ -42,6 +42,10 @@ class NodeServices(Protocol):
         """The run's workspace, shared by its nodes (writes fenced like progress)."""
         ...
 
+    def run_tokens_left(self, ctx: NodeContext) -> int | None:
+        """Tokens the run may still spend (None: it has no budget)."""
+        ...
+
 
 @dataclass
 class NodeContext:

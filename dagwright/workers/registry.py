@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dagwright.errors import ConfigurationError
-from dagwright.keys import queue_for
+from dagwright.keys import NODE_EXECUTE_TASK, queue_for
 from dagwright.models import Node, RetryPolicy
 from dagwright.workers.context import NodeContext
 from dagwright.workers.functions import FunctionRegistry
@@ -38,10 +38,13 @@ class WorkerType:
     default_retry: RetryPolicy = field(default_factory=RetryPolicy)
     tools: tuple[str, ...] = ()
     model: str | None = None  # agents: None means settings.default_model
+    internal: bool = False  # dagwright's own (the planner): not in plans, not in the catalog
+    queue_name: str | None = None  # None: dw.<name>
+    task: str = NODE_EXECUTE_TASK  # the Celery task its nodes are published as
 
     @property
     def queue(self) -> str:
-        return queue_for(self.name)
+        return self.queue_name or queue_for(self.name)
 
 
 class WorkerRegistry:
@@ -65,11 +68,13 @@ class WorkerRegistry:
         except KeyError:
             raise KeyError(f"no worker type {name!r} is registered in this process") from None
 
-    def types(self) -> list[WorkerType]:
-        return sorted(self._types.values(), key=lambda wt: wt.name)
+    def types(self, *, include_internal: bool = False) -> list[WorkerType]:
+        found = [wt for wt in self._types.values() if include_internal or not wt.internal]
+        return sorted(found, key=lambda wt: wt.name)
 
     def type_names(self) -> list[str]:
-        return sorted(self._types)
+        """The types a plan may use."""
+        return [wt.name for wt in self.types()]
 
     def node_problems(self, node: Node) -> list[str]:
         return self.get(node.type).check_node(node)

@@ -49,6 +49,11 @@ class MemoryServices:
     def llm(self) -> LLM:
         return self._llm
 
+    def run_tokens_left(self, ctx: NodeContext) -> int | None:
+        return self.run_budget_left
+
+    run_budget_left: int | None = None
+
     def workspace(self, ctx: NodeContext) -> Workspace:
         return DiskWorkspace(self.workspace_dir / ctx.run_id, max_bytes=10_000)
 

@@ -3,7 +3,7 @@
 -- Returns {'cancelled', {running nodes}} or {status} if the run was already final.
 local status = run_status()
 if not status then return {'missing'} end
-if status ~= 'running' and status ~= 'planning' then return {status} end
+if not is_open(status) then return {status} end
 local running = {}
 local states = redis.call('HGETALL', K.state)
 for i = 1, #states, 2 do

@@ -5,7 +5,7 @@
 -- {'held', holder} or {'stale', why}.
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 local status = run_status()
-if status ~= 'running' then return {'stale', 'run is ' .. tostring(status)} end
+if not is_open(status) then return {'stale', 'run is ' .. tostring(status)} end
 if redis.call('HGET', K.fence, node) ~= fence then return {'stale', 'fence'} end
 local state = redis.call('HGET', K.state, node)
 if state == 'running' then

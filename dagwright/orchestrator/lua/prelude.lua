@@ -24,9 +24,29 @@ local function run_status()
   return redis.call('HGET', K.run, 'status')
 end
 
+-- A run still at work: being planned, or running its nodes.
+local function is_open(status)
+  return status == 'running' or status == 'planning'
+end
+
 -- True if `node` is in `state` under fencing token `fence` (a string, as on the wire).
 local function owns(node, fence, state)
   return redis.call('HGET', K.state, node) == state and redis.call('HGET', K.fence, node) == fence
+end
+
+-- Add one of dagwright's own nodes (a re-planner). It may name dependencies that have
+-- all succeeded (so that its claim gets their outputs): it is ready at once.
+local function add_internal_node(node, spec, dispatch)
+  local deps = cjson.decode(spec).depends_on or {}
+  redis.call('HSET', K.spec, node, spec)
+  redis.call('HSET', K.deps, node, #deps > 0 and cjson.encode(deps) or '[]')
+  redis.call('HSET', K.dependents, node, '[]')
+  redis.call('HSET', K.remaining, node, 0)
+  redis.call('HSET', K.dispatch, node, dispatch)
+  redis.call('HSET', K.fence, node, 0)
+  redis.call('HSET', K.attempts, node, 0)
+  redis.call('HINCRBY', K.run, 'total', 1)
+  emit('node.added', node)
 end
 
 -- Move a node to QUEUED under a new fence; append (node, fence, dispatch) to `ready`.
@@ -53,6 +73,21 @@ local function set_final(node, state)
   redis.call('HINCRBY', K.run, state, 1)
 end
 
+-- Every pending node downstream of `node` can no longer run: BLOCKED (by `node`).
+local function block_downstream(node)
+  local stack = cjson.decode(redis.call('HGET', K.dependents, node))
+  while #stack > 0 do
+    local child = table.remove(stack)
+    if redis.call('HGET', K.state, child) == 'pending' then
+      set_final(child, 'blocked')
+      emit('node.blocked', child, 'by', node)
+      for _, next_child in ipairs(cjson.decode(redis.call('HGET', K.dependents, child))) do
+        stack[#stack + 1] = next_child
+      end
+    end
+  end
+end
+
 local function finish_run(status)
   redis.call('HSET', K.run, 'status', status, 'finished_at', NOW)
   emit('run.' .. status, false)
@@ -64,7 +99,7 @@ end
 -- Finish the run once every node is final; returns the run's final status or ''.
 local function finalize_if_done()
   local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked')
-  if run[1] ~= 'running' or tonumber(run[3]) < tonumber(run[2]) then return '' end
+  if not is_open(run[1]) or tonumber(run[3]) < tonumber(run[2]) then return '' end
   if tonumber(run[4]) > 0 or tonumber(run[5]) > 0 then return finish_run('failed') end
   return finish_run('succeeded')
 end

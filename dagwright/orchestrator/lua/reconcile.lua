@@ -7,7 +7,7 @@
 -- Returns {run_status, requeued, unpublished, stranded}, lists of {node, fence, dispatch}.
 local status = run_status()
 if not status then return {'missing', {}, {}, {}} end
-if status ~= 'running' then return {status, {}, {}, {}} end
+if not is_open(status) then return {status, {}, {}, {}} end
 local limit = ARGV[5]
 local requeued = {}
 for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.leases, '-inf', NOW, 'LIMIT', 0, limit)) do

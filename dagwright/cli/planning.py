@@ -1,0 +1,57 @@
+"""`dagwright plan`: ask the planner for a plan and show it, running nothing."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from dagwright.cli.options import (
+    BudgetOption,
+    ContextOption,
+    ImportOption,
+    JsonOption,
+    MaxDepthOption,
+    MaxNodesOption,
+    WorkerTypeOption,
+    settings_from,
+)
+from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
+from dagwright.client import plan_goal
+from dagwright.plans import plan_to_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)
+
+
+def plan(
+    goal: Annotated[
+        str, typer.Argument(help="What the run must achieve, in words.", show_default=False)
+    ],
+    json_output: JsonOption = False,
+    context: ContextOption = "",
+    worker_types: WorkerTypeOption = None,
+    max_nodes: MaxNodesOption = None,
+    max_depth: MaxDepthOption = None,
+    budget_tokens: BudgetOption = None,
+    imports: ImportOption = None,
+) -> None:
+    """Plan a goal and show the validated DAG as a tree and as JSON; nothing runs and no
+    run is written (it needs an LLM, not Redis)."""
+    planned = plan_goal(
+        goal,
+        settings_from(imports),
+        context=context,
+        worker_types=worker_types,
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        budget_tokens=budget_tokens,
+    )
+    if json_output:
+        print_json(planned.plan.model_dump(mode="json", exclude_defaults=True))
+        return
+    stdout.print(plan_tree(planned.plan))
+    stdout.print()
+    typer.echo(plan_to_json(planned.plan))
+    stderr.print(f"[dim]{len(planned.plan.nodes)} nodes, planned{spend(planned.usage)}[/]")

@@ -1,0 +1,74 @@
+-- A planner node succeeded: add the nodes of its plan to the run, atomically.
+-- ARGV[3] planner node, ARGV[4] fence, ARGV[5] its output (the plan JSON),
+-- ARGV[6] JSON list of new nodes {id, spec, deps, dependents, dispatch} (dependents among
+-- the new nodes only), ARGV[7] JSON list of the run's output node ids ('' = unchanged),
+-- ARGV[8] JSON list of failed/blocked nodes this plan replaces ('[]' for a first plan).
+-- A new node may depend on existing nodes: one that succeeded is already satisfied, one
+-- still open gets the new node as a dependent, and one that has failed since blocks it.
+-- Returns {'ok', final_status_or_empty, {{node, fence, dispatch}...}} or {'stale'}.
+local planner, fence = ARGV[3], ARGV[4]
+if not owns(planner, fence, 'running') then return {'stale'} end
+for _, node in ipairs(cjson.decode(ARGV[8])) do
+  local state = redis.call('HGET', K.state, node)
+  if state == 'failed' or state == 'blocked' then
+    redis.call('HSET', K.state, node, 'replaced')
+    redis.call('HINCRBY', K.run, state, -1)
+    redis.call('HINCRBY', K.run, 'replaced', 1)
+    emit('node.replaced', node, 'by', planner)
+  end
+end
+
+local new_nodes = cjson.decode(ARGV[6])
+local is_new = {}
+for _, node in ipairs(new_nodes) do is_new[node.id] = true end
+local dead = {}  -- new nodes depending on an existing node that can no longer succeed
+for _, node in ipairs(new_nodes) do
+  redis.call('HSET', K.spec, node.id, node.spec)
+  redis.call('HSET', K.deps, node.id, cjson.encode(node.deps))
+  redis.call('HSET', K.dependents, node.id, #node.dependents > 0 and cjson.encode(node.dependents) or '[]')
+  redis.call('HSET', K.dispatch, node.id, node.dispatch)
+  redis.call('HSET', K.state, node.id, 'pending')
+  redis.call('HSET', K.fence, node.id, 0)
+  redis.call('HSET', K.attempts, node.id, 0)
+  local waiting = 0
+  for _, dep in ipairs(node.deps) do
+    local state = redis.call('HGET', K.state, dep)
+    if is_new[dep] then
+      waiting = waiting + 1
+    elseif state ~= 'succeeded' then
+      waiting = waiting + 1
+      local children = cjson.decode(redis.call('HGET', K.dependents, dep))
+      children[#children + 1] = node.id
+      redis.call('HSET', K.dependents, dep, cjson.encode(children))
+      if state ~= 'pending' and state ~= 'queued' and state ~= 'running' and state ~= 'retry_wait' then
+        dead[#dead + 1] = node.id
+      end
+    end
+  end
+  redis.call('HSET', K.remaining, node.id, waiting)
+end
+redis.call('HINCRBY', K.run, 'total', #new_nodes)
+if ARGV[7] ~= '' then redis.call('HSET', K.run, 'output_nodes', ARGV[7]) end
+if redis.call('HGET', K.run, 'status') == 'planning' then
+  redis.call('HSET', K.run, 'status', 'running')
+  emit('run.planned', false, 'nodes', #new_nodes)
+end
+for _, node in ipairs(dead) do
+  if redis.call('HGET', K.state, node) == 'pending' then
+    set_final(node, 'blocked')
+    emit('node.blocked', node, 'by', 'a failed dependency')
+    block_downstream(node)
+  end
+end
+release(planner)
+redis.call('HSET', K.output, planner, ARGV[5])
+set_final(planner, 'succeeded')
+emit('node.succeeded', planner)
+local ready = {}
+for _, node in ipairs(new_nodes) do
+  if redis.call('HGET', K.state, node.id) == 'pending'
+      and tonumber(redis.call('HGET', K.remaining, node.id)) == 0 then
+    queue_node(node.id, ready)
+  end
+end
+return {'ok', finalize_if_done(), ready}

@@ -1,0 +1,242 @@
+"""The planner: an LLM turns a goal (or a failed branch) into a validated plan.
+
+It is an agent like the others (``workers/agent.py``) whose final tool is ``submit_plan``,
+with the Plan model as input schema. A submitted plan is checked by the same pure
+validator as plan files, against the catalog and the limits of the request; problems go
+back to the model as a failed tool call, up to ``planner_max_repairs`` times, then the
+run fails with the last problems. Running as a node (``_plan``, on ``dw.orchestrator``)
+gives planning the claim, lease, checkpoint, retry and crash recovery of any node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from dagwright.errors import AgentToolErrorsError, PermanentError, PlanError
+from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
+from dagwright.models import Node, Plan, RetryPolicy
+from dagwright.orchestrator.dag import PlanLimits, RunContext, validate_plan
+from dagwright.settings import Settings
+from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType, default_registry
+from dagwright.workers.agent import run_agent
+from dagwright.workers.agents import prompt
+
+PLANNER_TYPE = "planner"
+PLAN_NODE_ID = "_plan"
+REPLAN_NODE_PREFIX = "_replan-"
+SUBMIT_PLAN_TOOL = "submit_plan"
+PLANNER_RETRY = RetryPolicy(max_attempts=3, backoff_s=5, backoff_max_s=60)
+
+
+class PlanningFailedError(PermanentError):
+    """The planner gave no valid plan within its repairs."""
+
+
+class PlanRequest(BaseModel):
+    """What a planner node is asked: its params. A re-plan also names the failed part."""
+
+    goal: str
+    context: str = ""
+    worker_types: list[str] | None = None
+    max_nodes: int
+    max_depth: int
+    budget_tokens: int | None = None
+    failed_node: str | None = None
+    error: str = ""
+    replace: list[dict[str, Any]] = Field(default_factory=list)
+    """Specs of the failed node and the nodes that were waiting on it."""
+    taken: list[str] = Field(default_factory=list)
+    """Every id the run already uses."""
+    open: list[str] = Field(default_factory=list)
+    """The run's nodes still to finish outside the failed branch: new nodes may wait for them."""
+    run_outputs: list[str] = Field(default_factory=list)
+
+    @property
+    def is_replan(self) -> bool:
+        return self.failed_node is not None
+
+    @property
+    def replaced_ids(self) -> list[str]:
+        return [spec["id"] for spec in self.replace]
+
+    def limits(self, settings: Settings) -> PlanLimits:
+        return PlanLimits(
+            max_nodes=self.max_nodes,
+            max_timeout_s=settings.max_timeout_s,
+            max_depth=self.max_depth,
+            source="--max-nodes",
+        )
+
+
+@dataclass(frozen=True)
+class RestrictedCatalog:
+    """The registered worker types a plan may use, optionally narrowed to a list."""
+
+    registry: WorkerRegistry
+    allowed: list[str] | None = None
+
+    def type_names(self) -> list[str]:
+        names = self.registry.type_names()
+        return [name for name in names if self.allowed is None or name in self.allowed]
+
+    def node_problems(self, node: Node) -> list[str]:
+        return self.registry.node_problems(node)
+
+    def describe(self) -> str:
+        """The catalog as the planner reads it: one line per type (and per function)."""
+        lines = []
+        for name in self.type_names():
+            worker_type = self.registry.get(name)
+            tools = f"; tools: {', '.join(worker_type.tools)}" if worker_type.tools else ""
+            lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}{tools}")
+            if worker_type.kind == "function":
+                lines += self._functions()
+        return "\n".join(lines)
+
+    def _functions(self) -> list[str]:
+        lines = []
+        for fname in self.registry.functions.names():
+            registered = self.registry.functions.get(fname)
+            assert registered is not None
+            params = ", ".join(registered.params_model.model_fields) or "no params"
+            lines.append(f"    - function {fname}({params}): {registered.description}")
+        return lines
+
+
+def plan_problems(
+    plan: Plan,
+    request: PlanRequest,
+    catalog: RestrictedCatalog,
+    settings: Settings,
+    completed: frozenset[str],
+) -> list[str]:
+    """Everything wrong with a submitted plan (empty: it is accepted)."""
+    run = RunContext(
+        completed=completed, open=frozenset(request.open), taken=frozenset(request.taken)
+    )
+    try:
+        validate_plan(plan, catalog, request.limits(settings), run)
+    except PlanError as exc:
+        return exc.problems
+    replaced_outputs = set(request.run_outputs) & set(request.replaced_ids)
+    if request.is_replan and replaced_outputs and not plan.output:
+        return [
+            f"the run's output {sorted(replaced_outputs)} is replaced: set `output` to the new one"
+        ]
+    return []
+
+
+def planner_spec(settings: Settings) -> AgentSpec:
+    return AgentSpec(
+        name=PLANNER_TYPE,
+        description="Turns a goal into a validated plan.",
+        system_prompt=prompt(PLANNER_TYPE),
+        model=settings.planner_model,
+        max_turns=settings.planner_max_repairs + 2,
+        max_tool_errors=settings.planner_max_repairs + 1,
+        max_tokens=8192,
+        output_model=Plan,
+        final_tool=SUBMIT_PLAN_TOOL,
+    )
+
+
+def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry = default_registry) -> Any:
+    """Plan ``node``'s request; the accepted plan (JSON), or PlanningFailedError."""
+    request = PlanRequest.model_validate(node.params)
+    catalog = RestrictedCatalog(registry, request.worker_types)
+    completed = frozenset(ctx.inputs)
+
+    def check(plan: Any) -> list[str]:
+        return plan_problems(plan, request, catalog, ctx.settings, completed)
+
+    spec = dataclasses.replace(planner_spec(ctx.settings), check_output=check)
+    asked = node.model_copy(update={"instruction": planning_message(request, catalog)})
+    try:
+        return run_agent(ctx, asked, spec, registry.tools)
+    except AgentToolErrorsError as exc:
+        tries = spec.max_tool_errors
+        raise PlanningFailedError(
+            f"the planner gave no valid plan in {tries} tries; the last was rejected: "
+            f"{last_rejection(ctx.last_checkpoint)}"
+        ) from exc
+
+
+def last_rejection(checkpoint: Any) -> str:
+    """The text of the last failed tool call in an agent checkpoint."""
+    for message in reversed((checkpoint or {}).get("messages", [])):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list):
+            errors = [block["content"] for block in content if block.get("is_error")]
+            if errors:
+                return str(errors[-1]).removeprefix("rejected: ")
+        if (
+            message.get("role") == "user"
+            and isinstance(content, str)
+            and SUBMIT_PLAN_TOOL in content
+        ):
+            return "the model answered without calling submit_plan"
+    return "no plan was submitted"
+
+
+def planning_message(request: PlanRequest, catalog: RestrictedCatalog) -> str:
+    parts = [f"<goal>\n{request.goal}\n</goal>"]
+    if request.context:
+        parts.append(f"<context>\n{request.context}\n</context>")
+    parts.append(f"Worker types you may use:\n{catalog.describe()}")
+    limits = (
+        f"Limits: at most {request.max_nodes} nodes; dependency chains of at most "
+        f"{request.max_depth} nodes"
+    )
+    if request.budget_tokens:
+        limits += f"; about {request.budget_tokens} LLM tokens for the whole run"
+    parts.append(limits + ".")
+    if request.is_replan:
+        parts.append(replanning_part(request))
+    return "\n\n".join(parts)
+
+
+def replanning_part(request: PlanRequest) -> str:
+    lines = [
+        f"Part of the plan for this goal failed. Node {request.failed_node!r} failed for good: "
+        f"{request.error}",
+        "These nodes will not run and must be replaced (their specs as JSON):",
+        json.dumps(request.replace, ensure_ascii=False),
+        "Plan only the replacement: nodes that achieve what the failed part was for, in another "
+        "way. New nodes may depend on each other, on the completed nodes whose outputs follow"
+        + (f", and on these nodes still running: {', '.join(request.open)}" if request.open else "")
+        + f". Ids already used, not to reuse: {', '.join(request.taken)}.",
+    ]
+    replaced_outputs = sorted(set(request.run_outputs) & set(request.replaced_ids))
+    if replaced_outputs:
+        lines.append(
+            f"The run's output {replaced_outputs} is replaced: set `output` to the new one."
+        )
+    return "\n".join(lines)
+
+
+def planner_worker_type(registry: WorkerRegistry) -> WorkerType:
+    def run(ctx: NodeContext, node: Node) -> Any:
+        return run_planner(ctx, node, registry)
+
+    return WorkerType(
+        name=PLANNER_TYPE,
+        kind="planner",
+        description="Turns a goal into a validated plan (dagwright's own).",
+        run=run,
+        default_retry=PLANNER_RETRY,
+        internal=True,
+        queue_name=ORCHESTRATOR_QUEUE,
+        task=PLAN_TASK,
+    )
+
+
+def ensure_planner(registry: WorkerRegistry) -> None:
+    """Register the planner in ``registry`` (once): every runtime does, so that workers
+    run planner nodes and clients can dispatch them."""
+    if PLANNER_TYPE not in {wt.name for wt in registry.types(include_internal=True)}:
+        registry.register_type(planner_worker_type(registry))

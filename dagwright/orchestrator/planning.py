@@ -1,0 +1,299 @@
+"""Planned runs: the planner node of a goal, the expansion of its plan into the run, the
+synthesis step, re-planning a failed branch, and planning without a run (`dagwright plan`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from dagwright.errors import InputError, PermanentError, PlanError, ToolError
+from dagwright.keys import Keys
+from dagwright.llm import LLM, build_llm
+from dagwright.models import Node, NodeStatus, Plan, Usage
+from dagwright.orchestrator.dag import PlanGraph, RunContext, validate_plan
+from dagwright.orchestrator.planner import (
+    PLAN_NODE_ID,
+    PLANNER_TYPE,
+    REPLAN_NODE_PREFIX,
+    PlanRequest,
+    ensure_planner,
+    run_planner,
+)
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.scheduler import Advance, NewNode
+from dagwright.settings import Settings
+from dagwright.workers import NodeContext, WorkerRegistry, default_registry
+from dagwright.workers.tools.workspace import Workspace
+
+SYNTHESIS_TYPE = "writer"
+
+
+def plan_request(
+    settings: Settings,
+    registry: WorkerRegistry,
+    goal: str,
+    *,
+    context: str = "",
+    worker_types: list[str] | None = None,
+    max_nodes: int | None = None,
+    max_depth: int | None = None,
+    budget_tokens: int | None = None,
+) -> PlanRequest:
+    """A planning request, or InputError saying what is wrong with it."""
+    goal = goal.strip()
+    if not goal:
+        raise InputError("the goal is empty: say what the run must achieve")
+    if len(goal) > settings.max_goal_chars:
+        raise InputError(
+            f"the goal is {len(goal)} characters; the limit is {settings.max_goal_chars} "
+            "(DAGWRIGHT_MAX_GOAL_CHARS): put the details in --context or a plan file"
+        )
+    unknown = sorted(set(worker_types or []) - set(registry.type_names()))
+    if unknown:
+        raise InputError(
+            f"unknown worker type(s) {', '.join(unknown)}; registered: "
+            f"{', '.join(registry.type_names())}"
+        )
+    return PlanRequest(
+        goal=goal,
+        context=context,
+        worker_types=worker_types or None,
+        max_nodes=max_nodes or settings.planner_max_nodes,
+        max_depth=max_depth or settings.planner_max_depth,
+        budget_tokens=budget_tokens,
+    )
+
+
+def planner_graph(request: PlanRequest) -> PlanGraph:
+    """The graph a goal run starts with: one planner node."""
+    node = Node(
+        id=PLAN_NODE_ID, type=PLANNER_TYPE, params=request.model_dump(exclude_defaults=True)
+    )
+    plan = Plan(goal=request.goal, output=[], nodes=[node])
+    return PlanGraph(plan=plan, dependents={PLAN_NODE_ID: []}, topological_order=[PLAN_NODE_ID])
+
+
+def with_synthesis(plan: Plan, goal: str) -> Plan:
+    """A plan naming its output as is; else a writer combining its sinks is appended."""
+    if plan.output:
+        return plan
+    ids = {node.id for node in plan.nodes}
+    synthesis_id = next(
+        f"synthesis{s}" for s in ("", *map(str, range(2, 100))) if f"synthesis{s}" not in ids
+    )
+    synthesis = Node(
+        id=synthesis_id,
+        type=SYNTHESIS_TYPE,
+        instruction=(
+            "Combine the results of the tasks before you into one final answer to this goal, "
+            f"for the person who set it:\n{goal}"
+        ),
+        depends_on=plan.output_nodes(),
+    )
+    return plan.model_copy(update={"output": synthesis_id, "nodes": [*plan.nodes, synthesis]})
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A planner's accepted plan, ready to be added to its run."""
+
+    output_json: str
+    new_nodes: list[NewNode]
+    output_nodes: list[str] | None
+    replaced: list[str]
+
+
+def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: Any) -> Expansion:
+    """The nodes planner ``node``'s output adds to the run (PermanentError if it is not a
+    valid plan: the planner checked it, so this is a safety net)."""
+    request = PlanRequest.model_validate(node.params)
+    plan = Plan.model_validate(output)
+    if not request.is_replan:
+        plan = with_synthesis(plan, request.goal)
+    limits = request.limits(runtime.settings)
+    limits = dataclasses.replace(
+        limits, max_nodes=limits.max_nodes + 1, max_depth=(limits.max_depth or 0) + 1
+    )  # room for the synthesis step
+    run = RunContext(
+        completed=frozenset(ctx.inputs),
+        open=frozenset(request.open),
+        taken=frozenset(request.taken),
+    )
+    try:
+        graph = validate_plan(plan, runtime.registry, limits, run)
+    except PlanError as exc:
+        raise PermanentError(f"the planner's plan cannot be added: {exc}") from exc
+    new_nodes = [
+        NewNode(
+            id=planned.id,
+            spec_json=planned.model_dump_json(exclude_defaults=True),
+            deps=planned.depends_on,
+            dependents=graph.dependents[planned.id],
+            dispatch=runtime.dispatch_for(planned),
+        )
+        for planned in plan.nodes
+    ]
+    return Expansion(
+        output_json=json.dumps(output),
+        new_nodes=new_nodes,
+        output_nodes=new_outputs(request, plan),
+        replaced=request.replaced_ids,
+    )
+
+
+def apply_expansion(runtime: Runtime, ctx: NodeContext, expansion: Expansion) -> Advance | None:
+    """Complete the planner node by adding the nodes, atomically (None: it is not ours)."""
+    return runtime.scheduler.expand(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        output_json=expansion.output_json,
+        new_nodes=expansion.new_nodes,
+        output_nodes=expansion.output_nodes,
+        replaced=expansion.replaced,
+    )
+
+
+def new_outputs(request: PlanRequest, plan: Plan) -> list[str] | None:
+    """The run's output nodes after this plan (None: unchanged)."""
+    if not request.is_replan:
+        return plan.output_nodes()
+    replaced = set(request.replaced_ids)
+    if not replaced & set(request.run_outputs):
+        return None
+    kept = [node for node in request.run_outputs if node not in replaced]
+    return kept + [node for node in plan.output_nodes() if node not in kept]
+
+
+@dataclass(frozen=True)
+class ReplanOrigin:
+    """What a re-planner needs to know of the run (read when a node fails for good)."""
+
+    request: PlanRequest
+    completed: list[str]
+    replans: int
+
+
+def replan_node(runtime: Runtime, run_id: str, failed: Node, error: str) -> NewNode | None:
+    """A re-planner for the branch of ``failed``, if the run may still re-plan."""
+    if failed.id.startswith("_") or failed.type == PLANNER_TYPE:
+        return None
+    origin = replan_origin(runtime, run_id, failed, error)
+    if origin is None:
+        return None
+    node = Node(
+        id=f"{REPLAN_NODE_PREFIX}{origin.replans + 1}",
+        type=PLANNER_TYPE,
+        params=origin.request.model_dump(exclude_defaults=True),
+        depends_on=origin.completed,
+    )
+    return NewNode(
+        id=node.id,
+        spec_json=node.model_dump_json(exclude_defaults=True),
+        deps=node.depends_on,
+        dependents=[],
+        dispatch=runtime.dispatch_for(node),
+    )
+
+
+def replan_origin(runtime: Runtime, run_id: str, failed: Node, error: str) -> ReplanOrigin | None:
+    keys, client = runtime.keys, runtime.client
+    run = client.hgetall(keys.run_key(run_id, "run"))
+    replans, allowed = int(run.get("replans", 0)), int(run.get("replan_max", 0))
+    if replans >= allowed or "request" not in run:
+        return None
+    states = client.hgetall(keys.run_key(run_id, "state"))
+    dependents = {
+        k: json.loads(v) for k, v in client.hgetall(keys.run_key(run_id, "dependents")).items()
+    }
+    branch = [failed.id, *pending_descendants(failed.id, dependents, states)]
+    specs = [json.loads(s) for s in client.hmget(keys.run_key(run_id, "spec"), branch) if s]
+    first = PlanRequest.model_validate_json(run["request"])
+    mine = [node for node in states if not node.startswith("_")]
+    completed = [node for node in mine if states[node] == NodeStatus.SUCCEEDED.value]
+    still_open = [
+        node for node in mine if node not in branch and not NodeStatus(states[node]).is_final
+    ]
+    request = first.model_copy(
+        update={
+            "failed_node": failed.id,
+            "error": error,
+            "replace": specs,
+            "taken": sorted(states),
+            "open": sorted(still_open),
+            "run_outputs": json.loads(run["output_nodes"]),
+        }
+    )
+    return ReplanOrigin(request=request, completed=sorted(completed), replans=replans)
+
+
+def pending_descendants(
+    node: str, dependents: dict[str, list[str]], states: dict[str, str]
+) -> list[str]:
+    found: list[str] = []
+    stack = list(dependents.get(node, []))
+    while stack:
+        child = stack.pop()
+        if child not in found and states.get(child) == NodeStatus.PENDING.value:
+            found.append(child)
+            stack.extend(dependents.get(child, []))
+    return found
+
+
+class LocalServices:
+    """NodeServices for planning in the CLI's own process: no Redis, nothing recorded
+    but the usage (a plan made by `dagwright plan` writes no run)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.usage = Usage()
+        self._llm: LLM | None = None
+
+    def record_progress(
+        self,
+        ctx: NodeContext,
+        *,
+        checkpoint: Any = None,
+        usage: Usage | None = None,
+        event: list[str | int | float] | None = None,
+    ) -> None:
+        if usage is not None:
+            self.usage = self.usage.plus(usage)
+
+    def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
+        pass
+
+    def llm(self) -> LLM:
+        if self._llm is None:
+            self._llm = build_llm(self.settings, None, Keys(self.settings.key_prefix))
+        return self._llm
+
+    def workspace(self, ctx: NodeContext) -> Workspace:
+        raise ToolError("there is no workspace when planning without a run")
+
+    def run_tokens_left(self, ctx: NodeContext) -> int | None:
+        return None
+
+
+def plan_locally(
+    settings: Settings, request: PlanRequest, registry: WorkerRegistry = default_registry
+) -> tuple[Plan, Usage]:
+    """Plan a goal in this process, writing nothing: the plan (synthesis included) and
+    what the planner's LLM calls used."""
+    ensure_planner(registry)
+    services = LocalServices(settings)
+    ctx = NodeContext(
+        run_id="local",
+        node_id=PLAN_NODE_ID,
+        attempt=1,
+        fence=1,
+        settings=settings,
+        inputs={},
+        services=services,
+    )
+    node = planner_graph(request).plan.nodes[0]
+    plan = with_synthesis(Plan.model_validate(run_planner(ctx, node, registry)), request.goal)
+    return plan, services.usage

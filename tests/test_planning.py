@@ -1,0 +1,63 @@
+"""Pure pieces of planning: synthesis, the catalog the planner reads, its checks."""
+
+from __future__ import annotations
+
+from dagwright.models import Plan
+from dagwright.orchestrator.planner import PlanRequest, RestrictedCatalog, plan_problems
+from dagwright.orchestrator.planning import with_synthesis
+from dagwright.settings import Settings
+from dagwright.workers import default_registry
+
+
+def plan_of(*nodes: dict[str, object], output: str | None = None) -> Plan:
+    return Plan.model_validate({"goal": "g", "output": output, "nodes": list(nodes)})
+
+
+def test_a_plan_without_output_gets_a_writer_over_its_sinks() -> None:
+    plan = plan_of(
+        {"id": "a", "type": "researcher", "instruction": "A."},
+        {"id": "b", "type": "researcher", "instruction": "B.", "depends_on": ["a"]},
+        {"id": "synthesis", "type": "analyst", "instruction": "C."},
+    )
+    synthesized = with_synthesis(plan, "Know everything")
+    extra = synthesized.nodes[-1]
+    assert (extra.id, extra.type, extra.depends_on) == ("synthesis2", "writer", ["b", "synthesis"])
+    assert "Know everything" in (extra.instruction or "")
+    assert synthesized.output == "synthesis2"
+    named = plan_of({"id": "a", "type": "writer", "instruction": "A."}, output="a")
+    assert with_synthesis(named, "g") == named
+
+
+def test_the_catalog_lists_allowed_types_with_tools_and_functions() -> None:
+    described = RestrictedCatalog(default_registry, ["researcher", "function"]).describe()
+    assert (
+        "- researcher (agent): Gathers facts" in described
+        and "tools: read_input, http_get" in described
+    )
+    assert "    - function concat(parts, sep): Join" in described
+    assert "writer" not in described and "planner" not in described
+
+
+def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
+    request = PlanRequest(goal="g", max_nodes=1, max_depth=1, worker_types=["writer"])
+    catalog = RestrictedCatalog(default_registry, request.worker_types)
+    too_big = plan_of(
+        {"id": "a", "type": "writer", "instruction": "A."},
+        {"id": "b", "type": "writer", "instruction": "B."},
+    )
+    assert plan_problems(too_big, request, catalog, Settings(), frozenset()) == [
+        "the plan has 2 nodes; the limit is 1 (--max-nodes)"
+    ]
+    wrong_type = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
+    [problem] = plan_problems(wrong_type, request, catalog, Settings(), frozenset())
+    assert (
+        "type 'researcher', which no worker type is registered as" in problem
+        and "registered: writer" in problem
+    )
+    replan = request.model_copy(
+        update={"failed_node": "x", "replace": [{"id": "x"}], "run_outputs": ["x"], "taken": ["x"]}
+    )
+    no_output = plan_of({"id": "y", "type": "writer", "instruction": "Y."})
+    assert plan_problems(no_output, replan, catalog, Settings(), frozenset()) == [
+        "the run's output ['x'] is replaced: set `output` to the new one"
+    ]
