@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -240,17 +242,11 @@ def test_an_llm_plan_without_an_api_key_fails_fast_with_one_clear_line(tmp_path:
     assert research["error"]["message"].startswith("no Anthropic API key: set ANTHROPIC_API_KEY")
 
 
-def test_the_research_example_runs_offline_against_dagwright_fake_llm(tmp_path: Path) -> None:
-    env = cli_env(None, tmp_path / "data")
+@contextmanager
+def fake_llm_cli(script: str, env: dict[str, str]) -> Iterator[str]:
+    """`dagwright fake-llm --script SCRIPT` in a subprocess; yields its base URL."""
     fake = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dagwright",
-            "fake-llm",
-            "--script",
-            "examples/fake-llm/research.yaml",
-        ],
+        [sys.executable, "-m", "dagwright", "fake-llm", "--script", script],
         cwd=REPO_ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -260,16 +256,35 @@ def test_the_research_example_runs_offline_against_dagwright_fake_llm(tmp_path: 
         assert fake.stdout is not None
         line = fake.stdout.readline()
         assert line.startswith("fake Anthropic API listening on http://127.0.0.1:"), line
-        base_url = line.split()[5]
-        result = dagwright(
-            "run", RESEARCH, env={**env, "ANTHROPIC_BASE_URL": base_url}, timeout=180
-        )
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith("Redis streams give backend engineers a durable")
-        assert "tokens · $" in result.stderr  # the summary shows the spend
+        yield line.split()[5]
     finally:
         fake.send_signal(signal.SIGINT)
         assert fake.wait(30) == 0
+
+
+def test_the_research_example_runs_offline_against_dagwright_fake_llm(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data")
+    with fake_llm_cli("examples/fake-llm/research.yaml", env) as base_url:
+        result = dagwright(
+            "run", RESEARCH, env={**env, "ANTHROPIC_BASE_URL": base_url}, timeout=180
+        )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Redis streams give backend engineers a durable")
+    assert "tokens · $" in result.stderr  # the summary shows the spend
+
+
+def test_the_goal_example_is_planned_and_run_offline(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data")
+    goal = "Compare Redis streams and Kafka for our event bus"
+    with fake_llm_cli("examples/fake-llm/goal.yaml", env) as base_url:
+        result = dagwright(
+            "run", goal, "--json", env={**env, "ANTHROPIC_BASE_URL": base_url}, timeout=180
+        )
+    assert result.returncode == 0, result.stderr
+    out = json_out(result)
+    assert set(out["nodes"]) == {"_plan", "redis-streams", "kafka", "synthesis"}
+    assert out["result"].startswith("Choose Redis streams for a modest")
+    assert out["usage"]["llm_calls"] == 4
 
 
 def test_worker_types_lists_every_type(env: dict[str, str]) -> None:
