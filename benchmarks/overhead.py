@@ -109,6 +109,9 @@ def measure_bare(url: str, args: argparse.Namespace) -> dict[str, float]:
     state = redis.Redis.from_url(f"{url}/1")
     env = {"BENCH_BROKER_URL": f"{url}/0", "BENCH_STATE_URL": f"{url}/1"}
     bare_app.conf.broker_url = env["BENCH_BROKER_URL"]
+    # Each phase starts clean: a message restored by the last worker's shutdown must not
+    # be counted in this one.
+    redis.Redis.from_url(env["BENCH_BROKER_URL"]).delete(BARE_QUEUE)
     command = [
         sys.executable,
         "-m",
@@ -133,7 +136,8 @@ def measure_bare(url: str, args: argparse.Namespace) -> dict[str, float]:
         wait_for_worker(
             state,
             lambda: (
-                time_bare(state, lambda: bare_group(1), lambda: state.get(DONE_KEY) == b"1") > 0
+                time_bare(state, lambda: bare_group(1), lambda: int(state.get(DONE_KEY) or 0) >= 1)
+                > 0
             ),
         )
         fan_out = time_bare(

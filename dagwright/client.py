@@ -92,6 +92,16 @@ class Client:
         """
         if (plan is None) == (goal is None):
             raise InputError("give either a plan or a goal")
+        goal_only = {
+            "context": context,
+            "worker_types": worker_types,
+            "max_nodes": max_nodes,
+            "max_depth": max_depth,
+            "replan": replan,
+        }
+        misplaced = [name for name, value in goal_only.items() if value not in (None, "", [])]
+        if plan is not None and misplaced:
+            raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
         runtime = self.runtime
         run_id = new_run_id()
         budget: dict[str, str | int] = {"budget_tokens": budget_tokens} if budget_tokens else {}

@@ -23,6 +23,7 @@
         │   ├── AgentMaxTurnsError         the agent used its turns without a final answer
         │   ├── AgentToolErrorsError       too many tool calls failed in a row
         │   ├── AgentOutputError           the final answer was cut off, or refused
+        │   ├── PlanningFailedError        the planner gave no valid plan within its repairs
         │   └── BudgetExceededError        the next LLM call could pass the token budget
         └── NodeLostError          the node was taken from this worker (re-queued or
                                    cancelled): stop quietly, nothing is recorded
@@ -147,6 +148,10 @@ class AgentToolErrorsError(PermanentError):
 class AgentOutputError(PermanentError):
     """The agent's final answer is unusable: cut at max_tokens, or a refusal. (An answer
     that does not match its schema goes back to the model as a failed tool call.)"""
+
+
+class PlanningFailedError(PermanentError):
+    """The planner gave no valid plan within its repairs (the last problems are said)."""
 
 
 class BudgetExceededError(PermanentError):

@@ -75,7 +75,7 @@ def test_a_goal_becomes_parallel_branches_and_a_synthesis(
     assert '<untrusted_input node="pros">\nfast, durable' in synthesis_prompt
     assert "Weigh Redis streams for our event bus" in synthesis_prompt
     planner_request = fake_llm.requests[0].body
-    assert planner_request["tools"][0]["name"] == "submit_plan"
+    assert [tool["name"] for tool in planner_request["tools"]] == ["read_input", "submit_plan"]
     assert "- researcher (agent):" in planner_request["messages"][0]["content"]
     kinds = [e.kind for e in run.events(follow=False)]
     assert kinds.index("run.planned") < kinds.index("run.succeeded")
@@ -172,7 +172,8 @@ def test_a_failed_branch_is_replanned_and_completed_work_is_kept(
         for r in fake_llm.requests
         if "Part of the plan for this goal failed" in str(r.body["messages"][0])
     )
-    assert "Node 'fetch' failed for good: source down" in replan_prompt
+    assert "node 'fetch' failed for good" in replan_prompt
+    assert '<untrusted_input node="error">\nsource down\n</untrusted_input>' in replan_prompt
     if intro_state == "completed":
         assert '<untrusted_input node="intro">\nbackground text' in replan_prompt
     else:

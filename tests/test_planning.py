@@ -45,11 +45,11 @@ def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
         {"id": "a", "type": "writer", "instruction": "A."},
         {"id": "b", "type": "writer", "instruction": "B."},
     )
-    assert plan_problems(too_big, request, catalog, Settings(), frozenset()) == [
-        "the plan has 2 nodes; the limit is 1 (--max-nodes)"
+    assert plan_problems(too_big, request, catalog, Settings()) == [
+        "the plan has 2 nodes; the limit is 1 (--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES)"
     ]
     wrong_type = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
-    [problem] = plan_problems(wrong_type, request, catalog, Settings(), frozenset())
+    [problem] = plan_problems(wrong_type, request, catalog, Settings())
     assert (
         "type 'researcher', which no worker type is registered as" in problem
         and "registered: writer" in problem
@@ -58,6 +58,18 @@ def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
         update={"failed_node": "x", "replace": [{"id": "x"}], "run_outputs": ["x"], "taken": ["x"]}
     )
     no_output = plan_of({"id": "y", "type": "writer", "instruction": "Y."})
-    assert plan_problems(no_output, replan, catalog, Settings(), frozenset()) == [
+    assert plan_problems(no_output, replan, catalog, Settings()) == [
         "the run's output ['x'] is replaced: set `output` to the new one"
     ]
+
+
+def test_without_writers_a_plan_must_name_its_output() -> None:
+    request = PlanRequest(goal="g", max_nodes=5, max_depth=5, worker_types=["researcher"])
+    catalog = RestrictedCatalog(default_registry, request.worker_types)
+    unnamed = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
+    assert plan_problems(unnamed, request, catalog, Settings()) == [
+        "set `output`: the writer that would combine the results is not among the worker "
+        "types this plan may use"
+    ]
+    named = plan_of({"id": "a", "type": "researcher", "instruction": "A."}, output="a")
+    assert plan_problems(named, request, catalog, Settings()) == []

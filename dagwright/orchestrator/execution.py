@@ -25,7 +25,7 @@ from dagwright.orchestrator.planning import (
     Expansion,
     apply_expansion,
     prepare_expansion,
-    replan_node,
+    replanner_for,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
@@ -181,8 +181,8 @@ def record_failure(
             ctx.run_id, ctx.node_id, ctx.fence, error, delay
         )
         return Outcome.RETRYING if scheduled else Outcome.STALE
-    replan = replan_node(runtime, ctx.run_id, claim.node, error.message)
-    advance = runtime.scheduler.fail(ctx.run_id, ctx.node_id, ctx.fence, error, replan=replan)
+    replanner = replanner_for(runtime, ctx.run_id, claim.node, error.message)
+    advance = runtime.scheduler.fail(ctx.run_id, ctx.node_id, ctx.fence, error, replanner=replanner)
     if advance is None:
         return Outcome.STALE
     dispatch(env.broker, runtime.scheduler, advance.ready)

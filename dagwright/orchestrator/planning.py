@@ -13,22 +13,26 @@ from dagwright.errors import InputError, PermanentError, PlanError, ToolError
 from dagwright.keys import Keys
 from dagwright.llm import LLM, build_llm
 from dagwright.models import Node, NodeStatus, Plan, Usage
-from dagwright.orchestrator.dag import PlanGraph, RunContext, validate_plan
+from dagwright.orchestrator.dag import PlanGraph, validate_plan
 from dagwright.orchestrator.planner import (
     PLAN_NODE_ID,
     PLANNER_TYPE,
     REPLAN_NODE_PREFIX,
+    SYNTHESIS_TYPE,
     PlanRequest,
     ensure_planner,
     run_planner,
 )
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import Advance, NewNode
+from dagwright.orchestrator.scheduler import (
+    REPLAN_ID_PLACEHOLDER,
+    Advance,
+    NewNode,
+    Replanner,
+)
 from dagwright.settings import Settings
 from dagwright.workers import NodeContext, WorkerRegistry, default_registry
 from dagwright.workers.tools.workspace import Workspace
-
-SYNTHESIS_TYPE = "writer"
 
 
 def plan_request(
@@ -50,6 +54,11 @@ def plan_request(
         raise InputError(
             f"the goal is {len(goal)} characters; the limit is {settings.max_goal_chars} "
             "(DAGWRIGHT_MAX_GOAL_CHARS): put the details in --context or a plan file"
+        )
+    if max_nodes and max_nodes > settings.max_nodes:
+        raise InputError(
+            f"--max-nodes {max_nodes} is above the limit of any plan here, {settings.max_nodes} "
+            "(DAGWRIGHT_MAX_NODES)"
         )
     unknown = sorted(set(worker_types or []) - set(registry.type_names()))
     if unknown:
@@ -111,19 +120,14 @@ def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: An
     valid plan: the planner checked it, so this is a safety net)."""
     request = PlanRequest.model_validate(node.params)
     plan = Plan.model_validate(output)
+    limits = request.limits(runtime.settings)
     if not request.is_replan:
         plan = with_synthesis(plan, request.goal)
-    limits = request.limits(runtime.settings)
-    limits = dataclasses.replace(
-        limits, max_nodes=limits.max_nodes + 1, max_depth=(limits.max_depth or 0) + 1
-    )  # room for the synthesis step
-    run = RunContext(
-        completed=frozenset(ctx.inputs),
-        open=frozenset(request.open),
-        taken=frozenset(request.taken),
-    )
+        limits = dataclasses.replace(  # room for the synthesis step
+            limits, max_nodes=limits.max_nodes + 1, max_depth=(limits.max_depth or 0) + 1
+        )
     try:
-        graph = validate_plan(plan, runtime.registry, limits, run)
+        graph = validate_plan(plan, runtime.registry, limits, request.run_context())
     except PlanError as exc:
         raise PermanentError(f"the planner's plan cannot be added: {exc}") from exc
     new_nodes = [
@@ -137,7 +141,7 @@ def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: An
         for planned in plan.nodes
     ]
     return Expansion(
-        output_json=json.dumps(output),
+        output_json=plan.model_dump_json(exclude_defaults=True),  # the plan as it will run
         new_nodes=new_nodes,
         output_nodes=new_outputs(request, plan),
         replaced=request.replaced_ids,
@@ -168,66 +172,52 @@ def new_outputs(request: PlanRequest, plan: Plan) -> list[str] | None:
     return kept + [node for node in plan.output_nodes() if node not in kept]
 
 
-@dataclass(frozen=True)
-class ReplanOrigin:
-    """What a re-planner needs to know of the run (read when a node fails for good)."""
-
-    request: PlanRequest
-    completed: list[str]
-    replans: int
-
-
-def replan_node(runtime: Runtime, run_id: str, failed: Node, error: str) -> NewNode | None:
-    """A re-planner for the branch of ``failed``, if the run may still re-plan."""
+def replanner_for(runtime: Runtime, run_id: str, failed: Node, error: str) -> Replanner | None:
+    """A re-planner for the branch of ``failed``, if the run re-plans (fail.lua checks the
+    count again, atomically, and names it)."""
     if failed.id.startswith("_") or failed.type == PLANNER_TYPE:
         return None
-    origin = replan_origin(runtime, run_id, failed, error)
-    if origin is None:
-        return None
-    node = Node(
-        id=f"{REPLAN_NODE_PREFIX}{origin.replans + 1}",
-        type=PLANNER_TYPE,
-        params=origin.request.model_dump(exclude_defaults=True),
-        depends_on=origin.completed,
-    )
-    return NewNode(
-        id=node.id,
-        spec_json=node.model_dump_json(exclude_defaults=True),
-        deps=node.depends_on,
-        dependents=[],
-        dispatch=runtime.dispatch_for(node),
-    )
-
-
-def replan_origin(runtime: Runtime, run_id: str, failed: Node, error: str) -> ReplanOrigin | None:
     keys, client = runtime.keys, runtime.client
     run = client.hgetall(keys.run_key(run_id, "run"))
-    replans, allowed = int(run.get("replans", 0)), int(run.get("replan_max", 0))
-    if replans >= allowed or "request" not in run:
+    if "request" not in run or int(run.get("replans", 0)) >= int(run.get("replan_max", 0)):
         return None
     states = client.hgetall(keys.run_key(run_id, "state"))
-    dependents = {
-        k: json.loads(v) for k, v in client.hgetall(keys.run_key(run_id, "dependents")).items()
-    }
+    columns = ("dependents", "deps")
+    dependents, deps = (
+        {k: json.loads(v) for k, v in client.hgetall(keys.run_key(run_id, c)).items()}
+        for c in columns
+    )
     branch = [failed.id, *pending_descendants(failed.id, dependents, states)]
-    specs = [json.loads(s) for s in client.hmget(keys.run_key(run_id, "spec"), branch) if s]
-    first = PlanRequest.model_validate_json(run["request"])
     mine = [node for node in states if not node.startswith("_")]
     completed = [node for node in mine if states[node] == NodeStatus.SUCCEEDED.value]
-    still_open = [
-        node for node in mine if node not in branch and not NodeStatus(states[node]).is_final
-    ]
-    request = first.model_copy(
+    used = sorted({dep for node in branch for dep in deps.get(node, []) if dep in completed})
+    request = PlanRequest.model_validate_json(run["request"]).model_copy(
         update={
             "failed_node": failed.id,
             "error": error,
-            "replace": specs,
+            "replace": [
+                json.loads(s) for s in client.hmget(keys.run_key(run_id, "spec"), branch) if s
+            ],
             "taken": sorted(states),
-            "open": sorted(still_open),
+            "completed": sorted(completed),
+            "open": sorted(
+                n for n in mine if n not in branch and not NodeStatus(states[n]).is_final
+            ),
             "run_outputs": json.loads(run["output_nodes"]),
         }
     )
-    return ReplanOrigin(request=request, completed=sorted(completed), replans=replans)
+    # It depends on the completed nodes the branch used: their outputs reach it as inputs.
+    template = Node(
+        id=REPLAN_ID_PLACEHOLDER,
+        type=PLANNER_TYPE,
+        params=request.model_dump(exclude_defaults=True),
+        depends_on=used,
+    )
+    return Replanner(
+        id_prefix=REPLAN_NODE_PREFIX,
+        spec_template=template.model_dump_json(exclude_defaults=True),
+        dispatch=runtime.dispatch_for(template),
+    )
 
 
 def pending_descendants(
@@ -247,8 +237,9 @@ class LocalServices:
     """NodeServices for planning in the CLI's own process: no Redis, nothing recorded
     but the usage (a plan made by `dagwright plan` writes no run)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, budget_tokens: int | None = None) -> None:
         self.settings = settings
+        self.budget_tokens = budget_tokens
         self.usage = Usage()
         self._llm: LLM | None = None
 
@@ -275,7 +266,9 @@ class LocalServices:
         raise ToolError("there is no workspace when planning without a run")
 
     def run_tokens_left(self, ctx: NodeContext) -> int | None:
-        return None
+        if self.budget_tokens is None:
+            return None
+        return self.budget_tokens - self.usage.total_tokens
 
 
 def plan_locally(
@@ -284,7 +277,7 @@ def plan_locally(
     """Plan a goal in this process, writing nothing: the plan (synthesis included) and
     what the planner's LLM calls used."""
     ensure_planner(registry)
-    services = LocalServices(settings)
+    services = LocalServices(settings, request.budget_tokens)
     ctx = NodeContext(
         run_id="local",
         node_id=PLAN_NODE_ID,

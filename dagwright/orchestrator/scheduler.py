@@ -58,6 +58,19 @@ class NewNode:
         }
 
 
+REPLAN_ID_PLACEHOLDER = "__replan_id__"
+
+
+@dataclass(frozen=True)
+class Replanner:
+    """A re-planner to add when a node fails for good. fail.lua names it (``id_prefix`` +
+    the run's re-plan count) and puts the name in ``spec_template`` for the placeholder."""
+
+    id_prefix: str
+    spec_template: str
+    dispatch: Dispatch
+
+
 @dataclass(frozen=True)
 class ReadyNode:
     """A node in QUEUED whose message must be published."""
@@ -164,13 +177,15 @@ class Scheduler:
         node_id: str,
         fence: int,
         error: ErrorInfo,
-        replan: NewNode | None = None,
+        replanner: Replanner | None = None,
     ) -> Advance | None:
-        """Record a final failure (descendants become BLOCKED), adding ``replan`` — a
-        re-planner for the failed subgraph — in the same step if given. None if this
+        """Record a final failure (descendants become BLOCKED), adding ``replanner`` for
+        the failed subgraph in the same step if the run still may re-plan. None if this
         worker no longer owns the node."""
         replan_args = (
-            [replan.id, replan.spec_json, replan.dispatch.to_json()] if replan else ["", "", ""]
+            [replanner.id_prefix, replanner.spec_template, replanner.dispatch.to_json()]
+            if replanner
+            else ["", "", ""]
         )
         reply = self._call("fail", run_id, node_id, fence, error.model_dump_json(), *replan_args)
         if reply[0] != "ok":

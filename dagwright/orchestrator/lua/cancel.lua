@@ -9,7 +9,8 @@ local states = redis.call('HGETALL', K.state)
 for i = 1, #states, 2 do
   local node, state = states[i], states[i + 1]
   if state == 'running' then running[#running + 1] = node end
-  if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled' then
+  if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled'
+      and state ~= 'replaced' then
     set_final(node, 'cancelled')
     emit('node.cancelled', node, 'was', state)
   end

@@ -40,7 +40,8 @@ for _, node in ipairs(new_nodes) do
       local children = cjson.decode(redis.call('HGET', K.dependents, dep))
       children[#children + 1] = node.id
       redis.call('HSET', K.dependents, dep, cjson.encode(children))
-      if state ~= 'pending' and state ~= 'queued' and state ~= 'running' and state ~= 'retry_wait' then
+      if state ~= 'pending' and state ~= 'queued' and state ~= 'running'
+          and state ~= 'retry_wait' and state ~= 'waiting_approval' then
         dead[#dead + 1] = node.id
       end
     end
@@ -50,6 +51,7 @@ end
 redis.call('HINCRBY', K.run, 'total', #new_nodes)
 if ARGV[7] ~= '' then redis.call('HSET', K.run, 'output_nodes', ARGV[7]) end
 if redis.call('HGET', K.run, 'status') == 'planning' then
+  redis.call('SET', K.plan, ARGV[5])  -- the plan key now holds the plan the goal became
   redis.call('HSET', K.run, 'status', 'running')
   emit('run.planned', false, 'nodes', #new_nodes)
 end
