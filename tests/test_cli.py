@@ -349,13 +349,16 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
             "reply": {"content": [{"type": "text", "text": "the note"}]},
         },
     )
-    result = dagwright("run", "Write a note about streams", "--json", "-w", "writer", env=env)
+    result = dagwright(
+        "run", "Write a note about streams", "--json", "--worker-types", "writer,analyst", env=env
+    )
     assert result.returncode == 0, result.stderr
     out = json_out(result)
     assert out["status"] == "succeeded" and out["result"] == "the note"
     assert set(out["nodes"]) == {"_plan", "note"}
     catalog = fake_llm.requests[0].body["messages"][0]["content"]
-    assert "- writer (agent)" in catalog and "researcher" not in catalog
+    assert "- writer (agent)" in catalog and "- analyst (agent)" in catalog
+    assert "researcher" not in catalog
 
 
 @pytest.mark.parametrize(

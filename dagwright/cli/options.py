@@ -49,9 +49,22 @@ ContextOption = Annotated[
 WorkerTypeOption = Annotated[
     list[str] | None,
     typer.Option(
-        "--worker-type", "-w", help="A worker type the plan may use (repeatable; default: all)."
+        "--worker-types",
+        "--worker-type",
+        "-w",
+        help="Worker types the plan may use: repeatable or comma-separated (default: all).",
+        callback=lambda values: split_commas(values),
     ),
 ]
+
+
+def split_commas(values: list[str] | None) -> list[str] | None:
+    """``-w a,b -w c`` as ``[a, b, c]``."""
+    if not values:
+        return values
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
 MaxNodesOption = Annotated[
     int | None,
     typer.Option("--max-nodes", min=1, help="Most nodes in the planned DAG (goals only)."),
