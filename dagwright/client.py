@@ -23,7 +23,12 @@ from dagwright.errors import InputError, RunCancelledError, RunFailedError, RunN
 from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
-from dagwright.orchestrator.planning import plan_locally, plan_request, planner_graph
+from dagwright.orchestrator.planning import (
+    GoalOptions,
+    plan_locally,
+    plan_request,
+    planner_graph,
+)
 from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans import load_plan, parse_plan
@@ -90,32 +95,17 @@ class Client:
         ``budget_tokens`` caps the LLM tokens of the whole run. Raises PlanError (with
         every problem) or InputError before anything is written.
         """
+        options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
         if (plan is None) == (goal is None):
             raise InputError("give either a plan or a goal")
-        goal_only = {
-            "context": context,
-            "worker_types": worker_types,
-            "max_nodes": max_nodes,
-            "max_depth": max_depth,
-            "replan": replan,
-        }
-        misplaced = [name for name, value in goal_only.items() if value not in (None, "", [])]
+        misplaced = [name for name in options.given() if name != "budget_tokens"]
         if plan is not None and misplaced:
             raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
         runtime = self.runtime
         run_id = new_run_id()
         budget: dict[str, str | int] = {"budget_tokens": budget_tokens} if budget_tokens else {}
         if goal is not None:
-            request = plan_request(
-                runtime.settings,
-                runtime.registry,
-                goal,
-                context=context,
-                worker_types=worker_types,
-                max_nodes=max_nodes,
-                max_depth=max_depth,
-                budget_tokens=budget_tokens,
-            )
+            request = plan_request(runtime.settings, runtime.registry, goal, options)
             replans = runtime.settings.replan_max if _replan(replan, runtime.settings) else 0
             extra: dict[str, str | int] = {
                 "request": request.model_dump_json(),
@@ -245,29 +235,13 @@ class PlannedGoal:
 
 
 def plan_goal(
-    goal: str,
-    settings: Settings | None = None,
-    *,
-    context: str = "",
-    worker_types: list[str] | None = None,
-    max_nodes: int | None = None,
-    max_depth: int | None = None,
-    budget_tokens: int | None = None,
+    goal: str, settings: Settings | None = None, options: GoalOptions | None = None
 ) -> PlannedGoal:
     """Ask the planner for a plan, in this process, without Redis and without a run: what
     ``dagwright plan`` shows. Raises InputError or PlanningFailedError."""
     settings = settings or Settings()
     load_plugins(settings.imports)
-    request = plan_request(
-        settings,
-        default_registry,
-        goal,
-        context=context,
-        worker_types=worker_types,
-        max_nodes=max_nodes,
-        max_depth=max_depth,
-        budget_tokens=budget_tokens,
-    )
+    request = plan_request(settings, default_registry, goal, options or GoalOptions())
     plan, usage = plan_locally(settings, request)
     return PlannedGoal(plan=plan, usage=usage)
 

@@ -17,7 +17,7 @@ from dagwright.cli.options import (
     settings_from,
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
-from dagwright.client import plan_goal
+from dagwright.client import GoalOptions, plan_goal
 from dagwright.plans import plan_to_json
 
 
@@ -39,15 +39,8 @@ def plan(
 ) -> None:
     """Plan a goal and show the validated DAG as a tree and as JSON; nothing runs and no
     run is written (it needs an LLM, not Redis)."""
-    planned = plan_goal(
-        goal,
-        settings_from(imports),
-        context=context,
-        worker_types=worker_types,
-        max_nodes=max_nodes,
-        max_depth=max_depth,
-        budget_tokens=budget_tokens,
-    )
+    options = GoalOptions(context, worker_types, max_nodes, max_depth, None, budget_tokens)
+    planned = plan_goal(goal, settings_from(imports), options)
     if json_output:
         print_json(planned.plan.model_dump(mode="json", exclude_defaults=True))
         return

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -33,7 +33,7 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.client import Client, RunHandle, check_plan, result_of
+from dagwright.client import Client, GoalOptions, RunHandle, check_plan, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
@@ -102,27 +102,6 @@ def run(
     raise typer.Exit(code)
 
 
-@dataclass(frozen=True)
-class GoalOptions:
-    context: str = ""
-    worker_types: list[str] | None = None
-    max_nodes: int | None = None
-    max_depth: int | None = None
-    replan: bool | None = None
-    budget_tokens: int | None = None
-
-    def goal_only(self) -> list[str]:
-        """The options given that only a goal can use."""
-        flags = {
-            "--context": self.context,
-            "--worker-type": self.worker_types,
-            "--max-nodes": self.max_nodes,
-            "--max-depth": self.max_depth,
-            "--replan": self.replan,
-        }
-        return [flag for flag, value in flags.items() if value not in (None, "", [])]
-
-
 def is_plan_file(target: str) -> bool:
     """A path that exists, or that names a plan file by its extension (a missing file
     must not be sent to the planner as a goal)."""
@@ -142,22 +121,23 @@ def submission_for(
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     if is_plan_file(target):
-        misplaced = options.goal_only()
+        misplaced = [FLAGS[name] for name in options.given() if name != "budget_tokens"]
         if misplaced:
             raise InputError(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
         plan = load_checked_plan(Path(target), settings)
         return lambda client: client.submit(plan, budget_tokens=options.budget_tokens)
-    return lambda client: client.submit(
-        goal=target,
-        context=options.context,
-        worker_types=options.worker_types,
-        max_nodes=options.max_nodes,
-        max_depth=options.max_depth,
-        replan=options.replan,
-        budget_tokens=options.budget_tokens,
-    )
+    return lambda client: client.submit(goal=target, **dataclasses.asdict(options))
+
+
+FLAGS = {
+    "context": "--context",
+    "worker_types": "--worker-types",
+    "max_nodes": "--max-nodes",
+    "max_depth": "--max-depth",
+    "replan": "--replan",
+}
 
 
 def load_checked_plan(plan_file: Path, settings: Settings) -> Plan:

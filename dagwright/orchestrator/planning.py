@@ -35,16 +35,24 @@ from dagwright.workers import NodeContext, WorkerRegistry, default_registry
 from dagwright.workers.tools.workspace import Workspace
 
 
+@dataclass(frozen=True)
+class GoalOptions:
+    """How a goal is to be planned and run (all optional)."""
+
+    context: str = ""
+    worker_types: list[str] | None = None
+    max_nodes: int | None = None
+    max_depth: int | None = None
+    replan: bool | None = None
+    budget_tokens: int | None = None
+
+    def given(self) -> dict[str, object]:
+        """The options set, by name."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", [])}
+
+
 def plan_request(
-    settings: Settings,
-    registry: WorkerRegistry,
-    goal: str,
-    *,
-    context: str = "",
-    worker_types: list[str] | None = None,
-    max_nodes: int | None = None,
-    max_depth: int | None = None,
-    budget_tokens: int | None = None,
+    settings: Settings, registry: WorkerRegistry, goal: str, options: GoalOptions
 ) -> PlanRequest:
     """A planning request, or InputError saying what is wrong with it."""
     goal = goal.strip()
@@ -55,12 +63,12 @@ def plan_request(
             f"the goal is {len(goal)} characters; the limit is {settings.max_goal_chars} "
             "(DAGWRIGHT_MAX_GOAL_CHARS): put the details in --context or a plan file"
         )
-    if max_nodes and max_nodes > settings.max_nodes:
+    if options.max_nodes and options.max_nodes > settings.max_nodes:
         raise InputError(
-            f"--max-nodes {max_nodes} is above the limit of any plan here, {settings.max_nodes} "
-            "(DAGWRIGHT_MAX_NODES)"
+            f"--max-nodes {options.max_nodes} is above the limit of any plan here, "
+            f"{settings.max_nodes} (DAGWRIGHT_MAX_NODES)"
         )
-    unknown = sorted(set(worker_types or []) - set(registry.type_names()))
+    unknown = sorted(set(options.worker_types or []) - set(registry.type_names()))
     if unknown:
         raise InputError(
             f"unknown worker type(s) {', '.join(unknown)}; registered: "
@@ -68,11 +76,11 @@ def plan_request(
         )
     return PlanRequest(
         goal=goal,
-        context=context,
-        worker_types=worker_types or None,
-        max_nodes=max_nodes or settings.planner_max_nodes,
-        max_depth=max_depth or settings.planner_max_depth,
-        budget_tokens=budget_tokens,
+        context=options.context,
+        worker_types=options.worker_types or None,
+        max_nodes=options.max_nodes or settings.planner_max_nodes,
+        max_depth=options.max_depth or settings.planner_max_depth,
+        budget_tokens=options.budget_tokens,
     )
 
 
