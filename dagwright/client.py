@@ -19,7 +19,20 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from dagwright.connection import require_redis_url, translate_redis_errors
-from dagwright.errors import InputError, RunCancelledError, RunFailedError, RunNotFinishedError
+from dagwright.dlq import (
+    Classification,
+    DeadLetter,
+    DeadLetterFilter,
+    DeadLetterStats,
+    DeadLetterStatus,
+)
+from dagwright.errors import (
+    DeadLetterError,
+    InputError,
+    RunCancelledError,
+    RunFailedError,
+    RunNotFinishedError,
+)
 from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
@@ -29,6 +42,7 @@ from dagwright.orchestrator.planning import (
     plan_request,
     planner_graph,
 )
+from dagwright.orchestrator.replay import ReplayResult, dead_letters, replay, replay_matching
 from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans import load_plan, parse_plan
@@ -215,6 +229,76 @@ class Client:
         runtime.forget_active(run_id)
         return runtime.store.read_state(run_id)
 
+    # -- the dead-letter queue ------------------------------------------------------
+
+    @_translated
+    def dlq_list(
+        self,
+        *,
+        run_id: str | None = None,
+        worker_type: str | None = None,
+        classification: Classification | str | None = None,
+        status: DeadLetterStatus | str | None = None,
+        limit: int = 50,
+    ) -> list[DeadLetter]:
+        """Dead letters, newest first, filtered by any of run, worker type,
+        classification (transient/permanent/budget/policy/poison) and status."""
+        where = dlq_filter(run_id, worker_type, classification, status)
+        return dead_letters(self.runtime).find(where, limit=limit)
+
+    @_translated
+    def dlq_get(self, entry_id: str) -> DeadLetter:
+        """One dead letter (DeadLetterError if there is none)."""
+        return dead_letters(self.runtime).get(entry_id)
+
+    @_translated
+    def dlq_replay(self, entry_id: str, *, fresh: bool = False) -> ReplayResult:
+        """Run a dead letter's node again, re-opening its run: completed nodes are kept,
+        and an agent resumes from its checkpoint unless ``fresh``. DeadLetterError if it
+        cannot be replayed (replayed already, superseded, its run cancelled or expired)."""
+        letter = dead_letters(self.runtime).get(entry_id)
+        result = replay(self.runtime, self.broker, letter, fresh=fresh)
+        if not result.replayed:
+            raise DeadLetterError(f"cannot replay dead letter {entry_id}: {result.reason}")
+        return result
+
+    @_translated
+    def dlq_replay_all(
+        self,
+        *,
+        run_id: str | None = None,
+        worker_type: str | None = None,
+        classification: Classification | str | None = None,
+        fresh: bool = False,
+    ) -> list[ReplayResult]:
+        """Replay every pending dead letter that matches (all of them, unfiltered)."""
+        where = dlq_filter(run_id, worker_type, classification, None)
+        return replay_matching(self.runtime, self.broker, where, fresh=fresh)
+
+    @_translated
+    def dlq_purge(self, entry_id: str) -> None:
+        """Delete a dead letter (DeadLetterError if there is none)."""
+        if not dead_letters(self.runtime).purge(entry_id):
+            raise DeadLetterError(f"no dead letter {entry_id!r}")
+
+    @_translated
+    def dlq_purge_all(
+        self,
+        *,
+        run_id: str | None = None,
+        worker_type: str | None = None,
+        classification: Classification | str | None = None,
+        status: DeadLetterStatus | str | None = None,
+    ) -> int:
+        """Delete every dead letter that matches; how many were deleted."""
+        store = dead_letters(self.runtime)
+        where = dlq_filter(run_id, worker_type, classification, status)
+        return sum(store.purge(letter.id) for letter in list(store.scan(where)))
+
+    @_translated
+    def dlq_stats(self) -> DeadLetterStats:
+        return dead_letters(self.runtime).stats()
+
     @_translated
     def list_runs(self, limit: int = 20) -> list[RunState]:
         """The most recent runs, newest first, as summaries (no nodes)."""
@@ -244,6 +328,29 @@ def plan_goal(
     request = plan_request(settings, default_registry, goal, options or GoalOptions())
     plan, usage = plan_locally(settings, request)
     return PlannedGoal(plan=plan, usage=usage)
+
+
+def dlq_filter(
+    run_id: str | None,
+    worker_type: str | None,
+    classification: Classification | str | None,
+    status: DeadLetterStatus | str | None,
+) -> DeadLetterFilter:
+    """A filter from loose arguments; InputError naming the accepted values if one is off."""
+    try:
+        return DeadLetterFilter(
+            run_id=run_id,
+            worker_type=worker_type,
+            classification=Classification(classification) if classification else None,
+            status=DeadLetterStatus(status) if status else None,
+        )
+    except ValueError:
+        classes = ", ".join(Classification)
+        statuses = ", ".join(DeadLetterStatus)
+        raise InputError(
+            f"unknown classification {classification!r} or status {status!r}: "
+            f"classifications are {classes}; statuses are {statuses}"
+        ) from None
 
 
 def _replan(replan: bool | None, settings: Settings) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -40,18 +41,19 @@ def require_redis_url(settings: Settings) -> str:
     return url
 
 
-def connect(url: str) -> redis.Redis:
-    """A client with timeouts and a short reconnect-retry, decoding replies to str."""
+def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:
+    """A client with timeouts and a short reconnect-retry, decoding replies to str unless
+    told not to (pybreaker's storage wants bytes)."""
+    options: dict[str, Any] = {
+        "decode_responses": decode_responses,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 15,
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+    }
     try:
-        return redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=10,
-            socket_connect_timeout=5,
-            health_check_interval=15,
-            retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
-            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        )
+        return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
 

@@ -6,6 +6,7 @@
     ├── InputError                 the caller must fix something (CLI exit code 2)
     │   ├── PlanError              a plan file or plan object is malformed or invalid
     │   ├── UnknownRunError        no run with that id (or it expired)
+    │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
     │   └── ConfigurationError     settings are missing or contradictory
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
@@ -13,17 +14,22 @@
     │   ├── RunCancelledError      the run was cancelled
     │   └── RunNotFinishedError    waited up to the timeout; the run is still going
     ├── ToolError                  a tool call failed: reported to the model, not raised on
+    │   └── ToolTimeoutError       ... because it ran out of time (counts against its breaker)
     └── NodeError                  raised by worker code; decides what happens to a node
         ├── RetryableError         transient: retried with backoff (RetryPolicy)
-        │   └── LLMUnavailableError        the LLM API failed after its own retries
+        │   ├── LLMUnavailableError        the LLM API failed after its own retries
+        │   └── BreakerOpenError           a dependency's circuit is open: the node waits
+        │                                  out the open time, without spending an attempt
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
         │   ├── LLMResponseError           the API answered something unusable
         │   ├── AgentMaxTurnsError         the agent used its turns without a final answer
         │   ├── AgentToolErrorsError       too many tool calls failed in a row
+        │   │   └── ToolPolicyError        ... the last of them refused by the tool policy
         │   ├── AgentOutputError           the final answer was cut off, or refused
         │   ├── PlanningFailedError        the planner gave no valid plan within its repairs
+        │   ├── PoisonMessageError         the node killed its worker on every delivery
         │   └── BudgetExceededError        the next LLM call could pass the token budget
         └── NodeLostError          the node was taken from this worker (re-queued or
                                    cancelled): stop quietly, nothing is recorded
@@ -76,6 +82,10 @@ class UnknownRunError(InputError):
         )
 
 
+class DeadLetterError(InputError):
+    """No dead letter has this id, or it cannot be replayed (the reason is said)."""
+
+
 class ConfigurationError(InputError):
     """Settings are missing, malformed or contradictory."""
 
@@ -109,6 +119,11 @@ class ToolError(DagwrightError):
     the agent loop reports it to the model as a failed tool call."""
 
 
+class ToolTimeoutError(ToolError):
+    """The tool did not finish in time: unlike a refusal, it counts against the tool's
+    circuit breaker."""
+
+
 class NodeError(DagwrightError):
     """Raised by worker code to say how a failure must be handled."""
 
@@ -123,6 +138,21 @@ class PermanentError(NodeError):
 
 class LLMUnavailableError(RetryableError):
     """The LLM API kept failing (429/5xx/529, timeouts) through the LLM layer's retries."""
+
+
+class BreakerOpenError(RetryableError):
+    """A dependency's circuit breaker is open: calls fail fast until ``retry_after_s``.
+
+    The node is not failed: it waits (RETRY_WAIT) that long, and the wait does not count
+    as an attempt.
+    """
+
+    def __init__(self, breaker: str, retry_after_s: float) -> None:
+        self.breaker = breaker
+        self.retry_after_s = max(retry_after_s, 0.0)
+        super().__init__(
+            f"the circuit breaker {breaker!r} is open for {self.retry_after_s:.1f}s more"
+        )
 
 
 class LLMNotConfiguredError(PermanentError):
@@ -145,6 +175,11 @@ class AgentToolErrorsError(PermanentError):
     """The agent's tool calls failed too many times in a row."""
 
 
+class ToolPolicyError(AgentToolErrorsError):
+    """The agent gave up on tool calls the tool policy refused: a policy matter, which a
+    change of policy (not a retry) fixes."""
+
+
 class AgentOutputError(PermanentError):
     """The agent's final answer is unusable: cut at max_tokens, or a refusal. (An answer
     that does not match its schema goes back to the model as a failed tool call.)"""
@@ -152,6 +187,11 @@ class AgentOutputError(PermanentError):
 
 class PlanningFailedError(PermanentError):
     """The planner gave no valid plan within its repairs (the last problems are said)."""
+
+
+class PoisonMessageError(PermanentError):
+    """The node was delivered again and again without recording an outcome: it kills the
+    worker that runs it (a crash, a hard time limit). It goes to the DLQ, not round again."""
 
 
 class BudgetExceededError(PermanentError):

@@ -47,6 +47,8 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "usage",  # hash node -> JSON token usage and cost of its LLM calls
     "audit",  # stream of tool-policy decisions
     "workspace",  # hash path -> content: the run's workspace (redis backend)
+    "deliveries",  # hash node -> claims since its last recorded outcome (poison guard)
+    "first_failure",  # hash node -> epoch ms of its first failed attempt
 )
 
 
@@ -93,6 +95,28 @@ class Keys:
     @property
     def worker_heartbeat_pattern(self) -> str:
         return f"{self.prefix}workers:*"
+
+    def breaker_namespace(self, name: str) -> str:
+        """pybreaker's namespace of a breaker (its keys: ``pybreaker:<namespace>:...``)."""
+        return f"{self.prefix}breaker:{name}"
+
+    def breaker_probes(self, name: str) -> str:
+        """Counter of the probes a half-open breaker lets through."""
+        return f"{self.prefix}breaker:{name}:probes"
+
+    @property
+    def breakers(self) -> str:
+        """Set of every breaker name in use (for `doctor`)."""
+        return f"{self.prefix}breakers"
+
+    @property
+    def dlq(self) -> str:
+        """The dead-letter stream."""
+        return f"{self.prefix}dlq"
+
+    def dlq_status(self, entry_id: str) -> str:
+        """A dead letter's fate (replayed, purged): set once, in the step that decides it."""
+        return f"{self.prefix}dlq:status:{entry_id}"
 
     def llm_cache(self, digest: str) -> str:
         """A cached LLM response, by the sha256 of its canonical request."""

@@ -8,7 +8,7 @@ of a run; ``Event`` is one entry of a run's event stream.
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -244,3 +244,8 @@ class Event(BaseModel):
     at: datetime
     node: str | None = None
     data: dict[str, str] = Field(default_factory=dict)
+
+
+def from_ms(value: str | int | None) -> datetime | None:
+    """A datetime from epoch milliseconds as Redis holds them (None stays None)."""
+    return datetime.fromtimestamp(int(value) / 1000, tz=UTC) if value else None

@@ -155,6 +155,22 @@ class Settings(BaseSettings):
     replan_max: int = Field(1, ge=1, le=10)
     """Re-plans a run may make."""
 
+    breaker_fail_max: int = Field(5, ge=1)
+    """Failures in a row that open a dependency's circuit breaker."""
+
+    breaker_reset_timeout_s: float = Field(30.0, gt=0)
+    """How long an open breaker stays open before letting probes through."""
+
+    breaker_max_probes: int = Field(1, ge=1)
+    """Calls let through at once while a breaker is half-open, over every worker."""
+
+    max_deliveries: int = Field(3, ge=1)
+    """Deliveries of a node without any recorded outcome (its worker died each time) after
+    which it is failed as a poison message and dead-lettered."""
+
+    dlq_retention_s: int = Field(30 * 24 * 3600, ge=3600)
+    """How long dead letters are kept."""
+
     llm_timeout_s: float = Field(120.0, gt=0)
     """Timeout of one LLM HTTP request."""
 

@@ -30,6 +30,7 @@ from dagwright.errors import (
 from dagwright.llm.pricing import priced
 from dagwright.llm.types import LLMRequest, LLMResponse
 from dagwright.models import Usage
+from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import Settings
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
@@ -80,7 +81,7 @@ class RetryAfterOrBackoff:
 class AnthropicLLM:
     """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, breakers: Breakers | None = None) -> None:
         key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
         if not key and not settings.anthropic_base_url:
             raise LLMNotConfiguredError(NOT_CONFIGURED)
@@ -91,6 +92,7 @@ class AnthropicLLM:
             timeout=settings.llm_timeout_s,
         )
         self._prices = settings.model_prices
+        self._guard = breakers.call if breakers is not None else call_directly
         self._attempts = settings.llm_max_attempts
         self._wait = RetryAfterOrBackoff(
             settings.llm_retry_after_cap_s, settings.llm_retry_backoff_s
@@ -126,7 +128,14 @@ class AnthropicLLM:
         if request.temperature is not None:
             # Gone from the SDK's signature since 1.0, still accepted by older models.
             kwargs["extra_body"] = {"temperature": request.temperature}
-        return self._client.messages.create(**kwargs)
+        # The breaker sees each attempt: a burst of 529s opens it within tenacity's retries,
+        # and the next attempt fails fast with BreakerOpenError (which tenacity leaves be).
+        return self._guard(
+            f"model:{request.model}",
+            self._client.messages.create,
+            is_failure=is_retryable,
+            **kwargs,
+        )
 
     def _response(self, message: Any, latency_s: float) -> LLMResponse:
         # The SDK does not validate responses: a body missing fields arrives as None.

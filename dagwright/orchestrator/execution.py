@@ -10,12 +10,20 @@ import enum
 import json
 import logging
 import os
+import random
 import socket
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from dagwright.errors import NodeLostError, PermanentError, RetryableError
+from dagwright.dlq import classify
+from dagwright.errors import (
+    BreakerOpenError,
+    NodeLostError,
+    PermanentError,
+    PoisonMessageError,
+    RetryableError,
+)
 from dagwright.models import ErrorInfo, RetryPolicy
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
@@ -29,11 +37,13 @@ from dagwright.orchestrator.planning import (
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
+from dagwright.redaction import known_secrets, redact
 from dagwright.workers import NodeContext, NodeServices
 
 log = logging.getLogger(__name__)
 
 MAX_TRACEBACK_CHARS = 8000
+BREAKER_WAIT_JITTER_S = 1.0  # spreads the nodes a breaker held back over its first second
 
 
 class Outcome(enum.StrEnum):
@@ -70,6 +80,8 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         services=env.services,
         last_checkpoint=claim.checkpoint,
     )
+    if claim.deliveries > env.runtime.settings.max_deliveries:
+        return record_failure(env, ctx, claim, poisoned(claim))
     with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
         try:
             output = run_worker(env.runtime, ctx, claim)
@@ -98,6 +110,17 @@ def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Clai
             run_id, node_id, fence, lease_s=lease_s, holder=env.holder, takeover=claim.holder
         )
     return claim if isinstance(claim, Claim) else None
+
+
+def poisoned(claim: Claim) -> PoisonMessageError:
+    """The guard against a node that kills its worker (a segfault, an OOM kill, a hard
+    time limit): claimed again and again without ever recording an outcome, it is failed
+    (and dead-lettered) instead of being run once more."""
+    return PoisonMessageError(
+        f"delivered {claim.deliveries} times without finishing: each time the process "
+        "running it died (crash, OOM kill or hard time limit); not run again. Find the cause "
+        "in the worker logs, then `dagwright dlq replay`"
+    )
 
 
 def holder_is_dead_here(holder: str) -> bool:
@@ -158,13 +181,12 @@ def record_failure(
     env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BaseException
 ) -> Outcome:
     runtime = env.runtime
-    error = describe_error(exc)
+    error = describe_error(exc, known_secrets(runtime.settings))
+    if isinstance(exc, BreakerOpenError):
+        return wait_for_breaker(env, ctx, exc, error)
     policy = claim.node.retry or default_retry(runtime, claim.node.type)
-    retry = (
-        error.retryable
-        and claim.attempt < policy.max_attempts
-        and error.error_class not in policy.non_retryable
-    )
+    retryable = error.retryable and error.error_class not in policy.non_retryable
+    retry = retryable and claim.attempt < policy.max_attempts
     log.warning(
         "node %s/%s attempt %d failed (%s: %s)%s",
         ctx.run_id,
@@ -182,13 +204,42 @@ def record_failure(
         )
         return Outcome.RETRYING if scheduled else Outcome.STALE
     replanner = replanner_for(runtime, ctx.run_id, claim.node, error.message)
-    advance = runtime.scheduler.fail(ctx.run_id, ctx.node_id, ctx.fence, error, replanner=replanner)
+    advance = runtime.scheduler.fail(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        classification=classify(exc, retryable=retryable),
+        replanner=replanner,
+    )
     if advance is None:
         return Outcome.STALE
+    log.error(
+        "node %s/%s failed for good: dead letter %s", ctx.run_id, ctx.node_id, advance.dead_letter
+    )
     dispatch(env.broker, runtime.scheduler, advance.ready)
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.FAILED
+
+
+def wait_for_breaker(
+    env: ExecutionEnv, ctx: NodeContext, exc: BreakerOpenError, error: ErrorInfo
+) -> Outcome:
+    """Park the node until its dependency's breaker may let calls through again; the
+    attempt is given back, so an outage does not use up the node's retries."""
+    delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
+    log.info(
+        "node %s/%s waits %.1fs for the open breaker %s",
+        ctx.run_id,
+        ctx.node_id,
+        delay,
+        exc.breaker,
+    )
+    scheduled = env.runtime.scheduler.schedule_retry(
+        ctx.run_id, ctx.node_id, ctx.fence, error, delay, breaker=exc.breaker
+    )
+    return Outcome.RETRYING if scheduled else Outcome.STALE
 
 
 def default_retry(runtime: Runtime, worker_type: str) -> RetryPolicy:
@@ -199,13 +250,14 @@ def default_retry(runtime: Runtime, worker_type: str) -> RetryPolicy:
         return RetryPolicy()
 
 
-def describe_error(exc: BaseException) -> ErrorInfo:
+def describe_error(exc: BaseException, secrets: tuple[str, ...] = ()) -> ErrorInfo:
+    """The error as recorded (run state, events, DLQ, logs): secrets masked."""
     # Anything that is not a PermanentError is retryable (see dagwright.errors).
     retryable = isinstance(exc, RetryableError) or not isinstance(exc, PermanentError)
     trace = "".join(traceback.format_exception(exc))
     return ErrorInfo(
         error_class=type(exc).__name__,
-        message=str(exc) or type(exc).__name__,
+        message=redact(str(exc) or type(exc).__name__, secrets),
         retryable=retryable,
-        traceback=trace[-MAX_TRACEBACK_CHARS:],
+        traceback=redact(trace[-MAX_TRACEBACK_CHARS:], secrets),
     )

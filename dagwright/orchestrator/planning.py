@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dagwright.errors import InputError, PermanentError, PlanError, ToolError
 from dagwright.keys import Keys
@@ -33,6 +34,8 @@ from dagwright.orchestrator.scheduler import (
 from dagwright.settings import Settings
 from dagwright.workers import NodeContext, WorkerRegistry, default_registry
 from dagwright.workers.tools.workspace import Workspace
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,11 @@ class LocalServices:
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         raise ToolError("there is no workspace when planning without a run")
+
+    def guard(
+        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+    ) -> T:
+        return call()  # one process, one plan: nothing to share a breaker with
 
     def run_tokens_left(self, ctx: NodeContext) -> int | None:
         if self.budget_tokens is None:

@@ -24,6 +24,7 @@ from dagwright.models import (
     RunState,
     RunStatus,
     Usage,
+    from_ms,
 )
 from dagwright.orchestrator.dag import PlanGraph
 from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
@@ -39,10 +40,6 @@ def new_run_id() -> str:
         value, digit = divmod(value, 32)
         chars.append(_CROCKFORD[digit])
     return "".join(reversed(chars))
-
-
-def from_ms(value: str | None) -> datetime | None:
-    return datetime.fromtimestamp(int(value) / 1000, tz=UTC) if value else None
 
 
 class RunStore:

@@ -12,6 +12,7 @@ from dagwright.models import Node
 from dagwright.orchestrator.planner import ensure_planner
 from dagwright.orchestrator.runstore import RunStore
 from dagwright.orchestrator.scheduler import Dispatch, Scheduler
+from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.workers import WorkerRegistry, default_registry, load_plugins
 
@@ -25,6 +26,7 @@ class Runtime:
     store: RunStore
     scheduler: Scheduler
     registry: WorkerRegistry
+    breakers: Breakers
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
@@ -41,9 +43,20 @@ class Runtime:
             keys=keys,
             store=RunStore(client, keys, events_maxlen=settings.events_maxlen),
             scheduler=Scheduler(
-                client, keys, events_maxlen=settings.events_maxlen, retention_s=settings.retention_s
+                client,
+                keys,
+                events_maxlen=settings.events_maxlen,
+                retention_s=settings.retention_s,
+                dlq_retention_s=settings.dlq_retention_s,
             ),
             registry=registry,
+            breakers=Breakers(
+                connect(url, decode_responses=False),
+                keys,
+                fail_max=settings.breaker_fail_max,
+                reset_timeout_s=settings.breaker_reset_timeout_s,
+                max_probes=settings.breaker_max_probes,
+            ),
         )
 
     def dispatch_for(self, node: Node) -> Dispatch:
@@ -66,4 +79,4 @@ class Runtime:
 
     def forget_active(self, run_id: str) -> None:
         """Drop a finished run from the reconciler's set."""
-        self.client.srem(self.keys.active_runs, run_id)
+        self.scheduler.forget(run_id)

@@ -90,6 +90,7 @@ class Claim:
     attempt: int
     inputs: dict[str, Any]
     checkpoint: Any = None
+    deliveries: int = 1  # claims since the node last recorded an outcome
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,28 @@ class Held:
 
 @dataclass(frozen=True)
 class Advance:
-    """What completing a node changed: nodes now ready, and the run's final status if any."""
+    """What completing a node changed: nodes now ready, and the run's final status if any
+    (and the dead letter its failure wrote)."""
 
     ready: list[ReadyNode]
     run_finished: RunStatus | None
+    dead_letter: str | None = None
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A dead letter replayed: its node is queued again, its run re-opened if it had ended."""
+
+    ready: list[ReadyNode]
+    reopened: bool
+
+
+@dataclass(frozen=True)
+class ReplayRefused:
+    """Why a dead letter cannot be replayed; ``done`` if it was replayed or purged before."""
+
+    reason: str
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,9 +144,18 @@ class LeaseRef:
 class Scheduler:
     """Typed calls over the Lua scripts, for one Redis client."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, *, events_maxlen: int, retention_s: int):
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        events_maxlen: int,
+        retention_s: int,
+        dlq_retention_s: int,
+    ):
         self.client = client
         self.keys = keys
+        self.dlq_retention_s = dlq_retention_s
         self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
         # Every script call names all of the run's keys; encoding them once per run, not
         # per call, is a measurable share of a no-op node's cost.
@@ -136,8 +164,18 @@ class Scheduler:
     def _encode_keys(self, run_id: str) -> tuple[bytes, ...]:
         return tuple(key.encode() for key in self.keys.run_keys(run_id))
 
-    def _call(self, name: str, run_id: str, *args: Any, client: Any = None) -> Any:
-        return self._scripts.call(name, self._encoded_keys(run_id), *args, client=client)
+    def _call(
+        self,
+        name: str,
+        run_id: str,
+        *args: Any,
+        client: Any = None,
+        shared_keys: tuple[str, ...] = (),
+    ) -> Any:
+        keys = self._encoded_keys(run_id)
+        if shared_keys:
+            keys = (*keys, *(key.encode() for key in shared_keys))
+        return self._scripts.call(name, keys, *args, client=client)
 
     def claim(
         self,
@@ -155,13 +193,14 @@ class Scheduler:
             return Held(reply[1])
         if reply[0] != "ok":
             return None
-        pairs = reply[4:]
+        pairs = reply[5:]
         inputs = {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
         return Claim(
             node=Node.model_validate_json(reply[1]),
             attempt=int(reply[2]),
             inputs=inputs,
             checkpoint=json.loads(reply[3]) if reply[3] else None,
+            deliveries=int(reply[4]),
         )
 
     def complete(self, run_id: str, node_id: str, fence: int, output_json: str) -> Advance | None:
@@ -177,20 +216,64 @@ class Scheduler:
         node_id: str,
         fence: int,
         error: ErrorInfo,
+        *,
+        classification: str = "permanent",
         replanner: Replanner | None = None,
     ) -> Advance | None:
-        """Record a final failure (descendants become BLOCKED), adding ``replanner`` for
-        the failed subgraph in the same step if the run still may re-plan. None if this
-        worker no longer owns the node."""
+        """Record a final failure (descendants become BLOCKED) and its dead letter, adding
+        ``replanner`` for the failed subgraph in the same step if the run still may
+        re-plan. None if this worker no longer owns the node."""
         replan_args = (
             [replanner.id_prefix, replanner.spec_template, replanner.dispatch.to_json()]
             if replanner
             else ["", "", ""]
         )
-        reply = self._call("fail", run_id, node_id, fence, error.model_dump_json(), *replan_args)
+        reply = self._call(
+            "fail",
+            run_id,
+            node_id,
+            fence,
+            error.model_dump_json(),
+            *replan_args,
+            run_id,
+            classification,
+            self.dlq_retention_s * 1000,
+            shared_keys=(self.keys.dlq,),
+        )
         if reply[0] != "ok":
             return None
-        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+        return Advance(
+            ready=_ready_nodes(run_id, reply[2]),
+            run_finished=_final(reply[1]),
+            dead_letter=reply[3],
+        )
+
+    def replay(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        *,
+        entry_id: str,
+        fresh: bool = False,
+    ) -> Replayed | ReplayRefused:
+        """Queue a dead-lettered node again (see lua/replay.lua)."""
+        reply = self._call(
+            "replay",
+            run_id,
+            node_id,
+            fence,
+            "1" if fresh else "",
+            entry_id,
+            self.dlq_retention_s,
+            run_id,
+            shared_keys=(self.keys.dlq_status(entry_id), self.keys.active_runs),
+        )
+        if reply[0] == "done":
+            return ReplayRefused(f"it was {reply[1]} already", done=True)
+        if reply[0] == "refused":
+            return ReplayRefused(reply[1])
+        return Replayed(ready=_ready_nodes(run_id, reply[2]), reopened=bool(reply[1]))
 
     def expand(
         self,
@@ -220,10 +303,25 @@ class Scheduler:
         return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
 
     def schedule_retry(
-        self, run_id: str, node_id: str, fence: int, error: ErrorInfo, delay_s: float
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        error: ErrorInfo,
+        delay_s: float,
+        *,
+        breaker: str = "",
     ) -> bool:
+        """Park the node for ``delay_s``. Waiting for the open circuit ``breaker`` gives
+        the attempt back (it was not the node failing)."""
         reply = self._call(
-            "retry", run_id, node_id, fence, error.model_dump_json(), int(delay_s * 1000)
+            "retry",
+            run_id,
+            node_id,
+            fence,
+            error.model_dump_json(),
+            int(delay_s * 1000),
+            breaker,
         )
         return bool(reply[0] == "ok")
 
@@ -296,6 +394,10 @@ class Scheduler:
             unpublished=_ready_nodes(run_id, reply[2]),
             stranded=_ready_nodes(run_id, reply[3]),
         )
+
+    def forget(self, run_id: str) -> bool:
+        """Drop a run that has ended from the reconciler's set (not if it re-opened)."""
+        return bool(self._call("forget", run_id, run_id, shared_keys=(self.keys.active_runs,)))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""

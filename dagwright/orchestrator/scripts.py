@@ -1,7 +1,7 @@
 """Loads the scheduler's Lua scripts, each prefixed with the shared prelude.
 
 The prelude names ``KEYS[i]`` after ``keys.RUN_KEY_NAMES``, injected here, so the key
-order is written down once.
+order is written down once; a script's shared keys (the DLQ stream) follow the run's.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ SCRIPT_NAMES = (
     "progress",
     "workspace",
     "expand",
+    "replay",
+    "forget",
 )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 from dagwright.errors import NodeLostError
 from dagwright.llm import LLM, build_llm
@@ -13,6 +14,8 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.workers import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
+
+T = TypeVar("T")
 
 TOKEN_FIELDS = (
     "input_tokens",
@@ -69,8 +72,15 @@ class RedisNodeServices:
         with self._llm_lock:
             if self._llm is None:
                 runtime = self.runtime
-                self._llm = build_llm(runtime.settings, runtime.client, runtime.keys)
+                self._llm = build_llm(
+                    runtime.settings, runtime.client, runtime.keys, runtime.breakers
+                )
             return self._llm
+
+    def guard(
+        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+    ) -> T:
+        return self.runtime.breakers.call(name, call, is_failure=is_failure)
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         settings = self.runtime.settings

@@ -31,6 +31,7 @@ from dagwright.errors import (
     BudgetExceededError,
     NodeLostError,
     PermanentError,
+    ToolPolicyError,
 )
 from dagwright.llm.types import LLMRequest, LLMResponse
 from dagwright.models import Node, Usage
@@ -245,7 +246,7 @@ class AgentLoop:
             state.messages.append({"role": "user", "content": state.results})
             state.pending, state.results = [], []
         self.ctx.checkpoint(self._snapshot())
-        problem = self._too_many_tool_errors()
+        problem = self._too_many_tool_errors(outcome)
         if problem is not None:
             raise problem
 
@@ -261,9 +262,13 @@ class AgentLoop:
             args=truncate(json.dumps(args, sort_keys=True, default=str), AUDITED_ARGS_CHARS),
         )
         if decision.action == PolicyAction.REQUIRE_APPROVAL:
-            return ToolOutcome(APPROVAL_UNAVAILABLE, is_error=True)
+            return ToolOutcome(APPROVAL_UNAVAILABLE, is_error=True, refused_by_policy=True)
         if decision.action == PolicyAction.DENY:
-            return ToolOutcome(f"refused by the tool policy: {decision.reason}", is_error=True)
+            return ToolOutcome(
+                f"refused by the tool policy: {decision.reason}",
+                is_error=True,
+                refused_by_policy=True,
+            )
         tool = self.tools.get(name) if name in self.spec.tools else None
         if tool is None:
             return ToolOutcome(
@@ -277,13 +282,17 @@ class AgentLoop:
             return ToolOutcome("rejected: " + "; ".join(problems), is_error=True)
         return ToolOutcome("accepted", is_error=False)
 
-    def _too_many_tool_errors(self) -> Exception | None:
-        if self.state.tool_errors_in_a_row >= self.spec.max_tool_errors:
-            return AgentToolErrorsError(
-                f"{self.state.tool_errors_in_a_row} tool calls in a row failed "
-                f"(max_tool_errors of {self.spec.name!r})"
-            )
-        return None
+    def _too_many_tool_errors(self, last: ToolOutcome | None = None) -> Exception | None:
+        if self.state.tool_errors_in_a_row < self.spec.max_tool_errors:
+            return None
+        message = (
+            f"{self.state.tool_errors_in_a_row} tool calls in a row failed "
+            f"(max_tool_errors of {self.spec.name!r})"
+        )
+        # Refused by the policy: what must change is the policy, not the model's next try.
+        if last is not None and last.refused_by_policy:
+            return ToolPolicyError(f"{message}; the last: {last.text}")
+        return AgentToolErrorsError(message)
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")

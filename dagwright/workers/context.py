@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dagwright.models import Usage
 from dagwright.settings import Settings
@@ -12,6 +13,8 @@ from dagwright.settings import Settings
 if TYPE_CHECKING:
     from dagwright.llm.types import LLM, LLMResponse
     from dagwright.workers.tools.workspace import Workspace
+
+T = TypeVar("T")
 
 
 class NodeServices(Protocol):
@@ -44,6 +47,13 @@ class NodeServices(Protocol):
 
     def run_tokens_left(self, ctx: NodeContext) -> int | None:
         """Tokens the run may still spend (None: it has no budget)."""
+        ...
+
+    def guard(
+        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+    ) -> T:
+        """``call()`` behind the circuit breaker ``name`` (shared by every worker);
+        BreakerOpenError while it is open. Only exceptions ``is_failure`` accepts count."""
         ...
 
 
@@ -103,3 +113,8 @@ class NodeContext:
 
     def workspace(self) -> Workspace:
         return self.services.workspace(self)
+
+    def guard(
+        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+    ) -> T:
+        return self.services.guard(name, call, is_failure)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dagwright.errors import NodeLostError
 from dagwright.llm.types import LLM
@@ -12,6 +13,8 @@ from dagwright.models import Node, Usage
 from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
+
+T = TypeVar("T")
 
 
 class MemoryServices:
@@ -56,6 +59,11 @@ class MemoryServices:
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         return DiskWorkspace(self.workspace_dir / ctx.run_id, max_bytes=10_000)
+
+    def guard(
+        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+    ) -> T:
+        return call()
 
 
 def agent_context(

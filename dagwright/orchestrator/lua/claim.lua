@@ -1,8 +1,9 @@
 -- Claim a queued node for execution: QUEUED + fence -> RUNNING with a lease.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
--- Returns {'ok', spec, attempt, checkpoint ('' if none), dep1, out1, dep2, out2...},
--- {'held', holder} or {'stale', why}.
+-- Returns {'ok', spec, attempt, checkpoint ('' if none), deliveries, dep1, out1, ...},
+-- {'held', holder} or {'stale', why}. deliveries counts the claims since the node last
+-- recorded an outcome: each one more means a worker died running it (the poison guard).
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 local status = run_status()
 if not is_open(status) then return {'stale', 'run is ' .. tostring(status)} end
@@ -19,6 +20,7 @@ end
 redis.call('HSET', K.state, node, 'running')
 redis.call('HSET', K.holder, node, holder)
 local attempt = redis.call('HINCRBY', K.attempts, node, 1)
+local deliveries = redis.call('HINCRBY', K.deliveries, node, 1)
 redis.call('HSET', K.started, node, NOW)
 redis.call('ZREM', K.queued, node)
 redis.call('ZREM', K.outbox, node)
@@ -26,7 +28,7 @@ redis.call('ZADD', K.leases, NOW + tonumber(ARGV[5]), node)
 redis.call('HINCRBY', K.run, 'running', 1)
 emit('node.running', node, 'attempt', attempt, 'holder', holder)
 local reply = {'ok', redis.call('HGET', K.spec, node), attempt,
-               redis.call('HGET', K.checkpoint, node) or ''}
+               redis.call('HGET', K.checkpoint, node) or '', deliveries}
 local deps = cjson.decode(redis.call('HGET', K.deps, node))
 -- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
 for first = 1, #deps, 500 do

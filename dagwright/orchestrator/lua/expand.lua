@@ -63,6 +63,7 @@ for _, node in ipairs(dead) do
   end
 end
 release(planner)
+redis.call('HDEL', K.deliveries, planner)
 redis.call('HSET', K.output, planner, ARGV[5])
 set_final(planner, 'succeeded')
 emit('node.succeeded', planner)

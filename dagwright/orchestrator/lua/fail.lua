@@ -1,17 +1,42 @@
--- Record a node's final failure; every node downstream of it becomes BLOCKED.
--- Independent branches keep running, so their work is kept for a later replay.
+-- Record a node's final failure and its dead letter; every node downstream of it
+-- becomes BLOCKED. Independent branches keep running, so their work is kept for a replay.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] error JSON; to re-plan the failed subgraph, also
 -- ARGV[6] the re-planners' id prefix, ARGV[7] a re-planner's spec with __replan_id__ for
 -- its id, ARGV[8] its dispatch (else ''). The re-planner is added in the same step, so
 -- the run cannot finish in between; the run's re-plan count is checked and taken here, so
 -- two branches failing at once cannot both use the last re-plan (nor the same id).
--- Returns {'ok', final_status_or_empty, {{node, fence, dispatch}...}}.
+-- ARGV[9] the run id, ARGV[10] the failure's classification, ARGV[11] the DLQ's
+-- retention in ms; SHARED[1] the DLQ stream. Written in this same fenced step, a dead
+-- letter exists exactly when the node failed, once per (run, node, fence).
+-- Returns {'ok', final_status_or_empty, {{node, fence, dispatch}...}, dead_letter_id}.
 local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'stale'} end
+
+local function text(value)  -- a JSON null decodes to a (truthy) userdata
+  if value == nil or value == cjson.null then return '' end
+  return value
+end
+
+local function dead_letter()
+  local err = cjson.decode(ARGV[5])
+  local spec = redis.call('HGET', K.spec, node)
+  return redis.call('XADD', SHARED[1], 'MINID', '~', NOW - tonumber(ARGV[11]), '*',
+    'run', ARGV[9], 'node', node, 'fence', fence,
+    'worker_type', cjson.decode(spec).type, 'spec', spec,
+    'attempts', redis.call('HGET', K.attempts, node) or 0,
+    'classification', ARGV[10],
+    'error_class', text(err.error_class), 'message', text(err.message),
+    'traceback', text(err.traceback),
+    'first_failure_ms', redis.call('HGET', K.first_failure, node) or NOW,
+    'last_failure_ms', NOW)
+end
+
 release(node)
+redis.call('HDEL', K.deliveries, node)
 redis.call('HSET', K.error, node, ARGV[5])
 set_final(node, 'failed')
-emit('node.failed', node)
+local entry = dead_letter()
+emit('node.failed', node, 'dead_letter', entry)
 block_downstream(node)
 local ready = {}
 if ARGV[6] ~= '' then
@@ -23,4 +48,4 @@ if ARGV[6] ~= '' then
     queue_node(id, ready)
   end
 end
-return {'ok', finalize_if_done(), ready}
+return {'ok', finalize_if_done(), ready, entry}

@@ -2,8 +2,12 @@
 -- named in keys.RUN_KEY_NAMES order; ARGV[1] is the event stream cap, ARGV[2] the
 -- retention in seconds, and each script's own arguments start at ARGV[3].
 -- Time comes from the server, so leases do not depend on the clocks of worker hosts.
+local RUN_KEY_NAMES = {__RUN_KEY_NAMES__}
 local K = {}
-for i, name in ipairs({__RUN_KEY_NAMES__}) do K[name] = KEYS[i] end
+for i, name in ipairs(RUN_KEY_NAMES) do K[name] = KEYS[i] end
+-- Keys after the run's own are shared ones a script names itself (the DLQ stream...).
+local SHARED = {}
+for i = #RUN_KEY_NAMES + 1, #KEYS do SHARED[#SHARED + 1] = KEYS[i] end
 local EVENTS_MAXLEN = ARGV[1]
 local RETENTION_S = tonumber(ARGV[2])
 local clock = redis.call('TIME')
@@ -89,7 +93,8 @@ local function block_downstream(node)
 end
 
 local function finish_run(status)
-  redis.call('HSET', K.run, 'status', status, 'finished_at', NOW)
+  -- open_status: what a replay re-opens the run as (it may not have been planned yet).
+  redis.call('HSET', K.run, 'open_status', run_status(), 'status', status, 'finished_at', NOW)
   emit('run.' .. status, false)
   redis.call('XADD', K.done, '*', 'status', status)
   for _, key in pairs(K) do redis.call('EXPIRE', key, RETENTION_S) end

@@ -4,6 +4,10 @@ A tool is a function whose keyword parameters are its arguments (checked by a py
 model built from the signature, whose JSON schema is what the model sees); a ``ctx``
 parameter receives the NodeContext. It returns a string or anything JSON, or raises
 ToolError (any other exception counts as a failed call too).
+
+Each tool runs behind its circuit breaker (``tool:<name>``). A ToolError is the tool
+refusing (a bad path, a domain not allowed): the model's business, so it does not count;
+a timeout or an unexpected exception is the tool failing, and does.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dagwright.errors import ToolError
+from dagwright.errors import BreakerOpenError, NodeError, ToolError, ToolTimeoutError
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import (
     accepts,
@@ -37,6 +41,7 @@ class ToolOutcome:
 
     text: str
     is_error: bool = False
+    refused_by_policy: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ class Tool:
         return {"name": self.name, "description": self.description, "input_schema": schema}
 
     def call(self, ctx: NodeContext, args: dict[str, Any]) -> ToolOutcome:
-        """Run the tool under its timeout; never raises."""
+        """Run the tool under its timeout and breaker. Raises only BreakerOpenError: the
+        node then waits for the tool to come back, without spending an attempt."""
         try:
             kwargs = validated_kwargs(self.args_model, args)
         except ValidationError as exc:
@@ -65,9 +71,15 @@ class Tool:
         if self.wants_ctx:
             kwargs["ctx"] = ctx
         try:
-            value = call_with_timeout(
-                lambda: run_to_completion(self.func(**kwargs)), self.timeout_s
+            value = ctx.guard(
+                f"tool:{self.name}",
+                lambda: call_with_timeout(
+                    lambda: run_to_completion(self.func(**kwargs)), self.timeout_s
+                ),
+                is_failure=is_tool_failure,
             )
+        except BreakerOpenError:
+            raise
         except ToolError as exc:
             return ToolOutcome(str(exc), is_error=True)
         except Exception as exc:
@@ -93,10 +105,17 @@ def call_with_timeout(call: Callable[[], Any], timeout_s: float) -> Any:
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise ToolError(f"the tool did not finish within {timeout_s:g}s")
+        raise ToolTimeoutError(f"the tool did not finish within {timeout_s:g}s")
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+def is_tool_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the tool itself is failing (see the module's docstring)."""
+    if isinstance(exc, ToolTimeoutError):
+        return True
+    return not isinstance(exc, (ToolError, NodeError))
 
 
 def as_text(value: Any) -> str:

@@ -1,0 +1,108 @@
+"""A dead letter: a node that failed for good, with everything needed to replay it."""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from dagwright.errors import BudgetExceededError, PoisonMessageError, ToolPolicyError
+from dagwright.models import from_ms
+
+
+class Classification(enum.StrEnum):
+    """Why the node failed for good, which says what fixes it before a replay."""
+
+    TRANSIENT = "transient"  # kept failing through its retries: replay once it is back
+    PERMANENT = "permanent"  # retrying could not help: fix the input, the code or the plan
+    BUDGET = "budget"  # the token budget ran out: raise it
+    POLICY = "policy"  # the tool policy refused what the node needed: change the policy
+    POISON = "poison"  # it killed its worker on every delivery: fix the code
+
+
+class DeadLetterStatus(enum.StrEnum):
+    PENDING = "pending"
+    REPLAYED = "replayed"
+    PURGED = "purged"
+
+
+def classify(exc: BaseException, *, retryable: bool) -> Classification:
+    """The class of a final failure; ``retryable``: the node's policy would have retried
+    it had attempts been left."""
+    if isinstance(exc, PoisonMessageError):
+        return Classification.POISON
+    if isinstance(exc, BudgetExceededError):
+        return Classification.BUDGET
+    if isinstance(exc, ToolPolicyError):
+        return Classification.POLICY
+    return Classification.TRANSIENT if retryable else Classification.PERMANENT
+
+
+class DeadLetter(BaseModel):
+    """One entry of the DLQ stream (its fields are written by lua/fail.lua)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    run_id: str
+    node_id: str
+    fence: int
+    worker_type: str
+    spec: dict[str, Any]
+    attempts: int
+    classification: Classification
+    error_class: str
+    message: str
+    traceback: str
+    first_failure_at: datetime
+    last_failure_at: datetime
+    status: DeadLetterStatus = DeadLetterStatus.PENDING
+
+    @classmethod
+    def from_stream(cls, entry_id: str, fields: dict[str, str], status: str | None) -> DeadLetter:
+        return cls(
+            id=entry_id,
+            run_id=fields["run"],
+            node_id=fields["node"],
+            fence=int(fields["fence"]),
+            worker_type=fields["worker_type"],
+            spec=json.loads(fields["spec"]),
+            attempts=int(fields["attempts"]),
+            classification=Classification(fields["classification"]),
+            error_class=fields["error_class"],
+            message=fields["message"],
+            traceback=fields.get("traceback", ""),
+            first_failure_at=from_ms(fields["first_failure_ms"]),
+            last_failure_at=from_ms(fields["last_failure_ms"]),
+            status=DeadLetterStatus(status or DeadLetterStatus.PENDING),
+        )
+
+
+class DeadLetterFilter(BaseModel):
+    """Which dead letters a list, a replay or a purge applies to (unset: any)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str | None = None
+    worker_type: str | None = None
+    classification: Classification | None = None
+    status: DeadLetterStatus | None = None
+
+    def matches(self, fields: dict[str, str]) -> bool:
+        return (
+            (self.run_id is None or fields.get("run") == self.run_id)
+            and (self.worker_type is None or fields.get("worker_type") == self.worker_type)
+            and (self.classification is None or fields.get("classification") == self.classification)
+        )
+
+
+class DeadLetterStats(BaseModel):
+    total: int
+    by_status: dict[str, int]
+    by_classification: dict[str, int]
+    by_worker_type: dict[str, int]
+    oldest_at: datetime | None
+    newest_at: datetime | None

@@ -1,0 +1,106 @@
+"""Reading and purging the DLQ stream (entries are written by the scheduler's fail step,
+replayed by ``orchestrator.replay``).
+
+Each entry's fate (replayed, purged) is a key of its own, set once by the step that
+decides it and expiring with the DLQ's retention, so the stream itself is append-only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import redis
+
+from dagwright.dlq.entries import (
+    DeadLetter,
+    DeadLetterFilter,
+    DeadLetterStats,
+    DeadLetterStatus,
+)
+from dagwright.errors import DeadLetterError
+from dagwright.keys import Keys
+
+PAGE = 200  # entries read per round trip when scanning
+
+
+class DeadLetterStore:
+    def __init__(self, client: redis.Redis, keys: Keys, *, retention_s: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.retention_s = retention_s
+
+    def find(self, where: DeadLetterFilter | None = None, *, limit: int = 50) -> list[DeadLetter]:
+        """Matching dead letters, newest first (at most ``limit``; 0: all)."""
+        found: list[DeadLetter] = []
+        for letter in self.scan(where or DeadLetterFilter()):
+            found.append(letter)
+            if limit and len(found) >= limit:
+                break
+        return found
+
+    def scan(self, where: DeadLetterFilter) -> Iterator[DeadLetter]:
+        """Every matching dead letter, newest first, a page at a time."""
+        end = "+"
+        while True:
+            page = self.client.xrevrange(self.keys.dlq, max=end, min="-", count=PAGE)
+            matching = [(entry_id, fields) for entry_id, fields in page if where.matches(fields)]
+            statuses = self._statuses([entry_id for entry_id, _ in matching])
+            for (entry_id, fields), status in zip(matching, statuses, strict=True):
+                letter = DeadLetter.from_stream(entry_id, fields, status)
+                if where.status is None or letter.status == where.status:
+                    yield letter
+            if len(page) < PAGE:
+                return
+            end = "(" + page[-1][0]
+
+    def get(self, entry_id: str) -> DeadLetter:
+        """The dead letter ``entry_id``; DeadLetterError if there is none."""
+        try:
+            entries = self.client.xrange(self.keys.dlq, min=entry_id, max=entry_id, count=1)
+        except redis.ResponseError:  # not a stream id at all
+            entries = []
+        if not entries:
+            raise DeadLetterError(
+                f"no dead letter {entry_id!r}: `dagwright dlq list` shows them "
+                "(purged ones and those past DAGWRIGHT_DLQ_RETENTION_S are gone)"
+            )
+        [(found_id, fields)] = entries
+        return DeadLetter.from_stream(found_id, fields, self._statuses([found_id])[0])
+
+    def purge(self, entry_id: str) -> bool:
+        """Delete a dead letter; False if there was none. A replayed one keeps saying so
+        (its status outlives it), a pending one can no longer be replayed."""
+        self.client.set(
+            self.keys.dlq_status(entry_id), DeadLetterStatus.PURGED, nx=True, ex=self.retention_s
+        )
+        return bool(self.client.xdel(self.keys.dlq, entry_id))
+
+    def depth(self) -> int:
+        """Dead letters waiting for a replay or a purge."""
+        return sum(1 for _ in self.scan(DeadLetterFilter(status=DeadLetterStatus.PENDING)))
+
+    def stats(self) -> DeadLetterStats:
+        by_status: Counter[str] = Counter()
+        by_class: Counter[str] = Counter()
+        by_type: Counter[str] = Counter()
+        oldest = newest = None
+        for letter in self.scan(DeadLetterFilter()):
+            by_status[letter.status] += 1
+            by_class[letter.classification] += 1
+            by_type[letter.worker_type] += 1
+            newest = newest or letter.last_failure_at
+            oldest = letter.last_failure_at
+        return DeadLetterStats(
+            total=sum(by_status.values()),
+            by_status=dict(by_status),
+            by_classification=dict(by_class),
+            by_worker_type=dict(by_type),
+            oldest_at=oldest,
+            newest_at=newest,
+        )
+
+    def _statuses(self, entry_ids: list[str]) -> list[str | None]:
+        if not entry_ids:
+            return []
+        return list(self.client.mget([self.keys.dlq_status(entry_id) for entry_id in entry_ids]))

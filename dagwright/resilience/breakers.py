@@ -1,0 +1,160 @@
+"""Circuit breakers per dependency (a model, a tool), state shared by every worker in Redis.
+
+pybreaker does the state machine (closed → open after ``fail_max`` failures in a row →
+half-open after ``reset_timeout`` → closed on a successful probe), with
+``CircuitRedisStorage`` so that all processes and hosts share one state per breaker.
+Around it:
+
+- One pybreaker instance per thread and breaker: ``CircuitBreaker.call`` holds a lock for
+  the whole call, so a shared instance would run one LLM call at a time per process.
+- An open breaker fails fast with ``BreakerOpenError`` carrying the remaining open time,
+  read from the shared state, so the node waits exactly that long (RETRY_WAIT).
+- pybreaker lets every caller through once the open time is over; here a Redis counter
+  lets through at most ``max_probes`` callers at once, over every worker, and the others
+  wait as if the breaker were still open.
+- Only failures ``is_failure`` accepts count (an unreachable API, a timeout): a refused
+  request or a tool's "no such file" is the caller's business, not the dependency's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import pybreaker
+import redis
+
+from dagwright.errors import BreakerOpenError
+from dagwright.keys import Keys
+
+T = TypeVar("T")
+
+PROBE_WAIT_S = 2.0  # how long a caller refused a probe slot waits before asking again
+
+TAKE_PROBE = """
+local taken = redis.call('INCR', KEYS[1])
+if taken == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if taken > tonumber(ARGV[1]) then
+  redis.call('DECR', KEYS[1])
+  return 0
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class BreakerStatus:
+    name: str
+    state: str  # closed, open, half-open
+    failures: int
+    open_for_s: float  # remaining open time (0 unless open)
+
+
+class Breakers:
+    """The circuit breakers of one process."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        fail_max: int,
+        reset_timeout_s: float,
+        max_probes: int,
+    ) -> None:
+        if client.get_encoder().decode_responses:
+            raise ValueError("pybreaker's Redis storage needs a client without decode_responses")
+        self.client = client
+        self.keys = keys
+        self.fail_max = fail_max
+        self.reset_timeout_s = reset_timeout_s
+        self.max_probes = max_probes
+        self._local = threading.local()
+        self._take_probe = client.register_script(TAKE_PROBE)
+
+    def call(
+        self,
+        name: str,
+        func: Callable[..., T],
+        *args: Any,
+        is_failure: Callable[[BaseException], bool],
+        **kwargs: Any,
+    ) -> T:
+        """``func(*args, **kwargs)`` through the breaker ``name``; BreakerOpenError if it
+        is open (or half-open with its probes taken)."""
+        breaker = self._breaker(name, is_failure)
+        state = breaker.current_state
+        if state == pybreaker.STATE_OPEN:
+            remaining = self._open_for_s(breaker)
+            if remaining > 0:
+                raise BreakerOpenError(name, remaining)
+        probing = state != pybreaker.STATE_CLOSED
+        if probing and not self._take_probe_slot(name):
+            raise BreakerOpenError(name, PROBE_WAIT_S)
+        try:
+            return breaker.call(func, *args, **kwargs)
+        except pybreaker.CircuitBreakerError as exc:  # this call opened it, or it opened meanwhile
+            raise BreakerOpenError(name, self._open_for_s(breaker) or self.reset_timeout_s) from exc
+        finally:
+            if probing:
+                self.client.decr(self.keys.breaker_probes(name))
+
+    def status(self, name: str) -> BreakerStatus:
+        storage = self._storage(name)
+        state = storage.state
+        remaining = self._remaining(storage.opened_at) if state == pybreaker.STATE_OPEN else 0.0
+        return BreakerStatus(name=name, state=state, failures=storage.counter, open_for_s=remaining)
+
+    def names(self) -> list[str]:
+        return sorted(name.decode() for name in self.client.smembers(self.keys.breakers))
+
+    def _breaker(
+        self, name: str, is_failure: Callable[[BaseException], bool]
+    ) -> pybreaker.CircuitBreaker:
+        breakers: dict[str, pybreaker.CircuitBreaker] = self._local.__dict__.setdefault(
+            "by_name", {}
+        )
+        if name not in breakers:
+            self.client.sadd(self.keys.breakers, name)
+            breakers[name] = pybreaker.CircuitBreaker(
+                fail_max=self.fail_max,
+                reset_timeout=self.reset_timeout_s,
+                exclude=[lambda exc: not is_failure(exc)],
+                state_storage=self._storage(name),
+                name=name,
+            )
+        return breakers[name]
+
+    def _storage(self, name: str) -> pybreaker.CircuitRedisStorage:
+        return pybreaker.CircuitRedisStorage(
+            pybreaker.STATE_CLOSED, self.client, namespace=self.keys.breaker_namespace(name)
+        )
+
+    def _open_for_s(self, breaker: pybreaker.CircuitBreaker) -> float:
+        return self._remaining(breaker._state_storage.opened_at)
+
+    def _remaining(self, opened_at: datetime | None) -> float:
+        if opened_at is None:
+            return 0.0
+        elapsed = (datetime.now(UTC) - opened_at).total_seconds()
+        return max(self.reset_timeout_s - elapsed, 0.0)
+
+    def _take_probe_slot(self, name: str) -> bool:
+        ttl_ms = int(self.reset_timeout_s * 1000)
+        return bool(
+            self._take_probe(keys=[self.keys.breaker_probes(name)], args=[self.max_probes, ttl_ms])
+        )
+
+
+def call_directly(
+    name: str,
+    func: Callable[..., T],
+    *args: Any,
+    is_failure: Callable[[BaseException], bool],
+    **kwargs: Any,
+) -> T:
+    """The same signature as ``Breakers.call``, without a breaker (tests, local planning)."""
+    return func(*args, **kwargs)
