@@ -25,6 +25,7 @@ from dagwright import Client, Settings
 from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
+from tests.support.processes import Workers
 
 # Short timings so recovery and retry paths are exercised in seconds.
 FAST_TIMINGS: dict[str, Any] = {
@@ -146,3 +147,11 @@ def subprocess_settings(
     settings = make_settings(valkey, fake_llm_server, tmp_path / "data", state_db=2, broker_db=3)
     reset_databases(settings)
     return settings
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    """Worker subprocesses this test starts (``workers.start(settings)``), stopped after it."""
+    started = Workers(tmp_path)
+    yield started
+    started.stop_all()

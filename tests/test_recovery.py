@@ -4,34 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.testing import FakeAnthropicServer
 from tests.support.functions import executions_key
-from tests.support.processes import WorkerProcess
+from tests.support.processes import Workers
 from tests.support.waiting import wait_until
-
-
-@pytest.fixture
-def workers(subprocess_settings: Settings, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for worker in started:
-        worker.stop()
-
-
-def start_worker(
-    workers: list[WorkerProcess], settings: Settings, tmp_path: Path, **kwargs: object
-) -> WorkerProcess:
-    worker = WorkerProcess(
-        settings, tmp_path / f"worker{len(workers)}.log", name=f"w{len(workers)}", **kwargs
-    )  # type: ignore[arg-type]
-    workers.append(worker)
-    return worker
 
 
 def holder_pid(client: Client, run_id: str, node: str) -> int:
@@ -47,11 +25,11 @@ def slow_pipeline() -> PlanBuilder:
 
 
 def test_a_pool_process_killed_mid_node_is_recovered_at_once(
-    subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
+    subprocess_settings: Settings, workers: Workers
 ) -> None:
     # A lease far longer than the wait below: only the takeover can recover the node in time.
     settings = subprocess_settings.model_copy(update={"lease_s": 60.0})
-    start_worker(workers, settings, tmp_path)
+    workers.start(settings)
     client = Client(settings)
     run = client.submit(slow_pipeline().build())
     victim = wait_until(
@@ -69,14 +47,14 @@ def test_a_pool_process_killed_mid_node_is_recovered_at_once(
 
 
 def test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry(
-    subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
+    subprocess_settings: Settings, workers: Workers
 ) -> None:
-    first = start_worker(workers, subprocess_settings, tmp_path)
+    first = workers.start(subprocess_settings)
     client = Client(subprocess_settings)
     run = client.submit(slow_pipeline().build())
     wait_until(lambda: holder_pid(client, run.run_id, "slow"), timeout=30, what="slow running")
     first.kill_all()  # main process and pool: nothing hands the message back
-    start_worker(workers, subprocess_settings, tmp_path)
+    workers.start(subprocess_settings)
     state = run.wait(timeout=60)
     assert state.status == RunStatus.SUCCEEDED, workers[1].log_tail()
     kinds = [(e.kind, e.node) for e in run.events(follow=False)]
@@ -85,9 +63,9 @@ def test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry(
 
 
 def test_a_ten_thousand_node_plan_completes(
-    subprocess_settings: Settings, workers: list[WorkerProcess], tmp_path: Path
+    subprocess_settings: Settings, workers: Workers
 ) -> None:
-    start_worker(workers, subprocess_settings, tmp_path)
+    workers.start(subprocess_settings)
     plan = PlanBuilder("ten thousand")
     root = plan.function("root", "noop")
     middle = [plan.function(f"n{i}", "noop", depends_on=[root]) for i in range(9_998)]
@@ -101,8 +79,7 @@ def test_a_ten_thousand_node_plan_completes(
 
 def test_an_agent_killed_mid_loop_resumes_without_repeating_a_finished_llm_call(
     subprocess_settings: Settings,
-    workers: list[WorkerProcess],
-    tmp_path: Path,
+    workers: Workers,
     fake_llm: FakeAnthropicServer,
 ) -> None:
     def turn(messages: int, block: dict[str, object], **entry: object) -> dict[str, object]:
@@ -126,14 +103,14 @@ def test_an_agent_killed_mid_loop_resumes_without_repeating_a_finished_llm_call(
         turn(5, write("c.md")),  # the same request again, after the resume
         turn(7, {"type": "text", "text": "all written"}),
     )
-    first = start_worker(workers, subprocess_settings, tmp_path)
+    first = workers.start(subprocess_settings)
     client = Client(subprocess_settings)
     plan = PlanBuilder()
     plan.agent("research", "researcher", "Write three notes.")
     run = client.submit(plan.build())
     wait_until(lambda: len(fake_llm.requests) == 3, timeout=30, what="turn 3 in flight")
     first.kill_all()
-    start_worker(workers, subprocess_settings, tmp_path)
+    workers.start(subprocess_settings)
 
     state = run.wait(timeout=60)
     assert state.status == RunStatus.SUCCEEDED, workers[1].log_tail()

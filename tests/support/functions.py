@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from functools import cache
 from typing import Any
@@ -50,3 +52,24 @@ def unserializable() -> object:
 def echo_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     """Return the inputs as received."""
     return inputs
+
+
+def fixed_key(run_id: str) -> str:
+    return f"test:fixed:{{{run_id}}}"
+
+
+@dagwright.function
+def broken_until_fixed(ctx: NodeContext) -> str:
+    """Fail for good until the test sets :func:`fixed_key` (the cause being fixed)."""
+    client = _redis(ctx.settings.redis_url or "")
+    client.hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    if not client.exists(fixed_key(ctx.run_id)):
+        raise PermanentError(f"the input of {ctx.node_id} is wrong (on purpose)")
+    return "fixed"
+
+
+@dagwright.function
+def kill_my_process(ctx: NodeContext) -> None:
+    """A poison message: SIGKILL the process running it, every time."""
+    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -12,6 +12,22 @@ from dagwright.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# The timings and limits tests shorten, passed on to the worker processes.
+PASSED_SETTINGS = (
+    "lease_s",
+    "heartbeat_interval_s",
+    "reconcile_interval_s",
+    "publish_grace_s",
+    "stranded_after_s",
+    "llm_retry_backoff_s",
+    "llm_retry_after_cap_s",
+    "llm_max_attempts",
+    "breaker_fail_max",
+    "breaker_reset_timeout_s",
+    "breaker_max_probes",
+    "max_deliveries",
+)
+
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment of a dagwright process using ``settings`` (nothing inherited)."""
@@ -19,15 +35,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
     env.update(
         DAGWRIGHT_REDIS_URL=settings.redis_url or "",
         DAGWRIGHT_BROKER_URL=settings.broker_url or "",
-        DAGWRIGHT_LEASE_S=str(settings.lease_s),
-        DAGWRIGHT_HEARTBEAT_INTERVAL_S=str(settings.heartbeat_interval_s),
-        DAGWRIGHT_RECONCILE_INTERVAL_S=str(settings.reconcile_interval_s),
-        DAGWRIGHT_PUBLISH_GRACE_S=str(settings.publish_grace_s),
-        DAGWRIGHT_STRANDED_AFTER_S=str(settings.stranded_after_s),
         DAGWRIGHT_DATA_DIR=str(settings.data_dir),
         DAGWRIGHT_IMPORTS="tests.support.functions",
-        DAGWRIGHT_LLM_RETRY_BACKOFF_S=str(settings.llm_retry_backoff_s),
     )
+    for name in PASSED_SETTINGS:
+        env[f"DAGWRIGHT_{name.upper()}"] = str(getattr(settings, name))
     if settings.anthropic_base_url:
         env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
     if settings.anthropic_api_key:
@@ -84,3 +96,29 @@ class WorkerProcess:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class Workers(list[WorkerProcess]):
+    """The worker processes a test started, all stopped at its end."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__()
+        self.log_dir = log_dir
+
+    def start(self, settings: Settings, *, concurrency: int = 2) -> WorkerProcess:
+        name = f"w{len(self)}"
+        worker = WorkerProcess(
+            settings, self.log_dir / f"{name}.log", concurrency=concurrency, name=name
+        )
+        self.append(worker)
+        return worker
+
+    def stop_all(self) -> None:
+        for worker in self:
+            worker.stop()
+
+    def log_tails(self, lines: int = 20) -> str:
+        return "\n".join(f"--- {w.log_path.name}\n{w.log_tail(lines)}" for w in self)
+
+    def alive(self) -> list[WorkerProcess]:
+        return [worker for worker in self if worker.process.poll() is None]

@@ -1,0 +1,282 @@
+"""``dagwright dlq``: list, show, replay, purge and count dead letters."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from dagwright.cli.exits import ExitCode
+from dagwright.cli.options import ImportOption, JsonOption, settings_from
+from dagwright.cli.output import iso, print_json, stderr, stdout
+from dagwright.client import Client
+from dagwright.dlq import DeadLetter, DeadLetterStats
+from dagwright.errors import InputError
+from dagwright.orchestrator.replay import ReplayResult
+
+app = typer.Typer(
+    help="The dead-letter queue: nodes that failed for good, kept to be replayed.",
+    no_args_is_help=True,
+)
+
+RunOption = Annotated[str | None, typer.Option("--run", help="Only this run's dead letters.")]
+TypeOption = Annotated[
+    str | None, typer.Option("--worker-type", "-w", help="Only nodes of this worker type.")
+]
+ClassOption = Annotated[
+    str | None,
+    typer.Option(
+        "--class", help="Only this classification: transient, permanent, budget, policy, poison."
+    ),
+]
+FilterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--filter",
+        help="KEY=VALUE with KEY run, worker-type or class (repeatable; like the flags).",
+    ),
+]
+CLASS_STYLE = {
+    "transient": "yellow",
+    "permanent": "red",
+    "budget": "magenta",
+    "policy": "magenta",
+    "poison": "bold red",
+}
+STATUS_STYLE = {"pending": "", "replayed": "green", "purged": "dim"}
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="dlq")
+
+
+def client_from(imports: list[str] | None) -> Client:
+    return Client(settings_from(imports))
+
+
+@app.command("list")
+def list_letters(
+    run_id: RunOption = None,
+    worker_type: TypeOption = None,
+    classification: ClassOption = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="pending, replayed or purged.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 50,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """List dead letters, newest first."""
+    letters = client_from(imports).dlq_list(
+        run_id=run_id,
+        worker_type=worker_type,
+        classification=classification,
+        status=status,
+        limit=limit,
+    )
+    if json_output:
+        print_json([letter_json(letter, full=False) for letter in letters])
+        return
+    if not letters:
+        stderr.print("no dead letters")
+        return
+    stdout.print(letters_table(letters))
+
+
+@app.command("show")
+def show(entry_id: str, json_output: JsonOption = False, imports: ImportOption = None) -> None:
+    """Everything a dead letter holds: the node's spec, the error and its traceback."""
+    letter = client_from(imports).dlq_get(entry_id)
+    if json_output:
+        print_json(letter_json(letter, full=True))
+        return
+    print_letter(letter)
+
+
+@app.command("replay")
+def replay(
+    entry_id: Annotated[str | None, typer.Argument(show_default=False)] = None,
+    all_letters: Annotated[
+        bool, typer.Option("--all", help="Replay every pending dead letter (or every match).")
+    ] = False,
+    run_id: RunOption = None,
+    worker_type: TypeOption = None,
+    classification: ClassOption = None,
+    filters: FilterOption = None,
+    fresh: Annotated[
+        bool,
+        typer.Option("--fresh", help="Drop the node's checkpoint: an agent starts over."),
+    ] = False,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Run dead-lettered nodes again: each run re-opens and goes on from where it
+    stopped (completed nodes and completed LLM calls are kept)."""
+    where = filter_args(run_id, worker_type, classification, filters)
+    client = client_from(imports)
+    if entry_id is not None:
+        if all_letters or any(where.values()):
+            raise InputError("give either a dead letter id, or --all / filters, not both")
+        results = [client.dlq_replay(entry_id, fresh=fresh)]
+    elif all_letters or any(where.values()):
+        results = client.dlq_replay_all(**where, fresh=fresh)
+    else:
+        raise InputError("say which: a dead letter id, --all, or filters such as --run RUN")
+    report_replays(results, json_output)
+    if any(not result.replayed for result in results):
+        raise typer.Exit(ExitCode.RUN_FAILED)
+
+
+@app.command("purge")
+def purge(
+    entry_id: Annotated[str | None, typer.Argument(show_default=False)] = None,
+    all_letters: Annotated[
+        bool, typer.Option("--all", help="Purge every dead letter (or every match).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm purging several.")] = False,
+    run_id: RunOption = None,
+    worker_type: TypeOption = None,
+    classification: ClassOption = None,
+    filters: FilterOption = None,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Delete dead letters for good (a pending one can then no longer be replayed)."""
+    where = filter_args(run_id, worker_type, classification, filters)
+    client = client_from(imports)
+    if entry_id is not None:
+        if all_letters or any(where.values()):
+            raise InputError("give either a dead letter id, or --all / filters, not both")
+        client.dlq_purge(entry_id)
+        purged = 1
+    elif all_letters or any(where.values()):
+        if not yes:
+            raise InputError("purging several dead letters cannot be undone: add --yes")
+        purged = client.dlq_purge_all(**where)
+    else:
+        raise InputError("say which: a dead letter id, or --all --yes (filters narrow it)")
+    if json_output:
+        print_json({"purged": purged})
+    else:
+        stderr.print(f"purged {purged} dead letter{'s' if purged != 1 else ''}")
+
+
+@app.command("stats")
+def stats(json_output: JsonOption = False, imports: ImportOption = None) -> None:
+    """How many dead letters there are, by status, classification and worker type."""
+    found = client_from(imports).dlq_stats()
+    if json_output:
+        print_json(found.model_dump(mode="json"))
+        return
+    print_stats(found)
+
+
+# -- arguments ------------------------------------------------------------------------
+
+FILTER_KEYS = {"run": "run_id", "worker-type": "worker_type", "class": "classification"}
+
+
+def filter_args(
+    run_id: str | None,
+    worker_type: str | None,
+    classification: str | None,
+    filters: list[str] | None,
+) -> dict[str, str | None]:
+    """The client's filter keywords from the flags and ``--filter KEY=VALUE`` items."""
+    where: dict[str, str | None] = {
+        "run_id": run_id,
+        "worker_type": worker_type,
+        "classification": classification,
+    }
+    for item in filters or []:
+        key, _, value = item.partition("=")
+        name = FILTER_KEYS.get(key.strip().replace("_", "-"))
+        if name is None or not value.strip():
+            raise InputError(
+                f"--filter {item!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}"
+            )
+        where[name] = value.strip()
+    return where
+
+
+# -- output ---------------------------------------------------------------------------
+
+
+def letter_json(letter: DeadLetter, *, full: bool) -> dict[str, Any]:
+    data = letter.model_dump(mode="json")
+    if not full:
+        data.pop("traceback")
+        data.pop("spec")
+    return data
+
+
+def letters_table(letters: list[DeadLetter]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("id", "failed", "run", "node", "type", "class", "status", "tries", "error"):
+        table.add_column(column, overflow="fold")
+    for letter in letters:
+        table.add_row(
+            letter.id,
+            f"{letter.last_failure_at:%Y-%m-%d %H:%M:%S}",
+            letter.run_id,
+            letter.node_id,
+            letter.worker_type,
+            Text(letter.classification, style=CLASS_STYLE.get(letter.classification, "")),
+            Text(letter.status, style=STATUS_STYLE.get(letter.status, "")),
+            str(letter.attempts),
+            f"{letter.error_class}: {letter.message}"[:120],
+        )
+    return table
+
+
+def print_letter(letter: DeadLetter) -> None:
+    fields = {
+        "id": letter.id,
+        "status": letter.status,
+        "run": letter.run_id,
+        "node": f"{letter.node_id} ({letter.worker_type}), fence {letter.fence}",
+        "class": letter.classification,
+        "attempts": str(letter.attempts),
+        "first failure": iso(letter.first_failure_at) or "",
+        "last failure": iso(letter.last_failure_at) or "",
+        "error": f"{letter.error_class}: {letter.message}",
+    }
+    for name, value in fields.items():
+        stdout.print(f"[bold]{name:>13}[/] {escape(value)}")
+    stdout.print("[bold]         spec[/]", escape(str(letter.spec)))
+    if letter.traceback:
+        stdout.print("[bold]    traceback[/]")
+        stdout.print(escape(letter.traceback.rstrip()), highlight=False)
+    if letter.status == "pending":
+        stderr.print(f"replay it with: dagwright dlq replay {letter.id}")
+
+
+def report_replays(results: list[ReplayResult], json_output: bool) -> None:
+    if json_output:
+        print_json([result.to_json() for result in results])
+        return
+    if not results:
+        stderr.print("no pending dead letters match")
+    for result in results:
+        where = f"{result.run_id}/{result.node_id}"
+        if result.replayed:
+            reopened = " (run re-opened)" if result.reopened else ""
+            stderr.print(f"[green]↻[/] {result.entry_id} {where} queued again{reopened}")
+        else:
+            stderr.print(f"[yellow]-[/] {result.entry_id} {where}: {escape(result.reason)}")
+
+
+def print_stats(found: DeadLetterStats) -> None:
+    def counts(by: dict[str, int]) -> str:
+        return ", ".join(f"{name} {count}" for name, count in sorted(by.items())) or "-"
+
+    stdout.print(f"[bold]dead letters[/] {found.total}")
+    stdout.print(f"[bold]   by status[/] {counts(found.by_status)}")
+    stdout.print(f"[bold]    by class[/] {counts(found.by_classification)}")
+    stdout.print(f"[bold]     by type[/] {counts(found.by_worker_type)}")
+    if found.newest_at is not None:
+        stdout.print(f"[bold]      oldest[/] {iso(found.oldest_at)}")
+        stdout.print(f"[bold]      newest[/] {iso(found.newest_at)}")

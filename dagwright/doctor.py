@@ -1,0 +1,406 @@
+"""``dagwright doctor``: can this deployment run plans? One check per concern.
+
+Each check has a status, a one-line detail and, short of ok, a hint saying what to do:
+
+- ``ok``; ``warn``: runs work, but something will bite (no persistence, pending dead
+  letters); ``fail``: runs cannot work (Redis down, no worker, an open breaker);
+  ``skip``: not checked, because what it reads (the state store) could not be reached.
+
+The checks only read. Reachability is probed with a client that does not retry, so that
+an unreachable server is reported in seconds; the runtime's clients retry for a while
+before giving up, which suits workers but not a health check. A check that fails to read
+what it needs becomes a failed check, never an exception: the doctor must report.
+"""
+
+from __future__ import annotations
+
+import enum
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from dagwright.connection import redact_url, resolve_redis_url
+from dagwright.dlq import DeadLetterStats, DeadLetterStatus
+from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.orchestrator.broker import Broker
+from dagwright.orchestrator.replay import dead_letters
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.resilience.breakers import Breakers, BreakerStatus
+from dagwright.settings import Settings
+from dagwright.tasks import CeleryBroker, build_app
+from dagwright.workers import WorkerRegistry
+
+PROBE_TIMEOUT_S = 3.0
+DOCKER_TIMEOUT_S = 3
+STATE_CHECKS = ("workers", "reconciler", "breakers", "dlq")  # they read the state store
+EVICTION_HINT = "set maxmemory-policy noeviction: evicting keys would drop run state"
+NO_AOF = ("appendonly is off", "set appendonly yes: a restart loses what the last snapshot missed")
+NO_PERSISTENCE = (
+    "no persistence (no AOF, no snapshots)",
+    "set appendonly yes: a restart loses every run",
+)
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    hint: str = ""  # what to do about a warn or fail
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint}
+
+
+def ok(name: str, detail: str) -> Check:
+    return Check(name, Status.OK, detail)
+
+
+def warn(name: str, detail: str, hint: str) -> Check:
+    return Check(name, Status.WARN, detail, hint)
+
+
+def fail(name: str, detail: str, hint: str = "") -> Check:
+    return Check(name, Status.FAIL, detail, hint)
+
+
+def skip(name: str, detail: str) -> Check:
+    return Check(name, Status.SKIP, detail)
+
+
+def healthy(checks: list[Check]) -> bool:
+    """Nothing failed (warnings allowed)."""
+    return all(check.status != Status.FAIL for check in checks)
+
+
+def diagnose(settings: Settings) -> list[Check]:
+    """Every check, in a fixed order: redis, broker, workers (and problem queues),
+    reconciler, breakers, dlq, sandbox, llm."""
+    url = resolve_redis_url(settings)
+    redis_check = check_redis(url)
+    reachable = redis_check.status != Status.FAIL
+    broker_url = settings.broker_url or url
+    if broker_url == url and not reachable:
+        broker_check = skip("broker", "not checked: the same server as Redis")
+    else:
+        broker_check = check_broker(broker_url)
+    if url and reachable:
+        state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
+    else:
+        state = [skip(name, "not checked without Redis") for name in STATE_CHECKS]
+    local = [check_sandbox(sandbox_backends()), check_llm(settings)]
+    return [redis_check, broker_check, *state, *local]
+
+
+# Reachability: the state store and the broker.
+
+
+def probe_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=PROBE_TIMEOUT_S,
+        socket_timeout=PROBE_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+def unreachable(name: str, what: str, url: str, exc: Exception, hint: str) -> Check:
+    if isinstance(exc, redis.AuthenticationError):
+        return fail(
+            name,
+            f"{what} at {redact_url(url)} refused the credentials",
+            "check the password in the URL",
+        )
+    if isinstance(exc, ValueError):
+        return fail(name, f"invalid {what} URL {redact_url(url)!r}: {exc}", hint)
+    return fail(name, f"cannot reach {what} at {redact_url(url)}: {exc}", hint)
+
+
+def check_redis(url: str | None) -> Check:
+    """The state store answers PING, and keeps what it is given (no eviction, persistence)."""
+    if not url:
+        return fail(
+            "redis",
+            "no Redis configured",
+            "set DAGWRIGHT_REDIS_URL, or start the local stack with `dagwright up`",
+        )
+    try:
+        with probe_client(url) as client:
+            client.ping()
+            problems = persistence_problems(client)
+    except (redis.RedisError, ValueError) as exc:
+        hint = "is it running? check DAGWRIGHT_REDIS_URL (`dagwright up` starts a local one)"
+        return unreachable("redis", "Redis", url, exc, hint)
+    if not problems:
+        return ok("redis", f"reachable at {redact_url(url)}")
+    details, hints = zip(*problems, strict=True)
+    return warn(
+        "redis",
+        f"reachable at {redact_url(url)}; " + "; ".join(details),
+        "; ".join(hints),
+    )
+
+
+def server_config(client: redis.Redis, name: str) -> str | None:
+    """A CONFIG value, or None where CONFIG is disabled (managed Redis): nothing to check."""
+    try:
+        value = client.config_get(name).get(name)
+    except redis.ResponseError:
+        return None
+    return str(value) if value is not None else None
+
+
+def persistence_problems(client: redis.Redis) -> list[tuple[str, str]]:
+    """(detail, hint) of each server setting that could lose run state."""
+    problems = []
+    policy = server_config(client, "maxmemory-policy")
+    if policy not in (None, "noeviction"):
+        problems.append((f"maxmemory-policy is {policy}", EVICTION_HINT))
+    if server_config(client, "appendonly") == "no":
+        snapshots = server_config(client, "save") != ""
+        problems.append(NO_AOF if snapshots else NO_PERSISTENCE)
+    return problems
+
+
+def check_broker(url: str | None) -> Check:
+    """The Celery broker answers PING (it is a Redis server, by default the state store)."""
+    if not url:
+        return fail(
+            "broker",
+            "no broker configured",
+            "set DAGWRIGHT_BROKER_URL (unset: the same server as DAGWRIGHT_REDIS_URL)",
+        )
+    try:
+        with probe_client(url) as client:
+            client.ping()
+    except (redis.RedisError, ValueError) as exc:
+        hint = "is it running? check DAGWRIGHT_BROKER_URL (unset: DAGWRIGHT_REDIS_URL)"
+        return unreachable("broker", "the broker", url, exc, hint)
+    return ok("broker", f"reachable at {redact_url(url)}")
+
+
+# What the state store says: workers, reconciler, breakers, dead letters.
+
+
+def state_checks_at(settings: Settings, url: str, *, broker_ok: bool) -> list[Check]:
+    runtime = Runtime.from_settings(settings.model_copy(update={"redis_url": url}))
+    broker = CeleryBroker(build_app(runtime.settings)) if broker_ok else None
+    return state_checks(runtime, broker)
+
+
+def state_checks(runtime: Runtime, broker: Broker | None) -> list[Check]:
+    """The checks that read the state store; ``broker`` None: it is unreachable."""
+    return [
+        *guarded("workers", lambda: fleet_checks(read_fleet(runtime, broker))),
+        *guarded("reconciler", lambda: [check_reconciler(runtime)]),
+        *guarded("breakers", lambda: [check_breakers(runtime.breakers)]),
+        *guarded("dlq", lambda: [check_dlq(dead_letters(runtime).stats())]),
+    ]
+
+
+def guarded(name: str, checks: Callable[[], list[Check]]) -> list[Check]:
+    """The checks made, or one failed check if what they read could not be read."""
+    try:
+        return checks()
+    except Exception as exc:  # a doctor reports what it cannot read; it never crashes
+        return [fail(name, f"could not check: {type(exc).__name__}: {exc}")]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The live workers (from their presence records) and the queues they should serve."""
+
+    workers: dict[str, frozenset[str]]  # hostname -> queues it consumes
+    queues: dict[str, list[str]]  # queue -> the worker types it serves (none: orchestrator)
+    depths: dict[str, int | None]  # queue -> messages waiting (None: unknown)
+
+    def consumers(self, queue: str) -> int:
+        return sum(queue in queues for queues in self.workers.values())
+
+    def waiting(self) -> int | None:
+        """Messages waiting in every queue, None if a depth is unknown."""
+        depths = list(self.depths.values())
+        return None if None in depths else sum(depth or 0 for depth in depths)
+
+
+def read_fleet(runtime: Runtime, broker: Broker | None) -> Fleet:
+    queues = registered_queues(runtime.registry)
+    depths = {queue: broker.queue_depth(queue) if broker else None for queue in queues}
+    return Fleet(live_workers(runtime), queues, depths)
+
+
+def live_workers(runtime: Runtime) -> dict[str, frozenset[str]]:
+    """Hostname -> queues of every worker whose presence record has not expired."""
+    keys = sorted(runtime.client.scan_iter(runtime.keys.worker_heartbeat_pattern, count=500))
+    pipe = runtime.client.pipeline(transaction=False)
+    for key in keys:
+        pipe.hget(key, "queues")
+    prefix = runtime.keys.worker_heartbeat("")
+    return {
+        key.removeprefix(prefix): frozenset(queues.split(","))
+        for key, queues in zip(keys, pipe.execute(), strict=True)
+        if queues is not None
+    }
+
+
+def registered_queues(registry: WorkerRegistry) -> dict[str, list[str]]:
+    """The orchestrator queue (planning, reconciling) and one per public worker type."""
+    queues: dict[str, list[str]] = {ORCHESTRATOR_QUEUE: []}
+    for worker_type in registry.types():
+        queues.setdefault(worker_type.queue, []).append(worker_type.name)
+    return queues
+
+
+def fleet_checks(fleet: Fleet) -> list[Check]:
+    return [check_workers(fleet), *check_queues(fleet)]
+
+
+def check_workers(fleet: Fleet) -> Check:
+    waiting = fleet.waiting()
+    backlog = "queue depths unknown" if waiting is None else f"{plural(waiting, 'message')} waiting"
+    if not fleet.workers:
+        return fail("workers", f"no live workers ({backlog})", "start one with `dagwright worker`")
+    served = sum(1 for queue in fleet.queues if fleet.consumers(queue))
+    return ok(
+        "workers",
+        f"{plural(len(fleet.workers), 'live worker')} · "
+        f"{served}/{len(fleet.queues)} queues served · {backlog}",
+    )
+
+
+def check_queues(fleet: Fleet) -> list[Check]:
+    """One check per queue no live worker consumes (none without any worker: the workers
+    check says it all)."""
+    if not fleet.workers:
+        return []
+    return [
+        check_unserved_queue(queue, types, fleet.depths[queue])
+        for queue, types in fleet.queues.items()
+        if not fleet.consumers(queue)
+    ]
+
+
+def check_unserved_queue(queue: str, worker_types: list[str], depth: int | None) -> Check:
+    flags = "".join(f" -t {name}" for name in worker_types)
+    hint = f"start a worker for it: `dagwright worker{flags}`"
+    if depth:
+        return fail(
+            f"queue {queue}",
+            f"{plural(depth, 'message')} waiting and no live worker consumes it",
+            hint,
+        )
+    return warn(f"queue {queue}", "no live worker consumes it: its nodes would wait", hint)
+
+
+def check_reconciler(runtime: Runtime) -> Check:
+    """A reconciler holds its lock (refreshed every pass): lost work gets re-queued."""
+    if runtime.client.exists(runtime.keys.reconciler_lock):
+        return ok("reconciler", "a reconciler is active")
+    every = runtime.settings.reconcile_interval_s * 3
+    return warn(
+        "reconciler",
+        f"no reconciler ran in the last {every:g}s: "
+        "work of dead workers and lost messages is not recovered",
+        "every `dagwright worker` runs one unless started with --no-reconciler",
+    )
+
+
+def check_breakers(breakers: Breakers) -> Check:
+    return breaker_check([breakers.status(name) for name in breakers.names()])
+
+
+def breaker_check(statuses: list[BreakerStatus]) -> Check:
+    """Fail on an open breaker, warn on one probing (half-open, or open with its time up)."""
+    still_open = [s for s in statuses if s.state == "open" and s.open_for_s > 0]
+    probing = [s for s in statuses if s.state != "closed" and s not in still_open]
+    if still_open:
+        names = ", ".join(f"{s.name} ({s.open_for_s:.0f}s left)" for s in still_open)
+        return fail(
+            "breakers",
+            f"open: {names}",
+            "calls through an open breaker fail fast: is that dependency down or rate-limiting?",
+        )
+    if probing:
+        return warn(
+            "breakers",
+            "half-open: " + ", ".join(s.name for s in probing),
+            "it closes after a successful probe, or opens again",
+        )
+    if not statuses:
+        return ok("breakers", "none in use yet")
+    return ok("breakers", f"{plural(len(statuses), 'breaker')} closed")
+
+
+def check_dlq(stats: DeadLetterStats) -> Check:
+    pending = stats.by_status.get(DeadLetterStatus.PENDING, 0)
+    if pending:
+        return warn(
+            "dlq",
+            plural(pending, "pending dead letter"),
+            "inspect with `dagwright dlq list`, then `dagwright dlq replay` or purge",
+        )
+    done = f" ({stats.total} replayed or purged)" if stats.total else ""
+    return ok("dlq", f"no pending dead letters{done}")
+
+
+# Local: the sandbox backends and the LLM.
+
+
+def sandbox_backends() -> list[str]:
+    """The sandbox backends usable on this host (the sandbox itself is issue 6)."""
+    found = ["docker"] if docker_available() else []
+    return [*found, "bubblewrap"] if shutil.which("bwrap") else found
+
+
+def docker_available() -> bool:
+    try:
+        import docker  # optional; moves to sandbox/docker.py with the sandbox (issue 6)
+    except ImportError:
+        return False
+    try:
+        return bool(docker.from_env(timeout=DOCKER_TIMEOUT_S).ping())
+    except Exception:  # no daemon, no permission on its socket...
+        return False
+
+
+def check_sandbox(backends: list[str]) -> Check:
+    if not backends:
+        return warn(
+            "sandbox",
+            "no sandbox backend: python nodes cannot run",
+            "install bubblewrap or start Docker (with the `docker` Python package)",
+        )
+    return ok("sandbox", "available: " + ", ".join(backends))
+
+
+def check_llm(settings: Settings) -> Check:
+    """An API key or an endpoint is configured (the key itself is never shown)."""
+    if not (settings.anthropic_api_key or settings.anthropic_base_url):
+        return warn(
+            "llm",
+            "no Anthropic API key: agent nodes and goals cannot run",
+            "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL, e.g. to `dagwright fake-llm`)",
+        )
+    parts = ["API key set"] if settings.anthropic_api_key else []
+    if settings.anthropic_base_url:
+        parts.append(f"endpoint {redact_url(settings.anthropic_base_url)}")
+    parts.append(f"model {settings.default_model}")
+    if settings.planner_model and settings.planner_model != settings.default_model:
+        parts.append(f"planner model {settings.planner_model}")
+    return ok("llm", " · ".join(parts))
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -1,0 +1,229 @@
+"""Dead letters and their replay, on the Lua state machine of a real Valkey (no Celery)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dagwright.dlq import Classification, DeadLetterFilter, DeadLetterStatus
+from dagwright.errors import DeadLetterError, InputError
+from dagwright.models import ErrorInfo, RunStatus
+from dagwright.orchestrator.replay import dead_letters, replay, replay_matching
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.scheduler import Claim, Replayed, ReplayRefused
+from dagwright.settings import Settings
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
+from tests.test_scheduler import claim, finish, kinds, start
+
+ERROR = ErrorInfo(
+    error_class="ValueError", message="bad input", retryable=False, traceback="Traceback: ..."
+)
+
+
+class RecordingBroker:
+    """Publishes nothing: the tests drive the scheduler by hand."""
+
+    def __init__(self) -> None:
+        self.published: list[Any] = []
+
+    def publish(self, nodes: list[Any]) -> list[Any]:
+        self.published.extend(nodes)
+        return nodes
+
+    def queue_depth(self, queue: str) -> int:
+        return 0
+
+
+@pytest.fixture
+def runtime(no_worker_settings: Settings) -> Runtime:
+    return Runtime.from_settings(no_worker_settings)
+
+
+def chain_failed_at_b(runtime: Runtime) -> str:
+    """a -> b -> c with b failed for good: the run has ended FAILED, c is blocked."""
+    run_id, _ = start(
+        runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["b"]}]
+    )
+    finish(runtime, run_id, "a", output='"from a"')
+    assert isinstance(claim(runtime, run_id, "b"), Claim)
+    advance = runtime.scheduler.fail(run_id, "b", 1, ERROR, classification="permanent")
+    assert advance is not None and advance.run_finished == RunStatus.FAILED
+    assert advance.dead_letter
+    return run_id
+
+
+def test_a_final_failure_writes_one_dead_letter_with_everything_needed_to_replay(
+    runtime: Runtime,
+) -> None:
+    run_id = chain_failed_at_b(runtime)
+    assert runtime.scheduler.fail(run_id, "b", 1, ERROR) is None  # a duplicate: no second entry
+    [letter] = dead_letters(runtime).find()
+    assert (letter.run_id, letter.node_id, letter.fence, letter.worker_type) == (
+        run_id,
+        "b",
+        1,
+        "function",
+    )
+    assert letter.spec["function"] == "noop" and letter.spec["depends_on"] == ["a"]
+    assert (letter.error_class, letter.message, letter.traceback) == (
+        "ValueError",
+        "bad input",
+        "Traceback: ...",
+    )
+    assert letter.classification == Classification.PERMANENT
+    assert letter.status == DeadLetterStatus.PENDING and letter.attempts == 1
+    assert letter.first_failure_at <= letter.last_failure_at
+    failed = [e for e in runtime.store.read_events(run_id) if e.kind == "node.failed"]
+    assert failed[0].data["dead_letter"] == letter.id
+
+
+def test_replay_reopens_the_run_unblocks_dependents_and_keeps_completed_nodes(
+    runtime: Runtime,
+) -> None:
+    run_id = chain_failed_at_b(runtime)
+    [letter] = dead_letters(runtime).find()
+    broker = RecordingBroker()
+
+    result = replay(runtime, broker, letter)
+    assert result.replayed and result.reopened
+    assert [(n.node_id, n.fence) for n in broker.published] == [("b", 2)]
+    state = runtime.store.read_state(run_id)
+    assert state.status == RunStatus.RUNNING
+    assert {nid: n.status.value for nid, n in state.nodes.items()} == {
+        "a": "succeeded",
+        "b": "queued",
+        "c": "pending",
+    }
+    assert runtime.client.sismember(runtime.keys.active_runs, run_id)
+    assert not runtime.scheduler.forget(run_id)  # the reconciler keeps watching it
+
+    replayed = claim(runtime, run_id, "b", fence=2)
+    assert isinstance(replayed, Claim) and replayed.inputs == {"a": "from a"}
+    assert runtime.scheduler.complete(run_id, "b", 2, '"fixed"') is not None
+    assert finish(runtime, run_id, "c").run_finished == RunStatus.SUCCEEDED
+    assert runtime.store.read_state(run_id).status == RunStatus.SUCCEEDED
+    assert kinds(runtime, run_id).count("node.succeeded") == 3
+    assert {"run.reopened", "node.replayed", "node.unblocked"} <= set(kinds(runtime, run_id))
+    assert dead_letters(runtime).get(letter.id).status == DeadLetterStatus.REPLAYED
+
+
+def test_a_dead_letter_is_replayed_once_only(runtime: Runtime) -> None:
+    chain_failed_at_b(runtime)
+    [letter] = dead_letters(runtime).find()
+    assert replay(runtime, RecordingBroker(), letter).replayed
+    again = replay(runtime, RecordingBroker(), letter)
+    assert not again.replayed and again.reason == "it was replayed already"
+    assert replay_matching(runtime, RecordingBroker(), DeadLetterFilter()) == []
+
+
+def test_a_cancelled_run_is_not_replayed(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
+    claim(runtime, run_id, "a")
+    runtime.scheduler.fail(run_id, "a", 1, ERROR)
+    runtime.scheduler.cancel(run_id, "enough")
+    [letter] = dead_letters(runtime).find()
+    result = replay(runtime, RecordingBroker(), letter)
+    assert not result.replayed and "cancelled" in result.reason
+    assert dead_letters(runtime).get(letter.id).status == DeadLetterStatus.PENDING
+
+
+def test_replay_refuses_a_node_that_is_not_failed_or_a_stale_fence(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    refused = runtime.scheduler.replay(run_id, "a", 1, entry_id="1-1")
+    assert isinstance(refused, ReplayRefused) and not refused.done
+    claim(runtime, run_id, "a")
+    runtime.scheduler.fail(run_id, "a", 1, ERROR)
+    stale = runtime.scheduler.replay(run_id, "a", 0, entry_id="1-2")
+    assert isinstance(stale, ReplayRefused)
+    assert isinstance(runtime.scheduler.replay(run_id, "a", 1, entry_id="1-3"), Replayed)
+
+
+def test_fresh_replay_drops_the_checkpoint_and_a_plain_one_keeps_it(runtime: Runtime) -> None:
+    from dagwright.orchestrator.scheduler import LeaseRef
+
+    for fresh, expected in ((False, {"turn": 3}), (True, None)):
+        run_id, _ = start(runtime, [{"id": "a"}])
+        claim(runtime, run_id, "a")
+        lease = LeaseRef(run_id, "a", 1)
+        assert runtime.scheduler.record_progress(lease, lease_s=30, checkpoint_json='{"turn": 3}')
+        advance = runtime.scheduler.fail(run_id, "a", 1, ERROR)
+        assert advance is not None and advance.dead_letter
+        letter = dead_letters(runtime).get(advance.dead_letter)
+        assert replay(runtime, RecordingBroker(), letter, fresh=fresh).replayed
+        replayed = claim(runtime, run_id, "a", fence=2)
+        assert isinstance(replayed, Claim) and replayed.checkpoint == expected
+
+
+def test_deliveries_count_claims_until_an_outcome_is_recorded(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    first = claim(runtime, run_id, "a", holder="host:1")
+    assert isinstance(first, Claim) and first.deliveries == 1
+    second = claim(runtime, run_id, "a", holder="host:2", takeover="host:1")
+    assert isinstance(second, Claim) and second.deliveries == 2
+    runtime.scheduler.schedule_retry(run_id, "a", 1, ERROR, delay_s=0)
+    third = claim(runtime, run_id, "a", fence=1, holder="host:3")
+    assert third is None  # the retry moved it on: a new fence is published by the reconciler
+
+
+def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:
+    from dagwright.client import dlq_filter
+
+    run_one = chain_failed_at_b(runtime)
+    run_two, _ = start(runtime, [{"id": "x"}])
+    claim(runtime, run_two, "x")
+    runtime.scheduler.fail(run_two, "x", 1, ERROR, classification="poison")
+    store = dead_letters(runtime)
+
+    assert [letter.run_id for letter in store.find()] == [run_two, run_one]  # newest first
+    assert [letter.node_id for letter in store.find(dlq_filter(run_one, None, None, None))] == ["b"]
+    [poison] = store.find(dlq_filter(None, "function", "poison", None))
+    assert poison.run_id == run_two
+    stats = store.stats()
+    assert stats.total == 2 and stats.by_classification == {"permanent": 1, "poison": 1}
+    assert store.depth() == 2
+
+    assert store.purge(poison.id) and not store.purge(poison.id)
+    assert store.stats().total == 1
+    with pytest.raises(DeadLetterError, match="no dead letter"):
+        store.get(poison.id)
+    with pytest.raises(DeadLetterError):
+        store.get("not-an-id")
+    with pytest.raises(InputError, match="classifications are transient, permanent"):
+        dlq_filter(None, None, "sometimes", None)
+
+
+def test_the_dlq_commands_print_json_and_refuse_bad_input_in_one_line(
+    runtime: Runtime, no_worker_settings: Settings, tmp_path: Path
+) -> None:
+    env = cli_env(no_worker_settings, tmp_path)
+    assert json_out(dagwright("dlq", "list", "--json", env=env)) == []
+    run_id = chain_failed_at_b(runtime)
+
+    [listed] = json_out(dagwright("dlq", "list", "--json", "--class", "permanent", env=env))
+    assert listed["run_id"] == run_id and "traceback" not in listed
+    table = dagwright("dlq", "list", env=env)
+    assert table.returncode == 0 and listed["id"] in table.stdout
+    shown = dagwright("dlq", "show", listed["id"], env=env)
+    assert "Traceback: ..." in shown.stdout and f"dlq replay {listed['id']}" in shown.stderr
+
+    for args, message in (
+        (["dlq", "list", "--class", "sometimes"], "unknown classification"),
+        (["dlq", "show", "1-1"], "no dead letter"),
+        (["dlq", "replay"], "say which"),
+        (["dlq", "replay", listed["id"], "--all"], "not both"),
+        (["dlq", "replay", "--filter", "colour=red"], "expected KEY=VALUE"),
+        (["dlq", "purge", "--all"], "add --yes"),
+    ):
+        refused = dagwright(*args, env=env)
+        assert refused.returncode == 2 and message in one_error_line(refused), refused.stderr
+
+    replayed = json_out(dagwright("dlq", "replay", "--filter", f"run={run_id}", "--json", env=env))
+    assert [(r["id"], r["replayed"], r["reopened"]) for r in replayed] == [
+        (listed["id"], True, True)
+    ]
+    assert json_out(dagwright("dlq", "stats", "--json", env=env))["by_status"] == {"replayed": 1}
+    purged = json_out(dagwright("dlq", "purge", "--all", "--yes", "--json", env=env))
+    assert purged == {"purged": 1}
+    assert json_out(dagwright("dlq", "list", "--json", env=env)) == []

@@ -1,0 +1,206 @@
+"""``dagwright doctor`` against a real Valkey, with and without a live worker."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from pydantic import SecretStr
+
+from dagwright import Client, PlanBuilder, RunFailedError
+from dagwright.doctor import Fleet, Status, breaker_check, check_llm, check_sandbox, fleet_checks
+from dagwright.errors import BreakerOpenError
+from dagwright.keys import Keys
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.resilience.breakers import BreakerStatus
+from dagwright.settings import Settings
+from tests.support.cli import cli_env, dagwright, json_out
+from tests.support.waiting import wait_until
+
+CHECKS = ["redis", "broker", "workers", "reconciler", "breakers", "dlq", "sandbox", "llm"]
+UNREACHABLE = "redis://:s3cret@127.0.0.1:1/0"
+
+
+def doctor_json(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    result = dagwright("doctor", "--json", env=env)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json_out(result)
+
+
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+@pytest.fixture
+def live_env(settings: Settings, worker: Any, redis_client: redis.Redis, tmp_path: Path) -> Any:
+    """The CLI environment of the in-process worker's databases, once the worker has
+    announced itself again and its reconciler holds the lock (the databases were emptied)."""
+    keys = Keys(settings.key_prefix)
+    wait_until(
+        lambda: any(redis_client.scan_iter(keys.worker_heartbeat_pattern)),
+        timeout=15,
+        what="the worker's presence record",
+    )
+    wait_until(lambda: redis_client.exists(keys.reconciler_lock), timeout=15, what="the lock")
+    return cli_env(settings, tmp_path / "data")
+
+
+def test_with_a_live_worker_every_check_passes_or_only_warns(live_env: dict[str, str]) -> None:
+    code, report = doctor_json(live_env)
+    assert code == 0 and report["ok"] is True, report
+    assert [check["name"] for check in report["checks"]] == CHECKS
+    checks = by_name(report)
+    for name in ("broker", "workers", "reconciler", "breakers", "dlq", "llm"):
+        assert checks[name]["status"] == "ok", checks[name]
+    assert checks["redis"]["status"] in ("ok", "warn")  # the test Valkey has no AOF
+    assert checks["sandbox"]["status"] in ("ok", "warn")  # depends on this host
+    assert re.match(
+        r"1 live worker · (\d+)/\1 queues served · 0 messages waiting$", checks["workers"]["detail"]
+    )
+    assert "test-key" not in str(report)  # the API key is never shown
+
+
+def test_human_output_is_a_line_per_check_and_a_verdict(live_env: dict[str, str]) -> None:
+    result = dagwright("doctor", env=live_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if not line.lstrip().startswith("→")]
+    assert [line.split()[1] for line in lines] == CHECKS
+    assert lines[2].startswith("✔ workers")
+    assert "Traceback" not in result.stderr
+    assert "failure" not in result.stderr
+
+
+def test_no_live_worker_fails(no_worker_settings: Settings, tmp_path: Path) -> None:
+    code, report = doctor_json(cli_env(no_worker_settings, tmp_path / "data"))
+    assert code == 1 and report["ok"] is False
+    workers = by_name(report)["workers"]
+    assert workers["status"] == "fail"
+    assert workers["detail"].startswith("no live workers")
+    assert "`dagwright worker`" in workers["hint"]
+    assert by_name(report)["redis"]["status"] in ("ok", "warn")
+
+
+def test_a_queue_without_consumer_warns_and_fails_once_messages_wait(
+    no_worker_settings: Settings, tmp_path: Path
+) -> None:
+    state = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
+    presence = Keys(no_worker_settings.key_prefix).worker_heartbeat("only-functions@test")
+    state.hset(presence, mapping={"queues": "dw.function,dw.orchestrator", "pid": 1})
+    state.expire(presence, 60)
+    broker = redis.Redis.from_url(no_worker_settings.broker_url or "", decode_responses=True)
+    broker.lpush("dw.writer", '{"not": "read"}')
+    code, report = doctor_json(cli_env(no_worker_settings, tmp_path / "data"))
+    checks = by_name(report)
+    assert code == 1
+    assert checks["workers"]["status"] == "ok"
+    assert checks["workers"]["detail"].startswith("1 live worker · 2/")
+    assert checks["queue dw.writer"]["status"] == "fail"
+    assert checks["queue dw.writer"]["detail"].startswith("1 message waiting")
+    assert "`dagwright worker -t writer`" in checks["queue dw.writer"]["hint"]
+    assert checks["queue dw.coder"]["status"] == "warn"
+    assert "queue dw.function" not in checks
+
+
+def test_an_open_breaker_fails_naming_it(settings: Settings, live_env: dict[str, str]) -> None:
+    runtime = Runtime.from_settings(settings)
+
+    def unreachable_api() -> None:
+        raise ConnectionError("down")
+
+    for _ in range(settings.breaker_fail_max):
+        with pytest.raises((ConnectionError, BreakerOpenError)):
+            runtime.breakers.call("model:x", unreachable_api, is_failure=lambda exc: True)
+    code, report = doctor_json(live_env)
+    breakers = by_name(report)["breakers"]
+    assert code == 1
+    assert breakers["status"] == "fail"
+    assert breakers["detail"].startswith("open: model:x (") and "s left)" in breakers["detail"]
+    assert [c["name"] for c in report["checks"] if c["status"] == "fail"] == ["breakers"]
+
+
+def test_a_pending_dead_letter_warns_without_failing(
+    client: Client, live_env: dict[str, str]
+) -> None:
+    plan = PlanBuilder()
+    plan.function("bad", "fail", params={"message": "no such customer"})
+    with pytest.raises(RunFailedError):
+        client.submit(plan.build()).result(timeout=30)
+    code, report = doctor_json(live_env)
+    dlq = by_name(report)["dlq"]
+    assert code == 0 and report["ok"] is True
+    assert dlq == {
+        "name": "dlq",
+        "status": "warn",
+        "detail": "1 pending dead letter",
+        "hint": "inspect with `dagwright dlq list`, then `dagwright dlq replay` or purge",
+    }
+
+
+def test_an_unreachable_redis_fails_with_a_readable_line(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data", DAGWRIGHT_REDIS_URL=UNREACHABLE)
+    code, report = doctor_json(env)
+    checks = by_name(report)
+    assert code == 1 and report["ok"] is False
+    assert checks["redis"]["status"] == "fail"
+    assert checks["redis"]["detail"].startswith("cannot reach Redis at redis://:***@127.0.0.1:1/0")
+    assert {checks[name]["status"] for name in ("broker", "workers", "dlq")} == {"skip"}
+    human = dagwright("doctor", env=env)
+    assert human.returncode == 1
+    assert "Traceback" not in human.stderr
+    assert human.stdout.splitlines()[0].startswith("✘ redis")
+    assert "s3cret" not in human.stdout + human.stderr + str(report)
+
+
+def test_with_nothing_configured_redis_fails_and_says_how_to_start_it(tmp_path: Path) -> None:
+    code, report = doctor_json(cli_env(None, tmp_path / "data"))
+    redis_check = by_name(report)["redis"]
+    assert code == 1
+    assert redis_check["detail"] == "no Redis configured"
+    assert "`dagwright up`" in redis_check["hint"]
+    assert by_name(report)["llm"]["status"] == "warn"
+
+
+# The pure parts, without Redis.
+
+
+def test_the_llm_check_names_the_models_and_never_the_key() -> None:
+    settings = Settings(
+        anthropic_api_key=SecretStr("sk-very-secret"),
+        anthropic_base_url=None,
+        default_model="claude-haiku-4-5",
+        planner_model="claude-opus-5-5",
+    )
+    check = check_llm(settings)
+    assert check.status == Status.OK
+    assert check.detail == "API key set · model claude-haiku-4-5 · planner model claude-opus-5-5"
+    assert "sk-very-secret" not in str(check)
+
+
+def test_the_sandbox_check_lists_backends_or_warns() -> None:
+    assert check_sandbox(["docker", "bubblewrap"]).detail == "available: docker, bubblewrap"
+    missing = check_sandbox([])
+    assert missing.status == Status.WARN and "bubblewrap" in missing.hint
+
+
+def test_a_half_open_breaker_or_one_whose_time_is_up_warns() -> None:
+    closed = BreakerStatus("tool:a", "closed", 0, 0.0)
+    assert breaker_check([closed]).detail == "1 breaker closed"
+    probing = [closed, BreakerStatus("model:b", "half-open", 5, 0.0)]
+    assert breaker_check(probing).status == Status.WARN
+    time_up = BreakerStatus("model:c", "open", 5, 0.0)
+    assert breaker_check([time_up]).detail == "half-open: model:c"
+    assert breaker_check([]).status == Status.OK
+
+
+def test_with_depths_unknown_an_unserved_queue_only_warns() -> None:
+    fleet = Fleet(
+        workers={"w@h": frozenset({"dw.orchestrator"})},
+        queues={"dw.orchestrator": [], "dw.function": ["function"]},
+        depths={"dw.orchestrator": None, "dw.function": None},
+    )
+    summary, queue = fleet_checks(fleet)
+    assert summary.detail == "1 live worker · 1/2 queues served · queue depths unknown"
+    assert (queue.name, queue.status) == ("queue dw.function", Status.WARN)
