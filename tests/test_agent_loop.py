@@ -15,6 +15,7 @@ from dagwright.errors import (
     AgentToolErrorsError,
     BudgetExceededError,
     NodeLostError,
+    ToolPolicyError,
 )
 from dagwright.testing.scripted import (
     ScriptedLLM,
@@ -113,6 +114,17 @@ def test_max_turns_is_its_own_outcome_and_every_call_is_accounted(tmp_path: Path
 def test_too_many_failing_tool_calls_in_a_row(tmp_path: Path) -> None:
     script = [tool_use("read_input", {"node": "missing"}) for _ in range(3)]
     with pytest.raises(AgentToolErrorsError, match="3 tool calls in a row failed"):
+        run(script, tmp_path)
+
+
+def test_tool_errors_ending_in_a_policy_refusal_are_a_policy_failure(tmp_path: Path) -> None:
+    # What must change is the policy, not the model's next try: the DLQ classes it "policy".
+    script = [
+        tool_use("read_input", {"node": "missing"}),
+        tool_use("read_input", {"node": "missing"}),
+        tool_use("http_get", {"url": "https://example.com"}),
+    ]
+    with pytest.raises(ToolPolicyError, match="refused by the tool policy"):
         run(script, tmp_path)
 
 

@@ -1,20 +1,25 @@
-"""Circuit breakers whose state is shared in a real Valkey, and redaction of secrets."""
+"""Circuit breakers whose state is shared in a real Valkey (models, tools), and redaction
+of secrets."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import redis
 
 from dagwright.connection import connect
-from dagwright.errors import BreakerOpenError
+from dagwright.errors import BreakerOpenError, ToolError
 from dagwright.keys import Keys
 from dagwright.redaction import known_secrets, redact
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.testing import ScriptedLLM
+from dagwright.workers import WorkerRegistry
+from tests.support.agents import MemoryServices, agent_context
 
 
 class Unreachable(Exception):
@@ -188,3 +193,34 @@ def test_known_and_pattern_secrets_are_masked(no_worker_settings: Settings) -> N
     ):
         assert secret not in masked, masked
     assert "auth failed for redis://" in masked
+
+
+def test_a_failing_tool_opens_its_breaker_and_the_node_waits_for_it(
+    make_breakers: Callable[..., Breakers], tmp_path: Path
+) -> None:
+    registry = WorkerRegistry()
+
+    calls: list[int] = []
+
+    def crashing() -> str:
+        calls.append(1)
+        raise ConnectionError("the search backend is down")
+
+    def missing() -> str:
+        raise ToolError("no such file")
+
+    registry.tools.register(crashing)
+    registry.tools.register(missing)
+    services = MemoryServices(ScriptedLLM([]), tmp_path)
+    services.breakers = make_breakers()
+    ctx = agent_context(services)
+    for _ in range(10):  # the caller's business: the model reads it and tries otherwise
+        assert registry.tools.get("missing").call(ctx, {}).is_error  # type: ignore[union-attr]
+    for _ in range(2):
+        outcome = registry.tools.get("crashing").call(ctx, {})  # type: ignore[union-attr]
+        assert outcome.is_error and "the search backend is down" in outcome.text
+    for _ in range(2):  # the third failure opens it; then it is not called at all
+        with pytest.raises(BreakerOpenError, match="tool:crashing"):
+            registry.tools.get("crashing").call(ctx, {})  # type: ignore[union-attr]
+    assert len(calls) == 3
+    assert services.breakers.status("tool:missing").state == "closed"

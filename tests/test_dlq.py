@@ -227,3 +227,20 @@ def test_the_dlq_commands_print_json_and_refuse_bad_input_in_one_line(
     purged = json_out(dagwright("dlq", "purge", "--all", "--yes", "--json", env=env))
     assert purged == {"purged": 1}
     assert json_out(dagwright("dlq", "list", "--json", env=env)) == []
+
+
+def test_final_failures_are_classified_by_what_fixes_them() -> None:
+    from dagwright.dlq import classify
+    from dagwright.errors import (
+        BudgetExceededError,
+        LLMUnavailableError,
+        PermanentError,
+        PoisonMessageError,
+        ToolPolicyError,
+    )
+
+    assert classify(PoisonMessageError("x"), retryable=True) == Classification.POISON
+    assert classify(BudgetExceededError("x"), retryable=False) == Classification.BUDGET
+    assert classify(ToolPolicyError("x"), retryable=False) == Classification.POLICY
+    assert classify(LLMUnavailableError("x"), retryable=True) == Classification.TRANSIENT
+    assert classify(PermanentError("x"), retryable=False) == Classification.PERMANENT

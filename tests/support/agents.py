@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from dagwright.errors import NodeLostError
 from dagwright.llm.types import LLM
 from dagwright.models import Node, Usage
+from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
@@ -60,10 +61,14 @@ class MemoryServices:
     def workspace(self, ctx: NodeContext) -> Workspace:
         return DiskWorkspace(self.workspace_dir / ctx.run_id, max_bytes=10_000)
 
+    breakers: Breakers | None = None  # None: calls go straight through
+
     def guard(
         self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
     ) -> T:
-        return call()
+        if self.breakers is None:
+            return call()
+        return self.breakers.call(name, call, is_failure=is_failure)
 
 
 def agent_context(
