@@ -18,8 +18,10 @@
     └── NodeError                  raised by worker code; decides what happens to a node
         ├── RetryableError         transient: retried with backoff (RetryPolicy)
         │   ├── LLMUnavailableError        the LLM API failed after its own retries
-        │   └── BreakerOpenError           a dependency's circuit is open: the node waits
-        │                                  out the open time, without spending an attempt
+        │   ├── BreakerOpenError           a dependency's circuit is open: the node waits
+        │   │                              out the open time, without spending an attempt
+        │   └── SandboxFailedError         the sandbox backend broke (not the code): retried,
+        │                                  counts against the sandbox's breaker
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
@@ -30,7 +32,10 @@
         │   ├── AgentOutputError           the final answer was cut off, or refused
         │   ├── PlanningFailedError        the planner gave no valid plan within its repairs
         │   ├── PoisonMessageError         the node killed its worker on every delivery
-        │   └── BudgetExceededError        the next LLM call could pass the token budget
+        │   ├── CodeExecutionError         sandboxed code failed (exit code, time or memory)
+        │   ├── BudgetExceededError        the next LLM call could pass the token budget
+        │   └── SandboxUnavailableError    no sandbox backend works here: code is refused,
+        │                                  never run unsandboxed
         └── NodeLostError          the node was taken from this worker (re-queued or
                                    cancelled): stop quietly, nothing is recorded
 
@@ -202,3 +207,18 @@ class BudgetExceededError(PermanentError):
 class NodeLostError(NodeError):
     """This worker no longer owns the node (its lease was taken over, or the run was
     cancelled): the work stops and nothing more is recorded for it."""
+
+
+class CodeExecutionError(PermanentError):
+    """Sandboxed code did not succeed: it exited non-zero, or hit its time or memory limit.
+    The same code would fail the same way: not retried."""
+
+
+class SandboxUnavailableError(PermanentError):
+    """No sandbox backend can run code here (or the chosen one failed its self-test).
+    Code is refused rather than run unsandboxed; fix the host, then replay."""
+
+
+class SandboxFailedError(RetryableError):
+    """The sandbox backend itself failed while running code (its daemon went away, a
+    container could not be created): not the code's fault, so retried."""

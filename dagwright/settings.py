@@ -211,6 +211,40 @@ class Settings(BaseSettings):
     workspace_max_bytes: int = Field(1_000_000, ge=1024)
     """Largest file the workspace tools write or read."""
 
+    sandbox_backend: str = Field("auto", pattern="^(auto|docker|bubblewrap)$")
+    """Where model-written code runs: ``docker``, ``bubblewrap``, or ``auto`` (the first
+    of those two whose self-test passes). Never unsandboxed: with none, code is refused."""
+
+    sandbox_image: str = "dagwright-sandbox:latest"
+    """Docker image of the docker backend (``ops/docker/sandbox.Dockerfile``)."""
+
+    sandbox_uid: int = Field(65534, ge=1)
+    """Unprivileged uid (and gid) the sandboxed program runs as (never root)."""
+
+    sandbox_wall_time_s: float = Field(30.0, gt=0)
+    """Wall-clock limit of one execution."""
+
+    sandbox_cpu_time_s: float = Field(30.0, gt=0)
+    """CPU-time limit of one execution."""
+
+    sandbox_memory_mb: int = Field(256, ge=16)
+    """Memory of the whole process tree of one execution."""
+
+    sandbox_pids: int = Field(64, ge=4)
+    """Processes and threads of one execution."""
+
+    sandbox_open_files: int = Field(64, ge=16)
+    """Open files of each sandboxed process."""
+
+    sandbox_file_size_mb: int = Field(16, ge=1)
+    """Largest file a sandboxed program may write."""
+
+    sandbox_scratch_mb: int = Field(64, ge=1)
+    """Size of the sandbox's writable tmpfs."""
+
+    sandbox_output_bytes: int = Field(1_000_000, ge=1024)
+    """Stdout and stderr kept of one execution, each; the rest is dropped."""
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -1,0 +1,115 @@
+"""What every sandbox backend provides: ``Limits`` in, ``ExecutionResult`` out.
+
+A backend runs a Python program (model-written code) isolated from the host: no host
+environment, no network, no host files beyond the interpreter, bounded time, memory,
+processes, files and output. The program's code and its input travel on stdin, framed by
+:func:`encode_stdin` and unpacked inside the sandbox by :data:`RUNNER` (passed with
+``python3 -c``): any size of code fits (an argument is capped at 128 KiB by Linux), and
+nothing has to be written into a read-only root. The program then sees its input JSON as
+its own stdin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from dagwright.settings import Settings
+
+# Runs inside the sandbox. Reads "<code length>\n<code><input>" from stdin, gives the
+# program the input as sys.stdin, and runs it as __main__ (tracebacks name "<code>").
+RUNNER = (
+    "import io,sys\n"
+    "_d=sys.stdin.buffer.read()\n"
+    "_n,_,_r=_d.partition(b'\\n')\n"
+    "_n=int(_n)\n"
+    "_c=_r[:_n].decode('utf-8')\n"
+    "sys.stdin=io.TextIOWrapper(io.BytesIO(_r[_n:]),encoding='utf-8')\n"
+    "del _d,_r,_n\n"
+    "_g={'__name__':'__main__','__builtins__':__builtins__}\n"
+    "exec(compile(_c,'<code>','exec'),_g)\n"
+)
+
+MIB = 1024 * 1024
+
+
+def encode_stdin(code: str, input_json: str) -> bytes:
+    """The bytes a backend writes to the sandboxed process's stdin (see :data:`RUNNER`)."""
+    body = code.encode("utf-8")
+    return str(len(body)).encode() + b"\n" + body + input_json.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one execution. Memory and pids cover the whole process tree."""
+
+    wall_time_s: float = 30.0
+    cpu_time_s: float = 30.0
+    memory_mb: int = 256
+    pids: int = 64
+    open_files: int = 64
+    file_size_mb: int = 16  # largest file the program may write (RLIMIT_FSIZE)
+    scratch_mb: int = 64  # size of the writable tmpfs (/tmp and the scratch directory)
+    output_bytes: int = 1_000_000  # stdout and stderr each; the rest is dropped
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(
+            wall_time_s=settings.sandbox_wall_time_s,
+            cpu_time_s=settings.sandbox_cpu_time_s,
+            memory_mb=settings.sandbox_memory_mb,
+            pids=settings.sandbox_pids,
+            open_files=settings.sandbox_open_files,
+            file_size_mb=settings.sandbox_file_size_mb,
+            scratch_mb=settings.sandbox_scratch_mb,
+            output_bytes=settings.sandbox_output_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What one execution did. ``exit_code`` is None when the sandbox killed the program
+    (time limit, output cap); ``oom`` when it was stopped for exceeding its memory."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool = False
+    oom: bool = False
+    truncated: bool = False  # stdout or stderr hit output_bytes
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not (self.timed_out or self.oom)
+
+    def describe_failure(self) -> str:
+        """One line on why the program did not succeed (for errors and the model)."""
+        if self.timed_out:
+            return f"the code ran out of time after {self.duration_s:.1f}s"
+        if self.oom:
+            return "the code ran out of memory"
+        tail = self.stderr.strip().splitlines()[-1:] or [""]
+        return f"the code exited with {self.exit_code}: {tail[0]}".rstrip(": ")
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A sandbox backend."""
+
+    name: str
+
+    def available(self) -> bool:
+        """Whether the backend can be used here at all (binary, daemon, image present);
+        cheap, no execution."""
+        ...
+
+    def self_test(self) -> None:
+        """Run a probe program and check the isolation holds; SandboxUnavailableError
+        saying why if it does not."""
+        ...
+
+    def run(self, code: str, *, input_json: str = "null", limits: Limits) -> ExecutionResult:
+        """Run ``code`` (a Python program) with ``input_json`` on its stdin. Whatever the
+        code does is in the result; SandboxFailedError only if the backend itself fails."""
+        ...
