@@ -15,7 +15,6 @@ what it needs becomes a failed check, never an exception: the doctor must report
 from __future__ import annotations
 
 import enum
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,12 +29,12 @@ from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.resilience.breakers import Breakers, BreakerStatus
+from dagwright.sandbox.select import candidate_names, probe
 from dagwright.settings import Settings
 from dagwright.tasks import CeleryBroker, build_app
 from dagwright.workers import WorkerRegistry
 
 PROBE_TIMEOUT_S = 3.0
-DOCKER_TIMEOUT_S = 3
 STATE_CHECKS = ("workers", "reconciler", "breakers", "dlq")  # they read the state store
 EVICTION_HINT = "set maxmemory-policy noeviction: evicting keys would drop run state"
 NO_AOF = ("appendonly is off", "set appendonly yes: a restart loses what the last snapshot missed")
@@ -99,7 +98,7 @@ def diagnose(settings: Settings) -> list[Check]:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
         state = [skip(name, "not checked without Redis") for name in STATE_CHECKS]
-    local = [check_sandbox(sandbox_backends()), check_llm(settings)]
+    local = [check_sandbox(sandbox_probes(settings)), check_llm(settings)]
     return [redis_check, broker_check, *state, *local]
 
 
@@ -358,31 +357,25 @@ def check_dlq(stats: DeadLetterStats) -> Check:
 # Local: the sandbox backends and the LLM.
 
 
-def sandbox_backends() -> list[str]:
-    """The sandbox backends usable on this host (the sandbox itself is issue 6)."""
-    found = ["docker"] if docker_available() else []
-    return [*found, "bubblewrap"] if shutil.which("bwrap") else found
+def sandbox_probes(settings: Settings) -> dict[str, str]:
+    """Each backend this host could use and why not ("" when it passes its self-test)."""
+    return {
+        name: found if isinstance(found := probe(name, settings), str) else ""
+        for name in candidate_names(settings)
+    }
 
 
-def docker_available() -> bool:
-    try:
-        import docker  # optional; moves to sandbox/docker.py with the sandbox (issue 6)
-    except ImportError:
-        return False
-    try:
-        return bool(docker.from_env(timeout=DOCKER_TIMEOUT_S).ping())
-    except Exception:  # no daemon, no permission on its socket...
-        return False
-
-
-def check_sandbox(backends: list[str]) -> Check:
-    if not backends:
+def check_sandbox(probes: dict[str, str]) -> Check:
+    """At least one backend passes its self-test (on this host: workers may differ)."""
+    working = [name for name, problem in probes.items() if not problem]
+    if not working:
         return warn(
             "sandbox",
-            "no sandbox backend: python nodes cannot run",
-            "install bubblewrap or start Docker (with the `docker` Python package)",
+            "no sandbox backend works here: " + "; ".join(probes.values()),
+            "python nodes and run_python are refused until one does: start Docker with the "
+            "sandbox image, or allow unprivileged user namespaces for bubblewrap",
         )
-    return ok("sandbox", "available: " + ", ".join(backends))
+    return ok("sandbox", "works: " + ", ".join(working))
 
 
 def check_llm(settings: Settings) -> Check:

@@ -179,10 +179,13 @@ def test_the_llm_check_names_the_models_and_never_the_key() -> None:
     assert "sk-very-secret" not in str(check)
 
 
-def test_the_sandbox_check_lists_backends_or_warns() -> None:
-    assert check_sandbox(["docker", "bubblewrap"]).detail == "available: docker, bubblewrap"
-    missing = check_sandbox([])
-    assert missing.status == Status.WARN and "bubblewrap" in missing.hint
+def test_the_sandbox_check_lists_working_backends_or_warns_with_each_reason() -> None:
+    assert check_sandbox({"docker": "", "bubblewrap": ""}).detail == "works: docker, bubblewrap"
+    half = check_sandbox({"docker": "docker: not available on this host", "bubblewrap": ""})
+    assert half.status == Status.OK and half.detail == "works: bubblewrap"
+    missing = check_sandbox({"docker": "docker: no daemon", "bubblewrap": "bubblewrap: no userns"})
+    assert missing.status == Status.WARN and "bubblewrap: no userns" in missing.detail
+    assert "refused" in missing.hint
 
 
 def test_a_half_open_breaker_or_one_whose_time_is_up_warns() -> None:

@@ -1,6 +1,7 @@
 """Worker types and the registry that names them.
 
-``default_registry`` holds the built-in worker types (``function`` and the five agents),
+``default_registry`` holds the built-in worker types (``function``, ``python`` and the five
+agents),
 functions and tools. Users add theirs without touching the core:
 
 - ``@dagwright.function``: a function ``function`` nodes may call;
@@ -23,6 +24,7 @@ from dagwright.workers.agents import agent_worker_type, builtin_agents
 from dagwright.workers.builtins import register_builtins
 from dagwright.workers.context import NodeContext, NodeServices
 from dagwright.workers.function import FUNCTION_TYPE, function_worker_type
+from dagwright.workers.python import python_worker_type
 from dagwright.workers.registry import WorkerRegistry, WorkerType, import_user_modules
 from dagwright.workers.tools.builtin import register_builtin_tools
 
@@ -34,6 +36,7 @@ def build_default_registry() -> WorkerRegistry:
     register_builtins(registry.functions)
     register_builtin_tools(registry.tools)
     registry.register_type(function_worker_type(registry.functions))
+    registry.register_type(python_worker_type())
     for spec in builtin_agents():
         registry.register_type(agent_worker_type(spec, registry.tools))
     return registry

@@ -68,8 +68,8 @@ def builtin_agents() -> list[AgentSpec]:
         ),
         spec(
             "coder",
-            "Writes and fixes code, keeping files in the run's workspace.",
-            ("read_input", *WORKSPACE_TOOLS),
+            "Writes, runs (in the sandbox) and fixes code, keeping files in the workspace.",
+            ("read_input", *WORKSPACE_TOOLS, "run_python"),
         ),
         spec(
             "reviewer",

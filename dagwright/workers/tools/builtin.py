@@ -1,4 +1,5 @@
-"""Built-in tools: read a dependency's output, use the run's workspace, fetch a web page."""
+"""Built-in tools: read a dependency's output, use the run's workspace, fetch a web page,
+run code in the sandbox (``tools/code.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dagwright.errors import ToolError
 from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
+from dagwright.workers.tools.code import RUN_PYTHON_MAX_CHARS, RUN_PYTHON_TIMEOUT_S, run_python
 
 MAX_REDIRECTS = 3
 
@@ -91,3 +93,6 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
     for func in (workspace_read, workspace_write, workspace_list):
         tools.register(func)
     tools.register(http_get, timeout_s=60.0, max_output_chars=HTTP_GET_MAX_CHARS)
+    tools.register(
+        run_python, timeout_s=RUN_PYTHON_TIMEOUT_S, max_output_chars=RUN_PYTHON_MAX_CHARS
+    )

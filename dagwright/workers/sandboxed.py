@@ -1,0 +1,45 @@
+"""Running model-written code through the sandbox, behind its circuit breaker: what the
+``python`` worker type and the ``run_python`` tool share."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from dagwright.errors import SandboxFailedError
+from dagwright.sandbox import ExecutionResult, Limits
+from dagwright.sandbox.select import choose_sandbox
+from dagwright.workers.context import NodeContext
+
+
+def run_code(
+    ctx: NodeContext, code: str, *, input_json: str, wall_time_s: float | None = None
+) -> ExecutionResult:
+    """Run ``code`` in this host's sandbox (SandboxUnavailableError if there is none).
+
+    Only the backend breaking counts against the ``sandbox:<backend>`` breaker; code that
+    fails, loops or bombs is the code's business, reported in the result.
+    """
+    sandbox = choose_sandbox(ctx.settings)
+    limits = Limits.from_settings(ctx.settings)
+    if wall_time_s is not None:
+        limits = limits_with_wall_time(limits, wall_time_s)
+    return ctx.guard(
+        f"sandbox:{sandbox.name}",
+        lambda: sandbox.run(code, input_json=input_json, limits=limits),
+        is_failure=lambda exc: isinstance(exc, SandboxFailedError),
+    )
+
+
+def limits_with_wall_time(limits: Limits, wall_time_s: float) -> Limits:
+    return replace(limits, wall_time_s=wall_time_s, cpu_time_s=min(limits.cpu_time_s, wall_time_s))
+
+
+def output_of(stdout: str) -> Any:
+    """A program's output: the JSON it printed, else its stdout as text."""
+    text = stdout.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

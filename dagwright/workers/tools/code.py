@@ -1,0 +1,29 @@
+"""The ``run_python`` tool: the coder agent runs a program in the sandbox and reads what it
+printed. Failing code is an answer the model can act on, not a failed tool call."""
+
+from __future__ import annotations
+
+from dagwright.workers.context import NodeContext
+from dagwright.workers.sandboxed import run_code
+
+# The sandbox enforces the program's own time limit; this only bounds the tool call
+# (a container start included) so a wedged backend cannot hold the agent forever.
+RUN_PYTHON_TIMEOUT_S = 300.0
+RUN_PYTHON_MAX_CHARS = 20_000
+
+
+def run_python(ctx: NodeContext, code: str, stdin: str = "") -> str:
+    """Run a Python 3 program in an isolated sandbox (no network, no host files, bounded
+    time and memory) with ``stdin`` as its standard input; returns its exit status,
+    stdout and stderr."""
+    result = run_code(ctx, code, input_json=stdin)
+    if result.timed_out or result.oom:
+        status = result.describe_failure()
+    else:
+        status = f"exit code {result.exit_code}"
+    parts = [status + (" (output truncated)" if result.truncated else "")]
+    if result.stdout:
+        parts.append(f"stdout:\n{result.stdout}")
+    if result.stderr:
+        parts.append(f"stderr:\n{result.stderr}")
+    return "\n".join(parts)

@@ -1,0 +1,79 @@
+"""The sandbox backends tests run against: every one that works here.
+
+A backend that is not available is skipped with its reason, except when
+``DAGWRIGHT_REQUIRE_SANDBOXES`` names it (comma-separated, e.g. ``bubblewrap,docker``, as
+CI sets it): then its tests fail, so a broken CI host cannot pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from dagwright.errors import SandboxUnavailableError
+from dagwright.sandbox.base import Sandbox
+
+BACKENDS = ("bubblewrap", "docker")
+REQUIRE_ENV = "DAGWRIGHT_REQUIRE_SANDBOXES"
+
+
+def required_backends() -> set[str]:
+    """The backends whose tests must run (fail, not skip, when unavailable)."""
+    return {name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()}
+
+
+def _build(name: str) -> Sandbox:
+    if name == "bubblewrap":
+        from dagwright.sandbox.bubblewrap import BubblewrapSandbox
+
+        return BubblewrapSandbox()
+    try:
+        from dagwright.sandbox.docker import DockerSandbox
+    except ImportError as exc:
+        raise SandboxUnavailableError(f"docker: the backend cannot be imported ({exc})") from exc
+    return DockerSandbox()
+
+
+@functools.cache
+def probe(name: str) -> Sandbox | str:
+    """The backend if its self-test passes here, else why not (once per session)."""
+    try:
+        sandbox = _build(name)
+        if not sandbox.available():
+            sandbox.self_test()  # to learn why not (it says more than available())
+            return f"{name}: not available on this host"
+        sandbox.self_test()
+    except SandboxUnavailableError as exc:
+        return str(exc)
+    return sandbox
+
+
+def available_sandboxes() -> list[Sandbox]:
+    """Every backend whose self-test passes here."""
+    return [found for name in BACKENDS if not isinstance(found := probe(name), str)]
+
+
+def sandbox_or_skip(name: str) -> Sandbox:
+    """The backend, or skip the test saying why (fail instead if it is required)."""
+    found = probe(name)
+    if not isinstance(found, str):
+        return found
+    if name in required_backends():
+        pytest.fail(f"{REQUIRE_ENV} requires the {name} sandbox, which does not work: {found}")
+    pytest.skip(f"sandbox backend unavailable: {found}")
+
+
+def require_a_sandbox() -> Sandbox:
+    """The first backend that works here; else skip the test saying why (fail instead
+    if a required backend is among those that do not work)."""
+    reasons = []
+    for name in BACKENDS:
+        found = probe(name)
+        if not isinstance(found, str):
+            return found
+        if name in required_backends():
+            pytest.fail(f"{REQUIRE_ENV} requires the {name} sandbox, which does not work: {found}")
+        reasons.append(found)
+    pytest.skip("no sandbox backend works here: " + "; ".join(reasons))
