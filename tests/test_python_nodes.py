@@ -19,6 +19,7 @@ from dagwright.workers.agent import run_agent
 from dagwright.workers.agents import builtin_agents
 from dagwright.workers.python import run_python_node
 from tests.support.agents import MemoryServices, agent_context, agent_node
+from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.sandboxes import require_a_sandbox
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -132,3 +133,16 @@ def test_the_coder_runs_code_in_the_sandbox_and_reads_what_it_printed(
             agent_context(services, settings=settings),
             Node(id="n", type="python", code="import sys; sys.exit(2)"),
         )
+
+
+def test_the_sandboxed_example_runs_on_the_embedded_stack(tmp_path: Path) -> None:
+    # A prefork worker process of the embedded stack, started by `dagwright run`.
+    result = dagwright(
+        "run",
+        "examples/plans/sandboxed.yaml",
+        "--json",
+        env=cli_env(None, tmp_path / "data"),
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json_out(result)["result"] == {"words": 9, "most_common": "the"}
