@@ -146,3 +146,34 @@ def test_the_sandboxed_example_runs_on_the_embedded_stack(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert json_out(result)["result"] == {"words": 9, "most_common": "the"}
+
+
+def test_a_broken_sandbox_backend_opens_its_breaker_and_the_node_waits(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagwright.connection import connect
+    from dagwright.errors import BreakerOpenError, SandboxFailedError
+    from dagwright.keys import Keys
+    from dagwright.resilience import Breakers
+    from dagwright.sandbox.docker import DockerSandbox
+    from dagwright.workers import sandboxed
+
+    # A real docker backend whose daemon is gone: the backend breaking, not the code.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/gone.sock")
+    gone = DockerSandbox(settings.sandbox_image)
+    monkeypatch.setattr(sandboxed, "choose_sandbox", lambda _settings: gone)
+    services = MemoryServices(ScriptedLLM([]), tmp_path)
+    services.breakers = Breakers(
+        connect(settings.redis_url or "", decode_responses=False),
+        Keys(f"test:{tmp_path.name}:"),
+        fail_max=2,
+        reset_timeout_s=30,
+        max_probes=1,
+    )
+    ctx = agent_context(services, settings=settings)
+    node = Node(id="n", type="python", code="print(1)")
+    with pytest.raises(SandboxFailedError):  # retryable: the node tries again later
+        run_python_node(ctx, node)
+    for _ in range(2):  # the second failure opens it; then the daemon is not even asked
+        with pytest.raises(BreakerOpenError, match="sandbox:docker"):
+            run_python_node(ctx, node)
