@@ -12,8 +12,9 @@ import os
 
 import pytest
 
-from dagwright.errors import SandboxUnavailableError
+from dagwright.sandbox import select
 from dagwright.sandbox.base import Sandbox
+from dagwright.settings import Settings
 
 BACKENDS = ("bubblewrap", "docker")
 REQUIRE_ENV = "DAGWRIGHT_REQUIRE_SANDBOXES"
@@ -24,30 +25,10 @@ def required_backends() -> set[str]:
     return {name.strip() for name in os.environ.get(REQUIRE_ENV, "").split(",") if name.strip()}
 
 
-def _build(name: str) -> Sandbox:
-    if name == "bubblewrap":
-        from dagwright.sandbox.bubblewrap import BubblewrapSandbox
-
-        return BubblewrapSandbox()
-    try:
-        from dagwright.sandbox.docker import DockerSandbox
-    except ImportError as exc:
-        raise SandboxUnavailableError(f"docker: the backend cannot be imported ({exc})") from exc
-    return DockerSandbox()
-
-
 @functools.cache
 def probe(name: str) -> Sandbox | str:
     """The backend if its self-test passes here, else why not (once per session)."""
-    try:
-        sandbox = _build(name)
-        if not sandbox.available():
-            sandbox.self_test()  # to learn why not (it says more than available())
-            return f"{name}: not available on this host"
-        sandbox.self_test()
-    except SandboxUnavailableError as exc:
-        return str(exc)
-    return sandbox
+    return select.probe(name, Settings())
 
 
 def available_sandboxes() -> list[Sandbox]:
