@@ -34,21 +34,19 @@ from dagwright.errors import (
     RunNotFinishedError,
 )
 from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
-from dagwright.orchestrator.broker import Broker, dispatch
-from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
+from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.planning import (
     GoalOptions,
     plan_locally,
     plan_request,
-    planner_graph,
 )
 from dagwright.orchestrator.replay import ReplayResult, dead_letters, replay, replay_matching
-from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.submission import start_run
 from dagwright.plans import load_plan, parse_plan
 from dagwright.settings import Settings
 from dagwright.tasks import CeleryBroker, build_app
-from dagwright.workers import WorkerRegistry, default_registry, load_plugins
+from dagwright.workers import default_registry, load_plugins
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -110,35 +108,13 @@ class Client:
         every problem) or InputError before anything is written.
         """
         options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
-        if (plan is None) == (goal is None):
-            raise InputError("give either a plan or a goal")
-        misplaced = [name for name in options.given() if name != "budget_tokens"]
-        if plan is not None and misplaced:
-            raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
-        runtime = self.runtime
-        run_id = new_run_id()
-        budget: dict[str, str | int] = {"budget_tokens": budget_tokens} if budget_tokens else {}
-        if goal is not None:
-            request = plan_request(runtime.settings, runtime.registry, goal, options)
-            replans = runtime.settings.replan_max if _replan(replan, runtime.settings) else 0
-            extra: dict[str, str | int] = {
-                "request": request.model_dump_json(),
-                "replan_max": replans,
-                **budget,
-            }
-            ready = runtime.store.create_run(
-                run_id,
-                planner_graph(request),
-                runtime.dispatch_for,
-                status=RunStatus.PLANNING,
-                output_nodes=[],
-                extra=extra,
-            )
-        else:
-            assert plan is not None
-            graph = check_plan(_coerce_plan(plan), runtime.settings, runtime.registry)
-            ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=budget)
-        dispatch(self.broker, runtime.scheduler, ready)
+        run_id = start_run(
+            self.runtime,
+            self.broker,
+            plan=_coerce_plan(plan) if plan is not None else None,
+            goal=goal,
+            options=options,
+        )
         return RunHandle(self, run_id)
 
     @_translated
@@ -351,20 +327,6 @@ def dlq_filter(
             f"unknown classification {classification!r} or status {status!r}: "
             f"classifications are {classes}; statuses are {statuses}"
         ) from None
-
-
-def _replan(replan: bool | None, settings: Settings) -> bool:
-    return settings.replan_enabled if replan is None else replan
-
-
-def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None = None) -> PlanGraph:
-    """Validate a plan against the registered worker types and the limits, without Redis.
-
-    Imports ``settings.imports`` first, so users' functions are known.
-    """
-    load_plugins(settings.imports)
-    limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
-    return validate_plan(plan, registry or default_registry, limits)
 
 
 FINAL_RUN_EVENTS = frozenset(f"run.{status.value}" for status in RunStatus if status.is_final)

@@ -33,11 +33,12 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.client import Client, GoalOptions, RunHandle, check_plan, result_of
+from dagwright.client import Client, GoalOptions, RunHandle, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import Plan, RunCounts, RunState, RunStatus
+from dagwright.orchestrator.submission import check_plan
 from dagwright.plans import load_plan
 from dagwright.settings import Settings
 
