@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
-from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.settings import Settings
 
 # Seconds between a soft time limit (the task gets an exception) and the hard kill.
@@ -66,6 +66,13 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "worker_hijack_root_logger": False,
         "worker_redirect_stdouts": False,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
+        # Schedules (celery-redbeat): entries and the beat lock in the state store.
+        "redbeat_redis_url": settings.redis_url or broker_url,
+        "redbeat_redis_options": {},
+        "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
+        "redbeat_lock_timeout": settings.beat_lock_timeout_s,
+        "beat_max_loop_interval": settings.beat_interval_s,
+        "beat_scheduler": "dagwright.tasks.beat:DagwrightScheduler",
     }
 
 

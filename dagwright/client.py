@@ -14,10 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property, wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from dagwright.app import DagwrightCelery
 from dagwright.connection import require_redis_url, translate_redis_errors
 from dagwright.dlq import (
     Classification,
@@ -32,6 +34,7 @@ from dagwright.errors import (
     RunCancelledError,
     RunFailedError,
     RunNotFinishedError,
+    ScheduleError,
 )
 from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
 from dagwright.orchestrator.broker import Broker
@@ -42,10 +45,27 @@ from dagwright.orchestrator.planning import (
 )
 from dagwright.orchestrator.replay import ReplayResult, dead_letters, replay, replay_matching
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.submission import start_run
+from dagwright.orchestrator.schedules import (
+    Catchup,
+    Fire,
+    Overlap,
+    Schedule,
+    fire_schedule,
+    manual_tick,
+    parse_schedule,
+    schedule_store,
+)
+from dagwright.orchestrator.submission import check_plan, start_run
 from dagwright.plans import load_plan, parse_plan
 from dagwright.settings import Settings
-from dagwright.tasks import CeleryBroker, build_app
+from dagwright.tasks import (
+    CeleryBroker,
+    build_app,
+    drop_entry,
+    next_fire_at,
+    parse_cron,
+    sync_entry,
+)
 from dagwright.workers import default_registry, load_plugins
 
 P = ParamSpec("P")
@@ -82,8 +102,12 @@ class Client:
         return Runtime.from_settings(self.settings.model_copy(update={"redis_url": self.redis_url}))
 
     @cached_property
+    def app(self) -> DagwrightCelery:
+        return build_app(self.runtime.settings)
+
+    @cached_property
     def broker(self) -> Broker:
-        return CeleryBroker(build_app(self.runtime.settings))
+        return CeleryBroker(self.app)
 
     @_translated
     def submit(
@@ -205,6 +229,109 @@ class Client:
         runtime.forget_active(run_id)
         return runtime.store.read_state(run_id)
 
+    # -- schedules ------------------------------------------------------------------
+
+    @_translated
+    def add_schedule(
+        self,
+        name: str,
+        *,
+        cron: str | None = None,
+        every_s: float | None = None,
+        timezone: str = "UTC",
+        goal: str | None = None,
+        plan: Plan | dict[str, Any] | str | Path | None = None,
+        worker_types: list[str] | None = None,
+        budget_tokens: int | None = None,
+        overlap: Overlap | str = Overlap.SKIP,
+        catchup: Catchup | str = Catchup.SKIP,
+        replace: bool = False,
+    ) -> Schedule:
+        """Start ``goal`` or ``plan`` on a cron expression (in ``timezone``) or every
+        ``every_s`` seconds, from the next tick on. ScheduleError if anything is invalid
+        (nothing is stored then), or if the name is taken and not ``replace``."""
+        schedule = parse_schedule(
+            {
+                "name": name,
+                "cron": cron,
+                "every_s": every_s,
+                "timezone": timezone,
+                "goal": goal,
+                "plan": _coerce_plan(plan) if plan is not None else None,
+                "worker_types": worker_types,
+                "budget_tokens": budget_tokens,
+                "overlap": overlap,
+                "catchup": catchup,
+            }
+        )
+        self._check_schedule(schedule)
+        store = schedule_store(self.runtime)
+        if not replace and name in store.names():
+            raise ScheduleError(f"a schedule {name!r} exists already: remove it, or replace it")
+        store.save(schedule)
+        sync_entry(self.app, schedule)
+        return schedule
+
+    def _check_schedule(self, schedule: Schedule) -> None:
+        """What the tick would refuse, refused now: the cron, the plan, the goal."""
+        if schedule.cron is not None:
+            parse_cron(schedule.cron, schedule.timezone)
+        runtime = self.runtime
+        if schedule.plan is not None:
+            check_plan(schedule.plan, runtime.settings, runtime.registry)
+        if schedule.goal is not None:
+            plan_request(runtime.settings, runtime.registry, schedule.goal, schedule.options())
+
+    @_translated
+    def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, with its next fire time and its last fire."""
+        return [self._info(schedule, 1) for schedule in schedule_store(self.runtime).all()]
+
+    @_translated
+    def get_schedule(self, name: str, *, history: int = 20) -> ScheduleInfo:
+        return self._info(schedule_store(self.runtime).get(name), history)
+
+    def _info(self, schedule: Schedule, history: int) -> ScheduleInfo:
+        fires = schedule_store(self.runtime).history(schedule.name, history)
+        last_run = next((fire.run_id for fire in fires if fire.run_id), "")
+        status = None
+        if last_run and self.runtime.store.exists(last_run):
+            status = self.runtime.store.run_status(last_run)
+        return ScheduleInfo(
+            schedule=schedule,
+            next_fire_at=None if schedule.paused else next_fire_at(self.app, schedule.name),
+            history=fires,
+            last_run_id=last_run or None,
+            last_run_status=status,
+        )
+
+    @_translated
+    def pause_schedule(self, name: str) -> Schedule:
+        """Stop firing (a paused schedule keeps its history; ``resume_schedule`` resumes)."""
+        return self._set_paused(name, True)
+
+    @_translated
+    def resume_schedule(self, name: str) -> Schedule:
+        """Fire again from the next tick (missed ticks follow the catch-up policy)."""
+        return self._set_paused(name, False)
+
+    def _set_paused(self, name: str, paused: bool) -> Schedule:
+        store = schedule_store(self.runtime)
+        schedule = store.get(name).model_copy(update={"paused": paused})
+        store.save(schedule)
+        sync_entry(self.app, schedule)
+        return schedule
+
+    @_translated
+    def remove_schedule(self, name: str) -> None:
+        schedule_store(self.runtime).delete(name)
+        drop_entry(self.app, name)
+
+    @_translated
+    def run_schedule_now(self, name: str) -> Fire:
+        """Fire the schedule once now, paused or not (its overlap policy still applies)."""
+        return fire_schedule(self.runtime, self.broker, name, manual_tick(), manual=True)
+
     # -- the dead-letter queue ------------------------------------------------------
 
     @_translated
@@ -284,6 +411,26 @@ class Client:
             for run_id in store.list_runs(limit)
             if store.exists(run_id)
         ]
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A schedule with what it did and will do."""
+
+    schedule: Schedule
+    next_fire_at: datetime | None
+    history: list[Fire]  # newest first
+    last_run_id: str | None
+    last_run_status: RunStatus | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.schedule.model_dump(mode="json", exclude_none=True),
+            "next_fire_at": self.next_fire_at.isoformat() if self.next_fire_at else None,
+            "last_run_id": self.last_run_id,
+            "last_run_status": self.last_run_status.value if self.last_run_status else None,
+            "history": [fire.to_json() for fire in self.history],
+        }
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,10 @@ class EmbeddedStack:
         concurrency: int | None = None,
         worker_log: Path | None = None,
         loglevel: str = "WARNING",
+        beat: bool = False,
     ) -> None:
         self.settings = settings
+        self.beat = beat  # the worker also runs beat, which fires the schedules
         self.owner = owner
         self.concurrency = concurrency
         self.worker_log = worker_log
@@ -130,6 +132,8 @@ class EmbeddedStack:
         command = [sys.executable, "-m", "dagwright", "worker", "--loglevel", self.loglevel]
         if self.concurrency:
             command += ["--concurrency", str(self.concurrency)]
+        if self.beat:
+            command.append("--beat")
         output: IO[bytes] | None = None
         if self.worker_log is not None:
             self.worker_log.parent.mkdir(parents=True, exist_ok=True)

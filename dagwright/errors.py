@@ -7,6 +7,7 @@
     │   ├── PlanError              a plan file or plan object is malformed or invalid
     │   ├── UnknownRunError        no run with that id (or it expired)
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
+    │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   └── ConfigurationError     settings are missing or contradictory
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
@@ -222,3 +223,8 @@ class SandboxUnavailableError(PermanentError):
 class SandboxFailedError(RetryableError):
     """The sandbox backend itself failed while running code (its daemon went away, a
     container could not be created): not the code's fault, so retried."""
+
+
+class ScheduleError(InputError):
+    """A schedule is invalid (its cron expression, timezone, policies), or there is no
+    schedule by that name."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 NODE_EXECUTE_TASK = "dagwright.node.execute"
 PLAN_TASK = "dagwright.run.plan"
 RECONCILE_TASK = "dagwright.run.reconcile"
+SCHEDULE_FIRE_TASK = "dagwright.schedule.fire"
 
 ORCHESTRATOR_QUEUE = "dw.orchestrator"
 QUEUE_PREFIX = "dw."
@@ -117,6 +118,25 @@ class Keys:
     def dlq_status(self, entry_id: str) -> str:
         """A dead letter's fate (replayed, purged): set once, in the step that decides it."""
         return f"{self.prefix}dlq:status:{entry_id}"
+
+    @property
+    def schedules(self) -> str:
+        """Hash of every schedule: name -> its JSON (the source of truth; beat's entries
+        are derived from it)."""
+        return f"{self.prefix}schedules"
+
+    def schedule_history(self, name: str) -> str:
+        """List of the schedule's fires, newest first, capped."""
+        return f"{self.prefix}schedule:{name}:history"
+
+    def schedule_tick(self, name: str, tick: str) -> str:
+        """Set once by the fire of one tick: a second fire of the same tick does nothing."""
+        return f"{self.prefix}schedule:{name}:tick:{tick}"
+
+    @property
+    def beat_prefix(self) -> str:
+        """celery-redbeat's keys (its entries and its lock)."""
+        return f"{self.prefix}beat"
 
     def llm_cache(self, digest: str) -> str:
         """A cached LLM response, by the sha256 of its canonical request."""

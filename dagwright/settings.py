@@ -211,6 +211,12 @@ class Settings(BaseSettings):
     workspace_max_bytes: int = Field(1_000_000, ge=1024)
     """Largest file the workspace tools write or read."""
 
+    beat_interval_s: float = Field(1.0, gt=0, le=60)
+    """How often beat looks for due schedules (and extends its lock)."""
+
+    beat_lock_timeout_s: int = Field(10, ge=2)
+    """A beat that stops extending its lock for this long is replaced by a standby beat."""
+
     sandbox_backend: str = Field("auto", pattern="^(auto|docker|bubblewrap)$")
     """Where model-written code runs: ``docker``, ``bubblewrap``, or ``auto`` (the first
     of those two whose self-test passes). Never unsandboxed: with none, code is refused."""

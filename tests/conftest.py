@@ -36,6 +36,8 @@ FAST_TIMINGS: dict[str, Any] = {
     "stranded_after_s": 2.0,
     "llm_retry_backoff_s": 0.01,
     "llm_retry_after_cap_s": 1.0,
+    "beat_interval_s": 0.25,
+    "beat_lock_timeout_s": 3,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from dagwright.cli import catalog, dlq, doctor, planning, runs, stack
+from dagwright.cli import catalog, dlq, doctor, planning, runs, schedules, stack
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
@@ -35,6 +35,7 @@ catalog.register(app)
 planning.register(app)
 dlq.register(app)
 doctor.register(app)
+schedules.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

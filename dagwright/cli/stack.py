@@ -12,7 +12,7 @@ from dagwright.cli.options import ImportOption, settings_from
 from dagwright.cli.output import stderr
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
-from dagwright.tasks import queues_for, run_worker
+from dagwright.tasks import queues_for, run_beat, run_worker
 from dagwright.workers import load_plugins
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
@@ -20,6 +20,7 @@ RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 def register(app: typer.Typer) -> None:
     app.command()(worker)
+    app.command()(beat)
     app.command()(up)
 
 
@@ -45,6 +46,9 @@ def worker(
     hostname: Annotated[
         str | None, typer.Option("--hostname", "-n", help="Celery node name.")
     ] = None,
+    with_beat: Annotated[
+        bool, typer.Option("--beat", help="Also run beat, which fires the schedules.")
+    ] = False,
     imports: ImportOption = None,
 ) -> None:
     """Run a worker for some or all worker types, each on its own queue (dw.<type>)."""
@@ -62,8 +66,20 @@ def worker(
         loglevel=loglevel.upper(),
         reconciler=reconciler,
         hostname=hostname,
+        beat=with_beat,
     )
     raise typer.Exit(code)
+
+
+def beat(
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    imports: ImportOption = None,
+) -> None:
+    """Run the scheduler that fires the schedules. Start two for failover: one fires,
+    the other takes over within DAGWRIGHT_BEAT_LOCK_TIMEOUT_S if it dies."""
+    settings = settings_from(imports)
+    load_plugins(settings.imports)
+    raise typer.Exit(run_beat(settings, loglevel=loglevel.upper()))
 
 
 def up(
@@ -85,11 +101,12 @@ def up(
         )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     with EmbeddedStack(
-        settings, owner="up", concurrency=concurrency, loglevel=loglevel.upper()
+        settings, owner="up", concurrency=concurrency, loglevel=loglevel.upper(), beat=True
     ) as stack:
         stderr.print(
             f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
-            f"(data in {settings.data_dir}), workers for {', '.join(queues_for(None))}. "
+            f"(data in {settings.data_dir}), workers for {', '.join(queues_for(None))}, "
+            "beat for the schedules. "
             "Ctrl-C stops it."
         )
         try:

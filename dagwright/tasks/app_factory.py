@@ -6,6 +6,7 @@ from dagwright.app import DagwrightCelery, create_app
 from dagwright.connection import require_redis_url
 from dagwright.settings import Settings
 from dagwright.tasks.node import register_tasks
+from dagwright.tasks.schedule import register_schedule_tasks
 
 
 def build_app(settings: Settings) -> DagwrightCelery:
@@ -14,4 +15,5 @@ def build_app(settings: Settings) -> DagwrightCelery:
     settings = settings.model_copy(update={"redis_url": url})
     app = create_app(settings, settings.effective_broker_url or url)
     register_tasks(app)
+    register_schedule_tasks(app)
     return app

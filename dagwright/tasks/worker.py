@@ -34,6 +34,7 @@ def run_worker(
     loglevel: str = "INFO",
     reconciler: bool = True,
     hostname: str | None = None,
+    beat: bool = False,
 ) -> int:
     """Run a worker in the foreground until it is stopped; returns its exit code."""
     app = build_app(settings)
@@ -49,6 +50,8 @@ def run_worker(
         optimization="fair",
         without_mingle=True,
         without_gossip=True,
+        beat=beat,
+        scheduler="dagwright.tasks.beat:DagwrightScheduler",
     )
     worker.start()
     return int(worker.exitcode or 0)

