@@ -245,10 +245,14 @@ class Client:
         budget_tokens: int | None = None,
         overlap: Overlap | str = Overlap.SKIP,
         catchup: Catchup | str = Catchup.SKIP,
+        max_followups: int = 0,
+        followup_depth: int = 1,
         replace: bool = False,
     ) -> Schedule:
         """Start ``goal`` or ``plan`` on a cron expression (in ``timezone``) or every
-        ``every_s`` seconds, from the next tick on. ScheduleError if anything is invalid
+        ``every_s`` seconds, from the next tick on. Its runs' writers may queue up to
+        ``max_followups`` follow-up runs each (``propose_followup``), follow-ups of
+        follow-ups up to ``followup_depth`` deep. ScheduleError if anything is invalid
         (nothing is stored then), or if the name is taken and not ``replace``."""
         schedule = parse_schedule(
             {
@@ -262,6 +266,8 @@ class Client:
                 "budget_tokens": budget_tokens,
                 "overlap": overlap,
                 "catchup": catchup,
+                "max_followups": max_followups,
+                "followup_depth": followup_depth,
             }
         )
         self._check_schedule(schedule)

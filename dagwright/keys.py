@@ -133,6 +133,11 @@ class Keys:
         """Set once by the fire of one tick: a second fire of the same tick does nothing."""
         return f"{self.prefix}schedule:{name}:tick:{tick}"
 
+    def run_followups(self, run_id: str) -> str:
+        """Hash goal digest -> run id of the follow-ups a scheduled run proposed (its own
+        TTL: the Lua scripts never touch it)."""
+        return f"{self.prefix}{{{run_id}}}:followups"
+
     @property
     def beat_prefix(self) -> str:
         """celery-redbeat's keys (its entries and its lock)."""

@@ -258,3 +258,76 @@ def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Setti
     assert fire_schedule(runtime, broker, "paused", f"{now:.3f}").reason == "the schedule is paused"
     manual = fire_schedule(runtime, broker, "paused", "manual-1", manual=True)
     assert manual.outcome == "started"  # run-now runs a paused schedule
+
+
+def test_follow_ups_are_queued_within_the_schedule_s_limits(no_worker_settings: Settings) -> None:
+    from dagwright.orchestrator.runtime import Runtime
+    from dagwright.orchestrator.schedules import (
+        fire_schedule,
+        parse_schedule,
+        propose_followup,
+        schedule_store,
+    )
+    from tests.test_dlq import RecordingBroker
+
+    runtime = Runtime.from_settings(no_worker_settings)
+    store = schedule_store(runtime)
+    broker = RecordingBroker()
+    store.save(parse_schedule({"name": "digest", "every_s": 60, "plan": NOOP, "max_followups": 2}))
+    store.save(parse_schedule({"name": "closed", "every_s": 60, "plan": NOOP}))
+    scheduled = fire_schedule(runtime, broker, "digest", f"{time.time():.3f}").run_id
+
+    first = propose_followup(runtime, broker, scheduled, "Check the failing build again", "red")
+    followup = first.removeprefix("queued follow-up run ")
+    assert runtime.store.read_state(followup).goal == "Check the failing build again"
+    again = propose_followup(runtime, broker, scheduled, "Check the failing build again", "")
+    assert again == f"this follow-up was queued already: run {followup}"  # a retried node
+    propose_followup(runtime, broker, scheduled, "Tell the owner", "")
+    with pytest.raises(ScheduleError, match="queued its 2 follow-up"):
+        propose_followup(runtime, broker, scheduled, "One too many", "")
+    with pytest.raises(ScheduleError, match="a follow-up 1 deep"):
+        propose_followup(runtime, broker, followup, "Follow the follow-up", "")
+    fires = store.history("digest")
+    assert [f.reason for f in fires if f.tick.startswith("followup-of-")][-1].startswith(
+        f"follow-up of {scheduled}: red"
+    )
+
+    closed = fire_schedule(runtime, broker, "closed", f"{time.time():.3f}").run_id
+    with pytest.raises(ScheduleError, match="allows no follow-up runs"):
+        propose_followup(runtime, broker, closed, "More", "")
+    unscheduled = Client(no_worker_settings).submit(NOOP).run_id
+    with pytest.raises(ScheduleError, match="this run has none"):
+        propose_followup(runtime, broker, unscheduled, "More", "")
+
+
+def test_a_scheduled_writer_proposes_a_follow_up_run(
+    settings: Settings, redis_client: object, worker: object, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(
+        {
+            "match": {"system_contains": "You are the writer", "messages_count": 1},
+            "reply": {
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "name": "propose_followup",
+                        "input": {"goal": "Re-check the outage tomorrow", "reason": "unresolved"},
+                    }
+                ]
+            },
+        },
+        {
+            "match": {"system_contains": "You are the writer", "messages_count": 3},
+            "reply": {"content": [{"type": "text", "text": "Report written."}]},
+        },
+    )
+    client = Client(settings)
+    plan = {"nodes": [{"id": "report", "type": "writer", "instruction": "Write the report."}]}
+    client.add_schedule("reports", every_s=3600, plan=plan, max_followups=1)
+    fire = client.run_schedule_now("reports")
+    assert client.wait(fire.run_id, timeout=60).result == "Report written."
+    [followup] = [
+        f for f in client.get_schedule("reports").history if f.tick.startswith("followup")
+    ]
+    assert client.status(followup.run_id).goal == "Re-check the outage tomorrow"
+    client.cancel(followup.run_id)  # its planner has no script here

@@ -60,6 +60,13 @@ def add(
         str,
         typer.Option("--catchup", help="A tick missed while nothing ran: skip, or run once."),
     ] = "skip",
+    max_followups: Annotated[
+        int,
+        typer.Option("--followups", min=0, max=20, help="Follow-up runs each run may queue."),
+    ] = 0,
+    followup_depth: Annotated[
+        int, typer.Option("--followup-depth", min=1, max=5, help="Follow-ups of follow-ups.")
+    ] = 1,
     worker_types: WorkerTypeOption = None,
     budget_tokens: Annotated[
         int | None, typer.Option("--budget-tokens", min=1, help="Token budget of each run.")
@@ -85,6 +92,8 @@ def add(
         budget_tokens=budget_tokens,
         overlap=overlap,
         catchup=catchup,
+        max_followups=max_followups,
+        followup_depth=followup_depth,
         replace=replace,
     )
     if json_output:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dagwright.errors import InputError, PermanentError, PlanError, ToolError
+from dagwright.errors import InputError, PermanentError, PlanError, ScheduleError, ToolError
 from dagwright.keys import Keys
 from dagwright.llm import LLM, build_llm
 from dagwright.models import Node, NodeStatus, Plan, Usage
@@ -285,6 +285,9 @@ class LocalServices:
         if self.budget_tokens is None:
             return None
         return self.budget_tokens - self.usage.total_tokens
+
+    def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
+        raise ScheduleError("follow-ups are for runs a schedule started, not local planning")
 
 
 def plan_locally(

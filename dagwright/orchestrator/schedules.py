@@ -10,6 +10,7 @@ sending a tick and before recording it, fire one run at most, because the fire c
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.submission import start_run
 
 HISTORY_MAX = 100  # fires kept per schedule
+SCHEDULE_FIELD = "schedule"  # run hash: the schedule that started the run
+DEPTH_FIELD = "followup_depth"  # run hash: 0 for a scheduled run, n for its n-th follow-up
 TICK_TTL_S = 7 * 24 * 3600  # how long a fired tick is remembered
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 
@@ -62,6 +65,8 @@ class Schedule(BaseModel):
     overlap: Overlap = Overlap.SKIP
     catchup: Catchup = Catchup.SKIP
     catchup_grace_s: float = Field(60.0, ge=0)
+    max_followups: int = Field(0, ge=0, le=20)  # follow-up runs one run may queue (0: none)
+    followup_depth: int = Field(1, ge=1, le=5)  # follow-ups of follow-ups, at most this deep
     paused: bool = False
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -197,7 +202,12 @@ def fire_schedule(
     fire = decide(runtime, store, schedule, tick, now, manual=manual)
     if fire.outcome == "start":
         run_id = start_run(
-            runtime, broker, plan=schedule.plan, goal=schedule.goal, options=schedule.options()
+            runtime,
+            broker,
+            plan=schedule.plan,
+            goal=schedule.goal,
+            options=schedule.options(),
+            extra={SCHEDULE_FIELD: name, DEPTH_FIELD: 0},
         )
         fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
     store.record(name, fire)
@@ -245,3 +255,66 @@ def lateness_s(tick: str, now: datetime) -> float:
 
 def manual_tick() -> str:
     return f"manual-{time.time_ns()}"
+
+
+# Follow-ups: a scheduled run's agents may propose goals to run next (the
+# ``propose_followup`` tool); each becomes a run of its own, within the schedule's limits.
+
+RESERVE_FOLLOWUP = """
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+if existing then return {'duplicate', existing} end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[2]) then return {'full', ''} end
+redis.call('HSET', KEYS[1], ARGV[1], '')
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return {'ok', ''}
+"""
+
+
+def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, reason: str) -> str:
+    """Start ``goal`` as a follow-up run of ``run_id`` if its schedule allows one more;
+    the same goal proposed again (a retried node) is the same follow-up. Returns what
+    happened, for the model; ScheduleError saying why not."""
+    fields = runtime.client.hmget(
+        runtime.keys.run_key(run_id, "run"), [SCHEDULE_FIELD, DEPTH_FIELD]
+    )
+    name, depth = fields[0], int(fields[1] or 0)
+    if not name:
+        raise ScheduleError("follow-ups are for runs a schedule started; this run has none")
+    schedule = schedule_store(runtime).get(name)
+    if schedule.max_followups == 0:
+        raise ScheduleError(f"schedule {name!r} allows no follow-up runs")
+    if depth >= schedule.followup_depth:
+        raise ScheduleError(
+            f"this run is a follow-up {depth} deep; schedule {name!r} allows "
+            f"{schedule.followup_depth}"
+        )
+    key = runtime.keys.run_followups(run_id)
+    digest = hashlib.sha256(goal.strip().encode()).hexdigest()[:32]
+    verdict, existing = runtime.client.eval(
+        RESERVE_FOLLOWUP, 1, key, digest, schedule.max_followups, runtime.settings.retention_s
+    )
+    if verdict == "duplicate":
+        return f"this follow-up was queued already: run {existing or '(starting)'}"
+    if verdict == "full":
+        raise ScheduleError(f"this run queued its {schedule.max_followups} follow-up(s) already")
+    try:
+        followup = start_run(
+            runtime,
+            broker,
+            goal=goal,
+            options=schedule.options(),
+            extra={SCHEDULE_FIELD: name, DEPTH_FIELD: depth + 1},
+        )
+    except Exception:
+        runtime.client.hdel(key, digest)  # not started: it may be proposed again
+        raise
+    runtime.client.hset(key, digest, followup)
+    fire = Fire(
+        f"followup-of-{run_id}",
+        datetime.now(UTC),
+        "started",
+        run_id=followup,
+        reason=f"follow-up of {run_id}: {reason}".rstrip(": "),
+    )
+    schedule_store(runtime).record(name, fire)
+    return f"queued follow-up run {followup}"

@@ -10,8 +10,10 @@ from typing import Any, NoReturn, TypeVar
 from dagwright.errors import NodeLostError
 from dagwright.llm import LLM, build_llm
 from dagwright.models import Usage
+from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
+from dagwright.orchestrator.schedules import propose_followup
 from dagwright.workers import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
 
@@ -28,8 +30,9 @@ TOKEN_FIELDS = (
 class RedisNodeServices:
     """One per worker process; its LLM client is built on first use and shared."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, broker: Broker) -> None:
         self.runtime = runtime
+        self.broker = broker  # to start the follow-up runs a scheduled run proposes
         self._llm: LLM | None = None
         self._llm_lock = threading.Lock()
 
@@ -99,6 +102,9 @@ class RedisNodeServices:
             max_bytes=settings.workspace_max_bytes,
             write_file=write_file,
         )
+
+    def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
+        return propose_followup(self.runtime, self.broker, ctx.run_id, goal, reason)
 
 
 def lease_of(ctx: NodeContext) -> LeaseRef:

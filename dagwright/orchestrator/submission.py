@@ -30,9 +30,11 @@ def start_run(
     plan: Plan | None = None,
     goal: str | None = None,
     options: GoalOptions | None = None,
+    extra: dict[str, str | int] | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id. PlanError (with every
-    problem) or InputError before anything is written."""
+    problem) or InputError before anything is written. ``extra``: more fields of the
+    run's hash (a schedule's name, a follow-up's depth)."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -40,17 +42,17 @@ def start_run(
     if plan is not None and misplaced:
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
     run_id = new_run_id()
-    budget: dict[str, str | int] = (
-        {"budget_tokens": options.budget_tokens} if options.budget_tokens else {}
-    )
+    fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
+    if options.budget_tokens:
+        fields["budget_tokens"] = options.budget_tokens
     settings = runtime.settings
     if goal is not None:
         request = plan_request(settings, runtime.registry, goal, options)
         replan = settings.replan_enabled if options.replan is None else options.replan
-        extra: dict[str, str | int] = {
+        goal_fields: dict[str, str | int] = {
             "request": request.model_dump_json(),
             "replan_max": settings.replan_max if replan else 0,
-            **budget,
+            **fields,
         }
         ready = runtime.store.create_run(
             run_id,
@@ -58,11 +60,11 @@ def start_run(
             runtime.dispatch_for,
             status=RunStatus.PLANNING,
             output_nodes=[],
-            extra=extra,
+            extra=goal_fields,
         )
     else:
         assert plan is not None
         graph = check_plan(plan, settings, runtime.registry)
-        ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=budget)
+        ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=fields)
     dispatch(broker, runtime.scheduler, ready)
     return run_id

@@ -27,11 +27,12 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
         leases = LeaseKeeper(
             runtime.scheduler, lease_s=settings.lease_s, interval_s=settings.heartbeat_interval_s
         )
+        broker = CeleryBroker(app)
         env = _envs[key] = ExecutionEnv(
             runtime=runtime,
-            broker=CeleryBroker(app),
+            broker=broker,
             leases=leases,
-            services=RedisNodeServices(runtime),
+            services=RedisNodeServices(runtime, broker),
         )
     return env
 

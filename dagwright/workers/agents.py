@@ -58,8 +58,9 @@ def builtin_agents() -> list[AgentSpec]:
         ),
         spec(
             "writer",
-            "Writes clear prose from the material in its inputs.",
-            ("read_input", *WORKSPACE_TOOLS),
+            "Writes clear prose from the material in its inputs; in a scheduled run it may "
+            "propose follow-up goals.",
+            ("read_input", *WORKSPACE_TOOLS, "propose_followup"),
         ),
         spec(
             "analyst",

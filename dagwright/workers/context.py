@@ -56,6 +56,11 @@ class NodeServices(Protocol):
         BreakerOpenError while it is open. Only exceptions ``is_failure`` accepts count."""
         ...
 
+    def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
+        """Queue ``goal`` as a follow-up run if the run's schedule allows one more (what
+        happened, for the model); ScheduleError saying why not."""
+        ...
+
 
 @dataclass
 class NodeContext:
@@ -118,3 +123,6 @@ class NodeContext:
         self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
     ) -> T:
         return self.services.guard(name, call, is_failure)
+
+    def propose_followup(self, goal: str, reason: str = "") -> str:
+        return self.services.propose_followup(self, goal, reason)

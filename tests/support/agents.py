@@ -62,6 +62,11 @@ class MemoryServices:
         return DiskWorkspace(self.workspace_dir / ctx.run_id, max_bytes=10_000)
 
     breakers: Breakers | None = None  # None: calls go straight through
+    followups: list[tuple[str, str]] = []
+
+    def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
+        self.followups = [*self.followups, (goal, reason)]
+        return f"queued follow-up {len(self.followups)}"
 
     def guard(
         self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]

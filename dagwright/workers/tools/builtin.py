@@ -13,6 +13,7 @@ from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.code import RUN_PYTHON_MAX_CHARS, RUN_PYTHON_TIMEOUT_S, run_python
+from dagwright.workers.tools.followups import propose_followup
 
 MAX_REDIRECTS = 3
 
@@ -96,3 +97,4 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
     tools.register(
         run_python, timeout_s=RUN_PYTHON_TIMEOUT_S, max_output_chars=RUN_PYTHON_MAX_CHARS
     )
+    tools.register(propose_followup, timeout_s=60.0)
