@@ -73,7 +73,9 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
 
     bare_runtime = Runtime(**{**runtime.__dict__, "registry": WorkerRegistry()})
     leases = LeaseKeeper(runtime.scheduler, lease_s=10, interval_s=1)
-    env = ExecutionEnv(bare_runtime, Broker(), leases, RedisNodeServices(runtime))  # type: ignore[arg-type]
+    broker = Broker()
+    services = RedisNodeServices(runtime, broker)  # type: ignore[arg-type]
+    env = ExecutionEnv(bare_runtime, broker, leases, services)  # type: ignore[arg-type]
     outcome = execute_node(env, run_id, "a", 1)
     assert outcome == Outcome.FAILED
     error = runtime.store.read_state(run_id).nodes["a"].error
