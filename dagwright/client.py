@@ -121,9 +121,12 @@ class Client:
         max_depth: int | None = None,
         replan: bool | None = None,
         budget_tokens: int | None = None,
+        idempotency_key: str | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
-        ``goal``, which the planner first turns into a plan.
+        ``goal``, which the planner first turns into a plan. A repeated submit with the
+        same ``idempotency_key`` (within ``settings.idempotency_ttl_s``) returns the run
+        the first one started.
 
         A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
         nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
@@ -138,6 +141,7 @@ class Client:
             plan=_coerce_plan(plan) if plan is not None else None,
             goal=goal,
             options=options,
+            idempotency_key=idempotency_key,
         )
         return RunHandle(self, run_id)
 

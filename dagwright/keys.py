@@ -133,6 +133,10 @@ class Keys:
         """Set once by the fire of one tick: a second fire of the same tick does nothing."""
         return f"{self.prefix}schedule:{name}:tick:{tick}"
 
+    def idempotency(self, digest: str) -> str:
+        """The run a submit's idempotency key (by its sha256) started, for its TTL."""
+        return f"{self.prefix}idempotency:{digest}"
+
     def run_followups(self, run_id: str) -> str:
         """Hash goal digest -> run id of the follow-ups a scheduled run proposed (its own
         TTL: the Lua scripts never touch it)."""

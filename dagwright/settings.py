@@ -211,6 +211,9 @@ class Settings(BaseSettings):
     workspace_max_bytes: int = Field(1_000_000, ge=1024)
     """Largest file the workspace tools write or read."""
 
+    idempotency_ttl_s: int = Field(24 * 3600, ge=60)
+    """How long a submit's idempotency key keeps returning the run it started."""
+
     beat_interval_s: float = Field(1.0, gt=0, le=60)
     """How often beat looks for due schedules (and extends its lock)."""
 

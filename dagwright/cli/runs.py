@@ -75,6 +75,13 @@ def run(
         typer.Option("--replan/--no-replan", help="Re-plan a branch that fails for good (goals)."),
     ] = None,
     budget_tokens: BudgetOption = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="Run once per key: repeated (a retried script), it follows the first run.",
+        ),
+    ] = None,
     imports: ImportOption = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
@@ -85,7 +92,7 @@ def run(
     """
     settings = settings_from(imports)
     goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
-    submission = submission_for(target, settings, goal_options)  # refused before anything starts
+    submission = submission_for(target, settings, goal_options, idempotency_key)  # checked now
     if resolve_redis_url(settings):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
@@ -118,7 +125,7 @@ PLAN_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def submission_for(
-    target: str, settings: Settings, options: GoalOptions
+    target: str, settings: Settings, options: GoalOptions, idempotency_key: str | None = None
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     if is_plan_file(target):
@@ -128,8 +135,12 @@ def submission_for(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
         plan = load_checked_plan(Path(target), settings)
-        return lambda client: client.submit(plan, budget_tokens=options.budget_tokens)
-    return lambda client: client.submit(goal=target, **dataclasses.asdict(options))
+        return lambda client: client.submit(
+            plan, budget_tokens=options.budget_tokens, idempotency_key=idempotency_key
+        )
+    return lambda client: client.submit(
+        goal=target, idempotency_key=idempotency_key, **dataclasses.asdict(options)
+    )
 
 
 FLAGS = {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import time
+
 from dagwright.errors import InputError
 from dagwright.models import Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
@@ -31,40 +34,85 @@ def start_run(
     goal: str | None = None,
     options: GoalOptions | None = None,
     extra: dict[str, str | int] | None = None,
+    idempotency_key: str | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id. PlanError (with every
     problem) or InputError before anything is written. ``extra``: more fields of the
-    run's hash (a schedule's name, a follow-up's depth)."""
+    run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
+    submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
+    run the first one started, whatever it asks for."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
     misplaced = [name for name in options.given() if name != "budget_tokens"]
     if plan is not None and misplaced:
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
-    run_id = new_run_id()
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
     if options.budget_tokens:
         fields["budget_tokens"] = options.budget_tokens
     settings = runtime.settings
-    if goal is not None:
+    status = RunStatus.RUNNING
+    output_nodes: list[str] | None = None
+    if goal is not None:  # checked first: a refused submit must not take its key
         request = plan_request(settings, runtime.registry, goal, options)
         replan = settings.replan_enabled if options.replan is None else options.replan
-        goal_fields: dict[str, str | int] = {
+        fields = {
             "request": request.model_dump_json(),
             "replan_max": settings.replan_max if replan else 0,
             **fields,
         }
-        ready = runtime.store.create_run(
-            run_id,
-            planner_graph(request),
-            runtime.dispatch_for,
-            status=RunStatus.PLANNING,
-            output_nodes=[],
-            extra=goal_fields,
-        )
+        graph = planner_graph(request)
+        status, output_nodes = RunStatus.PLANNING, []
     else:
         assert plan is not None
         graph = check_plan(plan, settings, runtime.registry)
-        ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=fields)
+    run_id = new_run_id()
+    if idempotency_key is not None:
+        owner = IdempotencyKeys(runtime).claim(idempotency_key, run_id)
+        if owner != run_id:
+            return owner
+    ready = runtime.store.create_run(
+        run_id,
+        graph,
+        runtime.dispatch_for,
+        status=status,
+        output_nodes=output_nodes,
+        extra=fields,
+    )
     dispatch(broker, runtime.scheduler, ready)
     return run_id
+
+
+# Takes the key for a new run, unless it names a run already; a claim whose run never
+# appeared (its submitter died between the claim and the write) is replaced.
+CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if (not current) or current == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return ARGV[1]
+end
+return current
+"""
+CLAIM_WAIT_S = 3.0  # for the run of a fresh claim to be written
+
+
+class IdempotencyKeys:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def claim(self, key: str, run_id: str) -> str:
+        """``run_id`` if the key is now its own, else the run the key names."""
+        redis_key = self.runtime.keys.idempotency(hashlib.sha256(key.encode()).hexdigest())
+        ttl = self.runtime.settings.idempotency_ttl_s
+        owner = str(self.runtime.client.eval(CLAIM, 1, redis_key, run_id, ttl, ""))
+        if owner == run_id or self._appears(owner):
+            return owner
+        return str(self.runtime.client.eval(CLAIM, 1, redis_key, run_id, ttl, owner))
+
+    def _appears(self, run_id: str) -> bool:
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while not self.runtime.store.exists(run_id):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
