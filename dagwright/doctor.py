@@ -28,6 +28,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.schedules import schedule_store
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.select import candidate_names, probe
 from dagwright.settings import Settings
@@ -35,7 +36,7 @@ from dagwright.tasks import CeleryBroker, build_app
 from dagwright.workers import WorkerRegistry
 
 PROBE_TIMEOUT_S = 3.0
-STATE_CHECKS = ("workers", "reconciler", "breakers", "dlq")  # they read the state store
+STATE_CHECKS = ("workers", "reconciler", "breakers", "dlq", "beat")  # they read the state store
 EVICTION_HINT = "set maxmemory-policy noeviction: evicting keys would drop run state"
 NO_AOF = ("appendonly is off", "set appendonly yes: a restart loses what the last snapshot missed")
 NO_PERSISTENCE = (
@@ -85,7 +86,7 @@ def healthy(checks: list[Check]) -> bool:
 
 def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
-    reconciler, breakers, dlq, sandbox, llm."""
+    reconciler, breakers, dlq, beat, sandbox, llm."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url)
     reachable = redis_check.status != Status.FAIL
@@ -206,7 +207,22 @@ def state_checks(runtime: Runtime, broker: Broker | None) -> list[Check]:
         *guarded("reconciler", lambda: [check_reconciler(runtime)]),
         *guarded("breakers", lambda: [check_breakers(runtime.breakers)]),
         *guarded("dlq", lambda: [check_dlq(dead_letters(runtime).stats())]),
+        *guarded("beat", lambda: [check_beat(runtime)]),
     ]
+
+
+def check_beat(runtime: Runtime) -> Check:
+    """A beat holds its lock, if any schedule is active: else nothing fires them."""
+    active = sum(1 for schedule in schedule_store(runtime).all() if not schedule.paused)
+    if runtime.client.exists(runtime.keys.beat_lock):
+        return ok("beat", f"a beat is active · {plural(active, 'active schedule')}")
+    if not active:
+        return ok("beat", "no active schedules, no beat needed")
+    return warn(
+        "beat",
+        f"{plural(active, 'active schedule')} but no beat is running: they do not fire",
+        "start `dagwright beat` (two for failover), or `dagwright up` on one machine",
+    )
 
 
 def guarded(name: str, checks: Callable[[], list[Check]]) -> list[Check]:

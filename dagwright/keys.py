@@ -147,6 +147,11 @@ class Keys:
         """celery-redbeat's keys (its entries and its lock)."""
         return f"{self.prefix}beat"
 
+    @property
+    def beat_lock(self) -> str:
+        """The lock of the beat that fires the schedules (redbeat's ``<prefix>:lock``)."""
+        return f"{self.beat_prefix}:lock"
+
     def llm_cache(self, digest: str) -> str:
         """A cached LLM response, by the sha256 of its canonical request."""
         return f"{self.prefix}llmcache:{digest}"

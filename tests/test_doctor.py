@@ -20,7 +20,7 @@ from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.waiting import wait_until
 
-CHECKS = ["redis", "broker", "workers", "reconciler", "breakers", "dlq", "sandbox", "llm"]
+CHECKS = ["redis", "broker", "workers", "reconciler", "breakers", "dlq", "beat", "sandbox", "llm"]
 UNREACHABLE = "redis://:s3cret@127.0.0.1:1/0"
 
 
@@ -53,7 +53,7 @@ def test_with_a_live_worker_every_check_passes_or_only_warns(live_env: dict[str,
     assert code == 0 and report["ok"] is True, report
     assert [check["name"] for check in report["checks"]] == CHECKS
     checks = by_name(report)
-    for name in ("broker", "workers", "reconciler", "breakers", "dlq", "llm"):
+    for name in ("broker", "workers", "reconciler", "breakers", "dlq", "beat", "llm"):
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["redis"]["status"] in ("ok", "warn")  # the test Valkey has no AOF
     assert checks["sandbox"]["status"] in ("ok", "warn")  # depends on this host
@@ -207,3 +207,23 @@ def test_with_depths_unknown_an_unserved_queue_only_warns() -> None:
     summary, queue = fleet_checks(fleet)
     assert summary.detail == "1 live worker · 1/2 queues served · queue depths unknown"
     assert (queue.name, queue.status) == ("queue dw.function", Status.WARN)
+
+
+def test_active_schedules_without_a_beat_warn_and_a_running_beat_is_seen(
+    subprocess_settings: Settings, workers: Any, tmp_path: Path
+) -> None:
+    env = cli_env(subprocess_settings, tmp_path / "data")
+    client = Client(subprocess_settings)
+    client.add_schedule(
+        "hourly",
+        every_s=3600,
+        plan={"nodes": [{"id": "a", "type": "function", "function": "noop"}]},
+    )
+    _, report = doctor_json(env)
+    beat = by_name(report)["beat"]
+    assert beat["status"] == "warn" and "no beat is running" in beat["detail"]
+    workers.start_beat(subprocess_settings)
+    keys = Keys(subprocess_settings.key_prefix)
+    wait_until(lambda: client.runtime.client.exists(keys.beat_lock), timeout=30, what="beat")
+    _, report = doctor_json(env)
+    assert by_name(report)["beat"]["detail"] == "a beat is active · 1 active schedule"
