@@ -10,9 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dagwright.cli.exits import ExitCode
-from dagwright.cli.options import ImportOption, JsonOption, settings_from
+from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.client import Client
 from dagwright.dlq import DeadLetter, DeadLetterStats
 from dagwright.errors import InputError
 from dagwright.orchestrator.replay import ReplayResult
@@ -51,10 +50,6 @@ STATUS_STYLE = {"pending": "", "replayed": "green", "purged": "dim"}
 
 def register(parent: typer.Typer) -> None:
     parent.add_typer(app, name="dlq")
-
-
-def client_from(imports: list[str] | None) -> Client:
-    return Client(settings_from(imports))
 
 
 @app.command("list")

@@ -8,6 +8,7 @@ import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from dagwright.client import Client
 from dagwright.errors import ConfigurationError
 from dagwright.settings import Settings
 
@@ -41,6 +42,11 @@ def settings_from(imports: list[str] | None, **flags: Any) -> Settings:
             for e in exc.errors()
         )
         raise ConfigurationError(f"invalid settings: {problems}") from exc
+
+
+def client_from(imports: list[str] | None) -> Client:
+    """A client with the settings of the environment, the config file and ``--import``."""
+    return Client(settings_from(imports))
 
 
 ContextOption = Annotated[

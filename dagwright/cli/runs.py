@@ -19,6 +19,7 @@ from dagwright.cli.options import (
     MaxDepthOption,
     MaxNodesOption,
     WorkerTypeOption,
+    client_from,
     settings_from,
 )
 from dagwright.cli.output import (
@@ -253,7 +254,7 @@ def validate(
 
 def status(run_id: str, json_output: JsonOption = False) -> None:
     """Show a run: its status and every node."""
-    state = Client(settings_from(None)).status(run_id)
+    state = client_from(None).status(run_id)
     if json_output:
         print_json(run_json(state))
     else:
@@ -267,7 +268,7 @@ def result(
     json_output: JsonOption = False,
 ) -> None:
     """Print a run's result (exit 1 if it failed, 3 if it has not finished)."""
-    client = Client(settings_from(None))
+    client = client_from(None)
     state = client.wait(run_id, timeout) if wait else client.status(run_id)
     if not state.status.is_final:
         raise RunNotFinishedError(
@@ -293,13 +294,13 @@ def events(
     json_output: JsonOption = False,
 ) -> None:
     """Print a run's events (one JSON object per line with --json)."""
-    for event in Client(settings_from(None)).events(run_id, follow=follow):
+    for event in client_from(None).events(run_id, follow=follow):
         print_event(event, as_json=json_output)
 
 
 def audit(run_id: str, json_output: JsonOption = False) -> None:
     """Print the tool-policy decisions of a run's agents (allow, deny, require_approval)."""
-    entries = Client(settings_from(None)).audit(run_id)
+    entries = client_from(None).audit(run_id)
     if json_output:
         print_json([entry.model_dump(mode="json") for entry in entries])
     else:
@@ -313,7 +314,7 @@ def runs(
     json_output: JsonOption = False,
 ) -> None:
     """List recent runs."""
-    states = Client(settings_from(None)).list_runs(limit)
+    states = client_from(None).list_runs(limit)
     if json_output:
         summaries = [run_json(state) for state in states]
         print_json(
@@ -325,7 +326,7 @@ def runs(
 
 def cancel(run_id: str, json_output: JsonOption = False) -> None:
     """Cancel a run: queued nodes never start, and the run never resumes."""
-    client = Client(settings_from(None))
+    client = client_from(None)
     before, _ = client.counts(run_id)  # the run's hash only, not every node
     state = client.cancel(run_id)
     if json_output:

@@ -9,9 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dagwright.cli.options import ImportOption, JsonOption, WorkerTypeOption, settings_from
+from dagwright.cli.options import ImportOption, JsonOption, WorkerTypeOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.client import Client, ScheduleInfo
+from dagwright.client import ScheduleInfo
 from dagwright.errors import InputError
 from dagwright.orchestrator.schedules import Fire, Schedule
 from dagwright.plans import load_plan
@@ -26,10 +26,6 @@ NameArgument = Annotated[str, typer.Argument(help="The schedule's name.", show_d
 
 def register(parent: typer.Typer) -> None:
     parent.add_typer(app, name="schedule")
-
-
-def client_from(imports: list[str] | None) -> Client:
-    return Client(settings_from(imports))
 
 
 @app.command("add")
