@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import getpass
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,8 +37,18 @@ from dagwright.errors import (
     RunNotFinishedError,
     ScheduleError,
 )
-from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
-from dagwright.orchestrator.broker import Broker
+from dagwright.models import (
+    Approval,
+    AuditEntry,
+    Event,
+    Plan,
+    RunCounts,
+    RunState,
+    RunStatus,
+    Usage,
+)
+from dagwright.orchestrator.approvals import ApprovalBook
+from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.planning import (
     GoalOptions,
     plan_locally,
@@ -232,6 +243,59 @@ class Client:
         runtime.scheduler.cancel(run_id, reason)
         runtime.forget_active(run_id)
         return runtime.store.read_state(run_id)
+
+    # -- approvals ------------------------------------------------------------------
+
+    @_translated
+    def approvals(self, run_id: str | None = None) -> list[Approval]:
+        """Approval requests waiting for a person, oldest first (of one run, or all)."""
+        if run_id is not None:
+            self.runtime.store.run_status(run_id)
+        return ApprovalBook(self.runtime).pending(run_id)
+
+    @_translated
+    def approve(
+        self,
+        run_id: str,
+        node_id: str,
+        *,
+        comment: str = "",
+        args: dict[str, Any] | None = None,
+        by: str | None = None,
+    ) -> Approval:
+        """Let the waiting node go on; ``args`` replace the proposed arguments (a tool's
+        input, or a node's params/instruction/code). ApprovalError if none waits."""
+        return self._decide(run_id, node_id, approved=True, comment=comment, args=args, by=by)
+
+    @_translated
+    def reject(
+        self, run_id: str, node_id: str, *, comment: str = "", by: str | None = None
+    ) -> Approval:
+        """Refuse the waiting request: a rejected tool call is reported to the agent,
+        a rejected node fails (dead letter class ``policy``)."""
+        return self._decide(run_id, node_id, approved=False, comment=comment, by=by)
+
+    def _decide(
+        self,
+        run_id: str,
+        node_id: str,
+        *,
+        approved: bool,
+        comment: str,
+        by: str | None,
+        args: dict[str, Any] | None = None,
+    ) -> Approval:
+        self.runtime.store.run_status(run_id)
+        approval, ready = ApprovalBook(self.runtime).decide(
+            run_id,
+            node_id,
+            approved=approved,
+            by=by or getpass.getuser(),
+            comment=comment,
+            args=args,
+        )
+        dispatch(self.broker, self.runtime.scheduler, ready)
+        return approval
 
     # -- schedules ------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
     │   ├── UnknownRunError        no run with that id (or it expired)
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
+    │   ├── ApprovalError          no approval waits there, or the decision is malformed
     │   └── ConfigurationError     settings are missing or contradictory
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
@@ -35,6 +36,7 @@
         │   ├── PoisonMessageError         the node killed its worker on every delivery
         │   ├── CodeExecutionError         sandboxed code failed (exit code, time or memory)
         │   ├── BudgetExceededError        the next LLM call could pass the token budget
+        │   ├── ApprovalRejectedError      a person (or the timeout) rejected the node
         │   └── SandboxUnavailableError    no sandbox backend works here: code is refused,
         │                                  never run unsandboxed
         └── NodeLostError          the node was taken from this worker (re-queued or
@@ -228,3 +230,13 @@ class SandboxFailedError(RetryableError):
 class ScheduleError(InputError):
     """A schedule is invalid (its cron expression, timezone, policies), or there is no
     schedule by that name."""
+
+
+class ApprovalError(InputError):
+    """No approval is waiting for that node (never asked, decided already, or its run
+    ended), or the decision given is malformed."""
+
+
+class ApprovalRejectedError(PermanentError):
+    """The node needed a person's approval, and it was rejected (or nobody decided in
+    time): a policy matter, so not retried."""

@@ -50,6 +50,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "workspace",  # hash path -> content: the run's workspace (redis backend)
     "deliveries",  # hash node -> claims since its last recorded outcome (poison guard)
     "first_failure",  # hash node -> epoch ms of its first failed attempt
+    "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
 )
 
 
@@ -132,6 +133,12 @@ class Keys:
     def schedule_tick(self, name: str, tick: str) -> str:
         """Set once by the fire of one tick: a second fire of the same tick does nothing."""
         return f"{self.prefix}schedule:{name}:tick:{tick}"
+
+    @property
+    def pending_approvals(self) -> str:
+        """Sorted set "<run_id>/<node_id>" -> deadline (ms) of every approval waiting for
+        a person: what `approvals list` reads and the reconciler times out."""
+        return f"{self.prefix}approvals:pending"
 
     def idempotency(self, digest: str) -> str:
         """The run a submit's idempotency key (by its sha256) started, for its TTL."""

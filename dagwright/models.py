@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -57,6 +57,11 @@ class Node(BaseModel):
     """Retry policy; unset means the worker type's default."""
     timeout_s: float | None = Field(None, gt=0)
     """Execution time limit; unset means ``settings.default_timeout_s``."""
+    approval: Literal["required"] | None = None
+    """``required``: a person approves the node (``dagwright approve``) before it runs."""
+    approval_timeout_s: float | None = Field(None, gt=0)
+    """How long an approval of this node may wait before it counts as rejected; unset
+    means ``settings.approval_timeout_s``."""
 
     @field_validator("depends_on")
     @classmethod
@@ -195,6 +200,7 @@ class RunCounts(BaseModel):
     blocked: int = 0
     cancelled: int = 0
     replaced: int = 0
+    waiting_approval: int = 0
 
 
 class RunState(BaseModel):
@@ -218,7 +224,8 @@ class RunState(BaseModel):
 
 
 class AuditEntry(BaseModel):
-    """One tool-policy decision: which tool an agent asked for, and what the policy said."""
+    """One tool-policy decision (which tool an agent asked for, and what the policy said),
+    or one step of an approval: requested, approved or rejected."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -231,6 +238,61 @@ class AuditEntry(BaseModel):
     rule: str
     reason: str = ""
     args: str = ""
+    by: str = ""
+    """Who decided, for approval decisions (``dagwright`` when the request timed out)."""
+
+
+class ApprovalStatus(enum.StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class ApprovalDecision(BaseModel):
+    """What a person (or the timeout) decided about an approval request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: ApprovalStatus
+    by: str
+    at: datetime
+    comment: str = ""
+    args: dict[str, Any] | None = None
+    """Edited arguments that replace the proposed ones (None: as proposed)."""
+
+
+class Approval(BaseModel):
+    """A request for a person's approval: a node marked ``approval: required`` about to
+    run (``kind`` node), or an agent's tool call its policy holds (``kind`` tool)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    run_id: str
+    node: str
+    kind: Literal["node", "tool"]
+    action: str
+    """The tool's name, or the node's worker type."""
+    args: dict[str, Any]
+    """The proposed arguments: the tool's input, or the node's params/instruction/code."""
+    reasoning: str = ""
+    """What the agent said before asking (its text of the turn)."""
+    tool_use_id: str | None = None
+    attempt: int = 0
+    requested_at: datetime
+    deadline: datetime
+    decision: ApprovalDecision | None = None
+
+    @property
+    def status(self) -> ApprovalStatus:
+        return self.decision.status if self.decision else ApprovalStatus.PENDING
+
+    @property
+    def effective_args(self) -> dict[str, Any]:
+        """The arguments to act on: the edited ones if the approver gave any."""
+        if self.decision is not None and self.decision.args is not None:
+            return self.decision.args
+        return self.args
 
 
 class Event(BaseModel):

@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     max_timeout_s: float = Field(6 * 3600.0, gt=0)
     """Largest ``timeout_s`` a plan may ask for; the broker's visibility timeout is twice this."""
 
+    approval_timeout_s: float = Field(24 * 3600.0, gt=0)
+    """How long an approval request waits for a person before it counts as rejected
+    (a node's ``approval_timeout_s`` overrides it)."""
+
     lease_s: float = Field(10.0, gt=0)
     """A running node's lease; its worker renews it. An expired lease re-queues the node."""
 

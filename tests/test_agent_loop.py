@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from dagwright.errors import (
     NodeLostError,
     ToolPolicyError,
 )
+from dagwright.models import Approval, ApprovalDecision, ApprovalStatus
 from dagwright.testing.scripted import (
     ScriptedLLM,
     reply,
@@ -27,6 +29,7 @@ from dagwright.testing.scripted import (
 )
 from dagwright.workers import default_registry
 from dagwright.workers.agent import AgentSpec, first_message, run_agent
+from dagwright.workers.approval import ApprovalNeeded
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 from tests.support.agents import MemoryServices, agent_context, agent_node
 
@@ -179,7 +182,6 @@ def test_denied_and_unlisted_tools_are_refused_and_audited(tmp_path: Path) -> No
         reply(
             tool_use_block("workspace_write", {"path": "notes/a.md", "content": "ok"}),
             tool_use_block("workspace_write", {"path": "secret.md", "content": "no"}),
-            tool_use_block("read_input", {"node": "x"}),
             tool_use_block("http_get", {"url": "https://example.com"}),
         ),
         text("finished"),
@@ -188,18 +190,73 @@ def test_denied_and_unlisted_tools_are_refused_and_audited(tmp_path: Path) -> No
     output, llm, services = run(script, tmp_path, spec=lenient, inputs={"x": 1})
     assert output == "finished"
     results = tool_results(llm.requests[1].messages)
-    assert [r["is_error"] for r in results] == [False, True, True, True]
+    assert [r["is_error"] for r in results] == [False, True, True]
     assert "refused by the tool policy: notes only" in results[1]["content"]
-    assert "needs a person's approval" in results[2]["content"]
-    assert "deny by default" in results[3]["content"]
+    assert "deny by default" in results[2]["content"]
     assert [(a["tool"], a["action"], a["rule"]) for a in services.audits] == [
         ("workspace_write", "allow", "0"),
         ("workspace_write", "deny", "1"),
-        ("read_input", "require_approval", "2"),
         ("http_get", "deny", "default"),
     ]
     assert (tmp_path / "run1" / "notes" / "a.md").exists()
     assert not (tmp_path / "run1" / "secret.md").exists()
+
+
+APPROVING = dataclasses.replace(
+    SPEC,
+    policy=ToolPolicy(
+        rules=[PolicyRule(tool="workspace_write", action=PolicyAction.REQUIRE_APPROVAL)]
+    ),
+)
+
+
+def decided_approval(status: ApprovalStatus, call_id: str, **decision: Any) -> Approval:
+    now = datetime.now(UTC)
+    return Approval(
+        id="a1",
+        run_id="run1",
+        node="agent",
+        kind="tool",
+        action="workspace_write",
+        args={"path": "notes.md", "content": "draft"},
+        tool_use_id=call_id,
+        requested_at=now,
+        deadline=now,
+        decision=ApprovalDecision(status=status, by="alice", at=now, **decision),
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "written", "result_is_error"),
+    [(ApprovalStatus.APPROVED, "edited", False), (ApprovalStatus.REJECTED, None, True)],
+)
+def test_a_tool_call_needing_approval_stops_the_loop_and_resumes_with_the_decision(
+    tmp_path: Path, status: ApprovalStatus, written: str | None, result_is_error: bool
+) -> None:
+    call = tool_use_block("workspace_write", {"path": "notes.md", "content": "draft"})
+    llm = ScriptedLLM([reply(text_block("Saving."), call), text("done")])
+    services = MemoryServices(llm, tmp_path)
+    with pytest.raises(ApprovalNeeded) as waiting:
+        run_agent(agent_context(services), agent_node(), APPROVING, default_registry.tools)
+    proposal = waiting.value.proposal
+    assert (proposal.kind, proposal.action, proposal.reasoning) == (
+        "tool",
+        "workspace_write",
+        "Saving.",
+    )
+    assert proposal.tool_use_id == call["id"] and len(llm.requests) == 1
+
+    edited = {"path": "notes.md", "content": "edited"} if written else None
+    services.approval_given = decided_approval(status, call["id"], comment="why", args=edited)
+    resumed = agent_context(services, checkpoint=services.checkpoints[-1])
+    assert run_agent(resumed, agent_node(), APPROVING, default_registry.tools) == "done"
+    assert len(llm.requests) == 2  # the first call was not made again
+    [result] = tool_results(llm.requests[1].messages)
+    assert result["is_error"] is result_is_error
+    note = tmp_path / "run1" / "notes.md"
+    assert (note.read_text() if note.exists() else None) == written
+    if result_is_error:
+        assert "alice" in result["content"] and "why" in result["content"]
 
 
 def test_workspace_tools_refuse_traversal_and_symlinks(tmp_path: Path) -> None:

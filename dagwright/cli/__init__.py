@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from dagwright.cli import catalog, dlq, doctor, planning, runs, schedules, stack
+from dagwright.cli import approvals, catalog, dlq, doctor, planning, runs, schedules, stack
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
@@ -36,6 +36,7 @@ planning.register(app)
 dlq.register(app)
 doctor.register(app)
 schedules.register(app)
+approvals.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

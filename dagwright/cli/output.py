@@ -45,6 +45,7 @@ STATUS_STYLE = {
     "running": "cyan",
     "queued": "blue",
     "retry_wait": "magenta",
+    "waiting_approval": "bold yellow",
 }
 MAX_TABLE_ROWS = 50
 PLAIN_PROGRESS_EVERY_S = 5.0
@@ -206,6 +207,7 @@ def print_status(state: RunState) -> None:
         f" · {counts.done}/{counts.total} nodes done · {counts.running} running · "
         f"{counts.failed} failed · {counts.blocked} blocked"
         + (f" · {counts.replaced} replaced" if counts.replaced else "")
+        + (f" · {counts.waiting_approval} waiting for approval" if counts.waiting_approval else "")
         + f"{duration(state)}{spend(state.usage)}",
     )
     if state.goal:
@@ -228,12 +230,19 @@ def print_runs(states: list[RunState]) -> None:
     stdout.print(table)
 
 
-DECISION_STYLE = {"allow": "green", "deny": "red", "require_approval": "yellow"}
+DECISION_STYLE = {
+    "allow": "green",
+    "deny": "red",
+    "require_approval": "yellow",
+    "approval_requested": "yellow",
+    "approved": "green",
+    "rejected": "red",
+}
 
 
 def print_audit(entries: list[AuditEntry]) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("time", "node", "tool", "decision", "rule", "why", "arguments"):
+    for column in ("time", "node", "tool", "decision", "rule", "by", "why", "arguments"):
         table.add_column(column, overflow="fold")
     for entry in entries:
         decision = Text(entry.action, style=DECISION_STYLE.get(entry.action, ""))
@@ -243,6 +252,7 @@ def print_audit(entries: list[AuditEntry]) -> None:
             entry.tool,
             decision,
             entry.rule,
+            entry.by,
             entry.reason,
             entry.args,
         )
@@ -260,7 +270,9 @@ def print_event(event: Event, *, as_json: bool) -> None:
 def progress_line(run_id: str, status: RunStatus, counts: RunCounts, elapsed_s: float) -> str:
     return (
         f"run {run_id} {status.value} · {counts.done}/{counts.total} nodes done · "
-        f"{counts.running} running · {counts.failed} failed · {elapsed_s:.1f}s"
+        f"{counts.running} running · {counts.failed} failed · "
+        + (f"{counts.waiting_approval} waiting for approval · " if counts.waiting_approval else "")
+        + f"{elapsed_s:.1f}s"
     )
 
 

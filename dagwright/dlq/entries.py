@@ -9,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dagwright.errors import BudgetExceededError, PoisonMessageError, ToolPolicyError
+from dagwright.errors import (
+    ApprovalRejectedError,
+    BudgetExceededError,
+    PoisonMessageError,
+    ToolPolicyError,
+)
 from dagwright.models import from_ms
 
 
@@ -19,7 +24,7 @@ class Classification(enum.StrEnum):
     TRANSIENT = "transient"  # kept failing through its retries: replay once it is back
     PERMANENT = "permanent"  # retrying could not help: fix the input, the code or the plan
     BUDGET = "budget"  # the token budget ran out: raise it
-    POLICY = "policy"  # the tool policy refused what the node needed: change the policy
+    POLICY = "policy"  # the tool policy or a person refused what the node needed
     POISON = "poison"  # it killed its worker on every delivery: fix the code
 
 
@@ -36,7 +41,7 @@ def classify(exc: BaseException, *, retryable: bool) -> Classification:
         return Classification.POISON
     if isinstance(exc, BudgetExceededError):
         return Classification.BUDGET
-    if isinstance(exc, ToolPolicyError):
+    if isinstance(exc, ToolPolicyError | ApprovalRejectedError):
         return Classification.POLICY
     return Classification.TRANSIENT if retryable else Classification.PERMANENT
 

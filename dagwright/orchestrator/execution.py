@@ -24,7 +24,8 @@ from dagwright.errors import (
     PoisonMessageError,
     RetryableError,
 )
-from dagwright.models import ErrorInfo, RetryPolicy
+from dagwright.models import ErrorInfo, Node, RetryPolicy
+from dagwright.orchestrator.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.leases import LeaseKeeper
@@ -39,6 +40,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
 from dagwright.redaction import known_secrets, redact
 from dagwright.workers import NodeContext, NodeServices
+from dagwright.workers.approval import ApprovalNeeded, Proposal
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class Outcome(enum.StrEnum):
     RETRYING = "retrying"
     FAILED = "failed"
     STALE = "stale"  # a duplicate or superseded message: nothing was recorded
+    WAITING = "waiting_approval"  # parked until a person decides; the worker slot is free
 
 
 @dataclass
@@ -84,7 +87,7 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         return record_failure(env, ctx, claim, poisoned(claim))
     with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
         try:
-            output = run_worker(env.runtime, ctx, claim)
+            output = run_worker(env.runtime, ctx, approved_node(ctx, claim.node))
             output_json = encode_output(output, env.runtime.settings.max_output_bytes)
             expansion = (
                 prepare_expansion(env.runtime, ctx, claim.node, output)
@@ -94,6 +97,8 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         except NodeLostError:
             log.info("%s/%s was taken from this worker; stopping it", run_id, node_id)
             return Outcome.STALE
+        except ApprovalNeeded as waiting:
+            return wait_for_approval(env, ctx, claim, waiting.proposal)
         except Exception as exc:
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, output_json, expansion)
@@ -136,15 +141,31 @@ def holder_is_dead_here(holder: str) -> bool:
     return False
 
 
-def run_worker(runtime: Runtime, ctx: NodeContext, claim: Claim) -> Any:
+def run_worker(runtime: Runtime, ctx: NodeContext, node: Node) -> Any:
     try:
-        worker_type = runtime.registry.get(claim.node.type)
+        worker_type = runtime.registry.get(node.type)
     except KeyError as exc:
         raise PermanentError(
-            f"worker type {claim.node.type!r} is not registered in this worker; start it with "
+            f"worker type {node.type!r} is not registered in this worker; start it with "
             "--import naming the module that registers it"
         ) from exc
-    return worker_type.run(ctx, claim.node)
+    return worker_type.run(ctx, node)
+
+
+def wait_for_approval(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, proposal: Proposal
+) -> Outcome:
+    """Park the node until a person decides; this worker moves on to other work."""
+    timeout_s = claim.node.approval_timeout_s or env.runtime.settings.approval_timeout_s
+    if not ApprovalBook(env.runtime).request(ctx, proposal, timeout_s):
+        return Outcome.STALE
+    log.info(
+        "%s/%s waits for approval of %s (`dagwright approvals list`)",
+        ctx.run_id,
+        ctx.node_id,
+        proposal.action,
+    )
+    return Outcome.WAITING
 
 
 def encode_output(output: Any, max_bytes: int) -> str:

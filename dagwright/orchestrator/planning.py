@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from dagwright.errors import InputError, PermanentError, PlanError, ScheduleError, ToolError
 from dagwright.keys import Keys
 from dagwright.llm import LLM, build_llm
-from dagwright.models import Node, NodeStatus, Plan, Usage
+from dagwright.models import Approval, Node, NodeStatus, Plan, Usage
 from dagwright.orchestrator.dag import PlanGraph, validate_plan
 from dagwright.orchestrator.planner import (
     PLAN_NODE_ID,
@@ -285,6 +285,9 @@ class LocalServices:
         if self.budget_tokens is None:
             return None
         return self.budget_tokens - self.usage.total_tokens
+
+    def approval(self, ctx: NodeContext) -> Approval | None:
+        return None  # local planning never waits for a person
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         raise ScheduleError("follow-ups are for runs a schedule started, not local planning")

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from dagwright.models import RunStatus
+from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runtime import Runtime
 
@@ -47,8 +48,17 @@ class Reconciler:
                 empty_queues = self._empty_queues()
             report.runs += 1
             self._reconcile_run(run_id, report, empty_queues)
+        self._reject_overdue_approvals(report)
         self._trim_run_index()
         return report
+
+    def _reject_overdue_approvals(self, report: ReconcileReport) -> None:
+        """Approvals nobody decided within their timeout count as rejected."""
+        ready = ApprovalBook(self.runtime).reject_overdue()
+        if ready:
+            log.info("rejected %d approval(s) nobody decided in time", len(ready))
+            report.requeued += len(ready)
+            dispatch(self.broker, self.runtime.scheduler, ready)
 
     def _empty_queues(self) -> list[str]:
         """The queues live workers consume that hold no message right now."""

@@ -363,6 +363,56 @@ class Scheduler:
             )
         return [bool(held) for held in pipe.execute()]
 
+    def await_approval(
+        self,
+        lease: LeaseRef,
+        *,
+        request_json: str,
+        deadline_ms: int,
+        audit: dict[str, str],
+    ) -> bool:
+        """Park a running node until a person decides (its worker slot is freed); False
+        if this worker no longer owns the node."""
+        reply = self._call(
+            "await_approval",
+            lease.run_id,
+            lease.node_id,
+            lease.fence,
+            request_json,
+            deadline_ms,
+            pending_member(lease.run_id, lease.node_id),
+            *_flatten(audit),
+            shared_keys=(self.keys.pending_approvals,),
+        )
+        return bool(reply[0] == "ok")
+
+    def decide_approval(
+        self,
+        run_id: str,
+        node_id: str,
+        *,
+        approval_id: str,
+        approved: bool,
+        decision_json: str,
+        audit: dict[str, str],
+    ) -> list[ReadyNode] | str:
+        """Record the decision on approval ``approval_id`` and queue its node again: the
+        nodes to publish, or why the request is no longer waiting."""
+        reply = self._call(
+            "decide",
+            run_id,
+            node_id,
+            approval_id,
+            decision_json,
+            "approved" if approved else "rejected",
+            pending_member(run_id, node_id),
+            *_flatten(audit),
+            shared_keys=(self.keys.pending_approvals,),
+        )
+        if reply[0] != "ok":
+            return str(reply[1])
+        return _ready_nodes(run_id, reply[1])
+
     def cancel(self, run_id: str, reason: str) -> tuple[str, list[str]]:
         """Cancel a run: (outcome, nodes that were running). Outcome is ``cancelled``, the
         status of an already-final run, or ``missing``."""
@@ -412,6 +462,15 @@ class Scheduler:
         for run_id, node_ids in by_run.items():
             pipe.zrem(self.keys.run_key(run_id, "outbox"), *node_ids)
         pipe.execute()
+
+
+def pending_member(run_id: str, node_id: str) -> str:
+    """A waiting approval's member in the pending-approvals index."""
+    return f"{run_id}/{node_id}"
+
+
+def _flatten(fields: dict[str, str]) -> list[str]:
+    return [item for pair in fields.items() for item in pair]
 
 
 def _ready_nodes(run_id: str, rows: list[list[Any]]) -> list[ReadyNode]:

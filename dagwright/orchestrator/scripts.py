@@ -29,6 +29,8 @@ SCRIPT_NAMES = (
     "expand",
     "replay",
     "forget",
+    "await_approval",
+    "decide",
 )
 
 

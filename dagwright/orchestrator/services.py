@@ -9,7 +9,8 @@ from typing import Any, NoReturn, TypeVar
 
 from dagwright.errors import NodeLostError
 from dagwright.llm import LLM, build_llm
-from dagwright.models import Usage
+from dagwright.models import Approval, Usage
+from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
@@ -102,6 +103,9 @@ class RedisNodeServices:
             max_bytes=settings.workspace_max_bytes,
             write_file=write_file,
         )
+
+    def approval(self, ctx: NodeContext) -> Approval | None:
+        return ApprovalBook(self.runtime).read(ctx.run_id, ctx.node_id)
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         return propose_followup(self.runtime, self.broker, ctx.run_id, goal, reason)

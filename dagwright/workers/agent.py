@@ -34,11 +34,12 @@ from dagwright.errors import (
     ToolPolicyError,
 )
 from dagwright.llm.types import LLMRequest, LLMResponse
-from dagwright.models import Node, Usage
+from dagwright.models import Approval, ApprovalStatus, Node, Usage
+from dagwright.workers.approval import ApprovalNeeded, Proposal, decided
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
-from dagwright.workers.tools.policy import PolicyAction, ToolPolicy
+from dagwright.workers.tools.policy import PolicyAction, PolicyDecision, ToolPolicy
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,6 @@ FINAL_ANSWER_TOOL = "final_answer"
 FORGED_CLOSING_TAG = re.compile(r"</\s*untrusted_input", re.IGNORECASE)
 MAX_INLINE_INPUT_CHARS = 20_000
 AUDITED_ARGS_CHARS = 500
-APPROVAL_UNAVAILABLE = (
-    "this call needs a person's approval, and approvals are not available in this "
-    "deployment; continue without it"
-)
 
 
 @dataclass(frozen=True)
@@ -232,7 +229,7 @@ class AgentLoop:
     def _answer_next_tool_call(self) -> None:
         state = self.state
         call = state.pending[len(state.results)]
-        outcome = self._call_tool(call.get("name", ""), call.get("input") or {})
+        outcome = self._call_tool(call.get("name", ""), call.get("input") or {}, call["id"])
         state.results.append(
             {
                 "type": "tool_result",
@@ -250,10 +247,37 @@ class AgentLoop:
         if problem is not None:
             raise problem
 
-    def _call_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+    def _call_tool(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
         if name == self.spec.final_tool and self.spec.output_model is not None:
             return self._reject_final_answer(args)
         decision = self.spec.policy.decide(name, args)
+        if decision.action == PolicyAction.REQUIRE_APPROVAL:
+            return self._call_with_approval(name, args, call_id, decision)
+        self._audit(name, args, decision)
+        if decision.action == PolicyAction.DENY:
+            return ToolOutcome(
+                f"refused by the tool policy: {decision.reason}",
+                is_error=True,
+                refused_by_policy=True,
+            )
+        return self._run_tool(name, args)
+
+    def _call_with_approval(
+        self, name: str, args: dict[str, Any], call_id: str, decision: PolicyDecision
+    ) -> ToolOutcome:
+        """A call the policy holds for a person: ask (the node waits, this loop stops),
+        then, once resumed from the checkpoint, act on the decision."""
+        approval = decided(self.ctx.approval(), call_id)
+        if approval is None:
+            self._audit(name, args, decision)
+            raise ApprovalNeeded(
+                Proposal("tool", name, args, self._reasoning(), tool_use_id=call_id)
+            )
+        if approval.status == ApprovalStatus.REJECTED:
+            return ToolOutcome(rejected_call(approval), is_error=True, refused_by_policy=True)
+        return self._run_tool(name, approval.effective_args)
+
+    def _audit(self, name: str, args: dict[str, Any], decision: PolicyDecision) -> None:
         self.ctx.audit(
             tool=name,
             action=decision.action.value,
@@ -261,20 +285,22 @@ class AgentLoop:
             reason=decision.reason,
             args=truncate(json.dumps(args, sort_keys=True, default=str), AUDITED_ARGS_CHARS),
         )
-        if decision.action == PolicyAction.REQUIRE_APPROVAL:
-            return ToolOutcome(APPROVAL_UNAVAILABLE, is_error=True, refused_by_policy=True)
-        if decision.action == PolicyAction.DENY:
-            return ToolOutcome(
-                f"refused by the tool policy: {decision.reason}",
-                is_error=True,
-                refused_by_policy=True,
-            )
+
+    def _run_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         tool = self.tools.get(name) if name in self.spec.tools else None
         if tool is None:
             return ToolOutcome(
                 f"no tool {name!r}; the tools are: {', '.join(self.spec.tools)}", True
             )
         return tool.call(self.ctx, args)
+
+    def _reasoning(self) -> str:
+        """What the model said in the turn that asked for the tool call."""
+        last = self.state.messages[-1] if self.state.messages else {}
+        content = last.get("content") if last.get("role") == "assistant" else None
+        if not isinstance(content, list):
+            return content if isinstance(content, str) else ""
+        return "\n".join(block.get("text", "") for block in content if block.get("type") == "text")
 
     def _reject_final_answer(self, args: dict[str, Any]) -> ToolOutcome:
         _, problems = self._check_answer(args)
@@ -296,6 +322,14 @@ class AgentLoop:
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+def rejected_call(approval: Approval) -> str:
+    """The tool result the model sees for a call a person rejected."""
+    decision = approval.decision
+    assert decision is not None
+    why = f" Their comment: {decision.comment}" if decision.comment else ""
+    return f"A person ({decision.by}) rejected this call; do not try it again.{why}"
 
 
 CHARS_PER_TOKEN = 4  # a deliberately rough estimate: the budget check must err on the safe side

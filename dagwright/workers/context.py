@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from dagwright.models import Usage
+from dagwright.models import Approval, Usage
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
@@ -54,6 +54,10 @@ class NodeServices(Protocol):
     ) -> T:
         """``call()`` behind the circuit breaker ``name`` (shared by every worker);
         BreakerOpenError while it is open. Only exceptions ``is_failure`` accepts count."""
+        ...
+
+    def approval(self, ctx: NodeContext) -> Approval | None:
+        """The node's latest approval request and its decision, if it ever asked."""
         ...
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
@@ -123,6 +127,9 @@ class NodeContext:
         self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
     ) -> T:
         return self.services.guard(name, call, is_failure)
+
+    def approval(self) -> Approval | None:
+        return self.services.approval(self)
 
     def propose_followup(self, goal: str, reason: str = "") -> str:
         return self.services.propose_followup(self, goal, reason)

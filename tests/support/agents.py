@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from dagwright.errors import NodeLostError
 from dagwright.llm.types import LLM
-from dagwright.models import Node, Usage
+from dagwright.models import Approval, Node, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
@@ -63,6 +63,11 @@ class MemoryServices:
 
     breakers: Breakers | None = None  # None: calls go straight through
     followups: list[tuple[str, str]] = []
+
+    def approval(self, ctx: NodeContext) -> Approval | None:
+        return self.approval_given
+
+    approval_given: Approval | None = None
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         self.followups = [*self.followups, (goal, reason)]

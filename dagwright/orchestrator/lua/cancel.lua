@@ -9,6 +9,7 @@ local states = redis.call('HGETALL', K.state)
 for i = 1, #states, 2 do
   local node, state = states[i], states[i + 1]
   if state == 'running' then running[#running + 1] = node end
+  if state == 'waiting_approval' then redis.call('HINCRBY', K.run, 'waiting_approval', -1) end
   if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled'
       and state ~= 'replaced' then
     set_final(node, 'cancelled')

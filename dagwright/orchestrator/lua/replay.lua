@@ -58,6 +58,8 @@ reopen(node, 'failed')
 redis.call('HDEL', K.error, node)
 redis.call('HDEL', K.deliveries, node)
 redis.call('HDEL', K.first_failure, node)
+-- A rejected approval is asked again: a replay is someone wanting the node to run.
+redis.call('HDEL', K.approvals, 'request:' .. node, 'decision:' .. node)
 redis.call('HSET', K.attempts, node, 0)
 if ARGV[5] == '1' then redis.call('HDEL', K.checkpoint, node) end
 emit('node.replayed', node, 'dead_letter', ARGV[6])

@@ -1,0 +1,136 @@
+"""``dagwright approvals list``, ``dagwright approve`` and ``dagwright reject``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from dagwright.cli.options import ImportOption, JsonOption, client_from
+from dagwright.cli.output import iso, print_json, stderr, stdout
+from dagwright.models import Approval
+from dagwright.orchestrator.approvals import parse_edited_args
+
+app = typer.Typer(
+    help="Requests for a person's approval: nodes and tool calls waiting for a decision.",
+    no_args_is_help=True,
+)
+
+CommentOption = Annotated[
+    str, typer.Option("--comment", "-m", help="Why: kept in the audit, shown to the agent.")
+]
+ByOption = Annotated[
+    str | None, typer.Option("--by", help="Who decides (default: your user name).")
+]
+ARGS_SHOWN_CHARS = 60
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="approvals")
+    parent.command("approve")(approve)
+    parent.command("reject")(reject)
+
+
+@app.command("list")
+def list_approvals(
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run's requests.")] = None,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Requests waiting for a decision, oldest first."""
+    approvals = client_from(imports).approvals(run_id)
+    if json_output:
+        print_json([approval_json(approval) for approval in approvals])
+        return
+    if not approvals:
+        stderr.print("no approvals waiting")
+        return
+    stdout.print(approvals_table(approvals))
+    stderr.print("decide with: dagwright approve RUN NODE  |  dagwright reject RUN NODE -m WHY")
+
+
+def approve(
+    run_id: str,
+    node_id: str,
+    comment: CommentOption = "",
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args",
+            help="JSON object replacing the proposed arguments (a tool's input, or a "
+            "node's params/instruction/code).",
+        ),
+    ] = None,
+    by: ByOption = None,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Approve a waiting node or tool call: it goes on (with --args if given)."""
+    edited = parse_edited_args(args)
+    approval = client_from(imports).approve(run_id, node_id, comment=comment, args=edited, by=by)
+    report_decision(approval, json_output)
+
+
+def reject(
+    run_id: str,
+    node_id: str,
+    comment: CommentOption = "",
+    by: ByOption = None,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Reject a waiting node (it fails) or tool call (the agent is told, and goes on)."""
+    approval = client_from(imports).reject(run_id, node_id, comment=comment, by=by)
+    report_decision(approval, json_output)
+
+
+def report_decision(approval: Approval, json_output: bool) -> None:
+    if json_output:
+        print_json(approval_json(approval))
+        return
+    decision = approval.decision
+    assert decision is not None
+    stdout.print(
+        f"{decision.status.value} {approval.kind} {escape(approval.action)} of "
+        f"{approval.run_id}/{approval.node}: the node is queued again"
+    )
+
+
+def approvals_table(approvals: list[Approval]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("RUN", "NODE", "KIND", "ACTION", "WAITING", "EXPIRES IN", "ARGS"):
+        table.add_column(column, overflow="fold" if column == "ARGS" else "ellipsis")
+    now = datetime.now(UTC)
+    for approval in approvals:
+        args = json.dumps(approval.args, sort_keys=True, default=str)
+        table.add_row(
+            approval.run_id,
+            approval.node,
+            approval.kind,
+            escape(approval.action),
+            span(now - approval.requested_at),
+            span(approval.deadline - now),
+            escape(args if len(args) <= ARGS_SHOWN_CHARS else args[: ARGS_SHOWN_CHARS - 1] + "…"),
+        )
+    return table
+
+
+def span(delta: Any) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def approval_json(approval: Approval) -> dict[str, Any]:
+    data = approval.model_dump(mode="json")
+    data["status"] = approval.status.value
+    data["requested_at"] = iso(approval.requested_at)
+    data["deadline"] = iso(approval.deadline)
+    return data
