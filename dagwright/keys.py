@@ -50,6 +50,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "workspace",  # hash path -> content: the run's workspace (redis backend)
     "deliveries",  # hash node -> claims since its last recorded outcome (poison guard)
     "first_failure",  # hash node -> epoch ms of its first failed attempt
+    "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
 )
 
 
