@@ -157,10 +157,10 @@ class AgentLoop:
             raise overrun.error()
 
     def _node_hint(self, dimension: Dimension) -> str:
-        hint = f"raise budget.{dimension.limit} of node {self.node.id!r} in the plan"
+        hint = f"raise the node's budget.{dimension.limit} in the plan"
         own = self.node.budget and getattr(self.node.budget, dimension.limit)
         if dimension.limit == "max_total_tokens" and not own:
-            hint += f" (unset, it is the token_budget of {self.spec.name!r})"
+            hint += f" (unset: the token_budget of {self.spec.name!r})"
         return hint
 
     def _request(self) -> LLMRequest:

@@ -99,7 +99,7 @@ class Overrun:
     """A call a budget has no room for: which limit, how much was spent, what it needed."""
 
     scope: str
-    """Whose budget: ``the run``, ``node 'x'``."""
+    """Whose budget: ``run``, ``node 'x'``."""
     dimension: Dimension
     limit: float
     spent: float
@@ -111,12 +111,11 @@ class Overrun:
 
     def error(self) -> BudgetExceededError:
         d = self.dimension
-        held = f" (and {d.format(self.reserved)} held by calls in flight)" if self.reserved else ""
+        held = f", {d.format(self.reserved)} held by calls in flight" if self.reserved else ""
         return BudgetExceededError(
-            f"the budget of {self.scope} ({d.format(self.limit)}) has no room for the next "
-            "LLM call: "
-            f"it could use up to {d.format(self.projected)}, and {d.format(self.spent)} "
-            f"{'is' if d.is_usd else 'are'} spent{held}: the call was not made; {self.hint}"
+            f"{self.scope} budget {d.format(self.limit)}: the next LLM call could use "
+            f"{d.format(self.projected)}, {d.format(self.spent)} spent{held}: "
+            f"the call was not made; {self.hint}"
         )
 
 
@@ -139,11 +138,11 @@ def find_overrun(
     return None
 
 
-RUN_SCOPE = "the run"
+RUN_SCOPE = "run"
 
 
 def run_hint(dimension: Dimension) -> str:
-    return f"raise the run's budget with {dimension.flag} (budget.{dimension.limit} in a plan)"
+    return f"raise it with {dimension.flag} or the plan's budget.{dimension.limit}"
 
 
 def run_overrun(budget: Budget | None, spent: Usage, call: Usage) -> Overrun | None:
