@@ -336,6 +336,12 @@ def test_a_run_over_its_token_budget_stops_before_the_call_that_would_exceed_it(
     assert message.endswith("raise it with --budget-tokens or the plan's budget.max_total_tokens")
     assert state.usage.total_tokens == 3500 <= 8000
     assert state.budget == Budget(max_total_tokens=8000)
+    # A replay under the same budget is told it will stop again, and it does, for free.
+    [letter] = client.dlq_list(run_id=handle.run_id)
+    replayed = client.dlq_replay(letter.id)
+    assert replayed.replayed and "its budget is unchanged" in replayed.warning
+    assert handle.wait(timeout=60).status == RunStatus.FAILED
+    assert len(fake_llm.requests) == 1 and len(client.dlq_list(run_id=handle.run_id)) == 2
 
 
 @pytest.mark.usefixtures("worker")
