@@ -22,6 +22,7 @@ from dagwright.orchestrator.planning import requested_budget
 from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, LeaseRef
+from dagwright.orchestrator.schedules import parse_schedule
 from dagwright.orchestrator.submission import run_budget
 from dagwright.settings import ModelPrice, Settings
 from dagwright.testing import FakeAnthropicServer
@@ -78,6 +79,15 @@ def test_a_submitted_budget_overrides_the_plans_limit_by_limit() -> None:
     assert merged == Budget(max_total_tokens=1000, max_cost_usd=0.25)
     assert run_budget(None, None) is None
     assert run_fields(merged) == {"budget_tokens": "1000", "budget_usd": "0.25"}
+
+
+def test_a_schedule_gives_each_run_its_budget() -> None:
+    schedule = parse_schedule(
+        {"name": "nightly", "every_s": 60, "goal": "g", "budget": {"max_cost_usd": 0.5}}
+    )
+    assert schedule.options().budget == Budget(max_cost_usd=0.5)
+    older = parse_schedule({"name": "old", "every_s": 60, "goal": "g", "budget_tokens": 900})
+    assert older.options().budget == Budget(max_total_tokens=900)
 
 
 def test_a_calls_worst_case_is_priced_at_the_models_rates() -> None:
