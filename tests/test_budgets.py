@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.dlq import Classification
-from dagwright.errors import BudgetExceededError, InputError
+from dagwright.errors import BudgetExceededError, InputError, PlanError
 from dagwright.models import Budget, ErrorInfo, Node, Plan
 from dagwright.orchestrator.dag import PlanLimits, validate_plan
 from dagwright.orchestrator.planning import requested_budget
@@ -79,6 +79,18 @@ def test_a_submitted_budget_overrides_the_plans_limit_by_limit() -> None:
     assert merged == Budget(max_total_tokens=1000, max_cost_usd=0.25)
     assert run_budget(None, None) is None
     assert run_fields(merged) == {"budget_tokens": "1000", "budget_usd": "0.25"}
+
+
+def test_a_node_budget_is_for_agent_nodes() -> None:
+    plan = Plan.model_validate(
+        {
+            "nodes": [
+                {"id": "a", "type": "function", "function": "noop", "budget": {"max_cost_usd": 1}}
+            ]
+        }
+    )
+    with pytest.raises(PlanError, match="a function node does not make"):
+        validate_plan(plan, default_registry, PlanLimits())
 
 
 def test_a_schedule_gives_each_run_its_budget() -> None:
