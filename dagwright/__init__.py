@@ -20,6 +20,7 @@ from dagwright.errors import (
     UnknownRunError,
 )
 from dagwright.models import (
+    Budget,
     Event,
     Node,
     NodeState,
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentSpec",
     "BrokerUnavailableError",
+    "Budget",
     "Client",
     "ConfigurationError",
     "DagwrightError",

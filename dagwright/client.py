@@ -40,6 +40,7 @@ from dagwright.errors import (
 from dagwright.models import (
     Approval,
     AuditEntry,
+    Budget,
     Event,
     Plan,
     RunCounts,
@@ -53,6 +54,7 @@ from dagwright.orchestrator.planning import (
     GoalOptions,
     plan_locally,
     plan_request,
+    requested_budget,
 )
 from dagwright.orchestrator.replay import ReplayResult, dead_letters, replay, replay_matching
 from dagwright.orchestrator.runtime import Runtime
@@ -131,6 +133,7 @@ class Client:
         max_nodes: int | None = None,
         max_depth: int | None = None,
         replan: bool | None = None,
+        budget: Budget | dict[str, Any] | None = None,
         budget_tokens: int | None = None,
         idempotency_key: str | None = None,
     ) -> RunHandle:
@@ -142,10 +145,20 @@ class Client:
         A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
         nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
         good has its branch re-planned (``settings.replan_max`` times per run).
-        ``budget_tokens`` caps the LLM tokens of the whole run. Raises PlanError (with
-        every problem) or InputError before anything is written.
+        ``budget`` (a Budget or its dict: ``max_input_tokens``, ``max_output_tokens``,
+        ``max_total_tokens``, ``max_cost_usd``) caps what the whole run's LLM calls may
+        spend, overriding a plan's own ``budget`` limit by limit; ``budget_tokens`` is
+        short for ``max_total_tokens``. Raises PlanError (with every problem) or
+        InputError before anything is written.
         """
-        options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
+        options = GoalOptions(
+            context,
+            worker_types,
+            max_nodes,
+            max_depth,
+            replan,
+            requested_budget(budget, budget_tokens),
+        )
         run_id = start_run(
             self.runtime,
             self.broker,
@@ -310,6 +323,7 @@ class Client:
         goal: str | None = None,
         plan: Plan | dict[str, Any] | str | Path | None = None,
         worker_types: list[str] | None = None,
+        budget: Budget | dict[str, Any] | None = None,
         budget_tokens: int | None = None,
         overlap: Overlap | str = Overlap.SKIP,
         catchup: Catchup | str = Catchup.SKIP,
@@ -331,7 +345,7 @@ class Client:
                 "goal": goal,
                 "plan": _coerce_plan(plan) if plan is not None else None,
                 "worker_types": worker_types,
-                "budget_tokens": budget_tokens,
+                "budget": requested_budget(budget, budget_tokens),
                 "overlap": overlap,
                 "catchup": catchup,
                 "max_followups": max_followups,

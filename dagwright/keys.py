@@ -51,6 +51,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "deliveries",  # hash node -> claims since its last recorded outcome (poison guard)
     "first_failure",  # hash node -> epoch ms of its first failed attempt
     "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
+    "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
 )
 
 

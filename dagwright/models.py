@@ -34,6 +34,36 @@ class RetryPolicy(BaseModel):
     """Exception class names that fail the node at once even if otherwise retryable."""
 
 
+class Budget(BaseModel):
+    """Most that the LLM calls of a run (or of one node) may spend; each limit optional.
+
+    Enforced before every LLM call: a call whose worst case (its estimated input plus
+    ``max_tokens`` of output, at the model's price) would pass a limit is not made.
+    Input tokens count cache reads and writes too.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_input_tokens: int | None = Field(None, ge=1)
+    """Input tokens (prompt, cache reads and writes) of all the calls together."""
+    max_output_tokens: int | None = Field(None, ge=1)
+    """Output tokens of all the calls together."""
+    max_total_tokens: int | None = Field(None, ge=1)
+    """Input and output tokens together (``budget_tokens``)."""
+    max_cost_usd: float | None = Field(None, gt=0)
+    """Cost in USD, priced from ``settings.model_prices`` (unlisted models cost 0)."""
+
+    @property
+    def is_set(self) -> bool:
+        return any(value is not None for value in self.model_dump().values())
+
+    def overridden_by(self, other: Budget | None) -> Budget:
+        """This budget with every limit ``other`` sets taken from ``other``."""
+        if other is None:
+            return self
+        return self.model_copy(update=other.model_dump(exclude_none=True))
+
+
 class Node(BaseModel):
     """One subtask of a plan."""
 
@@ -62,6 +92,9 @@ class Node(BaseModel):
     approval_timeout_s: float | None = Field(None, gt=0)
     """How long an approval of this node may wait before it counts as rejected; unset
     means ``settings.approval_timeout_s``."""
+    budget: Budget | None = None
+    """LLM agent nodes: most this node's LLM calls may spend; unset limits fall back to
+    the worker type's (its ``token_budget`` for total tokens)."""
 
     @field_validator("depends_on")
     @classmethod
@@ -82,6 +115,9 @@ class Plan(BaseModel):
     """Node id(s) whose output is the run's result; unset means the plan's sink nodes."""
     nodes: list[Node] = Field(min_length=1)
     """The subtasks; order does not matter."""
+    budget: Budget | None = None
+    """Most the whole run's LLM calls may spend (a submit's budget overrides it limit by
+    limit)."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink."""
@@ -218,6 +254,7 @@ class RunState(BaseModel):
     nodes: dict[str, NodeState]
     result: Any = None
     usage: Usage = Field(default_factory=Usage)
+    budget: Budget | None = None
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}

@@ -149,7 +149,7 @@ def test_the_budget_refuses_the_call_that_would_exceed_it(tmp_path: Path) -> Non
     services = MemoryServices(llm, tmp_path)
     ctx = agent_context(services, inputs={"x": 1})
     # the next call reads the 2,500 tokens again and may write 1,000: 6,000 > 5,000
-    with pytest.raises(BudgetExceededError, match="budget of 5000: the call was not made"):
+    with pytest.raises(BudgetExceededError, match="node 'agent' budget 5,000 tokens"):
         run_agent(ctx, agent_node(), spec, default_registry.tools)
     assert len(llm.requests) == 1
     assert services.usage.total_tokens == 2500  # never above the budget

@@ -10,6 +10,7 @@ def test_public_api_is_pinned() -> None:
     assert set(dagwright.__all__) == {
         "AgentSpec",
         "BrokerUnavailableError",
+        "Budget",
         "Client",
         "ConfigurationError",
         "DagwrightError",

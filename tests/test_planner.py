@@ -204,5 +204,6 @@ def test_a_run_budget_refuses_the_call_that_could_exceed_it(
     research = state.nodes["research"]
     assert state.status == RunStatus.FAILED and research.error is not None
     assert research.error.error_class == "BudgetExceededError"
-    assert "the run has 1000 left of its budget: the call was not made" in research.error.message
+    assert research.error.message.startswith("run budget 1,000 tokens: the next LLM call")
+    assert "the call was not made" in research.error.message
     assert fake_llm.requests == []

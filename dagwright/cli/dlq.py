@@ -260,6 +260,8 @@ def report_replays(results: list[ReplayResult], json_output: bool) -> None:
         if result.replayed:
             reopened = " (run re-opened)" if result.reopened else ""
             stderr.print(f"[green]↻[/] {result.entry_id} {where} queued again{reopened}")
+            if result.warning:
+                stderr.print(f"  [yellow]warning:[/] {escape(result.warning)}")
         else:
             stderr.print(f"[yellow]-[/] {result.entry_id} {where}: {escape(result.reason)}")
 

@@ -10,6 +10,7 @@ from pydantic_settings import SettingsError
 
 from dagwright.client import Client
 from dagwright.errors import ConfigurationError
+from dagwright.models import Budget
 from dagwright.settings import Settings
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text.")]
@@ -83,3 +84,36 @@ BudgetOption = Annotated[
     int | None,
     typer.Option("--budget-tokens", min=1, help="LLM tokens the whole run may spend."),
 ]
+BudgetInputOption = Annotated[
+    int | None,
+    typer.Option("--budget-input-tokens", min=1, help="LLM input tokens the run may spend."),
+]
+BudgetOutputOption = Annotated[
+    int | None,
+    typer.Option("--budget-output-tokens", min=1, help="LLM output tokens the run may spend."),
+]
+
+
+def positive(value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"{value} is not above 0")
+    return value
+
+
+BudgetUsdOption = Annotated[
+    float | None,
+    typer.Option("--budget-usd", help="USD the run's LLM calls may cost.", callback=positive),
+]
+
+
+def budget_from(
+    tokens: int | None, input_tokens: int | None, output_tokens: int | None, usd: float | None
+) -> Budget | None:
+    """The run budget the --budget-* flags set (None: none of them)."""
+    budget = Budget(
+        max_total_tokens=tokens,
+        max_input_tokens=input_tokens,
+        max_output_tokens=output_tokens,
+        max_cost_usd=usd,
+    )
+    return budget if budget.is_set else None

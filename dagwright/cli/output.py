@@ -22,6 +22,7 @@ from rich.tree import Tree
 
 from dagwright.models import (
     AuditEntry,
+    Budget,
     Event,
     Node,
     NodeState,
@@ -33,6 +34,7 @@ from dagwright.models import (
     Usage,
 )
 from dagwright.orchestrator.dag import dependents_of
+from dagwright.workers.budgets import DIMENSIONS
 
 stderr = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -90,6 +92,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "nodes": {node_id: node_json(node) for node_id, node in state.nodes.items()},
         "result": state.result,
         "usage": state.usage.model_dump(),
+        "budget": state.budget.model_dump(exclude_none=True) if state.budget else None,
     }
 
 
@@ -111,6 +114,17 @@ def spend(usage: Usage) -> str:
     if not usage.llm_calls and not usage.total_tokens:
         return ""
     return f" · {usage.total_tokens:,} tokens · ${usage.cost_usd:.4f}"
+
+
+def budget_spent(budget: Budget, usage: Usage) -> str:
+    """``12,340 / 50,000 tokens, $0.04 / $0.50``: what the run spent of each limit."""
+    parts = []
+    for dimension in DIMENSIONS:
+        limit = getattr(budget, dimension.limit)
+        if limit is not None:
+            spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)
+            parts.append(f"{spent.split(' ')[0]} / {of}")
+    return ", ".join(parts)
 
 
 def duration(state: RunState) -> str:
@@ -212,6 +226,8 @@ def print_status(state: RunState) -> None:
     )
     if state.goal:
         stdout.print(f"goal: {escape(state.goal)}")
+    if state.budget is not None:
+        stdout.print(f"budget: {budget_spent(state.budget, state.usage)}")
     stdout.print(node_table(state.nodes))
 
 

@@ -7,13 +7,17 @@ from typing import Annotated
 import typer
 
 from dagwright.cli.options import (
+    BudgetInputOption,
     BudgetOption,
+    BudgetOutputOption,
+    BudgetUsdOption,
     ContextOption,
     ImportOption,
     JsonOption,
     MaxDepthOption,
     MaxNodesOption,
     WorkerTypeOption,
+    budget_from,
     settings_from,
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
@@ -35,11 +39,15 @@ def plan(
     max_nodes: MaxNodesOption = None,
     max_depth: MaxDepthOption = None,
     budget_tokens: BudgetOption = None,
+    budget_input_tokens: BudgetInputOption = None,
+    budget_output_tokens: BudgetOutputOption = None,
+    budget_usd: BudgetUsdOption = None,
     imports: ImportOption = None,
 ) -> None:
     """Plan a goal and show the validated DAG as a tree and as JSON; nothing runs and no
     run is written (it needs an LLM, not Redis)."""
-    options = GoalOptions(context, worker_types, max_nodes, max_depth, None, budget_tokens)
+    budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
+    options = GoalOptions(context, worker_types, max_nodes, max_depth, None, budget)
     planned = plan_goal(goal, settings_from(imports), options)
     if json_output:
         print_json(planned.plan.model_dump(mode="json", exclude_defaults=True))

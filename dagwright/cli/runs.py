@@ -12,13 +12,17 @@ import typer
 
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import (
+    BudgetInputOption,
     BudgetOption,
+    BudgetOutputOption,
+    BudgetUsdOption,
     ContextOption,
     ImportOption,
     JsonOption,
     MaxDepthOption,
     MaxNodesOption,
     WorkerTypeOption,
+    budget_from,
     client_from,
     settings_from,
 )
@@ -76,6 +80,9 @@ def run(
         typer.Option("--replan/--no-replan", help="Re-plan a branch that fails for good (goals)."),
     ] = None,
     budget_tokens: BudgetOption = None,
+    budget_input_tokens: BudgetInputOption = None,
+    budget_output_tokens: BudgetOutputOption = None,
+    budget_usd: BudgetUsdOption = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -92,7 +99,8 @@ def run(
     (Valkey and workers) for the duration of the command.
     """
     settings = settings_from(imports)
-    goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
+    budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
+    goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget)
     submission = submission_for(target, settings, goal_options, idempotency_key)  # checked now
     if resolve_redis_url(settings):
         code = submit_and_wait(
@@ -130,14 +138,14 @@ def submission_for(
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     if is_plan_file(target):
-        misplaced = [FLAGS[name] for name in options.given() if name != "budget_tokens"]
+        misplaced = [FLAGS[name] for name in options.given() if name != "budget"]
         if misplaced:
             raise InputError(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
         plan = load_checked_plan(Path(target), settings)
         return lambda client: client.submit(
-            plan, budget_tokens=options.budget_tokens, idempotency_key=idempotency_key
+            plan, budget=options.budget, idempotency_key=idempotency_key
         )
     return lambda client: client.submit(
         goal=target, idempotency_key=idempotency_key, **dataclasses.asdict(options)

@@ -9,7 +9,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dagwright.cli.options import ImportOption, JsonOption, WorkerTypeOption, client_from
+from dagwright.cli.options import (
+    BudgetInputOption,
+    BudgetOption,
+    BudgetOutputOption,
+    BudgetUsdOption,
+    ImportOption,
+    JsonOption,
+    WorkerTypeOption,
+    budget_from,
+    client_from,
+)
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.client import ScheduleInfo
 from dagwright.errors import InputError
@@ -64,9 +74,10 @@ def add(
         int, typer.Option("--followup-depth", min=1, max=5, help="Follow-ups of follow-ups.")
     ] = 1,
     worker_types: WorkerTypeOption = None,
-    budget_tokens: Annotated[
-        int | None, typer.Option("--budget-tokens", min=1, help="Token budget of each run.")
-    ] = None,
+    budget_tokens: BudgetOption = None,
+    budget_input_tokens: BudgetInputOption = None,
+    budget_output_tokens: BudgetOutputOption = None,
+    budget_usd: BudgetUsdOption = None,
     replace: Annotated[
         bool, typer.Option("--replace", help="Replace a schedule of that name.")
     ] = False,
@@ -85,7 +96,7 @@ def add(
         goal=goal,
         plan=load_plan(plan_file) if plan_file else None,
         worker_types=worker_types,
-        budget_tokens=budget_tokens,
+        budget=budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd),
         overlap=overlap,
         catchup=catchup,
         max_followups=max_followups,

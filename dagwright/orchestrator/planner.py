@@ -18,12 +18,13 @@ from pydantic import BaseModel, Field
 
 from dagwright.errors import AgentToolErrorsError, PlanError, PlanningFailedError
 from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
-from dagwright.models import Node, Plan, RetryPolicy
+from dagwright.models import Budget, Node, Plan, RetryPolicy
 from dagwright.orchestrator.dag import PlanLimits, RunContext, validate_plan
 from dagwright.settings import Settings
 from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType, default_registry
 from dagwright.workers.agent import run_agent, untrusted_block
 from dagwright.workers.agents import prompt
+from dagwright.workers.budgets import budget_words
 from dagwright.workers.tools.policy import ToolPolicy
 
 PLANNER_TYPE = "planner"
@@ -42,7 +43,8 @@ class PlanRequest(BaseModel):
     worker_types: list[str] | None = None
     max_nodes: int
     max_depth: int
-    budget_tokens: int | None = None
+    budget: Budget | None = None
+    """The run's budget, told to the planner."""
     failed_node: str | None = None
     error: str = ""
     replace: list[dict[str, Any]] = Field(default_factory=list)
@@ -199,8 +201,8 @@ def planning_message(request: PlanRequest, catalog: RestrictedCatalog) -> str:
         f"Limits: at most {request.max_nodes} nodes; dependency chains of at most "
         f"{request.max_depth} nodes"
     )
-    if request.budget_tokens:
-        limits += f"; about {request.budget_tokens} LLM tokens for the whole run"
+    if request.budget is not None:
+        limits += f"; the whole run's LLM calls may spend at most {budget_words(request.budget)}"
     parts.append(limits + ".")
     if request.is_replan:
         parts.append(replanning_part(request))

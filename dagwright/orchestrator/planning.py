@@ -10,10 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from dagwright.errors import InputError, PermanentError, PlanError, ScheduleError, ToolError
 from dagwright.keys import Keys
 from dagwright.llm import LLM, build_llm
-from dagwright.models import Approval, Node, NodeStatus, Plan, Usage
+from dagwright.models import Approval, Budget, Node, NodeStatus, Plan, Usage
 from dagwright.orchestrator.dag import PlanGraph, validate_plan
 from dagwright.orchestrator.planner import (
     PLAN_NODE_ID,
@@ -33,6 +35,8 @@ from dagwright.orchestrator.scheduler import (
 )
 from dagwright.settings import Settings
 from dagwright.workers import NodeContext, WorkerRegistry, default_registry
+from dagwright.workers.budgets import Overrun, run_overrun
+from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.workspace import Workspace
 
 T = TypeVar("T")
@@ -47,11 +51,29 @@ class GoalOptions:
     max_nodes: int | None = None
     max_depth: int | None = None
     replan: bool | None = None
-    budget_tokens: int | None = None
+    budget: Budget | None = None
+    """The run's budget (plans too: a plan's own ``budget`` is overridden limit by limit)."""
 
     def given(self) -> dict[str, object]:
         """The options set, by name."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", [])}
+
+
+def requested_budget(
+    budget: Budget | dict[str, Any] | None, budget_tokens: int | None = None
+) -> Budget | None:
+    """A run's budget as a caller gives it (``budget_tokens``: its total tokens, for short);
+    InputError saying what is wrong with it."""
+    try:
+        given = Budget.model_validate(budget) if isinstance(budget, dict) else budget
+        if budget_tokens is not None:
+            tokens = Budget(max_total_tokens=budget_tokens)
+            if given is not None and given.max_total_tokens not in (None, budget_tokens):
+                raise InputError("budget_tokens and budget.max_total_tokens differ: give one")
+            given = tokens.overridden_by(given)
+    except ValidationError as exc:
+        raise InputError(f"invalid budget: {describe_validation_error(exc, 'budget')}") from None
+    return given if given is not None and given.is_set else None
 
 
 def plan_request(
@@ -83,7 +105,7 @@ def plan_request(
         worker_types=options.worker_types or None,
         max_nodes=options.max_nodes or settings.planner_max_nodes,
         max_depth=options.max_depth or settings.planner_max_depth,
-        budget_tokens=options.budget_tokens,
+        budget=options.budget,
     )
 
 
@@ -94,6 +116,11 @@ def planner_graph(request: PlanRequest) -> PlanGraph:
     )
     plan = Plan(goal=request.goal, output=[], nodes=[node])
     return PlanGraph(plan=plan, dependents={PLAN_NODE_ID: []}, topological_order=[PLAN_NODE_ID])
+
+
+def planned_plan(output: Any) -> Plan:
+    """A planner's plan, without a run budget of its own: the run's is the submitter's."""
+    return Plan.model_validate(output).model_copy(update={"budget": None})
 
 
 def with_synthesis(plan: Plan, goal: str) -> Plan:
@@ -130,7 +157,7 @@ def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: An
     """The nodes planner ``node``'s output adds to the run (PermanentError if it is not a
     valid plan: the planner checked it, so this is a safety net)."""
     request = PlanRequest.model_validate(node.params)
-    plan = Plan.model_validate(output)
+    plan = planned_plan(output)
     limits = request.limits(runtime.settings)
     if not request.is_replan:
         plan = with_synthesis(plan, request.goal)
@@ -248,9 +275,9 @@ class LocalServices:
     """NodeServices for planning in the CLI's own process: no Redis, nothing recorded
     but the usage (a plan made by `dagwright plan` writes no run)."""
 
-    def __init__(self, settings: Settings, budget_tokens: int | None = None) -> None:
+    def __init__(self, settings: Settings, budget: Budget | None = None) -> None:
         self.settings = settings
-        self.budget_tokens = budget_tokens
+        self.budget = budget
         self.usage = Usage()
         self._llm: LLM | None = None
 
@@ -281,10 +308,8 @@ class LocalServices:
     ) -> T:
         return call()  # one process, one plan: nothing to share a breaker with
 
-    def run_tokens_left(self, ctx: NodeContext) -> int | None:
-        if self.budget_tokens is None:
-            return None
-        return self.budget_tokens - self.usage.total_tokens
+    def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        return run_overrun(self.budget, self.usage, worst_case)  # one call at a time here
 
     def approval(self, ctx: NodeContext) -> Approval | None:
         return None  # local planning never waits for a person
@@ -299,7 +324,7 @@ def plan_locally(
     """Plan a goal in this process, writing nothing: the plan (synthesis included) and
     what the planner's LLM calls used."""
     ensure_planner(registry)
-    services = LocalServices(settings, request.budget_tokens)
+    services = LocalServices(settings, request.budget)
     ctx = NodeContext(
         run_id="local",
         node_id=PLAN_NODE_ID,
@@ -310,5 +335,5 @@ def plan_locally(
         services=services,
     )
     node = planner_graph(request).plan.nodes[0]
-    plan = with_synthesis(Plan.model_validate(run_planner(ctx, node, registry)), request.goal)
+    plan = with_synthesis(planned_plan(run_planner(ctx, node, registry)), request.goal)
     return plan, services.usage

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dagwright.dlq import DeadLetter, DeadLetterFilter, DeadLetterStatus, DeadLetterStore
+from dagwright.dlq import (
+    Classification,
+    DeadLetter,
+    DeadLetterFilter,
+    DeadLetterStatus,
+    DeadLetterStore,
+)
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import ReplayRefused
@@ -27,6 +33,7 @@ class ReplayResult:
     replayed: bool
     reopened: bool = False  # its run had ended and runs again
     reason: str = ""
+    warning: str = ""  # replayed, but likely to fail the same way
 
     def to_json(self) -> dict[str, str | bool]:
         return {
@@ -36,6 +43,7 @@ class ReplayResult:
             "replayed": self.replayed,
             "reopened": self.reopened,
             "reason": self.reason,
+            "warning": self.warning,
         }
 
 
@@ -56,7 +64,18 @@ def replay(
     if isinstance(outcome, ReplayRefused):
         return ReplayResult(letter.id, letter.run_id, letter.node_id, False, reason=outcome.reason)
     dispatch(broker, runtime.scheduler, outcome.ready)
-    return ReplayResult(letter.id, letter.run_id, letter.node_id, True, reopened=outcome.reopened)
+    warning = SAME_BUDGET if letter.classification == Classification.BUDGET else ""
+    return ReplayResult(
+        letter.id, letter.run_id, letter.node_id, True, reopened=outcome.reopened, warning=warning
+    )
+
+
+# A run's budget and a node's are fixed when the run is submitted; only an agent type's
+# token_budget can have changed since (a redeployed worker).
+SAME_BUDGET = (
+    "its budget is unchanged, so it will likely stop again before its next LLM call "
+    "(spending nothing): to spend more, submit the run again with a larger budget"
+)
 
 
 def replay_matching(

@@ -28,6 +28,7 @@ from dagwright.models import (
 )
 from dagwright.orchestrator.dag import PlanGraph
 from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
+from dagwright.workers.budgets import budget_of_run
 
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -207,6 +208,7 @@ class RunStore:
             nodes=nodes,
             result=_result(output_nodes, nodes) if with_result else None,
             usage=_run_usage(run),
+            budget=budget_of_run(run),
         )
 
     def read_events(

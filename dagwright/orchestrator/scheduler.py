@@ -135,6 +135,27 @@ class ReconcilePass:
 
 
 @dataclass(frozen=True)
+class BudgetRefusal:
+    """The run's budget has no room for a call: the limit (a dimension of
+    workers/budgets.py) it would pass, what the run spent, what calls in flight hold."""
+
+    dimension: str
+    limit: float
+    spent: float
+    held: float
+    projected: float
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The answer of reserve.lua: ``owned`` False if the node is no longer this
+    worker's; else held, unless ``refusal`` says why not."""
+
+    owned: bool
+    refusal: BudgetRefusal | None = None
+
+
+@dataclass(frozen=True)
 class LeaseRef:
     run_id: str
     node_id: str
@@ -347,6 +368,19 @@ class Scheduler:
             json.dumps(event) if event else "",
         )
         return bool(reply)
+
+    def reserve_budget(self, lease: LeaseRef, worst_case: dict[str, float]) -> Reservation:
+        """Hold ``worst_case`` (by dimension) of the run's budget for the node's next LLM
+        call, if the run has room for it (see lua/reserve.lua)."""
+        reply = self._call(
+            "reserve", lease.run_id, lease.node_id, lease.fence, json.dumps(worst_case)
+        )
+        if reply[0] == "lost":
+            return Reservation(owned=False)
+        if reply[0] == "over":
+            numbers = (float(value) for value in reply[2:6])
+            return Reservation(owned=True, refusal=BudgetRefusal(reply[1], *numbers))
+        return Reservation(owned=True)
 
     def write_workspace_file(self, lease: LeaseRef, path: str, content: str) -> bool:
         """Write a workspace file for a node this worker runs; False if it no longer does."""

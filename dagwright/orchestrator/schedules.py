@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dagwright.errors import ScheduleError, UnknownRunError
 from dagwright.keys import Keys
-from dagwright.models import Plan
+from dagwright.models import Budget, Plan
 from dagwright.orchestrator.broker import Broker
-from dagwright.orchestrator.planning import GoalOptions
+from dagwright.orchestrator.planning import GoalOptions, requested_budget
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.submission import start_run
 
@@ -61,7 +61,8 @@ class Schedule(BaseModel):
     goal: str | None = None
     plan: Plan | None = None
     worker_types: list[str] | None = None
-    budget_tokens: int | None = Field(None, ge=1)
+    budget: Budget | None = None  # of each run
+    budget_tokens: int | None = Field(None, ge=1)  # schedules stored before `budget`
     overlap: Overlap = Overlap.SKIP
     catchup: Catchup = Catchup.SKIP
     catchup_grace_s: float = Field(60.0, ge=0)
@@ -92,7 +93,10 @@ class Schedule(BaseModel):
         return f"every {self.every_s:g}s"
 
     def options(self) -> GoalOptions:
-        return GoalOptions(worker_types=self.worker_types, budget_tokens=self.budget_tokens)
+        return GoalOptions(
+            worker_types=self.worker_types,
+            budget=requested_budget(self.budget, self.budget_tokens),
+        )
 
 
 def parse_schedule(data: dict[str, Any]) -> Schedule:

@@ -31,6 +31,7 @@ SCRIPT_NAMES = (
     "forget",
     "await_approval",
     "decide",
+    "reserve",
 )
 
 

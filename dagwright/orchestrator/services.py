@@ -16,16 +16,10 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.orchestrator.schedules import propose_followup
 from dagwright.workers import NodeContext
+from dagwright.workers.budgets import BY_NAME, RUN_SCOPE, Overrun, amounts, run_hint
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
 
 T = TypeVar("T")
-
-TOKEN_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
-)
 
 
 class RedisNodeServices:
@@ -65,12 +59,23 @@ class RedisNodeServices:
             approximate=True,
         )
 
-    def run_tokens_left(self, ctx: NodeContext) -> int | None:
-        fields = ["budget_tokens", *TOKEN_FIELDS]
-        values = self.runtime.client.hmget(self.runtime.keys.run_key(ctx.run_id, "run"), fields)
-        if values[0] is None:
+    def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        reservation = self.runtime.scheduler.reserve_budget(lease_of(ctx), amounts(worst_case))
+        if not reservation.owned:
+            lost(ctx)
+        refusal = reservation.refusal
+        if refusal is None:
             return None
-        return int(values[0]) - sum(int(value or 0) for value in values[1:])
+        dimension = BY_NAME[refusal.dimension]
+        return Overrun(
+            RUN_SCOPE,
+            dimension,
+            limit=refusal.limit,
+            spent=refusal.spent,
+            projected=refusal.projected,
+            reserved=refusal.held,
+            hint=run_hint(dimension),
+        )
 
     def llm(self) -> LLM:
         with self._llm_lock:

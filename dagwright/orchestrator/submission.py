@@ -6,7 +6,7 @@ import hashlib
 import time
 
 from dagwright.errors import InputError
-from dagwright.models import Plan, RunStatus
+from dagwright.models import Budget, Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.dag import PlanGraph, PlanLimits, validate_plan
 from dagwright.orchestrator.planning import GoalOptions, plan_request, planner_graph
@@ -14,6 +14,7 @@ from dagwright.orchestrator.runstore import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from dagwright.workers import WorkerRegistry, default_registry, load_plugins
+from dagwright.workers.budgets import run_fields
 
 
 def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None = None) -> PlanGraph:
@@ -24,6 +25,12 @@ def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None =
     load_plugins(settings.imports)
     limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
     return validate_plan(plan, registry or default_registry, limits)
+
+
+def run_budget(plan: Plan | None, budget: Budget | None) -> Budget | None:
+    """A run's budget: the plan's, with each limit the submit sets overriding it."""
+    merged = Budget().overridden_by(plan.budget if plan else None).overridden_by(budget)
+    return merged if merged.is_set else None
 
 
 def start_run(
@@ -44,12 +51,11 @@ def start_run(
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
-    misplaced = [name for name in options.given() if name != "budget_tokens"]
+    misplaced = [name for name in options.given() if name != "budget"]
     if plan is not None and misplaced:
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
-    if options.budget_tokens:
-        fields["budget_tokens"] = options.budget_tokens
+    fields.update(run_fields(run_budget(plan, options.budget)))
     settings = runtime.settings
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None

@@ -8,7 +8,7 @@ no LLM call that returned is made again, no tool that answered is called again.
 The loop ends with a final answer (text, or the input of a ``final_answer`` tool checked
 against the type's output model), or with a distinct error: AgentMaxTurnsError,
 AgentToolErrorsError (too many failed tool calls in a row), BudgetExceededError (the
-next call would pass the token budget: it is not made), AgentOutputError.
+next call could pass the node's or the run's budget: it is not made), AgentOutputError.
 
 Outputs of dependencies enter the first message as delimited, untrusted data.
 """
@@ -28,14 +28,14 @@ from dagwright.errors import (
     AgentMaxTurnsError,
     AgentOutputError,
     AgentToolErrorsError,
-    BudgetExceededError,
     NodeLostError,
     PermanentError,
     ToolPolicyError,
 )
 from dagwright.llm.types import LLMRequest, LLMResponse
-from dagwright.models import Approval, ApprovalStatus, Node, Usage
+from dagwright.models import Approval, ApprovalStatus, Budget, Node, Usage
 from dagwright.workers.approval import ApprovalNeeded, Proposal, decided
+from dagwright.workers.budgets import Dimension, find_overrun, worst_case
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
@@ -103,6 +103,7 @@ class AgentLoop:
         self.spec = spec
         self.tools = tools
         self.model = model
+        self.node = node
         self.state = resume_state(ctx.last_checkpoint) or AgentState(
             messages=[{"role": "user", "content": first_message(node, ctx.inputs)}]
         )
@@ -134,20 +135,30 @@ class AgentLoop:
             raise AgentMaxTurnsError(
                 f"no final answer after {state.turn} turns (max_turns of {spec.name!r})"
             )
-        next_call = next_call_tokens(state, spec)
-        run_left = self.ctx.services.run_tokens_left(self.ctx)
-        if run_left is not None and next_call > run_left:
-            raise BudgetExceededError(
-                f"the next LLM call could use {next_call} tokens (up to {spec.max_tokens} out); "
-                f"the run has {max(run_left, 0)} left of its budget: the call was not made"
-            )
-        projected = state.usage.total_tokens + next_call
-        if projected > spec.token_budget:
-            raise BudgetExceededError(
-                f"the next LLM call could take the node to {projected} tokens (used "
-                f"{state.usage.total_tokens}, up to {spec.max_tokens} more out), over its "
-                f"budget of {spec.token_budget}: the call was not made"
-            )
+        self._check_budgets()
+
+    def _check_budgets(self) -> None:
+        """Refuse the next call if its worst case could pass the node's budget or the
+        run's; the run's is held for it (reserved) when it fits."""
+        price = self.ctx.settings.model_prices.get(self.model)
+        input_tokens = next_call_input_tokens(self.state, self.spec)
+        call = worst_case(input_tokens, self.spec.max_tokens, price)
+        overrun = find_overrun(
+            node_budget(self.node, self.spec),
+            self.state.usage,
+            call,
+            scope=f"node {self.node.id!r}",
+            hint=self._node_hint,
+        ) or self.ctx.services.reserve_llm_call(self.ctx, call)
+        if overrun is not None:
+            raise overrun.error()
+
+    def _node_hint(self, dimension: Dimension) -> str:
+        hint = f"raise the node's budget.{dimension.limit} in the plan"
+        own = self.node.budget and getattr(self.node.budget, dimension.limit)
+        if dimension.limit == "max_total_tokens" and not own:
+            hint += f" (unset: the token_budget of {self.spec.name!r})"
+        return hint
 
     def _request(self) -> LLMRequest:
         schemas = [tool.schema() for tool in self._offered_tools()]
@@ -335,19 +346,23 @@ def rejected_call(approval: Approval) -> str:
 CHARS_PER_TOKEN = 4  # a deliberately rough estimate: the budget check must err on the safe side
 
 
-def next_call_tokens(state: AgentState, spec: AgentSpec) -> int:
-    """Most tokens the next call can cost: its input (the whole conversation again) plus
-    ``max_tokens`` of output. The input is what the last call read and wrote, plus an
-    estimate of what was added since (tool results); a first call is estimated whole."""
+def next_call_input_tokens(state: AgentState, spec: AgentSpec) -> int:
+    """Input tokens of the next call (the whole conversation again), estimated: what the
+    last call read and wrote, plus what was added since (tool results); a first call is
+    estimated whole. Its output is at most ``max_tokens`` more."""
     last_assistant = max(
         (i for i, m in enumerate(state.messages) if m["role"] == "assistant"), default=None
     )
     if last_assistant is None:
         text_so_far = spec.system_prompt + json.dumps(state.messages)
-        return len(text_so_far) // CHARS_PER_TOKEN + spec.max_tokens
+        return len(text_so_far) // CHARS_PER_TOKEN
     added = json.dumps(state.messages[last_assistant + 1 :])
-    last_call = state.last_call_tokens
-    return last_call + len(added) // CHARS_PER_TOKEN + spec.max_tokens
+    return state.last_call_tokens + len(added) // CHARS_PER_TOKEN
+
+
+def node_budget(node: Node, spec: AgentSpec) -> Budget:
+    """The node's budget: its own limits, else its type's (``token_budget``: all tokens)."""
+    return Budget(max_total_tokens=spec.token_budget).overridden_by(node.budget)
 
 
 def resume_state(checkpoint: Any) -> AgentState | None:

@@ -12,6 +12,7 @@ from dagwright.settings import Settings
 
 if TYPE_CHECKING:
     from dagwright.llm.types import LLM, LLMResponse
+    from dagwright.workers.budgets import Overrun
     from dagwright.workers.tools.workspace import Workspace
 
 T = TypeVar("T")
@@ -45,8 +46,11 @@ class NodeServices(Protocol):
         """The run's workspace, shared by its nodes (writes fenced like progress)."""
         ...
 
-    def run_tokens_left(self, ctx: NodeContext) -> int | None:
-        """Tokens the run may still spend (None: it has no budget)."""
+    def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        """Hold ``worst_case`` of the run's budget for the node's next LLM call, until the
+        call's usage is recorded: None if the run has room for it (or no budget), else the
+        limit it would pass (nothing is held then). Calls of nodes running at once count
+        against each other. NodeLostError if the node is no longer this worker's."""
         ...
 
     def guard(

@@ -77,7 +77,11 @@ class WorkerRegistry:
         return [wt.name for wt in self.types()]
 
     def node_problems(self, node: Node) -> list[str]:
-        return self.get(node.type).check_node(node)
+        worker_type = self.get(node.type)
+        problems = worker_type.check_node(node)
+        if node.budget is not None and worker_type.kind != "agent":
+            problems.append(f"`budget:` limits LLM calls, which a {node.type} node does not make")
+        return problems
 
 
 def import_user_modules(modules: Iterable[str]) -> None:

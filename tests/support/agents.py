@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 
 from dagwright.errors import NodeLostError
 from dagwright.llm.types import LLM
-from dagwright.models import Approval, Node, Usage
+from dagwright.models import Approval, Budget, Node, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
 
@@ -29,6 +30,8 @@ class MemoryServices:
         self.events: list[list[Any]] = []
         self.audits: list[dict[str, str]] = []
         self.lose_after_writes = lose_after_writes
+        self.run_budget: Budget | None = None
+        self.reservations: list[Usage] = []  # the worst case of every call checked
 
     def record_progress(
         self,
@@ -53,10 +56,9 @@ class MemoryServices:
     def llm(self) -> LLM:
         return self._llm
 
-    def run_tokens_left(self, ctx: NodeContext) -> int | None:
-        return self.run_budget_left
-
-    run_budget_left: int | None = None
+    def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        self.reservations.append(worst_case)
+        return run_overrun(self.run_budget, self.usage, worst_case)
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         return DiskWorkspace(self.workspace_dir / ctx.run_id, max_bytes=10_000)

@@ -64,9 +64,11 @@ local function queue_node(node, ready)
 end
 
 -- A running node stops running (it finished, failed, will retry, or lost its worker).
+-- Its reservation of the run's budget (reserve.lua) goes with it.
 local function release(node)
   redis.call('ZREM', K.leases, node)
   redis.call('HDEL', K.holder, node)
+  redis.call('HDEL', K.reserved, node)
   redis.call('HINCRBY', K.run, 'running', -1)
 end
 

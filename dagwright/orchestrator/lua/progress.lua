@@ -1,6 +1,7 @@
 -- Record a running node's progress in one round trip: its checkpoint, the usage of one
--- LLM call (added to the node's and the run's totals) and an event. Fenced: a worker
--- that lost the node records nothing (returns 0). It also renews the lease.
+-- LLM call (added to the node's and the run's totals, in place of its reservation of the
+-- run's budget) and an event. Fenced: a worker that lost the node records nothing
+-- (returns 0). It also renews the lease.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] checkpoint JSON ('' = unchanged),
 -- ARGV[7] usage JSON of one call ('' = none), ARGV[8] event as a JSON array
 -- [kind, field, value, ...] ('' = none).
@@ -20,6 +21,7 @@ if ARGV[7] ~= '' then
     end
   end
   redis.call('HSET', K.usage, node, cjson.encode(total))
+  redis.call('HDEL', K.reserved, node)  -- the call's usage replaces its reservation
 end
 if ARGV[8] ~= '' then
   local fields = cjson.decode(ARGV[8])

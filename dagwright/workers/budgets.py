@@ -1,0 +1,161 @@
+"""Budgets of LLM calls: the worst case of the next call, and whether a budget has room.
+
+A call is refused before it is made, never cut short after: its worst case (the
+estimated input, ``max_tokens`` of output, priced at the model's rates) must fit what the
+budget has left. A node's own budget is checked in the agent loop against the node's
+usage. The run's is a reservation in Redis (``lua/reserve.lua``), since nodes running at
+once would otherwise each see room for themselves and pass it together.
+
+Four dimensions, each optional: input tokens (cache reads and writes included), output
+tokens, all tokens, cost in USD.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dagwright.errors import BudgetExceededError
+from dagwright.llm.pricing import priced
+from dagwright.models import Budget, Usage
+from dagwright.settings import ModelPrice
+
+
+def input_tokens(usage: Usage) -> int:
+    return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+
+
+def usd(amount: float) -> str:
+    """``$0.04``, ``$0.000125``: cents at least, and as many digits (up to six) as it takes."""
+    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{decimals.ljust(2, '0')}"
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One thing a budget limits."""
+
+    name: str
+    """The amount's name on the wire (``reserve.lua``, the run's ``reserved`` hash)."""
+    limit: str
+    """Its field of Budget."""
+    run_field: str
+    """The field of the run hash that holds the run's limit (read by ``reserve.lua``)."""
+    flag: str
+    """The submit flag that sets a run's limit."""
+    used: Callable[[Usage], float]
+    is_usd: bool = False
+
+    def format(self, amount: float) -> str:
+        if self.is_usd:
+            return usd(amount)
+        unit = self.name.replace("_", " ").replace("total ", "")
+        return f"{int(amount):,} {unit}"
+
+
+DIMENSIONS = (
+    Dimension("input_tokens", "max_input_tokens", "budget_input_tokens", "--budget-input-tokens",
+              input_tokens),
+    Dimension("output_tokens", "max_output_tokens", "budget_output_tokens",
+              "--budget-output-tokens", lambda usage: usage.output_tokens),
+    Dimension("total_tokens", "max_total_tokens", "budget_tokens", "--budget-tokens",
+              lambda usage: usage.total_tokens),
+    Dimension("cost_usd", "max_cost_usd", "budget_usd", "--budget-usd",
+              lambda usage: usage.cost_usd, is_usd=True),
+)  # fmt: skip
+BY_NAME = {dimension.name: dimension for dimension in DIMENSIONS}
+
+
+def amounts(usage: Usage) -> dict[str, float]:
+    """``usage`` in each dimension, by name (what a reservation holds)."""
+    return {dimension.name: dimension.used(usage) for dimension in DIMENSIONS}
+
+
+def worst_case(input_estimate: int, max_tokens: int, price: ModelPrice | None) -> Usage:
+    """The most a call can spend: its estimated input, ``max_tokens`` out, at ``price``
+    (input priced as fresh input: no cache discount is counted on)."""
+    return priced(Usage(input_tokens=input_estimate, output_tokens=max_tokens), price)
+
+
+def run_fields(budget: Budget | None) -> dict[str, str]:
+    """The run hash fields recording ``budget`` (what ``reserve.lua`` reads)."""
+    if budget is None:
+        return {}
+    return {
+        dimension.run_field: str(getattr(budget, dimension.limit))
+        for dimension in DIMENSIONS
+        if getattr(budget, dimension.limit) is not None
+    }
+
+
+def budget_of_run(run: dict[str, str]) -> Budget | None:
+    """The budget recorded in a run's hash (None: it has none)."""
+    limits = {d.limit: run[d.run_field] for d in DIMENSIONS if run.get(d.run_field)}
+    return Budget.model_validate(limits) if limits else None
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """A call a budget has no room for: which limit, how much was spent, what it needed."""
+
+    scope: str
+    """Whose budget: ``run``, ``node 'x'``."""
+    dimension: Dimension
+    limit: float
+    spent: float
+    projected: float
+    reserved: float = 0.0
+    """Held by calls of other nodes in flight (run budgets)."""
+    hint: str = ""
+    """How to raise it."""
+
+    def error(self) -> BudgetExceededError:
+        d = self.dimension
+        held = f", {d.format(self.reserved)} held by calls in flight" if self.reserved else ""
+        return BudgetExceededError(
+            f"{self.scope} budget {d.format(self.limit)}: the next LLM call could use "
+            f"{d.format(self.projected)}, {d.format(self.spent)} spent{held}: "
+            f"the call was not made; {self.hint}"
+        )
+
+
+def find_overrun(
+    budget: Budget | None,
+    spent: Usage,
+    projected: Usage,
+    *,
+    scope: str,
+    hint: Callable[[Dimension], str],
+) -> Overrun | None:
+    """The first limit of ``budget`` that ``projected`` on top of ``spent`` would pass."""
+    for dimension in DIMENSIONS:
+        limit = getattr(budget, dimension.limit) if budget is not None else None
+        if limit is None:
+            continue
+        used, needed = dimension.used(spent), dimension.used(projected)
+        if used + needed > limit:
+            return Overrun(scope, dimension, limit, used, needed, hint=hint(dimension))
+    return None
+
+
+RUN_SCOPE = "run"
+
+
+def run_hint(dimension: Dimension) -> str:
+    return f"raise it with {dimension.flag} or the plan's budget.{dimension.limit}"
+
+
+def run_overrun(budget: Budget | None, spent: Usage, call: Usage) -> Overrun | None:
+    """The run's budget checked in one process, where no other node shares it (planning
+    without a run, tests): what Redis's reservation is to runs on workers."""
+    return find_overrun(budget, spent, call, scope=RUN_SCOPE, hint=run_hint)
+
+
+def budget_words(budget: Budget) -> str:
+    """``50,000 tokens and $0.50``: a budget's limits, for people (and planners)."""
+    limits = [
+        dimension.format(getattr(budget, dimension.limit))
+        for dimension in DIMENSIONS
+        if getattr(budget, dimension.limit) is not None
+    ]
+    return " and ".join(limits) or "no limit"
