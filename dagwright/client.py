@@ -122,6 +122,7 @@ class Client:
         replan: bool | None = None,
         budget_tokens: int | None = None,
         idempotency_key: str | None = None,
+        max_concurrent_nodes: int | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -131,8 +132,9 @@ class Client:
         A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
         nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
         good has its branch re-planned (``settings.replan_max`` times per run).
-        ``budget_tokens`` caps the LLM tokens of the whole run. Raises PlanError (with
-        every problem) or InputError before anything is written.
+        ``budget_tokens`` caps the LLM tokens of the whole run; ``max_concurrent_nodes``
+        caps how many of its nodes run at once (the others wait in order). Raises
+        PlanError (with every problem) or InputError before anything is written.
         """
         options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
         run_id = start_run(
@@ -142,6 +144,7 @@ class Client:
             goal=goal,
             options=options,
             idempotency_key=idempotency_key,
+            max_concurrent_nodes=max_concurrent_nodes,
         )
         return RunHandle(self, run_id)
 

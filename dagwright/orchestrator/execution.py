@@ -28,6 +28,7 @@ from dagwright.models import ErrorInfo, RetryPolicy
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.limits import Limit, NodeLimits, Slots, node_limits, publish_waiters
 from dagwright.orchestrator.planner import PLANNER_TYPE
 from dagwright.orchestrator.planning import (
     Expansion,
@@ -38,6 +39,7 @@ from dagwright.orchestrator.planning import (
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
 from dagwright.redaction import known_secrets, redact
+from dagwright.settings import Settings
 from dagwright.workers import NodeContext, NodeServices
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class Outcome(enum.StrEnum):
     RETRYING = "retrying"
     FAILED = "failed"
     STALE = "stale"  # a duplicate or superseded message: nothing was recorded
+    PARKED = "parked"  # a concurrency limit is full: queued again, waiting for a slot
 
 
 @dataclass
@@ -59,6 +62,7 @@ class ExecutionEnv:
     broker: Broker
     leases: LeaseKeeper
     services: NodeServices
+    limits: NodeLimits | None = None  # None: concurrency limits are not enforced
 
     @property
     def holder(self) -> str:
@@ -82,7 +86,23 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
     )
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
-    with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
+    limits = env.limits
+    slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
+    if limits is None or slots is None:  # no limit applies: no round trip
+        return run_claimed(env, ctx, claim)
+    waits_for = limits.acquire(slots)
+    if waits_for is not None:
+        return park(env, limits, ctx, next(lim for lim in slots.limits if lim.name == waits_for))
+    try:
+        return run_claimed(env, ctx, claim)
+    finally:
+        free_slots(env, limits, slots)
+
+
+def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+    """Run the claimed node's worker under its lease and record the outcome."""
+    run_id, node_id = ctx.run_id, ctx.node_id
+    with env.leases.hold(LeaseRef(run_id, node_id, ctx.fence), ctx.stop):
         try:
             output = run_worker(env.runtime, ctx, claim)
             output_json = encode_output(output, env.runtime.settings.max_output_bytes)
@@ -97,6 +117,31 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         except Exception as exc:
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, output_json, expansion)
+
+
+def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
+    """The concurrency slots the claimed node must hold to run (None: no limit applies)."""
+    return node_limits(
+        settings, ctx.run_id, ctx.node_id, ctx.fence, claim.node.type, claim.run_max_concurrent
+    )
+
+
+def park(env: ExecutionEnv, limits: NodeLimits, ctx: NodeContext, limit: Limit) -> Outcome:
+    """The node waits for a slot of ``limit``: queued again, its attempt given back. A
+    slot freed between the refusal and the park wakes it at once."""
+    if not env.runtime.scheduler.park(ctx.run_id, ctx.node_id, ctx.fence, limit=limit.name):
+        return Outcome.STALE
+    log.info("node %s/%s waits for a slot of %s", ctx.run_id, ctx.node_id, limit.name)
+    publish_waiters(env.runtime, env.broker, limits, limits.wake([limit]))
+    return Outcome.PARKED
+
+
+def free_slots(env: ExecutionEnv, limits: NodeLimits, slots: Slots) -> None:
+    """After the outcome is recorded (whatever it was): free the slots, wake who fits."""
+    try:
+        publish_waiters(env.runtime, env.broker, limits, limits.release(slots))
+    except Exception:  # the slots expire, and the reconciler wakes the waiters
+        log.warning("releasing the slots of %s failed", slots.holder, exc_info=True)
 
 
 def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Claim | None:

@@ -29,6 +29,7 @@ SCRIPT_NAMES = (
     "expand",
     "replay",
     "forget",
+    "park",
 )
 
 
