@@ -20,7 +20,10 @@ end
 
 for i = 1, n do
   if not redis.call('ZSCORE', holders(i), holder) then  -- a takeover holds it already
-    local ahead = redis.call('ZCOUNT', waiters(i), '-inf', '(' .. first)
+    -- Waiters before it: by rank if it waits here (ties in time go by name), else those
+    -- that asked no later than it did.
+    local ahead = redis.call('ZRANK', waiters(i), waiter)
+    if not ahead then ahead = redis.call('ZCOUNT', waiters(i), '-inf', first) end
     if redis.call('ZCARD', holders(i)) + ahead >= size_of(i) then
       for j = 1, n do
         redis.call('ZREM', woken(j), waiter)
