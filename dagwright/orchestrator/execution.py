@@ -45,6 +45,8 @@ from dagwright.workers import NodeContext, NodeServices
 log = logging.getLogger(__name__)
 
 MAX_TRACEBACK_CHARS = 8000
+# A parked node is woken by its limit; the stranded rule is only a late safety net for it.
+PARKED_RECHECK_FACTOR = 10
 BREAKER_WAIT_JITTER_S = 1.0  # spreads the nodes a breaker held back over its first second
 
 
@@ -129,7 +131,11 @@ def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | Non
 def park(env: ExecutionEnv, limits: NodeLimits, ctx: NodeContext, limit: Limit) -> Outcome:
     """The node waits for a slot of ``limit``: queued again, its attempt given back. A
     slot freed between the refusal and the park wakes it at once."""
-    if not env.runtime.scheduler.park(ctx.run_id, ctx.node_id, ctx.fence, limit=limit.name):
+    recheck_s = PARKED_RECHECK_FACTOR * env.runtime.settings.stranded_after_s
+    parked = env.runtime.scheduler.park(
+        ctx.run_id, ctx.node_id, ctx.fence, limit=limit.name, recheck_s=recheck_s
+    )
+    if not parked:
         return Outcome.STALE
     log.info("node %s/%s waits for a slot of %s", ctx.run_id, ctx.node_id, limit.name)
     publish_waiters(env.runtime, env.broker, limits, limits.wake([limit]))

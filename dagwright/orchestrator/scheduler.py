@@ -327,10 +327,11 @@ class Scheduler:
         )
         return bool(reply[0] == "ok")
 
-    def park(self, run_id: str, node_id: str, fence: int, *, limit: str) -> bool:
+    def park(self, run_id: str, node_id: str, fence: int, *, limit: str, recheck_s: float) -> bool:
         """Put a claimed node back to QUEUED (same fence, attempt given back) while it
-        waits for a slot of ``limit``; False if the claim is no longer ours."""
-        return bool(self._call("park", run_id, node_id, fence, limit))
+        waits for a slot of ``limit``; the stranded rule looks at it again only after
+        ``recheck_s``. False if the claim is no longer ours."""
+        return bool(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
 
     def record_progress(
         self,
