@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from dagwright.orchestrator.services import RedisNodeServices
 from dagwright.orchestrator.submission import start_run
 from dagwright.settings import LLMRateLimit, Settings
 from dagwright.testing import FakeAnthropicServer
+from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.functions import overlap_key
 from tests.support.processes import Workers
 from tests.support.waiting import wait_until
@@ -348,6 +350,23 @@ def test_a_runs_max_concurrent_nodes_holds_on_a_wide_fan_out(
     assert all(node.attempts == 1 for node in state.nodes.values())  # parking is free
     limits = client.runtime.keys.limits
     wait_until(lambda: not redis_client.exists(limits), timeout=10, what="the run's limit gone")
+
+
+def test_the_cli_takes_max_concurrent(
+    settings: Settings, redis_client: redis.Redis, worker: Any, tmp_path: Path
+) -> None:
+    env = cli_env(settings, tmp_path / "data")
+    result = dagwright(
+        "run", "examples/plans/diamond.yaml", "--max-concurrent", "1", "--json", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    run_id = json_out(result)["run_id"]
+    assert (
+        redis_client.hget(Keys(settings.key_prefix).run_key(run_id, "run"), "max_concurrent_nodes")
+        == "1"
+    )
+    refused = dagwright("run", "examples/plans/diamond.yaml", "--max-concurrent", "0", env=env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
 
 
 def overlapping(intervals: list[tuple[float, float]]) -> int:
