@@ -136,6 +136,7 @@ class Client:
         budget: Budget | dict[str, Any] | None = None,
         budget_tokens: int | None = None,
         idempotency_key: str | None = None,
+        max_concurrent_nodes: int | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -148,8 +149,9 @@ class Client:
         ``budget`` (a Budget or its dict: ``max_input_tokens``, ``max_output_tokens``,
         ``max_total_tokens``, ``max_cost_usd``) caps what the whole run's LLM calls may
         spend, overriding a plan's own ``budget`` limit by limit; ``budget_tokens`` is
-        short for ``max_total_tokens``. Raises PlanError (with every problem) or
-        InputError before anything is written.
+        short for ``max_total_tokens``. ``max_concurrent_nodes`` caps how many of its
+        nodes run at once (the others wait in order). Raises PlanError (with every
+        problem) or InputError before anything is written.
         """
         options = GoalOptions(
             context,
@@ -166,6 +168,7 @@ class Client:
             goal=goal,
             options=options,
             idempotency_key=idempotency_key,
+            max_concurrent_nodes=max_concurrent_nodes,
         )
         return RunHandle(self, run_id)
 

@@ -22,12 +22,16 @@
         │   ├── LLMUnavailableError        the LLM API failed after its own retries
         │   ├── BreakerOpenError           a dependency's circuit is open: the node waits
         │   │                              out the open time, without spending an attempt
+        │   ├── LLMRateLimitedError        the model's rate limit (llm_rate_limits) gave
+        │   │                              no room within llm_rate_max_wait_s
         │   └── SandboxFailedError         the sandbox backend broke (not the code): retried,
         │                                  counts against the sandbox's breaker
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
         │   ├── LLMResponseError           the API answered something unusable
+        │   ├── LLMCallTooLargeError       one call could never fit the model's
+        │   │                              tokens-per-minute limit
         │   ├── AgentMaxTurnsError         the agent used its turns without a final answer
         │   ├── AgentToolErrorsError       too many tool calls failed in a row
         │   │   └── ToolPolicyError        ... the last of them refused by the tool policy
@@ -161,6 +165,20 @@ class BreakerOpenError(RetryableError):
         super().__init__(
             f"the circuit breaker {breaker!r} is open for {self.retry_after_s:.1f}s more"
         )
+
+
+class LLMRateLimitedError(RetryableError):
+    """The model's rate limit (``llm_rate_limits``) left no room for the call within
+    ``llm_rate_max_wait_s``: the node is retried later, no sooner than ``retry_after_s``."""
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        self.retry_after_s = max(retry_after_s, 0.0)
+        super().__init__(message)
+
+
+class LLMCallTooLargeError(PermanentError):
+    """One call's tokens (input estimate plus ``max_tokens``) exceed the model's whole
+    tokens-per-minute limit: it could never be made."""
 
 
 class LLMNotConfiguredError(PermanentError):

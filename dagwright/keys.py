@@ -163,3 +163,33 @@ class Keys:
     def llm_cache(self, digest: str) -> str:
         """A cached LLM response, by the sha256 of its canonical request."""
         return f"{self.prefix}llmcache:{digest}"
+
+    # Concurrency limits (orchestrator/limits.py). Every limit's keys share the hash tag
+    # ``{limits}``: one script takes a node's run and worker-type slots at once, all or
+    # nothing, and stays legal under Redis Cluster.
+
+    def limit_holders(self, name: str) -> str:
+        """Zset ``<run>/<node>@<fence>`` -> epoch ms its slot expires (renewed while it
+        runs) of the limit ``name`` (``type:<worker type>`` or ``run:<run id>``)."""
+        return f"{self.prefix}{{limits}}:{name}:holders"
+
+    def limit_waiters(self, name: str) -> str:
+        """Zset ``<run>/<node>`` -> epoch ms it first asked: the nodes parked for a slot."""
+        return f"{self.prefix}{{limits}}:{name}:waiters"
+
+    def limit_woken(self, name: str) -> str:
+        """Zset ``<run>/<node>`` -> epoch ms its message was last published to take a
+        slot (not published again within the grace)."""
+        return f"{self.prefix}{{limits}}:{name}:woken"
+
+    @property
+    def limits(self) -> str:
+        """Hash limit name -> its size: every limit with holders or waiters (what the
+        reconciler looks at)."""
+        return f"{self.prefix}{{limits}}:registry"
+
+    def llm_rate(self, model: str, name: str) -> str:
+        """A model's LLM rate window (llm/ratelimit.py), all in one slot per model:
+        ``calls`` (zset reservation -> ms it counts from), ``tokens`` (hash reservation ->
+        tokens, and the total), ``waiters`` and ``alive`` (zsets of waiting callers)."""
+        return f"{self.prefix}{{llmrate:{model}}}:{name}"

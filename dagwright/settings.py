@@ -58,6 +58,17 @@ DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
 }
 
 
+class LLMRateLimit(BaseModel):
+    """How much of one model the whole deployment may use per ``llm_rate_window_s``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests_per_minute: int | None = Field(None, ge=1)
+    """LLM calls per window (None: not limited)."""
+    tokens_per_minute: int | None = Field(None, ge=1)
+    """Tokens per window: input (cache reads and writes included) plus output."""
+
+
 class Settings(BaseSettings):
     """dagwright's configuration. Every field is settable as ``DAGWRIGHT_<FIELD>``."""
 
@@ -195,6 +206,23 @@ class Settings(BaseSettings):
     llm_cache_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     """How long a cached LLM response is kept."""
 
+    llm_rate_limits: dict[str, LLMRateLimit] = Field(default_factory=dict)
+    """Requests and tokens per minute by model id, over every worker, e.g.
+    ``DAGWRIGHT_LLM_RATE_LIMITS='{"claude-sonnet-5-5": {"tokens_per_minute": 400000}}'``;
+    ``"*"`` applies to each model not listed. A call waits for room, first come first
+    served, up to ``llm_rate_max_wait_s``."""
+
+    llm_rate_window_s: float = Field(60.0, gt=0)
+    """The window of ``llm_rate_limits`` (a minute; tests shorten it)."""
+
+    llm_rate_max_wait_s: float = Field(300.0, ge=0)
+    """Longest an LLM call waits for its rate limit; then its node is retried later."""
+
+    concurrency_limits: dict[str, int] = Field(default_factory=dict)
+    """Most nodes of a worker type running at once over every worker, e.g.
+    ``DAGWRIGHT_CONCURRENCY_LIMITS='{"researcher": 4}'``; a type not listed is not
+    limited. Give every worker the same value. Nodes over the limit wait in order."""
+
     http_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Domains the http_get tool may fetch (``example.com`` also allows its subdomains);
     empty: none. Comma-separated in the environment."""
@@ -283,6 +311,14 @@ class Settings(BaseSettings):
         if value.lstrip().startswith("["):
             return json.loads(value)
         return [part.strip() for part in value.split(",") if part.strip()]
+
+    @field_validator("concurrency_limits")
+    @classmethod
+    def _positive_limits(cls, limits: dict[str, int]) -> dict[str, int]:
+        bad = sorted(name for name, limit in limits.items() if limit < 1)
+        if bad:
+            raise ValueError(f"limits must be at least 1 (got {', '.join(bad)})")
+        return limits
 
     @model_validator(mode="after")
     def _check_timing(self) -> Settings:

@@ -90,6 +90,10 @@ def run(
             help="Run once per key: repeated (a retried script), it follows the first run.",
         ),
     ] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option("--max-concurrent", min=1, help="Most of the run's nodes running at once."),
+    ] = None,
     imports: ImportOption = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
@@ -101,7 +105,9 @@ def run(
     settings = settings_from(imports)
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
     goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget)
-    submission = submission_for(target, settings, goal_options, idempotency_key)  # checked now
+    submission = submission_for(  # checked now
+        target, settings, goal_options, idempotency_key, max_concurrent
+    )
     if resolve_redis_url(settings):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
@@ -134,7 +140,11 @@ PLAN_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def submission_for(
-    target: str, settings: Settings, options: GoalOptions, idempotency_key: str | None = None
+    target: str,
+    settings: Settings,
+    options: GoalOptions,
+    idempotency_key: str | None = None,
+    max_concurrent: int | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     if is_plan_file(target):
@@ -145,10 +155,16 @@ def submission_for(
             )
         plan = load_checked_plan(Path(target), settings)
         return lambda client: client.submit(
-            plan, budget=options.budget, idempotency_key=idempotency_key
+            plan,
+            budget=options.budget,
+            idempotency_key=idempotency_key,
+            max_concurrent_nodes=max_concurrent,
         )
     return lambda client: client.submit(
-        goal=target, idempotency_key=idempotency_key, **dataclasses.asdict(options)
+        goal=target,
+        idempotency_key=idempotency_key,
+        max_concurrent_nodes=max_concurrent,
+        **dataclasses.asdict(options),
     )
 
 

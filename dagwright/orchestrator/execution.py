@@ -29,6 +29,7 @@ from dagwright.orchestrator.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.backoff import compute_backoff
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.limits import Limit, NodeLimits, Slots, node_limits, publish_waiters
 from dagwright.orchestrator.planner import PLANNER_TYPE
 from dagwright.orchestrator.planning import (
     Expansion,
@@ -39,12 +40,15 @@ from dagwright.orchestrator.planning import (
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
 from dagwright.redaction import known_secrets, redact
+from dagwright.settings import Settings
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.approval import ApprovalNeeded, Proposal
 
 log = logging.getLogger(__name__)
 
 MAX_TRACEBACK_CHARS = 8000
+# A parked node is woken by its limit; the stranded rule is only a late safety net for it.
+PARKED_RECHECK_FACTOR = 10
 BREAKER_WAIT_JITTER_S = 1.0  # spreads the nodes a breaker held back over its first second
 
 
@@ -54,6 +58,7 @@ class Outcome(enum.StrEnum):
     FAILED = "failed"
     STALE = "stale"  # a duplicate or superseded message: nothing was recorded
     WAITING = "waiting_approval"  # parked until a person decides; the worker slot is free
+    PARKED = "parked"  # a concurrency limit is full: queued again, waiting for a slot
 
 
 @dataclass
@@ -62,6 +67,7 @@ class ExecutionEnv:
     broker: Broker
     leases: LeaseKeeper
     services: NodeServices
+    limits: NodeLimits | None = None  # None: concurrency limits are not enforced
 
     @property
     def holder(self) -> str:
@@ -85,7 +91,23 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
     )
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
-    with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
+    limits = env.limits
+    slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
+    if limits is None or slots is None:  # no limit applies: no round trip
+        return run_claimed(env, ctx, claim)
+    waits_for = limits.acquire(slots)
+    if waits_for is not None:
+        return park(env, limits, ctx, next(lim for lim in slots.limits if lim.name == waits_for))
+    try:
+        return run_claimed(env, ctx, claim)
+    finally:
+        free_slots(env, limits, slots)
+
+
+def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+    """Run the claimed node's worker under its lease and record the outcome."""
+    run_id, node_id = ctx.run_id, ctx.node_id
+    with env.leases.hold(LeaseRef(run_id, node_id, ctx.fence), ctx.stop):
         try:
             output = run_worker(env.runtime, ctx, approved_node(ctx, claim.node))
             output_json = encode_output(output, env.runtime.settings.max_output_bytes)
@@ -102,6 +124,35 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         except Exception as exc:
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, output_json, expansion)
+
+
+def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
+    """The concurrency slots the claimed node must hold to run (None: no limit applies)."""
+    return node_limits(
+        settings, ctx.run_id, ctx.node_id, ctx.fence, claim.node.type, claim.run_max_concurrent
+    )
+
+
+def park(env: ExecutionEnv, limits: NodeLimits, ctx: NodeContext, limit: Limit) -> Outcome:
+    """The node waits for a slot of ``limit``: queued again, its attempt given back. A
+    slot freed between the refusal and the park wakes it at once."""
+    recheck_s = PARKED_RECHECK_FACTOR * env.runtime.settings.stranded_after_s
+    parked = env.runtime.scheduler.park(
+        ctx.run_id, ctx.node_id, ctx.fence, limit=limit.name, recheck_s=recheck_s
+    )
+    if not parked:
+        return Outcome.STALE
+    log.info("node %s/%s waits for a slot of %s", ctx.run_id, ctx.node_id, limit.name)
+    publish_waiters(env.runtime, env.broker, limits, limits.wake([limit]))
+    return Outcome.PARKED
+
+
+def free_slots(env: ExecutionEnv, limits: NodeLimits, slots: Slots) -> None:
+    """After the outcome is recorded (whatever it was): free the slots, wake who fits."""
+    try:
+        publish_waiters(env.runtime, env.broker, limits, limits.release(slots))
+    except Exception:  # the slots expire, and the reconciler wakes the waiters
+        log.warning("releasing the slots of %s failed", slots.holder, exc_info=True)
 
 
 def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Claim | None:

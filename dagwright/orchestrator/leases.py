@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from dagwright.orchestrator.scheduler import LeaseRef, Scheduler
@@ -18,8 +18,16 @@ log = logging.getLogger(__name__)
 
 
 class LeaseKeeper:
-    def __init__(self, scheduler: Scheduler, *, lease_s: float, interval_s: float) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        lease_s: float,
+        interval_s: float,
+        renew_also: Callable[[], None] | None = None,
+    ) -> None:
         self._scheduler = scheduler
+        self._renew_also = renew_also  # e.g. the concurrency slots of the nodes held
         self._lease_s = lease_s
         self._interval_s = interval_s
         self._held: dict[LeaseRef, threading.Event] = {}
@@ -57,6 +65,7 @@ class LeaseKeeper:
                 held = list(self._held.items())
             if held:
                 self._renew(held)
+                self._renew_others()
 
     def _renew(self, held: list[tuple[LeaseRef, threading.Event]]) -> None:
         try:
@@ -68,3 +77,11 @@ class LeaseKeeper:
             if not still_held:
                 log.warning("lost the lease of %s/%s; stopping it", lease.run_id, lease.node_id)
                 lost.set()
+
+    def _renew_others(self) -> None:
+        if self._renew_also is None:
+            return
+        try:
+            self._renew_also()
+        except Exception:
+            log.warning("renewing what the running nodes hold failed; will retry", exc_info=True)

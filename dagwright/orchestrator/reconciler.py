@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from dagwright.models import RunStatus
 from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class Reconciler:
         self.runtime = runtime
         self.broker = broker
         self.token = uuid.uuid4().hex
+        self.limits = NodeLimits.for_runtime(runtime)
 
     def run_once(self) -> ReconcileReport:
         report = ReconcileReport()
@@ -50,6 +52,7 @@ class Reconciler:
             self._reconcile_run(run_id, report, empty_queues)
         self._reject_overdue_approvals(report)
         self._trim_run_index()
+        report.republished += self._wake_waiters()
         return report
 
     def _reject_overdue_approvals(self, report: ReconcileReport) -> None:
@@ -59,6 +62,12 @@ class Reconciler:
             log.info("rejected %d approval(s) nobody decided in time", len(ready))
             report.requeued += len(ready)
             dispatch(self.broker, self.runtime.scheduler, ready)
+
+    def _wake_waiters(self) -> int:
+        """Concurrency limits: free the slots of dead holders (not renewed), drop stale
+        waiters and publish those that fit, so a crash never leaves waiters stuck."""
+        waiters = self.limits.wake(self.limits.registered())
+        return publish_waiters(self.runtime, self.broker, self.limits, waiters)
 
     def _empty_queues(self) -> list[str]:
         """The queues live workers consume that hold no message right now."""

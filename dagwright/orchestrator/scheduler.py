@@ -91,6 +91,7 @@ class Claim:
     inputs: dict[str, Any]
     checkpoint: Any = None
     deliveries: int = 1  # claims since the node last recorded an outcome
+    run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ class Scheduler:
             return Held(reply[1])
         if reply[0] != "ok":
             return None
-        pairs = reply[5:]
+        pairs = reply[6:]
         inputs = {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
         return Claim(
             node=Node.model_validate_json(reply[1]),
@@ -222,6 +223,7 @@ class Scheduler:
             inputs=inputs,
             checkpoint=json.loads(reply[3]) if reply[3] else None,
             deliveries=int(reply[4]),
+            run_max_concurrent=int(reply[5] or 0),
         )
 
     def complete(self, run_id: str, node_id: str, fence: int, output_json: str) -> Advance | None:
@@ -345,6 +347,12 @@ class Scheduler:
             breaker,
         )
         return bool(reply[0] == "ok")
+
+    def park(self, run_id: str, node_id: str, fence: int, *, limit: str, recheck_s: float) -> bool:
+        """Put a claimed node back to QUEUED (same fence, attempt given back) while it
+        waits for a slot of ``limit``; the stranded rule looks at it again only after
+        ``recheck_s``. False if the claim is no longer ours."""
+        return bool(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
 
     def record_progress(
         self,

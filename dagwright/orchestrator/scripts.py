@@ -32,6 +32,7 @@ SCRIPT_NAMES = (
     "await_approval",
     "decide",
     "reserve",
+    "park",
 )
 
 

@@ -42,12 +42,14 @@ def start_run(
     options: GoalOptions | None = None,
     extra: dict[str, str | int] | None = None,
     idempotency_key: str | None = None,
+    max_concurrent_nodes: int | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id. PlanError (with every
     problem) or InputError before anything is written. ``extra``: more fields of the
     run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
-    run the first one started, whatever it asks for."""
+    run the first one started, whatever it asks for. ``max_concurrent_nodes``: most of
+    the run's nodes running at once (orchestrator/limits.py)."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -56,6 +58,10 @@ def start_run(
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
     fields.update(run_fields(run_budget(plan, options.budget)))
+    if max_concurrent_nodes is not None:
+        if max_concurrent_nodes < 1:
+            raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
+        fields["max_concurrent_nodes"] = max_concurrent_nodes
     settings = runtime.settings
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None

@@ -7,6 +7,7 @@ import os
 from dagwright.app import DagwrightCelery
 from dagwright.orchestrator.execution import ExecutionEnv
 from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.limits import NodeLimits
 from dagwright.orchestrator.reconciler import Reconciler
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.services import RedisNodeServices
@@ -24,8 +25,12 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
     if env is None:
         settings = app.dagwright_settings
         runtime = Runtime.from_settings(settings)
+        limits = NodeLimits.for_runtime(runtime)
         leases = LeaseKeeper(
-            runtime.scheduler, lease_s=settings.lease_s, interval_s=settings.heartbeat_interval_s
+            runtime.scheduler,
+            lease_s=settings.lease_s,
+            interval_s=settings.heartbeat_interval_s,
+            renew_also=limits.renew_held,
         )
         broker = CeleryBroker(app)
         env = _envs[key] = ExecutionEnv(
@@ -33,6 +38,7 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
             broker=broker,
             leases=leases,
             services=RedisNodeServices(runtime, broker),
+            limits=limits,
         )
     return env
 

@@ -137,33 +137,39 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
     server: _FakeHTTPServer
 
     def do_GET(self) -> None:
-        self._send(self._answer_safely(b""))
+        self._reply(b"")
 
     def do_POST(self) -> None:
-        self._send(self._answer_safely(self._read_body()))
+        self._reply(self._read_body())
 
-    def _answer_safely(self, raw_body: bytes) -> Answer:
+    def _reply(self, raw_body: bytes) -> None:
+        answer, logged = self._answer_safely(raw_body)
+        if self._send(answer) and logged is not None:
+            self.server.playback.answered(logged)
+
+    def _answer_safely(self, raw_body: bytes) -> tuple[Answer, LoggedRequest | None]:
         try:
             return self._route(urlsplit(self.path).path, raw_body)
         except Exception as exc:  # a bug must reach the test as an answer, not a hang-up
             logger.exception("fake-anthropic failed to answer %s %s", self.command, self.path)
-            return json_answer(500, error_body("api_error", f"fake-anthropic bug: {exc!r}"))
+            return json_answer(500, error_body("api_error", f"fake-anthropic bug: {exc!r}")), None
 
-    def _route(self, path: str, raw_body: bytes) -> Answer:
+    def _route(self, path: str, raw_body: bytes) -> tuple[Answer, LoggedRequest | None]:
+        """The answer, and the log entry of a ``/v1/messages`` request."""
         playback = self.server.playback
         route = (self.command, path)
         if route == ("POST", "/v1/messages"):
             headers = {name.lower(): value for name, value in self.headers.items()}
-            return playback.answer(raw_body, headers)
+            return playback.receive(raw_body, headers)
         if route == ("GET", "/_log"):
-            return json_answer(200, [request.to_json() for request in playback.requests])
+            return json_answer(200, [request.to_json() for request in playback.requests]), None
         if route == ("POST", "/_reset"):
             playback.reset()
-            return json_answer(200, {"status": "reset"})
+            return json_answer(200, {"status": "reset"}), None
         if route == ("GET", "/_health"):
-            return json_answer(200, {"status": "ok"})
+            return json_answer(200, {"status": "ok"}), None
         message = f"fake-anthropic serves POST /v1/messages, not {self.command} {path}"
-        return json_answer(404, error_body("not_found_error", message))
+        return json_answer(404, error_body("not_found_error", message)), None
 
     def _read_body(self) -> bytes:
         try:
@@ -173,7 +179,8 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
             return b""
         return self.rfile.read(length) if length > 0 else b""
 
-    def _send(self, answer: Answer) -> None:
+    def _send(self, answer: Answer) -> bool:
+        """Send the answer (after its delay); False if the client had left."""
         if answer.delay_s:
             time.sleep(answer.delay_s)
         try:
@@ -185,6 +192,8 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
             self.wfile.write(answer.body)
         except OSError:
             logger.debug("the client left before its answer (timed out?)")
+            return False
+        return True
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug(format, *args)

@@ -12,7 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from dagwright.testing.fake_anthropic_script import (
@@ -49,6 +49,9 @@ class LoggedRequest:
     """Request headers, lowercase names, with API keys and tokens replaced by ``***``."""
     answered_by: AnsweredBy
     """Which rule produced the answer."""
+    answered_at: float | None = None
+    """When its answer was sent, after any ``delay_s`` (``time.time()``); None until then,
+    or if the client left first. With ``at``, when the request was in flight."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, as ``GET /_log`` lists it."""
@@ -103,11 +106,24 @@ class Playback:
 
     def answer(self, raw_body: bytes, headers: Mapping[str, str]) -> Answer:
         """Decide the answer to one ``POST /v1/messages`` and log it."""
+        return self.receive(raw_body, headers)[0]
+
+    def receive(self, raw_body: bytes, headers: Mapping[str, str]) -> tuple[Answer, LoggedRequest]:
+        """:meth:`answer`, with the log entry to pass to :meth:`answered` once it is sent."""
         body = _json_object(raw_body)
         with self._lock:
             verdict = self._decide(body, headers)
-            self._log.append(_logged(body, headers, verdict))
-        return verdict.answer
+            logged = _logged(body, headers, verdict)
+            self._log.append(logged)
+        return verdict.answer, logged
+
+    def answered(self, logged: LoggedRequest) -> None:
+        """Record when the answer to a logged request was sent (no-op after a reset)."""
+        with self._lock:
+            for index in range(len(self._log) - 1, -1, -1):
+                if self._log[index] is logged:
+                    self._log[index] = replace(logged, answered_at=time.time())
+                    return
 
     def _decide(self, body: dict[str, Any] | None, headers: Mapping[str, str]) -> _Verdict:
         if not (headers.get("x-api-key") or headers.get("authorization")):

@@ -73,3 +73,30 @@ def kill_my_process(ctx: NodeContext) -> None:
     """A poison message: SIGKILL the process running it, every time."""
     _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def overlap_key(group: str) -> str:
+    return f"test:overlap:{{{group}}}"
+
+
+# Counts the function's executions in flight in a group, keeping the most seen at once.
+_ENTER = """
+local now = redis.call('HINCRBY', KEYS[1], 'now', 1)
+if now > tonumber(redis.call('HGET', KEYS[1], 'max') or 0) then
+  redis.call('HSET', KEYS[1], 'max', now)
+end
+return now
+"""
+
+
+@dagwright.function
+def overlap(ctx: NodeContext, seconds: float = 0.2, group: str = "") -> str:
+    """Run for ``seconds``, counting how many of ``group`` (default: the run) overlap."""
+    client = _redis(ctx.settings.redis_url or "")
+    key = overlap_key(group or ctx.run_id)
+    client.eval(_ENTER, 1, key)
+    try:
+        time.sleep(seconds)
+    finally:
+        client.hincrby(key, "now", -1)
+    return ctx.node_id

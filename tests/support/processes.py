@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -28,7 +29,11 @@ PASSED_SETTINGS = (
     "max_deliveries",
     "beat_interval_s",
     "beat_lock_timeout_s",
+    "llm_rate_window_s",
+    "llm_rate_max_wait_s",
 )
+# Passed as JSON.
+PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits")
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -42,6 +47,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
     )
     for name in PASSED_SETTINGS:
         env[f"DAGWRIGHT_{name.upper()}"] = str(getattr(settings, name))
+    as_json = settings.model_dump(mode="json", include=set(PASSED_JSON_SETTINGS))
+    for name, value in as_json.items():
+        env[f"DAGWRIGHT_{name.upper()}"] = json.dumps(value)
     if settings.anthropic_base_url:
         env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
     if settings.anthropic_api_key:
@@ -60,12 +68,14 @@ class WorkerProcess:
         concurrency: int = 2,
         name: str = "w",
         command: list[str] | None = None,
+        pool: str = "prefork",
     ) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
         args = command or [
             "worker",
             *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
+            *("--pool", pool),
         ]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "dagwright", *args],
@@ -106,10 +116,12 @@ class Workers(list[WorkerProcess]):
         super().__init__()
         self.log_dir = log_dir
 
-    def start(self, settings: Settings, *, concurrency: int = 2) -> WorkerProcess:
+    def start(
+        self, settings: Settings, *, concurrency: int = 2, pool: str = "prefork"
+    ) -> WorkerProcess:
         name = f"w{len(self)}"
         worker = WorkerProcess(
-            settings, self.log_dir / f"{name}.log", concurrency=concurrency, name=name
+            settings, self.log_dir / f"{name}.log", concurrency=concurrency, name=name, pool=pool
         )
         self.append(worker)
         return worker

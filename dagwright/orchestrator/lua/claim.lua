@@ -1,7 +1,8 @@
 -- Claim a queued node for execution: QUEUED + fence -> RUNNING with a lease.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
--- Returns {'ok', spec, attempt, checkpoint ('' if none), deliveries, dep1, out1, ...},
+-- Returns {'ok', spec, attempt, checkpoint ('' if none), deliveries, the run's
+-- max_concurrent_nodes ('' if none), dep1, out1, ...},
 -- {'held', holder} or {'stale', why}. deliveries counts the claims since the node last
 -- recorded an outcome: each one more means a worker died running it (the poison guard).
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
@@ -29,7 +30,8 @@ redis.call('ZADD', K.leases, NOW + tonumber(ARGV[5]), node)
 redis.call('HINCRBY', K.run, 'running', 1)
 emit('node.running', node, 'attempt', attempt, 'holder', holder)
 local reply = {'ok', redis.call('HGET', K.spec, node), attempt,
-               redis.call('HGET', K.checkpoint, node) or '', deliveries}
+               redis.call('HGET', K.checkpoint, node) or '', deliveries,
+               redis.call('HGET', K.run, 'max_concurrent_nodes') or ''}
 local deps = cjson.decode(redis.call('HGET', K.deps, node))
 -- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
 for first = 1, #deps, 500 do
