@@ -38,6 +38,7 @@ from dagwright.errors import (
 )
 from dagwright.models import AuditEntry, Event, Plan, RunCounts, RunState, RunStatus, Usage
 from dagwright.orchestrator.broker import Broker
+from dagwright.orchestrator.cancellation import cancel_run
 from dagwright.orchestrator.planning import (
     GoalOptions,
     plan_locally,
@@ -122,6 +123,7 @@ class Client:
         replan: bool | None = None,
         budget_tokens: int | None = None,
         idempotency_key: str | None = None,
+        timeout_s: float | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -131,8 +133,9 @@ class Client:
         A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
         nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
         good has its branch re-planned (``settings.replan_max`` times per run).
-        ``budget_tokens`` caps the LLM tokens of the whole run. Raises PlanError (with
-        every problem) or InputError before anything is written.
+        ``budget_tokens`` caps the LLM tokens of the whole run; ``timeout_s`` (else the
+        plan's ``timeout_s``) its wall-clock time: past it, the run is stopped and fails.
+        Raises PlanError (with every problem) or InputError before anything is written.
         """
         options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
         run_id = start_run(
@@ -142,6 +145,7 @@ class Client:
             goal=goal,
             options=options,
             idempotency_key=idempotency_key,
+            timeout_s=timeout_s,
         )
         return RunHandle(self, run_id)
 
@@ -226,11 +230,12 @@ class Client:
 
     @_translated
     def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:
-        """Cancel a run: no node starts any more; a cancelled run never resumes."""
+        """Cancel a run: no node starts any more, queued messages are revoked, running
+        nodes are told to stop (sandboxed programs are killed) within about a second, and
+        a cancelled run never resumes."""
         runtime = self.runtime
         runtime.store.run_status(run_id)
-        runtime.scheduler.cancel(run_id, reason)
-        runtime.forget_active(run_id)
+        cancel_run(runtime, self.broker, run_id, reason)
         return runtime.store.read_state(run_id)
 
     # -- schedules ------------------------------------------------------------------
@@ -494,7 +499,8 @@ def result_of(state: RunState) -> Any:
     if state.status == RunStatus.SUCCEEDED:
         return state.result
     if state.status == RunStatus.CANCELLED:
-        raise RunCancelledError(f"run {state.run_id} was cancelled", run_id=state.run_id)
+        why = f": {state.reason}" if state.reason else ""
+        raise RunCancelledError(f"run {state.run_id} was cancelled{why}", run_id=state.run_id)
     if state.status == RunStatus.FAILED:
         raise RunFailedError(describe_failure(state), run_id=state.run_id)
     raise RunNotFinishedError(
@@ -503,6 +509,8 @@ def result_of(state: RunState) -> Any:
 
 
 def describe_failure(state: RunState) -> str:
+    if state.reason:  # stopped by its run timeout
+        return f"run {state.run_id} failed: {state.reason}"
     failed = state.failed_nodes()
     if not failed:
         return f"run {state.run_id} failed"

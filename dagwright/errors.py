@@ -21,6 +21,8 @@
         │   ├── LLMUnavailableError        the LLM API failed after its own retries
         │   ├── BreakerOpenError           a dependency's circuit is open: the node waits
         │   │                              out the open time, without spending an attempt
+        │   ├── NodeTimeoutError           the node ran past its timeout_s (recorded by the
+        │   │                              worker's watchdog; not retried for python nodes)
         │   └── SandboxFailedError         the sandbox backend broke (not the code): retried,
         │                                  counts against the sandbox's breaker
         ├── PermanentError         retrying cannot help: the node fails at once
@@ -159,6 +161,12 @@ class BreakerOpenError(RetryableError):
         super().__init__(
             f"the circuit breaker {breaker!r} is open for {self.retry_after_s:.1f}s more"
         )
+
+
+class NodeTimeoutError(RetryableError):
+    """The node ran past its execution time limit (``timeout_s``, else
+    ``settings.default_timeout_s``). Retried per its RetryPolicy (a slow dependency may
+    answer faster next time); list it in ``non_retryable`` to fail at once."""
 
 
 class LLMNotConfiguredError(PermanentError):

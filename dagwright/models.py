@@ -77,6 +77,10 @@ class Plan(BaseModel):
     """Node id(s) whose output is the run's result; unset means the plan's sink nodes."""
     nodes: list[Node] = Field(min_length=1)
     """The subtasks; order does not matter."""
+    timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit of the whole run, from its submission: past it, the run's open
+    nodes are cancelled and the run fails ("timed out after ..."). Unset: none. A
+    ``timeout_s`` given at submit wins; a planner's plan cannot set it."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink."""
@@ -212,6 +216,8 @@ class RunState(BaseModel):
     nodes: dict[str, NodeState]
     result: Any = None
     usage: Usage = Field(default_factory=Usage)
+    reason: str | None = None
+    """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}

@@ -89,6 +89,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "nodes": {node_id: node_json(node) for node_id, node in state.nodes.items()},
         "result": state.result,
         "usage": state.usage.model_dump(),
+        "reason": state.reason,
     }
 
 
@@ -129,6 +130,7 @@ def print_summary(state: RunState) -> None:
         f"{counts.succeeded}/{counts.total} nodes succeeded"
         + (f", {counts.failed} failed, {counts.blocked} blocked" if counts.failed else "")
         + spend(state.usage)
+        + (f" · {escape(state.reason)}" if state.reason else "")
     )
     if state.status != RunStatus.SUCCEEDED:
         problems = {nid: n for nid, n in state.nodes.items() if n.status != NodeStatus.SUCCEEDED}
@@ -210,6 +212,8 @@ def print_status(state: RunState) -> None:
     )
     if state.goal:
         stdout.print(f"goal: {escape(state.goal)}")
+    if state.reason:
+        stdout.print(f"stopped: {escape(state.reason)}")
     stdout.print(node_table(state.nodes))
 
 

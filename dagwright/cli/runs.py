@@ -39,13 +39,21 @@ from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import Plan, RunCounts, RunState, RunStatus
-from dagwright.orchestrator.submission import check_plan
+from dagwright.orchestrator.submission import check_plan, run_timeout
 from dagwright.plans import load_plan
 from dagwright.settings import Settings
 
 TimeoutOption = Annotated[
     float | None,
     typer.Option("--timeout", help="Give up waiting after this many seconds (exit 3)."),
+]
+RunTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--run-timeout",
+        help="Stop the run (it fails) if it has not finished this many seconds after its "
+        "submission; unlike --timeout, this ends the run itself.",
+    ),
 ]
 
 
@@ -76,6 +84,7 @@ def run(
         typer.Option("--replan/--no-replan", help="Re-plan a branch that fails for good (goals)."),
     ] = None,
     budget_tokens: BudgetOption = None,
+    run_timeout_s: RunTimeoutOption = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -93,7 +102,9 @@ def run(
     """
     settings = settings_from(imports)
     goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget_tokens)
-    submission = submission_for(target, settings, goal_options, idempotency_key)  # checked now
+    submission = submission_for(  # checked now
+        target, settings, goal_options, idempotency_key, run_timeout_s
+    )
     if resolve_redis_url(settings):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
@@ -126,9 +137,14 @@ PLAN_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def submission_for(
-    target: str, settings: Settings, options: GoalOptions, idempotency_key: str | None = None
+    target: str,
+    settings: Settings,
+    options: GoalOptions,
+    idempotency_key: str | None = None,
+    run_timeout_s: float | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
+    run_timeout(run_timeout_s, None)  # refused now, before any stack starts
     if is_plan_file(target):
         misplaced = [FLAGS[name] for name in options.given() if name != "budget_tokens"]
         if misplaced:
@@ -137,10 +153,16 @@ def submission_for(
             )
         plan = load_checked_plan(Path(target), settings)
         return lambda client: client.submit(
-            plan, budget_tokens=options.budget_tokens, idempotency_key=idempotency_key
+            plan,
+            budget_tokens=options.budget_tokens,
+            idempotency_key=idempotency_key,
+            timeout_s=run_timeout_s,
         )
     return lambda client: client.submit(
-        goal=target, idempotency_key=idempotency_key, **dataclasses.asdict(options)
+        goal=target,
+        idempotency_key=idempotency_key,
+        timeout_s=run_timeout_s,
+        **dataclasses.asdict(options),
     )
 
 
@@ -325,7 +347,8 @@ def runs(
 
 
 def cancel(run_id: str, json_output: JsonOption = False) -> None:
-    """Cancel a run: queued nodes never start, and the run never resumes."""
+    """Cancel a run: queued nodes never start, running ones are stopped (sandboxed code
+    killed) within about a second, and the run never resumes."""
     client = client_from(None)
     before, _ = client.counts(run_id)  # the run's hash only, not every node
     state = client.cancel(run_id)

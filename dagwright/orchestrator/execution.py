@@ -20,6 +20,7 @@ from dagwright.dlq import classify
 from dagwright.errors import (
     BreakerOpenError,
     NodeLostError,
+    NodeTimeoutError,
     PermanentError,
     PoisonMessageError,
     RetryableError,
@@ -82,7 +83,13 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
     )
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
-    with env.leases.hold(LeaseRef(run_id, node_id, fence), ctx.stop):
+    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    with env.leases.hold(
+        LeaseRef(run_id, node_id, fence),
+        ctx.stop,
+        timeout_s=timeout_s,
+        on_timeout=lambda: record_timeout(env, ctx, claim, timeout_s),
+    ):
         try:
             output = run_worker(env.runtime, ctx, claim)
             output_json = encode_output(output, env.runtime.settings.max_output_bytes)
@@ -221,6 +228,16 @@ def record_failure(
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.FAILED
+
+
+def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s: float) -> None:
+    """Record that the node ran past ``timeout_s``, from the lease keeper's thread while
+    the worker may still run: fenced now, so what the worker returns later is refused.
+    (A function that ignores ``ctx.stop`` keeps its thread until it returns: threads
+    cannot be killed; in the prefork pool Celery's time limits end it.)"""
+    ctx.timed_out = True
+    error = NodeTimeoutError(f"the node ran out of time: its timeout_s is {timeout_s:g}s")
+    record_failure(env, ctx, claim, error)
 
 
 def wait_for_breaker(

@@ -207,6 +207,7 @@ class RunStore:
             nodes=nodes,
             result=_result(output_nodes, nodes) if with_result else None,
             usage=_run_usage(run),
+            reason=run.get("stop_reason"),
         )
 
     def read_events(
