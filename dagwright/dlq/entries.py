@@ -9,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dagwright.errors import BudgetExceededError, PoisonMessageError, ToolPolicyError
+from dagwright.errors import (
+    BudgetExceededError,
+    NodeTimeoutError,
+    PoisonMessageError,
+    ToolPolicyError,
+)
 from dagwright.models import from_ms
 
 
@@ -21,6 +26,7 @@ class Classification(enum.StrEnum):
     BUDGET = "budget"  # the token budget ran out: raise it
     POLICY = "policy"  # the tool policy refused what the node needed: change the policy
     POISON = "poison"  # it killed its worker on every delivery: fix the code
+    TIMEOUT = "timeout"  # it ran past its timeout_s: raise it, or make the work smaller
 
 
 class DeadLetterStatus(enum.StrEnum):
@@ -38,6 +44,8 @@ def classify(exc: BaseException, *, retryable: bool) -> Classification:
         return Classification.BUDGET
     if isinstance(exc, ToolPolicyError):
         return Classification.POLICY
+    if isinstance(exc, NodeTimeoutError):
+        return Classification.TIMEOUT
     return Classification.TRANSIENT if retryable else Classification.PERMANENT
 
 

@@ -102,6 +102,9 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
             log.info("%s/%s was taken from this worker; stopping it", run_id, node_id)
             return Outcome.STALE
         except Exception as exc:
+            if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
+                log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, exc)
+                return Outcome.STALE
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, output_json, expansion)
 

@@ -73,3 +73,12 @@ def kill_my_process(ctx: NodeContext) -> None:
     """A poison message: SIGKILL the process running it, every time."""
     _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dagwright.function
+def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
+    """Sleep without looking at ``ctx.stop`` (as careless code does), then record one
+    execution: a node that cannot be stopped early."""
+    time.sleep(seconds)
+    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    return "late"

@@ -28,6 +28,7 @@ PASSED_SETTINGS = (
     "max_deliveries",
     "beat_interval_s",
     "beat_lock_timeout_s",
+    "sandbox_backend",
 )
 
 
