@@ -19,6 +19,7 @@ from dagwright.orchestrator.leases import LeaseKeeper
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.orchestrator.stop_signals import announce_stop
+from dagwright.sandbox import Limits
 from dagwright.testing import FakeAnthropicServer
 from tests.support.functions import executions_key
 from tests.support.processes import Workers
@@ -179,3 +180,21 @@ def break_subscriptions(client: redis.Redis) -> None:
     for conn in client.client_list(_type="pubsub"):
         if int(conn["db"]) == db:
             client.client_kill_filter(_id=conn["id"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sandbox_kills_its_program_when_cancel_is_set(backend: str) -> None:
+    sandbox = sandbox_or_skip(backend)
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    result = sandbox.run(
+        "import time\ntime.sleep(60)", limits=Limits(wall_time_s=30), cancel=cancel
+    )
+    assert result.cancelled and not result.ok and not result.timed_out
+    assert result.exit_code is None
+    assert 1.0 <= result.duration_s < 3.0
+    assert "stopped" in result.describe_failure()
+    done = threading.Event()
+    done.set()  # set before the run: it is stopped at once
+    quick = sandbox.run("import time\ntime.sleep(60)", limits=Limits(wall_time_s=30), cancel=done)
+    assert quick.cancelled and quick.duration_s < 3.0
