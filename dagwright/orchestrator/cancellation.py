@@ -25,7 +25,9 @@ def cancel_run(runtime: Runtime, broker: Broker, run_id: str, reason: str) -> Ca
 
 
 def stop_work(runtime: Runtime, broker: Broker, run_id: str, stopped: StoppedWork) -> None:
-    """Stop what a stopped run still has in flight: running nodes and queued messages."""
+    """Stop what a stopped run still has in flight: queued messages and running nodes.
+    The revoke goes first: a worker whose node stops takes its next message at once, and
+    should know by then that it is revoked."""
+    revoke(broker, stopped.queued)
     if stopped.running:
         announce_stop(runtime.client, runtime.keys, run_id)
-    revoke(broker, stopped.queued)

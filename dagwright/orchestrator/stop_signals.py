@@ -6,6 +6,9 @@ instead: the stopper publishes the run id on ``keys.stop_channel``, and one list
 thread per worker process sets the stop events of that run's nodes it runs. A message
 missed (a listener reconnecting) costs only that speed: the renewal is the backstop.
 
+Pub/sub ignores the database number: deployments sharing a server (and a ``key_prefix``)
+hear each other's stops, which costs a comparison, since run ids are unique.
+
 Rejected: one channel per run (a subscribe and unsubscribe per node claimed, for no gain:
 a worker process runs few nodes at once, and run ids are cheap to compare); keyspace
 notifications on the run hash (a server setting many deployments leave off).
