@@ -29,7 +29,9 @@ from celery import Celery
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.settings import Settings
 
-# Seconds between a soft time limit (the task gets an exception) and the hard kill.
+# A node's own deadline (its timeout_s, kept by the lease keeper) comes first; Celery's
+# soft limit (the task gets an exception) this much later, its hard kill later still.
+SOFT_LIMIT_GRACE_S = 5
 HARD_LIMIT_GRACE_S = 30
 
 

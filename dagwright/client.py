@@ -50,6 +50,7 @@ from dagwright.models import (
 )
 from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.cancellation import cancel_run
 from dagwright.orchestrator.planning import (
     GoalOptions,
     plan_locally,
@@ -137,6 +138,7 @@ class Client:
         budget_tokens: int | None = None,
         idempotency_key: str | None = None,
         max_concurrent_nodes: int | None = None,
+        timeout_s: float | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -151,7 +153,9 @@ class Client:
         spend, overriding a plan's own ``budget`` limit by limit; ``budget_tokens`` is
         short for ``max_total_tokens``. ``max_concurrent_nodes`` caps how many of its
         nodes run at once (the others wait in order). Raises PlanError (with every
-        problem) or InputError before anything is written.
+        problem) or InputError before anything is written. ``timeout_s`` (else the
+        plan's ``timeout_s``) is the run's wall-clock limit: past it, the run is stopped
+        and fails.
         """
         options = GoalOptions(
             context,
@@ -169,6 +173,7 @@ class Client:
             options=options,
             idempotency_key=idempotency_key,
             max_concurrent_nodes=max_concurrent_nodes,
+            timeout_s=timeout_s,
         )
         return RunHandle(self, run_id)
 
@@ -253,11 +258,12 @@ class Client:
 
     @_translated
     def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:
-        """Cancel a run: no node starts any more; a cancelled run never resumes."""
+        """Cancel a run: no node starts any more, queued messages are revoked, running
+        nodes are told to stop (sandboxed programs are killed) within about a second, and
+        a cancelled run never resumes."""
         runtime = self.runtime
         runtime.store.run_status(run_id)
-        runtime.scheduler.cancel(run_id, reason)
-        runtime.forget_active(run_id)
+        cancel_run(runtime, self.broker, run_id, reason)
         return runtime.store.read_state(run_id)
 
     # -- approvals ------------------------------------------------------------------
@@ -575,7 +581,8 @@ def result_of(state: RunState) -> Any:
     if state.status == RunStatus.SUCCEEDED:
         return state.result
     if state.status == RunStatus.CANCELLED:
-        raise RunCancelledError(f"run {state.run_id} was cancelled", run_id=state.run_id)
+        why = f": {state.reason}" if state.reason else ""
+        raise RunCancelledError(f"run {state.run_id} was cancelled{why}", run_id=state.run_id)
     if state.status == RunStatus.FAILED:
         raise RunFailedError(describe_failure(state), run_id=state.run_id)
     raise RunNotFinishedError(
@@ -584,6 +591,8 @@ def result_of(state: RunState) -> Any:
 
 
 def describe_failure(state: RunState) -> str:
+    if state.reason:  # stopped by its run timeout
+        return f"run {state.run_id} failed: {state.reason}"
     failed = state.failed_nodes()
     if not failed:
         return f"run {state.run_id} failed"

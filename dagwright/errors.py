@@ -24,6 +24,8 @@
         │   │                              out the open time, without spending an attempt
         │   ├── LLMRateLimitedError        the model's rate limit (llm_rate_limits) gave
         │   │                              no room within llm_rate_max_wait_s
+        │   ├── NodeTimeoutError           the node ran past its timeout_s (recorded by the
+        │   │                              worker's watchdog; not retried for python nodes)
         │   └── SandboxFailedError         the sandbox backend broke (not the code): retried,
         │                                  counts against the sandbox's breaker
         ├── PermanentError         retrying cannot help: the node fails at once
@@ -179,6 +181,12 @@ class LLMRateLimitedError(RetryableError):
 class LLMCallTooLargeError(PermanentError):
     """One call's tokens (input estimate plus ``max_tokens``) exceed the model's whole
     tokens-per-minute limit: it could never be made."""
+
+
+class NodeTimeoutError(RetryableError):
+    """The node ran past its execution time limit (``timeout_s``, else
+    ``settings.default_timeout_s``). Retried per its RetryPolicy (a slow dependency may
+    answer faster next time); list it in ``non_retryable`` to fail at once."""
 
 
 class LLMNotConfiguredError(PermanentError):

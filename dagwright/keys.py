@@ -60,6 +60,12 @@ def queue_for(worker_type: str) -> str:
     return f"{QUEUE_PREFIX}{worker_type}"
 
 
+def node_task_id(run_id: str, node_id: str, fence: int) -> str:
+    """The Celery task id of a node's message: one per (run, node, fence), so a cancel
+    can revoke the messages of the nodes it finds queued without having stored them."""
+    return f"{run_id}.{node_id}.{fence}"
+
+
 @dataclass(frozen=True)
 class Keys:
     """Key names under one prefix (``settings.key_prefix``)."""
@@ -85,6 +91,12 @@ class Keys:
     def active_runs(self) -> str:
         """Set of runs not yet finished: what the reconciler looks at."""
         return f"{self.prefix}runs:active"
+
+    @property
+    def stop_channel(self) -> str:
+        """Pub/sub channel: a run id published when the run is stopped (cancelled or timed
+        out), so the workers running its nodes stop them at once."""
+        return f"{self.prefix}stop"
 
     @property
     def reconciler_lock(self) -> str:

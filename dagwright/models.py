@@ -118,6 +118,10 @@ class Plan(BaseModel):
     budget: Budget | None = None
     """Most the whole run's LLM calls may spend (a submit's budget overrides it limit by
     limit)."""
+    timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit of the whole run, from its submission: past it, the run's open
+    nodes are cancelled and the run fails ("timed out after ..."). Unset: none. A
+    ``timeout_s`` given at submit wins; a planner's plan cannot set it."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink."""
@@ -255,6 +259,8 @@ class RunState(BaseModel):
     result: Any = None
     usage: Usage = Field(default_factory=Usage)
     budget: Budget | None = None
+    reason: str | None = None
+    """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}

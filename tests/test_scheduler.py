@@ -263,11 +263,16 @@ def _ready(runtime: Runtime, run_id: str, nodes: list[str]) -> list[Any]:
 
 
 def test_cancel_finishes_every_open_node_and_fences_out_late_completions(runtime: Runtime) -> None:
-    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "done"}])
+    run_id, _ = start(
+        runtime,
+        [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "done"}, {"id": "waiting"}],
+    )
     finish(runtime, run_id, "done")
     claim(runtime, run_id, "a")
-    outcome, running = runtime.scheduler.cancel(run_id, "test")
-    assert (outcome, running) == ("cancelled", ["a"])
+    cancelled = runtime.scheduler.cancel(run_id, "test")
+    assert cancelled.outcome == "cancelled" and cancelled.stopped is not None
+    assert cancelled.stopped.running == ["a"]
+    assert [(n.node_id, n.fence) for n in cancelled.stopped.queued] == [("waiting", 1)]
     assert runtime.scheduler.complete(run_id, "a", 1, "1") is None
     state = runtime.store.read_state(run_id)
     assert state.status == RunStatus.CANCELLED
@@ -275,9 +280,12 @@ def test_cancel_finishes_every_open_node_and_fences_out_late_completions(runtime
         "a": "cancelled",
         "b": "cancelled",
         "done": "succeeded",
+        "waiting": "cancelled",
     }
-    assert kinds(runtime, run_id)[-3:] == ["node.cancelled", "node.cancelled", "run.cancelled"]
-    assert runtime.scheduler.cancel(run_id, "again")[0] == "cancelled"
+    assert state.reason == "test"
+    assert kinds(runtime, run_id)[-2:] == ["node.cancelled", "run.cancelled"]
+    again = runtime.scheduler.cancel(run_id, "again")
+    assert again.outcome == "cancelled" and again.stopped is None
     assert claim(runtime, run_id, "b", fence=0) is None
 
 

@@ -93,6 +93,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "result": state.result,
         "usage": state.usage.model_dump(),
         "budget": state.budget.model_dump(exclude_none=True) if state.budget else None,
+        "reason": state.reason,
     }
 
 
@@ -144,6 +145,7 @@ def print_summary(state: RunState) -> None:
         f"{counts.succeeded}/{counts.total} nodes succeeded"
         + (f", {counts.failed} failed, {counts.blocked} blocked" if counts.failed else "")
         + spend(state.usage)
+        + (f" · {escape(state.reason)}" if state.reason else "")
     )
     if state.status != RunStatus.SUCCEEDED:
         problems = {nid: n for nid, n in state.nodes.items() if n.status != NodeStatus.SUCCEEDED}
@@ -228,6 +230,8 @@ def print_status(state: RunState) -> None:
         stdout.print(f"goal: {escape(state.goal)}")
     if state.budget is not None:
         stdout.print(f"budget: {budget_spent(state.budget, state.usage)}")
+    if state.reason:
+        stdout.print(f"stopped: {escape(state.reason)}")
     stdout.print(node_table(state.nodes))
 
 

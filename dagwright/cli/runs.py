@@ -43,13 +43,21 @@ from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import Plan, RunCounts, RunState, RunStatus
-from dagwright.orchestrator.submission import check_plan
+from dagwright.orchestrator.submission import check_plan, run_timeout
 from dagwright.plans import load_plan
 from dagwright.settings import Settings
 
 TimeoutOption = Annotated[
     float | None,
     typer.Option("--timeout", help="Give up waiting after this many seconds (exit 3)."),
+]
+RunTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--run-timeout",
+        help="Stop the run (it fails) if it has not finished this many seconds after its "
+        "submission; unlike --timeout, this ends the run itself.",
+    ),
 ]
 
 
@@ -83,6 +91,7 @@ def run(
     budget_input_tokens: BudgetInputOption = None,
     budget_output_tokens: BudgetOutputOption = None,
     budget_usd: BudgetUsdOption = None,
+    run_timeout_s: RunTimeoutOption = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -106,7 +115,7 @@ def run(
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
     goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget)
     submission = submission_for(  # checked now
-        target, settings, goal_options, idempotency_key, max_concurrent
+        target, settings, goal_options, idempotency_key, max_concurrent, run_timeout_s
     )
     if resolve_redis_url(settings):
         code = submit_and_wait(
@@ -145,8 +154,10 @@ def submission_for(
     options: GoalOptions,
     idempotency_key: str | None = None,
     max_concurrent: int | None = None,
+    run_timeout_s: float | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
+    run_timeout(run_timeout_s, None)  # refused now, before any stack starts
     if is_plan_file(target):
         misplaced = [FLAGS[name] for name in options.given() if name != "budget"]
         if misplaced:
@@ -159,11 +170,13 @@ def submission_for(
             budget=options.budget,
             idempotency_key=idempotency_key,
             max_concurrent_nodes=max_concurrent,
+            timeout_s=run_timeout_s,
         )
     return lambda client: client.submit(
         goal=target,
         idempotency_key=idempotency_key,
         max_concurrent_nodes=max_concurrent,
+        timeout_s=run_timeout_s,
         **dataclasses.asdict(options),
     )
 
@@ -349,7 +362,8 @@ def runs(
 
 
 def cancel(run_id: str, json_output: JsonOption = False) -> None:
-    """Cancel a run: queued nodes never start, and the run never resumes."""
+    """Cancel a run: queued nodes never start, running ones are stopped (sandboxed code
+    killed) within about a second, and the run never resumes."""
     client = client_from(None)
     before, _ = client.counts(run_id)  # the run's hash only, not every node
     state = client.cancel(run_id)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from dagwright.errors import (
     ApprovalRejectedError,
     BudgetExceededError,
+    NodeTimeoutError,
     PoisonMessageError,
     ToolPolicyError,
 )
@@ -26,6 +27,7 @@ class Classification(enum.StrEnum):
     BUDGET = "budget"  # the token budget ran out: raise it
     POLICY = "policy"  # the tool policy or a person refused what the node needed
     POISON = "poison"  # it killed its worker on every delivery: fix the code
+    TIMEOUT = "timeout"  # it ran past its timeout_s: raise it, or make the work smaller
 
 
 class DeadLetterStatus(enum.StrEnum):
@@ -43,6 +45,8 @@ def classify(exc: BaseException, *, retryable: bool) -> Classification:
         return Classification.BUDGET
     if isinstance(exc, ToolPolicyError | ApprovalRejectedError):
         return Classification.POLICY
+    if isinstance(exc, NodeTimeoutError):
+        return Classification.TIMEOUT
     return Classification.TRANSIENT if retryable else Classification.PERMANENT
 
 

@@ -23,6 +23,10 @@ class Broker(Protocol):
         """Messages waiting in ``queue``, or None if the broker cannot tell."""
         ...
 
+    def revoke(self, nodes: list[ReadyNode]) -> None:
+        """Ask the workers to drop the messages of these nodes unrun (best effort)."""
+        ...
+
 
 def dispatch(broker: Broker, scheduler: Scheduler, nodes: list[ReadyNode]) -> None:
     """Publish queued nodes and confirm them. A node whose publish fails stays in the
@@ -38,3 +42,14 @@ def dispatch(broker: Broker, scheduler: Scheduler, nodes: list[ReadyNode]) -> No
         return
     if published:
         scheduler.mark_published(published)
+
+
+def revoke(broker: Broker, nodes: list[ReadyNode]) -> None:
+    """Revoke the messages of nodes a stop found queued. A failure only costs a claim
+    each: a message that still reaches a worker is refused at claim (its run is over)."""
+    if not nodes:
+        return
+    try:
+        broker.revoke(nodes)
+    except Exception:
+        log.warning("revoking %d message(s) failed; claims refuse them", len(nodes), exc_info=True)

@@ -20,6 +20,7 @@ from dagwright.dlq import classify
 from dagwright.errors import (
     BreakerOpenError,
     NodeLostError,
+    NodeTimeoutError,
     PermanentError,
     PoisonMessageError,
     RetryableError,
@@ -107,7 +108,13 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
 def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
     """Run the claimed node's worker under its lease and record the outcome."""
     run_id, node_id = ctx.run_id, ctx.node_id
-    with env.leases.hold(LeaseRef(run_id, node_id, ctx.fence), ctx.stop):
+    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    with env.leases.hold(
+        LeaseRef(run_id, node_id, ctx.fence),
+        ctx.stop,
+        timeout_s=timeout_s,
+        on_timeout=lambda: record_timeout(env, ctx, claim, timeout_s),
+    ):
         try:
             output = run_worker(env.runtime, ctx, approved_node(ctx, claim.node))
             output_json = encode_output(output, env.runtime.settings.max_output_bytes)
@@ -122,6 +129,9 @@ def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
         except ApprovalNeeded as waiting:
             return wait_for_approval(env, ctx, claim, waiting.proposal)
         except Exception as exc:
+            if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
+                log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, exc)
+                return Outcome.STALE
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, output_json, expansion)
 
@@ -293,6 +303,16 @@ def record_failure(
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.FAILED
+
+
+def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s: float) -> None:
+    """Record that the node ran past ``timeout_s``, from the lease keeper's thread while
+    the worker may still run: fenced now, so what the worker returns later is refused.
+    (A function that ignores ``ctx.stop`` keeps its thread until it returns: threads
+    cannot be killed; in the prefork pool Celery's time limits end it.)"""
+    ctx.timed_out = True
+    error = NodeTimeoutError(f"the node ran out of time: its timeout_s is {timeout_s:g}s")
+    record_failure(env, ctx, claim, error)
 
 
 def wait_for_breaker(

@@ -1,4 +1,5 @@
-"""The reconciler: re-queues what dead workers and lost messages left behind.
+"""The reconciler: re-queues what dead workers and lost messages left behind, and stops
+runs past their run timeout.
 
 Any number of processes may run it (every worker does by default); a lock in Redis lets
 one do the work at a time. Every action is a fenced Lua transition, so even two
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from dagwright.models import RunStatus
 from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.cancellation import stop_work
 from dagwright.orchestrator.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.runtime import Runtime
 
@@ -29,6 +31,7 @@ class ReconcileReport:
     requeued: int = 0
     republished: int = 0
     finished: list[str] = field(default_factory=list)
+    timed_out: list[str] = field(default_factory=list)
 
 
 class Reconciler:
@@ -88,6 +91,10 @@ class Reconciler:
             stranded_after_s=settings.stranded_after_s,
             empty_queues=empty_queues,
         )
+        if found.timed_out is not None:
+            log.warning("run %s ran past its run timeout: stopped", run_id)
+            stop_work(self.runtime, self.broker, run_id, found.timed_out)
+            report.timed_out.append(run_id)
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
             return

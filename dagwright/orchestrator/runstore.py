@@ -209,6 +209,7 @@ class RunStore:
             result=_result(output_nodes, nodes) if with_result else None,
             usage=_run_usage(run),
             budget=budget_of_run(run),
+            reason=run.get("stop_reason"),
         )
 
     def read_events(

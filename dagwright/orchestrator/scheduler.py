@@ -128,11 +128,30 @@ class ReplayRefused:
 
 
 @dataclass(frozen=True)
+class StoppedWork:
+    """What stopping a run (cancel, run timeout) left to do outside Redis: tell the workers
+    of its ``running`` nodes to stop them, and revoke the messages of its ``queued`` ones."""
+
+    running: list[str]
+    queued: list[ReadyNode]
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """A cancel's outcome: ``cancelled``, the status of a run already final, or
+    ``missing``; ``stopped`` is the work to stop when it did cancel the run."""
+
+    outcome: str
+    stopped: StoppedWork | None = None
+
+
+@dataclass(frozen=True)
 class ReconcilePass:
     status: str
     requeued: list[ReadyNode]
     unpublished: list[ReadyNode]
     stranded: list[ReadyNode]
+    timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
 
 
 @dataclass(frozen=True)
@@ -455,11 +474,12 @@ class Scheduler:
             return str(reply[1])
         return _ready_nodes(run_id, reply[1])
 
-    def cancel(self, run_id: str, reason: str) -> tuple[str, list[str]]:
-        """Cancel a run: (outcome, nodes that were running). Outcome is ``cancelled``, the
-        status of an already-final run, or ``missing``."""
+    def cancel(self, run_id: str, reason: str) -> Cancelled:
+        """Cancel a run (see lua/cancel.lua); ``reason`` becomes its ``stop_reason``."""
         reply = self._call("cancel", run_id, reason)
-        return reply[0], list(reply[1]) if len(reply) > 1 else []
+        if len(reply) == 1:  # missing, or final already (cancelled before, perhaps)
+            return Cancelled(reply[0])
+        return Cancelled(reply[0], _stopped_work(run_id, reply[1], reply[2]))
 
     def reconcile_run(
         self,
@@ -485,6 +505,7 @@ class Scheduler:
             requeued=_ready_nodes(run_id, reply[1]),
             unpublished=_ready_nodes(run_id, reply[2]),
             stranded=_ready_nodes(run_id, reply[3]),
+            timed_out=_stopped_work(run_id, reply[4], reply[5]) if len(reply) > 4 else None,
         )
 
     def forget(self, run_id: str) -> bool:
@@ -522,6 +543,10 @@ def _ready_nodes(run_id: str, rows: list[list[Any]]) -> list[ReadyNode]:
         )
         for row in rows
     ]
+
+
+def _stopped_work(run_id: str, running: list[str], queued: list[list[Any]]) -> StoppedWork:
+    return StoppedWork(running=list(running), queued=_ready_nodes(run_id, queued))
 
 
 def _final(status: str) -> RunStatus | None:

@@ -25,6 +25,7 @@ from dagwright.errors import ScheduleError, UnknownRunError
 from dagwright.keys import Keys
 from dagwright.models import Budget, Plan
 from dagwright.orchestrator.broker import Broker
+from dagwright.orchestrator.cancellation import cancel_run
 from dagwright.orchestrator.planning import GoalOptions, requested_budget
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.submission import start_run
@@ -203,7 +204,7 @@ def fire_schedule(
     now = datetime.now(UTC)
     if not manual and not store.claim_tick(name, tick):
         return Fire(tick, now, "skipped", reason="this tick was fired already")
-    fire = decide(runtime, store, schedule, tick, now, manual=manual)
+    fire = decide(runtime, broker, store, schedule, tick, now, manual=manual)
     if fire.outcome == "start":
         run_id = start_run(
             runtime,
@@ -220,6 +221,7 @@ def fire_schedule(
 
 def decide(
     runtime: Runtime,
+    broker: Broker,
     store: ScheduleStore,
     schedule: Schedule,
     tick: str,
@@ -245,7 +247,7 @@ def decide(
         return Fire(tick, now, "start")
     if schedule.overlap == Overlap.SKIP:
         return Fire(tick, now, "skipped", reason=f"run {previous} is still {status.value}")
-    runtime.scheduler.cancel(previous, f"cancelled by schedule {schedule.name!r}: a new tick")
+    cancel_run(runtime, broker, previous, f"cancelled by schedule {schedule.name!r}: a new tick")
     return Fire(tick, now, "start", reason=f"cancelled run {previous}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 
 from dagwright.errors import InputError
@@ -43,13 +44,15 @@ def start_run(
     extra: dict[str, str | int] | None = None,
     idempotency_key: str | None = None,
     max_concurrent_nodes: int | None = None,
+    timeout_s: float | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id. PlanError (with every
     problem) or InputError before anything is written. ``extra``: more fields of the
     run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
     run the first one started, whatever it asks for. ``max_concurrent_nodes``: most of
-    the run's nodes running at once (orchestrator/limits.py)."""
+    the run's nodes running at once (orchestrator/limits.py). ``timeout_s``
+    (else the plan's): the run's wall-clock limit, enforced by the reconciler."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -62,6 +65,9 @@ def start_run(
         if max_concurrent_nodes < 1:
             raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
         fields["max_concurrent_nodes"] = max_concurrent_nodes
+    run_timeout_s = run_timeout(timeout_s, plan)
+    if run_timeout_s is not None:
+        fields["timeout_ms"] = round(run_timeout_s * 1000)
     settings = runtime.settings
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
@@ -93,6 +99,15 @@ def start_run(
     )
     dispatch(broker, runtime.scheduler, ready)
     return run_id
+
+
+def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
+    """The run's wall-clock limit: the one given at submit, else the plan's."""
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise InputError(f"the run timeout must be a positive number of seconds, not {timeout_s}")
+    if timeout_s is None and plan is not None:
+        return plan.timeout_s
+    return timeout_s
 
 
 # Takes the key for a new run, unless it names a run already; a claim whose run never

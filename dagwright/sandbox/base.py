@@ -11,6 +11,7 @@ its own stdin.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -31,6 +32,7 @@ RUNNER = (
 )
 
 MIB = 1024 * 1024
+CANCEL_POLL_S = 0.1  # how often a running program's cancel event is looked at
 
 
 def encode_stdin(code: str, input_json: str) -> bytes:
@@ -69,7 +71,8 @@ class Limits:
 @dataclass(frozen=True)
 class ExecutionResult:
     """What one execution did. ``exit_code`` is None when the sandbox killed the program
-    (time limit, output cap); ``oom`` when it was stopped for exceeding its memory."""
+    (time limit, output cap, cancel); ``oom`` when it was stopped for exceeding its
+    memory; ``cancelled`` when the caller's ``cancel`` event stopped it."""
 
     stdout: str
     stderr: str
@@ -78,13 +81,16 @@ class ExecutionResult:
     oom: bool = False
     truncated: bool = False  # stdout or stderr hit output_bytes
     duration_s: float = 0.0
+    cancelled: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not (self.timed_out or self.oom)
+        return self.exit_code == 0 and not (self.timed_out or self.oom or self.cancelled)
 
     def describe_failure(self) -> str:
         """One line on why the program did not succeed (for errors and the model)."""
+        if self.cancelled:
+            return f"the code was stopped after {self.duration_s:.1f}s: its node had to stop"
         if self.timed_out:
             return f"the code ran out of time after {self.duration_s:.1f}s"
         if self.oom:
@@ -109,7 +115,16 @@ class Sandbox(Protocol):
         saying why if it does not."""
         ...
 
-    def run(self, code: str, *, input_json: str = "null", limits: Limits) -> ExecutionResult:
+    def run(
+        self,
+        code: str,
+        *,
+        input_json: str = "null",
+        limits: Limits,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult:
         """Run ``code`` (a Python program) with ``input_json`` on its stdin. Whatever the
-        code does is in the result; SandboxFailedError only if the backend itself fails."""
+        code does is in the result; SandboxFailedError only if the backend itself fails.
+        Setting ``cancel`` kills the program (its whole tree) within ``CANCEL_POLL_S``
+        or so; the result then says ``cancelled``."""
         ...

@@ -48,12 +48,20 @@ import signal
 import socket
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from dagwright.errors import SandboxFailedError, SandboxUnavailableError
-from dagwright.sandbox.base import MIB, RUNNER, ExecutionResult, Limits, encode_stdin
+from dagwright.sandbox.base import (
+    CANCEL_POLL_S,
+    MIB,
+    RUNNER,
+    ExecutionResult,
+    Limits,
+    encode_stdin,
+)
 from dagwright.sandbox.cgroups import RunCgroup
 from dagwright.sandbox.seccomp import deny_list_program
 from dagwright.settings import Settings
@@ -143,7 +151,8 @@ def executable_by(path: str, uid: int, gid: int) -> bool:
 
 class _Exchange:
     """Feeds the program's stdin and collects its stdout and stderr, non-blocking in one
-    thread, until both outputs close, the deadline passes or one output passes ``cap``."""
+    thread, until both outputs close, the deadline passes, one output passes ``cap`` or
+    ``cancel`` is set."""
 
     def __init__(self, proc: subprocess.Popen[bytes], data: bytes, cap: int) -> None:
         assert proc.stdin and proc.stdout and proc.stderr
@@ -151,7 +160,7 @@ class _Exchange:
         self.stdin = proc.stdin.fileno()
         self.stdout, self.stderr = bytearray(), bytearray()
         self.outputs = {proc.stdout.fileno(): self.stdout, proc.stderr.fileno(): self.stderr}
-        self.truncated = self.timed_out = False
+        self.truncated = self.timed_out = self.cancelled = False
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.stdin, selectors.EVENT_WRITE)
         for fd in self.outputs:
@@ -159,13 +168,18 @@ class _Exchange:
         for fd in (self.stdin, *self.outputs):
             os.set_blocking(fd, False)
 
-    def run(self, deadline: float) -> None:
+    def run(self, deadline: float, cancel: threading.Event | None) -> None:
         with self.selector:
             while self._open_outputs() and not self.truncated:
                 timeout = deadline - time.monotonic()
                 if timeout <= 0:
                     self.timed_out = True
                     return
+                if cancel is not None:
+                    if cancel.is_set():
+                        self.cancelled = True
+                        return
+                    timeout = min(timeout, CANCEL_POLL_S)
                 for key, _ in self.selector.select(timeout):
                     self._write() if key.fd == self.stdin else self._read(key.fd)
 
@@ -436,7 +450,14 @@ class BubblewrapSandbox:
         # SIGXCPU at the soft limit (reported as out of time), SIGKILL a second later.
         return [(resource.RLIMIT_CPU, (cpu, cpu + 1))] + [(k, (v, v)) for k, v in same.items()]
 
-    def run(self, code: str, *, input_json: str = "null", limits: Limits) -> ExecutionResult:
+    def run(
+        self,
+        code: str,
+        *,
+        input_json: str = "null",
+        limits: Limits,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult:
         if not self.available():
             raise SandboxUnavailableError("bubblewrap: no executable bwrap")
         if self.host_uid == 0:
@@ -448,8 +469,8 @@ class BubblewrapSandbox:
         try:
             proc = self._start(limits, cgroup, seccomp_fd)
             exchange = _Exchange(proc, encode_stdin(code, input_json), limits.output_bytes)
-            exchange.run(started + limits.wall_time_s)
-            self._finish(proc, exchange, cgroup, started + limits.wall_time_s)
+            exchange.run(started + limits.wall_time_s, cancel)
+            self._finish(proc, exchange, cgroup, started + limits.wall_time_s, cancel)
             oom = cgroup.oom_kills() > 0
         finally:
             if seccomp_fd is not None:
@@ -488,16 +509,23 @@ class BubblewrapSandbox:
 
     @staticmethod
     def _finish(
-        proc: subprocess.Popen[bytes], exchange: _Exchange, cgroup: RunCgroup, deadline: float
+        proc: subprocess.Popen[bytes],
+        exchange: _Exchange,
+        cgroup: RunCgroup,
+        deadline: float,
+        cancel: threading.Event | None,
     ) -> None:
-        """Wait for the program to end by the deadline; kill it if it has not, or if its
-        output passed the cap."""
-        if not (exchange.timed_out or exchange.truncated):
+        """Wait for the program to end by the deadline; kill it if it has not, if its
+        output passed the cap, or if it was cancelled."""
+        while not (exchange.timed_out or exchange.truncated or exchange.cancelled):
+            remaining = max(deadline - time.monotonic(), 0)
             try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0))
+                proc.wait(timeout=remaining if cancel is None else min(remaining, CANCEL_POLL_S))
+                break
             except subprocess.TimeoutExpired:
-                exchange.timed_out = True
-        if exchange.timed_out or exchange.truncated:
+                exchange.timed_out = time.monotonic() >= deadline
+                exchange.cancelled = cancel is not None and cancel.is_set()
+        if exchange.timed_out or exchange.truncated or exchange.cancelled:
             _kill(proc, cgroup)
 
 
@@ -507,7 +535,7 @@ def _result(
     assert proc is not None and proc.returncode is not None
     stdout = exchange.stdout.decode("utf-8", "replace")
     stderr = exchange.stderr.decode("utf-8", "replace")
-    killed = exchange.timed_out or exchange.truncated
+    killed = exchange.timed_out or exchange.truncated or exchange.cancelled
     # bwrap reports a failed setup so, before the program exists. A program can print the
     # same and exit 1: that only earns it a retry.
     if not killed and proc.returncode == 1 and stderr.startswith("bwrap: ") and not stdout:
@@ -521,6 +549,7 @@ def _result(
         oom=oom,
         truncated=exchange.truncated,
         duration_s=duration_s,
+        cancelled=exchange.cancelled,
     )
 
 

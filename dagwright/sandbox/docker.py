@@ -46,7 +46,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import docker
@@ -54,7 +54,14 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
 from dagwright.errors import SandboxFailedError, SandboxUnavailableError
-from dagwright.sandbox.base import MIB, RUNNER, ExecutionResult, Limits, encode_stdin
+from dagwright.sandbox.base import (
+    CANCEL_POLL_S,
+    MIB,
+    RUNNER,
+    ExecutionResult,
+    Limits,
+    encode_stdin,
+)
 from dagwright.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -247,13 +254,24 @@ class DockerSandbox:
         if problems:
             raise SandboxUnavailableError("docker: self-test failed: " + "; ".join(problems))
 
-    def run(self, code: str, *, input_json: str = "null", limits: Limits) -> ExecutionResult:
+    def run(
+        self,
+        code: str,
+        *,
+        input_json: str = "null",
+        limits: Limits,
+        cancel: threading.Event | None = None,
+    ) -> ExecutionResult:
         booted = self._pool.take(limits) if self._pool is not None else None
         if booted is not None:
             booted.started_at = time.monotonic()  # its time starts with the code
         try:
             booted = booted or self._engine.boot(limits)
-            return self._engine.execute(booted, encode_stdin(code, input_json), limits)
+            with _CancelWatch(cancel, booted.container) as watch:
+                result = self._engine.execute(booted, encode_stdin(code, input_json), limits)
+            if watch.fired:
+                return replace(result, exit_code=None, timed_out=False, cancelled=True)
+            return result
         finally:
             if booted is not None:
                 self._engine.discard(booted.container, booted.sock)
@@ -369,6 +387,39 @@ class _Engine:
                 return None
             raise SandboxFailedError(f"docker: waiting for a container failed: {exc}") from exc
         return int(status["StatusCode"])
+
+
+class _CancelWatch:
+    """Kills the container once ``cancel`` is set, from a thread of its own, while the
+    run's thread blocks on the output: the output then ends, and the run returns at once.
+    (Polling the event from the reading loop would miss the wait for the exit status.)"""
+
+    def __init__(self, cancel: threading.Event | None, container: Container) -> None:
+        self._cancel = cancel
+        self._container = container
+        self._done = threading.Event()
+        self.fired = False
+
+    def __enter__(self) -> _CancelWatch:
+        if self._cancel is not None:
+            threading.Thread(
+                target=self._watch, name="dagwright-sandbox-cancel", daemon=True
+            ).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        assert self._cancel is not None
+        while not self._done.is_set():
+            if self._cancel.wait(CANCEL_POLL_S):
+                self.fired = True
+                try:
+                    self._container.kill()
+                except (DockerException, OSError) as exc:  # gone already, or the daemon is
+                    log.info("docker: killing cancelled container %s: %s", self._container.id, exc)
+                return
 
 
 def _hang_up(sock: socket.socket) -> None:

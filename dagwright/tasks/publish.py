@@ -6,7 +6,8 @@ import logging
 
 from celery import Celery
 
-from dagwright.app import HARD_LIMIT_GRACE_S
+from dagwright.app import HARD_LIMIT_GRACE_S, SOFT_LIMIT_GRACE_S
+from dagwright.keys import node_task_id
 from dagwright.orchestrator.scheduler import ReadyNode
 
 log = logging.getLogger(__name__)
@@ -47,11 +48,21 @@ class CeleryBroker:
         self.app.send_task(
             node.dispatch.task,
             args=[node.run_id, node.node_id, node.fence],
+            task_id=node_task_id(node.run_id, node.node_id, node.fence),
             queue=node.dispatch.queue,
-            soft_time_limit=limit,
+            # dagwright's own deadline (the lease keeper) acts first, in every pool; these
+            # end a node that ignores it, in the prefork pool.
+            soft_time_limit=limit + SOFT_LIMIT_GRACE_S,
             time_limit=limit + HARD_LIMIT_GRACE_S,
             producer=producer,
         )
+
+    def revoke(self, nodes: list[ReadyNode]) -> None:
+        """Broadcast a revoke of the nodes' messages: a worker drops (and acknowledges) a
+        revoked message when it arrives instead of running it. Workers keep revoked ids in
+        memory; one started later refuses the message at claim instead."""
+        ids = [node_task_id(node.run_id, node.node_id, node.fence) for node in nodes]
+        self.app.control.revoke(ids)
 
     def queue_depth(self, queue: str) -> int | None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -53,5 +54,13 @@ def run_worker(
         beat=beat,
         scheduler="dagwright.tasks.beat:DagwrightScheduler",
     )
+    logging.getLogger("celery.worker.control").addFilter(drop_no_backend_revoke_warnings)
     worker.start()
     return int(worker.exitcode or 0)
+
+
+def drop_no_backend_revoke_warnings(record: logging.LogRecord) -> bool:
+    """Celery's revoke also marks each id revoked in the result backend, and warns for each
+    when there is none, as here (outputs live in the run state): a cancel would log one
+    warning per queued node."""
+    return not str(record.msg).startswith("Failed to mark task %s as revoked in backend")

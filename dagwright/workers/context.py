@@ -76,8 +76,10 @@ class NodeContext:
 
     ``last_checkpoint`` is what an earlier attempt of this node saved with
     ``checkpoint()`` (None on a first attempt): a redelivered node resumes from it.
-    ``cancelled`` turns true when the node must stop early: its run was cancelled, or its
-    lease was lost to another worker (its result would be discarded anyway).
+    ``cancelled`` turns true when the node must stop early: its run was cancelled or timed
+    out, its lease was lost to another worker, or the node ran past its ``timeout_s``
+    (``timed_out`` then, its failure recorded already). Its result would be discarded
+    anyway: check it (or use ``sleep``) in long loops.
     """
 
     run_id: str
@@ -89,6 +91,7 @@ class NodeContext:
     services: NodeServices
     last_checkpoint: Any = None
     stop: threading.Event = field(default_factory=threading.Event)
+    timed_out: bool = False  # set (before ``stop``) when the node ran past its timeout_s
 
     @property
     def cancelled(self) -> bool:

@@ -2,8 +2,10 @@
 
 The program reads its dependencies' outputs as one JSON object on stdin, keyed by node
 id (``json.load(sys.stdin)``), and its output is the JSON it prints, or its stdout as
-text. A non-zero exit, the time limit or the memory limit fails the node for good
-(CodeExecutionError, with the end of its stderr): the same code would fail again.
+text. A non-zero exit or the memory limit fails the node for good (CodeExecutionError,
+with the end of its stderr): the same code would fail again. So does running past its
+``timeout_s`` (NodeTimeoutError, recorded by the worker's lease keeper, which kills the
+program), unless the node's own retry policy says otherwise.
 """
 
 from __future__ import annotations
@@ -21,8 +23,14 @@ from dagwright.workers.sandboxed import output_of, run_code
 PYTHON_TYPE = "python"
 MAX_CODE_CHARS = 1_000_000
 STDERR_TAIL_CHARS = 2_000
-# Only the sandbox backend breaking is retried (SandboxFailedError); code errors are final.
-PYTHON_RETRY = RetryPolicy(max_attempts=3, backoff_s=2, backoff_max_s=60)
+# Only the sandbox backend breaking is retried (SandboxFailedError); code errors are final,
+# and so is running out of time: the same code would again.
+PYTHON_RETRY = RetryPolicy(
+    max_attempts=3, backoff_s=2, backoff_max_s=60, non_retryable=["NodeTimeoutError"]
+)
+# The node's deadline stops the program first; the sandbox's own wall time, this much
+# later, is the backstop should that fail.
+SANDBOX_WALL_TIME_MARGIN_S = 5.0
 
 
 def check_python_node(node: Node) -> list[str]:
@@ -38,7 +46,7 @@ def run_python_node(ctx: NodeContext, node: Node) -> Any:
         ctx,
         node.code or "",
         input_json=json.dumps(ctx.inputs, ensure_ascii=False),
-        wall_time_s=node.timeout_s,
+        wall_time_s=node.timeout_s + SANDBOX_WALL_TIME_MARGIN_S if node.timeout_s else None,
     )
     if not result.ok:
         raise CodeExecutionError(failure_message(result))

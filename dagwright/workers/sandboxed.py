@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from dagwright.errors import SandboxFailedError
+from dagwright.errors import NodeLostError, SandboxFailedError
 from dagwright.sandbox import ExecutionResult, Limits
 from dagwright.sandbox.select import choose_sandbox
 from dagwright.workers.context import NodeContext
@@ -19,17 +19,23 @@ def run_code(
     """Run ``code`` in this host's sandbox (SandboxUnavailableError if there is none).
 
     Only the backend breaking counts against the ``sandbox:<backend>`` breaker; code that
-    fails, loops or bombs is the code's business, reported in the result.
+    fails, loops or bombs is the code's business, reported in the result. The program is
+    killed as soon as the node must stop (``ctx.stop``: cancel, timeout, lost lease):
+    then NodeLostError, since nothing of this execution is recorded any more.
     """
     sandbox = choose_sandbox(ctx.settings)
     limits = Limits.from_settings(ctx.settings)
     if wall_time_s is not None:
         limits = limits_with_wall_time(limits, wall_time_s)
-    return ctx.guard(
+    result = ctx.guard(
         f"sandbox:{sandbox.name}",
-        lambda: sandbox.run(code, input_json=input_json, limits=limits),
+        lambda: sandbox.run(code, input_json=input_json, limits=limits, cancel=ctx.stop),
         is_failure=lambda exc: isinstance(exc, SandboxFailedError),
     )
+    if result.cancelled:
+        why = "ran out of time" if ctx.timed_out else "was cancelled or lost its lease"
+        raise NodeLostError(f"the code was killed after {result.duration_s:.1f}s: its node {why}")
+    return result
 
 
 def limits_with_wall_time(limits: Limits, wall_time_s: float) -> Limits:

@@ -100,3 +100,12 @@ def overlap(ctx: NodeContext, seconds: float = 0.2, group: str = "") -> str:
     finally:
         client.hincrby(key, "now", -1)
     return ctx.node_id
+
+
+@dagwright.function
+def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
+    """Sleep without looking at ``ctx.stop`` (as careless code does), then record one
+    execution: a node that cannot be stopped early."""
+    time.sleep(seconds)
+    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    return "late"

@@ -31,6 +31,7 @@ PASSED_SETTINGS = (
     "beat_lock_timeout_s",
     "llm_rate_window_s",
     "llm_rate_max_wait_s",
+    "sandbox_backend",
 )
 # Passed as JSON.
 PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits")

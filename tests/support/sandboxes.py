@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,25 @@ def require_a_sandbox() -> Sandbox:
             pytest.fail(f"{REQUIRE_ENV} requires the {name} sandbox, which does not work: {found}")
         reasons.append(found)
     pytest.skip("no sandbox backend works here: " + "; ".join(reasons))
+
+
+def marked_program(marker: str, seconds: float = 120) -> str:
+    """Code that sleeps ``seconds`` as a process whose command line holds ``marker``, so
+    the test can find it in the host's /proc (bubblewrap and docker processes alike)."""
+    return (
+        "import os\n"
+        f"os.execv('/usr/bin/python3', ['python3', '-c', 'import time; time.sleep({seconds})',"
+        f" {marker!r}])\n"
+    )
+
+
+def processes_marked(marker: str) -> list[int]:
+    """Pids of the host's processes whose command line holds ``marker``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found

@@ -103,6 +103,31 @@ local function finish_run(status)
   return status
 end
 
+-- Stop the run's work (a cancel, or its run timeout): every node not yet final becomes
+-- CANCELLED and nothing stays due. Returns the nodes that were running (their workers are
+-- told to stop) and the queued ones as {node, fence, dispatch} (their messages revoked).
+local function stop_open_nodes()
+  local running, queued = {}, {}
+  local states = redis.call('HGETALL', K.state)
+  for i = 1, #states, 2 do
+    local node, state = states[i], states[i + 1]
+    if state == 'running' then running[#running + 1] = node end
+    if state == 'queued' then
+      queued[#queued + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+    end
+    if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled'
+        and state ~= 'replaced' then
+      set_final(node, 'cancelled')
+      emit('node.cancelled', node, 'was', state)
+    end
+  end
+  for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry, K.holder}) do
+    redis.call('DEL', key)
+  end
+  redis.call('HSET', K.run, 'running', 0, 'waiting_approval', 0)
+  return running, queued
+end
+
 -- Finish the run once every node is final; returns the run's final status or ''.
 local function finalize_if_done()
   local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked')

@@ -5,9 +5,21 @@
 -- prefetch). ARGV[6..] name the queues that are empty now; with none, no queued node is
 -- looked at, so a long backlog costs nothing. At most ARGV[5] nodes of each kind per pass.
 -- Returns {run_status, requeued, unpublished, stranded}, lists of {node, fence, dispatch}.
+-- A run past its run timeout (`timeout_ms` after `created_at`) is stopped instead: its
+-- open nodes are cancelled and it fails; then {'failed', {}, {}, {}, running nodes,
+-- queued {node, fence, dispatch}}, for the caller to stop and revoke.
 local status = run_status()
 if not status then return {'missing', {}, {}, {}} end
 if not is_open(status) then return {status, {}, {}, {}} end
+local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at')
+if run[1] and NOW >= tonumber(run[2]) + tonumber(run[1]) then
+  local running, queued = stop_open_nodes()
+  local reason = string.format('timed out after %gs (its run timeout)', tonumber(run[1]) / 1000)
+  redis.call('HSET', K.run, 'stop_reason', reason)
+  emit('run.timed_out', false, 'timeout_ms', run[1])
+  finish_run('failed')
+  return {'failed', {}, {}, {}, running, queued}
+end
 local limit = ARGV[5]
 local requeued = {}
 for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.leases, '-inf', NOW, 'LIMIT', 0, limit)) do

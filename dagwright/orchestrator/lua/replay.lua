@@ -15,6 +15,8 @@ if done then return {'done', done} end
 local status = run_status()
 if not status then return {'refused', 'its run has expired'} end
 if status == 'cancelled' then return {'refused', 'its run was cancelled'} end
+local stopped = redis.call('HGET', K.run, 'stop_reason')
+if stopped then return {'refused', 'its run was stopped (' .. stopped .. ')'} end
 local state = redis.call('HGET', K.state, node)
 if state ~= 'failed' then
   return {'refused', 'the node is ' .. tostring(state) .. ' now, not failed'}

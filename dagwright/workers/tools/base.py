@@ -20,7 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dagwright.errors import BreakerOpenError, NodeError, ToolError, ToolTimeoutError
+from dagwright.errors import (
+    BreakerOpenError,
+    NodeError,
+    NodeLostError,
+    ToolError,
+    ToolTimeoutError,
+)
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import (
     accepts,
@@ -61,8 +67,9 @@ class Tool:
         return {"name": self.name, "description": self.description, "input_schema": schema}
 
     def call(self, ctx: NodeContext, args: dict[str, Any]) -> ToolOutcome:
-        """Run the tool under its timeout and breaker. Raises only BreakerOpenError: the
-        node then waits for the tool to come back, without spending an attempt."""
+        """Run the tool under its timeout and breaker. Raises only BreakerOpenError (the
+        node then waits for the tool to come back, without spending an attempt) and
+        NodeLostError (the node must stop: cancelled, timed out, taken over)."""
         try:
             kwargs = validated_kwargs(self.args_model, args)
         except ValidationError as exc:
@@ -78,7 +85,7 @@ class Tool:
                 ),
                 is_failure=is_tool_failure,
             )
-        except BreakerOpenError:
+        except (BreakerOpenError, NodeLostError):  # the node waits, or must stop
             raise
         except ToolError as exc:
             return ToolOutcome(str(exc), is_error=True)

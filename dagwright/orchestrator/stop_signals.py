@@ -1,0 +1,85 @@
+"""Telling workers at once that a run was stopped (cancelled, or past its run timeout).
+
+The run's state already says so the moment it is stopped, and every worker would learn it
+at its next lease renewal (``heartbeat_interval_s``). This makes it about a round trip
+instead: the stopper publishes the run id on ``keys.stop_channel``, and one listener
+thread per worker process sets the stop events of that run's nodes it runs. A message
+missed (a listener reconnecting) costs only that speed: the renewal is the backstop.
+
+Pub/sub ignores the database number: deployments sharing a server (and a ``key_prefix``)
+hear each other's stops, which costs a comparison, since run ids are unique.
+
+Rejected: one channel per run (a subscribe and unsubscribe per node claimed, for no gain:
+a worker process runs few nodes at once, and run ids are cheap to compare); keyspace
+notifications on the run hash (a server setting many deployments leave off).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import redis
+
+from dagwright.keys import Keys
+
+log = logging.getLogger(__name__)
+
+RESUBSCRIBE_DELAY_S = 1.0  # after the connection broke, before subscribing again
+POLL_S = 1.0  # longest wait for a message before checking whether to close
+
+
+def announce_stop(client: redis.Redis, keys: Keys, run_id: str) -> None:
+    """Tell every listening worker that ``run_id`` was stopped. Never raises: the stop is
+    recorded already, and lease renewals tell the workers anyway."""
+    try:
+        client.publish(keys.stop_channel, run_id)
+    except redis.RedisError:
+        log.warning("announcing the stop of run %s failed; workers learn it at renewal", run_id)
+
+
+class StopListener:
+    """A daemon thread that calls ``on_stop(run_id)`` for each stop announced, until
+    :meth:`close`. It subscribes again after the connection breaks."""
+
+    def __init__(self, client: redis.Redis, channel: str, on_stop: Callable[[str], None]) -> None:
+        self._client = client
+        self._channel = channel
+        self._on_stop = on_stop
+        self._closed = threading.Event()
+        self._thread = threading.Thread(
+            target=self._listen_forever, name="dagwright-stop-listener", daemon=True
+        )
+
+    def start(self) -> StopListener:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _listen_forever(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self._listen()
+            except Exception:
+                log.warning(
+                    "the stop listener lost its connection; subscribing again", exc_info=True
+                )
+                self._closed.wait(RESUBSCRIBE_DELAY_S)
+
+    def _listen(self) -> None:
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(self._channel)
+            while not self._closed.is_set():
+                message = pubsub.get_message(timeout=POLL_S)
+                if message is not None and message["type"] == "message":
+                    self._on_stop(_text(message["data"]))
+        finally:
+            pubsub.close()
+
+
+def _text(data: bytes | str) -> str:
+    return data.decode() if isinstance(data, bytes) else data
