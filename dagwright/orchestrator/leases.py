@@ -52,6 +52,9 @@ class LeaseKeeper:
         self._pid: int | None = None
         self._closed = threading.Event()
         self._wake = threading.Event()
+        # When the keeper's thread next looks at the deadlines: a node held with a later
+        # deadline (the usual case: deadlines are long) need not wake it.
+        self._wakes_at = 0.0
         self._listener: StopListener | None = None
 
     @contextmanager
@@ -70,7 +73,8 @@ class LeaseKeeper:
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         with self._lock:
             self._held[lease] = _Held(stop, deadline, on_timeout)
-        self._wake.set()  # a deadline sooner than the thread's next wake-up
+            if deadline is not None and deadline < self._wakes_at:
+                self._wake.set()  # due before the thread's next wake-up: it must look again
         try:
             yield
         finally:
@@ -90,6 +94,7 @@ class LeaseKeeper:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._wakes_at = 0.0
         self._held = {}
         threading.Thread(target=self._keep_forever, name="dagwright-leases", daemon=True).start()
         client, keys = self._scheduler.client, self._scheduler.keys
@@ -106,7 +111,7 @@ class LeaseKeeper:
     def _keep_forever(self) -> None:
         next_renewal = time.monotonic() + self._interval_s
         while not self._closed.is_set():
-            self._wake.wait(max(0.0, min(next_renewal, self._next_deadline()) - time.monotonic()))
+            self._wake.wait(max(0.0, self._plan_wake_up(next_renewal) - time.monotonic()))
             self._wake.clear()
             now = time.monotonic()
             self._time_out(now)
@@ -118,10 +123,13 @@ class LeaseKeeper:
                     self._renew(held)
                     self._renew_others()
 
-    def _next_deadline(self) -> float:
+    def _plan_wake_up(self, next_renewal: float) -> float:
+        """When the thread must look next: the next renewal, or a sooner deadline. Set
+        under the lock that ``hold`` takes, so a sooner deadline added later wakes it."""
         with self._lock:
             deadlines = [h.deadline for h in self._held.values() if h.deadline is not None]
-        return min(deadlines, default=float("inf"))
+            self._wakes_at = min([next_renewal, *deadlines])
+            return self._wakes_at
 
     def _time_out(self, now: float) -> None:
         """Call ``on_timeout`` of each node past its deadline; the node is no longer this
