@@ -59,32 +59,34 @@ class ApprovalBook:
     def read(self, run_id: str, node_id: str) -> Approval | None:
         """The node's latest request, with its decision if there is one."""
         request, decision = self.runtime.client.hmget(
-            self.runtime.keys.run_key(run_id, "approvals"),
-            [f"request:{node_id}", f"decision:{node_id}"],
+            self.runtime.keys.run_key(run_id, "approvals"), approval_fields(node_id)
         )
-        if request is None:
-            return None
-        approval = Approval.model_validate_json(request)
-        if decision is None:
-            return approval
-        return approval.model_copy(
-            update={"decision": ApprovalDecision.model_validate_json(decision)}
-        )
+        return parse_approval(request, decision)
 
     def pending(self, run_id: str | None = None) -> list[Approval]:
         """Requests waiting for a decision, oldest first (of one run, or of every run)."""
         client, keys = self.runtime.client, self.runtime.keys
-        waiting: list[Approval] = []
-        for member in client.zrange(keys.pending_approvals, 0, -1):
+        members = [
+            member
+            for member in client.zrange(keys.pending_approvals, 0, -1)
+            if run_id is None or member.startswith(f"{run_id}/")
+        ]
+        pipe = client.pipeline(transaction=False)  # one round trip for them all
+        for member in members:
             member_run, _, node_id = member.partition("/")
-            if run_id is not None and member_run != run_id:
-                continue
-            approval = self.read(member_run, node_id)
-            state = client.hget(keys.run_key(member_run, "state"), node_id)
+            pipe.hmget(keys.run_key(member_run, "approvals"), approval_fields(node_id))
+            pipe.hget(keys.run_key(member_run, "state"), node_id)
+        replies = pipe.execute()
+        waiting: list[Approval] = []
+        gone: list[str] = []  # their runs ended or were cancelled
+        for member, fields, state in zip(members, replies[::2], replies[1::2], strict=True):
+            approval = parse_approval(*fields)
             if approval is None or approval.decision is not None or state != "waiting_approval":
-                client.zrem(keys.pending_approvals, member)  # its run ended or was cancelled
-                continue
-            waiting.append(approval)
+                gone.append(member)
+            else:
+                waiting.append(approval)
+        if gone:
+            client.zrem(keys.pending_approvals, *gone)
         return sorted(waiting, key=lambda approval: approval.requested_at)
 
     def decide(
@@ -107,6 +109,17 @@ class ApprovalBook:
             )
         if args is not None:
             check_edited_args(approval, args, approved=approved)
+        return self._record(approval, approved=approved, by=by, comment=comment, args=args)
+
+    def _record(
+        self,
+        approval: Approval,
+        *,
+        approved: bool,
+        by: str,
+        comment: str,
+        args: dict[str, Any] | None = None,
+    ) -> tuple[Approval, list[ReadyNode]]:
         decision = ApprovalDecision(
             status=ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED,
             by=by,
@@ -116,8 +129,8 @@ class ApprovalBook:
         )
         decided_approval = approval.model_copy(update={"decision": decision})
         outcome = self.runtime.scheduler.decide_approval(
-            run_id,
-            node_id,
+            approval.run_id,
+            approval.node,
             approval_id=approval.id,
             approved=approved,
             decision_json=decision.model_dump_json(),
@@ -131,7 +144,7 @@ class ApprovalBook:
         )
         if isinstance(outcome, str):
             raise ApprovalError(
-                f"{run_id}/{node_id} is no longer waiting for an approval: {outcome}"
+                f"{approval.run_id}/{approval.node} is no longer waiting for an approval: {outcome}"
             )
         return decided_approval, outcome
 
@@ -143,14 +156,13 @@ class ApprovalBook:
         for member in client.zrangebyscore(keys.pending_approvals, "-inf", now_ms):
             run_id, _, node_id = member.partition("/")
             approval = self.read(run_id, node_id)
-            if approval is None:
+            if approval is None or approval.decision is not None:
                 client.zrem(keys.pending_approvals, member)
                 continue
             waited_s = (approval.deadline - approval.requested_at).total_seconds()
             try:
-                _, queued = self.decide(
-                    run_id,
-                    node_id,
+                _, queued = self._record(
+                    approval,
                     approved=False,
                     by=TIMEOUT_DECIDER,
                     comment=f"nobody decided within {waited_s:g}s",
@@ -159,6 +171,20 @@ class ApprovalBook:
                 continue  # decided meanwhile, or its run ended: it left the index
             ready.extend(queued)
         return ready
+
+
+def approval_fields(node_id: str) -> list[str]:
+    """The fields of a run's ``approvals`` hash that hold the node's request and decision."""
+    return [f"request:{node_id}", f"decision:{node_id}"]
+
+
+def parse_approval(request: str | None, decision: str | None) -> Approval | None:
+    if request is None:
+        return None
+    approval = Approval.model_validate_json(request)
+    if decision is None:
+        return approval
+    return approval.model_copy(update={"decision": ApprovalDecision.model_validate_json(decision)})
 
 
 def check_edited_args(approval: Approval, args: dict[str, Any], *, approved: bool) -> None:
