@@ -152,10 +152,10 @@ class Client:
         ``max_total_tokens``, ``max_cost_usd``) caps what the whole run's LLM calls may
         spend, overriding a plan's own ``budget`` limit by limit; ``budget_tokens`` is
         short for ``max_total_tokens``. ``max_concurrent_nodes`` caps how many of its
-        nodes run at once (the others wait in order). Raises PlanError (with every
-        problem) or InputError before anything is written. ``timeout_s`` (else the
-        plan's ``timeout_s``) is the run's wall-clock limit: past it, the run is stopped
-        and fails.
+        nodes run at once (the others wait in order). ``timeout_s`` (else the plan's
+        ``timeout_s``) is the run's wall-clock limit: past it, the run is stopped and
+        fails. Raises PlanError (with every problem) or InputError before anything is
+        written.
         """
         options = GoalOptions(
             context,
@@ -442,7 +442,7 @@ class Client:
         limit: int = 50,
     ) -> list[DeadLetter]:
         """Dead letters, newest first, filtered by any of run, worker type,
-        classification (transient/permanent/budget/policy/poison) and status."""
+        classification (transient/permanent/budget/policy/timeout/poison) and status."""
         where = dlq_filter(run_id, worker_type, classification, status)
         return dead_letters(self.runtime).find(where, limit=limit)
 
