@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
@@ -119,7 +119,8 @@ def approvals_table(approvals: list[Approval]) -> Table:
     return table
 
 
-def span(delta: Any) -> str:
+def span(delta: timedelta) -> str:
+    """A coarse duration for a table: 42s, 17m, 5h."""
     seconds = max(0, int(delta.total_seconds()))
     if seconds < 120:
         return f"{seconds}s"
