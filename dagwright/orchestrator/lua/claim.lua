@@ -20,7 +20,6 @@ elseif state ~= 'queued' then
 end
 redis.call('HSET', K.state, node, 'running')
 redis.call('HSET', K.holder, node, holder)
-redis.call('HDEL', K.reserved, node)  -- an earlier attempt's call is not in flight now
 local attempt = redis.call('HINCRBY', K.attempts, node, 1)
 local deliveries = redis.call('HINCRBY', K.deliveries, node, 1)
 redis.call('HSET', K.started, node, NOW)
