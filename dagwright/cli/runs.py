@@ -42,7 +42,8 @@ from dagwright.client import Client, GoalOptions, RunHandle, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
-from dagwright.models import Plan, RunCounts, RunState, RunStatus
+from dagwright.models import RunCounts, RunState, RunStatus
+from dagwright.orchestrator.dag import PlanGraph
 from dagwright.orchestrator.submission import check_plan, run_timeout
 from dagwright.plans import load_plan
 from dagwright.settings import Settings
@@ -159,12 +160,12 @@ def submission_for(
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
     if is_plan_file(target):
-        misplaced = [FLAGS[name] for name in options.given() if name != "budget"]
+        misplaced = [FLAGS[name] for name in options.goal_only()]
         if misplaced:
             raise InputError(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
-        plan = load_checked_plan(Path(target), settings)
+        plan = check_plan_file(Path(target), settings).plan
         return lambda client: client.submit(
             plan,
             budget=options.budget,
@@ -190,14 +191,13 @@ FLAGS = {
 }
 
 
-def load_checked_plan(plan_file: Path, settings: Settings) -> Plan:
+def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
     """Load and validate a plan file; problems name the file."""
     plan = load_plan(plan_file)
     try:
-        check_plan(plan, settings)
+        return check_plan(plan, settings)
     except PlanError as exc:
         raise PlanError(exc.problems, source=str(plan_file)) from None
-    return plan
 
 
 def embedded_stack(settings: Settings, *, quiet: bool) -> EmbeddedStack:
@@ -278,7 +278,7 @@ def validate(
 ) -> None:
     """Check a plan file without running it (exit 2 and the problems if it is invalid)."""
     settings = settings_from(imports)
-    graph = check_plan(load_checked_plan(plan_file, settings), settings)
+    graph = check_plan_file(plan_file, settings)
     if json_output:
         print_json(
             {"valid": True, "nodes": len(graph.plan.nodes), "order": graph.topological_order}

@@ -33,7 +33,6 @@ import redis
 from dagwright.errors import LLMCallTooLargeError, LLMRateLimitedError
 from dagwright.keys import Keys
 from dagwright.llm.types import LLM, LLMRequest, LLMResponse
-from dagwright.models import Usage
 from dagwright.settings import LLMRateLimit
 
 log = logging.getLogger(__name__)
@@ -105,15 +104,6 @@ def estimated_tokens(request: LLMRequest) -> int:
     return chars // CHARS_PER_TOKEN + request.max_tokens
 
 
-def used_tokens(usage: Usage) -> int:
-    return (
-        usage.input_tokens
-        + usage.output_tokens
-        + usage.cache_read_input_tokens
-        + usage.cache_creation_input_tokens
-    )
-
-
 class RateLimitedLLM:
     """An LLM whose calls wait for room in their model's rate limits (``limits`` by
     model id, ``"*"`` for every model not listed, each model its own window)."""
@@ -152,7 +142,7 @@ class RateLimitedLLM:
         except BaseException:
             self._correct(keys, ticket, estimate)  # it may have used that much
             raise
-        self._correct(keys, ticket, used_tokens(response.usage))
+        self._correct(keys, ticket, response.usage.total_tokens)
         return response
 
     def _correct(self, keys: list[str], ticket: str, tokens: int) -> None:

@@ -54,9 +54,13 @@ class GoalOptions:
     budget: Budget | None = None
     """The run's budget (plans too: a plan's own ``budget`` is overridden limit by limit)."""
 
-    def given(self) -> dict[str, object]:
-        """The options set, by name."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "", [])}
+    def goal_only(self) -> list[str]:
+        """The names of the options set that only a goal uses (a budget fits plans too)."""
+        return [
+            field.name
+            for field in dataclasses.fields(self)
+            if field.name != "budget" and getattr(self, field.name) not in (None, "", [])
+        ]
 
 
 def requested_budget(

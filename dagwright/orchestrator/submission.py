@@ -56,7 +56,7 @@ def start_run(
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
-    misplaced = [name for name in options.given() if name != "budget"]
+    misplaced = options.goal_only()
     if plan is not None and misplaced:
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash

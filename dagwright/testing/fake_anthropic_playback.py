@@ -104,12 +104,9 @@ class Playback:
         with self._lock:
             return list(self._log)
 
-    def answer(self, raw_body: bytes, headers: Mapping[str, str]) -> Answer:
-        """Decide the answer to one ``POST /v1/messages`` and log it."""
-        return self.receive(raw_body, headers)[0]
-
     def receive(self, raw_body: bytes, headers: Mapping[str, str]) -> tuple[Answer, LoggedRequest]:
-        """:meth:`answer`, with the log entry to pass to :meth:`answered` once it is sent."""
+        """Decide the answer to one ``POST /v1/messages`` and log it; the answer, and the
+        log entry to pass to :meth:`answered` once it is sent."""
         body = _json_object(raw_body)
         with self._lock:
             verdict = self._decide(body, headers)

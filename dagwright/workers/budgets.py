@@ -77,15 +77,16 @@ def worst_case(input_estimate: int, max_tokens: int, price: ModelPrice | None) -
     return priced(Usage(input_tokens=input_estimate, output_tokens=max_tokens), price)
 
 
+def limits_of(budget: Budget | None) -> list[tuple[Dimension, float]]:
+    """The limits ``budget`` sets, each with its dimension, in the order of DIMENSIONS."""
+    if budget is None:
+        return []
+    return [(d, limit) for d in DIMENSIONS if (limit := getattr(budget, d.limit)) is not None]
+
+
 def run_fields(budget: Budget | None) -> dict[str, str]:
     """The run hash fields recording ``budget`` (what ``reserve.lua`` reads)."""
-    if budget is None:
-        return {}
-    return {
-        dimension.run_field: str(getattr(budget, dimension.limit))
-        for dimension in DIMENSIONS
-        if getattr(budget, dimension.limit) is not None
-    }
+    return {dimension.run_field: str(limit) for dimension, limit in limits_of(budget)}
 
 
 def budget_of_run(run: dict[str, str]) -> Budget | None:
@@ -128,10 +129,7 @@ def find_overrun(
     hint: Callable[[Dimension], str],
 ) -> Overrun | None:
     """The first limit of ``budget`` that ``projected`` on top of ``spent`` would pass."""
-    for dimension in DIMENSIONS:
-        limit = getattr(budget, dimension.limit) if budget is not None else None
-        if limit is None:
-            continue
+    for dimension, limit in limits_of(budget):
         used, needed = dimension.used(spent), dimension.used(projected)
         if used + needed > limit:
             return Overrun(scope, dimension, limit, used, needed, hint=hint(dimension))
@@ -153,9 +151,4 @@ def run_overrun(budget: Budget | None, spent: Usage, call: Usage) -> Overrun | N
 
 def budget_words(budget: Budget) -> str:
     """``50,000 tokens and $0.50``: a budget's limits, for people (and planners)."""
-    limits = [
-        dimension.format(getattr(budget, dimension.limit))
-        for dimension in DIMENSIONS
-        if getattr(budget, dimension.limit) is not None
-    ]
-    return " and ".join(limits) or "no limit"
+    return " and ".join(d.format(limit) for d, limit in limits_of(budget)) or "no limit"
