@@ -34,7 +34,7 @@ from dagwright.models import (
     Usage,
 )
 from dagwright.orchestrator.dag import dependents_of
-from dagwright.workers.budgets import DIMENSIONS
+from dagwright.workers.budgets import limits_of
 
 stderr = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -120,11 +120,9 @@ def spend(usage: Usage) -> str:
 def budget_spent(budget: Budget, usage: Usage) -> str:
     """``12,340 / 50,000 tokens, $0.04 / $0.50``: what the run spent of each limit."""
     parts = []
-    for dimension in DIMENSIONS:
-        limit = getattr(budget, dimension.limit)
-        if limit is not None:
-            spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)
-            parts.append(f"{spent.split(' ')[0]} / {of}")
+    for dimension, limit in limits_of(budget):
+        spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)
+        parts.append(f"{spent.split(' ')[0]} / {of}")
     return ", ".join(parts)
 
 

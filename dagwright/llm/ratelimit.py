@@ -32,12 +32,11 @@ import redis
 
 from dagwright.errors import LLMCallTooLargeError, LLMRateLimitedError
 from dagwright.keys import Keys
-from dagwright.llm.types import LLM, LLMRequest, LLMResponse
+from dagwright.llm.types import LLM, LLMRequest, LLMResponse, rough_tokens
 from dagwright.settings import LLMRateLimit
 
 log = logging.getLogger(__name__)
 
-CHARS_PER_TOKEN = 4  # rough on purpose; the reservation is corrected after the call
 MIN_POLL_S = 0.02
 MAX_POLL_S = 0.5
 WAITER_TTL_S = 3.0  # a waiter that has not asked again for this long has died
@@ -98,10 +97,10 @@ return 1
 
 def estimated_tokens(request: LLMRequest) -> int:
     """What a call may use at most, roughly: its input, and all of ``max_tokens`` out."""
-    chars = len(request.system) + len(json.dumps(request.messages))
+    sent = request.system + json.dumps(request.messages)
     if request.tools:
-        chars += len(json.dumps(request.tools))
-    return chars // CHARS_PER_TOKEN + request.max_tokens
+        sent += json.dumps(request.tools)
+    return rough_tokens(sent) + request.max_tokens  # corrected after the call
 
 
 class RateLimitedLLM:

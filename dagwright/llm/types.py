@@ -10,6 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dagwright.models import Usage
 
+# Tokens are estimated before a call (budgets, rate limits) from the characters sent:
+# rough on purpose, erring high for English, and corrected by the usage the API reports.
+CHARS_PER_TOKEN = 4
+
+
+def rough_tokens(text: str) -> int:
+    """An estimate of the tokens ``text`` takes, before the API counts them."""
+    return len(text) // CHARS_PER_TOKEN
+
 
 class LLMRequest(BaseModel):
     """One Messages API call. ``messages`` and ``tools`` use the Messages API's JSON shapes,

@@ -32,7 +32,7 @@ from dagwright.errors import (
     PermanentError,
     ToolPolicyError,
 )
-from dagwright.llm.types import LLMRequest, LLMResponse
+from dagwright.llm.types import LLMRequest, LLMResponse, rough_tokens
 from dagwright.models import Approval, ApprovalStatus, Budget, Node, Usage
 from dagwright.workers.approval import ApprovalNeeded, Proposal, decided
 from dagwright.workers.budgets import Dimension, find_overrun, worst_case
@@ -343,9 +343,6 @@ def rejected_call(approval: Approval) -> str:
     return f"A person ({decision.by}) rejected this call; do not try it again.{why}"
 
 
-CHARS_PER_TOKEN = 4  # a deliberately rough estimate: the budget check must err on the safe side
-
-
 def next_call_input_tokens(state: AgentState, spec: AgentSpec) -> int:
     """Input tokens of the next call (the whole conversation again), estimated: what the
     last call read and wrote, plus what was added since (tool results); a first call is
@@ -354,10 +351,9 @@ def next_call_input_tokens(state: AgentState, spec: AgentSpec) -> int:
         (i for i, m in enumerate(state.messages) if m["role"] == "assistant"), default=None
     )
     if last_assistant is None:
-        text_so_far = spec.system_prompt + json.dumps(state.messages)
-        return len(text_so_far) // CHARS_PER_TOKEN
+        return rough_tokens(spec.system_prompt + json.dumps(state.messages))
     added = json.dumps(state.messages[last_assistant + 1 :])
-    return state.last_call_tokens + len(added) // CHARS_PER_TOKEN
+    return state.last_call_tokens + rough_tokens(added)
 
 
 def node_budget(node: Node, spec: AgentSpec) -> Budget:
