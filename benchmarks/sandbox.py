@@ -10,7 +10,7 @@ backend, and prints the median, 90th percentile and extremes side by side:
   the pool refilled before each run (an idle worker between nodes);
 - docker warm pool, back to back: no pause, so the background refills race the runs
   (a busy worker: the pool only helps while it keeps up);
-- bubblewrap, when ``dagwright.sandbox.bubblewrap`` imports and its self-test passes.
+- bubblewrap, when its self-test passes.
 
 The docker rows need an engine (DOCKER_HOST; ``ops/docker/start-test-dockerd.sh``) with
 the sandbox image; a backend that cannot run here is listed with the reason.
@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from dagwright.errors import SandboxUnavailableError
 from dagwright.sandbox import Limits, Sandbox
+from dagwright.sandbox.bubblewrap import BubblewrapSandbox
 from dagwright.sandbox.docker import DockerSandbox
 
 LIMITS = Limits()
@@ -67,10 +68,8 @@ def docker_rows(runs: int, pool: int) -> dict[str, list[float] | str]:
 
 def bubblewrap_rows(runs: int) -> dict[str, list[float] | str]:
     try:
-        from dagwright.sandbox.bubblewrap import BubblewrapSandbox  # written in parallel
-
         sandbox = checked(BubblewrapSandbox())
-    except (ImportError, SandboxUnavailableError, TypeError) as exc:
+    except SandboxUnavailableError as exc:
         return {"bubblewrap": f"not measured: {exc}"}
     return {"bubblewrap": time_runs(sandbox, runs, lambda: None)}
 

@@ -11,7 +11,6 @@ fail. Start an engine with::
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -32,6 +31,7 @@ from dagwright.sandbox.docker import (
     _WarmPool,
     container_args,
 )
+from tests.support.sandboxes import sandbox_or_skip
 from tests.support.waiting import wait_until
 
 MIB = 1024 * 1024
@@ -178,28 +178,12 @@ def test_warm_pool_hands_each_container_out_once_for_a_few_limits() -> None:
 # --- a real engine ---------------------------------------------------------------------
 
 
-def unusable_reason(sandbox: DockerSandbox) -> str | None:
-    """Why the engine here cannot run the tests (self_test says it in one line)."""
-    try:
-        sandbox.self_test()
-    except SandboxUnavailableError as exc:
-        return (
-            f"{exc} (an engine for tests: "
-            '`eval "$(ROOT=/var/tmp/dockertest bash ops/docker/start-test-dockerd.sh)"`)'
-        )
-    return None if sandbox.available() else "self_test passed but available() is False"
-
-
 @pytest.fixture(scope="module")
 def sandbox() -> DockerSandbox:
-    sandbox = DockerSandbox()
-    reason = unusable_reason(sandbox)
-    if reason is not None:
-        required = os.environ.get("DAGWRIGHT_REQUIRE_SANDBOXES", "").split(",")
-        if "docker" in {name.strip() for name in required}:
-            pytest.fail(f"DAGWRIGHT_REQUIRE_SANDBOXES has docker, but {reason}")
-        pytest.skip(reason)
-    return sandbox
+    found = sandbox_or_skip("docker")
+    assert isinstance(found, DockerSandbox)
+    assert found.available(), "self_test passed but available() is False"
+    return found
 
 
 @pytest.fixture

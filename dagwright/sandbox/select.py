@@ -17,7 +17,8 @@ from dagwright.settings import Settings
 
 AUTO_ORDER = ("docker", "bubblewrap")
 
-_chosen: dict[tuple[str, str, int], Sandbox] = {}
+# Keyed by every setting build_backend reads.
+_chosen: dict[tuple[str, str, int, int], Sandbox] = {}
 _lock = threading.Lock()
 
 
@@ -51,7 +52,12 @@ def probe(name: str, settings: Settings) -> Sandbox | str:
 
 def choose_sandbox(settings: Settings) -> Sandbox:
     """The sandbox code runs in; SandboxUnavailableError naming each backend's problem."""
-    key = (settings.sandbox_backend, settings.sandbox_image, settings.sandbox_uid)
+    key = (
+        settings.sandbox_backend,
+        settings.sandbox_image,
+        settings.sandbox_uid,
+        settings.sandbox_warm_pool,
+    )
     with _lock:
         if key in _chosen:
             return _chosen[key]

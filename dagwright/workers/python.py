@@ -48,14 +48,15 @@ def run_python_node(ctx: NodeContext, node: Node) -> Any:
         input_json=json.dumps(ctx.inputs, ensure_ascii=False),
         wall_time_s=node.timeout_s + SANDBOX_WALL_TIME_MARGIN_S if node.timeout_s else None,
     )
-    if not result.ok:
-        raise CodeExecutionError(failure_message(result))
+    # First: the sandbox stops a program whose output passes the cap, so it is not ok too.
     if result.truncated:
         limit = ctx.settings.sandbox_output_bytes
         raise CodeExecutionError(
             f"the code printed more than {limit:,} bytes (DAGWRIGHT_SANDBOX_OUTPUT_BYTES): "
             "print less, or keep large data in the workspace"
         )
+    if not result.ok:
+        raise CodeExecutionError(failure_message(result))
     return output_of(result.stdout)
 
 

@@ -32,11 +32,6 @@ def probe(name: str) -> Sandbox | str:
     return select.probe(name, Settings())
 
 
-def available_sandboxes() -> list[Sandbox]:
-    """Every backend whose self-test passes here."""
-    return [found for name in BACKENDS if not isinstance(found := probe(name), str)]
-
-
 def sandbox_or_skip(name: str) -> Sandbox:
     """The backend, or skip the test saying why (fail instead if it is required)."""
     found = probe(name)
