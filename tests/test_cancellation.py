@@ -22,6 +22,7 @@ from dagwright.orchestrator.stop_signals import announce_stop
 from dagwright.sandbox import Limits
 from dagwright.testing import FakeAnthropicServer
 from tests.support.functions import executions_key
+from tests.support.llm_script import RESEARCHER, text, turn, write
 from tests.support.processes import Workers
 from tests.support.sandboxes import BACKENDS, marked_program, processes_marked, sandbox_or_skip
 from tests.support.waiting import wait_until
@@ -113,24 +114,10 @@ def test_cancel_revokes_the_messages_of_queued_nodes_and_none_of_them_runs(
 def test_an_agent_stops_at_its_next_checkpoint_after_a_cancel(
     client: Client, worker: object, fake_llm: FakeAnthropicServer
 ) -> None:
-    def turn(messages: int, block: dict[str, object], **entry: object) -> dict[str, object]:
-        return {
-            "match": {"system_contains": "You are the researcher", "messages_count": messages},
-            "reply": {"content": [block]},
-            **entry,
-        }
-
-    def write(path: str) -> dict[str, object]:
-        return {
-            "type": "tool_use",
-            "name": "workspace_write",
-            "input": {"path": path, "content": "x"},
-        }
-
     fake_llm.add(
-        turn(1, write("a.md")),
-        turn(3, write("b.md"), delay_s=3),  # in flight at the cancel
-        turn(5, {"type": "text", "text": "done"}),
+        turn(RESEARCHER, 1, write("a.md")),
+        turn(RESEARCHER, 3, write("b.md"), delay_s=3),  # in flight at the cancel
+        turn(RESEARCHER, 5, text("done")),
     )
     plan = PlanBuilder()
     plan.agent("research", "researcher", "Write notes.")

@@ -3,45 +3,17 @@ Celery worker and a real Valkey."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import redis
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.settings import DEFAULT_MODEL_PRICES
 from dagwright.testing import FakeAnthropicServer
+from tests.support.llm_script import RESEARCHER, call, text, turn
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-RESEARCHER = "You are the researcher"
 WRITER = "You are the writer"
-
-
-def turn(
-    role: str,
-    messages: int,
-    *blocks: dict[str, Any],
-    tokens: tuple[int, int] = (100, 20),
-    **entry: Any,
-) -> dict[str, Any]:
-    """A script entry answering agent ``role`` when the request has ``messages`` messages."""
-    return {
-        "match": {"system_contains": role, "messages_count": messages},
-        "reply": {
-            "content": list(blocks),
-            "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
-        },
-        **entry,
-    }
-
-
-def text(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": value}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "name": name, "input": arguments}
 
 
 def research_then_write() -> PlanBuilder:

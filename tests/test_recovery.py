@@ -8,6 +8,7 @@ import signal
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.testing import FakeAnthropicServer
 from tests.support.functions import executions_key
+from tests.support.llm_script import RESEARCHER, text, turn, write
 from tests.support.processes import Workers
 from tests.support.waiting import wait_until
 
@@ -82,26 +83,14 @@ def test_an_agent_killed_mid_loop_resumes_without_repeating_a_finished_llm_call(
     workers: Workers,
     fake_llm: FakeAnthropicServer,
 ) -> None:
-    def turn(messages: int, block: dict[str, object], **entry: object) -> dict[str, object]:
-        return {
-            "match": {"system_contains": "You are the researcher", "messages_count": messages},
-            "reply": {"content": [block]},
-            **entry,
-        }
-
-    def write(path: str) -> dict[str, object]:
-        return {
-            "type": "tool_use",
-            "name": "workspace_write",
-            "input": {"path": path, "content": path},
-        }
-
     fake_llm.add(
-        turn(1, write("a.md")),
-        turn(3, write("b.md")),
-        turn(5, write("c.md"), delay_s=10),  # turn 3: in flight when the worker dies
-        turn(5, write("c.md")),  # the same request again, after the resume
-        turn(7, {"type": "text", "text": "all written"}),
+        turn(RESEARCHER, 1, write("a.md", "a.md")),
+        turn(RESEARCHER, 3, write("b.md", "b.md")),
+        turn(
+            RESEARCHER, 5, write("c.md", "c.md"), delay_s=10
+        ),  # turn 3: in flight when the worker dies
+        turn(RESEARCHER, 5, write("c.md", "c.md")),  # the same request again, after the resume
+        turn(RESEARCHER, 7, text("all written")),
     )
     first = workers.start(subprocess_settings)
     client = Client(subprocess_settings)

@@ -1,0 +1,38 @@
+"""Script entries for the fake Messages API, shared by the tests of agents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RESEARCHER = "You are the researcher"  # what the researcher's system prompt contains
+
+
+def turn(
+    role: str,
+    messages: int,
+    *blocks: dict[str, Any],
+    tokens: tuple[int, int] = (100, 20),
+    **entry: Any,
+) -> dict[str, Any]:
+    """A script entry answering agent ``role`` when the request has ``messages`` messages."""
+    return {
+        "match": {"system_contains": role, "messages_count": messages},
+        "reply": {
+            "content": list(blocks),
+            "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
+        },
+        **entry,
+    }
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "name": name, "input": arguments}
+
+
+def write(path: str, content: str = "x") -> dict[str, Any]:
+    """A workspace_write call."""
+    return call("workspace_write", path=path, content=content)
