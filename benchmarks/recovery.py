@@ -97,11 +97,14 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.process.pid
 
-    def kill_group(self) -> None:
-        """SIGKILL the main process and every pool child at once."""
+    def kill_group(self) -> float:
+        """SIGKILL the main process and every pool child at once; returns the wall-clock
+        time of the kill."""
+        killed_at = time.time()
         if self.process.poll() is None:
             os.killpg(self.pid, signal.SIGKILL)
             self.process.wait(10)
+        return killed_at
 
     def stop(self) -> None:
         if self.process.poll() is not None:
@@ -171,10 +174,10 @@ def holder_pid(client: Client, run_id: str, node: str) -> int:
     return int(holder.rpartition(":")[2]) if holder else 0
 
 
-def kill(pid: int, *, group: bool = False) -> float:
-    """SIGKILL process ``pid`` (or its whole group); returns the wall-clock time of the kill."""
+def kill(pid: int) -> float:
+    """SIGKILL process ``pid``; returns the wall-clock time of the kill."""
     killed_at = time.time()
-    (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     return killed_at
 
 
@@ -224,8 +227,7 @@ def worker_killed(bench: Bench) -> dict[str, float]:
         bench.workers.start()
     run, pid = sleep_run(bench.client, bench.args.node_seconds)
     victim = bench.workers.owning(pid)
-    killed_at = kill(victim.pid, group=True)
-    victim.process.wait(10)
+    killed_at = victim.kill_group()
     events = finished_events(run)
     return {
         "lease_expired": seconds_to(events, killed_at, "node.lease_expired"),
@@ -273,8 +275,7 @@ def agent_killed(bench: Bench) -> dict[str, float]:
     run = bench.client.submit(plan.build())
     wait_until(lambda: len(fake_llm.requests) == args.kill_turn, "the request to be in flight")
     victim = bench.workers.owning(holder_pid(bench.client, run.run_id, "research"))
-    killed_at = kill(victim.pid, group=True)
-    victim.process.wait(10)
+    killed_at = victim.kill_group()
     bench.workers.start()
     events = finished_events(run)
     if run.status().result != "done":

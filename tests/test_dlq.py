@@ -190,6 +190,7 @@ def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:
         store.get(poison.id)
     with pytest.raises(DeadLetterError):
         store.get("not-an-id")
+    assert not store.purge("not-an-id")
     with pytest.raises(InputError, match="classifications are transient, permanent"):
         dlq_filter(None, None, "sometimes", None)
 

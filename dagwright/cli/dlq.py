@@ -12,7 +12,7 @@ from rich.text import Text
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.dlq import DeadLetter, DeadLetterStats
+from dagwright.dlq import Classification, DeadLetter, DeadLetterStats
 from dagwright.errors import InputError
 from dagwright.orchestrator.replay import ReplayResult
 
@@ -27,9 +27,7 @@ TypeOption = Annotated[
 ]
 ClassOption = Annotated[
     str | None,
-    typer.Option(
-        "--class", help="Only this classification: transient, permanent, budget, policy, poison."
-    ),
+    typer.Option("--class", help=f"Only this classification: {', '.join(Classification)}."),
 ]
 FilterOption = Annotated[
     list[str] | None,
@@ -44,6 +42,7 @@ CLASS_STYLE = {
     "budget": "magenta",
     "policy": "magenta",
     "poison": "bold red",
+    "timeout": "yellow",
 }
 STATUS_STYLE = {"pending": "", "replayed": "green", "purged": "dim"}
 
@@ -111,15 +110,14 @@ def replay(
     """Run dead-lettered nodes again: each run re-opens and goes on from where it
     stopped (completed nodes and completed LLM calls are kept)."""
     where = filter_args(run_id, worker_type, classification, filters)
+    check_selection(
+        entry_id, all_letters, where, "a dead letter id, --all, or filters such as --run RUN"
+    )
     client = client_from(imports)
     if entry_id is not None:
-        if all_letters or any(where.values()):
-            raise InputError("give either a dead letter id, or --all / filters, not both")
         results = [client.dlq_replay(entry_id, fresh=fresh)]
-    elif all_letters or any(where.values()):
-        results = client.dlq_replay_all(**where, fresh=fresh)
     else:
-        raise InputError("say which: a dead letter id, --all, or filters such as --run RUN")
+        results = client.dlq_replay_all(**where, fresh=fresh)
     report_replays(results, json_output)
     if any(not result.replayed for result in results):
         raise typer.Exit(ExitCode.RUN_FAILED)
@@ -141,18 +139,17 @@ def purge(
 ) -> None:
     """Delete dead letters for good (a pending one can then no longer be replayed)."""
     where = filter_args(run_id, worker_type, classification, filters)
+    check_selection(
+        entry_id, all_letters, where, "a dead letter id, or --all --yes (filters narrow it)"
+    )
+    if entry_id is None and not yes:
+        raise InputError("purging several dead letters cannot be undone: add --yes")
     client = client_from(imports)
     if entry_id is not None:
-        if all_letters or any(where.values()):
-            raise InputError("give either a dead letter id, or --all / filters, not both")
         client.dlq_purge(entry_id)
         purged = 1
-    elif all_letters or any(where.values()):
-        if not yes:
-            raise InputError("purging several dead letters cannot be undone: add --yes")
-        purged = client.dlq_purge_all(**where)
     else:
-        raise InputError("say which: a dead letter id, or --all --yes (filters narrow it)")
+        purged = client.dlq_purge_all(**where)
     if json_output:
         print_json({"purged": purged})
     else:
@@ -195,6 +192,18 @@ def filter_args(
             )
         where[name] = value.strip()
     return where
+
+
+def check_selection(
+    entry_id: str | None, all_letters: bool, where: dict[str, str | None], which: str
+) -> None:
+    """InputError unless the arguments name one dead letter (``entry_id``) or several
+    (--all or a filter), not both; ``which`` says how to name them."""
+    several = all_letters or any(where.values())
+    if entry_id is not None and several:
+        raise InputError("give either a dead letter id, or --all / filters, not both")
+    if entry_id is None and not several:
+        raise InputError(f"say which: {which}")
 
 
 # -- output ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from itertools import islice
 
 import redis
 
@@ -32,12 +33,7 @@ class DeadLetterStore:
 
     def find(self, where: DeadLetterFilter | None = None, *, limit: int = 50) -> list[DeadLetter]:
         """Matching dead letters, newest first (at most ``limit``; 0: all)."""
-        found: list[DeadLetter] = []
-        for letter in self.scan(where or DeadLetterFilter()):
-            found.append(letter)
-            if limit and len(found) >= limit:
-                break
-        return found
+        return list(islice(self.scan(where or DeadLetterFilter()), limit or None))
 
     def scan(self, where: DeadLetterFilter) -> Iterator[DeadLetter]:
         """Every matching dead letter, newest first, a page at a time."""
@@ -70,11 +66,18 @@ class DeadLetterStore:
 
     def purge(self, entry_id: str) -> bool:
         """Delete a dead letter; False if there was none. A replayed one keeps saying so
-        (its status outlives it), a pending one can no longer be replayed."""
-        self.client.set(
+        (its status outlives it), a pending one can no longer be replayed. The status is
+        set before the entry goes, so that a replay racing the purge finds it."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(
             self.keys.dlq_status(entry_id), DeadLetterStatus.PURGED, nx=True, ex=self.retention_s
         )
-        return bool(self.client.xdel(self.keys.dlq, entry_id))
+        pipe.xdel(self.keys.dlq, entry_id)
+        try:
+            _, deleted = pipe.execute()
+        except redis.ResponseError:  # not a stream id at all
+            return False
+        return bool(deleted)
 
     def depth(self) -> int:
         """Dead letters waiting for a replay or a purge."""

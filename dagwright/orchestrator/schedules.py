@@ -150,7 +150,7 @@ class ScheduleStore:
     def get(self, name: str) -> Schedule:
         raw = self.client.hget(self.keys.schedules, name)
         if raw is None:
-            known = ", ".join(sorted(self.names())) or "none"
+            known = ", ".join(self.names()) or "none"
             raise ScheduleError(f"no schedule {name!r}; the schedules are: {known}")
         return Schedule.model_validate_json(raw)
 
@@ -286,7 +286,8 @@ def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, r
     name, depth = fields[0], int(fields[1] or 0)
     if not name:
         raise ScheduleError("follow-ups are for runs a schedule started; this run has none")
-    schedule = schedule_store(runtime).get(name)
+    store = schedule_store(runtime)
+    schedule = store.get(name)
     if schedule.max_followups == 0:
         raise ScheduleError(f"schedule {name!r} allows no follow-up runs")
     if depth >= schedule.followup_depth:
@@ -322,5 +323,5 @@ def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, r
         run_id=followup,
         reason=f"follow-up of {run_id}: {reason}".rstrip(": "),
     )
-    schedule_store(runtime).record(name, fire)
+    store.record(name, fire)
     return f"queued follow-up run {followup}"

@@ -128,8 +128,9 @@ def beat_entry(app: Celery, schedule: Schedule) -> DagwrightEntry:
 
 
 def sync_entry(app: Celery, schedule: Schedule) -> None:
-    """Write the schedule's beat entry (its last fire time is kept: redbeat's meta). A new
-    entry counts as fired now, so its first tick is the next one, not an immediate one."""
+    """Write the schedule's beat entry. A stored last fire time is kept (redbeat writes its
+    meta only if absent); a new entry counts as fired now, so its first tick is the next
+    one, not an immediate one."""
     entry = beat_entry(app, schedule)
     entry.last_run_at = datetime.now(UTC)
     entry.save()
@@ -155,11 +156,8 @@ class DagwrightScheduler(RedBeatScheduler):
 
     def setup_schedule(self) -> None:
         super().setup_schedule()
-        store = schedules_of(self.app)
-        for schedule in store.all():  # the schedules are the truth: restore their entries
-            entry = beat_entry(self.app, schedule)
-            entry.last_run_at = datetime.now(UTC)
-            entry.save()  # keeps a stored last fire time (meta is written only if absent)
+        for schedule in schedules_of(self.app).all():  # the truth: restore their entries
+            sync_entry(self.app, schedule)
 
     def apply_async(
         self, entry: Any, producer: Any = None, advance: bool = True, **kwargs: Any
