@@ -52,6 +52,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "first_failure",  # hash node -> epoch ms of its first failed attempt
     "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
     "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
+    "spans",  # stream of telemetry.Span JSON: tool calls, sandbox runs, breaker events
 )
 
 

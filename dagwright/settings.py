@@ -290,6 +290,30 @@ class Settings(BaseSettings):
     sandbox_output_bytes: int = Field(1_000_000, ge=1024)
     """Stdout and stderr kept of one execution, each; the rest is dropped."""
 
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    """Port on which each worker serves Prometheus metrics at ``/metrics``; unset: none.
+    ``dagwright metrics-server`` serves the same metrics on its own."""
+
+    metrics_host: str = "0.0.0.0"
+    """Address the metrics endpoints listen on."""
+
+    trace_enabled: bool = True
+    """Record spans (nodes, LLM calls, tool calls, sandbox runs, retries, breaker events)
+    for ``dagwright trace``."""
+
+    trace_maxlen: int = Field(100_000, ge=100)
+    """Spans kept per run (the oldest are trimmed first)."""
+
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP endpoint (e.g. ``http://collector:4318``) to export spans to as well; needs
+    the ``opentelemetry`` extra. Unset: spans stay in Redis only."""
+
+    flower_basic_auth: SecretStr | None = None
+    """``user:password`` (comma-separated for several) that ``dagwright flower`` requires."""
+
+    flower_port: int = Field(5555, ge=1, le=65535)
+    """Port of ``dagwright flower``."""
+
     @classmethod
     def settings_customise_sources(
         cls,

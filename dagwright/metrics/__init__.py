@@ -1,0 +1,1 @@
+"""Prometheus metrics of a dagwright deployment, read from Redis at scrape time."""

@@ -1,0 +1,1 @@
+"""What dagwright records about its own work: spans for traces, counters for metrics."""
