@@ -24,7 +24,7 @@ from redis.retry import Retry
 
 from dagwright.connection import redact_url, resolve_redis_url
 from dagwright.dlq import DeadLetterStats, DeadLetterStatus
-from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
@@ -308,7 +308,7 @@ def check_queues(fleet: Fleet) -> list[Check]:
 
 
 def check_unserved_queue(queue: str, worker_types: list[str], depth: int | None) -> Check:
-    flags = "".join(f" -t {name}" for name in worker_types)
+    flags = "".join(f" -t {name}" for name in worker_types or [ORCHESTRATOR_TYPE])
     hint = f"start a worker for it: `dagwright worker{flags}`"
     if depth:
         return fail(

@@ -19,6 +19,7 @@ RECONCILE_TASK = "dagwright.run.reconcile"
 SCHEDULE_FIRE_TASK = "dagwright.schedule.fire"
 
 ORCHESTRATOR_QUEUE = "dw.orchestrator"
+ORCHESTRATOR_TYPE = "orchestrator"  # what `dagwright worker --type` calls that queue
 QUEUE_PREFIX = "dw."
 
 # The order is part of the contract with the Lua prelude, which names KEYS[i] after it.

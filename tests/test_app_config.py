@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dagwright.app import celery_config, create_app, kombu_url
 from dagwright.settings import Settings
+from dagwright.tasks import queues_for
 
 
 def test_reliability_and_security_settings() -> None:
@@ -35,3 +38,14 @@ def test_the_app_refuses_pickle() -> None:
 def test_unix_socket_urls_are_translated_for_kombu() -> None:
     assert kombu_url("unix:///run/v.sock?db=3") == "redis+socket:///run/v.sock?virtual_host=3"
     assert kombu_url("redis://h:1/0") == "redis://h:1/0"
+
+
+def test_a_worker_serves_exactly_the_queues_named() -> None:
+    """Compose and Kubernetes run one orchestrator service and one service per worker type,
+    each scaled on its own queue: naming a type must not add the orchestrator's queue."""
+    every = queues_for(None)
+    assert every[0] == "dw.orchestrator" and "dw.researcher" in every and "dw.python" in every
+    assert queues_for(["orchestrator"]) == ["dw.orchestrator"]
+    assert queues_for(["researcher", "researcher", "python"]) == ["dw.researcher", "dw.python"]
+    with pytest.raises(ValueError, match=r"unknown worker type.*nonsense.*orchestrator"):
+        queues_for(["nonsense"])

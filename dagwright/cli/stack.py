@@ -28,7 +28,10 @@ def worker(
     worker_types: Annotated[
         list[str] | None,
         typer.Option(
-            "--type", "-t", help="Serve only this worker type (repeatable; default: all)."
+            "--type",
+            "-t",
+            help="Serve only this worker type's queue (repeatable; `orchestrator` is the "
+            "planner's queue; default: every queue).",
         ),
     ] = None,
     concurrency: Annotated[

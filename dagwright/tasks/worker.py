@@ -6,7 +6,7 @@ import logging
 import os
 import socket
 
-from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
@@ -14,16 +14,24 @@ from dagwright.workers import default_registry
 
 
 def queues_for(worker_types: list[str] | None) -> list[str]:
-    """The orchestrator queue plus one queue per worker type (all registered by default)."""
-    if worker_types:
-        unknown = sorted(set(worker_types) - set(default_registry.type_names()))
-        if unknown:
-            raise ValueError(
-                f"unknown worker type(s) {', '.join(unknown)}; registered: "
-                f"{', '.join(default_registry.type_names())}"
-            )
-    names = worker_types or default_registry.type_names()
-    return [ORCHESTRATOR_QUEUE, *(default_registry.get(name).queue for name in names)]
+    """The queues a worker serves: all of them by default (the orchestrator queue and one
+    per worker type), else exactly those named, ``orchestrator`` naming the planner's
+    queue. A deployment runs one orchestrator service and one service per worker type,
+    each scaled on its own queue, so naming a type must not add the orchestrator queue."""
+    registered = default_registry.type_names()
+    if not worker_types:
+        return [ORCHESTRATOR_QUEUE, *(default_registry.get(name).queue for name in registered)]
+    unknown = sorted(set(worker_types) - {ORCHESTRATOR_TYPE, *registered})
+    if unknown:
+        raise ValueError(
+            f"unknown worker type(s) {', '.join(unknown)}; registered: "
+            f"{', '.join(registered)} (and {ORCHESTRATOR_TYPE}, for the planner's queue)"
+        )
+    chosen = dict.fromkeys(worker_types)  # the order given, without repeats
+    return [
+        ORCHESTRATOR_QUEUE if name == ORCHESTRATOR_TYPE else default_registry.get(name).queue
+        for name in chosen
+    ]
 
 
 def run_worker(
