@@ -34,6 +34,7 @@ from dagwright.orchestrator.scheduler import (
     Replanner,
 )
 from dagwright.settings import Settings
+from dagwright.telemetry.spans import Span
 from dagwright.workers import NodeContext, WorkerRegistry, default_registry
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.signatures import describe_validation_error
@@ -299,7 +300,7 @@ class LocalServices:
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         pass
 
-    def llm(self) -> LLM:
+    def llm(self, ctx: NodeContext) -> LLM:
         if self._llm is None:
             self._llm = build_llm(self.settings, None, Keys(self.settings.key_prefix))
         return self._llm
@@ -308,9 +309,16 @@ class LocalServices:
         raise ToolError("there is no workspace when planning without a run")
 
     def guard(
-        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+        self,
+        ctx: NodeContext,
+        name: str,
+        call: Callable[[], T],
+        is_failure: Callable[[BaseException], bool],
     ) -> T:
         return call()  # one process, one plan: nothing to share a breaker with
+
+    def record_span(self, ctx: NodeContext, span: Span) -> None:
+        pass  # no run, no trace
 
     def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
         return run_overrun(self.budget, self.usage, worst_case)  # one call at a time here

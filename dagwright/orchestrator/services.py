@@ -8,13 +8,16 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from dagwright.errors import NodeLostError
-from dagwright.llm import LLM, build_llm
+from dagwright.llm import LLM, LLMRequest, LLMResponse, build_llm
 from dagwright.models import Approval, Usage
 from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.orchestrator.schedules import propose_followup
+from dagwright.resilience import Breakers
+from dagwright.telemetry.recorder import SpanRecorder
+from dagwright.telemetry.spans import Span
 from dagwright.workers import NodeContext
 from dagwright.workers.budgets import BY_NAME, RUN_SCOPE, Overrun, amounts, run_hint
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
@@ -30,6 +33,7 @@ class RedisNodeServices:
         self.broker = broker  # to start the follow-up runs a scheduled run proposes
         self._llm: LLM | None = None
         self._llm_lock = threading.Lock()
+        self.spans = SpanRecorder(runtime.client, runtime.keys, runtime.settings)
 
     def record_progress(
         self,
@@ -77,19 +81,28 @@ class RedisNodeServices:
             hint=run_hint(dimension),
         )
 
-    def llm(self) -> LLM:
+    def llm(self, ctx: NodeContext) -> LLM:
         with self._llm_lock:
             if self._llm is None:
                 runtime = self.runtime
                 self._llm = build_llm(
                     runtime.settings, runtime.client, runtime.keys, runtime.breakers
                 )
-            return self._llm
+            return BreakerObservedLLM(self._llm, self.runtime.breakers, ctx)
 
     def guard(
-        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+        self,
+        ctx: NodeContext,
+        name: str,
+        call: Callable[[], T],
+        is_failure: Callable[[BaseException], bool],
     ) -> T:
-        return self.runtime.breakers.call(name, call, is_failure=is_failure)
+        breakers = self.runtime.breakers
+        with breakers.observed(ctx.breaker_event):
+            return breakers.call(name, call, is_failure=is_failure)
+
+    def record_span(self, ctx: NodeContext, span: Span) -> None:
+        self.spans.record(ctx.run_id, span)
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         settings = self.runtime.settings
@@ -114,6 +127,20 @@ class RedisNodeServices:
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         return propose_followup(self.runtime, self.broker, ctx.run_id, goal, reason)
+
+
+class BreakerObservedLLM:
+    """The process's LLM as one node calls it: what its calls do to the model's breaker
+    (opened, refused, closed) goes into that node's trace."""
+
+    def __init__(self, llm: LLM, breakers: Breakers, ctx: NodeContext) -> None:
+        self.llm = llm
+        self.breakers = breakers
+        self.ctx = ctx
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        with self.breakers.observed(self.ctx.breaker_event):
+            return self.llm.complete(request)
 
 
 def lease_of(ctx: NodeContext) -> LeaseRef:

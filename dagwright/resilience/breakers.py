@@ -14,15 +14,21 @@ Around it:
   wait as if the breaker were still open.
 - Only failures ``is_failure`` accepts count (an unreachable API, a timeout): a refused
   request or a tool's "no such file" is the caller's business, not the dependency's.
+- What a call did to its breaker (refused, opened it, closed it) is told to the observer
+  of the calling thread (``observed``), for the trace of the node that made the call. The
+  state is shared, so "this call opened it" is not read from the state before and after
+  (another worker may have changed it meanwhile) but from pybreaker's listener: the state
+  changes this thread's breaker made once it had let the call through.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pybreaker
 import redis
@@ -51,6 +57,42 @@ class BreakerStatus:
     state: str  # closed, open, half-open
     failures: int
     open_for_s: float  # remaining open time (0 unless open)
+
+
+@dataclass(frozen=True)
+class BreakerEvent:
+    """What one call did to its breaker."""
+
+    breaker: str
+    kind: Literal["refused", "opened", "closed"]
+    open_for_s: float  # how long the breaker stays open (0 once closed)
+
+
+class CallTransitions(pybreaker.CircuitBreakerListener):
+    """The states a breaker entered after letting the current call through: the changes
+    the call itself caused. pybreaker also announces changes it merely noticed (made by
+    another process), but only before the call, while this is not armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.entered: list[str] = []
+
+    def start(self) -> None:
+        self.armed, self.entered = False, []
+
+    def before_call(self, cb: Any, func: Any, *args: Any, **kwargs: Any) -> None:
+        self.armed = True
+
+    def state_change(self, cb: Any, old_state: Any, new_state: Any) -> None:
+        if self.armed:
+            self.entered.append(new_state.name)
+
+    def caused(self) -> list[Literal["opened", "closed"]]:
+        kinds: dict[str, Literal["opened", "closed"]] = {
+            pybreaker.STATE_OPEN: "opened",
+            pybreaker.STATE_CLOSED: "closed",
+        }
+        return [kinds[state] for state in self.entered if state in kinds]
 
 
 class Breakers:
@@ -85,22 +127,39 @@ class Breakers:
     ) -> T:
         """``func(*args, **kwargs)`` through the breaker ``name``; BreakerOpenError if it
         is open (or half-open with its probes taken)."""
-        breaker = self._breaker(name, is_failure)
+        breaker, transitions = self._breaker(name, is_failure)
         state = breaker.current_state
         if state == pybreaker.STATE_OPEN:
             remaining = self._open_for_s(breaker)
             if remaining > 0:
-                raise BreakerOpenError(name, remaining)
+                raise self._refused(name, remaining)
         probing = state != pybreaker.STATE_CLOSED
         if probing and not self._take_probe_slot(name):
-            raise BreakerOpenError(name, PROBE_WAIT_S)
+            raise self._refused(name, PROBE_WAIT_S)
+        transitions.start()
         try:
             return breaker.call(func, *args, **kwargs)
         except pybreaker.CircuitBreakerError as exc:  # this call opened it, or it opened meanwhile
-            raise BreakerOpenError(name, self._open_for_s(breaker) or self.reset_timeout_s) from exc
+            remaining = self._open_for_s(breaker) or self.reset_timeout_s
+            if "opened" not in transitions.caused():
+                raise self._refused(name, remaining) from exc
+            raise BreakerOpenError(name, remaining) from exc
         finally:
             if probing:
                 self.client.decr(self.keys.breaker_probes(name))
+            for kind in transitions.caused():
+                open_for_s = self.reset_timeout_s if kind == "opened" else 0.0
+                self._tell(BreakerEvent(name, kind, open_for_s))
+
+    @contextmanager
+    def observed(self, on_event: Callable[[BreakerEvent], None]) -> Iterator[None]:
+        """Tell ``on_event`` what the calls this thread makes meanwhile do to their breakers."""
+        previous = getattr(self._local, "observer", None)
+        self._local.observer = on_event
+        try:
+            yield
+        finally:
+            self._local.observer = previous
 
     def status(self, name: str) -> BreakerStatus:
         storage = self._storage(name)
@@ -113,20 +172,32 @@ class Breakers:
 
     def _breaker(
         self, name: str, is_failure: Callable[[BaseException], bool]
-    ) -> pybreaker.CircuitBreaker:
-        breakers: dict[str, pybreaker.CircuitBreaker] = self._local.__dict__.setdefault(
-            "by_name", {}
+    ) -> tuple[pybreaker.CircuitBreaker, CallTransitions]:
+        breakers: dict[str, tuple[pybreaker.CircuitBreaker, CallTransitions]] = (
+            self._local.__dict__.setdefault("by_name", {})
         )
         if name not in breakers:
             self.client.sadd(self.keys.breakers, name)
-            breakers[name] = pybreaker.CircuitBreaker(
+            transitions = CallTransitions()
+            breaker = pybreaker.CircuitBreaker(
                 fail_max=self.fail_max,
                 reset_timeout=self.reset_timeout_s,
                 exclude=[lambda exc: not is_failure(exc)],
                 state_storage=self._storage(name),
+                listeners=[transitions],
                 name=name,
             )
+            breakers[name] = (breaker, transitions)
         return breakers[name]
+
+    def _refused(self, name: str, open_for_s: float) -> BreakerOpenError:
+        self._tell(BreakerEvent(name, "refused", open_for_s))
+        return BreakerOpenError(name, open_for_s)
+
+    def _tell(self, event: BreakerEvent) -> None:
+        observer = getattr(self._local, "observer", None)
+        if observer is not None:
+            observer(event)
 
     def _storage(self, name: str) -> pybreaker.CircuitRedisStorage:
         return pybreaker.CircuitRedisStorage(

@@ -34,9 +34,10 @@ from dagwright.errors import (
 )
 from dagwright.llm.types import LLMRequest, LLMResponse, rough_tokens
 from dagwright.models import Approval, ApprovalStatus, Budget, Node, Usage
+from dagwright.telemetry.spans import TOOL_CALL
 from dagwright.workers.approval import ApprovalNeeded, Proposal, decided
 from dagwright.workers.budgets import Dimension, find_overrun, worst_case
-from dagwright.workers.context import NodeContext
+from dagwright.workers.context import NodeContext, OpenSpan
 from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import PolicyAction, PolicyDecision, ToolPolicy
@@ -47,6 +48,7 @@ FINAL_ANSWER_TOOL = "final_answer"
 FORGED_CLOSING_TAG = re.compile(r"</\s*untrusted_input", re.IGNORECASE)
 MAX_INLINE_INPUT_CHARS = 20_000
 AUDITED_ARGS_CHARS = 500
+MAX_TOOL_NAME_CHARS = 64  # the API's limit; a name the model made up is cut there in spans
 
 
 @dataclass(frozen=True)
@@ -261,9 +263,34 @@ class AgentLoop:
     def _call_tool(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
         if name == self.spec.final_tool and self.spec.output_model is not None:
             return self._reject_final_answer(args)
-        decision = self.spec.policy.decide(name, args)
+        # Sizes, not contents: arguments and results may carry anything, secrets included.
+        # The outcome stays "error" if the call raises (an open breaker, a lost node).
+        with self.ctx.span(
+            TOOL_CALL,
+            tool=name[:MAX_TOOL_NAME_CHARS],
+            tool_use_id=call_id[:MAX_TOOL_NAME_CHARS],
+            input_bytes=json_bytes(args),
+            outcome="error",
+        ) as span:
+            decision = self.spec.policy.decide(name, args)
+            span.attributes["decision"] = decision.action.value
+            outcome = self._decide(name, args, call_id, decision, span)
+            span.attributes["outcome"] = outcome_of(outcome, decision)
+            span.attributes["output_bytes"] = len(outcome.text.encode())
+            if outcome.is_error:
+                span.status = "error"
+            return outcome
+
+    def _decide(
+        self,
+        name: str,
+        args: dict[str, Any],
+        call_id: str,
+        decision: PolicyDecision,
+        span: OpenSpan,
+    ) -> ToolOutcome:
         if decision.action == PolicyAction.REQUIRE_APPROVAL:
-            return self._call_with_approval(name, args, call_id, decision)
+            return self._call_with_approval(name, args, call_id, decision, span)
         self._audit(name, args, decision)
         if decision.action == PolicyAction.DENY:
             return ToolOutcome(
@@ -274,13 +301,19 @@ class AgentLoop:
         return self._run_tool(name, args)
 
     def _call_with_approval(
-        self, name: str, args: dict[str, Any], call_id: str, decision: PolicyDecision
+        self,
+        name: str,
+        args: dict[str, Any],
+        call_id: str,
+        decision: PolicyDecision,
+        span: OpenSpan,
     ) -> ToolOutcome:
         """A call the policy holds for a person: ask (the node waits, this loop stops),
         then, once resumed from the checkpoint, act on the decision."""
         approval = decided(self.ctx.approval(), call_id)
         if approval is None:
             self._audit(name, args, decision)
+            span.attributes["outcome"] = "awaiting_approval"
             raise ApprovalNeeded(
                 Proposal("tool", name, args, self._reasoning(), tool_use_id=call_id)
             )
@@ -333,6 +366,18 @@ class AgentLoop:
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+def outcome_of(outcome: ToolOutcome, decision: PolicyDecision) -> str:
+    """How a tool call ended, for its span: ok, error, denied (by the policy) or rejected
+    (by a person)."""
+    if outcome.refused_by_policy:
+        return "denied" if decision.action == PolicyAction.DENY else "rejected"
+    return "error" if outcome.is_error else "ok"
+
+
+def json_bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
 
 
 def rejected_call(approval: Approval) -> str:

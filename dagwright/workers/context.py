@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from dagwright.models import Approval, Usage
+from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
+from dagwright.telemetry.spans import BREAKER, AttributeValue, Span, attempt_span_id
+from dagwright.workers.approval import ApprovalNeeded
 
 if TYPE_CHECKING:
     from dagwright.llm.types import LLM, LLMResponse
+    from dagwright.resilience import BreakerEvent
     from dagwright.workers.budgets import Overrun
     from dagwright.workers.tools.workspace import Workspace
 
@@ -38,8 +46,9 @@ class NodeServices(Protocol):
         """Append a tool-policy decision to the run's audit stream."""
         ...
 
-    def llm(self) -> LLM:
-        """The LLM of this process (LLMNotConfiguredError if none is configured)."""
+    def llm(self, ctx: NodeContext) -> LLM:
+        """The LLM of this process, for this node's calls (LLMNotConfiguredError if none
+        is configured)."""
         ...
 
     def workspace(self, ctx: NodeContext) -> Workspace:
@@ -54,10 +63,19 @@ class NodeServices(Protocol):
         ...
 
     def guard(
-        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+        self,
+        ctx: NodeContext,
+        name: str,
+        call: Callable[[], T],
+        is_failure: Callable[[BaseException], bool],
     ) -> T:
         """``call()`` behind the circuit breaker ``name`` (shared by every worker);
-        BreakerOpenError while it is open. Only exceptions ``is_failure`` accepts count."""
+        BreakerOpenError while it is open. Only exceptions ``is_failure`` accepts count.
+        What the call does to the breaker (refused, opened, closed) is a span of ``ctx``."""
+        ...
+
+    def record_span(self, ctx: NodeContext, span: Span) -> None:
+        """Add ``span`` to the run's trace; never raises (telemetry does not fail a node)."""
         ...
 
     def approval(self, ctx: NodeContext) -> Approval | None:
@@ -125,7 +143,7 @@ class NodeContext:
         self.services.audit(self, fields)
 
     def llm(self) -> LLM:
-        return self.services.llm()
+        return self.services.llm(self)
 
     def workspace(self) -> Workspace:
         return self.services.workspace(self)
@@ -133,10 +151,85 @@ class NodeContext:
     def guard(
         self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
     ) -> T:
-        return self.services.guard(name, call, is_failure)
+        return self.services.guard(self, name, call, is_failure)
 
     def approval(self) -> Approval | None:
         return self.services.approval(self)
 
     def propose_followup(self, goal: str, reason: str = "") -> str:
         return self.services.propose_followup(self, goal, reason)
+
+    @contextmanager
+    def span(self, name: str, **attributes: AttributeValue | None) -> Iterator[OpenSpan]:
+        """Time the block as a span ``name`` of this node attempt, recorded when it ends.
+        The block may add attributes or mark it failed; an exception marks it failed, with
+        the exception's class and (redacted) message, and goes on. Waiting for an approval
+        is not failing. None values are left out."""
+        opened = OpenSpan(dict(attributes))
+        start, started = datetime.now(UTC), time.monotonic()
+        try:
+            yield opened
+        except ApprovalNeeded:
+            raise
+        except Exception as exc:
+            opened.status = "error"
+            opened.attributes.update(error_attributes(exc, self.settings))
+            raise
+        finally:
+            end = start + timedelta(seconds=time.monotonic() - started)
+            self._record_span(name, start, end, opened.status, opened.attributes)
+
+    def instant(
+        self, name: str, *, status: Literal["ok", "error"] = "ok", **attributes: AttributeValue
+    ) -> None:
+        """Record a zero-length span now (an event: a breaker refusing a call)."""
+        now = datetime.now(UTC)
+        self._record_span(name, now, now, status, dict(attributes))
+
+    def breaker_event(self, event: BreakerEvent) -> None:
+        """Record what one of this node's calls did to a circuit breaker."""
+        self.instant(
+            BREAKER,
+            status="ok" if event.kind == "closed" else "error",
+            breaker=event.breaker,
+            event=event.kind,
+            open_for_s=round(event.open_for_s, 3),
+        )
+
+    def _record_span(
+        self,
+        name: str,
+        start: datetime,
+        end: datetime,
+        status: Literal["ok", "error"],
+        attributes: dict[str, AttributeValue | None],
+    ) -> None:
+        span = Span(
+            span_id=uuid.uuid4().hex[:16],
+            parent_id=attempt_span_id(self.node_id, self.attempt),
+            name=name,
+            node=self.node_id,
+            attempt=self.attempt,
+            start=start,
+            end=end,
+            status=status,
+            attributes={key: value for key, value in attributes.items() if value is not None},
+        )
+        self.services.record_span(self, span)
+
+
+@dataclass
+class OpenSpan:
+    """A span being timed (``NodeContext.span``): what its block may still change."""
+
+    attributes: dict[str, AttributeValue | None]
+    status: Literal["ok", "error"] = "ok"
+
+
+ERROR_MESSAGE_CHARS = 300
+
+
+def error_attributes(exc: BaseException, settings: Settings) -> dict[str, AttributeValue | None]:
+    """The class and the start of the message of ``exc``, secrets masked."""
+    message = redact(str(exc), known_secrets(settings))
+    return {"error": type(exc).__name__, "error_message": message[:ERROR_MESSAGE_CHARS]}

@@ -8,8 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from dagwright.errors import NodeLostError, SandboxFailedError
-from dagwright.sandbox import ExecutionResult, Limits
+from dagwright.sandbox import ExecutionResult, Limits, Sandbox
 from dagwright.sandbox.select import choose_sandbox
+from dagwright.telemetry.spans import SANDBOX_EXEC, AttributeValue
 from dagwright.workers.context import NodeContext
 
 
@@ -29,13 +30,35 @@ def run_code(
         limits = limits_with_wall_time(limits, wall_time_s)
     result = ctx.guard(
         f"sandbox:{sandbox.name}",
-        lambda: sandbox.run(code, input_json=input_json, limits=limits, cancel=ctx.stop),
+        lambda: run_traced(ctx, sandbox, code, input_json, limits),
         is_failure=lambda exc: isinstance(exc, SandboxFailedError),
     )
     if result.cancelled:
         why = "ran out of time" if ctx.timed_out else "was cancelled or lost its lease"
         raise NodeLostError(f"the code was killed after {result.duration_s:.1f}s: its node {why}")
     return result
+
+
+def run_traced(
+    ctx: NodeContext, sandbox: Sandbox, code: str, input_json: str, limits: Limits
+) -> ExecutionResult:
+    """``sandbox.run``, recorded as a span of the node (what happened, not the output)."""
+    with ctx.span(SANDBOX_EXEC, backend=sandbox.name) as span:
+        result = sandbox.run(code, input_json=input_json, limits=limits, cancel=ctx.stop)
+        span.attributes.update(execution_attributes(result))
+        span.status = "ok" if result.ok else "error"
+    return result
+
+
+def execution_attributes(result: ExecutionResult) -> dict[str, AttributeValue | None]:
+    return {
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "oom": result.oom,
+        "truncated": result.truncated,
+        "cancelled": result.cancelled,
+        "duration_s": round(result.duration_s, 3),
+    }
 
 
 def limits_with_wall_time(limits: Limits, wall_time_s: float) -> Limits:

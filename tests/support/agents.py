@@ -12,6 +12,7 @@ from dagwright.llm.types import LLM
 from dagwright.models import Approval, Budget, Node, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.telemetry.spans import Span
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
@@ -32,6 +33,7 @@ class MemoryServices:
         self.lose_after_writes = lose_after_writes
         self.run_budget: Budget | None = None
         self.reservations: list[Usage] = []  # the worst case of every call checked
+        self.spans: list[Span] = []
 
     def record_progress(
         self,
@@ -53,7 +55,7 @@ class MemoryServices:
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         self.audits.append(fields)
 
-    def llm(self) -> LLM:
+    def llm(self, ctx: NodeContext) -> LLM:
         return self._llm
 
     def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
@@ -76,11 +78,19 @@ class MemoryServices:
         return f"queued follow-up {len(self.followups)}"
 
     def guard(
-        self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]
+        self,
+        ctx: NodeContext,
+        name: str,
+        call: Callable[[], T],
+        is_failure: Callable[[BaseException], bool],
     ) -> T:
         if self.breakers is None:
             return call()
-        return self.breakers.call(name, call, is_failure=is_failure)
+        with self.breakers.observed(ctx.breaker_event):
+            return self.breakers.call(name, call, is_failure=is_failure)
+
+    def record_span(self, ctx: NodeContext, span: Span) -> None:
+        self.spans.append(span)
 
 
 def agent_context(
