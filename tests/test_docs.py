@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -35,8 +36,19 @@ RUNBOOKS = REPO_ROOT / "ops" / "runbooks"
 PAGES = sorted([*DOCS.glob("*.md"), *RUNBOOKS.glob("*.md")])
 SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
 
-sys.path.insert(0, str(DOCS / "tools"))
-import configuration as configuration_page  # noqa: E402  (docs/tools/configuration.py)
+
+def load_configuration_tool() -> Any:
+    """docs/tools/configuration.py, which makes the settings table (not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "docs_configuration_tool", DOCS / "tools" / "configuration.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+configuration_page = load_configuration_tool()
 
 
 @dataclass(frozen=True)
