@@ -51,7 +51,7 @@ def worker(
     ] = False,
     imports: ImportOption = None,
 ) -> None:
-    """Run a worker for some or all worker types, each on its own queue (dw.<type>)."""
+    """Run a worker for some or all worker types, each on its own queue (`dw.<type>`)."""
     settings = settings_from(imports)
     load_plugins(settings.imports)
     try:
