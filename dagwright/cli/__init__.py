@@ -20,6 +20,7 @@ from dagwright.cli import (
     catalog,
     dlq,
     doctor,
+    flower,
     planning,
     runs,
     schedules,
@@ -48,6 +49,7 @@ doctor.register(app)
 schedules.register(app)
 approvals.register(app)
 watch.register(app)
+flower.register(app)
 
 
 class OneLineFormatter(logging.Formatter):
