@@ -266,7 +266,8 @@ class Client:
         """node id -> the ids of the nodes it depends on (planned nodes included)."""
         runtime = self.runtime
         raw = runtime.client.hgetall(runtime.keys.run_key(run_id, "deps"))
-        return {node_id: json.loads(deps) for node_id, deps in raw.items()}
+        # Lua's cjson writes an empty list as "{}": no dependencies either way.
+        return {node_id: list(json.loads(deps) or []) for node_id, deps in raw.items()}
 
     @_translated
     def audit(self, run_id: str) -> list[AuditEntry]:

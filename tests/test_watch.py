@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, one_error_line
+from tests.support.llm_script import call, text, turn
 from tests.support.terminal import Terminal
 from tests.support.waiting import wait_until
 
@@ -64,6 +66,36 @@ def test_watch_shows_the_run_live_in_a_terminal_and_exits_0_when_it_succeeds(
     assert node_line(final, "merge").startswith("    merge")
     assert node_line(final, "merge").rstrip().endswith("left, right")
     assert final.count(f"run {run.run_id}") == 1  # the live view left nothing behind
+
+
+def test_a_goal_shows_its_planned_nodes_as_they_appear_with_their_tokens(
+    client: Client, settings: Settings, tmp_path: Path, fake_llm: FakeAnthropicServer
+) -> None:
+    nodes = [
+        {"id": "pros", "type": "researcher", "instruction": "List the pros."},
+        {"id": "verdict", "type": "writer", "instruction": "Decide.", "depends_on": ["pros"]},
+    ]
+    fake_llm.add(
+        turn("You are the planner", 1, call("submit_plan", goal="g", nodes=nodes, output="verdict"),
+             tokens=(500, 80)),
+        turn("You are the researcher", 1, text("fast"), tokens=(300, 40), delay_s=2),
+        turn("You are the writer", 1, text("use it"), tokens=(200, 30)),
+    )  # fmt: skip
+    run = client.submit(goal="Should we use Redis streams?")
+    env = cli_env(settings, tmp_path / "data")
+    with Terminal("watch", run.run_id, env=env) as terminal:
+        wait_until(
+            lambda: terminal.seen(lambda screen: re.search(r"pros +running +researcher", screen)),
+            timeout=60,
+            what="the planned node running",
+        )
+        assert terminal.wait(timeout=60) == 0
+        final = terminal.text()
+    assert "3/3 done" in final and "1,150 tokens" in final
+    assert re.search(r"_plan +succeeded +planner +1 .* 500 +80 +\$", final)
+    assert re.search(r"pros +succeeded +researcher +1 .* 300 +40 +\$", node_line(final, "pros"))
+    assert node_line(final, "verdict").startswith("  verdict")  # planned, after pros
+    assert node_line(final, "verdict").rstrip().endswith("pros")
 
 
 def test_ctrl_c_stops_watching_and_the_run_goes_on(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -124,104 +124,139 @@ def tokens(count: int, node: NodeState) -> str:
     return f"{count:,}" if node.usage.llm_calls else ""
 
 
-@dataclass
-class RunView:
-    """A run as ``dagwright watch`` shows it; swap ``state`` (and ``deps`` when nodes are
-    added) to update it. ``max_rows`` caps the rows of a printed (not live) view."""
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of the run, with what every redraw of it needs computed once: a redraw
+    of a 10,000-node run then formats only the rows on screen."""
 
     state: RunState
     deps: dict[str, list[str]]
-    max_rows: int | None = None
+    levels: dict[str, int]
+    order: list[str]
+    waiting: list[str]  # nodes waiting for approval
+    fits: dict[int, tuple[list[str], Counter[str]]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self._levels = dependency_levels(self.deps)
+    @classmethod
+    def of(
+        cls, state: RunState, deps: dict[str, list[str]], levels: dict[str, int] | None = None
+    ) -> Snapshot:
+        levels = dependency_levels(deps) if levels is None else levels
+        waiting = [
+            node_id
+            for node_id, node in state.nodes.items()
+            if node.status == NodeStatus.WAITING_APPROVAL
+        ]
+        return cls(state, deps, levels, dependency_order(state.nodes, levels), waiting)
+
+    def rows(self, room: int) -> tuple[list[str], Counter[str]]:
+        """The rows that fit in ``room`` (remembered per room: the terminal rarely resizes)."""
+        if room not in self.fits:
+            self.fits[room] = rows_that_fit(self.state, self.order, room)
+        return self.fits[room]
+
+
+class RunView:
+    """A run as ``dagwright watch`` shows it. ``update`` swaps in a new read of the run
+    (the live display may be drawing the previous one meanwhile, from another thread);
+    ``max_rows`` caps the rows of a printed (not live) view."""
+
+    def __init__(
+        self, state: RunState, deps: dict[str, list[str]], max_rows: int | None = None
+    ) -> None:
+        self.snapshot = Snapshot.of(state, deps)
+        self.max_rows = max_rows
+
+    @property
+    def state(self) -> RunState:
+        return self.snapshot.state
 
     def update(self, state: RunState, deps: dict[str, list[str]] | None = None) -> None:
-        if deps is not None:
-            self.deps = deps
-            self._levels = dependency_levels(deps)
-        self.state = state
+        if deps is None:
+            self.snapshot = Snapshot.of(state, self.snapshot.deps, self.snapshot.levels)
+        else:
+            self.snapshot = Snapshot.of(state, deps)
 
     def missing_deps(self) -> bool:
         """Nodes the run holds but this view has no dependencies for (planned since)."""
-        return any(node_id not in self.deps for node_id in self.state.nodes)
+        deps = self.snapshot.deps
+        return any(node_id not in deps for node_id in self.state.nodes)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         height = self.max_rows or options.max_height or console.height
         yield self.render(height, time.time())
 
     def render(self, height: int, now: float) -> RenderableType:
-        hints = self.approval_hints()
+        snapshot = self.snapshot  # one read for the whole drawing
+        hints = approval_hints(snapshot)
         room = max(MIN_ROWS, height - HEADER_LINES - TABLE_CHROME_LINES - len(hints))
-        order = dependency_order(self.state.nodes, self._levels)
-        shown, left_out = rows_that_fit(self.state, order, room)
-        parts: list[RenderableType] = [*self.header(now), self.table(shown, now)]
+        shown, left_out = snapshot.rows(room)
+        parts: list[RenderableType] = [*header(snapshot.state, now), table(snapshot, shown, now)]
         if left_out:
             parts.append(Text(more_line(left_out), style="dim"))
         parts.extend(hints)
         return Group(*parts)
 
-    def header(self, now: float) -> list[Text]:
-        state, counts = self.state, self.state.counts
-        elapsed = seconds_between(state.created_at, state.finished_at, now)
-        title = Text.assemble(
-            "run ", (state.run_id, "bold"), " ", styled_status(state.status.value),
-            f" · {format_seconds(elapsed)}",
-        )  # fmt: skip
-        line = (
-            f"{counts.done}/{counts.total} done · {counts.running} running · "
-            f"{counts.failed} failed · {counts.waiting_approval} waiting approval · "
-            f"{state.usage.total_tokens:,} tokens · ${state.usage.cost_usd:.4f}"
+
+def header(state: RunState, now: float) -> list[Text]:
+    counts = state.counts
+    elapsed = seconds_between(state.created_at, state.finished_at, now)
+    title = Text.assemble(
+        "run ", (state.run_id, "bold"), " ", styled_status(state.status.value),
+        f" · {format_seconds(elapsed)}",
+    )  # fmt: skip
+    line = (
+        f"{counts.done}/{counts.total} done · {counts.running} running · "
+        f"{counts.failed} failed · {counts.waiting_approval} waiting approval · "
+        f"{state.usage.total_tokens:,} tokens · ${state.usage.cost_usd:.4f}"
+    )
+    if state.reason:
+        line += f" · {state.reason}"
+    return [title, Text(line)]
+
+
+def table(snapshot: Snapshot, shown: list[str], now: float) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
+    table.add_column("node", no_wrap=True, overflow="ellipsis", max_width=40)
+    for column in ("state", "type", "attempts", "took", "tokens in", "tokens out", "cost"):
+        justify = "left" if column in ("state", "type") else "right"
+        table.add_column(column, no_wrap=True, justify=justify)  # type: ignore[arg-type]
+    table.add_column("needs", no_wrap=True, overflow="ellipsis", max_width=40)
+    for node_id in shown:
+        table.add_row(*row(snapshot, node_id, now))
+    return table
+
+
+def row(snapshot: Snapshot, node_id: str, now: float) -> list[str | Text]:
+    node = snapshot.state.nodes[node_id]
+    indent = "  " * min(snapshot.levels.get(node_id, 0), MAX_INDENT)
+    took = seconds_between(node.started_at, node.finished_at, now)
+    if node.status != NodeStatus.RUNNING and node.finished_at is None:
+        took = None  # queued again, or waiting: its last claim's start says nothing now
+    return [
+        escape(indent + node_id),
+        styled_status(node.status.value),
+        node.type,
+        str(node.attempts),
+        format_seconds(took),
+        tokens(node.usage.input_tokens, node),
+        tokens(node.usage.output_tokens, node),
+        f"${node.usage.cost_usd:.4f}" if node.usage.llm_calls else "",
+        escape(needs(snapshot.deps.get(node_id, []))),
+    ]
+
+
+def approval_hints(snapshot: Snapshot) -> list[Text]:
+    run_id, waiting = snapshot.state.run_id, snapshot.waiting
+    hints = [
+        Text.assemble(
+            ("waiting for approval: ", "bold yellow"),
+            f"{node_id} · dagwright approve {run_id} {node_id}",
         )
-        if state.reason:
-            line += f" · {state.reason}"
-        return [title, Text(line)]
-
-    def table(self, shown: list[str], now: float) -> Table:
-        table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
-        table.add_column("node", no_wrap=True, overflow="ellipsis", max_width=40)
-        for column in ("state", "type", "attempts", "took", "tokens in", "tokens out", "cost"):
-            justify = "left" if column in ("state", "type") else "right"
-            table.add_column(column, no_wrap=True, justify=justify)  # type: ignore[arg-type]
-        table.add_column("needs", no_wrap=True, overflow="ellipsis", max_width=40)
-        for node_id in shown:
-            table.add_row(*self.row(node_id, now))
-        return table
-
-    def row(self, node_id: str, now: float) -> list[str | Text]:
-        node = self.state.nodes[node_id]
-        indent = "  " * min(self._levels.get(node_id, 0), MAX_INDENT)
-        took = seconds_between(node.started_at, node.finished_at, now)
-        if node.status != NodeStatus.RUNNING and node.finished_at is None:
-            took = None  # queued again, or waiting: its last claim's start says nothing now
-        return [
-            escape(indent + node_id),
-            styled_status(node.status.value),
-            node.type,
-            str(node.attempts),
-            format_seconds(took),
-            tokens(node.usage.input_tokens, node),
-            tokens(node.usage.output_tokens, node),
-            f"${node.usage.cost_usd:.4f}" if node.usage.llm_calls else "",
-            escape(needs(self.deps.get(node_id, []))),
-        ]
-
-    def approval_hints(self) -> list[Text]:
-        waiting = [
-            node_id
-            for node_id, node in self.state.nodes.items()
-            if node.status == NodeStatus.WAITING_APPROVAL
-        ]
-        hints = [
-            Text.assemble(
-                ("waiting for approval: ", "bold yellow"),
-                f"{node_id} · dagwright approve {self.state.run_id} {node_id}",
-            )
-            for node_id in waiting[:APPROVAL_HINTS]
-        ]
-        if len(waiting) > APPROVAL_HINTS:
-            hints.append(Text(f"… and {len(waiting) - APPROVAL_HINTS} more waiting for approval"))
-        return hints
+        for node_id in waiting[:APPROVAL_HINTS]
+    ]
+    if len(waiting) > APPROVAL_HINTS:
+        hints.append(Text(f"… and {len(waiting) - APPROVAL_HINTS} more waiting for approval"))
+    return hints
 
 
 def more_line(left_out: Counter[str]) -> str:

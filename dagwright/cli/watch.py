@@ -23,7 +23,7 @@ from dagwright.cli.runview import RunView
 from dagwright.client import Client
 from dagwright.models import RunState, RunStatus
 
-REDRAWS_PER_S = 4
+REDRAWS_PER_S = 2  # a redraw of a full screen of rows costs rich some 40 ms
 MIN_REFRESH_S = 0.25  # shortest time between two reads of the run
 REFRESH_S_PER_NODE = 1 / 4000  # a 10,000-node run is read every 2.75 s at most
 IDLE_REREAD_S = 2.0  # re-read this often even when no event comes (a trimmed stream)
