@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import getpass
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -250,6 +251,23 @@ class Client:
                     return
             if over:
                 return
+
+    @_translated
+    def next_events(
+        self, run_id: str, *, after: str = "$", wait_s: float = WAKE_UP_S
+    ) -> list[Event]:
+        """The run's events after stream id ``after`` (``$``: from now on) in one batch,
+        waiting up to ``wait_s`` for the first: what a live view sleeps on between redraws."""
+        block_ms = max(1, int(wait_s * 1000))
+        return self.runtime.store.read_events(run_id, after=after, block_ms=block_ms)
+
+    @_translated
+    def dependencies(self, run_id: str) -> dict[str, list[str]]:
+        """node id -> the ids of the nodes it depends on (planned nodes included)."""
+        runtime = self.runtime
+        raw = runtime.client.hgetall(runtime.keys.run_key(run_id, "deps"))
+        # Lua's cjson writes an empty list as "{}": no dependencies either way.
+        return {node_id: list(json.loads(deps) or []) for node_id, deps in raw.items()}
 
     @_translated
     def audit(self, run_id: str) -> list[AuditEntry]:

@@ -30,7 +30,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "deps",  # hash node -> JSON list of the nodes it depends on
     "dependents",  # hash node -> JSON list of the nodes depending on it
     "remaining",  # hash node -> count of dependencies not yet succeeded
-    "dispatch",  # hash node -> JSON {"queue", "time_limit_s", "task"} used to publish it
+    "dispatch",  # hash node -> JSON {"queue", "time_limit_s", "task", "worker_type"} to publish it
     "state",  # hash node -> NodeStatus value
     "fence",  # hash node -> fencing token, +1 on every QUEUED transition
     "attempts",  # hash node -> how many times it was claimed

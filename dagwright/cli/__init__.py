@@ -15,7 +15,18 @@ from typing import Any
 
 import typer
 
-from dagwright.cli import approvals, catalog, dlq, doctor, planning, runs, schedules, stack
+from dagwright.cli import (
+    approvals,
+    catalog,
+    dlq,
+    doctor,
+    flower,
+    planning,
+    runs,
+    schedules,
+    stack,
+    watch,
+)
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
@@ -37,6 +48,8 @@ dlq.register(app)
 doctor.register(app)
 schedules.register(app)
 approvals.register(app)
+watch.register(app)
+flower.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

@@ -1,8 +1,10 @@
-"""Commands that run processes: worker, up."""
+"""Commands that run processes: worker, beat, reconciler, up."""
 
 from __future__ import annotations
 
+import logging
 import signal
+import threading
 import time
 from typing import Annotated
 
@@ -10,9 +12,11 @@ import typer
 
 from dagwright.cli.options import ImportOption, settings_from
 from dagwright.cli.output import stderr
+from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.tasks import queues_for, run_beat, run_worker
+from dagwright.tasks.reconciler_service import run_reconciler
 from dagwright.workers import load_plugins
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
@@ -21,6 +25,7 @@ RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 def register(app: typer.Typer) -> None:
     app.command()(worker)
     app.command()(beat)
+    app.command()(reconciler)
     app.command()(up)
 
 
@@ -54,7 +59,7 @@ def worker(
     ] = False,
     imports: ImportOption = None,
 ) -> None:
-    """Run a worker for some or all worker types, each on its own queue (dw.<type>)."""
+    """Run a worker for some or all worker types, each on its own queue (`dw.<type>`)."""
     settings = settings_from(imports)
     load_plugins(settings.imports)
     try:
@@ -83,6 +88,36 @@ def beat(
     settings = settings_from(imports)
     load_plugins(settings.imports)
     raise typer.Exit(run_beat(settings, loglevel=loglevel.upper()))
+
+
+def reconciler(
+    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    imports: ImportOption = None,
+) -> None:
+    """Run only the reconciler, for deployments whose workers run with --no-reconciler:
+    it re-queues nodes of dead workers and lost messages, and stops runs past their
+    timeout. One is active at a time (a lock in Redis); start two for failover. SIGTERM
+    or Ctrl-C stops it cleanly."""
+    settings = settings_from(imports)
+    load_plugins(settings.imports)
+    try:
+        logging.getLogger("dagwright").setLevel(loglevel.upper())
+    except ValueError:
+        raise ConfigurationError(
+            f"unknown log level {loglevel!r}: use DEBUG, INFO or WARNING"
+        ) from None
+    url = require_redis_url(settings)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    stderr.print(
+        f"reconciler on {redact_url(url)}, a pass every {settings.reconcile_interval_s:g}s "
+        "(one reconciler is active at a time); Ctrl-C stops it",
+        soft_wrap=True,
+    )
+    run_reconciler(settings, stop=stop)
+    stderr.print("reconciler stopped")
+    raise typer.Exit(0)
 
 
 def up(

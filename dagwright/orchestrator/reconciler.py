@@ -23,6 +23,14 @@ log = logging.getLogger(__name__)
 
 ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
 
+# Delete the lock only if this reconciler still holds it (not one that took it since).
+RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
 
 @dataclass
 class ReconcileReport:
@@ -122,6 +130,12 @@ class Reconciler:
             return
         self.runtime.forget_active(run_id)
         report.finished.append(run_id)
+
+    def release(self) -> bool:
+        """Give the lock up (on a clean stop), so that a standby reconciler takes over at
+        its next pass instead of when the lock expires; True if this one held it."""
+        key = self.runtime.keys.reconciler_lock
+        return bool(self.runtime.client.eval(RELEASE_LOCK, 1, key, self.token))
 
     def _hold_lock(self) -> bool:
         client = self.runtime.client

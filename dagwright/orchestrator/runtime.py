@@ -65,6 +65,7 @@ class Runtime:
             queue=worker_type.queue,
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,
             task=worker_type.task,
+            worker_type=worker_type.name,
         )
 
     def live_worker_queues(self) -> set[str]:

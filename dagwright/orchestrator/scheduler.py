@@ -22,15 +22,23 @@ from dagwright.orchestrator.scripts import RunScripts
 
 @dataclass(frozen=True)
 class Dispatch:
-    """How a queued node is published: its queue, its task and its time limit."""
+    """How a queued node is published: its queue, its task and its time limit, and its
+    worker type (for people reading the message, e.g. in Flower; "" in runs created
+    before it was recorded)."""
 
     queue: str
     time_limit_s: float
     task: str = NODE_EXECUTE_TASK
+    worker_type: str = ""
 
     def to_json(self) -> str:
         return json.dumps(
-            {"queue": self.queue, "time_limit_s": self.time_limit_s, "task": self.task}
+            {
+                "queue": self.queue,
+                "time_limit_s": self.time_limit_s,
+                "task": self.task,
+                "worker_type": self.worker_type,
+            }
         )
 
     @classmethod

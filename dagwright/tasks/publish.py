@@ -7,8 +7,8 @@ import logging
 from celery import Celery
 
 from dagwright.app import HARD_LIMIT_GRACE_S, SOFT_LIMIT_GRACE_S
-from dagwright.keys import node_task_id
-from dagwright.orchestrator.scheduler import ReadyNode
+from dagwright.keys import QUEUE_PREFIX, node_task_id
+from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class CeleryBroker:
             args=[node.run_id, node.node_id, node.fence],
             task_id=node_task_id(node.run_id, node.node_id, node.fence),
             queue=node.dispatch.queue,
+            **readable_as(node),
             # dagwright's own deadline (the lease keeper) acts first, in every pool; these
             # end a node that ignores it, in the prefork pool.
             soft_time_limit=limit + SOFT_LIMIT_GRACE_S,
@@ -76,3 +77,26 @@ class CeleryBroker:
         except Exception:
             log.warning("cannot read the depth of %s", queue, exc_info=True)
             return None
+
+
+def worker_type_of(dispatch: Dispatch) -> str:
+    """The node's worker type; for runs that did not record it, its queue's name says."""
+    return dispatch.worker_type or dispatch.queue.removeprefix(QUEUE_PREFIX)
+
+
+def readable_as(node: ReadyNode) -> dict[str, str]:
+    """How a node's message reads in Flower, worker logs and task events: its arguments as
+    ``run=… node=… type=… fence=…``, so Flower's search finds a run's tasks by
+    ``run=<id>`` and a worker type's by ``type=<name>`` (its task id, ``run.node.fence``,
+    says the same).
+
+    The task keeps its own name. A shadow name per worker type would make a neater name
+    filter, but Celery's task-sent event always carries the real name and Flower keeps the
+    name of whichever of task-sent and task-received reaches it last, so the name shown
+    would flip between the two from one task to the next.
+    """
+    worker_type = worker_type_of(node.dispatch)
+    return {
+        "argsrepr": f"run={node.run_id} node={node.node_id} type={worker_type} fence={node.fence}",
+        "kwargsrepr": "{}",
+    }
