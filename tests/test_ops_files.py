@@ -227,7 +227,7 @@ def test_the_orchestrator_service_consumes_the_orchestrator_queue() -> None:
 
     command = services()["orchestrator"]["command"]
     served = command[command.index("--type") + 1]
-    assert queues_for([served])[0] == "dw.orchestrator"
+    assert queues_for([served]) == ["dw.orchestrator"]
 
 
 def test_reconciler_beat_and_metrics_services() -> None:
@@ -256,19 +256,28 @@ def test_every_variable_compose_reads_is_in_the_env_example() -> None:
     assert used == listed
 
 
-def test_the_api_key_goes_only_to_workers() -> None:
+def calls_the_llm(command: list[str]) -> bool:
+    """A worker serving the planner's queue or an agent type's queue."""
+    if command[0] != "worker":
+        return False
+    served = command[command.index("--type") + 1]
+    return served == "orchestrator" or default_registry.get(served).kind == "agent"
+
+
+def test_the_api_key_goes_only_to_what_calls_the_llm() -> None:
     with_key = {
         name
         for name, service in services().items()
         if "ANTHROPIC_API_KEY" in service.get("environment", {})
     }
-    workers = {name for name, s in dagwright_services().items() if s["command"][0] == "worker"}
-    # Every worker: each also consumes dw.orchestrator, where goals are planned.
-    assert with_key == workers
+    callers = {name for name, s in dagwright_services().items() if calls_the_llm(s["command"])}
+    assert "orchestrator" in callers and "researcher" in callers
+    assert not {"python", "function", "flower", "metrics"} & callers
+    assert with_key == callers
     for name, deployment in k8s_objects("Deployment").items():
         names = {env["name"] for c in containers(deployment) for env in c.get("env", [])}
-        is_worker = dagwright_deployments().get(name, [""])[0] == "worker"
-        assert ("ANTHROPIC_API_KEY" in names) == is_worker, name
+        command = dagwright_deployments().get(name, [""])
+        assert ("ANTHROPIC_API_KEY" in names) == calls_the_llm(command), name
 
 
 def test_code_running_workers_have_a_sandbox() -> None:
