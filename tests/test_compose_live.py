@@ -1,0 +1,171 @@
+"""docker-compose.yml run for real: Valkey, the orchestrator, the worker types, beat, the
+reconciler, Flower and the metrics server, as `docker compose up` starts them.
+
+Needs a Docker engine (ops/docker/start-test-dockerd.sh), Compose v2 and the images
+(ops/docker/offline-compose.sh builds them with no registry and prints DAGWRIGHT_COMPOSE).
+Skipped where those are missing, except when DAGWRIGHT_REQUIRE_COMPOSE is set (CI).
+Prometheus and Grafana are left out: their images come from a registry only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+SERVICES = ["valkey", "orchestrator", "function", "python", "beat", "reconciler", "flower"]
+SERVICES += ["metrics"]
+IMAGES = ["dagwright:latest", "valkey/valkey:8.0"]
+
+
+@dataclass
+class Stack:
+    compose: list[str]
+    redis_password: str
+    flower_login: str
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            [*self.compose, *args], input=stdin, capture_output=True, text=True, timeout=180
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"compose {' '.join(args)}: {result.stdout}{result.stderr}")
+        return result.stdout
+
+    def exec(self, service: str, *command: str, stdin: str | None = None) -> str:
+        return self.run("exec", "-T", service, *command, stdin=stdin)
+
+    def python(self, service: str, code: str) -> str:
+        """Run ``code`` with the image's python3 in a running ``service`` container."""
+        return self.exec(service, "python3", "-c", code).strip()
+
+    def dagwright_run(self, plan: Path) -> str:
+        """`dagwright run` of a plan file, in the orchestrator container."""
+        script = "cat > /tmp/plan.yaml && dagwright run /tmp/plan.yaml --timeout 120"
+        return self.exec("orchestrator", "sh", "-c", script, stdin=plan.read_text())
+
+
+def missing_parts() -> str | None:
+    compose = os.environ.get("DAGWRIGHT_COMPOSE") or shutil.which("docker-compose")
+    if not compose:
+        return "no Compose v2 (set DAGWRIGHT_COMPOSE; ops/docker/offline-compose.sh gets one)"
+    try:
+        probe = subprocess.run(
+            ["docker", "image", "inspect", *IMAGES], capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"no Docker engine: {exc}"
+    if probe.returncode != 0:
+        return "no Docker engine, or images missing: run ops/docker/offline-compose.sh"
+    return None
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    problem = missing_parts()
+    if problem:
+        if os.environ.get("DAGWRIGHT_REQUIRE_COMPOSE"):
+            pytest.fail(f"DAGWRIGHT_REQUIRE_COMPOSE is set, but: {problem}")
+        pytest.skip(problem)
+    folder = tmp_path_factory.mktemp("compose")
+    password, flower = secrets.token_hex(12), f"ops:{secrets.token_hex(8)}"
+    env_file = folder / ".env"
+    env_file.write_text(
+        f"DAGWRIGHT_REDIS_PASSWORD={password}\nDAGWRIGHT_FLOWER_BASIC_AUTH={flower}\n"
+    )
+    compose = [
+        os.environ.get("DAGWRIGHT_COMPOSE") or "docker-compose",
+        *("--project-directory", str(REPO), "-f", str(REPO / "docker-compose.yml")),
+        *("--env-file", str(env_file), "-p", f"dwtest{os.getpid()}"),
+    ]
+    running = Stack(compose, password, flower)
+    try:
+        running.run("up", "-d", "--no-build", "--wait", *SERVICES)
+        yield running
+    finally:
+        running.run("down", "-v", "--remove-orphans", "--timeout", "5", check=False)
+
+
+def test_plans_run_through_the_services(stack: Stack) -> None:
+    """A DAG of functions (orchestrator → function workers), then a python node whose
+    code runs in bubblewrap inside the python service's container."""
+    assert "left hello + right hello" in stack.dagwright_run(REPO / "examples/plans/diamond.yaml")
+    counted = stack.dagwright_run(REPO / "examples/plans/sandboxed.yaml")
+    assert '"most_common": "the"' in counted and '"words": 9' in counted
+
+
+def test_valkey_wants_the_password_keeps_an_aof_and_never_evicts(stack: Stack) -> None:
+    probe = f"""
+import redis
+try:
+    redis.Redis(host="valkey").ping()
+    print("open")
+except redis.AuthenticationError:
+    print("refused")
+server = redis.Redis(host="valkey", password={stack.redis_password!r}, decode_responses=True)
+print(server.config_get("appendonly")["appendonly"], server.config_get("maxmemory-policy")["maxmemory-policy"])
+"""
+    assert stack.python("orchestrator", probe).splitlines() == ["refused", "yes noeviction"]
+    # The password is in no container's command line (what `docker inspect` and ps show).
+    for service in ("valkey", "orchestrator", "flower"):
+        container = stack.run("ps", "-q", service).split()[0]
+        inspected = subprocess.run(
+            ["docker", "inspect", "--format", "{{json .Args}} {{json .Path}}", container],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert stack.redis_password not in inspected
+        assert stack.flower_login.split(":")[1] not in inspected
+
+
+def test_flower_asks_for_the_login(stack: Stack) -> None:
+    user, password = stack.flower_login.split(":")
+    probe = f"""
+import base64, urllib.request, urllib.error
+def status(headers):
+    try:
+        return urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:5555/", headers=headers), timeout=5).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+login = base64.b64encode(b"{user}:{password}").decode()
+print(status({{}}), status({{"Authorization": "Basic " + login}}))
+"""
+
+    def answers() -> bool:
+        try:
+            return stack.python("flower", probe) == "401 200"
+        except AssertionError:  # Flower still starting
+            return False
+
+    wait_until(answers, timeout=60, what="Flower answering 401 without the login, 200 with")
+
+
+def test_the_metrics_service_serves_the_deployments_metrics(stack: Stack) -> None:
+    stack.dagwright_run(REPO / "examples/plans/diamond.yaml")
+    probe = """
+import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=10).read().decode())
+"""
+    text = stack.python("metrics", probe)
+    assert 'dagwright_runs{status="succeeded"}' in text
+    assert 'dagwright_queue_depth{queue="dw.function"}' in text
+    assert "dagwright_workers_online" in text
+
+
+def test_a_worker_type_scales_with_compose(stack: Stack) -> None:
+    services = [*SERVICES]
+    stack.run("up", "-d", "--no-build", "--no-recreate", "--scale", "function=2", *services)
+    rows = [json.loads(line) for line in stack.run("ps", "--format", "json").splitlines()]
+    function = [row for row in rows if row.get("Service") == "function"]
+    assert len(function) == 2, rows
+    # Both replicas work: the run's four nodes are spread over whichever is free.
+    assert "left hello + right hello" in stack.dagwright_run(REPO / "examples/plans/diamond.yaml")
