@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
+from dagwright.telemetry.spans import LLM_CALL
 from dagwright.telemetry.trace import Trace
 
 # Bar colours by attempt outcome (RGB): the same in the PNG, the SVG and the terminal.
@@ -29,6 +30,7 @@ OUTCOME_COLOURS: dict[str, tuple[int, int, int]] = {
     "running": (31, 119, 180),
     "unknown": (180, 180, 180),
 }
+UNKNOWN_COLOUR = OUTCOME_COLOURS["unknown"]
 TICK_STEPS = (1, 2, 5)  # ticks fall on 1, 2 or 5 times a power of ten seconds
 MIN_DURATION_S = 0.001  # a run that lasted no time still gets a scale
 
@@ -71,6 +73,15 @@ class Bar:
 
 
 @dataclass(frozen=True)
+class Call:
+    """An LLM call, drawn inside the bar of the attempt that made it."""
+
+    row: int
+    x0: float
+    x1: float
+
+
+@dataclass(frozen=True)
 class Tick:
     x: float
     offset_s: float  # seconds since the run's start
@@ -81,6 +92,7 @@ class Tick:
 class Timeline:
     scale: TimeScale
     bars: list[Bar]
+    calls: list[Call]
     ticks: list[Tick]
     right: float  # x of the run's end
     duration_s: float
@@ -108,12 +120,18 @@ def layout(trace: Trace, *, left: float, width: float, min_tick_gap: float) -> T
         )
         for span in trace.attempts()
     ]
+    rows = {bar.span_id: row for row, bar in enumerate(bars)}
+    calls = [
+        Call(rows[span.parent_id], scale.x(span.start), scale.x(span.end))
+        for span in trace.spans
+        if span.name == LLM_CALL and span.parent_id in rows
+    ]
     step = tick_step(duration_s, width / min_tick_gap)
     ticks = [
         Tick(left + offset * scale.units_per_s, offset, format_offset(offset, step))
         for offset in (i * step for i in range(int(duration_s / step + 1e-9) + 1))
     ]
-    return Timeline(scale, bars, ticks, left + width, duration_s)
+    return Timeline(scale, bars, calls, ticks, left + width, duration_s)
 
 
 def tick_step(duration_s: float, max_ticks: float) -> float:
@@ -166,7 +184,8 @@ MIN_TICK_GAP_PX = 90
 class Chart:
     """A timeline laid out as an image: pixel ``x`` from the scale, row ``i`` from
     ``top + i * row_height``, its bar ``bar_top`` below that and ``bar_height`` tall.
-    A bar fills the pixel columns ``round(x0)`` to ``max(round(x1), round(x0) + 1) - 1``."""
+    A bar fills the pixel columns ``round(x0)`` to ``max(round(x1), round(x0) + 1) - 1``;
+    its LLM calls darken its lowest ``call_height`` rows of pixels over their own extent."""
 
     timeline: Timeline
     width: int
@@ -175,6 +194,7 @@ class Chart:
     row_height: int
     bar_top: int
     bar_height: int
+    call_height: int
     labels: list[str]  # one per bar, shortened; empty if the rows are too thin for them
 
     def row_y(self, row: int) -> int:
@@ -200,14 +220,33 @@ def chart(trace: Trace, *, width: int = CHART_WIDTH) -> Chart:
         row_height=row_height,
         bar_top=bar_top,
         bar_height=max(1, row_height - 2 * bar_top),
+        call_height=(row_height - 2 * bar_top) // 4,
         labels=[shorten(bar.label) for bar in timeline.bars] if labelled else [],
     )
 
 
-def pixel_columns(bar: Bar) -> tuple[int, int]:
-    """The first and one-past-the-last pixel column a bar fills (at least one)."""
-    first = round(bar.x0)
-    return first, max(round(bar.x1), first + 1)
+def pixel_columns(x0: float, x1: float) -> tuple[int, int]:
+    """The first and one-past-the-last pixel column of a bar (at least one)."""
+    first = round(x0)
+    return first, max(round(x1), first + 1)
+
+
+LLM_CALL_LEGEND = "LLM call (darker, inside its bar)"
+
+
+def legend(timeline: Timeline) -> list[tuple[str, tuple[int, int, int]]]:
+    """What the chart's colours mean: the outcomes it shows, then LLM calls if any."""
+    outcomes = dict.fromkeys(bar.outcome for bar in timeline.bars)
+    entries = [(outcome, OUTCOME_COLOURS.get(outcome, UNKNOWN_COLOUR)) for outcome in outcomes]
+    if timeline.calls:
+        entries.append((LLM_CALL_LEGEND, darker(OUTCOME_COLOURS["succeeded"])))
+    return entries
+
+
+def darker(colour: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The colour of LLM calls inside a bar of ``colour``."""
+    red, green, blue = colour
+    return red * 3 // 5, green * 3 // 5, blue * 3 // 5
 
 
 def chart_title(trace: Trace) -> str:

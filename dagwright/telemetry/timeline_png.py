@@ -17,6 +17,8 @@ from dagwright.telemetry.timeline import (
     OUTCOME_COLOURS,
     Chart,
     chart_title,
+    darker,
+    legend,
     pixel_columns,
     scale_metadata,
 )
@@ -61,10 +63,10 @@ def rows_metadata(chart: Chart) -> list[dict[str, str | int]]:
 
 def _draw_legend(draw: ImageDraw.ImageDraw, chart: Chart, font: Font) -> None:
     x = 8
-    for outcome in dict.fromkeys(bar.outcome for bar in chart.timeline.bars):
-        draw.rectangle((x, 26, x + 10, 36), fill=OUTCOME_COLOURS.get(outcome, INK))
-        draw.text((x + 14, 24), outcome, fill=INK, font=font)
-        x += 14 + int(draw.textlength(outcome, font=font)) + 16
+    for meaning, colour in legend(chart.timeline):
+        draw.rectangle((x, 26, x + 10, 36), fill=colour)
+        draw.text((x + 14, 24), meaning, fill=INK, font=font)
+        x += 14 + int(draw.textlength(meaning, font=font)) + 16
 
 
 def _draw_rows(draw: ImageDraw.ImageDraw, chart: Chart, font: Font) -> None:
@@ -86,8 +88,16 @@ def _draw_axis(draw: ImageDraw.ImageDraw, chart: Chart, font: Font) -> None:
 
 
 def _draw_bars(draw: ImageDraw.ImageDraw, chart: Chart) -> None:
-    for row, bar in enumerate(chart.timeline.bars):
-        first, end = pixel_columns(bar)
+    bars = chart.timeline.bars
+    for row, bar in enumerate(bars):
+        first, end = pixel_columns(bar.x0, bar.x1)
         y = chart.row_y(row) + chart.bar_top
         box = (first, y, end - 1, y + chart.bar_height - 1)
         draw.rectangle(box, fill=OUTCOME_COLOURS.get(bar.outcome, INK))
+    if chart.call_height < 1:
+        return
+    for call in chart.timeline.calls:
+        first, end = pixel_columns(call.x0, call.x1)
+        bottom = chart.row_y(call.row) + chart.bar_top + chart.bar_height - 1
+        colour = darker(OUTCOME_COLOURS.get(bars[call.row].outcome, INK))
+        draw.rectangle((first, bottom - chart.call_height + 1, end - 1, bottom), fill=colour)

@@ -3,7 +3,8 @@
 The root ``<svg>`` carries ``data-<name>`` after ``timeline.scale_metadata`` (with ``_``
 as ``-``); each bar is a ``<rect class="bar">`` with ``data-span-id``, ``data-node``,
 ``data-attempt``, ``data-outcome``, ``data-start`` and ``data-end`` (ISO 8601), whose
-``x`` and ``width`` are the exact, unrounded positions on that scale.
+``x`` and ``width`` are the exact, unrounded positions on that scale (at least one
+pixel wide). An attempt's LLM calls are ``<rect class="llm-call">`` inside its bar.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dagwright.telemetry.timeline import (
     Bar,
     Chart,
     chart_title,
+    darker,
+    legend,
     scale_metadata,
 )
 from dagwright.telemetry.trace import Trace
@@ -24,6 +27,7 @@ FONT = 'font-family="monospace" font-size="11"'
 STRIPE = "#f6f6f6"
 GRID = "#e1e1e1"
 INK = "#282828"
+INK_RGB = (40, 40, 40)
 
 
 def write_svg(trace: Trace, chart: Chart, path: Path) -> None:
@@ -44,6 +48,7 @@ def svg_text(trace: Trace, chart: Chart) -> str:
         *_rows(chart),
         *_axis(chart),
         *(_bar(chart, row, bar) for row, bar in enumerate(chart.timeline.bars)),
+        *_calls(chart),
         "</svg>",
     ]
     return "\n".join(lines) + "\n"
@@ -51,10 +56,10 @@ def svg_text(trace: Trace, chart: Chart) -> str:
 
 def _legend(chart: Chart) -> list[str]:
     lines, x = [], 8
-    for outcome in dict.fromkeys(bar.outcome for bar in chart.timeline.bars):
-        lines.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{_hex(outcome)}"/>')
-        lines.append(f'<text x="{x + 14}" y="35" {FONT} fill="{INK}">{escape(outcome)}</text>')
-        x += 14 + 7 * len(outcome) + 16
+    for meaning, colour in legend(chart.timeline):
+        lines.append(f'<rect x="{x}" y="26" width="10" height="10" fill="{_hex(colour)}"/>')
+        lines.append(f'<text x="{x + 14}" y="35" {FONT} fill="{INK}">{escape(meaning)}</text>')
+        x += 14 + 7 * len(meaning) + 16
     return lines
 
 
@@ -97,11 +102,27 @@ def _bar(chart: Chart, row: int, bar: Bar) -> str:
     data = " ".join(f"{name}={quoteattr(value)}" for name, value in attributes.items())
     return (
         f'<rect class="bar" x="{bar.x0:.3f}" y="{y}" width="{max(bar.x1 - bar.x0, 1):.3f}" '
-        f'height="{chart.bar_height}" fill="{_hex(bar.outcome)}" {data}>'
+        f'height="{chart.bar_height}" fill="{_hex(_colour(bar.outcome))}" {data}>'
         f"<title>{escape(bar.label)} {escape(bar.outcome)}</title></rect>"
     )
 
 
-def _hex(outcome: str) -> str:
-    red, green, blue = OUTCOME_COLOURS.get(outcome, (40, 40, 40))
-    return f"#{red:02x}{green:02x}{blue:02x}"
+def _calls(chart: Chart) -> list[str]:
+    lines = []
+    height = chart.call_height
+    for call in chart.timeline.calls if height else ():
+        y = chart.row_y(call.row) + chart.bar_top + chart.bar_height - height
+        colour = _hex(darker(OUTCOME_COLOURS.get(chart.timeline.bars[call.row].outcome, INK_RGB)))
+        lines.append(
+            f'<rect class="llm-call" x="{call.x0:.3f}" y="{y}" '
+            f'width="{max(call.x1 - call.x0, 1):.3f}" height="{height}" fill="{colour}"/>'
+        )
+    return lines
+
+
+def _colour(outcome: str) -> tuple[int, int, int]:
+    return OUTCOME_COLOURS.get(outcome, INK_RGB)
+
+
+def _hex(colour: tuple[int, int, int]) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*colour)
