@@ -84,7 +84,8 @@ def _draw_axis(draw: ImageDraw.ImageDraw, chart: Chart, font: Font) -> None:
     for tick in chart.timeline.ticks:
         x = round(tick.x)
         draw.line((x, chart.top - 6, x, bottom), fill=GRID)
-        draw.text((x + 3, chart.top - 20), tick.label, fill=INK, font=font)
+        room = chart.width - 2 - int(draw.textlength(tick.label, font=font))
+        draw.text((min(x + 3, room), chart.top - 20), tick.label, fill=INK, font=font)
 
 
 def _draw_bars(draw: ImageDraw.ImageDraw, chart: Chart) -> None:

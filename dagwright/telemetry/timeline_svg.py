@@ -13,6 +13,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from dagwright.telemetry.timeline import (
+    CHAR_WIDTH,
     OUTCOME_COLOURS,
     Bar,
     Chart,
@@ -82,9 +83,9 @@ def _axis(chart: Chart) -> list[str]:
             f'<line x1="{tick.x:.3f}" y1="{chart.top - 6}" x2="{tick.x:.3f}" '
             f'y2="{chart.height - 1}" stroke="{GRID}"/>'
         )
+        x = min(tick.x + 3, chart.width - 2 - CHAR_WIDTH * len(tick.label))
         lines.append(
-            f'<text x="{tick.x + 3:.3f}" y="{chart.top - 9}" {FONT} fill="{INK}">'
-            f"{escape(tick.label)}</text>"
+            f'<text x="{x:.3f}" y="{chart.top - 9}" {FONT} fill="{INK}">{escape(tick.label)}</text>'
         )
     return lines
 
