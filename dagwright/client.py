@@ -71,6 +71,7 @@ from dagwright.orchestrator.schedules import (
     schedule_store,
 )
 from dagwright.orchestrator.submission import check_plan, start_run
+from dagwright.orchestrator.traces import read_trace
 from dagwright.plans import load_plan, parse_plan
 from dagwright.settings import Settings
 from dagwright.tasks import (
@@ -81,6 +82,7 @@ from dagwright.tasks import (
     parse_cron,
     sync_entry,
 )
+from dagwright.telemetry.trace import Trace
 from dagwright.workers import default_registry, load_plugins
 
 P = ParamSpec("P")
@@ -268,6 +270,13 @@ class Client:
         raw = runtime.client.hgetall(runtime.keys.run_key(run_id, "deps"))
         # Lua's cjson writes an empty list as "{}": no dependencies either way.
         return {node_id: list(json.loads(deps) or []) for node_id, deps in raw.items()}
+
+    @_translated
+    def trace(self, run_id: str) -> Trace:
+        """The run's trace: the run, each node attempt, LLM call, tool call, sandbox run,
+        retry and breaker event, as spans (open ones end now). UnknownRunError if there
+        is no such run."""
+        return read_trace(self.runtime.store, run_id)
 
     @_translated
     def audit(self, run_id: str) -> list[AuditEntry]:

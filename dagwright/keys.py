@@ -95,6 +95,12 @@ class Keys:
         return f"{self.prefix}runs:active"
 
     @property
+    def trace_exports(self) -> str:
+        """Sorted set run_id -> epoch ms its trace export is due: runs that ended and are
+        not yet exported over OTLP (only while ``otlp_endpoint`` is set)."""
+        return f"{self.prefix}otlp:pending"
+
+    @property
     def stop_channel(self) -> str:
         """Pub/sub channel: a run id published when the run is stopped (cancelled or timed
         out), so the workers running its nodes stop them at once."""

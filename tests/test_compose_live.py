@@ -113,7 +113,9 @@ try:
 except redis.AuthenticationError:
     print("refused")
 server = redis.Redis(host="valkey", password={stack.redis_password!r}, decode_responses=True)
-print(server.config_get("appendonly")["appendonly"], server.config_get("maxmemory-policy")["maxmemory-policy"])
+appendonly = server.config_get("appendonly")["appendonly"]
+policy = server.config_get("maxmemory-policy")["maxmemory-policy"]
+print(appendonly, policy)
 """
     assert stack.python("orchestrator", probe).splitlines() == ["refused", "yes noeviction"]
     # The password is in no container's command line (what `docker inspect` and ps show).
@@ -133,7 +135,8 @@ def test_flower_asks_for_the_login(stack: Stack) -> None:
 import base64, urllib.request, urllib.error
 def status(headers):
     try:
-        return urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:5555/", headers=headers), timeout=5).status
+        request = urllib.request.Request("http://127.0.0.1:5555/", headers=headers)
+        return urllib.request.urlopen(request, timeout=5).status
     except urllib.error.HTTPError as exc:
         return exc.code
 login = base64.b64encode(b"{user}:{password}").decode()

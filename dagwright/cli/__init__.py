@@ -25,6 +25,7 @@ from dagwright.cli import (
     runs,
     schedules,
     stack,
+    trace,
     watch,
 )
 from dagwright.cli.exits import ExitCode, exit_code_for
@@ -50,6 +51,7 @@ schedules.register(app)
 approvals.register(app)
 watch.register(app)
 flower.register(app)
+trace.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

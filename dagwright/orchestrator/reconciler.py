@@ -18,6 +18,7 @@ from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.cancellation import stop_work
 from dagwright.orchestrator.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.orchestrator.trace_export import TraceExport
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class ReconcileReport:
     republished: int = 0
     finished: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
+    exported: int = 0  # traces sent over OTLP
 
 
 class Reconciler:
@@ -48,6 +50,7 @@ class Reconciler:
         self.broker = broker
         self.token = uuid.uuid4().hex
         self.limits = NodeLimits.for_runtime(runtime)
+        self.trace_export = TraceExport.for_runtime(runtime)
 
     def run_once(self) -> ReconcileReport:
         report = ReconcileReport()
@@ -64,6 +67,7 @@ class Reconciler:
         self._reject_overdue_approvals(report)
         self._trim_run_index()
         report.republished += self._wake_waiters()
+        report.exported = self.trace_export.export_due()
         return report
 
     def _reject_overdue_approvals(self, report: ReconcileReport) -> None:

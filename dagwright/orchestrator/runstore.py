@@ -181,36 +181,29 @@ class RunStore:
         Without nodes it reads only the run's hash (a summary: status, counts, goal); without
         outputs it leaves node outputs and the result out.
         """
-        columns = ["run"]
-        if include_nodes:
-            columns += ["state", "spec", "attempts", "started", "finished", "error", "usage"]
-        if include_nodes and include_outputs:
-            columns.append("output")
+        columns = _state_columns(include_nodes, include_outputs)
         pipe = self.client.pipeline(transaction=True)
         for name in columns:
             pipe.hgetall(self._key(run_id, name))
-        data = dict(zip(columns, pipe.execute(), strict=True))
-        run = data["run"]
-        if not run:
-            raise UnknownRunError(run_id)
-        nodes = {node_id: _node_state(node_id, data) for node_id in data.get("state", {})}
-        output_nodes = json.loads(run["output_nodes"])
-        status = RunStatus(run["status"])
-        with_result = status == RunStatus.SUCCEEDED and "output" in data
-        return RunState(
-            run_id=run_id,
-            status=status,
-            goal=run.get("goal", ""),
-            created_at=from_ms(run["created_at"]),
-            finished_at=from_ms(run.get("finished_at")),
-            counts=_counts(run),
-            output_nodes=output_nodes,
-            nodes=nodes,
-            result=_result(output_nodes, nodes) if with_result else None,
-            usage=_run_usage(run),
-            budget=budget_of_run(run),
-            reason=run.get("stop_reason"),
-        )
+        return _state(run_id, dict(zip(columns, pipe.execute(), strict=True)))
+
+    def read_with_streams(
+        self, run_id: str, streams: tuple[str, ...]
+    ) -> tuple[RunState, list[list[tuple[str, dict[str, str]]]], datetime]:
+        """A snapshot of the run (node outputs left out), every entry of its ``streams``
+        (run key names) and the server's time, all read at one instant in one round trip."""
+        columns = _state_columns(include_nodes=True, include_outputs=False)
+        pipe = self.client.pipeline(transaction=True)
+        for name in columns:
+            pipe.hgetall(self._key(run_id, name))
+        for name in streams:
+            pipe.xrange(self._key(run_id, name))
+        pipe.time()
+        replies = pipe.execute()
+        state = _state(run_id, dict(zip(columns, replies, strict=False)))
+        seconds, micros = replies[-1]
+        now = datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
+        return state, replies[len(columns) : -1], now
 
     def read_events(
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000
@@ -219,7 +212,7 @@ class RunStore:
         reply = self.client.xread({self._key(run_id, "events"): after}, count=count, block=block_ms)
         if not reply:
             return []
-        return [_event(run_id, entry_id, fields) for entry_id, fields in reply[0][1]]
+        return [event_of(run_id, entry_id, fields) for entry_id, fields in reply[0][1]]
 
     def read_audit(self, run_id: str, count: int = 10_000) -> list[AuditEntry]:
         """The run's tool-policy decisions, oldest first."""
@@ -238,6 +231,40 @@ class RunStore:
     def list_runs(self, limit: int = 20) -> list[str]:
         """The most recent run ids, newest first."""
         return list(self.client.zrevrange(self.keys.run_index, 0, limit - 1))
+
+
+def _state_columns(include_nodes: bool, include_outputs: bool) -> list[str]:
+    columns = ["run"]
+    if include_nodes:
+        columns += ["state", "spec", "attempts", "started", "finished", "error", "usage"]
+    if include_nodes and include_outputs:
+        columns.append("output")
+    return columns
+
+
+def _state(run_id: str, data: dict[str, dict[str, str]]) -> RunState:
+    """A run's state from its hashes, as read by ``_state_columns``."""
+    run = data["run"]
+    if not run:
+        raise UnknownRunError(run_id)
+    nodes = {node_id: _node_state(node_id, data) for node_id in data.get("state", {})}
+    output_nodes = json.loads(run["output_nodes"])
+    status = RunStatus(run["status"])
+    with_result = status == RunStatus.SUCCEEDED and "output" in data
+    return RunState(
+        run_id=run_id,
+        status=status,
+        goal=run.get("goal", ""),
+        created_at=from_ms(run["created_at"]),
+        finished_at=from_ms(run.get("finished_at")),
+        counts=_counts(run),
+        output_nodes=output_nodes,
+        nodes=nodes,
+        result=_result(output_nodes, nodes) if with_result else None,
+        usage=_run_usage(run),
+        budget=budget_of_run(run),
+        reason=run.get("stop_reason"),
+    )
 
 
 def _run_usage(run: dict[str, str]) -> Usage:
@@ -279,7 +306,8 @@ def _result(output_nodes: list[str], nodes: dict[str, NodeState]) -> Any:
     return {node_id: nodes[node_id].output for node_id in output_nodes}
 
 
-def _event(run_id: str, entry_id: str, fields: dict[str, str]) -> Event:
+def event_of(run_id: str, entry_id: str, fields: dict[str, str]) -> Event:
+    """An event from its stream entry."""
     data = dict(fields)
     kind = data.pop("kind", "unknown")
     at = from_ms(data.pop("at", None)) or datetime.now(tz=UTC)

@@ -14,6 +14,7 @@ from dagwright.orchestrator.runstore import RunStore
 from dagwright.orchestrator.scheduler import Dispatch, Scheduler
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.telemetry.otlp import exporting
 from dagwright.workers import WorkerRegistry, default_registry, load_plugins
 
 
@@ -79,5 +80,6 @@ class Runtime:
         return {queue for queues in pipe.execute() if queues for queue in queues.split(",")}
 
     def forget_active(self, run_id: str) -> None:
-        """Drop a finished run from the reconciler's set."""
-        self.scheduler.forget(run_id)
+        """Drop a finished run from the reconciler's set (and queue its trace's export,
+        if traces are exported)."""
+        self.scheduler.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))

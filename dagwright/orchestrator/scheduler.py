@@ -516,9 +516,11 @@ class Scheduler:
             timed_out=_stopped_work(run_id, reply[4], reply[5]) if len(reply) > 4 else None,
         )
 
-    def forget(self, run_id: str) -> bool:
-        """Drop a run that has ended from the reconciler's set (not if it re-opened)."""
-        return bool(self._call("forget", run_id, run_id, shared_keys=(self.keys.active_runs,)))
+    def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
+        """Drop a run that has ended from the reconciler's set (not if it re-opened);
+        with ``export_trace``, queue its trace's OTLP export in the same step."""
+        shared = (self.keys.active_runs, *((self.keys.trace_exports,) if export_trace else ()))
+        return bool(self._call("forget", run_id, run_id, shared_keys=shared))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""

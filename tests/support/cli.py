@@ -29,11 +29,11 @@ def cli_env(settings: Settings | None, data_dir: Path, **extra: str) -> dict[str
 
 
 def dagwright(
-    *args: str, env: dict[str, str], timeout: float = 120
+    *args: str, env: dict[str, str], timeout: float = 120, cwd: Path = REPO_ROOT
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dagwright", *args],
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

@@ -14,6 +14,10 @@ if breaker ~= '' then
   emit('node.waiting', node, 'breaker', breaker, 'delay_ms', ARGV[6])
 else
   redis.call('HSETNX', K.first_failure, node, NOW)
-  emit('node.retrying', node, 'delay_ms', ARGV[6])
+  -- The error's class goes into the event too: the trace's retry spans show it, and the
+  -- error hash keeps only the node's latest failure.
+  local error_class = cjson.decode(ARGV[5]).error_class
+  if type(error_class) ~= 'string' then error_class = '' end
+  emit('node.retrying', node, 'delay_ms', ARGV[6], 'error_class', error_class)
 end
 return {'ok'}
