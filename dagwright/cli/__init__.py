@@ -15,7 +15,17 @@ from typing import Any
 
 import typer
 
-from dagwright.cli import approvals, catalog, dlq, doctor, planning, runs, schedules, stack
+from dagwright.cli import (
+    approvals,
+    catalog,
+    dlq,
+    doctor,
+    metrics,
+    planning,
+    runs,
+    schedules,
+    stack,
+)
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
@@ -37,6 +47,7 @@ dlq.register(app)
 doctor.register(app)
 schedules.register(app)
 approvals.register(app)
+metrics.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

@@ -34,6 +34,7 @@ from dagwright.orchestrator.scheduler import (
     Replanner,
 )
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Increment
 from dagwright.workers import NodeContext, WorkerRegistry, default_registry
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.signatures import describe_validation_error
@@ -298,6 +299,9 @@ class LocalServices:
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         pass
+
+    def count(self, increments: list[Increment]) -> None:
+        pass  # the deployment's metrics count the work of its runs, not local planning
 
     def llm(self) -> LLM:
         if self._llm is None:

@@ -15,6 +15,7 @@ from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.orchestrator.schedules import propose_followup
+from dagwright.telemetry.counters import Increment
 from dagwright.workers import NodeContext
 from dagwright.workers.budgets import BY_NAME, RUN_SCOPE, Overrun, amounts, run_hint
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
@@ -49,6 +50,9 @@ class RedisNodeServices:
         )
         if not recorded:
             lost(ctx)
+
+    def count(self, increments: list[Increment]) -> None:
+        self.runtime.counters.add(increments)
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         entry: dict[Any, Any] = {"node": ctx.node_id, "attempt": str(ctx.attempt), **fields}

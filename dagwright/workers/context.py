@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dagwright.models import Approval, Usage
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Increment, llm_usage
 
 if TYPE_CHECKING:
     from dagwright.llm.types import LLM, LLMResponse
@@ -36,6 +37,10 @@ class NodeServices(Protocol):
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         """Append a tool-policy decision to the run's audit stream."""
+        ...
+
+    def count(self, increments: list[Increment]) -> None:
+        """Add to the deployment's metrics counters (best effort: never raises)."""
         ...
 
     def llm(self) -> LLM:
@@ -118,8 +123,17 @@ class NodeContext:
             "latency_ms", int(response.latency_s * 1000),
             "cached", int(response.cached),
         ]  # fmt: skip
-        self.services.record_progress(self, checkpoint=state, usage=response.usage, event=event)
+        try:
+            self.services.record_progress(
+                self, checkpoint=state, usage=response.usage, event=event
+            )
+        finally:  # paid for, even if this node is no longer this worker's
+            self.services.count(llm_usage(response.model, response.usage))
         self.last_checkpoint = state
+
+    def count(self, increments: list[Increment]) -> None:
+        """Add to the deployment's metrics counters (best effort: never raises)."""
+        self.services.count(increments)
 
     def audit(self, **fields: str) -> None:
         self.services.audit(self, fields)

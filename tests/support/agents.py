@@ -12,6 +12,7 @@ from dagwright.llm.types import LLM
 from dagwright.models import Approval, Budget, Node, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Increment
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
@@ -32,6 +33,7 @@ class MemoryServices:
         self.lose_after_writes = lose_after_writes
         self.run_budget: Budget | None = None
         self.reservations: list[Usage] = []  # the worst case of every call checked
+        self.counted: list[Increment] = []  # metrics counters added
 
     def record_progress(
         self,
@@ -52,6 +54,9 @@ class MemoryServices:
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         self.audits.append(fields)
+
+    def count(self, increments: list[Increment]) -> None:
+        self.counted += increments
 
     def llm(self) -> LLM:
         return self._llm
