@@ -200,11 +200,13 @@ def test_queue_depth_counts_the_messages_no_worker_has_taken(
     plan = PlanBuilder("three roots, nobody to run them")
     for i in range(3):
         plan.function(f"n{i}", "noop")
-    Client(no_worker_settings).submit(plan.build())
+    run = Client(no_worker_settings).submit(plan.build())
     server = bind_metrics_server(no_worker_settings, host="127.0.0.1", port=free_port())
     server.start()
     try:
         samples = scrape(server.url)
+        run.cancel()
+        after_cancel = scrape(server.url)  # the same server: nothing is remembered
     finally:
         server.stop()
     depths = labelled(samples, "dagwright_queue_depth")
@@ -212,6 +214,8 @@ def test_queue_depth_counts_the_messages_no_worker_has_taken(
     assert sum(depths.values()) == 3
     assert value(samples, "dagwright_runs", status="running") == 1
     assert value(samples, "dagwright_workers_online") == 0
+    assert value(after_cancel, "dagwright_runs", status="running") == 0
+    assert value(after_cancel, "dagwright_runs", status="cancelled") == 1
 
 
 def test_a_worker_serves_the_metrics_and_a_killed_workers_counts_survive(

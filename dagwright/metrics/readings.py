@@ -28,7 +28,9 @@ from dagwright.workers import WorkerRegistry
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 5.0
 COMMANDS_PER_PIPELINE = 5000  # bounds a pipeline's memory on both ends
-SCAN_COUNT = 1000
+# Keys looked at per SCAN call: the scan for live workers walks every key (10,000 retained
+# runs are some 130,000), and a call of this size keeps Redis busy for about a millisecond.
+SCAN_COUNT = 10_000
 COUNTER_FAMILIES = (
     counters.LLM_CALLS,
     counters.LLM_TOKENS,
@@ -87,9 +89,9 @@ class MetricsReader:
 
     def read(self) -> Readings:
         """Everything, or the Redis error that stopped it."""
-        run_ids, families = self._read_indexes()
+        retained, active, families = self._read_indexes()
         return Readings(
-            runs=self._runs_by_status(run_ids),
+            runs=self._runs_by_status(retained | active),
             counters=families,
             queue_depths=self._queue_depths(),
             breakers=self.breakers.statuses(),
@@ -97,7 +99,9 @@ class MetricsReader:
             workers_online=self._workers_online(),
         )
 
-    def _read_indexes(self) -> tuple[set[str], dict[str, dict[tuple[str, ...], float]]]:
+    def _read_indexes(
+        self,
+    ) -> tuple[set[str], set[str], dict[str, dict[tuple[str, ...], float]]]:
         """The retained and the open runs' ids, and every counter family: one round trip."""
         pipe = self.client.pipeline(transaction=False)
         pipe.zrange(self.keys.run_index, 0, -1)
@@ -109,11 +113,13 @@ class MetricsReader:
             family: counters.decode_counters(values)
             for family, values in zip(COUNTER_FAMILIES, raw, strict=True)
         }
-        return {*retained, *active}, families
+        return set(retained), set(active), families
 
     def _runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
-        """Each run's status (an expired run, still indexed until the reconciler trims the
-        index, counts as nothing)."""
+        """Each retained run's status, read anew at every scrape: a run that ended may be
+        re-opened by a replay and end again between two scrapes, so no status is
+        remembered. (An expired run, indexed until the reconciler trims the index, counts
+        as nothing.)"""
         statuses = self._pipelined(
             [("hget", self.keys.run_key(run_id, "run"), "status") for run_id in run_ids]
         )
