@@ -120,7 +120,7 @@ class Keys:
         return f"{self.prefix}workers:*"
 
     def breaker_namespace(self, name: str) -> str:
-        """pybreaker's namespace of a breaker (its keys: ``pybreaker:<namespace>:...``)."""
+        """pybreaker's namespace of a breaker (its keys: ``<namespace>:pybreaker:...``)."""
         return f"{self.prefix}breaker:{name}"
 
     def breaker_probes(self, name: str) -> str:
@@ -140,6 +140,11 @@ class Keys:
     def dlq_status(self, entry_id: str) -> str:
         """A dead letter's fate (replayed, purged): set once, in the step that decides it."""
         return f"{self.prefix}dlq:status:{entry_id}"
+
+    def metrics(self, family: str) -> str:
+        """Hash of one metric family's counters over the whole deployment: the JSON list
+        of its label values -> the running total (telemetry/counters.py)."""
+        return f"{self.prefix}metrics:{family}"
 
     @property
     def schedules(self) -> str:

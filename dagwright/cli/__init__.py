@@ -21,6 +21,7 @@ from dagwright.cli import (
     dlq,
     doctor,
     flower,
+    metrics,
     planning,
     runs,
     schedules,
@@ -52,6 +53,7 @@ approvals.register(app)
 watch.register(app)
 flower.register(app)
 trace.register(app)
+metrics.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

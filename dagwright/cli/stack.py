@@ -15,6 +15,7 @@ from dagwright.cli.output import stderr
 from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
+from dagwright.metrics.server import bind_metrics_server
 from dagwright.tasks import queues_for, run_beat, run_worker
 from dagwright.tasks.reconciler_service import run_reconciler
 from dagwright.workers import load_plugins
@@ -66,16 +67,24 @@ def worker(
         queues = queues_for(worker_types)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
-    code = run_worker(
-        settings,
-        queues=queues,
-        concurrency=concurrency,
-        pool=pool,
-        loglevel=loglevel.upper(),
-        reconciler=reconciler,
-        hostname=hostname,
-        beat=with_beat,
-    )
+    # Bound here, so a port in use is one line before the worker starts; served once
+    # its pool has started (tasks/steps.py MetricsStep).
+    endpoint = bind_metrics_server(settings) if settings.metrics_port else None
+    try:
+        code = run_worker(
+            settings,
+            queues=queues,
+            concurrency=concurrency,
+            pool=pool,
+            loglevel=loglevel.upper(),
+            reconciler=reconciler,
+            hostname=hostname,
+            beat=with_beat,
+            metrics_endpoint=endpoint,
+        )
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
     raise typer.Exit(code)
 
 

@@ -80,8 +80,16 @@ class DeadLetterStore:
         return bool(deleted)
 
     def depth(self) -> int:
-        """Dead letters waiting for a replay or a purge."""
-        return sum(1 for _ in self.scan(DeadLetterFilter(status=DeadLetterStatus.PENDING)))
+        """Dead letters waiting for a replay or a purge: those with no status yet (counted
+        a page at a time, without decoding the entries)."""
+        pending, end = 0, "+"
+        while True:
+            page = self.client.xrevrange(self.keys.dlq, max=end, min="-", count=PAGE)
+            statuses = self._statuses([entry_id for entry_id, _ in page])
+            pending += sum(1 for status in statuses if status is None)
+            if len(page) < PAGE:
+                return pending
+            end = "(" + page[-1][0]
 
     def stats(self) -> DeadLetterStats:
         by_status: Counter[str] = Counter()

@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import socket
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import node_duration
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.approval import ApprovalNeeded, Proposal
 
@@ -60,6 +62,17 @@ class Outcome(enum.StrEnum):
     STALE = "stale"  # a duplicate or superseded message: nothing was recorded
     WAITING = "waiting_approval"  # parked until a person decides; the worker slot is free
     PARKED = "parked"  # a concurrency limit is full: queued again, waiting for a slot
+
+
+# The outcomes of an attempt that ran, as the node-duration metric labels them (a stale
+# attempt recorded nothing, a parked one ran nothing; a timeout is counted when recorded).
+MEASURED_OUTCOMES = {
+    Outcome.SUCCEEDED: "succeeded",
+    Outcome.RETRYING: "retrying",
+    Outcome.FAILED: "failed",
+    Outcome.WAITING: "waiting_approval",
+}
+TIMEOUT_OUTCOME = "timeout"
 
 
 @dataclass
@@ -90,6 +103,14 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         services=env.services,
         last_checkpoint=claim.checkpoint,
     )
+    outcome = run_within_limits(env, ctx, claim)
+    if outcome in MEASURED_OUTCOMES:
+        observe_attempt(env, claim, MEASURED_OUTCOMES[outcome])
+    return outcome
+
+
+def run_within_limits(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+    """Run the claimed node if its concurrency slots are free, else park it."""
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
     limits = env.limits
@@ -312,7 +333,14 @@ def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s:
     cannot be killed; in the prefork pool Celery's time limits end it.)"""
     ctx.timed_out = True
     error = NodeTimeoutError(f"the node ran out of time: its timeout_s is {timeout_s:g}s")
-    record_failure(env, ctx, claim, error)
+    if record_failure(env, ctx, claim, error) != Outcome.STALE:
+        observe_attempt(env, claim, TIMEOUT_OUTCOME)
+
+
+def observe_attempt(env: ExecutionEnv, claim: Claim, outcome: str) -> None:
+    """Count the attempt in the node-duration metric (one pipelined round trip)."""
+    seconds = time.monotonic() - claim.claimed_at
+    env.runtime.counters.add(node_duration(claim.node.type, outcome, seconds))
 
 
 def wait_for_breaker(

@@ -34,6 +34,7 @@ from dagwright.orchestrator.scheduler import (
     Replanner,
 )
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.spans import Span
 from dagwright.workers import NodeContext, WorkerRegistry, default_registry
 from dagwright.workers.budgets import Overrun, run_overrun
@@ -299,6 +300,9 @@ class LocalServices:
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         pass
+
+    def count(self, increments: list[Increment]) -> None:
+        pass  # the deployment's metrics count the work of its runs, not local planning
 
     def llm(self, ctx: NodeContext) -> LLM:
         if self._llm is None:

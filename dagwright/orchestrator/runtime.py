@@ -14,6 +14,7 @@ from dagwright.orchestrator.runstore import RunStore
 from dagwright.orchestrator.scheduler import Dispatch, Scheduler
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Counters
 from dagwright.telemetry.otlp import exporting
 from dagwright.workers import WorkerRegistry, default_registry, load_plugins
 
@@ -28,6 +29,7 @@ class Runtime:
     scheduler: Scheduler
     registry: WorkerRegistry
     breakers: Breakers
+    counters: Counters
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
@@ -58,6 +60,7 @@ class Runtime:
                 reset_timeout_s=settings.breaker_reset_timeout_s,
                 max_probes=settings.breaker_max_probes,
             ),
+            counters=Counters(client, keys),
         )
 
     def dispatch_for(self, node: Node) -> Dispatch:

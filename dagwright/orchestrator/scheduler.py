@@ -8,8 +8,9 @@ duplicate delivery or a zombie worker can never record a second completion.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -100,6 +101,7 @@ class Claim:
     checkpoint: Any = None
     deliveries: int = 1  # claims since the node last recorded an outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
+    claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
 
 
 @dataclass(frozen=True)

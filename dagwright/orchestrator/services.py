@@ -16,6 +16,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.orchestrator.schedules import propose_followup
 from dagwright.resilience import Breakers
+from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.recorder import SpanRecorder
 from dagwright.telemetry.spans import Span
 from dagwright.workers import NodeContext
@@ -53,6 +54,9 @@ class RedisNodeServices:
         )
         if not recorded:
             lost(ctx)
+
+    def count(self, increments: list[Increment]) -> None:
+        self.runtime.counters.add(increments)
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         entry: dict[Any, Any] = {"node": ctx.node_id, "attempt": str(ctx.attempt), **fields}

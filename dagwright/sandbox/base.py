@@ -89,6 +89,17 @@ class ExecutionResult:
     def ok(self) -> bool:
         return self.exit_code == 0 and not (self.timed_out or self.oom or self.cancelled)
 
+    @property
+    def outcome(self) -> str:
+        """How it ended, in one word: ok, error, timeout, oom or cancelled."""
+        if self.cancelled:
+            return "cancelled"
+        if self.timed_out:
+            return "timeout"
+        if self.oom:
+            return "oom"
+        return "ok" if self.ok else "error"
+
     def describe_failure(self) -> str:
         """One line on why the program did not succeed (for errors and the model)."""
         if self.cancelled:

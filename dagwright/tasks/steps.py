@@ -1,7 +1,9 @@
-"""Worker bootsteps: the reconciler timer and the worker's presence record.
+"""Worker bootsteps: the reconciler timer, the worker's presence record, and the metrics
+endpoint.
 
-Both run on the consumer's timer in the worker's main process, so no extra thread exists
-when the prefork pool forks its children.
+The first two run on the consumer's timer in the worker's main process, so no extra
+thread exists when the prefork pool forks its children; the metrics endpoint's thread
+starts only after the pool has forked them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from celery import bootsteps
 
@@ -93,3 +95,39 @@ class PresenceStep(bootsteps.StartStopStep):
             pipe.execute()
         except Exception:
             log.warning("could not refresh the worker's presence record", exc_info=True)
+
+
+class Endpoint(Protocol):
+    """A bound server (dagwright.metrics.server.MetricsServer) to run with the worker."""
+
+    @property
+    def url(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class MetricsStep(bootsteps.StartStopStep):
+    """Serve the metrics endpoint given to the worker (``metrics_endpoint=``) from its main
+    process, once the pool has started: a prefork pool's children never bind it."""
+
+    requires = {"celery.worker.components:Pool"}
+
+    def __init__(self, parent: Any, metrics_endpoint: Endpoint | None = None, **kwargs: Any):
+        super().__init__(parent, **kwargs)
+        self.endpoint = metrics_endpoint
+
+    def include_if(self, parent: Any) -> bool:
+        return self.endpoint is not None
+
+    def start(self, parent: Any) -> None:
+        assert self.endpoint is not None
+        self.endpoint.start()
+        log.info("serving metrics at %s", self.endpoint.url)
+
+    def stop(self, parent: Any) -> None:
+        if self.endpoint is not None:
+            self.endpoint.stop()
+
+    shutdown = stop

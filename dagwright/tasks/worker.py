@@ -9,7 +9,7 @@ import socket
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app
-from dagwright.tasks.steps import PresenceStep, ReconcilerStep
+from dagwright.tasks.steps import Endpoint, MetricsStep, PresenceStep, ReconcilerStep
 from dagwright.workers import default_registry
 
 
@@ -44,9 +44,12 @@ def run_worker(
     reconciler: bool = True,
     hostname: str | None = None,
     beat: bool = False,
+    metrics_endpoint: Endpoint | None = None,
 ) -> int:
-    """Run a worker in the foreground until it is stopped; returns its exit code."""
+    """Run a worker in the foreground until it is stopped; returns its exit code.
+    ``metrics_endpoint``: a bound metrics server, served while the worker runs."""
     app = build_app(settings)
+    app.steps["worker"].add(MetricsStep)
     app.steps["consumer"].add(PresenceStep)
     if reconciler:
         app.steps["consumer"].add(ReconcilerStep)
@@ -61,6 +64,7 @@ def run_worker(
         without_gossip=True,
         beat=beat,
         scheduler="dagwright.tasks.beat:DagwrightScheduler",
+        metrics_endpoint=metrics_endpoint,
     )
     logging.getLogger("celery.worker.control").addFilter(drop_no_backend_revoke_warnings)
     worker.start()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from dagwright.models import Approval, Usage
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Increment, llm_usage
 from dagwright.telemetry.spans import BREAKER, AttributeValue, Span, attempt_span_id
 from dagwright.workers.approval import ApprovalNeeded
 
@@ -44,6 +45,10 @@ class NodeServices(Protocol):
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         """Append a tool-policy decision to the run's audit stream."""
+        ...
+
+    def count(self, increments: list[Increment]) -> None:
+        """Add to the deployment's metrics counters (best effort: never raises)."""
         ...
 
     def llm(self, ctx: NodeContext) -> LLM:
@@ -136,8 +141,17 @@ class NodeContext:
             "latency_ms", int(response.latency_s * 1000),
             "cached", int(response.cached),
         ]  # fmt: skip
-        self.services.record_progress(self, checkpoint=state, usage=response.usage, event=event)
+        try:
+            self.services.record_progress(
+                self, checkpoint=state, usage=response.usage, event=event
+            )
+        finally:  # paid for, even if this node is no longer this worker's
+            self.services.count(llm_usage(response.model, response.usage))
         self.last_checkpoint = state
+
+    def count(self, increments: list[Increment]) -> None:
+        """Add to the deployment's metrics counters (best effort: never raises)."""
+        self.services.count(increments)
 
     def audit(self, **fields: str) -> None:
         self.services.audit(self, fields)

@@ -10,6 +10,7 @@ from typing import Any
 from dagwright.errors import NodeLostError, SandboxFailedError
 from dagwright.sandbox import ExecutionResult, Limits, Sandbox
 from dagwright.sandbox.select import choose_sandbox
+from dagwright.telemetry.counters import sandbox_execution
 from dagwright.telemetry.spans import SANDBOX_EXEC, AttributeValue
 from dagwright.workers.context import NodeContext
 
@@ -28,11 +29,16 @@ def run_code(
     limits = Limits.from_settings(ctx.settings)
     if wall_time_s is not None:
         limits = limits_with_wall_time(limits, wall_time_s)
-    result = ctx.guard(
-        f"sandbox:{sandbox.name}",
-        lambda: run_traced(ctx, sandbox, code, input_json, limits),
-        is_failure=lambda exc: isinstance(exc, SandboxFailedError),
-    )
+    try:
+        result = ctx.guard(
+            f"sandbox:{sandbox.name}",
+            lambda: run_traced(ctx, sandbox, code, input_json, limits),
+            is_failure=lambda exc: isinstance(exc, SandboxFailedError),
+        )
+    except SandboxFailedError:  # metrics: the backend broke running it
+        ctx.count(sandbox_execution(sandbox.name, "error"))
+        raise
+    ctx.count(sandbox_execution(sandbox.name, result.outcome))  # metrics
     if result.cancelled:
         why = "ran out of time" if ctx.timed_out else "was cancelled or lost its lease"
         raise NodeLostError(f"the code was killed after {result.duration_s:.1f}s: its node {why}")

@@ -12,6 +12,7 @@ from dagwright.llm.types import LLM
 from dagwright.models import Approval, Budget, Node, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.spans import Span
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.context import NodeContext
@@ -34,6 +35,7 @@ class MemoryServices:
         self.run_budget: Budget | None = None
         self.reservations: list[Usage] = []  # the worst case of every call checked
         self.spans: list[Span] = []
+        self.counted: list[Increment] = []  # metrics counters added
 
     def record_progress(
         self,
@@ -54,6 +56,9 @@ class MemoryServices:
 
     def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
         self.audits.append(fields)
+
+    def count(self, increments: list[Increment]) -> None:
+        self.counted += increments
 
     def llm(self, ctx: NodeContext) -> LLM:
         return self._llm

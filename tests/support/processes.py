@@ -53,6 +53,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         env[f"DAGWRIGHT_{name.upper()}"] = json.dumps(value)
     if settings.otlp_endpoint:
         env["DAGWRIGHT_OTLP_ENDPOINT"] = settings.otlp_endpoint
+    if settings.metrics_port is not None:
+        env["DAGWRIGHT_METRICS_PORT"] = str(settings.metrics_port)
+        env["DAGWRIGHT_METRICS_HOST"] = settings.metrics_host
     if settings.anthropic_base_url:
         env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
     if settings.anthropic_api_key:
