@@ -33,7 +33,7 @@ from tests.test_ops_files import cli_problem
 
 DOCS = REPO_ROOT / "docs"
 RUNBOOKS = REPO_ROOT / "ops" / "runbooks"
-PAGES = sorted([*DOCS.glob("*.md"), *RUNBOOKS.glob("*.md")])
+PAGES = sorted([*DOCS.glob("*.md"), *RUNBOOKS.glob("*.md"), REPO_ROOT / "README.md"])
 SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
 
 
