@@ -23,14 +23,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 export PATH=$ROOT/pkg/usr/bin:$ROOT/pkg/usr/sbin:$PATH
 
-mirror() {  # the Debian mirror this machine's apt already uses
-  local f
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [[ -f $f ]] || continue
-    awk '/^URIs:/{print $2; exit}' "$f" | grep -v security && return 0
-  done
-  awk '/^deb /{print $2; exit}' /etc/apt/sources.list
-}
+source "$(dirname "${BASH_SOURCE[0]}")/debian-mirror.sh"
 
 COMPOSE=$ROOT/pkg/usr/libexec/docker/cli-plugins/docker-compose
 COMPOSE_DEB=pool/main/d/docker-compose/docker-compose_2.26.1-4_amd64.deb  # Debian 13's

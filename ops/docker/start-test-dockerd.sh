@@ -25,14 +25,7 @@ if [[ ${1:-} == stop ]]; then
   exit 0
 fi
 
-mirror() {  # the Debian mirror this machine's apt already uses
-  local f
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [[ -f $f ]] || continue
-    awk '/^URIs:/{print $2; exit}' "$f" | grep -v security && return 0
-  done
-  awk '/^deb /{print $2; exit}' /etc/apt/sources.list
-}
+source "$(dirname "${BASH_SOURCE[0]}")/debian-mirror.sh"
 
 mkdir -p "$ROOT"/{debs,pkg,data,exec}
 if [[ ! -x $ROOT/pkg/usr/sbin/dockerd ]]; then
