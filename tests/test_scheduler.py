@@ -371,3 +371,11 @@ def test_two_branches_failing_at_once_cannot_both_take_the_last_replan(runtime: 
         ).id
         == "_replan-1"
     )
+
+
+def test_a_dispatch_written_by_a_newer_version_is_read_by_an_older_one() -> None:
+    """Rolling upgrades: a worker ignores dispatch fields it does not know."""
+    from dagwright.orchestrator.scheduler import Dispatch
+
+    raw = '{"queue": "dw.writer", "time_limit_s": 60, "worker_type": "writer", "later": 1}'
+    assert Dispatch.from_json(raw) == Dispatch("dw.writer", 60, worker_type="writer")

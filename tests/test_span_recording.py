@@ -362,6 +362,17 @@ def test_a_failing_block_is_an_error_span_with_its_message_redacted(tmp_path: Pa
     assert waiting.status == "ok" and "error" not in waiting.attributes
 
 
+def test_a_span_that_cannot_be_built_is_dropped_never_raised(tmp_path: Path) -> None:
+    """An attribute of another type must not fail the node, nor replace the block's error."""
+    ctx, services = memory_context(tmp_path)
+    with ctx.span(TOOL_CALL, tool="t") as span:
+        span.attributes["items"] = [1, 2]  # type: ignore[assignment]
+    with pytest.raises(KeyError), ctx.span(TOOL_CALL) as span:
+        span.attributes["items"] = {"a": 1}  # type: ignore[assignment]
+        raise KeyError("the block's own error")
+    assert services.spans == []
+
+
 def test_an_agent_s_tool_spans_say_what_the_policy_and_the_tool_did(tmp_path: Path) -> None:
     llm = ScriptedLLM(
         [

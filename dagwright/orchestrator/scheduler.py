@@ -7,6 +7,7 @@ duplicate delivery or a zombie worker can never record a second completion.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -44,7 +45,10 @@ class Dispatch:
 
     @classmethod
     def from_json(cls, raw: str) -> Dispatch:
-        return cls(**json.loads(raw))
+        # Fields it does not know are left out: during a rolling upgrade an older worker
+        # reads what a newer one wrote (worker_type came in this way).
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in json.loads(raw).items() if key in known})
 
 
 @dataclass(frozen=True)

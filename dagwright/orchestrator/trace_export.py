@@ -23,13 +23,19 @@ Exactly once:
 
 The one duplicate left: a crash after the collector accepted a trace and before the mark.
 The export is then repeated, with the same ids.
+
+The exports run in a thread of their own, one batch at a time: a pass runs on a worker's
+event loop, which a slow collector must not hold up (no task handed out, presence not
+renewed). Entries older than the retention are dropped by every pass, exporter or not, so
+the queue cannot grow where no process exports.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import threading
 
+from dagwright.connection import redact_url
 from dagwright.errors import UnknownRunError
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.traces import read_trace
@@ -49,26 +55,46 @@ class TraceExport:
     def __init__(self, runtime: Runtime, exporter: OtlpTraceExporter | None) -> None:
         self.runtime = runtime
         self.exporter = exporter
+        self._batch: threading.Thread | None = None
+        self._exported = 0  # by the batches that ended since the last pass
 
     @classmethod
     def for_runtime(cls, runtime: Runtime) -> TraceExport:
         return cls(runtime, exporter_for(runtime.settings.otlp_endpoint))
 
     def export_due(self) -> int:
-        """Export the traces that are due, within about one reconciler interval; how many
-        were exported."""
-        if self.exporter is None:
-            return 0
+        """Drop the entries of expired runs, and start exporting the due traces in the
+        background unless a batch is still at it; how many traces the batches that ended
+        since the last call exported."""
         client, key = self.runtime.client, self.runtime.keys.trace_exports
         now = self.runtime.store.server_time_ms()
+        client.zremrangebyscore(key, "-inf", now - self.runtime.settings.retention_s * 1000)
+        exported, self._exported = self._exported, 0
+        if self.exporter is None or (self._batch is not None and self._batch.is_alive()):
+            return exported
         due = client.zrangebyscore(key, "-inf", now, start=0, num=EXPORTS_PER_PASS)
-        stop_at = time.monotonic() + self.runtime.settings.reconcile_interval_s
-        exported = 0
-        for run_id in due:
-            if time.monotonic() > stop_at:
-                break
-            exported += self._export(self.exporter, run_id, now)
+        if due:
+            self._batch = threading.Thread(
+                target=self._export_batch,
+                args=(self.exporter, due, now),
+                name="dagwright-trace-export",
+                daemon=True,
+            )
+            self._batch.start()
         return exported
+
+    def wait(self, timeout_s: float) -> None:
+        """Wait for the batch under way, if any (for tests and a clean stop)."""
+        if self._batch is not None:
+            self._batch.join(timeout_s)
+
+    def _export_batch(self, exporter: OtlpTraceExporter, due: list[str], now: int) -> None:
+        for run_id in due:
+            try:
+                self._exported += self._export(exporter, run_id, now)
+            except Exception:  # Redis gone: the entries stay, a later pass retries them
+                log.warning("exporting traces stopped", exc_info=True)
+                return
 
     def _export(self, exporter: OtlpTraceExporter, run_id: str, now: int) -> bool:
         client, keys = self.runtime.client, self.runtime.keys
@@ -95,11 +121,12 @@ class TraceExport:
 
 
 def _sent(exporter: OtlpTraceExporter, run_id: str, trace: Trace) -> bool:
+    url = redact_url(exporter.url)  # an endpoint may carry credentials
     try:
         accepted = exporter.export(trace)
     except Exception:  # an optional exporter must never stop the reconciler's pass
-        log.warning("run %s: exporting its trace to %s failed", run_id, exporter.url, exc_info=True)
+        log.warning("run %s: exporting its trace to %s failed", run_id, url, exc_info=True)
         return False
     if not accepted:
-        log.warning("run %s: %s refused its trace; will try again", run_id, exporter.url)
+        log.warning("run %s: %s refused its trace; will try again", run_id, url)
     return accepted

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from dagwright.workers.budgets import Overrun
     from dagwright.workers.tools.workspace import Workspace
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -218,17 +220,24 @@ class NodeContext:
         status: Literal["ok", "error"],
         attributes: dict[str, AttributeValue | None],
     ) -> None:
-        span = Span(
-            span_id=uuid.uuid4().hex[:16],
-            parent_id=attempt_span_id(self.node_id, self.attempt),
-            name=name,
-            node=self.node_id,
-            attempt=self.attempt,
-            start=start,
-            end=end,
-            status=status,
-            attributes={key: value for key, value in attributes.items() if value is not None},
-        )
+        """Best effort: a span that cannot be built (an attribute of another type) is
+        dropped, never raised into the node, nor in place of the block's own error."""
+        try:
+            span = Span(
+                span_id=uuid.uuid4().hex[:16],
+                parent_id=attempt_span_id(self.node_id, self.attempt),
+                name=name,
+                node=self.node_id,
+                attempt=self.attempt,
+                start=start,
+                end=end,
+                status=status,
+                attributes={key: value for key, value in attributes.items() if value is not None},
+            )
+        except ValueError:
+            # pydantic's ValidationError: an attribute is not a str, int, float or bool
+            log.warning("span %s of %s/%s dropped", name, self.run_id, self.node_id, exc_info=True)
+            return
         self.services.record_span(self, span)
 
 

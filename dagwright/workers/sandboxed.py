@@ -29,28 +29,30 @@ def run_code(
     limits = Limits.from_settings(ctx.settings)
     if wall_time_s is not None:
         limits = limits_with_wall_time(limits, wall_time_s)
-    try:
-        result = ctx.guard(
-            f"sandbox:{sandbox.name}",
-            lambda: run_traced(ctx, sandbox, code, input_json, limits),
-            is_failure=lambda exc: isinstance(exc, SandboxFailedError),
-        )
-    except SandboxFailedError:  # metrics: the backend broke running it
-        ctx.count(sandbox_execution(sandbox.name, "error"))
-        raise
-    ctx.count(sandbox_execution(sandbox.name, result.outcome))  # metrics
+    result = ctx.guard(
+        f"sandbox:{sandbox.name}",
+        lambda: run_observed(ctx, sandbox, code, input_json, limits),
+        is_failure=lambda exc: isinstance(exc, SandboxFailedError),
+    )
     if result.cancelled:
         why = "ran out of time" if ctx.timed_out else "was cancelled or lost its lease"
         raise NodeLostError(f"the code was killed after {result.duration_s:.1f}s: its node {why}")
     return result
 
 
-def run_traced(
+def run_observed(
     ctx: NodeContext, sandbox: Sandbox, code: str, input_json: str, limits: Limits
 ) -> ExecutionResult:
-    """``sandbox.run``, recorded as a span of the node (what happened, not the output)."""
+    """``sandbox.run``, recorded as a span of the node (what happened, not the output) and
+    counted in the metrics. Inside the breaker's guard: the failure that opens the breaker
+    reaches the guard as BreakerOpenError, and must still count as the backend's error."""
     with ctx.span(SANDBOX_EXEC, backend=sandbox.name) as span:
-        result = sandbox.run(code, input_json=input_json, limits=limits, cancel=ctx.stop)
+        try:
+            result = sandbox.run(code, input_json=input_json, limits=limits, cancel=ctx.stop)
+        except SandboxFailedError:
+            ctx.count(sandbox_execution(sandbox.name, "error"))
+            raise
+        ctx.count(sandbox_execution(sandbox.name, result.outcome))
         span.attributes.update(execution_attributes(result))
         span.status = "ok" if result.ok else "error"
     return result

@@ -13,7 +13,10 @@ set -euo pipefail
 ROOT=${ROOT:-/var/tmp/dockertest}
 IMAGE=${IMAGE:-dagwright-sandbox:latest}
 SOCK=unix://$ROOT/docker.sock
-export PATH=$ROOT/pkg/usr/bin:$ROOT/pkg/usr/sbin:$PATH
+# dockerd runs iptables inside each container's network namespace for its embedded DNS
+# (how compose services find each other by name), even with --iptables=false: it must be
+# on dockerd's PATH, which a minimal environment (env -i) leaves without /usr/sbin.
+export PATH=$ROOT/pkg/usr/bin:$ROOT/pkg/usr/sbin:$PATH:/usr/sbin:/sbin
 
 if [[ ${1:-} == stop ]]; then
   if [[ -f $ROOT/dockerd.pid ]]; then
@@ -33,6 +36,9 @@ if [[ ! -x $ROOT/pkg/usr/sbin/dockerd ]]; then
   download() { (cd "$ROOT/debs" && apt-get download docker.io containerd runc tini debootstrap >/dev/null); }
   download || { apt-get update -qq && download; }  # a fresh machine may have no package lists
   for d in "$ROOT"/debs/*.deb; do dpkg-deb -x "$d" "$ROOT/pkg"; done
+fi
+if ! command -v iptables >/dev/null; then  # Debian's docker.io depends on it
+  apt-get install -y -qq iptables >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq iptables >/dev/null; }
 fi
 if ! DOCKER_HOST=$SOCK docker version >/dev/null 2>&1; then
   echo "starting dockerd on $SOCK (log: $ROOT/dockerd.log)" >&2
