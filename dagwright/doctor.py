@@ -328,12 +328,13 @@ def check_reconciler(runtime: Runtime) -> Check:
         "reconciler",
         f"no reconciler ran in the last {every:g}s: "
         "work of dead workers and lost messages is not recovered",
-        "every `dagwright worker` runs one unless started with --no-reconciler",
+        "start `dagwright reconciler` (every `dagwright worker` runs one too, unless "
+        "started with --no-reconciler)",
     )
 
 
 def check_breakers(breakers: Breakers) -> Check:
-    return breaker_check([breakers.status(name) for name in breakers.names()])
+    return breaker_check(breakers.statuses())  # reads only: a check must not write
 
 
 def breaker_check(statuses: list[BreakerStatus]) -> Check:

@@ -15,6 +15,7 @@ from dagwright.cli.output import stderr
 from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
+from dagwright.keys import ORCHESTRATOR_QUEUE
 from dagwright.metrics.server import bind_metrics_server
 from dagwright.tasks import queues_for, run_beat, run_worker
 from dagwright.tasks.reconciler_service import run_reconciler
@@ -67,6 +68,11 @@ def worker(
         queues = queues_for(worker_types)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
+    if ORCHESTRATOR_QUEUE not in queues:  # goals and schedules need one somewhere
+        stderr.print(
+            f"[dim]this worker does not serve {ORCHESTRATOR_QUEUE} (goal planning, "
+            "schedules): run one with `--type orchestrator`, or with no --type[/]"
+        )
     # Bound here, so a port in use is one line before the worker starts; served once
     # its pool has started (tasks/steps.py MetricsStep).
     endpoint = bind_metrics_server(settings) if settings.metrics_port else None

@@ -68,6 +68,8 @@ class Reconciler:
         self._trim_run_index()
         report.republished += self._wake_waiters()
         report.exported = self.trace_export.export_due()
+        if report.exported:
+            log.info("exported %d run trace(s) over OTLP", report.exported)
         return report
 
     def _reject_overdue_approvals(self, report: ReconcileReport) -> None:

@@ -46,9 +46,6 @@ class TimeScale:
     def x(self, when: datetime) -> float:
         return self.left + (when.timestamp() - self.origin_s) * self.units_per_s
 
-    def epoch_s_at(self, x: float) -> float:
-        return self.origin_s + (x - self.left) / self.units_per_s
-
 
 @dataclass(frozen=True)
 class Bar:

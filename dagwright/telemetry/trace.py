@@ -47,7 +47,7 @@ from dagwright.telemetry.spans import (
 )
 
 TRACE_FORMAT_VERSION = 1
-ERROR_MESSAGE_CHARS = 200  # a failed attempt's error message, shortened: a trace is a summary
+ATTEMPT_ERROR_CHARS = 200  # a failed attempt's error message, shortened: a trace is a summary
 
 Outcome = Literal[
     "running",  # still running when the trace was read
@@ -252,7 +252,7 @@ class AttemptTracker:
         }
         if outcome == "failed" and node_state is not None and node_state.error is not None:
             attributes["error_class"] = node_state.error.error_class
-            attributes["error_message"] = node_state.error.message[:ERROR_MESSAGE_CHARS]
+            attributes["error_message"] = node_state.error.message[:ATTEMPT_ERROR_CHARS]
         return attributes
 
     def _llm_call(self, node: str, event: Event) -> Span:

@@ -49,6 +49,7 @@ FORGED_CLOSING_TAG = re.compile(r"</\s*untrusted_input", re.IGNORECASE)
 MAX_INLINE_INPUT_CHARS = 20_000
 AUDITED_ARGS_CHARS = 500
 MAX_TOOL_NAME_CHARS = 64  # the API's limit; a name the model made up is cut there in spans
+MAX_TOOL_USE_ID_CHARS = 64  # ids are short ("toolu_..."); a made-up one is cut in spans
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,7 @@ class AgentLoop:
         with self.ctx.span(
             TOOL_CALL,
             tool=name[:MAX_TOOL_NAME_CHARS],
-            tool_use_id=call_id[:MAX_TOOL_NAME_CHARS],
+            tool_use_id=call_id[:MAX_TOOL_USE_ID_CHARS],
             input_bytes=json_bytes(args),
             outcome="error",
         ) as span:

@@ -249,10 +249,10 @@ class OpenSpan:
     status: Literal["ok", "error"] = "ok"
 
 
-ERROR_MESSAGE_CHARS = 300
+SPAN_ERROR_CHARS = 300
 
 
 def error_attributes(exc: BaseException, settings: Settings) -> dict[str, AttributeValue | None]:
     """The class and the start of the message of ``exc``, secrets masked."""
     message = redact(str(exc), known_secrets(settings))
-    return {"error": type(exc).__name__, "error_message": message[:ERROR_MESSAGE_CHARS]}
+    return {"error": type(exc).__name__, "error_message": message[:SPAN_ERROR_CHARS]}
