@@ -68,8 +68,10 @@ def tool_use(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
 def test_a_run_records_its_tool_calls_and_sandbox_runs_without_secrets(
     subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
 ) -> None:
-    backend = require_a_sandbox().name
-    settings = subprocess_settings.model_copy(update={"anthropic_api_key": SecretStr(API_KEY)})
+    backend = require_a_sandbox().name  # and the worker uses that one (auto may differ)
+    settings = subprocess_settings.model_copy(
+        update={"anthropic_api_key": SecretStr(API_KEY), "sandbox_backend": backend}
+    )
     secret_note = f"key {API_KEY} password={ARGUMENT_SECRET}"
     fake_llm.add(
         turn(
