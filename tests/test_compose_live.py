@@ -1,5 +1,6 @@
-"""docker-compose.yml run for real: Valkey, the orchestrator, the worker types, beat, the
-reconciler, Flower and the metrics server, as `docker compose up` starts them.
+"""docker-compose.yml run for real: Valkey, the orchestrator, the worker types that need
+no LLM (function, python) and coder (its sandbox), beat, the reconciler, Flower and the
+metrics server, as `docker compose up` starts them.
 
 Needs a Docker engine (ops/docker/start-test-dockerd.sh), Compose v2 and the images
 (ops/docker/offline-compose.sh builds them with no registry and prints DAGWRIGHT_COMPOSE).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -23,9 +25,10 @@ import pytest
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
-SERVICES = ["valkey", "orchestrator", "function", "python", "beat", "reconciler", "flower"]
-SERVICES += ["metrics"]
+WORKERS = ["orchestrator", "function", "python", "coder"]  # `dagwright worker` services
+SERVICES = ["valkey", *WORKERS, "beat", "reconciler", "flower", "metrics"]
 IMAGES = ["dagwright:latest", "valkey/valkey:8.0"]
+PROJECT_PREFIX = "dwtest"  # + the pid of the pytest process that started it
 
 
 @dataclass
@@ -53,6 +56,20 @@ class Stack:
         """`dagwright run` of a plan file, in the orchestrator container."""
         script = "cat > /tmp/plan.yaml && dagwright run /tmp/plan.yaml --timeout 120"
         return self.exec("orchestrator", "sh", "-c", script, stdin=plan.read_text())
+
+    def doctor(self, service: str) -> dict[str, dict[str, str]]:
+        """`dagwright doctor --json` in a ``service`` container: check name -> check (it
+        exits 1 when a check fails, which the caller judges)."""
+        out = self.run("exec", "-T", service, "dagwright", "doctor", "--json", check=False)
+        return {check["name"]: check for check in json.loads(out)["checks"]}
+
+    def up(self, *args: str) -> None:
+        """`compose up`; on failure the error carries the services' last log lines."""
+        try:
+            self.run("up", *args)
+        except AssertionError as exc:
+            logs = self.run("logs", "--no-color", "--tail", "50", check=False)
+            raise AssertionError(f"{exc}\n-- compose logs --tail 50 --\n{logs}") from None
 
 
 def missing_parts() -> str | None:
@@ -83,17 +100,45 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     env_file.write_text(
         f"DAGWRIGHT_REDIS_PASSWORD={password}\nDAGWRIGHT_FLOWER_BASIC_AUTH={flower}\n"
     )
-    compose = [
+    base = [
         os.environ.get("DAGWRIGHT_COMPOSE") or "docker-compose",
         *("--project-directory", str(REPO), "-f", str(REPO / "docker-compose.yml")),
-        *("--env-file", str(env_file), "-p", f"dwtest{os.getpid()}"),
+        *("--env-file", str(env_file)),
     ]
-    running = Stack(compose, password, flower)
+    remove_stale_projects(base)
+    running = Stack([*base, "-p", f"{PROJECT_PREFIX}{os.getpid()}"], password, flower)
     try:
-        running.run("up", "-d", "--no-build", "--wait", *SERVICES)
+        running.up("-d", "--no-build", "--wait", *SERVICES)
         yield running
     finally:
         running.run("down", "-v", "--remove-orphans", "--timeout", "5", check=False)
+
+
+def remove_stale_projects(base: list[str]) -> None:
+    """Take down the stacks of earlier runs of this module that were killed before their
+    `down` (a project's name carries its pytest's pid: one still alive is left alone)."""
+    listed = subprocess.run(
+        [*base, "ls", "-a", "--format", "json"], capture_output=True, text=True, timeout=60
+    )
+    projects = json.loads(listed.stdout or "[]") if listed.returncode == 0 else []
+    for project in projects:
+        match = re.fullmatch(PROJECT_PREFIX + r"(\d+)", project.get("Name", ""))
+        if match and not pid_alive(int(match[1])):
+            subprocess.run(
+                [*base, "-p", match[0], "down", "-v", "--remove-orphans", "--timeout", "5"],
+                capture_output=True,
+                timeout=180,
+            )
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def test_plans_run_through_the_services(stack: Stack) -> None:
@@ -118,7 +163,8 @@ policy = server.config_get("maxmemory-policy")["maxmemory-policy"]
 print(appendonly, policy)
 """
     assert stack.python("orchestrator", probe).splitlines() == ["refused", "yes noeviction"]
-    # The password is in no container's command line (what `docker inspect` and ps show).
+    # The password is in no container's command line (ps; `docker inspect`'s Path and
+    # Args). Its Config.Env does hold it: the compose file's header says so.
     for service in ("valkey", "orchestrator", "flower"):
         container = stack.run("ps", "-q", service).split()[0]
         inspected = subprocess.run(
@@ -152,23 +198,69 @@ print(status({{}}), status({{"Authorization": "Basic " + login}}))
     wait_until(answers, timeout=60, what="Flower answering 401 without the login, 200 with")
 
 
+METRIC_SAMPLES = """
+import urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+text = urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=10).read().decode()
+for family in text_string_to_metric_families(text):
+    for sample in family.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+        print(sample.name, labels, sample.value, sep="\\t")
+"""
+
+
+def metric_samples(stack: Stack) -> dict[tuple[str, str], float]:
+    """(name, "label=value,...") -> value, as the metrics service serves them (parsed by
+    prometheus_client, so a HELP line or a comment never passes for a sample)."""
+    samples = {}
+    for line in stack.python("metrics", METRIC_SAMPLES).splitlines():
+        name, labels, value = line.split("\t")
+        samples[(name, labels)] = float(value)
+    return samples
+
+
 def test_the_metrics_service_serves_the_deployments_metrics(stack: Stack) -> None:
     stack.dagwright_run(REPO / "examples/plans/diamond.yaml")
-    probe = """
-import urllib.request
-print(urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=10).read().decode())
+    samples = metric_samples(stack)
+    assert samples[("dagwright_up", "")] == 1
+    assert samples[("dagwright_runs", "status=succeeded")] >= 1
+    assert ("dagwright_queue_depth", "queue=dw.function") in samples
+    # Every worker service started is online (scaled ones count more).
+    online = samples[("dagwright_workers_online", "")]
+    assert online >= len(WORKERS), samples
+
+
+def test_the_coder_service_has_a_working_sandbox(stack: Stack) -> None:
+    """coder runs bubblewrap in its own container, as its own uid: doctor's sandbox check
+    there runs the backend's self-test."""
+    sandbox = stack.doctor("coder")["sandbox"]
+    assert sandbox["status"] == "ok" and "bubblewrap" in sandbox["detail"], sandbox
+    assert stack.exec("coder", "id", "-u").strip() == "10003"
+
+
+FUNCTION_CONSUMERS = """
+import os, redis
+from dagwright.keys import Keys
+from dagwright.settings import Settings
+client = redis.Redis.from_url(os.environ["DAGWRIGHT_REDIS_URL"], decode_responses=True)
+pattern = Keys(Settings().key_prefix).worker_heartbeat_pattern
+print(sum(
+    "dw.function" in (client.hget(key, "queues") or "").split(",")
+    for key in client.scan_iter(pattern)
+))
 """
-    text = stack.python("metrics", probe)
-    assert 'dagwright_runs{status="succeeded"}' in text
-    assert 'dagwright_queue_depth{queue="dw.function"}' in text
-    assert "dagwright_workers_online" in text
 
 
 def test_a_worker_type_scales_with_compose(stack: Stack) -> None:
-    services = [*SERVICES]
-    stack.run("up", "-d", "--no-build", "--no-recreate", "--scale", "function=2", *services)
+    stack.up("-d", "--no-build", "--no-recreate", "--scale", "function=2", *SERVICES)
     rows = [json.loads(line) for line in stack.run("ps", "--format", "json").splitlines()]
     function = [row for row in rows if row.get("Service") == "function"]
     assert len(function) == 2, rows
-    # Both replicas work: the run's four nodes are spread over whichever is free.
+    # Two live workers consume dw.function: their presence records, as doctor reads them.
+    wait_until(
+        lambda: stack.python("orchestrator", FUNCTION_CONSUMERS) == "2",
+        timeout=60,
+        interval=1,
+        what="two live workers on dw.function",
+    )
     assert "left hello + right hello" in stack.dagwright_run(REPO / "examples/plans/diamond.yaml")
