@@ -31,7 +31,7 @@ from dagwright.metrics.collector import families, up
 from dagwright.metrics.readings import Readings
 from dagwright.settings import Settings
 from dagwright.tasks import queues_for
-from dagwright.workers import default_registry
+from dagwright.workers import build_default_registry
 from tests.support.valkey import free_port
 from tests.support.waiting import wait_until
 
@@ -55,7 +55,10 @@ METRICS = {
 }
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
 SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
-WORKER_TYPES = set(default_registry.type_names())
+# The built-in worker types, which the deployment files run: a registry of its own, not
+# default_registry, which other test modules add types to when pytest imports them.
+BUILT_IN = build_default_registry()
+WORKER_TYPES = set(BUILT_IN.type_names())
 
 
 # -- loading ------------------------------------------------------------------------
@@ -277,7 +280,7 @@ def calls_the_llm(command: list[str]) -> bool:
     if command[0] != "worker":
         return False
     served = command[command.index("--type") + 1]
-    return served == "orchestrator" or default_registry.get(served).kind == "agent"
+    return served == "orchestrator" or BUILT_IN.get(served).kind == "agent"
 
 
 def test_the_api_key_goes_only_to_what_calls_the_llm() -> None:
@@ -527,7 +530,7 @@ def test_one_scaled_object_per_worker_type_on_its_queue() -> None:
         worker_type = args[args.index("--type") + 1]
         (trigger,) = scaled_object["spec"]["triggers"]
         assert trigger["type"] == "redis"
-        assert trigger["metadata"]["listName"] == default_registry.get(worker_type).queue
+        assert trigger["metadata"]["listName"] == BUILT_IN.get(worker_type).queue
         assert int(trigger["metadata"]["listLength"]) >= 1
         assert trigger["authenticationRef"]["name"] == "dagwright-redis"
         # Not to zero: keda.yaml's header says why.
