@@ -1,7 +1,8 @@
 """The wire contract: every Redis key, queue and task name dagwright uses.
 
 Nothing else builds a key string. A run's keys share the hash tag ``{<run_id>}`` so they
-land in one Redis Cluster slot and the scheduler's Lua scripts stay legal under Cluster.
+land in one Redis Cluster slot. (Cluster is not supported for the state store yet: some
+scripts also touch a global key, such as the DLQ stream or the active-run set.)
 
 A run is stored column-wise: one hash per node attribute, keyed by node id (``state``,
 ``fence``, ``output``...), rather than one hash per node. A run therefore has a fixed set
