@@ -157,3 +157,8 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     started = Workers(tmp_path)
     yield started
     started.stop_all()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of docker-compose.yml run last: CI builds their images meanwhile."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_compose_live.py"))

@@ -72,6 +72,20 @@ class Stack:
             raise AssertionError(f"{exc}\n-- compose logs --tail 50 --\n{logs}") from None
 
 
+def wait_for_the_images() -> None:
+    """CI builds the images in the background while the other tests run (.ci/run): wait
+    for its status file, and fail if the build failed."""
+    ready = os.environ.get("DAGWRIGHT_COMPOSE_READY")
+    if not ready:
+        return
+    status = Path(ready)
+    wait_until(status.exists, timeout=900, interval=2, what="ops/docker/offline-compose.sh")
+    if status.read_text().strip() != "0":
+        log = status.with_name("offline-compose.log")
+        tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+        pytest.fail(f"ops/docker/offline-compose.sh failed ({log}):\n{tail}")
+
+
 def missing_parts() -> str | None:
     compose = os.environ.get("DAGWRIGHT_COMPOSE") or shutil.which("docker-compose")
     if not compose:
@@ -89,6 +103,7 @@ def missing_parts() -> str | None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    wait_for_the_images()
     problem = missing_parts()
     if problem:
         if os.environ.get("DAGWRIGHT_REQUIRE_COMPOSE"):
