@@ -42,7 +42,7 @@ def read_stack(data_dir: Path) -> StackRecord | None:
         record = StackRecord(**json.loads(stack_file(data_dir).read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    return record if _process_alive(record.pid) else None
+    return record if process_alive(record.pid) else None
 
 
 def remove_stack(data_dir: Path, pid: int) -> None:
@@ -52,7 +52,8 @@ def remove_stack(data_dir: Path, pid: int) -> None:
         stack_file(data_dir).unlink(missing_ok=True)
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this pid runs (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

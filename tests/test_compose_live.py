@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from dagwright.stackfile import process_alive
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,22 +139,12 @@ def remove_stale_projects(base: list[str]) -> None:
     projects = json.loads(listed.stdout or "[]") if listed.returncode == 0 else []
     for project in projects:
         match = re.fullmatch(PROJECT_PREFIX + r"(\d+)", project.get("Name", ""))
-        if match and not pid_alive(int(match[1])):
+        if match and not process_alive(int(match[1])):
             subprocess.run(
                 [*base, "-p", match[0], "down", "-v", "--remove-orphans", "--timeout", "5"],
                 capture_output=True,
                 timeout=180,
             )
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def test_plans_run_through_the_services(stack: Stack) -> None:
