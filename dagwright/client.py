@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import getpass
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -262,14 +261,6 @@ class Client:
         waiting up to ``wait_s`` for the first: what a live view sleeps on between redraws."""
         block_ms = max(1, int(wait_s * 1000))
         return self.runtime.store.read_events(run_id, after=after, block_ms=block_ms)
-
-    @_translated
-    def dependencies(self, run_id: str) -> dict[str, list[str]]:
-        """node id -> the ids of the nodes it depends on (planned nodes included)."""
-        runtime = self.runtime
-        raw = runtime.client.hgetall(runtime.keys.run_key(run_id, "deps"))
-        # Lua's cjson writes an empty list as "{}": no dependencies either way.
-        return {node_id: list(json.loads(deps) or []) for node_id, deps in raw.items()}
 
     @_translated
     def trace(self, run_id: str) -> Trace:

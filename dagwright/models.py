@@ -219,6 +219,7 @@ class NodeState(BaseModel):
 
     status: NodeStatus
     type: str
+    depends_on: list[str] = Field(default_factory=list)
     attempts: int = 0
     started_at: datetime | None = None
     finished_at: datetime | None = None

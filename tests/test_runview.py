@@ -62,9 +62,9 @@ def test_a_waiting_node_shows_how_to_approve_it_and_tokens_are_shown_per_node() 
     usage = Usage(input_tokens=1200, output_tokens=34, cost_usd=0.0123, llm_calls=2)
     nodes = {
         "draft": node(NodeStatus.SUCCEEDED, finished_s=3, usage=usage, attempts=1),
-        "publish": node(NodeStatus.WAITING_APPROVAL),
+        "publish": node(NodeStatus.WAITING_APPROVAL, depends_on=["draft"]),
     }
-    view = RunView(run_of(nodes), {"draft": [], "publish": ["draft"]})
+    view = RunView(run_of(nodes))
     console = Console(width=160, record=True, color_system=None)
     console.print(view.render(height=30, now=(T0 + timedelta(seconds=5)).timestamp()))
     text = console.export_text()

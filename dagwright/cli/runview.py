@@ -137,10 +137,14 @@ class Snapshot:
     fits: dict[int, tuple[list[str], Counter[str]]] = field(default_factory=dict)
 
     @classmethod
-    def of(
-        cls, state: RunState, deps: dict[str, list[str]], levels: dict[str, int] | None = None
-    ) -> Snapshot:
-        levels = dependency_levels(deps) if levels is None else levels
+    def of(cls, state: RunState, earlier: Snapshot | None = None) -> Snapshot:
+        """``earlier``: the previous read, whose levels serve again if no node was added
+        (the dependencies of a node never change; a planner only adds nodes)."""
+        if earlier is not None and len(earlier.levels) == len(state.nodes):
+            deps, levels = earlier.deps, earlier.levels
+        else:
+            deps = {node_id: node.depends_on for node_id, node in state.nodes.items()}
+            levels = dependency_levels(deps)
         waiting = [
             node_id
             for node_id, node in state.nodes.items()
@@ -160,26 +164,16 @@ class RunView:
     (the live display may be drawing the previous one meanwhile, from another thread);
     ``max_rows`` caps the rows of a printed (not live) view."""
 
-    def __init__(
-        self, state: RunState, deps: dict[str, list[str]], max_rows: int | None = None
-    ) -> None:
-        self.snapshot = Snapshot.of(state, deps)
+    def __init__(self, state: RunState, max_rows: int | None = None) -> None:
+        self.snapshot = Snapshot.of(state)
         self.max_rows = max_rows
 
     @property
     def state(self) -> RunState:
         return self.snapshot.state
 
-    def update(self, state: RunState, deps: dict[str, list[str]] | None = None) -> None:
-        if deps is None:
-            self.snapshot = Snapshot.of(state, self.snapshot.deps, self.snapshot.levels)
-        else:
-            self.snapshot = Snapshot.of(state, deps)
-
-    def missing_deps(self) -> bool:
-        """Nodes the run holds but this view has no dependencies for (planned since)."""
-        deps = self.snapshot.deps
-        return any(node_id not in deps for node_id in self.state.nodes)
+    def update(self, state: RunState) -> None:
+        self.snapshot = Snapshot.of(state, self.snapshot)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         height = self.max_rows or options.max_height or console.height

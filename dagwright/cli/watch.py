@@ -46,14 +46,14 @@ def watch(
     the run goes on."""
     client = client_from(imports)
     state = client.status(run_id, include_outputs=False)
-    view = RunView(state, client.dependencies(run_id))
+    view = RunView(state)
     if not state.status.is_final:
         try:
             state = follow(client, view) if console.is_terminal else client.wait(run_id)
         except KeyboardInterrupt:
             stderr.print(f"stopped watching; the run goes on (dagwright watch {run_id})")
             raise typer.Exit(ExitCode.INTERRUPTED) from None
-        view.update(state, client.dependencies(run_id))
+        view.update(state)
     view.max_rows = FINAL_MAX_ROWS
     console.print(view)
     raise typer.Exit(ExitCode.OK if state.status == RunStatus.SUCCEEDED else ExitCode.RUN_FAILED)
@@ -78,8 +78,6 @@ def watch_until_final(client: Client, view: RunView) -> RunState:
             time.sleep(pause)
         state = client.status(run_id, include_outputs=False)
         view.update(state)
-        if view.missing_deps():
-            view.update(state, client.dependencies(run_id))
         if state.status.is_final:
             return state
 

@@ -290,6 +290,7 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
     return NodeState(
         status=NodeStatus(data["state"][node_id]),
         type=spec["type"],
+        depends_on=spec.get("depends_on", []),
         attempts=int(data["attempts"].get(node_id, 0)),
         started_at=from_ms(data["started"].get(node_id)),
         finished_at=from_ms(data["finished"].get(node_id)),
