@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from dagwright.keys import node_task_id
 from dagwright.tasks import build_app
 from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.processes import REPO_ROOT, settings_env
+from tests.support.valkey import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -88,12 +88,6 @@ def test_node_tasks_carry_their_run_node_and_worker_type_in_celery_events(
     for event in (sent, received):
         assert event["name"] == "dagwright.node.execute"
         assert event["args"] == readable and event["kwargs"] == "{}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def get(url: str, login: str | None = None) -> tuple[int, bytes]:

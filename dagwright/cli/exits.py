@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import signal
 
 from dagwright.embedded import EmbeddedStackError
 from dagwright.errors import (
@@ -34,3 +35,13 @@ def exit_code_for(exc: DagwrightError) -> ExitCode:
     if isinstance(exc, RunFailedError | RunCancelledError):
         return ExitCode.RUN_FAILED
     return ExitCode.RUN_FAILED
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM stops a long-running command the way Ctrl-C does (KeyboardInterrupt), so
+    its clean-up runs when a service manager or container runtime stops it."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

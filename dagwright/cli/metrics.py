@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from dagwright.cli.exits import interrupt_on_sigterm
 from dagwright.cli.options import ImportOption, settings_from
 from dagwright.cli.output import stderr
 from dagwright.metrics.server import DEFAULT_PORT, bind_metrics_server
@@ -42,7 +43,7 @@ def metrics_server(
     serve the same metrics when DAGWRIGHT_METRICS_PORT is set."""
     settings = settings_from(imports)
     server = bind_metrics_server(settings, host=host, port=port)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     server.start()
     stderr.print(f"serving metrics at {server.url} (Ctrl-C stops)")
     try:
@@ -54,6 +55,3 @@ def metrics_server(
         server.stop()
     raise typer.Exit(0)
 
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

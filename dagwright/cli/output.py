@@ -48,6 +48,9 @@ STATUS_STYLE = {
     "queued": "blue",
     "retry_wait": "magenta",
     "waiting_approval": "bold yellow",
+    # outcomes of an attempt, as traces show them
+    "retrying": "red",
+    "lease_expired": "red",
 }
 MAX_TABLE_ROWS = 50
 PLAIN_PROGRESS_EVERY_S = 5.0

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from dagwright.cli.exits import interrupt_on_sigterm
 from dagwright.cli.options import ImportOption, settings_from
 from dagwright.cli.output import stderr
 from dagwright.connection import redact_url, require_redis_url
@@ -152,7 +153,7 @@ def up(
             "DAGWRIGHT_REDIS_URL is set: `dagwright up` runs its own embedded Valkey; unset it, "
             "or run `dagwright worker` against that Redis instead"
         )
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupt_on_sigterm()
     with EmbeddedStack(
         settings, owner="up", concurrency=concurrency, loglevel=loglevel.upper(), beat=True
     ) as stack:
@@ -183,9 +184,6 @@ def supervise(stack: EmbeddedStack) -> None:
         stack.start_worker()
         restarts += 1
 
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 __all__ = ["EmbeddedStackError", "up", "worker"]

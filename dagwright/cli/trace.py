@@ -18,6 +18,8 @@ Times are ISO 8601 in UTC. The run span comes first (its ``span_id`` is the run 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -93,13 +95,11 @@ def check_writable(path: Path) -> None:
 
 def write_image(run_trace: Trace, output_format: TraceFormat, path: Path) -> None:
     layout = chart(run_trace)
-    try:
+    with writing(path):
         if output_format == TraceFormat.PNG:
             write_png(run_trace, layout, path)
         else:
             write_svg(run_trace, layout, path)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def write_json(run_trace: Trace, path: Path | None) -> None:
@@ -126,16 +126,20 @@ def show(renderable: RenderableType, path: Path | None) -> None:
     if path is None:
         stdout.print(renderable)
         return
-    try:
-        with path.open("w", encoding="utf-8") as file:
-            Console(file=file, width=FILE_WIDTH, no_color=True, highlight=False).print(renderable)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    with writing(path), path.open("w", encoding="utf-8") as file:
+        Console(file=file, width=FILE_WIDTH, no_color=True, highlight=False).print(renderable)
 
 
 def write_text(path: Path, text: str) -> None:
-    try:
+    with writing(path):
         path.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A failed write of ``path`` is an input error (a full disk, no permission)."""
+    try:
+        yield
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 

@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
-from dagwright.cli.output import STATUS_STYLE
+from dagwright.cli.output import styled_status
 from dagwright.telemetry.spans import LLM_CALL, NODE_ATTEMPT, RETRY, Span
 from dagwright.telemetry.timeline import (
     OUTCOME_COLOURS,
@@ -107,8 +107,7 @@ def other_label(span: Span) -> str:
 
 
 def _styled(status: str) -> str:
-    style = STATUS_STYLE.get(status) or ("red" if status in ("retrying", "lease_expired") else "")
-    return f"[{style}]{escape(status)}[/]" if style else escape(status)
+    return styled_status(status).markup
 
 
 def trace_gantt(trace: Trace, width: int) -> Group:

@@ -43,6 +43,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
+from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import node_duration
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.approval import ApprovalNeeded, Proposal
@@ -64,14 +65,9 @@ class Outcome(enum.StrEnum):
     PARKED = "parked"  # a concurrency limit is full: queued again, waiting for a slot
 
 
-# The outcomes of an attempt that ran, as the node-duration metric labels them (a stale
-# attempt recorded nothing, a parked one ran nothing; a timeout is counted when recorded).
-MEASURED_OUTCOMES = {
-    Outcome.SUCCEEDED: "succeeded",
-    Outcome.RETRYING: "retrying",
-    Outcome.FAILED: "failed",
-    Outcome.WAITING: "waiting_approval",
-}
+# Not in the node-duration metric: a stale attempt recorded nothing, a parked one ran
+# nothing (a timeout is counted when it is recorded, as TIMEOUT_OUTCOME).
+UNMEASURED_OUTCOMES = frozenset({Outcome.STALE, Outcome.PARKED})
 TIMEOUT_OUTCOME = "timeout"
 
 
@@ -104,8 +100,8 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         last_checkpoint=claim.checkpoint,
     )
     outcome = run_within_limits(env, ctx, claim)
-    if outcome in MEASURED_OUTCOMES:
-        observe_attempt(env, claim, MEASURED_OUTCOMES[outcome])
+    if outcome not in UNMEASURED_OUTCOMES:
+        observe_attempt(env, claim, outcome.value)
     return outcome
 
 
@@ -214,13 +210,7 @@ def holder_is_dead_here(holder: str) -> bool:
     host, _, pid = holder.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return not process_alive(int(pid))
 
 
 def run_worker(runtime: Runtime, ctx: NodeContext, node: Node) -> Any:

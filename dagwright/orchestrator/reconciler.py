@@ -40,7 +40,6 @@ class ReconcileReport:
     requeued: int = 0
     republished: int = 0
     finished: list[str] = field(default_factory=list)
-    timed_out: list[str] = field(default_factory=list)
     exported: int = 0  # traces sent over OTLP
 
 
@@ -108,7 +107,6 @@ class Reconciler:
         if found.timed_out is not None:
             log.warning("run %s ran past its run timeout: stopped", run_id)
             stop_work(self.runtime, self.broker, run_id, found.timed_out)
-            report.timed_out.append(run_id)
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
             return

@@ -57,6 +57,7 @@ class TraceExport:
         self.exporter = exporter
         self._batch: threading.Thread | None = None
         self._exported = 0  # by the batches that ended since the last pass
+        self._exported_lock = threading.Lock()  # the batch thread adds, the pass takes
 
     @classmethod
     def for_runtime(cls, runtime: Runtime) -> TraceExport:
@@ -69,7 +70,8 @@ class TraceExport:
         client, key = self.runtime.client, self.runtime.keys.trace_exports
         now = self.runtime.store.server_time_ms()
         client.zremrangebyscore(key, "-inf", now - self.runtime.settings.retention_s * 1000)
-        exported, self._exported = self._exported, 0
+        with self._exported_lock:
+            exported, self._exported = self._exported, 0
         if self.exporter is None or (self._batch is not None and self._batch.is_alive()):
             return exported
         due = client.zrangebyscore(key, "-inf", now, start=0, num=EXPORTS_PER_PASS)
@@ -91,10 +93,12 @@ class TraceExport:
     def _export_batch(self, exporter: OtlpTraceExporter, due: list[str], now: int) -> None:
         for run_id in due:
             try:
-                self._exported += self._export(exporter, run_id, now)
+                sent = self._export(exporter, run_id, now)
             except Exception:  # Redis gone: the entries stay, a later pass retries them
                 log.warning("exporting traces stopped", exc_info=True)
                 return
+            with self._exported_lock:
+                self._exported += sent
 
     def _export(self, exporter: OtlpTraceExporter, run_id: str, now: int) -> bool:
         client, keys = self.runtime.client, self.runtime.keys

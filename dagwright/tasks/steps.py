@@ -17,6 +17,7 @@ from celery import bootsteps
 
 from dagwright.keys import Keys
 from dagwright.tasks.env import execution_env, reconciler_for
+from dagwright.tasks.reconciler_service import one_pass, release
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +41,13 @@ class ReconcilerStep(bootsteps.StartStopStep):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-            release_reconciler_lock(parent.app)
+            release(reconciler_for(parent.app))  # a standby takes over at its next pass
 
     shutdown = stop
 
     @staticmethod
     def _tick(app: Any) -> None:
-        try:
-            reconciler_for(app).run_once()
-        except Exception:
-            log.warning("reconciler pass failed; next pass will retry", exc_info=True)
-
-
-def release_reconciler_lock(app: Any) -> None:
-    """On a clean stop, so that a standby takes over at its next pass rather than when
-    the lock expires (as `dagwright reconciler` does)."""
-    try:
-        reconciler_for(app).release()
-    except Exception:  # Redis gone: the lock expires by itself
-        log.info("could not release the reconciler lock", exc_info=True)
+        one_pass(reconciler_for(app))
 
 
 class PresenceStep(bootsteps.StartStopStep):

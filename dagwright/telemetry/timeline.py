@@ -81,7 +81,6 @@ class Call:
 @dataclass(frozen=True)
 class Tick:
     x: float
-    offset_s: float  # seconds since the run's start
     label: str
 
 
@@ -91,8 +90,6 @@ class Timeline:
     bars: list[Bar]
     calls: list[Call]
     ticks: list[Tick]
-    right: float  # x of the run's end
-    duration_s: float
 
 
 def attempt_label(node: str | None, attempt: int | None) -> str:
@@ -125,10 +122,10 @@ def layout(trace: Trace, *, left: float, width: float, min_tick_gap: float) -> T
     ]
     step = tick_step(duration_s, width / min_tick_gap)
     ticks = [
-        Tick(left + offset * scale.units_per_s, offset, format_offset(offset, step))
+        Tick(left + offset * scale.units_per_s, format_offset(offset, step))
         for offset in (i * step for i in range(int(duration_s / step + 1e-9) + 1))
     ]
-    return Timeline(scale, bars, calls, ticks, left + width, duration_s)
+    return Timeline(scale, bars, calls, ticks)
 
 
 def tick_step(duration_s: float, max_ticks: float) -> float:

@@ -16,7 +16,7 @@ from dagwright.models import Approval, Usage
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Increment, llm_usage
-from dagwright.telemetry.spans import BREAKER, AttributeValue, Span, attempt_span_id
+from dagwright.telemetry.spans import BREAKER, LLM_CALL, AttributeValue, Span, attempt_span_id
 from dagwright.workers.approval import ApprovalNeeded
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class NodeContext:
         """Save ``state`` with the usage of ``response`` and an ``llm.call`` event, at once:
         the call is paid for, so it must never be made again for this node."""
         event: list[str | int | float] = [
-            "llm.call",
+            LLM_CALL,
             "model", response.model,
             "input_tokens", response.usage.input_tokens,
             "output_tokens", response.usage.output_tokens,

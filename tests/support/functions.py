@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -14,8 +13,7 @@ import redis
 
 import dagwright
 from dagwright import NodeContext, PermanentError, RetryableError
-from dagwright.keys import Keys
-from dagwright.telemetry.spans import SPAN_FIELD, TOOL_CALL, Span, attempt_span_id
+from dagwright.telemetry.spans import TOOL_CALL
 
 
 @cache
@@ -116,20 +114,7 @@ def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
 
 @dagwright.function
 def record_tool_span(ctx: NodeContext, tool: str = "lookup", seconds: float = 0.05) -> str:
-    """Record one tool-call span in the run's ``spans`` stream as the tool layer does
-    (the shared contract: one field ``span``, the attempt as parent), around a sleep."""
-    start = datetime.now(tz=UTC)
-    time.sleep(seconds)
-    span = Span(
-        span_id=f"{ctx.node_id}#{ctx.attempt}/tool-1",
-        parent_id=attempt_span_id(ctx.node_id, ctx.attempt),
-        name=TOOL_CALL,
-        node=ctx.node_id,
-        attempt=ctx.attempt,
-        start=start,
-        end=datetime.now(tz=UTC),
-        attributes={"tool": tool},
-    )
-    key = Keys(ctx.settings.key_prefix).run_key(ctx.run_id, "spans")
-    _redis(ctx.settings.redis_url or "").xadd(key, {SPAN_FIELD: span.model_dump_json()})
+    """Record one tool-call span around a sleep, through the path tools use (ctx.span)."""
+    with ctx.span(TOOL_CALL, tool=tool):
+        time.sleep(seconds)
     return tool

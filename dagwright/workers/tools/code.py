@@ -17,7 +17,7 @@ def run_python(ctx: NodeContext, code: str, stdin: str = "") -> str:
     time and memory) with ``stdin`` as its standard input; returns its exit status,
     stdout and stderr."""
     result = run_code(ctx, code, input_json=stdin)
-    if result.timed_out or result.oom:
+    if result.exit_code is None or result.oom:  # killed: say why, not "exit code None"
         status = result.describe_failure()
     else:
         status = f"exit code {result.exit_code}"
