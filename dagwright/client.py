@@ -48,30 +48,27 @@ from dagwright.models import (
     RunStatus,
     Usage,
 )
-from dagwright.orchestrator.approvals import ApprovalBook
 from dagwright.orchestrator.broker import Broker, dispatch
-from dagwright.orchestrator.cancellation import cancel_run
-from dagwright.orchestrator.planning import (
+from dagwright.orchestrator.control.approvals import ApprovalBook
+from dagwright.orchestrator.control.cancellation import cancel_run
+from dagwright.orchestrator.control.replay import (
+    ReplayResult,
+    dead_letters,
+    replay,
+    replay_matching,
+)
+from dagwright.orchestrator.control.submission import check_plan, start_run
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.planning.goals import (
     GoalOptions,
     plan_locally,
     plan_request,
     requested_budget,
 )
-from dagwright.orchestrator.replay import ReplayResult, dead_letters, replay, replay_matching
-from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.schedules import (
-    Catchup,
-    Fire,
-    Overlap,
-    Schedule,
-    fire_schedule,
-    manual_tick,
-    parse_schedule,
-    schedule_store,
-)
-from dagwright.orchestrator.submission import check_plan, start_run
-from dagwright.orchestrator.traces import read_trace
-from dagwright.plans import load_plan, parse_plan
+from dagwright.plans.files import load_plan, parse_plan
+from dagwright.schedules.definition import Catchup, Overlap, Schedule, parse_schedule
+from dagwright.schedules.firing import fire_schedule, manual_tick
+from dagwright.schedules.store import Fire, schedule_store
 from dagwright.settings import Settings
 from dagwright.tasks import (
     CeleryBroker,
@@ -81,7 +78,8 @@ from dagwright.tasks import (
     parse_cron,
     sync_entry,
 )
-from dagwright.telemetry.trace import Trace
+from dagwright.telemetry.run_trace import Trace
+from dagwright.telemetry.trace_reads import read_trace
 from dagwright.workers import default_registry, load_plugins
 
 P = ParamSpec("P")
@@ -334,7 +332,7 @@ class Client:
             comment=comment,
             args=args,
         )
-        dispatch(self.broker, self.runtime.scheduler, ready)
+        dispatch(self.broker, self.runtime.machine, ready)
         return approval
 
     # -- schedules ------------------------------------------------------------------

@@ -26,11 +26,11 @@ from dagwright.connection import redact_url, resolve_redis_url
 from dagwright.dlq import DeadLetterStats, DeadLetterStatus
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.orchestrator.broker import Broker
-from dagwright.orchestrator.replay import dead_letters
+from dagwright.orchestrator.control.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.schedules import schedule_store
 from dagwright.resilience.breakers import Breakers, BreakerStatus
-from dagwright.sandbox.select import candidate_names, probe
+from dagwright.sandbox.choice import candidate_names, probe
+from dagwright.schedules.store import schedule_store
 from dagwright.settings import Settings
 from dagwright.tasks import CeleryBroker, build_app
 from dagwright.workers import WorkerRegistry

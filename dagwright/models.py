@@ -355,3 +355,12 @@ class Event(BaseModel):
 def from_ms(value: str | int | None) -> datetime | None:
     """A datetime from epoch milliseconds as Redis holds them (None stays None)."""
     return datetime.fromtimestamp(int(value) / 1000, tz=UTC) if value else None
+
+
+def event_of(run_id: str, entry_id: str, fields: dict[str, str]) -> Event:
+    """An event from its stream entry."""
+    data = dict(fields)
+    kind = data.pop("kind", "unknown")
+    at = from_ms(data.pop("at", None)) or datetime.now(tz=UTC)
+    node = data.pop("node", None)
+    return Event(id=entry_id, run_id=run_id, kind=kind, at=at, node=node, data=data)

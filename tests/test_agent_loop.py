@@ -28,8 +28,8 @@ from dagwright.testing.scripted import (
     tool_use_block,
 )
 from dagwright.workers import default_registry
-from dagwright.workers.agent import AgentSpec, first_message, run_agent
-from dagwright.workers.approval import ApprovalNeeded
+from dagwright.workers.agent_loop import AgentSpec, first_message, run_agent
+from dagwright.workers.proposals import ApprovalNeeded
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 from tests.support.agents import MemoryServices, agent_context, agent_node
 

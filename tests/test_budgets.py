@@ -17,18 +17,18 @@ from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.dlq import Classification
 from dagwright.errors import BudgetExceededError, InputError, PlanError
 from dagwright.models import Budget, ErrorInfo, Node, Plan
-from dagwright.orchestrator.dag import PlanLimits, validate_plan
-from dagwright.orchestrator.planning import requested_budget
-from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.control.submission import run_budget
+from dagwright.orchestrator.runstate.machine import Claim, LeaseRef
+from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import Claim, LeaseRef
-from dagwright.orchestrator.schedules import parse_schedule
-from dagwright.orchestrator.submission import run_budget
+from dagwright.planning.goals import requested_budget
+from dagwright.plans.validation import PlanLimits, validate_plan
+from dagwright.schedules.definition import parse_schedule
 from dagwright.settings import ModelPrice, Settings
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.scripted import ScriptedLLM, text, tool_use
 from dagwright.workers import default_registry
-from dagwright.workers.agent import AgentSpec, run_agent
+from dagwright.workers.agent_loop import AgentSpec, run_agent
 from dagwright.workers.budgets import DIMENSIONS, amounts, run_fields, usd, worst_case
 from dagwright.workers.tools.policy import ToolPolicy
 from tests.support.agents import MemoryServices, agent_context
@@ -239,7 +239,7 @@ def start_run(runtime: Runtime, budget: Budget | None, *node_ids: str) -> str:
     fields: dict[str, str | int] = {**run_fields(budget)}
     runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=fields)
     for node_id in node_ids:
-        claimed = runtime.scheduler.claim(run_id, node_id, 1, lease_s=30, holder="h:1")
+        claimed = runtime.machine.claim(run_id, node_id, 1, lease_s=30, holder="h:1")
         assert isinstance(claimed, Claim)
     return run_id
 
@@ -254,7 +254,7 @@ def reserved(runtime: Runtime, run_id: str) -> dict[str, str]:
 
 def test_a_reservation_holds_the_budget_against_other_nodes(runtime: Runtime) -> None:
     run_id = start_run(runtime, Budget(max_total_tokens=1000), "a", "b")
-    scheduler = runtime.scheduler
+    scheduler = runtime.machine
     assert scheduler.reserve_budget(LeaseRef(run_id, "a", 1), call_of(600)).refusal is None
     refused = scheduler.reserve_budget(LeaseRef(run_id, "b", 1), call_of(600)).refusal
     assert refused is not None
@@ -277,7 +277,7 @@ def test_a_reservation_holds_the_budget_against_other_nodes(runtime: Runtime) ->
 
 def test_reservations_go_when_their_node_stops_running(runtime: Runtime) -> None:
     run_id = start_run(runtime, Budget(max_cost_usd=1.0), "a", "b", "c")
-    scheduler = runtime.scheduler
+    scheduler = runtime.machine
     for node in ("a", "b", "c"):
         assert scheduler.reserve_budget(LeaseRef(run_id, node, 1), call_of(10, 0.3)).owned
     assert set(reserved(runtime, run_id)) == {"a", "b", "c"}
@@ -293,13 +293,13 @@ def test_reservations_go_when_their_node_stops_running(runtime: Runtime) -> None
 
 def test_a_node_no_longer_ours_reserves_nothing(runtime: Runtime) -> None:
     run_id = start_run(runtime, Budget(max_total_tokens=1000), "a")
-    reservation = runtime.scheduler.reserve_budget(LeaseRef(run_id, "a", 2), call_of(10))
+    reservation = runtime.machine.reserve_budget(LeaseRef(run_id, "a", 2), call_of(10))
     assert not reservation.owned and reserved(runtime, run_id) == {}
 
 
 def test_a_run_without_a_budget_holds_nothing(runtime: Runtime) -> None:
     run_id = start_run(runtime, None, "a")
-    reservation = runtime.scheduler.reserve_budget(LeaseRef(run_id, "a", 1), call_of(10**9))
+    reservation = runtime.machine.reserve_budget(LeaseRef(run_id, "a", 1), call_of(10**9))
     assert reservation.owned and reservation.refusal is None
     assert reserved(runtime, run_id) == {}
 
@@ -472,7 +472,7 @@ def test_reservations_are_atomic_under_concurrent_asks(runtime: Runtime) -> None
 
     def ask(node: str) -> None:
         if (
-            runtime.scheduler.reserve_budget(LeaseRef(run_id, node, 1), call_of(1000)).refusal
+            runtime.machine.reserve_budget(LeaseRef(run_id, node, 1), call_of(1000)).refusal
             is None
         ):
             granted.append(node)

@@ -15,9 +15,9 @@ from celery.worker import state as worker_state
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.keys import node_task_id
-from dagwright.orchestrator.leases import LeaseKeeper
+from dagwright.orchestrator.execution.leases import LeaseKeeper
+from dagwright.orchestrator.runstate.machine import LeaseRef
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import LeaseRef
 from dagwright.orchestrator.stop_signals import announce_stop
 from dagwright.sandbox import Limits
 from dagwright.testing import FakeAnthropicServer
@@ -144,7 +144,7 @@ def test_a_stop_announcement_stops_only_that_run_s_nodes_and_survives_a_reconnec
     # Channels ignore the database: a prefix of its own keeps other listeners out of it.
     own = no_worker_settings.model_copy(update={"key_prefix": f"t{uuid.uuid4().hex[:8]}:"})
     runtime = Runtime.from_settings(own)
-    keeper = LeaseKeeper(runtime.scheduler, lease_s=60, interval_s=60)
+    keeper = LeaseKeeper(runtime.machine, lease_s=60, interval_s=60)
     channel = runtime.keys.stop_channel
     mine, other = LeaseRef("run-a", "n", 1), LeaseRef("run-b", "n", 1)
     stop_mine, stop_other = threading.Event(), threading.Event()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dagwright.errors import PlanError
 from dagwright.models import Node, Plan
-from dagwright.orchestrator.dag import Cycle, PlanLimits, topological_order, validate_plan
+from dagwright.plans.validation import Cycle, PlanLimits, topological_order, validate_plan
 from dagwright.workers import default_registry
 
 LIMITS = PlanLimits()
@@ -178,7 +178,7 @@ def test_ids_starting_with_an_underscore_are_dagwrights() -> None:
 
 
 def test_a_replan_may_depend_on_completed_and_open_nodes_only() -> None:
-    from dagwright.orchestrator.dag import RunContext
+    from dagwright.plans.validation import RunContext
 
     run = RunContext(
         completed=frozenset({"done"}),

@@ -10,9 +10,9 @@ import pytest
 from dagwright.dlq import Classification, DeadLetterFilter, DeadLetterStatus
 from dagwright.errors import DeadLetterError, InputError
 from dagwright.models import ErrorInfo, RunStatus
-from dagwright.orchestrator.replay import dead_letters, replay, replay_matching
+from dagwright.orchestrator.control.replay import dead_letters, replay, replay_matching
+from dagwright.orchestrator.runstate.machine import Claim, Replayed, ReplayRefused
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import Claim, Replayed, ReplayRefused
 from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.test_scheduler import claim, finish, kinds, start
@@ -48,7 +48,7 @@ def chain_failed_at_b(runtime: Runtime) -> str:
     )
     finish(runtime, run_id, "a", output='"from a"')
     assert isinstance(claim(runtime, run_id, "b"), Claim)
-    advance = runtime.scheduler.fail(run_id, "b", 1, ERROR, classification="permanent")
+    advance = runtime.machine.fail(run_id, "b", 1, ERROR, classification="permanent")
     assert advance is not None and advance.run_finished == RunStatus.FAILED
     assert advance.dead_letter
     return run_id
@@ -58,7 +58,7 @@ def test_a_final_failure_writes_one_dead_letter_with_everything_needed_to_replay
     runtime: Runtime,
 ) -> None:
     run_id = chain_failed_at_b(runtime)
-    assert runtime.scheduler.fail(run_id, "b", 1, ERROR) is None  # a duplicate: no second entry
+    assert runtime.machine.fail(run_id, "b", 1, ERROR) is None  # a duplicate: no second entry
     [letter] = dead_letters(runtime).find()
     assert (letter.run_id, letter.node_id, letter.fence, letter.worker_type) == (
         run_id,
@@ -97,11 +97,11 @@ def test_replay_reopens_the_run_unblocks_dependents_and_keeps_completed_nodes(
         "c": "pending",
     }
     assert runtime.client.sismember(runtime.keys.active_runs, run_id)
-    assert not runtime.scheduler.forget(run_id)  # the reconciler keeps watching it
+    assert not runtime.machine.forget(run_id)  # the reconciler keeps watching it
 
     replayed = claim(runtime, run_id, "b", fence=2)
     assert isinstance(replayed, Claim) and replayed.inputs == {"a": "from a"}
-    assert runtime.scheduler.complete(run_id, "b", 2, '"fixed"') is not None
+    assert runtime.machine.complete(run_id, "b", 2, '"fixed"') is not None
     assert finish(runtime, run_id, "c").run_finished == RunStatus.SUCCEEDED
     assert runtime.store.read_state(run_id).status == RunStatus.SUCCEEDED
     assert kinds(runtime, run_id).count("node.succeeded") == 3
@@ -121,8 +121,8 @@ def test_a_dead_letter_is_replayed_once_only(runtime: Runtime) -> None:
 def test_a_cancelled_run_is_not_replayed(runtime: Runtime) -> None:
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
     claim(runtime, run_id, "a")
-    runtime.scheduler.fail(run_id, "a", 1, ERROR)
-    runtime.scheduler.cancel(run_id, "enough")
+    runtime.machine.fail(run_id, "a", 1, ERROR)
+    runtime.machine.cancel(run_id, "enough")
     [letter] = dead_letters(runtime).find()
     result = replay(runtime, RecordingBroker(), letter)
     assert not result.replayed and "cancelled" in result.reason
@@ -131,24 +131,24 @@ def test_a_cancelled_run_is_not_replayed(runtime: Runtime) -> None:
 
 def test_replay_refuses_a_node_that_is_not_failed_or_a_stale_fence(runtime: Runtime) -> None:
     run_id, _ = start(runtime, [{"id": "a"}])
-    refused = runtime.scheduler.replay(run_id, "a", 1, entry_id="1-1")
+    refused = runtime.machine.replay(run_id, "a", 1, entry_id="1-1")
     assert isinstance(refused, ReplayRefused) and not refused.done
     claim(runtime, run_id, "a")
-    runtime.scheduler.fail(run_id, "a", 1, ERROR)
-    stale = runtime.scheduler.replay(run_id, "a", 0, entry_id="1-2")
+    runtime.machine.fail(run_id, "a", 1, ERROR)
+    stale = runtime.machine.replay(run_id, "a", 0, entry_id="1-2")
     assert isinstance(stale, ReplayRefused)
-    assert isinstance(runtime.scheduler.replay(run_id, "a", 1, entry_id="1-3"), Replayed)
+    assert isinstance(runtime.machine.replay(run_id, "a", 1, entry_id="1-3"), Replayed)
 
 
 def test_fresh_replay_drops_the_checkpoint_and_a_plain_one_keeps_it(runtime: Runtime) -> None:
-    from dagwright.orchestrator.scheduler import LeaseRef
+    from dagwright.orchestrator.runstate.machine import LeaseRef
 
     for fresh, expected in ((False, {"turn": 3}), (True, None)):
         run_id, _ = start(runtime, [{"id": "a"}])
         claim(runtime, run_id, "a")
         lease = LeaseRef(run_id, "a", 1)
-        assert runtime.scheduler.record_progress(lease, lease_s=30, checkpoint_json='{"turn": 3}')
-        advance = runtime.scheduler.fail(run_id, "a", 1, ERROR)
+        assert runtime.machine.record_progress(lease, lease_s=30, checkpoint_json='{"turn": 3}')
+        advance = runtime.machine.fail(run_id, "a", 1, ERROR)
         assert advance is not None and advance.dead_letter
         letter = dead_letters(runtime).get(advance.dead_letter)
         assert replay(runtime, RecordingBroker(), letter, fresh=fresh).replayed
@@ -162,7 +162,7 @@ def test_deliveries_count_claims_until_an_outcome_is_recorded(runtime: Runtime) 
     assert isinstance(first, Claim) and first.deliveries == 1
     second = claim(runtime, run_id, "a", holder="host:2", takeover="host:1")
     assert isinstance(second, Claim) and second.deliveries == 2
-    runtime.scheduler.schedule_retry(run_id, "a", 1, ERROR, delay_s=0)
+    runtime.machine.schedule_retry(run_id, "a", 1, ERROR, delay_s=0)
     third = claim(runtime, run_id, "a", fence=1, holder="host:3")
     assert third is None  # the retry moved it on: a new fence is published by the reconciler
 
@@ -173,7 +173,7 @@ def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:
     run_one = chain_failed_at_b(runtime)
     run_two, _ = start(runtime, [{"id": "x"}])
     claim(runtime, run_two, "x")
-    runtime.scheduler.fail(run_two, "x", 1, ERROR, classification="poison")
+    runtime.machine.fail(run_two, "x", 1, ERROR, classification="poison")
     store = dead_letters(runtime)
 
     assert [letter.run_id for letter in store.find()] == [run_two, run_one]  # newest first

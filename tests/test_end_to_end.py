@@ -20,7 +20,7 @@ from dagwright import (
     RunStatus,
 )
 from dagwright.keys import NODE_EXECUTE_TASK
-from dagwright.orchestrator.scheduler import ReadyNode
+from dagwright.orchestrator.runstate.machine import ReadyNode
 from tests.support.functions import executions_key
 from tests.support.waiting import wait_until
 

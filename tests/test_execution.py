@@ -7,8 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dagwright import PermanentError, RetryableError, RetryPolicy
-from dagwright.orchestrator.backoff import compute_backoff
-from dagwright.orchestrator.execution import describe_error, encode_output, holder_is_dead_here
+from dagwright.orchestrator.execution.attempt import (
+    describe_error,
+    encode_output,
+    holder_is_dead_here,
+)
+from dagwright.orchestrator.execution.backoff import compute_backoff
 
 
 def test_backoff_doubles_up_to_the_cap_without_jitter() -> None:
@@ -50,12 +54,12 @@ def test_only_a_dead_process_on_this_host_is_a_dead_holder() -> None:
 
 def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings: object) -> None:
     from dagwright.models import Plan
-    from dagwright.orchestrator.dag import PlanLimits, validate_plan
-    from dagwright.orchestrator.execution import ExecutionEnv, Outcome, execute_node
-    from dagwright.orchestrator.leases import LeaseKeeper
-    from dagwright.orchestrator.runstore import new_run_id
+    from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
+    from dagwright.orchestrator.execution.leases import LeaseKeeper
+    from dagwright.orchestrator.execution.services import RedisNodeServices
+    from dagwright.orchestrator.runstate.store import new_run_id
     from dagwright.orchestrator.runtime import Runtime
-    from dagwright.orchestrator.services import RedisNodeServices
+    from dagwright.plans.validation import PlanLimits, validate_plan
     from dagwright.workers import WorkerRegistry, build_default_registry
 
     runtime = Runtime.from_settings(no_worker_settings)  # type: ignore[arg-type]
@@ -72,7 +76,7 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
             return 0
 
     bare_runtime = Runtime(**{**runtime.__dict__, "registry": WorkerRegistry()})
-    leases = LeaseKeeper(runtime.scheduler, lease_s=10, interval_s=1)
+    leases = LeaseKeeper(runtime.machine, lease_s=10, interval_s=1)
     broker = Broker()
     services = RedisNodeServices(runtime, broker)  # type: ignore[arg-type]
     env = ExecutionEnv(bare_runtime, broker, leases, services)  # type: ignore[arg-type]

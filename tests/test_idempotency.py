@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dagwright import Client, PlanError, Settings
+from dagwright.orchestrator.control.submission import IdempotencyKeys
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.submission import IdempotencyKeys
 from tests.support.cli import cli_env, dagwright, json_out
 
 NOOP = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}

@@ -17,13 +17,19 @@ from dagwright.errors import InputError, LLMCallTooLargeError, LLMRateLimitedErr
 from dagwright.keys import Keys
 from dagwright.llm import LLMRequest, LLMResponse, RateLimitedLLM
 from dagwright.models import Plan, Usage
-from dagwright.orchestrator.execution import ExecutionEnv, Outcome, execute_node
-from dagwright.orchestrator.leases import LeaseKeeper
-from dagwright.orchestrator.limits import Limit, NodeLimits, Slots, Waiter, publish_waiters
-from dagwright.orchestrator.reconciler import Reconciler
+from dagwright.orchestrator.control.submission import start_run
+from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
+from dagwright.orchestrator.execution.leases import LeaseKeeper
+from dagwright.orchestrator.execution.limits import (
+    Limit,
+    NodeLimits,
+    Slots,
+    Waiter,
+    publish_waiters,
+)
+from dagwright.orchestrator.execution.reconciler import Reconciler
+from dagwright.orchestrator.execution.services import RedisNodeServices
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.services import RedisNodeServices
-from dagwright.orchestrator.submission import start_run
 from dagwright.settings import LLMRateLimit, Settings
 from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, json_out
@@ -153,7 +159,7 @@ def test_waiters_whose_node_no_longer_waits_are_dropped(runtime: Runtime) -> Non
 
 def execution_env(runtime: Runtime, broker: RecordingBroker) -> ExecutionEnv:
     limits = limits_of(runtime)
-    leases = LeaseKeeper(runtime.scheduler, lease_s=10, interval_s=1, renew_also=limits.renew_held)
+    leases = LeaseKeeper(runtime.machine, lease_s=10, interval_s=1, renew_also=limits.renew_held)
     services = RedisNodeServices(runtime, broker)
     return ExecutionEnv(runtime, broker, leases, services, limits)
 

@@ -25,7 +25,7 @@ from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
 from dagwright.metrics.server import bind_metrics_server
 from dagwright.resilience import Breakers
-from dagwright.sandbox.select import choose_sandbox
+from dagwright.sandbox.choice import choose_sandbox
 from dagwright.settings import DEFAULT_MODEL_PRICES
 from dagwright.telemetry.counters import Counters, node_duration
 from dagwright.testing import FakeAnthropicServer

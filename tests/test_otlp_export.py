@@ -11,12 +11,12 @@ import redis
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.trace_export import EXPORTED_FIELD, TraceExport
 from dagwright.settings import Settings
 from dagwright.telemetry import otlp
 from dagwright.telemetry.otlp import otel_span_id, otel_trace_id, unix_nanos
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, NODE_ATTEMPT, TOOL_CALL
-from dagwright.telemetry.trace import Trace
+from dagwright.telemetry.trace_export import EXPORTED_FIELD, TraceExport
 from dagwright.testing import FakeAnthropicServer
 from tests.support.llm_script import text, turn
 from tests.support.otlp import OtlpReceiver, attribute_values, resource_values

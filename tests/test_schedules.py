@@ -10,7 +10,7 @@ import pytest
 
 from dagwright import Client, Settings
 from dagwright.errors import ScheduleError
-from dagwright.orchestrator.schedules import Fire
+from dagwright.schedules.store import Fire
 from dagwright.testing import FakeAnthropicServer
 from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
@@ -199,7 +199,9 @@ def test_schedules_survive_a_valkey_restart(
 
 def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Settings) -> None:
     from dagwright.orchestrator.runtime import Runtime
-    from dagwright.orchestrator.schedules import fire_schedule, parse_schedule, schedule_store
+    from dagwright.schedules.definition import parse_schedule
+    from dagwright.schedules.firing import fire_schedule
+    from dagwright.schedules.store import schedule_store
     from tests.test_dlq import RecordingBroker
 
     runtime = Runtime.from_settings(no_worker_settings)
@@ -245,12 +247,10 @@ def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Setti
 
 def test_follow_ups_are_queued_within_the_schedule_s_limits(no_worker_settings: Settings) -> None:
     from dagwright.orchestrator.runtime import Runtime
-    from dagwright.orchestrator.schedules import (
-        fire_schedule,
-        parse_schedule,
-        propose_followup,
-        schedule_store,
-    )
+    from dagwright.schedules.definition import parse_schedule
+    from dagwright.schedules.firing import fire_schedule
+    from dagwright.schedules.followups import propose_followup
+    from dagwright.schedules.store import schedule_store
     from tests.test_dlq import RecordingBroker
 
     runtime = Runtime.from_settings(no_worker_settings)

@@ -19,17 +19,17 @@ from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
 from dagwright.models import Approval, ApprovalDecision, ApprovalStatus, Node, NodeState, Plan
-from dagwright.orchestrator.dag import PlanLimits, validate_plan
-from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.execution.services import RedisNodeServices
+from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.services import RedisNodeServices
+from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.telemetry.recorder import SpanRecorder
 from dagwright.telemetry.spans import BREAKER, SANDBOX_EXEC, TOOL_CALL, Span
 from dagwright.testing import FakeAnthropicServer, ScriptedLLM
 from dagwright.testing.scripted import reply
 from dagwright.workers import NodeContext, build_default_registry
-from dagwright.workers.agent import AgentSpec, run_agent
-from dagwright.workers.approval import ApprovalNeeded, Proposal
+from dagwright.workers.agent_loop import AgentSpec, run_agent
+from dagwright.workers.proposals import ApprovalNeeded, Proposal
 from dagwright.workers.python import run_python_node
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 from tests.support.agents import MemoryServices, agent_context

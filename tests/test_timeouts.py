@@ -12,10 +12,10 @@ import pytest
 from dagwright import Client, PlanBuilder, RunFailedError, RunStatus, Settings
 from dagwright.errors import DeadLetterError, InputError
 from dagwright.models import Plan
-from dagwright.orchestrator.dag import PlanLimits, validate_plan
-from dagwright.orchestrator.runstore import new_run_id
+from dagwright.orchestrator.runstate.machine import ReconcilePass
+from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.scheduler import ReconcilePass
+from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.workers import default_registry
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key
@@ -157,10 +157,10 @@ def test_the_reconciler_stops_a_run_past_its_deadline_and_lists_its_work(
     run_id = new_run_id()
     graph = validate_plan(plan, default_registry, PlanLimits())
     runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra={"timeout_ms": 200})
-    runtime.scheduler.claim(run_id, "a", 1, lease_s=30, holder="h:1")
+    runtime.machine.claim(run_id, "a", 1, lease_s=30, holder="h:1")
 
     def reconcile() -> ReconcilePass:
-        return runtime.scheduler.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+        return runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
 
     assert reconcile().timed_out is None
     found = wait_until(lambda: (result := reconcile()).timed_out and result, timeout=5)
@@ -169,7 +169,7 @@ def test_the_reconciler_stops_a_run_past_its_deadline_and_lists_its_work(
     assert [(n.node_id, n.fence) for n in found.timed_out.queued] == [("b", 1)]
     state = runtime.store.read_state(run_id)
     assert state.reason == "timed out after 0.2s (its run timeout)"
-    assert runtime.scheduler.complete(run_id, "a", 1, "null") is None  # a late result
+    assert runtime.machine.complete(run_id, "a", 1, "null") is None  # a late result
 
 
 def test_the_cli_takes_a_run_timeout(

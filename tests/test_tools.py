@@ -21,7 +21,7 @@ from dagwright.workers import (
     tool,
     worker_type,
 )
-from dagwright.workers.agent import AgentSpec
+from dagwright.workers.agent_loop import AgentSpec
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 from tests.support.agents import MemoryServices, agent_context
 

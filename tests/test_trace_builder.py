@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from dagwright.models import ErrorInfo, Event, NodeState, NodeStatus, RunCounts, RunState, RunStatus
+from dagwright.telemetry.run_trace import ENDING_EVENTS, Trace, build_trace
 from dagwright.telemetry.spans import (
     LLM_CALL,
     NODE_ATTEMPT,
@@ -17,7 +18,6 @@ from dagwright.telemetry.spans import (
     Span,
     attempt_span_id,
 )
-from dagwright.telemetry.trace import ENDING_EVENTS, Trace, build_trace
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 RUN_ID = "r1"

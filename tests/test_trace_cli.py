@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from dagwright.settings import Settings
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.timeline import OUTCOME_COLOURS
-from dagwright.telemetry.trace import Trace
 from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.llm_script import text, turn

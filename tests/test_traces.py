@@ -6,8 +6,8 @@ import pytest
 
 from dagwright import Client, PlanBuilder, RetryPolicy, RunStatus
 from dagwright.errors import UnknownRunError
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, NODE_ATTEMPT, RETRY, RUN, TOOL_CALL, Span
-from dagwright.telemetry.trace import Trace
 from dagwright.testing import FakeAnthropicServer
 from tests.support.llm_script import text, turn
 from tests.support.waiting import wait_until

@@ -26,7 +26,7 @@ from dagwright.cli import (
     runs,
     schedules,
     stack,
-    trace,
+    traces,
     watch,
 )
 from dagwright.cli.exits import ExitCode, exit_code_for
@@ -52,7 +52,7 @@ schedules.register(app)
 approvals.register(app)
 watch.register(app)
 flower.register(app)
-trace.register(app)
+traces.register(app)
 metrics.register(app)
 
 

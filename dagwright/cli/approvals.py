@@ -13,7 +13,7 @@ from rich.table import Table
 from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.models import Approval
-from dagwright.orchestrator.approvals import parse_edited_args
+from dagwright.orchestrator.control.approvals import parse_edited_args
 
 app = typer.Typer(
     help="Requests for a person's approval: nodes and tool calls waiting for a decision.",

@@ -14,7 +14,7 @@ from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats
 from dagwright.errors import InputError
-from dagwright.orchestrator.replay import ReplayResult
+from dagwright.orchestrator.control.replay import ReplayResult
 
 app = typer.Typer(
     help="The dead-letter queue: nodes that failed for good, kept to be replayed.",

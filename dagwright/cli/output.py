@@ -33,7 +33,7 @@ from dagwright.models import (
     RunStatus,
     Usage,
 )
-from dagwright.orchestrator.dag import dependents_of
+from dagwright.plans.validation import dependents_of
 from dagwright.workers.budgets import limits_of
 
 stderr = Console(stderr=True, highlight=False)

@@ -22,7 +22,7 @@ from dagwright.cli.options import (
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
 from dagwright.client import GoalOptions, plan_goal
-from dagwright.plans import plan_to_json
+from dagwright.plans.builder import plan_to_json
 
 
 def register(app: typer.Typer) -> None:

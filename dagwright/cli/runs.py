@@ -43,9 +43,9 @@ from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
-from dagwright.orchestrator.dag import PlanGraph
-from dagwright.orchestrator.submission import check_plan, run_timeout
-from dagwright.plans import load_plan
+from dagwright.orchestrator.control.submission import check_plan, run_timeout
+from dagwright.plans.files import load_plan
+from dagwright.plans.validation import PlanGraph
 from dagwright.settings import Settings
 
 TimeoutOption = Annotated[

@@ -23,8 +23,9 @@ from dagwright.cli.options import (
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.client import ScheduleInfo
 from dagwright.errors import InputError
-from dagwright.orchestrator.schedules import Fire, Schedule
-from dagwright.plans import load_plan
+from dagwright.plans.files import load_plan
+from dagwright.schedules.definition import Schedule
+from dagwright.schedules.store import Fire
 
 app = typer.Typer(
     help="Schedules: goals or plans started on a cron expression or an interval, by beat.",

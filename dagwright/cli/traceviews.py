@@ -8,6 +8,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from dagwright.cli.output import styled_status
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, NODE_ATTEMPT, RETRY, Span
 from dagwright.telemetry.timeline import (
     OUTCOME_COLOURS,
@@ -17,7 +18,6 @@ from dagwright.telemetry.timeline import (
     format_duration,
     layout,
 )
-from dagwright.telemetry.trace import Trace
 
 # A span's attributes shown bare (its subject), before the others as name=value.
 SUBJECT_ATTRIBUTES = ("tool", "backend", "breaker")

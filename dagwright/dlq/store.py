@@ -1,4 +1,4 @@
-"""Reading and purging the DLQ stream (entries are written by the scheduler's fail step,
+"""Reading and purging the DLQ stream (entries are written by the run state machine's fail step,
 replayed by ``orchestrator.replay``).
 
 Each entry's fate (replayed, purged) is a key of its own, set once by the step that

@@ -9,8 +9,8 @@ import redis
 
 from dagwright.keys import Keys
 from dagwright.llm.cache import CachingLLM
+from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
 from dagwright.llm.ratelimit import RateLimitedLLM
-from dagwright.llm.types import LLM, LLMRequest, LLMResponse
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 

@@ -28,7 +28,7 @@ from dagwright.errors import (
     LLMUnavailableError,
 )
 from dagwright.llm.pricing import priced
-from dagwright.llm.types import LLMRequest, LLMResponse
+from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import Settings

@@ -9,7 +9,7 @@ from __future__ import annotations
 import redis
 
 from dagwright.keys import Keys
-from dagwright.llm.types import LLM, LLMRequest, LLMResponse
+from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
 from dagwright.models import Usage
 
 

@@ -32,7 +32,7 @@ import redis
 
 from dagwright.errors import LLMCallTooLargeError, LLMRateLimitedError
 from dagwright.keys import Keys
-from dagwright.llm.types import LLM, LLMRequest, LLMResponse, rough_tokens
+from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse, rough_tokens
 from dagwright.settings import LLMRateLimit
 
 log = logging.getLogger(__name__)

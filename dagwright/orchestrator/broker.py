@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from dagwright.orchestrator.scheduler import ReadyNode, Scheduler
+from dagwright.orchestrator.runstate.machine import ReadyNode, RunStateMachine
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class Broker(Protocol):
         ...
 
 
-def dispatch(broker: Broker, scheduler: Scheduler, nodes: list[ReadyNode]) -> None:
+def dispatch(broker: Broker, machine: RunStateMachine, nodes: list[ReadyNode]) -> None:
     """Publish queued nodes and confirm them. A node whose publish fails stays in the
     outbox, and the reconciler publishes it again: nothing is lost to a broker outage."""
     if not nodes:
@@ -41,7 +41,7 @@ def dispatch(broker: Broker, scheduler: Scheduler, nodes: list[ReadyNode]) -> No
         )
         return
     if published:
-        scheduler.mark_published(published)
+        machine.mark_published(published)
 
 
 def revoke(broker: Broker, nodes: list[ReadyNode]) -> None:

@@ -9,9 +9,9 @@ import redis
 from dagwright.connection import connect, require_redis_url
 from dagwright.keys import Keys
 from dagwright.models import Node
-from dagwright.orchestrator.planner import ensure_planner
-from dagwright.orchestrator.runstore import RunStore
-from dagwright.orchestrator.scheduler import Dispatch, Scheduler
+from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
+from dagwright.orchestrator.runstate.store import RunStore
+from dagwright.planning.planner import ensure_planner
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Counters
@@ -26,7 +26,7 @@ class Runtime:
     client: redis.Redis
     keys: Keys
     store: RunStore
-    scheduler: Scheduler
+    machine: RunStateMachine
     registry: WorkerRegistry
     breakers: Breakers
     counters: Counters
@@ -45,7 +45,7 @@ class Runtime:
             client=client,
             keys=keys,
             store=RunStore(client, keys, events_maxlen=settings.events_maxlen),
-            scheduler=Scheduler(
+            machine=RunStateMachine(
                 client,
                 keys,
                 events_maxlen=settings.events_maxlen,
@@ -85,4 +85,4 @@ class Runtime:
     def forget_active(self, run_id: str) -> None:
         """Drop a finished run from the reconciler's set (and queue its trace's export,
         if traces are exported)."""
-        self.scheduler.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
+        self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))

@@ -32,7 +32,8 @@ from redbeat.schedulers import ensure_conf
 from dagwright.connection import connect
 from dagwright.errors import ScheduleError
 from dagwright.keys import ORCHESTRATOR_QUEUE, SCHEDULE_FIRE_TASK, Keys
-from dagwright.orchestrator.schedules import Schedule, ScheduleStore
+from dagwright.schedules.definition import Schedule
+from dagwright.schedules.store import ScheduleStore
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 from dagwright.app import DagwrightCelery
-from dagwright.orchestrator.execution import ExecutionEnv
-from dagwright.orchestrator.leases import LeaseKeeper
-from dagwright.orchestrator.limits import NodeLimits
-from dagwright.orchestrator.reconciler import Reconciler
+from dagwright.orchestrator.execution.attempt import ExecutionEnv
+from dagwright.orchestrator.execution.leases import LeaseKeeper
+from dagwright.orchestrator.execution.limits import NodeLimits
+from dagwright.orchestrator.execution.reconciler import Reconciler
+from dagwright.orchestrator.execution.services import RedisNodeServices
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.orchestrator.services import RedisNodeServices
 from dagwright.tasks.publish import CeleryBroker
 
 _envs: dict[tuple[int, int], ExecutionEnv] = {}
@@ -27,7 +27,7 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
         runtime = Runtime.from_settings(settings)
         limits = NodeLimits.for_runtime(runtime)
         leases = LeaseKeeper(
-            runtime.scheduler,
+            runtime.machine,
             lease_s=settings.lease_s,
             interval_s=settings.heartbeat_interval_s,
             renew_also=limits.renew_held,

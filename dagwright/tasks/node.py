@@ -8,7 +8,7 @@ from celery import Task
 
 from dagwright.app import DagwrightCelery
 from dagwright.keys import NODE_EXECUTE_TASK, PLAN_TASK, RECONCILE_TASK
-from dagwright.orchestrator.execution import execute_node
+from dagwright.orchestrator.execution.attempt import execute_node
 from dagwright.tasks.env import execution_env, reconciler_for
 
 

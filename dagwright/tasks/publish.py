@@ -8,7 +8,7 @@ from celery import Celery
 
 from dagwright.app import HARD_LIMIT_GRACE_S, SOFT_LIMIT_GRACE_S
 from dagwright.keys import QUEUE_PREFIX, node_task_id
-from dagwright.orchestrator.scheduler import Dispatch, ReadyNode
+from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 
 log = logging.getLogger(__name__)
 

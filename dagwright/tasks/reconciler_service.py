@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from dagwright.orchestrator.reconciler import Reconciler, ReconcileReport
+from dagwright.orchestrator.execution.reconciler import Reconciler, ReconcileReport
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app

@@ -10,7 +10,7 @@ from celery import Task
 from dagwright.app import DagwrightCelery
 from dagwright.errors import DagwrightError
 from dagwright.keys import SCHEDULE_FIRE_TASK
-from dagwright.orchestrator.schedules import fire_schedule, manual_tick
+from dagwright.schedules.firing import fire_schedule, manual_tick
 from dagwright.tasks.env import execution_env
 
 log = logging.getLogger(__name__)

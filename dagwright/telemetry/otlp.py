@@ -25,8 +25,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, Span
-from dagwright.telemetry.trace import Trace
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

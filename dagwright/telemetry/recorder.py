@@ -4,7 +4,7 @@ Telemetry never fails a node: a Redis error while recording drops the span and i
 at most once a minute per recorder (one per worker process), not once per span.
 
 Expiry. A run's keys get their retention TTL when the run ends (``finish_run`` in the
-scheduler's Lua prelude); a replay takes it off again. A span can still arrive after the
+run state machine's Lua prelude); a replay takes it off again. A span can still arrive after the
 end (a tool thread that outlived its node's timeout, a late breaker event), and must not
 leave a stream that never expires. So the stream follows the run hash, in the script
 that appends the span (one round trip):

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL
-from dagwright.telemetry.trace import Trace
 
 # Bar colours by attempt outcome (RGB): the same in the PNG, the SVG and the terminal.
 OUTCOME_COLOURS: dict[str, tuple[int, int, int]] = {

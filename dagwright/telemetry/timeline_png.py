@@ -13,6 +13,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.timeline import (
     OUTCOME_COLOURS,
     Chart,
@@ -22,7 +23,6 @@ from dagwright.telemetry.timeline import (
     pixel_columns,
     scale_metadata,
 )
-from dagwright.telemetry.trace import Trace
 
 METADATA_PREFIX = "dagwright:"
 BACKGROUND = (255, 255, 255)

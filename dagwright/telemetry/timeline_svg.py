@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.timeline import (
     CHAR_WIDTH,
     OUTCOME_COLOURS,
@@ -22,7 +23,6 @@ from dagwright.telemetry.timeline import (
     legend,
     scale_metadata,
 )
-from dagwright.telemetry.trace import Trace
 
 FONT = 'font-family="monospace" font-size="11"'
 STRIPE = "#f6f6f6"

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from dagwright.llm.types import LLMRequest, LLMResponse
+from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Usage
 
 _ids = itertools.count(1)

@@ -19,14 +19,14 @@ from importlib import metadata
 from typing import Any, TypeVar, overload
 
 from dagwright.errors import ConfigurationError
-from dagwright.workers.agent import AgentSpec
-from dagwright.workers.agents import agent_worker_type, builtin_agents
-from dagwright.workers.builtins import register_builtins
+from dagwright.workers.agent_loop import AgentSpec
+from dagwright.workers.builtin_agents import agent_worker_type, builtin_agents
+from dagwright.workers.builtin_functions import register_builtins
 from dagwright.workers.context import NodeContext, NodeServices
-from dagwright.workers.function import FUNCTION_TYPE, function_worker_type
+from dagwright.workers.function_worker import FUNCTION_TYPE, function_worker_type
 from dagwright.workers.python import python_worker_type
 from dagwright.workers.registry import WorkerRegistry, WorkerType, import_user_modules
-from dagwright.workers.tools.builtin import register_builtin_tools
+from dagwright.workers.tools.builtin_tools import register_builtin_tools
 
 F = TypeVar("F", bound=Callable[..., Any])
 

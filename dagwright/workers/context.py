@@ -17,10 +17,10 @@ from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Increment, llm_usage
 from dagwright.telemetry.spans import BREAKER, LLM_CALL, AttributeValue, Span, attempt_span_id
-from dagwright.workers.approval import ApprovalNeeded
+from dagwright.workers.proposals import ApprovalNeeded
 
 if TYPE_CHECKING:
-    from dagwright.llm.types import LLM, LLMResponse
+    from dagwright.llm.protocol import LLM, LLMResponse
     from dagwright.resilience import BreakerEvent
     from dagwright.workers.budgets import Overrun
     from dagwright.workers.tools.workspace import Workspace

@@ -20,7 +20,7 @@ from dagwright.errors import ConfigurationError
 from dagwright.keys import NODE_EXECUTE_TASK, queue_for
 from dagwright.models import Node, RetryPolicy
 from dagwright.workers.context import NodeContext
-from dagwright.workers.functions import FunctionRegistry
+from dagwright.workers.function_registry import FunctionRegistry
 from dagwright.workers.tools.base import ToolRegistry
 
 RunNode = Callable[[NodeContext, Node], Any]

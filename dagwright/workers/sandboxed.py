@@ -9,7 +9,7 @@ from typing import Any
 
 from dagwright.errors import NodeLostError, SandboxFailedError
 from dagwright.sandbox import ExecutionResult, Limits, Sandbox
-from dagwright.sandbox.select import choose_sandbox
+from dagwright.sandbox.choice import choose_sandbox
 from dagwright.telemetry.counters import sandbox_execution
 from dagwright.telemetry.spans import SANDBOX_EXEC, AttributeValue
 from dagwright.workers.context import NodeContext

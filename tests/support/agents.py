@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dagwright.errors import NodeLostError
-from dagwright.llm.types import LLM
+from dagwright.llm.protocol import LLM
 from dagwright.models import Approval, Budget, Node, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings

@@ -1,0 +1,148 @@
+"""``dagwright trace RUN``: a run's spans as a tree, JSON, a Gantt chart, or a PNG/SVG.
+
+``--format json`` prints one object, the ``Trace`` model (``dagwright.telemetry.run_trace``)::
+
+    {"version": 1, "run_id", "status", "start", "end", "finished", "nodes",
+     "spans": [{"span_id", "parent_id", "name", "node", "attempt", "start", "end",
+                "status": "ok"|"error", "attributes": {...}}, ...]}
+
+Times are ISO 8601 in UTC. The run span comes first (its ``span_id`` is the run id, its
+``parent_id`` null); every other span names its parent. ``name`` is one of ``run``,
+``node.attempt`` (attributes ``worker_type``, ``outcome``, ``holder``, and
+``error_class``/``error_message`` if it failed), ``llm.call`` (``model``,
+``input_tokens``, ``output_tokens``, ``cost_usd``, ``latency_ms``, ``cached``),
+``node.retry`` (``delay_ms``, ``error_class`` or ``breaker``), ``tool.call``,
+``sandbox.exec`` and ``breaker``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, RenderableType
+
+from dagwright.cli.options import client_from
+from dagwright.cli.output import print_json, stdout
+from dagwright.cli.traceviews import trace_gantt, trace_tree
+from dagwright.errors import InputError
+from dagwright.telemetry.run_trace import Trace
+from dagwright.telemetry.timeline import chart
+from dagwright.telemetry.timeline_png import write_png
+from dagwright.telemetry.timeline_svg import write_svg
+
+
+class TraceFormat(enum.StrEnum):
+    TREE = "tree"
+    JSON = "json"
+    GANTT = "gantt"
+    PNG = "png"
+    SVG = "svg"
+
+
+IMAGE_FORMATS = (TraceFormat.PNG, TraceFormat.SVG)
+
+
+def trace(
+    run_id: str,
+    output_format: Annotated[
+        TraceFormat,
+        typer.Option(
+            "--format",
+            help="tree: spans for people; json: the Trace for scripts; gantt: a timeline "
+            "of the node attempts in the terminal; png/svg: a timeline chart in a file.",
+        ),
+    ] = TraceFormat.TREE,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="File to write (png/svg: default <RUN_ID>.png/.svg; other formats: "
+            "instead of stdout).",
+            dir_okay=False,
+        ),
+    ] = None,
+) -> None:
+    """Show a run's trace: every node attempt, LLM call, tool call, sandbox run, retry
+    and breaker event, with times. Works on running runs too (open spans end now)."""
+    if output_format in IMAGE_FORMATS:
+        path = output or Path(f"{run_id}.{output_format.value}")
+        check_writable(path)
+        write_image(client_from(None).trace(run_id), output_format, path)
+        typer.echo(str(path))
+        return
+    if output is not None:
+        check_writable(output)
+    run_trace = client_from(None).trace(run_id)
+    if output_format == TraceFormat.JSON:
+        write_json(run_trace, output)
+    else:
+        show(trace_renderable(run_trace, output_format, width_of(output)), output)
+
+
+def check_writable(path: Path) -> None:
+    """Refuse before reading anything: a missing directory is a typo, not a run's fault."""
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: no directory {path.parent}")
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a directory")
+
+
+def write_image(run_trace: Trace, output_format: TraceFormat, path: Path) -> None:
+    layout = chart(run_trace)
+    with writing(path):
+        if output_format == TraceFormat.PNG:
+            write_png(run_trace, layout, path)
+        else:
+            write_svg(run_trace, layout, path)
+
+
+def write_json(run_trace: Trace, path: Path | None) -> None:
+    if path is None:
+        print_json(run_trace.model_dump(mode="json"))
+    else:
+        write_text(path, run_trace.model_dump_json() + "\n")
+
+
+def trace_renderable(run_trace: Trace, output_format: TraceFormat, width: int) -> RenderableType:
+    if output_format == TraceFormat.GANTT:
+        return trace_gantt(run_trace, width)
+    return trace_tree(run_trace)
+
+
+def width_of(path: Path | None) -> int:
+    return stdout.width if path is None else FILE_WIDTH
+
+
+FILE_WIDTH = 160  # columns of a tree or Gantt chart written to a file
+
+
+def show(renderable: RenderableType, path: Path | None) -> None:
+    if path is None:
+        stdout.print(renderable)
+        return
+    with writing(path), path.open("w", encoding="utf-8") as file:
+        Console(file=file, width=FILE_WIDTH, no_color=True, highlight=False).print(renderable)
+
+
+def write_text(path: Path, text: str) -> None:
+    with writing(path):
+        path.write_text(text, encoding="utf-8")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A failed write of ``path`` is an input error (a full disk, no permission)."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def register(app: typer.Typer) -> None:
+    app.command("trace")(trace)

@@ -1,0 +1,1 @@
+"""Run control: submitting, cancelling, approving and replaying, as people and programs ask."""

@@ -1,0 +1,145 @@
+"""Starting a run, of a plan or of a goal: what the client and the schedules share."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+
+from dagwright.errors import InputError
+from dagwright.models import Budget, Plan, RunStatus
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.runstate.store import new_run_id
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
+from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
+from dagwright.settings import Settings
+from dagwright.workers import WorkerRegistry, default_registry, load_plugins
+from dagwright.workers.budgets import run_fields
+
+
+def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None = None) -> PlanGraph:
+    """Validate a plan against the registered worker types and the limits, without Redis.
+
+    Imports ``settings.imports`` first, so users' functions are known.
+    """
+    load_plugins(settings.imports)
+    limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
+    return validate_plan(plan, registry or default_registry, limits)
+
+
+def run_budget(plan: Plan | None, budget: Budget | None) -> Budget | None:
+    """A run's budget: the plan's, with each limit the submit sets overriding it."""
+    merged = Budget().overridden_by(plan.budget if plan else None).overridden_by(budget)
+    return merged if merged.is_set else None
+
+
+def start_run(
+    runtime: Runtime,
+    broker: Broker,
+    *,
+    plan: Plan | None = None,
+    goal: str | None = None,
+    options: GoalOptions | None = None,
+    extra: dict[str, str | int] | None = None,
+    idempotency_key: str | None = None,
+    max_concurrent_nodes: int | None = None,
+    timeout_s: float | None = None,
+) -> str:
+    """Write a new run and publish its first nodes; its id. PlanError (with every
+    problem) or InputError before anything is written. ``extra``: more fields of the
+    run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
+    submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
+    run the first one started, whatever it asks for. ``max_concurrent_nodes``: most of
+    the run's nodes running at once (orchestrator/limits.py). ``timeout_s``
+    (else the plan's): the run's wall-clock limit, enforced by the reconciler."""
+    options = options or GoalOptions()
+    if (plan is None) == (goal is None):
+        raise InputError("give either a plan or a goal")
+    misplaced = options.goal_only()
+    if plan is not None and misplaced:
+        raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
+    fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
+    fields.update(run_fields(run_budget(plan, options.budget)))
+    if max_concurrent_nodes is not None:
+        if max_concurrent_nodes < 1:
+            raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
+        fields["max_concurrent_nodes"] = max_concurrent_nodes
+    run_timeout_s = run_timeout(timeout_s, plan)
+    if run_timeout_s is not None:
+        fields["timeout_ms"] = round(run_timeout_s * 1000)
+    settings = runtime.settings
+    status = RunStatus.RUNNING
+    output_nodes: list[str] | None = None
+    if goal is not None:  # checked first: a refused submit must not take its key
+        request = plan_request(settings, runtime.registry, goal, options)
+        replan = settings.replan_enabled if options.replan is None else options.replan
+        fields = {
+            "request": request.model_dump_json(),
+            "replan_max": settings.replan_max if replan else 0,
+            **fields,
+        }
+        graph = planner_graph(request)
+        status, output_nodes = RunStatus.PLANNING, []
+    else:
+        assert plan is not None
+        graph = check_plan(plan, settings, runtime.registry)
+    run_id = new_run_id()
+    if idempotency_key is not None:
+        owner = IdempotencyKeys(runtime).claim(idempotency_key, run_id)
+        if owner != run_id:
+            return owner
+    ready = runtime.store.create_run(
+        run_id,
+        graph,
+        runtime.dispatch_for,
+        status=status,
+        output_nodes=output_nodes,
+        extra=fields,
+    )
+    dispatch(broker, runtime.machine, ready)
+    return run_id
+
+
+def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
+    """The run's wall-clock limit: the one given at submit, else the plan's."""
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise InputError(f"the run timeout must be a positive number of seconds, not {timeout_s}")
+    if timeout_s is None and plan is not None:
+        return plan.timeout_s
+    return timeout_s
+
+
+# Takes the key for a new run, unless it names a run already; a claim whose run never
+# appeared (its submitter died between the claim and the write) is replaced.
+CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if (not current) or current == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return ARGV[1]
+end
+return current
+"""
+CLAIM_WAIT_S = 3.0  # for the run of a fresh claim to be written
+
+
+class IdempotencyKeys:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def claim(self, key: str, run_id: str) -> str:
+        """``run_id`` if the key is now its own, else the run the key names."""
+        redis_key = self.runtime.keys.idempotency(hashlib.sha256(key.encode()).hexdigest())
+        ttl = self.runtime.settings.idempotency_ttl_s
+        owner = str(self.runtime.client.eval(CLAIM, 1, redis_key, run_id, ttl, ""))
+        if owner == run_id or self._appears(owner):
+            return owner
+        return str(self.runtime.client.eval(CLAIM, 1, redis_key, run_id, ttl, owner))
+
+    def _appears(self, run_id: str) -> bool:
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while not self.runtime.store.exists(run_id):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True

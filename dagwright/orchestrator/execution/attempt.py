@@ -1,0 +1,377 @@
+"""Running one node: claim it, run its worker type under a lease, record the outcome.
+
+Plain functions over a ``Runtime``; the Celery task in ``dagwright.tasks`` only unpacks
+its message and calls ``execute_node``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import random
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from dagwright.dlq import classify
+from dagwright.errors import (
+    BreakerOpenError,
+    NodeLostError,
+    NodeTimeoutError,
+    PermanentError,
+    PoisonMessageError,
+    RetryableError,
+)
+from dagwright.models import ErrorInfo, Node, RetryPolicy
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
+from dagwright.orchestrator.execution.backoff import compute_backoff
+from dagwright.orchestrator.execution.leases import LeaseKeeper
+from dagwright.orchestrator.execution.limits import (
+    Limit,
+    NodeLimits,
+    Slots,
+    node_limits,
+    publish_waiters,
+)
+from dagwright.orchestrator.runstate.machine import Claim, Held, LeaseRef
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.planning.goals import (
+    Expansion,
+    apply_expansion,
+    prepare_expansion,
+    replanner_for,
+)
+from dagwright.planning.planner import PLANNER_TYPE
+from dagwright.redaction import known_secrets, redact
+from dagwright.settings import Settings
+from dagwright.stackfile import process_alive
+from dagwright.telemetry.counters import node_duration
+from dagwright.workers import NodeContext, NodeServices
+from dagwright.workers.proposals import ApprovalNeeded, Proposal
+
+log = logging.getLogger(__name__)
+
+MAX_TRACEBACK_CHARS = 8000
+# A parked node is woken by its limit; the stranded rule is only a late safety net for it.
+PARKED_RECHECK_FACTOR = 10
+BREAKER_WAIT_JITTER_S = 1.0  # spreads the nodes a breaker held back over its first second
+
+
+class Outcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    STALE = "stale"  # a duplicate or superseded message: nothing was recorded
+    WAITING = "waiting_approval"  # parked until a person decides; the worker slot is free
+    PARKED = "parked"  # a concurrency limit is full: queued again, waiting for a slot
+
+
+# Not in the node-duration metric: a stale attempt recorded nothing, a parked one ran
+# nothing (a timeout is counted when it is recorded, as TIMEOUT_OUTCOME).
+UNMEASURED_OUTCOMES = frozenset({Outcome.STALE, Outcome.PARKED})
+TIMEOUT_OUTCOME = "timeout"
+
+
+@dataclass
+class ExecutionEnv:
+    runtime: Runtime
+    broker: Broker
+    leases: LeaseKeeper
+    services: NodeServices
+    limits: NodeLimits | None = None  # None: concurrency limits are not enforced
+
+    @property
+    def holder(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Outcome:
+    claim = claim_node(env, run_id, node_id, fence)
+    if claim is None:
+        log.info("dropping stale message for %s/%s (fence %d)", run_id, node_id, fence)
+        return Outcome.STALE
+    ctx = NodeContext(
+        run_id=run_id,
+        node_id=node_id,
+        attempt=claim.attempt,
+        fence=fence,
+        settings=env.runtime.settings,
+        inputs=claim.inputs,
+        services=env.services,
+        last_checkpoint=claim.checkpoint,
+    )
+    outcome = run_within_limits(env, ctx, claim)
+    if outcome not in UNMEASURED_OUTCOMES:
+        observe_attempt(env, claim, outcome.value)
+    return outcome
+
+
+def run_within_limits(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+    """Run the claimed node if its concurrency slots are free, else park it."""
+    if claim.deliveries > env.runtime.settings.max_deliveries:
+        return record_failure(env, ctx, claim, poisoned(claim))
+    limits = env.limits
+    slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
+    if limits is None or slots is None:  # no limit applies: no round trip
+        return run_claimed(env, ctx, claim)
+    waits_for = limits.acquire(slots)
+    if waits_for is not None:
+        return park(env, limits, ctx, next(lim for lim in slots.limits if lim.name == waits_for))
+    try:
+        return run_claimed(env, ctx, claim)
+    finally:
+        free_slots(env, limits, slots)
+
+
+def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+    """Run the claimed node's worker under its lease and record the outcome."""
+    run_id, node_id = ctx.run_id, ctx.node_id
+    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    with env.leases.hold(
+        LeaseRef(run_id, node_id, ctx.fence),
+        ctx.stop,
+        timeout_s=timeout_s,
+        on_timeout=lambda: record_timeout(env, ctx, claim, timeout_s),
+    ):
+        try:
+            output = run_worker(env.runtime, ctx, approved_node(ctx, claim.node))
+            output_json = encode_output(output, env.runtime.settings.max_output_bytes)
+            expansion = (
+                prepare_expansion(env.runtime, ctx, claim.node, output)
+                if claim.node.type == PLANNER_TYPE
+                else None
+            )
+        except NodeLostError:
+            log.info("%s/%s was taken from this worker; stopping it", run_id, node_id)
+            return Outcome.STALE
+        except ApprovalNeeded as waiting:
+            return wait_for_approval(env, ctx, claim, waiting.proposal)
+        except Exception as exc:
+            if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
+                log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, exc)
+                return Outcome.STALE
+            return record_failure(env, ctx, claim, exc)
+    return record_success(env, ctx, output_json, expansion)
+
+
+def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
+    """The concurrency slots the claimed node must hold to run (None: no limit applies)."""
+    return node_limits(
+        settings, ctx.run_id, ctx.node_id, ctx.fence, claim.node.type, claim.run_max_concurrent
+    )
+
+
+def park(env: ExecutionEnv, limits: NodeLimits, ctx: NodeContext, limit: Limit) -> Outcome:
+    """The node waits for a slot of ``limit``: queued again, its attempt given back. A
+    slot freed between the refusal and the park wakes it at once."""
+    recheck_s = PARKED_RECHECK_FACTOR * env.runtime.settings.stranded_after_s
+    parked = env.runtime.machine.park(
+        ctx.run_id, ctx.node_id, ctx.fence, limit=limit.name, recheck_s=recheck_s
+    )
+    if not parked:
+        return Outcome.STALE
+    log.info("node %s/%s waits for a slot of %s", ctx.run_id, ctx.node_id, limit.name)
+    publish_waiters(env.runtime, env.broker, limits, limits.wake([limit]))
+    return Outcome.PARKED
+
+
+def free_slots(env: ExecutionEnv, limits: NodeLimits, slots: Slots) -> None:
+    """After the outcome is recorded (whatever it was): free the slots, wake who fits."""
+    try:
+        publish_waiters(env.runtime, env.broker, limits, limits.release(slots))
+    except Exception:  # the slots expire, and the reconciler wakes the waiters
+        log.warning("releasing the slots of %s failed", slots.holder, exc_info=True)
+
+
+def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Claim | None:
+    """Claim the node; take it over if the process holding it is a dead one on this host
+    (its message was redelivered after the worker process was killed)."""
+    runtime = env.runtime
+    lease_s = runtime.settings.lease_s
+    claim = runtime.machine.claim(run_id, node_id, fence, lease_s=lease_s, holder=env.holder)
+    if isinstance(claim, Held) and holder_is_dead_here(claim.holder):
+        claim = runtime.machine.claim(
+            run_id, node_id, fence, lease_s=lease_s, holder=env.holder, takeover=claim.holder
+        )
+    return claim if isinstance(claim, Claim) else None
+
+
+def poisoned(claim: Claim) -> PoisonMessageError:
+    """The guard against a node that kills its worker (a segfault, an OOM kill, a hard
+    time limit): claimed again and again without ever recording an outcome, it is failed
+    (and dead-lettered) instead of being run once more."""
+    return PoisonMessageError(
+        f"delivered {claim.deliveries} times without finishing: each time the process "
+        "running it died (crash, OOM kill or hard time limit); not run again. Find the cause "
+        "in the worker logs, then `dagwright dlq replay`"
+    )
+
+
+def holder_is_dead_here(holder: str) -> bool:
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not process_alive(int(pid))
+
+
+def run_worker(runtime: Runtime, ctx: NodeContext, node: Node) -> Any:
+    try:
+        worker_type = runtime.registry.get(node.type)
+    except KeyError as exc:
+        raise PermanentError(
+            f"worker type {node.type!r} is not registered in this worker; start it with "
+            "--import naming the module that registers it"
+        ) from exc
+    return worker_type.run(ctx, node)
+
+
+def wait_for_approval(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, proposal: Proposal
+) -> Outcome:
+    """Park the node until a person decides; this worker moves on to other work."""
+    timeout_s = claim.node.approval_timeout_s or env.runtime.settings.approval_timeout_s
+    if not ApprovalBook(env.runtime).request(ctx, proposal, timeout_s):
+        return Outcome.STALE
+    log.info(
+        "%s/%s waits for approval of %s (`dagwright approvals list`)",
+        ctx.run_id,
+        ctx.node_id,
+        proposal.action,
+    )
+    return Outcome.WAITING
+
+
+def encode_output(output: Any, max_bytes: int) -> str:
+    try:
+        encoded = json.dumps(output, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise PermanentError(f"the node's output is not JSON: {exc}") from exc
+    if len(encoded) > max_bytes:
+        raise PermanentError(
+            f"the node's output is {len(encoded)} bytes; the limit is {max_bytes} "
+            "(DAGWRIGHT_MAX_OUTPUT_BYTES): write big data elsewhere and return a reference"
+        )
+    return encoded
+
+
+def record_success(
+    env: ExecutionEnv, ctx: NodeContext, output_json: str, expansion: Expansion | None = None
+) -> Outcome:
+    """Record the output; a planner's output also adds its plan's nodes to the run."""
+    runtime = env.runtime
+    if expansion is not None:
+        advance = apply_expansion(runtime, ctx, expansion)
+    else:
+        advance = runtime.machine.complete(ctx.run_id, ctx.node_id, ctx.fence, output_json)
+    if advance is None:
+        return Outcome.STALE
+    dispatch(env.broker, runtime.machine, advance.ready)
+    if advance.run_finished is not None:
+        runtime.forget_active(ctx.run_id)
+    return Outcome.SUCCEEDED
+
+
+def record_failure(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BaseException
+) -> Outcome:
+    runtime = env.runtime
+    error = describe_error(exc, known_secrets(runtime.settings))
+    if isinstance(exc, BreakerOpenError):
+        return wait_for_breaker(env, ctx, exc, error)
+    policy = claim.node.retry or default_retry(runtime, claim.node.type)
+    retryable = error.retryable and error.error_class not in policy.non_retryable
+    retry = retryable and claim.attempt < policy.max_attempts
+    log.warning(
+        "node %s/%s attempt %d failed (%s: %s)%s",
+        ctx.run_id,
+        ctx.node_id,
+        claim.attempt,
+        error.error_class,
+        error.message,
+        "; will retry" if retry else "",
+    )
+    if retry:
+        # An API that said when to come back (retry-after) is not asked sooner.
+        delay = max(compute_backoff(policy, claim.attempt), getattr(exc, "retry_after_s", 0) or 0)
+        scheduled = runtime.machine.schedule_retry(ctx.run_id, ctx.node_id, ctx.fence, error, delay)
+        return Outcome.RETRYING if scheduled else Outcome.STALE
+    replanner = replanner_for(runtime, ctx.run_id, claim.node, error.message)
+    advance = runtime.machine.fail(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        classification=classify(exc, retryable=retryable),
+        replanner=replanner,
+    )
+    if advance is None:
+        return Outcome.STALE
+    log.error(
+        "node %s/%s failed for good: dead letter %s", ctx.run_id, ctx.node_id, advance.dead_letter
+    )
+    dispatch(env.broker, runtime.machine, advance.ready)
+    if advance.run_finished is not None:
+        runtime.forget_active(ctx.run_id)
+    return Outcome.FAILED
+
+
+def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s: float) -> None:
+    """Record that the node ran past ``timeout_s``, from the lease keeper's thread while
+    the worker may still run: fenced now, so what the worker returns later is refused.
+    (A function that ignores ``ctx.stop`` keeps its thread until it returns: threads
+    cannot be killed; in the prefork pool Celery's time limits end it.)"""
+    ctx.timed_out = True
+    error = NodeTimeoutError(f"the node ran out of time: its timeout_s is {timeout_s:g}s")
+    if record_failure(env, ctx, claim, error) != Outcome.STALE:
+        observe_attempt(env, claim, TIMEOUT_OUTCOME)
+
+
+def observe_attempt(env: ExecutionEnv, claim: Claim, outcome: str) -> None:
+    """Count the attempt in the node-duration metric (one pipelined round trip)."""
+    seconds = time.monotonic() - claim.claimed_at
+    env.runtime.counters.add(node_duration(claim.node.type, outcome, seconds))
+
+
+def wait_for_breaker(
+    env: ExecutionEnv, ctx: NodeContext, exc: BreakerOpenError, error: ErrorInfo
+) -> Outcome:
+    """Park the node until its dependency's breaker may let calls through again; the
+    attempt is given back, so an outage does not use up the node's retries."""
+    delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
+    log.info(
+        "node %s/%s waits %.1fs for the open breaker %s",
+        ctx.run_id,
+        ctx.node_id,
+        delay,
+        exc.breaker,
+    )
+    scheduled = env.runtime.machine.schedule_retry(
+        ctx.run_id, ctx.node_id, ctx.fence, error, delay, breaker=exc.breaker
+    )
+    return Outcome.RETRYING if scheduled else Outcome.STALE
+
+
+def default_retry(runtime: Runtime, worker_type: str) -> RetryPolicy:
+    # The type may be unknown to this worker: that failure itself must be recorded.
+    try:
+        return runtime.registry.get(worker_type).default_retry
+    except KeyError:
+        return RetryPolicy()
+
+
+def describe_error(exc: BaseException, secrets: tuple[str, ...] = ()) -> ErrorInfo:
+    """The error as recorded (run state, events, DLQ, logs): secrets masked."""
+    # Anything that is not a PermanentError is retryable (see dagwright.errors).
+    retryable = isinstance(exc, RetryableError) or not isinstance(exc, PermanentError)
+    trace = "".join(traceback.format_exception(exc))
+    return ErrorInfo(
+        error_class=type(exc).__name__,
+        message=redact(str(exc) or type(exc).__name__, secrets),
+        retryable=retryable,
+        traceback=redact(trace[-MAX_TRACEBACK_CHARS:], secrets),
+    )

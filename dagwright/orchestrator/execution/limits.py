@@ -1,0 +1,245 @@
+"""Concurrency limits by key, global across workers: nodes per worker type, nodes per run.
+
+Each limit is a semaphore in Redis (``keys.limit_holders``/``limit_waiters``/
+``limit_woken``; Lua in ``lua/slots_*.lua``). A claimed node takes a slot of each of its
+limits in one script, all or nothing, before its worker runs; refused, it is *parked*:
+back to QUEUED under the same fence with its attempt given back (``park.lua``), its
+message acknowledged and its worker slot freed, and it waits in the limit's waiters in the
+order it first asked. When a slot frees (the node's outcome is recorded, or the
+reconciler finds a holder whose worker died and stopped renewing it), the head waiters
+that now fit are published again.
+
+Rejected: holding the message in the worker until a slot frees (it would occupy a worker
+slot that other queues' nodes could use, and a prefetched message is invisible to the
+other workers); Celery's ``rate_limit`` (per worker, not global); a counter without
+waiters (a busy queue would starve the nodes that were refused first).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+
+from dagwright.keys import Keys
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SCRIPTS = ("acquire", "wake", "drop", "renew")
+OPEN_RUN = ("running", "planning")
+MAX_DROP_ROUNDS = 100  # stale waiters dropped per wake-up; the reconciler does the rest
+
+
+@cache
+def _source(name: str) -> str:
+    lua = resources.files("dagwright.orchestrator.execution") / "lua"
+    return (lua / "slots_prelude.lua").read_text() + "\n" + (lua / f"slots_{name}.lua").read_text()
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One semaphore: ``type:<worker type>`` or ``run:<run id>``, and its size."""
+
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Slots:
+    """The limits a claimed node needs a slot of, the run's first."""
+
+    run_id: str
+    node_id: str
+    fence: int
+    limits: tuple[Limit, ...]
+
+    @property
+    def waiter(self) -> str:
+        return f"{self.run_id}/{self.node_id}"
+
+    @property
+    def holder(self) -> str:
+        # The fence tells a zombie's slot from its node's next execution.
+        return f"{self.waiter}@{self.fence}"
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A parked node that may take a slot of ``limit`` now."""
+
+    limit: str
+    run_id: str
+    node_id: str
+
+
+def node_limits(
+    settings: Settings, run_id: str, node_id: str, fence: int, worker_type: str, run_max: int
+) -> Slots | None:
+    """The limits that apply to a node; None if none does (no round trip then)."""
+    limits = []
+    if run_max > 0:
+        limits.append(Limit(f"run:{run_id}", run_max))
+    type_max = settings.concurrency_limits.get(worker_type)
+    if type_max is not None:
+        limits.append(Limit(f"type:{worker_type}", type_max))
+    return Slots(run_id, node_id, fence, tuple(limits)) if limits else None
+
+
+class NodeLimits:
+    """The limits' scripts for one Redis client, and the slots this process holds (its
+    lease thread renews them, see ``renew_held``)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, slot_ttl_s: float, grace_s: float):
+        self.client = client
+        self.keys = keys
+        self.slot_ttl_ms = int(slot_ttl_s * 1000)
+        self.grace_ms = int(grace_s * 1000)
+        self._scripts = {name: client.register_script(_source(name)) for name in SCRIPTS}
+        self._held: dict[str, Slots] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_runtime(cls, runtime: Runtime) -> NodeLimits:
+        settings = runtime.settings
+        # Renewed every heartbeat; twice the lease, so one late renewal loses nothing.
+        return cls(
+            runtime.client,
+            runtime.keys,
+            slot_ttl_s=2 * settings.lease_s,
+            grace_s=settings.publish_grace_s,
+        )
+
+    def _keys(self, limits: Sequence[Limit]) -> list[str]:
+        keys = [self.keys.limits]
+        for limit in limits:
+            name = limit.name
+            keys += [
+                self.keys.limit_holders(name),
+                self.keys.limit_waiters(name),
+                self.keys.limit_woken(name),
+            ]
+        return keys
+
+    def _run(self, script: str, limits: Sequence[Limit], *args: Any) -> Any:
+        return self._scripts[script](keys=self._keys(limits), args=list(args))
+
+    def acquire(self, slots: Slots) -> str | None:
+        """Take a slot of every limit (None), or of none: the name of the limit the node
+        now waits for."""
+        reply = self._run(
+            "acquire",
+            slots.limits,
+            slots.waiter,
+            slots.holder,
+            self.slot_ttl_ms,
+            *_flat(slots.limits),
+        )
+        if reply[0] != "ok":
+            return str(reply[1])
+        with self._lock:
+            self._held[slots.holder] = slots
+        return None
+
+    def release(self, slots: Slots) -> list[Waiter]:
+        """Free the node's slots; the waiters that may take them now."""
+        with self._lock:
+            self._held.pop(slots.holder, None)
+        return self._wake(slots.limits, slots.holder)
+
+    def wake(self, limits: Sequence[Limit]) -> list[Waiter]:
+        """The waiters that may take a slot of ``limits`` now (expired holders dropped)."""
+        return self._wake(limits, "") if limits else []
+
+    def _wake(self, limits: Sequence[Limit], holder: str) -> list[Waiter]:
+        reply = self._run("wake", limits, holder, self.grace_ms, *_flat(limits))
+        return [_waiter(name, member) for name, member in reply]
+
+    def drop(self, waiter: Waiter, size: int) -> list[Waiter]:
+        """Forget a waiter whose node no longer waits; the waiters that may take its place."""
+        limit = Limit(waiter.limit, size)
+        member = f"{waiter.run_id}/{waiter.node_id}"
+        reply = self._run("drop", [limit], member, self.grace_ms, limit.name, size)
+        return [_waiter(name, member) for name, member in reply]
+
+    def registered(self) -> list[Limit]:
+        """Every limit with holders or waiters, with its size."""
+        sizes = self.client.hgetall(self.keys.limits)
+        return [Limit(name, int(size)) for name, size in sorted(sizes.items())]
+
+    def renew_held(self) -> None:
+        """Extend the slots of the nodes this process runs (called by its lease thread)."""
+        with self._lock:
+            held = list(self._held.values())
+        if not held:
+            return
+        limits = [limit for slots in held for limit in slots.limits]
+        members = [slots.holder for slots in held for _ in slots.limits]
+        renewed = self._run("renew", limits, self.slot_ttl_ms, *members)
+        if renewed < len(members):
+            lost = len(members) - renewed
+            log.warning("%d concurrency slot(s) expired while their node ran", lost)
+
+
+def _flat(limits: Sequence[Limit]) -> list[str | int]:
+    return [value for limit in limits for value in (limit.name, limit.size)]
+
+
+def _waiter(limit: str, member: str) -> Waiter:
+    run_id, _, node_id = member.partition("/")
+    return Waiter(limit, run_id, node_id)
+
+
+def publish_waiters(
+    runtime: Runtime, broker: Broker, limits: NodeLimits, waiters: list[Waiter]
+) -> int:
+    """Publish the parked nodes that may take a slot now; waiters whose node no longer
+    waits (its run ended, or it ran) are dropped, which may let the next ones in. Returns
+    how many were published."""
+    published = 0
+    sizes: dict[str, int] | None = None
+    for _ in range(MAX_DROP_ROUNDS):
+        if not waiters:
+            break
+        ready, stale = _still_waiting(runtime, waiters)
+        dispatch(broker, runtime.machine, ready)
+        published += len(ready)
+        if stale and sizes is None:
+            sizes = {limit.name: limit.size for limit in limits.registered()}
+        waiters = [
+            woken
+            for waiter in stale
+            if waiter.limit in (sizes or {})
+            for woken in limits.drop(waiter, (sizes or {})[waiter.limit])
+        ]
+    return published
+
+
+def _still_waiting(runtime: Runtime, waiters: list[Waiter]) -> tuple[list[ReadyNode], list[Waiter]]:
+    """Split waiters into nodes to publish (queued in an open run) and stale ones; a node
+    running now (claimed, taking its slot) is neither."""
+    keys = runtime.keys
+    pipe = runtime.client.pipeline(transaction=False)
+    for waiter in waiters:
+        pipe.hget(keys.run_key(waiter.run_id, "run"), "status")
+        for column in ("state", "fence", "dispatch"):
+            pipe.hget(keys.run_key(waiter.run_id, column), waiter.node_id)
+    replies = pipe.execute()
+    ready, stale = [], []
+    for index, waiter in enumerate(waiters):
+        status, state, fence, dispatch_json = replies[4 * index : 4 * index + 4]
+        if status not in OPEN_RUN or state not in ("queued", "running"):
+            stale.append(waiter)
+        elif state == "queued":
+            where = Dispatch.from_json(dispatch_json)
+            ready.append(ReadyNode(waiter.run_id, waiter.node_id, int(fence), where))
+    return ready, stale

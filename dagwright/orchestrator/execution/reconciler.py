@@ -1,0 +1,153 @@
+"""The reconciler: re-queues what dead workers and lost messages left behind, and stops
+runs past their run timeout.
+
+Any number of processes may run it (every worker does by default); a lock in Redis lets
+one do the work at a time. Every action is a fenced Lua transition, so even two
+reconcilers at once could not record anything twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from dagwright.models import RunStatus
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.approvals import ApprovalBook
+from dagwright.orchestrator.control.cancellation import stop_work
+from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.telemetry.trace_export import TraceExport
+
+log = logging.getLogger(__name__)
+
+ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
+
+# Delete the lock only if this reconciler still holds it (not one that took it since).
+RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+@dataclass
+class ReconcileReport:
+    ran: bool = False
+    runs: int = 0
+    requeued: int = 0
+    republished: int = 0
+    finished: list[str] = field(default_factory=list)
+    exported: int = 0  # traces sent over OTLP
+
+
+class Reconciler:
+    def __init__(self, runtime: Runtime, broker: Broker) -> None:
+        self.runtime = runtime
+        self.broker = broker
+        self.token = uuid.uuid4().hex
+        self.limits = NodeLimits.for_runtime(runtime)
+        self.trace_export = TraceExport.for_runtime(runtime)
+
+    def run_once(self) -> ReconcileReport:
+        report = ReconcileReport()
+        if not self._hold_lock():
+            return report
+        report.ran = True
+        client = self.runtime.client
+        empty_queues: list[str] | None = None  # asked of the broker once per pass, if needed
+        for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
+            if empty_queues is None:
+                empty_queues = self._empty_queues()
+            report.runs += 1
+            self._reconcile_run(run_id, report, empty_queues)
+        self._reject_overdue_approvals(report)
+        self._trim_run_index()
+        report.republished += self._wake_waiters()
+        report.exported = self.trace_export.export_due()
+        if report.exported:
+            log.info("exported %d run trace(s) over OTLP", report.exported)
+        return report
+
+    def _reject_overdue_approvals(self, report: ReconcileReport) -> None:
+        """Approvals nobody decided within their timeout count as rejected."""
+        ready = ApprovalBook(self.runtime).reject_overdue()
+        if ready:
+            log.info("rejected %d approval(s) nobody decided in time", len(ready))
+            report.requeued += len(ready)
+            dispatch(self.broker, self.runtime.machine, ready)
+
+    def _wake_waiters(self) -> int:
+        """Concurrency limits: free the slots of dead holders (not renewed), drop stale
+        waiters and publish those that fit, so a crash never leaves waiters stuck."""
+        waiters = self.limits.wake(self.limits.registered())
+        return publish_waiters(self.runtime, self.broker, self.limits, waiters)
+
+    def _empty_queues(self) -> list[str]:
+        """The queues live workers consume that hold no message right now."""
+        queues = self.runtime.live_worker_queues()
+        return sorted(queue for queue in queues if self.broker.queue_depth(queue) == 0)
+
+    def _trim_run_index(self) -> None:
+        """Drop index entries of runs past retention (their keys have expired)."""
+        retention_ms = self.runtime.settings.retention_s * 1000
+        cutoff = self.runtime.store.server_time_ms() - retention_ms
+        self.runtime.client.zremrangebyscore(self.runtime.keys.run_index, "-inf", cutoff)
+
+    def _reconcile_run(self, run_id: str, report: ReconcileReport, empty_queues: list[str]) -> None:
+        settings = self.runtime.settings
+        found = self.runtime.machine.reconcile_run(
+            run_id,
+            publish_grace_s=settings.publish_grace_s,
+            stranded_after_s=settings.stranded_after_s,
+            empty_queues=empty_queues,
+        )
+        if found.timed_out is not None:
+            log.warning("run %s ran past its run timeout: stopped", run_id)
+            stop_work(self.runtime, self.broker, run_id, found.timed_out)
+        if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
+            self._forget_if_over(run_id, found.status, report)
+            return
+        stranded = found.stranded
+        to_publish = found.requeued + found.unpublished + stranded
+        if found.requeued or found.unpublished or stranded:
+            log.info(
+                "run %s: re-queued %d, publishing again %d unconfirmed and %d stranded",
+                run_id,
+                len(found.requeued),
+                len(found.unpublished),
+                len(stranded),
+            )
+        report.requeued += len(found.requeued)
+        report.republished += len(found.unpublished) + len(stranded)
+        dispatch(self.broker, self.runtime.machine, to_publish)
+
+    def _forget_if_over(self, run_id: str, status: str, report: ReconcileReport) -> None:
+        if status == "missing":  # no run hash: being created, or expired
+            created = self.runtime.client.zscore(self.runtime.keys.run_index, run_id)
+            now = self.runtime.store.server_time_ms()
+            if created is not None and now - created < ORPHAN_GRACE_MS:
+                return
+        elif not RunStatus(status).is_final:
+            return
+        self.runtime.forget_active(run_id)
+        report.finished.append(run_id)
+
+    def release(self) -> bool:
+        """Give the lock up (on a clean stop), so that a standby reconciler takes over at
+        its next pass instead of when the lock expires; True if this one held it."""
+        key = self.runtime.keys.reconciler_lock
+        return bool(self.runtime.client.eval(RELEASE_LOCK, 1, key, self.token))
+
+    def _hold_lock(self) -> bool:
+        client = self.runtime.client
+        key = self.runtime.keys.reconciler_lock
+        ttl_ms = int(self.runtime.settings.reconcile_interval_s * 3000)
+        if client.set(key, self.token, nx=True, px=ttl_ms):
+            return True
+        if client.get(key) == self.token:
+            client.pexpire(key, ttl_ms)
+            return True
+        return False

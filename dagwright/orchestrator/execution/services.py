@@ -1,0 +1,159 @@
+"""NodeServices over Redis: what a running node may ask of dagwright."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from dagwright.errors import NodeLostError
+from dagwright.llm import LLM, LLMRequest, LLMResponse, build_llm
+from dagwright.models import Approval, Usage
+from dagwright.orchestrator.broker import Broker
+from dagwright.orchestrator.control.approvals import ApprovalBook
+from dagwright.orchestrator.runstate.machine import LeaseRef
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.resilience import Breakers
+from dagwright.schedules.followups import propose_followup
+from dagwright.telemetry.counters import Increment
+from dagwright.telemetry.recorder import SpanRecorder
+from dagwright.telemetry.spans import Span
+from dagwright.workers import NodeContext
+from dagwright.workers.budgets import BY_NAME, RUN_SCOPE, Overrun, amounts, run_hint
+from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
+
+T = TypeVar("T")
+
+
+class RedisNodeServices:
+    """One per worker process; its LLM client is built on first use and shared."""
+
+    def __init__(self, runtime: Runtime, broker: Broker) -> None:
+        self.runtime = runtime
+        self.broker = broker  # to start the follow-up runs a scheduled run proposes
+        self._llm: LLM | None = None
+        self._llm_lock = threading.Lock()
+        self.spans = SpanRecorder(runtime.client, runtime.keys, runtime.settings)
+
+    def record_progress(
+        self,
+        ctx: NodeContext,
+        *,
+        checkpoint: Any = None,
+        usage: Usage | None = None,
+        event: list[str | int | float] | None = None,
+    ) -> None:
+        settings = self.runtime.settings
+        recorded = self.runtime.machine.record_progress(
+            lease_of(ctx),
+            lease_s=settings.lease_s,
+            checkpoint_json="" if checkpoint is None else json.dumps(checkpoint),
+            usage_json=usage.model_dump_json() if usage is not None else "",
+            event=event,
+        )
+        if not recorded:
+            lost(ctx)
+
+    def count(self, increments: list[Increment]) -> None:
+        self.runtime.counters.add(increments)
+
+    def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
+        entry: dict[Any, Any] = {"node": ctx.node_id, "attempt": str(ctx.attempt), **fields}
+        self.runtime.client.xadd(
+            self.runtime.keys.run_key(ctx.run_id, "audit"),
+            entry,
+            maxlen=self.runtime.settings.events_maxlen,
+            approximate=True,
+        )
+
+    def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        reservation = self.runtime.machine.reserve_budget(lease_of(ctx), amounts(worst_case))
+        if not reservation.owned:
+            lost(ctx)
+        refusal = reservation.refusal
+        if refusal is None:
+            return None
+        dimension = BY_NAME[refusal.dimension]
+        return Overrun(
+            RUN_SCOPE,
+            dimension,
+            limit=refusal.limit,
+            spent=refusal.spent,
+            projected=refusal.projected,
+            reserved=refusal.held,
+            hint=run_hint(dimension),
+        )
+
+    def llm(self, ctx: NodeContext) -> LLM:
+        with self._llm_lock:
+            if self._llm is None:
+                runtime = self.runtime
+                self._llm = build_llm(
+                    runtime.settings, runtime.client, runtime.keys, runtime.breakers
+                )
+            return BreakerObservedLLM(self._llm, self.runtime.breakers, ctx)
+
+    def guard(
+        self,
+        ctx: NodeContext,
+        name: str,
+        call: Callable[[], T],
+        is_failure: Callable[[BaseException], bool],
+    ) -> T:
+        breakers = self.runtime.breakers
+        with breakers.observed(ctx.breaker_event):
+            return breakers.call(name, call, is_failure=is_failure)
+
+    def record_span(self, ctx: NodeContext, span: Span) -> None:
+        self.spans.record(ctx.run_id, span)
+
+    def workspace(self, ctx: NodeContext) -> Workspace:
+        settings = self.runtime.settings
+        if settings.workspace_backend == "disk":
+            return DiskWorkspace(
+                settings.workspace_root / ctx.run_id, max_bytes=settings.workspace_max_bytes
+            )
+
+        def write_file(path: str, content: str) -> None:
+            if not self.runtime.machine.write_workspace_file(lease_of(ctx), path, content):
+                lost(ctx)
+
+        return RedisWorkspace(
+            self.runtime.client,
+            self.runtime.keys.run_key(ctx.run_id, "workspace"),
+            max_bytes=settings.workspace_max_bytes,
+            write_file=write_file,
+        )
+
+    def approval(self, ctx: NodeContext) -> Approval | None:
+        return ApprovalBook(self.runtime).read(ctx.run_id, ctx.node_id)
+
+    def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
+        return propose_followup(self.runtime, self.broker, ctx.run_id, goal, reason)
+
+
+class BreakerObservedLLM:
+    """The process's LLM as one node calls it: what its calls do to the model's breaker
+    (opened, refused, closed) goes into that node's trace."""
+
+    def __init__(self, llm: LLM, breakers: Breakers, ctx: NodeContext) -> None:
+        self.llm = llm
+        self.breakers = breakers
+        self.ctx = ctx
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        with self.breakers.observed(self.ctx.breaker_event):
+            return self.llm.complete(request)
+
+
+def lease_of(ctx: NodeContext) -> LeaseRef:
+    return LeaseRef(ctx.run_id, ctx.node_id, ctx.fence)
+
+
+def lost(ctx: NodeContext) -> NoReturn:
+    """Stop the node: this worker no longer owns it."""
+    ctx.stop.set()
+    raise NodeLostError(
+        f"{ctx.run_id}/{ctx.node_id} is no longer this worker's (re-queued or cancelled)"
+    )

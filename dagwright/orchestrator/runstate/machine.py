@@ -1,0 +1,569 @@
+"""The run state machine in Redis: claim, complete, fail, retry, renew, cancel, reconcile.
+
+Each transition is one atomic Lua script on the run's keys (see ``lua/``). Fencing: every
+QUEUED transition increments the node's fence and every claim/complete carries it, so a
+duplicate delivery or a zombie worker can never record a second completion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import redis
+
+from dagwright.keys import NODE_EXECUTE_TASK, Keys
+from dagwright.models import ErrorInfo, Node, RunStatus
+from dagwright.orchestrator.runstate.scripts import RunScripts
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """How a queued node is published: its queue, its task and its time limit, and its
+    worker type (for people reading the message, e.g. in Flower; "" in runs created
+    before it was recorded)."""
+
+    queue: str
+    time_limit_s: float
+    task: str = NODE_EXECUTE_TASK
+    worker_type: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "queue": self.queue,
+                "time_limit_s": self.time_limit_s,
+                "task": self.task,
+                "worker_type": self.worker_type,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> Dispatch:
+        # Fields it does not know are left out: during a rolling upgrade an older worker
+        # reads what a newer one wrote (worker_type came in this way).
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in json.loads(raw).items() if key in known})
+
+
+@dataclass(frozen=True)
+class NewNode:
+    """A node a planner adds to a running run."""
+
+    id: str
+    spec_json: str
+    deps: list[str]
+    dependents: list[str]
+    dispatch: Dispatch
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "spec": self.spec_json,
+            "deps": self.deps,
+            "dependents": self.dependents,
+            "dispatch": self.dispatch.to_json(),
+        }
+
+
+REPLAN_ID_PLACEHOLDER = "__replan_id__"
+
+
+@dataclass(frozen=True)
+class Replanner:
+    """A re-planner to add when a node fails for good. fail.lua names it (``id_prefix`` +
+    the run's re-plan count) and puts the name in ``spec_template`` for the placeholder."""
+
+    id_prefix: str
+    spec_template: str
+    dispatch: Dispatch
+
+
+@dataclass(frozen=True)
+class ReadyNode:
+    """A node in QUEUED whose message must be published."""
+
+    run_id: str
+    node_id: str
+    fence: int
+    dispatch: Dispatch
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A node this worker now runs, with its dependencies' outputs and the checkpoint a
+    previous attempt left (None if there is none)."""
+
+    node: Node
+    attempt: int
+    inputs: dict[str, Any]
+    checkpoint: Any = None
+    deliveries: int = 1  # claims since the node last recorded an outcome
+    run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
+    claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
+
+
+@dataclass(frozen=True)
+class Held:
+    """The node runs already, under the same fence, in ``holder`` ("<host>:<pid>")."""
+
+    holder: str
+
+
+@dataclass(frozen=True)
+class Advance:
+    """What completing a node changed: nodes now ready, and the run's final status if any
+    (and the dead letter its failure wrote)."""
+
+    ready: list[ReadyNode]
+    run_finished: RunStatus | None
+    dead_letter: str | None = None
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A dead letter replayed: its node is queued again, its run re-opened if it had ended."""
+
+    ready: list[ReadyNode]
+    reopened: bool
+
+
+@dataclass(frozen=True)
+class ReplayRefused:
+    """Why a dead letter cannot be replayed; ``done`` if it was replayed or purged before."""
+
+    reason: str
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class StoppedWork:
+    """What stopping a run (cancel, run timeout) left to do outside Redis: tell the workers
+    of its ``running`` nodes to stop them, and revoke the messages of its ``queued`` ones."""
+
+    running: list[str]
+    queued: list[ReadyNode]
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """A cancel's outcome: ``cancelled``, the status of a run already final, or
+    ``missing``; ``stopped`` is the work to stop when it did cancel the run."""
+
+    outcome: str
+    stopped: StoppedWork | None = None
+
+
+@dataclass(frozen=True)
+class ReconcilePass:
+    status: str
+    requeued: list[ReadyNode]
+    unpublished: list[ReadyNode]
+    stranded: list[ReadyNode]
+    timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
+
+
+@dataclass(frozen=True)
+class BudgetRefusal:
+    """The run's budget has no room for a call: the limit (a dimension of
+    workers/budgets.py) it would pass, what the run spent, what calls in flight hold."""
+
+    dimension: str
+    limit: float
+    spent: float
+    held: float
+    projected: float
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The answer of reserve.lua: ``owned`` False if the node is no longer this
+    worker's; else held, unless ``refusal`` says why not."""
+
+    owned: bool
+    refusal: BudgetRefusal | None = None
+
+
+@dataclass(frozen=True)
+class LeaseRef:
+    run_id: str
+    node_id: str
+    fence: int
+
+
+class RunStateMachine:
+    """Typed calls over the Lua scripts, for one Redis client."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        events_maxlen: int,
+        retention_s: int,
+        dlq_retention_s: int,
+    ):
+        self.client = client
+        self.keys = keys
+        self.dlq_retention_s = dlq_retention_s
+        self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
+        # Every script call names all of the run's keys; encoding them once per run, not
+        # per call, is a measurable share of a no-op node's cost.
+        self._encoded_keys = lru_cache(maxsize=4096)(self._encode_keys)
+
+    def _encode_keys(self, run_id: str) -> tuple[bytes, ...]:
+        return tuple(key.encode() for key in self.keys.run_keys(run_id))
+
+    def _call(
+        self,
+        name: str,
+        run_id: str,
+        *args: Any,
+        client: Any = None,
+        shared_keys: tuple[str, ...] = (),
+    ) -> Any:
+        keys = self._encoded_keys(run_id)
+        if shared_keys:
+            keys = (*keys, *(key.encode() for key in shared_keys))
+        return self._scripts.call(name, keys, *args, client=client)
+
+    def claim(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        *,
+        lease_s: float,
+        holder: str,
+        takeover: str = "",
+    ) -> Claim | Held | None:
+        """Claim a queued node; None if the message is stale (fence, state or run moved on)."""
+        reply = self._call("claim", run_id, node_id, fence, int(lease_s * 1000), holder, takeover)
+        if reply[0] == "held":
+            return Held(reply[1])
+        if reply[0] != "ok":
+            return None
+        pairs = reply[6:]
+        inputs = {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
+        return Claim(
+            node=Node.model_validate_json(reply[1]),
+            attempt=int(reply[2]),
+            inputs=inputs,
+            checkpoint=json.loads(reply[3]) if reply[3] else None,
+            deliveries=int(reply[4]),
+            run_max_concurrent=int(reply[5] or 0),
+        )
+
+    def complete(self, run_id: str, node_id: str, fence: int, output_json: str) -> Advance | None:
+        """Record success; None if this worker no longer owns the node."""
+        reply = self._call("complete", run_id, node_id, fence, output_json)
+        if reply[0] != "ok":
+            return None
+        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+
+    def fail(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        error: ErrorInfo,
+        *,
+        classification: str = "permanent",
+        replanner: Replanner | None = None,
+    ) -> Advance | None:
+        """Record a final failure (descendants become BLOCKED) and its dead letter, adding
+        ``replanner`` for the failed subgraph in the same step if the run still may
+        re-plan. None if this worker no longer owns the node."""
+        replan_args = (
+            [replanner.id_prefix, replanner.spec_template, replanner.dispatch.to_json()]
+            if replanner
+            else ["", "", ""]
+        )
+        reply = self._call(
+            "fail",
+            run_id,
+            node_id,
+            fence,
+            error.model_dump_json(),
+            *replan_args,
+            run_id,
+            classification,
+            self.dlq_retention_s * 1000,
+            shared_keys=(self.keys.dlq,),
+        )
+        if reply[0] != "ok":
+            return None
+        return Advance(
+            ready=_ready_nodes(run_id, reply[2]),
+            run_finished=_final(reply[1]),
+            dead_letter=reply[3],
+        )
+
+    def replay(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        *,
+        entry_id: str,
+        fresh: bool = False,
+    ) -> Replayed | ReplayRefused:
+        """Queue a dead-lettered node again (see lua/replay.lua)."""
+        reply = self._call(
+            "replay",
+            run_id,
+            node_id,
+            fence,
+            "1" if fresh else "",
+            entry_id,
+            self.dlq_retention_s,
+            run_id,
+            shared_keys=(self.keys.dlq_status(entry_id), self.keys.active_runs),
+        )
+        if reply[0] == "done":
+            return ReplayRefused(f"it was {reply[1]} already", done=True)
+        if reply[0] == "refused":
+            return ReplayRefused(reply[1])
+        return Replayed(ready=_ready_nodes(run_id, reply[2]), reopened=bool(reply[1]))
+
+    def expand(
+        self,
+        run_id: str,
+        planner_id: str,
+        fence: int,
+        *,
+        output_json: str,
+        new_nodes: list[NewNode],
+        output_nodes: list[str] | None,
+        replaced: list[str],
+    ) -> Advance | None:
+        """Complete a planner node by adding its plan's nodes to the run (and marking the
+        failed subgraph it replaces). None if this worker no longer owns the planner."""
+        reply = self._call(
+            "expand",
+            run_id,
+            planner_id,
+            fence,
+            output_json,
+            json.dumps([node.to_wire() for node in new_nodes]),
+            json.dumps(output_nodes) if output_nodes is not None else "",
+            json.dumps(replaced),
+        )
+        if reply[0] != "ok":
+            return None
+        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+
+    def schedule_retry(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        error: ErrorInfo,
+        delay_s: float,
+        *,
+        breaker: str = "",
+    ) -> bool:
+        """Park the node for ``delay_s``. Waiting for the open circuit ``breaker`` gives
+        the attempt back (it was not the node failing)."""
+        reply = self._call(
+            "retry",
+            run_id,
+            node_id,
+            fence,
+            error.model_dump_json(),
+            int(delay_s * 1000),
+            breaker,
+        )
+        return bool(reply[0] == "ok")
+
+    def park(self, run_id: str, node_id: str, fence: int, *, limit: str, recheck_s: float) -> bool:
+        """Put a claimed node back to QUEUED (same fence, attempt given back) while it
+        waits for a slot of ``limit``; the stranded rule looks at it again only after
+        ``recheck_s``. False if the claim is no longer ours."""
+        return bool(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
+
+    def record_progress(
+        self,
+        lease: LeaseRef,
+        *,
+        lease_s: float,
+        checkpoint_json: str = "",
+        usage_json: str = "",
+        event: list[str | int | float] | None = None,
+    ) -> bool:
+        """Save a checkpoint and/or one LLM call's usage and event, fenced; renews the
+        lease. False if this worker no longer owns the node."""
+        reply = self._call(
+            "progress",
+            lease.run_id,
+            lease.node_id,
+            lease.fence,
+            int(lease_s * 1000),
+            checkpoint_json,
+            usage_json,
+            json.dumps(event) if event else "",
+        )
+        return bool(reply)
+
+    def reserve_budget(self, lease: LeaseRef, worst_case: dict[str, float]) -> Reservation:
+        """Hold ``worst_case`` (by dimension) of the run's budget for the node's next LLM
+        call, if the run has room for it (see lua/reserve.lua)."""
+        reply = self._call(
+            "reserve", lease.run_id, lease.node_id, lease.fence, json.dumps(worst_case)
+        )
+        if reply[0] == "lost":
+            return Reservation(owned=False)
+        if reply[0] == "over":
+            numbers = (float(value) for value in reply[2:6])
+            return Reservation(owned=True, refusal=BudgetRefusal(reply[1], *numbers))
+        return Reservation(owned=True)
+
+    def write_workspace_file(self, lease: LeaseRef, path: str, content: str) -> bool:
+        """Write a workspace file for a node this worker runs; False if it no longer does."""
+        return bool(
+            self._call("workspace", lease.run_id, lease.node_id, lease.fence, path, content)
+        )
+
+    def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
+        """Extend leases in one round trip; False for each lease no longer held."""
+        pipe = self.client.pipeline(transaction=False)
+        for lease in leases:
+            self._call(
+                "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000), client=pipe
+            )
+        return [bool(held) for held in pipe.execute()]
+
+    def await_approval(
+        self,
+        lease: LeaseRef,
+        *,
+        request_json: str,
+        deadline_ms: int,
+        audit: dict[str, str],
+    ) -> bool:
+        """Park a running node until a person decides (its worker slot is freed); False
+        if this worker no longer owns the node."""
+        reply = self._call(
+            "await_approval",
+            lease.run_id,
+            lease.node_id,
+            lease.fence,
+            request_json,
+            deadline_ms,
+            pending_member(lease.run_id, lease.node_id),
+            *_flatten(audit),
+            shared_keys=(self.keys.pending_approvals,),
+        )
+        return bool(reply[0] == "ok")
+
+    def decide_approval(
+        self,
+        run_id: str,
+        node_id: str,
+        *,
+        approval_id: str,
+        approved: bool,
+        decision_json: str,
+        audit: dict[str, str],
+    ) -> list[ReadyNode] | str:
+        """Record the decision on approval ``approval_id`` and queue its node again: the
+        nodes to publish, or why the request is no longer waiting."""
+        reply = self._call(
+            "decide",
+            run_id,
+            node_id,
+            approval_id,
+            decision_json,
+            "approved" if approved else "rejected",
+            pending_member(run_id, node_id),
+            *_flatten(audit),
+            shared_keys=(self.keys.pending_approvals,),
+        )
+        if reply[0] != "ok":
+            return str(reply[1])
+        return _ready_nodes(run_id, reply[1])
+
+    def cancel(self, run_id: str, reason: str) -> Cancelled:
+        """Cancel a run (see lua/cancel.lua); ``reason`` becomes its ``stop_reason``."""
+        reply = self._call("cancel", run_id, reason)
+        if len(reply) == 1:  # missing, or final already (cancelled before, perhaps)
+            return Cancelled(reply[0])
+        return Cancelled(reply[0], _stopped_work(run_id, reply[1], reply[2]))
+
+    def reconcile_run(
+        self,
+        run_id: str,
+        *,
+        publish_grace_s: float,
+        stranded_after_s: float,
+        empty_queues: Sequence[str] = (),
+        limit: int = 1000,
+    ) -> ReconcilePass:
+        """One reconciler pass over a run; ``empty_queues`` are the queues known to be
+        empty now (a queued node counts as stranded only if its queue is one of them)."""
+        reply = self._call(
+            "reconcile",
+            run_id,
+            int(publish_grace_s * 1000),
+            int(stranded_after_s * 1000),
+            limit,
+            *empty_queues,
+        )
+        return ReconcilePass(
+            status=reply[0],
+            requeued=_ready_nodes(run_id, reply[1]),
+            unpublished=_ready_nodes(run_id, reply[2]),
+            stranded=_ready_nodes(run_id, reply[3]),
+            timed_out=_stopped_work(run_id, reply[4], reply[5]) if len(reply) > 4 else None,
+        )
+
+    def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
+        """Drop a run that has ended from the reconciler's set (not if it re-opened);
+        with ``export_trace``, queue its trace's OTLP export in the same step."""
+        shared = (self.keys.active_runs, *((self.keys.trace_exports,) if export_trace else ()))
+        return bool(self._call("forget", run_id, run_id, shared_keys=shared))
+
+    def mark_published(self, nodes: list[ReadyNode]) -> None:
+        """Confirm publishes, so the reconciler does not publish these nodes again."""
+        by_run: dict[str, list[str]] = {}
+        for node in nodes:
+            by_run.setdefault(node.run_id, []).append(node.node_id)
+        if len(by_run) == 1:  # the usual case: no pipeline (building one costs more than a ZREM)
+            [(run_id, node_ids)] = by_run.items()
+            self.client.zrem(self.keys.run_key(run_id, "outbox"), *node_ids)
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for run_id, node_ids in by_run.items():
+            pipe.zrem(self.keys.run_key(run_id, "outbox"), *node_ids)
+        pipe.execute()
+
+
+def pending_member(run_id: str, node_id: str) -> str:
+    """A waiting approval's member in the pending-approvals index."""
+    return f"{run_id}/{node_id}"
+
+
+def _flatten(fields: dict[str, str]) -> list[str]:
+    return [item for pair in fields.items() for item in pair]
+
+
+def _ready_nodes(run_id: str, rows: list[list[Any]]) -> list[ReadyNode]:
+    return [
+        ReadyNode(
+            run_id=run_id, node_id=row[0], fence=int(row[1]), dispatch=Dispatch.from_json(row[2])
+        )
+        for row in rows
+    ]
+
+
+def _stopped_work(run_id: str, running: list[str], queued: list[list[Any]]) -> StoppedWork:
+    return StoppedWork(running=list(running), queued=_ready_nodes(run_id, queued))
+
+
+def _final(status: str) -> RunStatus | None:
+    return RunStatus(status) if status else None

@@ -1,0 +1,58 @@
+"""Loads the run state machine's Lua scripts, each prefixed with the shared prelude.
+
+The prelude names ``KEYS[i]`` after ``keys.RUN_KEY_NAMES``, injected here, so the key
+order is written down once; a script's shared keys (the DLQ stream) follow the run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from dagwright.keys import RUN_KEY_NAMES
+
+SCRIPT_NAMES = (
+    "claim",
+    "complete",
+    "fail",
+    "retry",
+    "renew",
+    "reconcile",
+    "cancel",
+    "progress",
+    "workspace",
+    "expand",
+    "replay",
+    "forget",
+    "await_approval",
+    "decide",
+    "reserve",
+    "park",
+)
+
+
+@cache
+def script_source(name: str) -> str:
+    lua = resources.files("dagwright.orchestrator.runstate") / "lua"
+    names = ", ".join(f"'{key}'" for key in RUN_KEY_NAMES)
+    prelude = (lua / "prelude.lua").read_text().replace("__RUN_KEY_NAMES__", names)
+    return prelude + "\n" + (lua / f"{name}.lua").read_text()
+
+
+class RunScripts:
+    """The run-state scripts bound to one Redis client."""
+
+    def __init__(self, client: redis.Redis, *, events_maxlen: int, retention_s: int) -> None:
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
+        }
+        self._common = [events_maxlen, retention_s]
+
+    def call(self, name: str, keys: Sequence[str | bytes], *args: Any, client: Any = None) -> Any:
+        """Run a script on the run's ``keys``; ``client`` may be a pipeline."""
+        return self._scripts[name](keys=keys, args=[*self._common, *args], client=client)

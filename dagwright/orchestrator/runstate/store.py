@@ -1,0 +1,308 @@
+"""Creating runs and reading them back: snapshots and the event stream."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from dagwright.errors import UnknownRunError
+from dagwright.keys import Keys
+from dagwright.models import (
+    AuditEntry,
+    ErrorInfo,
+    Event,
+    Node,
+    NodeState,
+    NodeStatus,
+    RunCounts,
+    RunState,
+    RunStatus,
+    Usage,
+    event_of,
+    from_ms,
+)
+from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.plans.validation import PlanGraph
+from dagwright.workers.budgets import budget_of_run
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def new_run_id() -> str:
+    """A 20-character id that sorts by creation time (48-bit ms clock + 52 random bits)."""
+    value = (int(time.time() * 1000) << 52) | secrets.randbits(52)
+    chars = []
+    for _ in range(20):
+        value, digit = divmod(value, 32)
+        chars.append(_CROCKFORD[digit])
+    return "".join(reversed(chars))
+
+
+class RunStore:
+    def __init__(self, client: redis.Redis, keys: Keys, *, events_maxlen: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.events_maxlen = events_maxlen
+
+    def server_time_ms(self) -> int:
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    def create_run(
+        self,
+        run_id: str,
+        graph: PlanGraph,
+        dispatch: Callable[[Node], Dispatch],
+        *,
+        status: RunStatus = RunStatus.RUNNING,
+        output_nodes: list[str] | None = None,
+        extra: dict[str, str | int] | None = None,
+    ) -> list[ReadyNode]:
+        """Write a run and queue its root nodes, atomically. Returns the roots to publish.
+
+        The run joins the active set first: if this process dies before publishing, the
+        reconciler still finds the queued roots and publishes them.
+        """
+        now = self.server_time_ms()
+        self.client.zadd(self.keys.run_index, {run_id: now})
+        self.client.sadd(self.keys.active_runs, run_id)
+        pipe = self.client.pipeline(transaction=True)
+        outputs = graph.plan.output_nodes() if output_nodes is None else output_nodes
+        self._write_run(pipe, run_id, graph, now, status, outputs, extra or {})
+        self._write_nodes(pipe, run_id, graph, dispatch)
+        ready = self._queue_roots(pipe, run_id, graph, dispatch, now)
+        pipe.execute()
+        return ready
+
+    def _key(self, run_id: str, name: str) -> str:
+        return self.keys.run_key(run_id, name)
+
+    def _write_run(
+        self,
+        pipe: Any,
+        run_id: str,
+        graph: PlanGraph,
+        now: int,
+        status: RunStatus,
+        output_nodes: list[str],
+        extra: dict[str, str | int],
+    ) -> None:
+        plan = graph.plan
+        pipe.hset(
+            self._key(run_id, "run"),
+            mapping={
+                **extra,
+                "status": status.value,
+                "goal": plan.goal,
+                "created_at": now,
+                "total": len(plan.nodes),
+                "done": 0,
+                "running": 0,
+                "succeeded": 0,
+                "failed": 0,
+                "blocked": 0,
+                "cancelled": 0,
+                "replaced": 0,
+                "output_nodes": json.dumps(output_nodes),
+            },
+        )
+        pipe.set(self._key(run_id, "plan"), plan.model_dump_json(exclude_defaults=True))
+        self._add_event(pipe, run_id, "run.submitted", now, nodes=str(len(plan.nodes)))
+
+    def _write_nodes(
+        self, pipe: Any, run_id: str, graph: PlanGraph, dispatch: Callable[[Node], Dispatch]
+    ) -> None:
+        nodes = graph.plan.nodes
+        columns: dict[str, dict[str, Any]] = {
+            "spec": {n.id: n.model_dump_json(exclude_defaults=True) for n in nodes},
+            "deps": {n.id: json.dumps(n.depends_on) for n in nodes},
+            "dependents": {nid: json.dumps(children) for nid, children in graph.dependents.items()},
+            "remaining": {n.id: len(n.depends_on) for n in nodes},
+            "dispatch": {n.id: dispatch(n).to_json() for n in nodes},
+            "state": {n.id: NodeStatus.PENDING.value for n in nodes},
+            "fence": {n.id: 0 for n in nodes},
+            "attempts": {n.id: 0 for n in nodes},
+        }
+        for name, mapping in columns.items():
+            pipe.hset(self._key(run_id, name), mapping=mapping)
+
+    def _queue_roots(
+        self,
+        pipe: Any,
+        run_id: str,
+        graph: PlanGraph,
+        dispatch: Callable[[Node], Dispatch],
+        now: int,
+    ) -> list[ReadyNode]:
+        roots = graph.roots
+        by_id = {node.id: node for node in graph.plan.nodes}
+        pipe.hset(self._key(run_id, "state"), mapping=dict.fromkeys(roots, NodeStatus.QUEUED.value))
+        pipe.hset(self._key(run_id, "fence"), mapping=dict.fromkeys(roots, 1))
+        pipe.zadd(self._key(run_id, "queued"), dict.fromkeys(roots, now))
+        pipe.zadd(self._key(run_id, "outbox"), dict.fromkeys(roots, now))
+        for root in roots:
+            self._add_event(pipe, run_id, "node.queued", now, node=root, fence="1")
+        return [ReadyNode(run_id, root, 1, dispatch(by_id[root])) for root in roots]
+
+    def _add_event(self, pipe: Any, run_id: str, kind: str, now: int, **fields: str) -> None:
+        pipe.xadd(
+            self._key(run_id, "events"),
+            {"kind": kind, "at": now, **fields},
+            maxlen=self.events_maxlen,
+            approximate=True,
+        )
+
+    def exists(self, run_id: str) -> bool:
+        return bool(self.client.exists(self._key(run_id, "run")))
+
+    def run_status(self, run_id: str) -> RunStatus:
+        status = self.client.hget(self._key(run_id, "run"), "status")
+        if status is None:
+            raise UnknownRunError(run_id)
+        return RunStatus(status)
+
+    def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
+        """Status and node counts: one HGETALL, cheap enough to poll for progress."""
+        run = self.client.hgetall(self._key(run_id, "run"))
+        if not run:
+            raise UnknownRunError(run_id)
+        return RunStatus(run["status"]), _counts(run)
+
+    def read_state(
+        self, run_id: str, *, include_nodes: bool = True, include_outputs: bool = True
+    ) -> RunState:
+        """A snapshot of the run and every node (a few HGETALLs, whatever the size).
+
+        Without nodes it reads only the run's hash (a summary: status, counts, goal); without
+        outputs it leaves node outputs and the result out.
+        """
+        columns = _state_columns(include_nodes, include_outputs)
+        pipe = self.client.pipeline(transaction=True)
+        for name in columns:
+            pipe.hgetall(self._key(run_id, name))
+        return _state(run_id, dict(zip(columns, pipe.execute(), strict=True)))
+
+    def read_with_streams(
+        self, run_id: str, streams: tuple[str, ...]
+    ) -> tuple[RunState, list[list[tuple[str, dict[str, str]]]], datetime]:
+        """A snapshot of the run (node outputs left out), every entry of its ``streams``
+        (run key names) and the server's time, all read at one instant in one round trip."""
+        columns = _state_columns(include_nodes=True, include_outputs=False)
+        pipe = self.client.pipeline(transaction=True)
+        for name in columns:
+            pipe.hgetall(self._key(run_id, name))
+        for name in streams:
+            pipe.xrange(self._key(run_id, name))
+        pipe.time()
+        replies = pipe.execute()
+        state = _state(run_id, dict(zip(columns, replies, strict=False)))
+        seconds, micros = replies[-1]
+        now = datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
+        return state, replies[len(columns) : -1], now
+
+    def read_events(
+        self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000
+    ) -> list[Event]:
+        """Events after the stream id ``after``; blocks up to ``block_ms`` for new ones."""
+        reply = self.client.xread({self._key(run_id, "events"): after}, count=count, block=block_ms)
+        if not reply:
+            return []
+        return [event_of(run_id, entry_id, fields) for entry_id, fields in reply[0][1]]
+
+    def read_audit(self, run_id: str, count: int = 10_000) -> list[AuditEntry]:
+        """The run's tool-policy decisions, oldest first."""
+        self.run_status(run_id)
+        entries = self.client.xrange(self._key(run_id, "audit"), count=count)
+        return [
+            AuditEntry(id=entry_id, at=from_ms(entry_id.split("-")[0]), **fields)
+            for entry_id, fields in entries
+        ]
+
+    def wait_until_done(self, run_id: str, timeout_s: float) -> bool:
+        """Block until the run has ended or ``timeout_s`` passed; True if it has ended."""
+        block_ms = max(1, int(timeout_s * 1000))
+        return bool(self.client.xread({self._key(run_id, "done"): "0"}, count=1, block=block_ms))
+
+    def list_runs(self, limit: int = 20) -> list[str]:
+        """The most recent run ids, newest first."""
+        return list(self.client.zrevrange(self.keys.run_index, 0, limit - 1))
+
+
+def _state_columns(include_nodes: bool, include_outputs: bool) -> list[str]:
+    columns = ["run"]
+    if include_nodes:
+        columns += ["state", "spec", "attempts", "started", "finished", "error", "usage"]
+    if include_nodes and include_outputs:
+        columns.append("output")
+    return columns
+
+
+def _state(run_id: str, data: dict[str, dict[str, str]]) -> RunState:
+    """A run's state from its hashes, as read by ``_state_columns``."""
+    run = data["run"]
+    if not run:
+        raise UnknownRunError(run_id)
+    nodes = {node_id: _node_state(node_id, data) for node_id in data.get("state", {})}
+    output_nodes = json.loads(run["output_nodes"])
+    status = RunStatus(run["status"])
+    with_result = status == RunStatus.SUCCEEDED and "output" in data
+    return RunState(
+        run_id=run_id,
+        status=status,
+        goal=run.get("goal", ""),
+        created_at=from_ms(run["created_at"]),
+        finished_at=from_ms(run.get("finished_at")),
+        counts=_counts(run),
+        output_nodes=output_nodes,
+        nodes=nodes,
+        result=_result(output_nodes, nodes) if with_result else None,
+        usage=_run_usage(run),
+        budget=budget_of_run(run),
+        reason=run.get("stop_reason"),
+    )
+
+
+def _run_usage(run: dict[str, str]) -> Usage:
+    """The run's totals, kept in its hash by progress.lua (absent until an LLM call)."""
+    return Usage(
+        **{
+            field: float(run[field]) if field == "cost_usd" else int(run[field])
+            for field in Usage.model_fields
+            if field in run
+        }
+    )
+
+
+def _counts(run: dict[str, str]) -> RunCounts:
+    return RunCounts(**{field: int(run.get(field, 0)) for field in RunCounts.model_fields})
+
+
+def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
+    spec = json.loads(data["spec"][node_id])
+    error = data["error"].get(node_id)
+    raw_output = data.get("output", {}).get(node_id)
+    raw_usage = data["usage"].get(node_id)
+    return NodeState(
+        status=NodeStatus(data["state"][node_id]),
+        type=spec["type"],
+        depends_on=spec.get("depends_on", []),
+        attempts=int(data["attempts"].get(node_id, 0)),
+        started_at=from_ms(data["started"].get(node_id)),
+        finished_at=from_ms(data["finished"].get(node_id)),
+        output=json.loads(raw_output) if raw_output is not None else None,
+        error=ErrorInfo.model_validate_json(error) if error else None,
+        usage=Usage.model_validate_json(raw_usage) if raw_usage else Usage(),
+    )
+
+
+def _result(output_nodes: list[str], nodes: dict[str, NodeState]) -> Any:
+    """One output node: its output. Several: their outputs keyed by node id."""
+    if len(output_nodes) == 1:
+        return nodes[output_nodes[0]].output
+    return {node_id: nodes[node_id].output for node_id in output_nodes}

@@ -1,0 +1,86 @@
+"""Plans built in Python: ``PlanBuilder`` and the JSON a built plan is written as."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dagwright.models import Plan, RetryPolicy
+from dagwright.plans.files import parse_plan
+
+
+class PlanBuilder:
+    """Build a plan in Python::
+
+        plan = PlanBuilder("Summarise two texts")
+        left = plan.function("left", "concat", params={"parts": ["a b"]})
+        right = plan.python("right", "print(3)")
+        plan.agent("report", "writer", "Write a report.", depends_on=[left, right])
+        run = client.submit(plan.build())
+
+    Each method returns the node id, to pass in ``depends_on``.
+    """
+
+    def __init__(self, goal: str = "") -> None:
+        self.goal = goal
+        self._nodes: list[dict[str, Any]] = []
+
+    def node(
+        self, node_id: str, type: str, *, depends_on: list[str] | None = None, **fields: Any
+    ) -> str:
+        self._nodes.append(
+            {"id": node_id, "type": type, "depends_on": list(depends_on or []), **fields}
+        )
+        return node_id
+
+    def function(
+        self,
+        node_id: str,
+        function: str,
+        *,
+        params: dict[str, Any] | None = None,
+        depends_on: list[str] | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float | None = None,
+    ) -> str:
+        return self.node(
+            node_id,
+            "function",
+            depends_on=depends_on,
+            function=function,
+            params=params or {},
+            retry=retry,
+            timeout_s=timeout_s,
+        )
+
+    def python(
+        self, node_id: str, code: str, *, depends_on: list[str] | None = None, **fields: Any
+    ) -> str:
+        return self.node(node_id, "python", depends_on=depends_on, code=code, **fields)
+
+    def agent(
+        self,
+        node_id: str,
+        type: str,
+        instruction: str,
+        *,
+        depends_on: list[str] | None = None,
+        **fields: Any,
+    ) -> str:
+        return self.node(node_id, type, depends_on=depends_on, instruction=instruction, **fields)
+
+    def build(self, output: str | list[str] | None = None) -> Plan:
+        """The plan, checked like a plan file (PlanError names what is wrong)."""
+        nodes = [_without_none(node) for node in self._nodes]
+        return parse_plan(_without_none({"goal": self.goal, "output": output, "nodes": nodes}))
+
+
+def plan_to_json(plan: Plan) -> str:
+    """A plan as indented JSON, with the field names of plan files (defaults left out)."""
+    return json.dumps(
+        plan.model_dump(mode="json", exclude_defaults=True), indent=2, ensure_ascii=False
+    )
+
+
+def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}

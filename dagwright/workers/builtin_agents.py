@@ -1,0 +1,104 @@
+"""The built-in LLM worker types: researcher, writer, analyst, coder, reviewer.
+
+Each is an AgentSpec: a system prompt from ``prompts/<name>.md`` (plus the rules in
+``prompts/_common.md``), a tool set, a deny-by-default policy allowing those tools, and
+limits. Users register their own with ``dagwright.register_agent(AgentSpec(...))``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from dagwright.models import Node, RetryPolicy
+from dagwright.workers.agent_loop import AgentSpec, run_agent
+from dagwright.workers.context import NodeContext
+from dagwright.workers.registry import WorkerType
+from dagwright.workers.tools.base import ToolRegistry
+from dagwright.workers.tools.policy import ToolPolicy
+
+WORKSPACE_TOOLS = ("workspace_read", "workspace_write", "workspace_list")
+AGENT_RETRY = RetryPolicy(max_attempts=3, backoff_s=5, backoff_max_s=120)
+
+
+@cache
+def prompt(name: str) -> str:
+    """The system prompt of a built-in type, with the rules common to every agent."""
+    folder = resources.files("dagwright.workers") / "prompts"
+    return (folder / f"{name}.md").read_text() + (folder / "_common.md").read_text()
+
+
+class ReviewResult(BaseModel):
+    """The reviewer's verdict."""
+
+    approved: bool = Field(description="True if the work can be used as it stands.")
+    summary: str = Field(description="The verdict in one or two sentences.")
+    issues: list[str] = Field(default_factory=list, description="Concrete, actionable issues.")
+
+
+def builtin_agents() -> list[AgentSpec]:
+    def spec(name: str, description: str, tools: tuple[str, ...], **kwargs: Any) -> AgentSpec:
+        return AgentSpec(
+            name=name,
+            description=description,
+            system_prompt=prompt(name),
+            tools=tools,
+            policy=ToolPolicy.allowing(*tools),
+            **kwargs,
+        )
+
+    return [
+        spec(
+            "researcher",
+            "Gathers facts from its inputs and from web pages of allowed domains.",
+            ("read_input", "http_get", *WORKSPACE_TOOLS),
+        ),
+        spec(
+            "writer",
+            "Writes clear prose from the material in its inputs; in a scheduled run it may "
+            "propose follow-up goals.",
+            ("read_input", *WORKSPACE_TOOLS, "propose_followup"),
+        ),
+        spec(
+            "analyst",
+            "Analyses data and evidence and draws careful conclusions.",
+            ("read_input", *WORKSPACE_TOOLS),
+        ),
+        spec(
+            "coder",
+            "Writes, runs (in the sandbox) and fixes code, keeping files in the workspace.",
+            ("read_input", *WORKSPACE_TOOLS, "run_python"),
+        ),
+        spec(
+            "reviewer",
+            "Checks work against its instruction; returns approved, summary and issues.",
+            ("read_input", "workspace_read", "workspace_list"),
+            output_model=ReviewResult,
+        ),
+    ]
+
+
+def agent_worker_type(spec: AgentSpec, tools: ToolRegistry) -> WorkerType:
+    """A worker type running ``spec``'s agent loop."""
+
+    def run(ctx: NodeContext, node: Node) -> Any:
+        return run_agent(ctx, node, spec, tools)
+
+    def check_node(node: Node) -> list[str]:
+        if not node.instruction:
+            return [f"a {spec.name} node needs `instruction:` saying what to do"]
+        return []
+
+    return WorkerType(
+        name=spec.name,
+        kind="agent",
+        description=spec.description,
+        run=run,
+        check_node=check_node,
+        default_retry=AGENT_RETRY,
+        tools=spec.tools,
+        model=spec.model,
+    )

@@ -1,0 +1,47 @@
+"""The ``function`` worker type: calls a registered Python function.
+
+This makes dagwright a plain DAG runner too, and is what tests and benchmarks use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dagwright.errors import PermanentError
+from dagwright.models import Node
+from dagwright.workers.context import NodeContext
+from dagwright.workers.function_registry import FunctionRegistry
+from dagwright.workers.registry import WorkerType
+
+FUNCTION_TYPE = "function"
+
+
+def function_worker_type(functions: FunctionRegistry) -> WorkerType:
+    def check_node(node: Node) -> list[str]:
+        if not node.function:
+            return ["a function node needs `function: <name>` (a registered function)"]
+        registered = functions.get(node.function)
+        if registered is None:
+            return [
+                f"function {node.function!r} is not registered; registered: "
+                f"{', '.join(functions.names())}. If it is yours, pass --import <module> "
+                "or set DAGWRIGHT_IMPORTS"
+            ]
+        return registered.params_problems(node.params)
+
+    def run(ctx: NodeContext, node: Node) -> Any:
+        registered = functions.get(node.function or "")
+        if registered is None:
+            raise PermanentError(
+                f"function {node.function!r} is not registered in this worker; start workers "
+                "with --import <module> (or DAGWRIGHT_IMPORTS) naming the module defining it"
+            )
+        return registered.call(node.params, ctx)
+
+    return WorkerType(
+        name=FUNCTION_TYPE,
+        kind="function",
+        description="Calls a registered Python function with the node's params and its inputs.",
+        run=run,
+        check_node=check_node,
+    )

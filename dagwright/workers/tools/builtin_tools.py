@@ -1,0 +1,104 @@
+"""Built-in tools: read a dependency's output, use the run's workspace, fetch a web page,
+run code in the sandbox (``tools/code.py``)."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from dagwright.errors import ToolError
+from dagwright.settings import Settings
+from dagwright.workers.context import NodeContext
+from dagwright.workers.tools.base import ToolRegistry
+from dagwright.workers.tools.followups import propose_followup
+from dagwright.workers.tools.run_python import (
+    RUN_PYTHON_MAX_CHARS,
+    RUN_PYTHON_TIMEOUT_S,
+    run_python,
+)
+
+MAX_REDIRECTS = 3
+
+
+def read_input(ctx: NodeContext, node: str) -> str:
+    """Read the full output of one of the tasks this task depends on, by node id."""
+    if node not in ctx.inputs:
+        known = ", ".join(ctx.inputs) or "none"
+        raise ToolError(f"no input {node!r}; the inputs of this task are: {known}")
+    value = ctx.inputs[node]
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def workspace_read(ctx: NodeContext, path: str) -> str:
+    """Read a file of the run's shared workspace (a relative path)."""
+    return ctx.workspace().read(path)
+
+
+def workspace_write(ctx: NodeContext, path: str, content: str) -> str:
+    """Write a file of the run's shared workspace (a relative path), replacing it."""
+    size = ctx.workspace().write(path, content)
+    return f"wrote {size} bytes to {path}"
+
+
+def workspace_list(ctx: NodeContext) -> list[str]:
+    """List the files of the run's shared workspace."""
+    return ctx.workspace().list()
+
+
+def http_get(ctx: NodeContext, url: str) -> str:
+    """Fetch a web page (HTTP GET) from an allowed domain: its status, type and text."""
+    settings = ctx.settings
+    with httpx.Client(timeout=settings.http_timeout_s, follow_redirects=False) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            check_allowed_url(url, settings.http_allowed_domains)
+            with client.stream("GET", url, headers={"user-agent": "dagwright"}) as response:
+                if response.is_redirect and "location" in response.headers:
+                    url = urljoin(url, response.headers["location"])
+                    continue  # each hop is checked against the allow-list again
+                return _page(url, response, settings)
+    raise ToolError(f"more than {MAX_REDIRECTS} redirects")
+
+
+def check_allowed_url(url: str, allowed_domains: list[str]) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ToolError(f"only http and https URLs may be fetched, not {parts.scheme or url!r}")
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not allowed_domains:
+        raise ToolError("http_get may not fetch any domain here (DAGWRIGHT_HTTP_ALLOWED_DOMAINS)")
+    if not any(host == d or host.endswith("." + d) for d in (d.lower() for d in allowed_domains)):
+        raise ToolError(f"{host!r} is not an allowed domain; allowed: {', '.join(allowed_domains)}")
+
+
+def _page(url: str, response: httpx.Response, settings: Settings) -> str:
+    """A header line, then the body as text (plain text, so that the tool's output limit
+    cuts it cleanly, unlike JSON)."""
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > settings.http_max_bytes:
+            break
+    text = bytes(body[: settings.http_max_bytes]).decode(errors="replace")
+    if len(body) > settings.http_max_bytes:
+        text += f"\n[... the page is larger than {settings.http_max_bytes} bytes: cut here]"
+    content_type = response.headers.get("content-type", "")
+    return f"HTTP {response.status_code} {content_type} {url}\n\n{text}"
+
+
+# read_input is where the agent goes for the inputs too long to show inline (20,000
+# characters): it must return more than that.
+READ_INPUT_MAX_CHARS = 200_000
+HTTP_GET_MAX_CHARS = 50_000
+
+
+def register_builtin_tools(tools: ToolRegistry) -> None:
+    tools.register(read_input, max_output_chars=READ_INPUT_MAX_CHARS)
+    for func in (workspace_read, workspace_write, workspace_list):
+        tools.register(func)
+    tools.register(http_get, timeout_s=60.0, max_output_chars=HTTP_GET_MAX_CHARS)
+    tools.register(
+        run_python, timeout_s=RUN_PYTHON_TIMEOUT_S, max_output_chars=RUN_PYTHON_MAX_CHARS
+    )
+    tools.register(propose_followup, timeout_s=60.0)

@@ -1,0 +1,62 @@
+"""The house's layout: module names that say what they hold and never collide.
+
+A module named like a standard-library one (``select``, ``trace``, ``types``, ``code``)
+shadows it for anyone who runs a file from that folder and misleads a reader; two siblings
+whose names differ only by a plural (``agent``/``agents``, ``planner``/``planning``) make a
+newcomer guess which holds what.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import dagwright
+
+PACKAGE = Path(dagwright.__file__).parent
+
+
+def module_names(folder: Path) -> list[str]:
+    """The modules and subpackages directly in ``folder``."""
+    names = [path.stem for path in folder.glob("*.py") if path.stem != "__init__"]
+    names += [path.name for path in folder.iterdir() if (path / "__init__.py").exists()]
+    return names
+
+
+def packages() -> list[Path]:
+    return [PACKAGE, *(init.parent for init in PACKAGE.rglob("__init__.py"))]
+
+
+def stem(name: str) -> str:
+    """The name without a plural, -er or -ing ending: planner and planning share "plann",
+    scheduler and schedules "schedul" (plans, the documents, and planning, the act, differ)."""
+    for ending in ("ing", "er", "es", "s"):
+        if name.endswith(ending) and len(name) - len(ending) >= 3:
+            return name[: -len(ending)]
+    return name
+
+
+def test_no_module_shadows_the_standard_library() -> None:
+    shadowing = [
+        f"{folder.relative_to(PACKAGE.parent)}/{name}"
+        for folder in packages()
+        for name in module_names(folder)
+        if name in sys.stdlib_module_names
+    ]
+    assert shadowing == []
+
+
+def test_no_two_siblings_differ_only_by_a_plural() -> None:
+    collisions = []
+    for folder in packages():
+        by_stem: dict[str, list[str]] = {}
+        for name in module_names(folder):
+            by_stem.setdefault(stem(name), []).append(name)
+        collisions += [sorted(names) for names in by_stem.values() if len(names) > 1]
+    assert collisions == []
+
+
+def test_the_card_components_are_visible_at_the_top() -> None:
+    top = set(module_names(PACKAGE))
+    assert {"orchestrator", "workers", "tasks", "dlq", "sandbox"} <= top
+    assert {"plans", "planning", "schedules", "telemetry", "llm", "testing"} <= top
