@@ -190,7 +190,7 @@ class Keys:
         """A cached LLM response, by the sha256 of its canonical request."""
         return f"{self.prefix}llmcache:{digest}"
 
-    # Concurrency limits (orchestrator/limits.py). Every limit's keys share the hash tag
+    # Concurrency limits (orchestrator/execution/limits.py). Every limit's keys share the hash tag
     # ``{limits}``: one script takes a node's run and worker-type slots at once, all or
     # nothing, and stays legal under Redis Cluster.
 

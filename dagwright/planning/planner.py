@@ -1,6 +1,6 @@
 """The planner: an LLM turns a goal (or a failed branch) into a validated plan.
 
-It is an agent like the others (``workers/agent.py``) whose final tool is ``submit_plan``,
+It is an agent like the others (``workers/agent_loop.py``) whose final tool is ``submit_plan``,
 with the Plan model as input schema. A submitted plan is checked by the same pure
 validator as plan files, against the catalog and the limits of the request; problems go
 back to the model as a failed tool call, up to ``planner_max_repairs`` times, then the

@@ -12,7 +12,7 @@ same as ``dagwright trace`` shows, with their exact times, parents and attribute
 ``dagwright.run_id``, ``dagwright.span_id``, ``dagwright.node`` and
 ``dagwright.attempt``; LLM calls also get the ``gen_ai.*`` attributes backends know.
 
-Which process exports, and when: see ``orchestrator/trace_export.py``.
+Which process exports, and when: see ``telemetry/trace_export.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A run's trace: every span of one run, built from what Redis already holds.
 
 ``build_trace(state, events, recorded, now)`` is a pure function of three inputs read in
-one round trip (``orchestrator/traces.py``):
+one round trip (``telemetry/trace_reads.py``):
 
 - the run's state, for its status, times and each node's worker type and last error;
 - its ``events`` stream, from which come the node-attempt spans (a ``node.running``

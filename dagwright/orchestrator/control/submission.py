@@ -51,7 +51,7 @@ def start_run(
     run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
     run the first one started, whatever it asks for. ``max_concurrent_nodes``: most of
-    the run's nodes running at once (orchestrator/limits.py). ``timeout_s``
+    the run's nodes running at once (orchestrator/execution/limits.py). ``timeout_s``
     (else the plan's): the run's wall-clock limit, enforced by the reconciler."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
