@@ -21,6 +21,8 @@ app = Celery("bare", set_as_current=False)
 app.conf.update(
     celery_config(Settings(), os.environ.get("BENCH_BROKER_URL", "redis://localhost/0"))
 )
+# Canvas (chord) needs a result backend; the bare tasks ignore their results.
+app.conf.result_backend = os.environ.get("BENCH_STATE_URL", "redis://localhost/1")
 _state = redis.Redis.from_url(os.environ.get("BENCH_STATE_URL", "redis://localhost/1"))
 
 
@@ -37,3 +39,15 @@ def chain_link(self: object, remaining: int) -> None:
         _state.set(DONE_KEY, 1)
         return
     app.send_task("bare.chain_link", args=[remaining - 1], queue=BARE_QUEUE)
+
+
+@app.task(name="canvas.noop")
+def canvas_noop() -> None:
+    """One no-op node of a canvas (chord header or chain link): its result is stored, as
+    a chord needs to join on it."""
+
+
+@app.task(name="canvas.done", ignore_result=True)
+def canvas_done(*_: object) -> None:
+    """The chord's body or the chain's last link: marks the canvas done."""
+    _state.set(DONE_KEY, 1)

@@ -44,8 +44,13 @@ def load_script(
 
 
 def named_reply(reply: Any) -> dict[str, Any]:
-    """A script's flat ``name, value, name, value...`` reply as a dict."""
+    """A script's flat ``name, value, name, value...`` reply as a dict (names as str, also
+    from a client that does not decode replies)."""
     items = list(reply or [])
     if len(items) % 2:
         raise ValueError(f"a script reply must pair names with values, got {len(items)} items")
-    return {str(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+    return {_text(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+
+
+def _text(name: Any) -> str:
+    return name.decode() if isinstance(name, bytes) else str(name)

@@ -27,12 +27,15 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
 from dagwright.errors import LLMCallTooLargeError, LLMRateLimitedError
 from dagwright.keys import Keys
 from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse, rough_tokens
+from dagwright.redis_scripts import load_script, named_reply
 from dagwright.settings import LLMRateLimit
 
 log = logging.getLogger(__name__)
@@ -42,57 +45,25 @@ MAX_POLL_S = 0.5
 WAITER_TTL_S = 3.0  # a waiter that has not asked again for this long has died
 TOTAL = "=total"  # the tokens hash's running sum (reservation ids are hex)
 
-# KEYS: calls (zset reservation -> ms after which it counts for one more window), tokens
-# (hash reservation -> tokens, and TOTAL), waiters (zset ticket -> ms first asked), alive
-# (zset ticket -> ms its place lapses). ARGV: ticket, window ms, requests per window (0:
-# none), tokens per window (0: none), tokens estimate, hold ms, waiter ttl ms.
-# Returns {'ok'} or {'wait', tickets ahead, ms to wait before asking again}.
-RESERVE = """
-local calls, tokens, waiters, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local ticket, window = ARGV[1], tonumber(ARGV[2])
-local max_calls, max_tokens, estimate = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', calls, '-inf', now - window)) do
-  redis.call('HINCRBY', tokens, '=total', -tonumber(redis.call('HGET', tokens, id) or 0))
-  redis.call('HDEL', tokens, id)
-end
-redis.call('ZREMRANGEBYSCORE', calls, '-inf', now - window)
-for _, gone in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-  redis.call('ZREM', waiters, gone)
-end
-redis.call('ZREMRANGEBYSCORE', alive, '-inf', now)
-redis.call('ZADD', waiters, 'NX', now, ticket)
-redis.call('ZADD', alive, now + tonumber(ARGV[7]), ticket)
-local ahead = redis.call('ZRANK', waiters, ticket)
-if ahead > 0 then return {'wait', ahead, 50 * ahead} end
-local total = tonumber(redis.call('HGET', tokens, '=total') or 0)
-if (max_calls > 0 and redis.call('ZCARD', calls) + 1 > max_calls)
-    or (max_tokens > 0 and total + estimate > max_tokens) then
-  local oldest = redis.call('ZRANGE', calls, 0, 0, 'WITHSCORES')
-  local wait = oldest[2] and (tonumber(oldest[2]) + window - now) or 1
-  return {'wait', 0, math.max(wait, 1)}
-end
-redis.call('ZREM', waiters, ticket)
-redis.call('ZREM', alive, ticket)
-redis.call('ZADD', calls, now + tonumber(ARGV[6]), ticket)
-redis.call('HSET', tokens, ticket, estimate)
-redis.call('HINCRBY', tokens, '=total', estimate)
-return {'ok'}
-"""
 
-# The call returned: it counts its real tokens (ARGV[2]) for one window from now. Same
-# KEYS; ARGV[1] the reservation.
-SETTLE = """
-local calls, tokens, id, used = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local reserved = tonumber(redis.call('HGET', tokens, id) or 0)
-redis.call('ZADD', calls, now, id)
-redis.call('HSET', tokens, id, used)
-redis.call('HINCRBY', tokens, '=total', used - reserved)
-return 1
-"""
+
+@dataclass(frozen=True)
+class RoomAnswer:
+    """The answer of ``lua/ratelimit_reserve.lua``: room was reserved (``granted``), or
+    the call waits: ``ahead`` calls wait before it, ask again in ``wait_ms``."""
+
+    granted: bool
+    ahead: int
+    wait_ms: int
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> RoomAnswer:
+        fields = named_reply(reply)
+        return cls(
+            granted=fields["status"] == "ok",
+            ahead=int(fields["ahead"]),
+            wait_ms=int(fields["wait_ms"]),
+        )
 
 
 def estimated_tokens(request: LLMRequest) -> int:
@@ -125,8 +96,8 @@ class RateLimitedLLM:
         self.window_ms = int(window_s * 1000)
         self.max_wait_s = max_wait_s
         self.hold_ms = int(hold_s * 1000)
-        self._reserve = client.register_script(RESERVE)
-        self._settle = client.register_script(SETTLE)
+        self._reserve = load_script(client, "dagwright.llm", "ratelimit_reserve")
+        self._settle = load_script(client, "dagwright.llm", "ratelimit_settle")
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         limit = self.limits.get(request.model) or self.limits.get("*")
@@ -179,19 +150,21 @@ class RateLimitedLLM:
         started = time.monotonic()
         logged = False
         while True:
-            reply = self._reserve(keys=keys, args=args)
-            if reply[0] == "ok":
+            answer = RoomAnswer.from_reply(self._reserve(keys=keys, args=args))
+            if answer.granted:
                 return ticket
             waited = time.monotonic() - started
             if waited >= self.max_wait_s:
                 self.client.zrem(keys[2], ticket)
                 raise LLMRateLimitedError(
                     f"no room in the rate limit of {model} after {waited:.1f}s "
-                    f"({reply[1]} call(s) waiting before this one)",
-                    retry_after_s=int(reply[2]) / 1000,
+                    f"({answer.ahead} call(s) waiting before this one)",
+                    retry_after_s=answer.wait_ms / 1000,
                 )
             if not logged:
                 logged = True
-                log.info("an LLM call to %s waits for its rate limit (%s ahead)", model, reply[1])
-            delay = min(max(int(reply[2]) / 1000, MIN_POLL_S), MAX_POLL_S)
+                log.info(
+                    "an LLM call to %s waits for its rate limit (%s ahead)", model, answer.ahead
+                )
+            delay = min(max(answer.wait_ms / 1000, MIN_POLL_S), MAX_POLL_S)
             time.sleep(min(delay, self.max_wait_s - waited))

@@ -35,20 +35,11 @@ import redis
 
 from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
+from dagwright.redis_scripts import load_script, named_reply
 
 T = TypeVar("T")
 
 PROBE_WAIT_S = 2.0  # how long a caller refused a probe slot waits before asking again
-
-TAKE_PROBE = """
-local taken = redis.call('INCR', KEYS[1])
-if taken == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if taken > tonumber(ARGV[1]) then
-  redis.call('DECR', KEYS[1])
-  return 0
-end
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -115,7 +106,7 @@ class Breakers:
         self.reset_timeout_s = reset_timeout_s
         self.max_probes = max_probes
         self._local = threading.local()
-        self._take_probe = client.register_script(TAKE_PROBE)
+        self._take_probe = load_script(client, "dagwright.resilience", "breaker_take_probe")
 
     def call(
         self,
@@ -240,9 +231,10 @@ class Breakers:
 
     def _take_probe_slot(self, name: str) -> bool:
         ttl_ms = int(self.reset_timeout_s * 1000)
-        return bool(
-            self._take_probe(keys=[self.keys.breaker_probes(name)], args=[self.max_probes, ttl_ms])
+        reply = self._take_probe(
+            keys=[self.keys.breaker_probes(name)], args=[self.max_probes, ttl_ms]
         )
+        return bool(int(named_reply(reply)["taken"]))
 
 
 def call_directly(

@@ -9,20 +9,12 @@ from dagwright.errors import ScheduleError
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.submission import start_run
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.redis_scripts import load_script, named_reply
 from dagwright.schedules.definition import (
     DEPTH_FIELD,
     SCHEDULE_FIELD,
 )
 from dagwright.schedules.store import Fire, schedule_store
-
-RESERVE_FOLLOWUP = """
-local existing = redis.call('HGET', KEYS[1], ARGV[1])
-if existing then return {'duplicate', existing} end
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[2]) then return {'full', ''} end
-redis.call('HSET', KEYS[1], ARGV[1], '')
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return {'ok', ''}
-"""
 
 
 def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, reason: str) -> str:
@@ -46,9 +38,11 @@ def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, r
         )
     key = runtime.keys.run_followups(run_id)
     digest = hashlib.sha256(goal.strip().encode()).hexdigest()[:32]
-    verdict, existing = runtime.client.eval(
-        RESERVE_FOLLOWUP, 1, key, digest, schedule.max_followups, runtime.settings.retention_s
+    reserve = load_script(runtime.client, "dagwright.schedules", "followup_reserve")
+    answer = named_reply(
+        reserve(keys=[key], args=[digest, schedule.max_followups, runtime.settings.retention_s])
     )
+    verdict, existing = answer["verdict"], answer["existing"]
     if verdict == "duplicate":
         return f"this follow-up was queued already: run {existing or '(starting)'}"
     if verdict == "full":

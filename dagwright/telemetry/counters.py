@@ -96,11 +96,31 @@ def llm_usage(model: str, usage: Usage) -> list[Increment]:
 
 def node_duration(worker_type: str, outcome: str, seconds: float) -> list[Increment]:
     """One node attempt that ended with ``outcome`` after ``seconds``."""
-    seconds = max(float(seconds), 0.0)  # a float, always: its sum is an HINCRBYFLOAT
-    return [
-        Increment(NODE_DURATION, (worker_type, outcome, bucket_of(seconds))),
-        Increment(NODE_DURATION, (worker_type, outcome, SUM_FIELD), seconds),
-    ]
+    return NodeDuration(worker_type, outcome, seconds).increments()
+
+
+@dataclass(frozen=True)
+class NodeDuration:
+    """One node attempt that ended with ``outcome`` after ``seconds``: sent through
+    ``Counters.add`` (``increments``), or by the script that records the outcome
+    (``fields``: the hot path's completion counts it at no extra round trip)."""
+
+    worker_type: str
+    outcome: str
+    seconds: float
+
+    def fields(self) -> tuple[str, str, float]:
+        """The bucket's field (add 1), the sum's field, and the seconds to add to it."""
+        seconds = max(float(self.seconds), 0.0)  # a float, always: its sum is an HINCRBYFLOAT
+        labels = (self.worker_type, self.outcome)
+        return field_of((*labels, bucket_of(seconds))), field_of((*labels, SUM_FIELD)), seconds
+
+    def increments(self) -> list[Increment]:
+        bucket, total, seconds = self.fields()
+        return [
+            Increment(NODE_DURATION, labels_of(bucket)),
+            Increment(NODE_DURATION, labels_of(total), seconds),
+        ]
 
 
 def sandbox_execution(backend: str, outcome: str) -> list[Increment]:

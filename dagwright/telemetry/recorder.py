@@ -28,21 +28,13 @@ import redis
 
 from dagwright.keys import Keys
 from dagwright.redaction import known_secrets, redact
+from dagwright.redis_scripts import load_script, named_reply
 from dagwright.settings import Settings
 from dagwright.telemetry.spans import SPAN_FIELD, Span
 
 log = logging.getLogger(__name__)
 
 WARN_INTERVAL_S = 60.0
-
-# KEYS: the run's spans stream, its run hash. ARGV: the stream's cap, the field, the span.
-RECORD_SPAN = """
-local run_ttl_ms = redis.call('PTTL', KEYS[2])
-if run_ttl_ms == -2 then return 0 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', ARGV[2], ARGV[3])
-if run_ttl_ms > 0 then redis.call('PEXPIRE', KEYS[1], run_ttl_ms) end
-return 1
-"""
 
 
 class SpanRecorder:
@@ -54,7 +46,7 @@ class SpanRecorder:
         self.enabled = settings.trace_enabled
         self.maxlen = settings.trace_maxlen
         self._secrets = known_secrets(settings)
-        self._script = client.register_script(RECORD_SPAN)
+        self._script = load_script(client, "dagwright.telemetry", "record_span")
         self._lock = threading.Lock()
         self._quiet_until = 0.0
 
@@ -65,11 +57,11 @@ class SpanRecorder:
         keys = [self.keys.run_key(run_id, "spans"), self.keys.run_key(run_id, "run")]
         args = [self.maxlen, SPAN_FIELD, span.model_dump_json()]
         try:
-            written = self._script(keys=keys, args=args)
+            fields = named_reply(self._script(keys=keys, args=args))
         except redis.RedisError as exc:
             self._warn(exc)
             return False
-        return bool(written)
+        return bool(int(fields["written"]))
 
     def _warn(self, exc: redis.RedisError) -> None:
         now = time.monotonic()

@@ -50,7 +50,7 @@ from dagwright.planning.planner import PLANNER_TYPE
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
 from dagwright.stackfile import process_alive
-from dagwright.telemetry.counters import node_duration
+from dagwright.telemetry.counters import NodeDuration
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
 
@@ -72,8 +72,10 @@ class Outcome(enum.StrEnum):
 
 
 # Not in the node-duration metric: a stale attempt recorded nothing, a parked one ran
-# nothing (a timeout is counted when it is recorded, as TIMEOUT_OUTCOME).
+# nothing (a timeout is counted when it is recorded, as TIMEOUT_OUTCOME); a success is
+# counted by the step that records it (record_success), at no extra round trip.
 UNMEASURED_OUTCOMES = frozenset({Outcome.STALE, Outcome.PARKED})
+COUNTED_WHEN_RECORDED = frozenset({Outcome.SUCCEEDED})
 TIMEOUT_OUTCOME = "timeout"
 
 
@@ -106,7 +108,7 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         last_checkpoint=claim.checkpoint,
     )
     outcome = run_within_limits(env, ctx, claim)
-    if outcome not in UNMEASURED_OUTCOMES:
+    if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:
         observe_attempt(env, claim, outcome.value)
     return outcome
 
@@ -156,7 +158,7 @@ def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
                 log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, exc)
                 return Outcome.STALE
             return record_failure(env, ctx, claim, exc)
-    return record_success(env, ctx, output_json, expansion)
+    return record_success(env, ctx, claim, output_json, expansion)
 
 
 def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
@@ -260,14 +262,24 @@ def encode_output(output: Any, max_bytes: int) -> str:
 
 
 def record_success(
-    env: ExecutionEnv, ctx: NodeContext, output_json: str, expansion: Expansion | None = None
+    env: ExecutionEnv,
+    ctx: NodeContext,
+    claim: Claim,
+    output_json: str,
+    expansion: Expansion | None = None,
 ) -> Outcome:
-    """Record the output; a planner's output also adds its plan's nodes to the run."""
+    """Record the output and count the attempt; a planner's output also adds its plan's
+    nodes to the run."""
     runtime = env.runtime
     if expansion is not None:
         advance = apply_expansion(runtime, ctx, expansion)
+        if advance is not None:
+            observe_attempt(env, claim, Outcome.SUCCEEDED.value)
     else:
-        advance = runtime.machine.complete(ctx.run_id, ctx.node_id, ctx.fence, output_json)
+        duration = attempt_duration(claim, Outcome.SUCCEEDED.value)
+        advance = runtime.machine.complete(
+            ctx.run_id, ctx.node_id, ctx.fence, output_json, duration=duration
+        )
     if advance is None:
         return Outcome.STALE
     dispatch(env.broker, runtime.machine, advance.ready)
@@ -333,8 +345,12 @@ def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s:
 
 def observe_attempt(env: ExecutionEnv, claim: Claim, outcome: str) -> None:
     """Count the attempt in the node-duration metric (one pipelined round trip)."""
-    seconds = time.monotonic() - claim.claimed_at
-    env.runtime.counters.add(node_duration(claim.node.type, outcome, seconds))
+    env.runtime.counters.add(attempt_duration(claim, outcome).increments())
+
+
+def attempt_duration(claim: Claim, outcome: str) -> NodeDuration:
+    """The claimed attempt, ended now with ``outcome``, for the node-duration metric."""
+    return NodeDuration(claim.node.type, outcome, time.monotonic() - claim.claimed_at)
 
 
 def wait_for_breaker(

@@ -21,8 +21,6 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import redis
@@ -31,6 +29,7 @@ from dagwright.keys import Keys
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.redis_scripts import load_script, lua_source, named_reply
 from dagwright.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,10 +39,11 @@ OPEN_RUN = ("running", "planning")
 MAX_DROP_ROUNDS = 100  # stale waiters dropped per wake-up; the reconciler does the rest
 
 
-@cache
-def _source(name: str) -> str:
-    lua = resources.files("dagwright.orchestrator.execution") / "lua"
-    return (lua / "slots_prelude.lua").read_text() + "\n" + (lua / f"slots_{name}.lua").read_text()
+PACKAGE = "dagwright.orchestrator.execution"
+
+
+def _slots_prelude() -> str:
+    return lua_source(PACKAGE, "slots_prelude")
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,31 @@ class Waiter:
     run_id: str
     node_id: str
 
+    @classmethod
+    def from_row(cls, row: Sequence[str]) -> Waiter:
+        """One ``{limit name, "<run>/<node>"}`` row of a wake or drop reply."""
+        limit, member = row
+        run_id, _, node_id = member.partition("/")
+        return cls(limit, run_id, node_id)
+
+
+@dataclass(frozen=True)
+class SlotsTaken:
+    """The answer of ``slots_acquire.lua``: a slot of every limit, or ``waits_for`` the
+    limit the node now waits for."""
+
+    waits_for: str | None
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> SlotsTaken:
+        fields = named_reply(reply)
+        return cls(waits_for=None if fields["status"] == "ok" else str(fields["limit"]))
+
+
+def waiters_of(reply: Any) -> list[Waiter]:
+    """The waiters a wake or drop reply names."""
+    return [Waiter.from_row(row) for row in named_reply(reply)["waiters"]]
+
 
 def node_limits(
     settings: Settings, run_id: str, node_id: str, fence: int, worker_type: str, run_max: int
@@ -104,7 +129,10 @@ class NodeLimits:
         self.keys = keys
         self.slot_ttl_ms = int(slot_ttl_s * 1000)
         self.grace_ms = int(grace_s * 1000)
-        self._scripts = {name: client.register_script(_source(name)) for name in SCRIPTS}
+        self._scripts = {
+            name: load_script(client, PACKAGE, f"slots_{name}", prelude=_slots_prelude)
+            for name in SCRIPTS
+        }
         self._held: dict[str, Slots] = {}
         self._lock = threading.Lock()
 
@@ -136,16 +164,18 @@ class NodeLimits:
     def acquire(self, slots: Slots) -> str | None:
         """Take a slot of every limit (None), or of none: the name of the limit the node
         now waits for."""
-        reply = self._run(
-            "acquire",
-            slots.limits,
-            slots.waiter,
-            slots.holder,
-            self.slot_ttl_ms,
-            *_flat(slots.limits),
+        taken = SlotsTaken.from_reply(
+            self._run(
+                "acquire",
+                slots.limits,
+                slots.waiter,
+                slots.holder,
+                self.slot_ttl_ms,
+                *_flat(slots.limits),
+            )
         )
-        if reply[0] != "ok":
-            return str(reply[1])
+        if taken.waits_for is not None:
+            return taken.waits_for
         with self._lock:
             self._held[slots.holder] = slots
         return None
@@ -161,15 +191,13 @@ class NodeLimits:
         return self._wake(limits, "") if limits else []
 
     def _wake(self, limits: Sequence[Limit], holder: str) -> list[Waiter]:
-        reply = self._run("wake", limits, holder, self.grace_ms, *_flat(limits))
-        return [_waiter(name, member) for name, member in reply]
+        return waiters_of(self._run("wake", limits, holder, self.grace_ms, *_flat(limits)))
 
     def drop(self, waiter: Waiter, size: int) -> list[Waiter]:
         """Forget a waiter whose node no longer waits; the waiters that may take its place."""
         limit = Limit(waiter.limit, size)
         member = f"{waiter.run_id}/{waiter.node_id}"
-        reply = self._run("drop", [limit], member, self.grace_ms, limit.name, size)
-        return [_waiter(name, member) for name, member in reply]
+        return waiters_of(self._run("drop", [limit], member, self.grace_ms, limit.name, size))
 
     def registered(self) -> list[Limit]:
         """Every limit with holders or waiters, with its size."""
@@ -184,7 +212,7 @@ class NodeLimits:
             return
         limits = [limit for slots in held for limit in slots.limits]
         members = [slots.holder for slots in held for _ in slots.limits]
-        renewed = self._run("renew", limits, self.slot_ttl_ms, *members)
+        renewed = int(named_reply(self._run("renew", limits, self.slot_ttl_ms, *members))["held"])
         if renewed < len(members):
             lost = len(members) - renewed
             log.warning("%d concurrency slot(s) expired while their node ran", lost)
@@ -192,11 +220,6 @@ class NodeLimits:
 
 def _flat(limits: Sequence[Limit]) -> list[str | int]:
     return [value for limit in limits for value in (limit.name, limit.size)]
-
-
-def _waiter(limit: str, member: str) -> Waiter:
-    run_id, _, node_id = member.partition("/")
-    return Waiter(limit, run_id, node_id)
 
 
 def publish_waiters(

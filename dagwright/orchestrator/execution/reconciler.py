@@ -18,19 +18,13 @@ from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.control.cancellation import stop_work
 from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.redis_scripts import load_script, named_reply
 from dagwright.telemetry.trace_export import TraceExport
 
 log = logging.getLogger(__name__)
 
 ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
 
-# Delete the lock only if this reconciler still holds it (not one that took it since).
-RELEASE_LOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 
 
 @dataclass
@@ -50,6 +44,9 @@ class Reconciler:
         self.token = uuid.uuid4().hex
         self.limits = NodeLimits.for_runtime(runtime)
         self.trace_export = TraceExport.for_runtime(runtime)
+        self._release_lock = load_script(
+            runtime.client, "dagwright.orchestrator.execution", "reconciler_release_lock"
+        )
 
     def run_once(self) -> ReconcileReport:
         report = ReconcileReport()
@@ -139,7 +136,8 @@ class Reconciler:
         """Give the lock up (on a clean stop), so that a standby reconciler takes over at
         its next pass instead of when the lock expires; True if this one held it."""
         key = self.runtime.keys.reconciler_lock
-        return bool(self.runtime.client.eval(RELEASE_LOCK, 1, key, self.token))
+        fields = named_reply(self._release_lock(keys=[key], args=[self.token]))
+        return bool(int(fields["released"]))
 
     def _hold_lock(self) -> bool:
         client = self.runtime.client

@@ -20,6 +20,8 @@ import redis
 from dagwright.keys import NODE_EXECUTE_TASK, Keys
 from dagwright.models import ErrorInfo, Node, RunStatus
 from dagwright.orchestrator.runstate.scripts import RunScripts
+from dagwright.redis_scripts import named_reply
+from dagwright.telemetry.counters import NODE_DURATION, NodeDuration
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,13 @@ class ReadyNode:
     fence: int
     dispatch: Dispatch
 
+    @classmethod
+    def from_row(cls, run_id: str, row: Sequence[Any]) -> ReadyNode:
+        """One ``{node, fence, dispatch}`` row of a script's list of queued nodes (rows,
+        not name/value pairs: a fan-out returns thousands of them)."""
+        node_id, fence, dispatch_json = row
+        return cls(run_id, node_id, int(fence), Dispatch.from_json(dispatch_json))
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -106,6 +115,25 @@ class Claim:
     deliveries: int = 1  # claims since the node last recorded an outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
     claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> Claim | Held | None:
+        """claim.lua's answer: the claim, the node ``Held`` by another process, or None
+        (the message is stale)."""
+        fields = named_reply(reply)
+        if fields["status"] == "held":
+            return Held(fields["holder"])
+        if fields["status"] != "ok":
+            return None
+        outputs = named_reply(fields["inputs"])
+        return cls(
+            node=Node.model_validate_json(fields["spec"]),
+            attempt=int(fields["attempt"]),
+            inputs={dep: json.loads(output) for dep, output in outputs.items()},
+            checkpoint=json.loads(fields["checkpoint"]) if fields["checkpoint"] else None,
+            deliveries=int(fields["deliveries"]),
+            run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -124,6 +152,18 @@ class Advance:
     run_finished: RunStatus | None
     dead_letter: str | None = None
 
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> Advance | None:
+        """The answer of complete.lua, fail.lua or expand.lua; None if stale."""
+        fields = named_reply(reply)
+        if fields["status"] != "ok":
+            return None
+        return cls(
+            ready=_ready_nodes(run_id, fields["ready"]),
+            run_finished=_final(fields["run_finished"]),
+            dead_letter=fields.get("dead_letter"),
+        )
+
 
 @dataclass(frozen=True)
 class Replayed:
@@ -131,6 +171,16 @@ class Replayed:
 
     ready: list[ReadyNode]
     reopened: bool
+
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> Replayed | ReplayRefused:
+        """replay.lua's answer."""
+        fields = named_reply(reply)
+        if fields["status"] == "done":
+            return ReplayRefused(f"it was {fields['was']} already", done=True)
+        if fields["status"] == "refused":
+            return ReplayRefused(fields["why"])
+        return cls(ready=_ready_nodes(run_id, fields["ready"]), reopened=bool(fields["reopened"]))
 
 
 @dataclass(frozen=True)
@@ -158,6 +208,14 @@ class Cancelled:
     outcome: str
     stopped: StoppedWork | None = None
 
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> Cancelled:
+        """cancel.lua's answer (only a cancel that happened names work to stop)."""
+        fields = named_reply(reply)
+        if "running" not in fields:  # missing, or final already (cancelled before, perhaps)
+            return cls(fields["outcome"])
+        return cls(fields["outcome"], _stopped_work(run_id, fields["running"], fields["queued"]))
+
 
 @dataclass(frozen=True)
 class ReconcilePass:
@@ -166,6 +224,22 @@ class ReconcilePass:
     unpublished: list[ReadyNode]
     stranded: list[ReadyNode]
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
+
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
+        """reconcile.lua's answer (lists it leaves out are empty)."""
+        fields = named_reply(reply)
+        timed_out = None
+        if "timed_out_running" in fields:
+            running, queued = fields["timed_out_running"], fields["timed_out_queued"]
+            timed_out = _stopped_work(run_id, running, queued)
+        return cls(
+            status=fields["status"],
+            requeued=_ready_nodes(run_id, fields.get("requeued", [])),
+            unpublished=_ready_nodes(run_id, fields.get("unpublished", [])),
+            stranded=_ready_nodes(run_id, fields.get("stranded", [])),
+            timed_out=timed_out,
+        )
 
 
 @dataclass(frozen=True)
@@ -179,6 +253,11 @@ class BudgetRefusal:
     held: float
     projected: float
 
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> BudgetRefusal:
+        numbers = ("limit", "spent", "held", "projected")
+        return cls(fields["dimension"], *(float(fields[name]) for name in numbers))
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -187,6 +266,15 @@ class Reservation:
 
     owned: bool
     refusal: BudgetRefusal | None = None
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> Reservation:
+        fields = named_reply(reply)
+        if fields["status"] == "lost":
+            return cls(owned=False)
+        if fields["status"] == "over":
+            return cls(owned=True, refusal=BudgetRefusal.from_fields(fields))
+        return cls(owned=True)
 
 
 @dataclass(frozen=True)
@@ -244,27 +332,30 @@ class RunStateMachine:
     ) -> Claim | Held | None:
         """Claim a queued node; None if the message is stale (fence, state or run moved on)."""
         reply = self._call("claim", run_id, node_id, fence, int(lease_s * 1000), holder, takeover)
-        if reply[0] == "held":
-            return Held(reply[1])
-        if reply[0] != "ok":
-            return None
-        pairs = reply[6:]
-        inputs = {pairs[i]: json.loads(pairs[i + 1]) for i in range(0, len(pairs), 2)}
-        return Claim(
-            node=Node.model_validate_json(reply[1]),
-            attempt=int(reply[2]),
-            inputs=inputs,
-            checkpoint=json.loads(reply[3]) if reply[3] else None,
-            deliveries=int(reply[4]),
-            run_max_concurrent=int(reply[5] or 0),
-        )
+        return Claim.from_reply(reply)
 
-    def complete(self, run_id: str, node_id: str, fence: int, output_json: str) -> Advance | None:
-        """Record success; None if this worker no longer owns the node."""
-        reply = self._call("complete", run_id, node_id, fence, output_json)
-        if reply[0] != "ok":
-            return None
-        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+    def complete(
+        self,
+        run_id: str,
+        node_id: str,
+        fence: int,
+        output_json: str,
+        *,
+        duration: NodeDuration | None = None,
+    ) -> Advance | None:
+        """Record success, and count the attempt's ``duration`` in the same step; None if
+        this worker no longer owns the node (nothing is counted then)."""
+        counted = duration.fields() if duration is not None else ("", "", 0.0)
+        reply = self._call(
+            "complete",
+            run_id,
+            node_id,
+            fence,
+            output_json,
+            *counted,
+            shared_keys=(self.keys.metrics(NODE_DURATION),),
+        )
+        return Advance.from_reply(run_id, reply)
 
     def fail(
         self,
@@ -296,13 +387,7 @@ class RunStateMachine:
             self.dlq_retention_s * 1000,
             shared_keys=(self.keys.dlq,),
         )
-        if reply[0] != "ok":
-            return None
-        return Advance(
-            ready=_ready_nodes(run_id, reply[2]),
-            run_finished=_final(reply[1]),
-            dead_letter=reply[3],
-        )
+        return Advance.from_reply(run_id, reply)
 
     def replay(
         self,
@@ -325,11 +410,7 @@ class RunStateMachine:
             run_id,
             shared_keys=(self.keys.dlq_status(entry_id), self.keys.active_runs),
         )
-        if reply[0] == "done":
-            return ReplayRefused(f"it was {reply[1]} already", done=True)
-        if reply[0] == "refused":
-            return ReplayRefused(reply[1])
-        return Replayed(ready=_ready_nodes(run_id, reply[2]), reopened=bool(reply[1]))
+        return Replayed.from_reply(run_id, reply)
 
     def expand(
         self,
@@ -354,9 +435,7 @@ class RunStateMachine:
             json.dumps(output_nodes) if output_nodes is not None else "",
             json.dumps(replaced),
         )
-        if reply[0] != "ok":
-            return None
-        return Advance(ready=_ready_nodes(run_id, reply[2]), run_finished=_final(reply[1]))
+        return Advance.from_reply(run_id, reply)
 
     def schedule_retry(
         self,
@@ -379,13 +458,13 @@ class RunStateMachine:
             int(delay_s * 1000),
             breaker,
         )
-        return bool(reply[0] == "ok")
+        return _succeeded(reply)
 
     def park(self, run_id: str, node_id: str, fence: int, *, limit: str, recheck_s: float) -> bool:
         """Put a claimed node back to QUEUED (same fence, attempt given back) while it
         waits for a slot of ``limit``; the stranded rule looks at it again only after
         ``recheck_s``. False if the claim is no longer ours."""
-        return bool(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
+        return _owned(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
 
     def record_progress(
         self,
@@ -408,7 +487,7 @@ class RunStateMachine:
             usage_json,
             json.dumps(event) if event else "",
         )
-        return bool(reply)
+        return _owned(reply)
 
     def reserve_budget(self, lease: LeaseRef, worst_case: dict[str, float]) -> Reservation:
         """Hold ``worst_case`` (by dimension) of the run's budget for the node's next LLM
@@ -416,16 +495,11 @@ class RunStateMachine:
         reply = self._call(
             "reserve", lease.run_id, lease.node_id, lease.fence, json.dumps(worst_case)
         )
-        if reply[0] == "lost":
-            return Reservation(owned=False)
-        if reply[0] == "over":
-            numbers = (float(value) for value in reply[2:6])
-            return Reservation(owned=True, refusal=BudgetRefusal(reply[1], *numbers))
-        return Reservation(owned=True)
+        return Reservation.from_reply(reply)
 
     def write_workspace_file(self, lease: LeaseRef, path: str, content: str) -> bool:
         """Write a workspace file for a node this worker runs; False if it no longer does."""
-        return bool(
+        return _owned(
             self._call("workspace", lease.run_id, lease.node_id, lease.fence, path, content)
         )
 
@@ -436,7 +510,7 @@ class RunStateMachine:
             self._call(
                 "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000), client=pipe
             )
-        return [bool(held) for held in pipe.execute()]
+        return [_owned(reply) for reply in pipe.execute()]
 
     def await_approval(
         self,
@@ -459,7 +533,7 @@ class RunStateMachine:
             *_flatten(audit),
             shared_keys=(self.keys.pending_approvals,),
         )
-        return bool(reply[0] == "ok")
+        return _succeeded(reply)
 
     def decide_approval(
         self,
@@ -484,16 +558,14 @@ class RunStateMachine:
             *_flatten(audit),
             shared_keys=(self.keys.pending_approvals,),
         )
-        if reply[0] != "ok":
-            return str(reply[1])
-        return _ready_nodes(run_id, reply[1])
+        fields = named_reply(reply)
+        if fields["status"] != "ok":
+            return str(fields["why"])
+        return _ready_nodes(run_id, fields["ready"])
 
     def cancel(self, run_id: str, reason: str) -> Cancelled:
         """Cancel a run (see lua/cancel.lua); ``reason`` becomes its ``stop_reason``."""
-        reply = self._call("cancel", run_id, reason)
-        if len(reply) == 1:  # missing, or final already (cancelled before, perhaps)
-            return Cancelled(reply[0])
-        return Cancelled(reply[0], _stopped_work(run_id, reply[1], reply[2]))
+        return Cancelled.from_reply(run_id, self._call("cancel", run_id, reason))
 
     def reconcile_run(
         self,
@@ -514,19 +586,14 @@ class RunStateMachine:
             limit,
             *empty_queues,
         )
-        return ReconcilePass(
-            status=reply[0],
-            requeued=_ready_nodes(run_id, reply[1]),
-            unpublished=_ready_nodes(run_id, reply[2]),
-            stranded=_ready_nodes(run_id, reply[3]),
-            timed_out=_stopped_work(run_id, reply[4], reply[5]) if len(reply) > 4 else None,
-        )
+        return ReconcilePass.from_reply(run_id, reply)
 
     def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         with ``export_trace``, queue its trace's OTLP export in the same step."""
         shared = (self.keys.active_runs, *((self.keys.trace_exports,) if export_trace else ()))
-        return bool(self._call("forget", run_id, run_id, shared_keys=shared))
+        reply = self._call("forget", run_id, run_id, shared_keys=shared)
+        return bool(int(named_reply(reply)["forgotten"]))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""
@@ -553,12 +620,16 @@ def _flatten(fields: dict[str, str]) -> list[str]:
 
 
 def _ready_nodes(run_id: str, rows: list[list[Any]]) -> list[ReadyNode]:
-    return [
-        ReadyNode(
-            run_id=run_id, node_id=row[0], fence=int(row[1]), dispatch=Dispatch.from_json(row[2])
-        )
-        for row in rows
-    ]
+    return [ReadyNode.from_row(run_id, row) for row in rows]
+
+
+def _owned(reply: Any) -> bool:
+    """The answer of a fenced script that only says whether the node is still ours."""
+    return bool(int(named_reply(reply)["owned"]))
+
+
+def _succeeded(reply: Any) -> bool:
+    return bool(named_reply(reply)["status"] == "ok")
 
 
 def _stopped_work(run_id: str, running: list[str], queued: list[list[Any]]) -> StoppedWork:

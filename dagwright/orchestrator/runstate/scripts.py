@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import redis
 from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
+from dagwright.redis_scripts import load_script, lua_source
+
+PACKAGE = "dagwright.orchestrator.runstate"
 
 SCRIPT_NAMES = (
     "claim",
@@ -37,11 +39,10 @@ SCRIPT_NAMES = (
 
 
 @cache
-def script_source(name: str) -> str:
-    lua = resources.files("dagwright.orchestrator.runstate") / "lua"
+def prelude() -> str:
+    """``lua/prelude.lua`` with the run's key names put in."""
     names = ", ".join(f"'{key}'" for key in RUN_KEY_NAMES)
-    prelude = (lua / "prelude.lua").read_text().replace("__RUN_KEY_NAMES__", names)
-    return prelude + "\n" + (lua / f"{name}.lua").read_text()
+    return lua_source(PACKAGE, "prelude").replace("__RUN_KEY_NAMES__", names)
 
 
 class RunScripts:
@@ -49,7 +50,7 @@ class RunScripts:
 
     def __init__(self, client: redis.Redis, *, events_maxlen: int, retention_s: int) -> None:
         self._scripts: dict[str, Script] = {
-            name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
+            name: load_script(client, PACKAGE, name, prelude=prelude) for name in SCRIPT_NAMES
         }
         self._common = [events_maxlen, retention_s]
 

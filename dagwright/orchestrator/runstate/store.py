@@ -210,10 +210,13 @@ class RunStore:
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000
     ) -> list[Event]:
         """Events after the stream id ``after``; blocks up to ``block_ms`` for new ones."""
-        reply = self.client.xread({self._key(run_id, "events"): after}, count=count, block=block_ms)
-        if not reply:
+        streams = self.client.xread(
+            {self._key(run_id, "events"): after}, count=count, block=block_ms
+        )
+        if not streams:
             return []
-        return [event_of(run_id, entry_id, fields) for entry_id, fields in reply[0][1]]
+        [(_stream, entries)] = streams  # one stream asked, one answered
+        return [event_of(run_id, entry_id, fields) for entry_id, fields in entries]
 
     def read_audit(self, run_id: str, count: int = 10_000) -> list[AuditEntry]:
         """The run's tool-policy decisions, oldest first."""

@@ -5,7 +5,7 @@
 -- leave a slot: waiting nodes keep their place. Refused, the node waits at the first
 -- limit without room (and only there: a node that cannot use a free type slot, its run
 -- being full, does not hold up other runs' nodes), keeping the time it first asked.
--- Returns {'ok'} or {'wait', name}.
+-- Returns {'status', 'ok'} or {'status', 'wait', 'limit', name}.
 local waiter, holder, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local n = (#ARGV - 3) / 2
 local function name_of(i) return ARGV[2 + 2 * i] end
@@ -34,7 +34,7 @@ for i = 1, n do
       end
       redis.call('ZADD', waiters(i), first, waiter)
       redis.call('HSET', REGISTRY, name_of(i), size_of(i))
-      return {'wait', name_of(i)}
+      return {'status', 'wait', 'limit', name_of(i)}
     end
   end
 end
@@ -45,4 +45,4 @@ for i = 1, n do
   redis.call('ZREM', woken(i), waiter)
   redis.call('HSET', REGISTRY, name_of(i), size_of(i))
 end
-return {'ok'}
+return {'status', 'ok'}

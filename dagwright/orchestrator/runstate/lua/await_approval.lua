@@ -4,7 +4,7 @@
 -- SHARED[1] the pending-approvals index. Waiting is not a failed attempt: the attempt
 -- is given back, and the claim that resumes the node counts a new one.
 local node, fence = ARGV[3], ARGV[4]
-if not owns(node, fence, 'running') then return {'stale'} end
+if not owns(node, fence, 'running') then return {'status', 'stale'} end
 release(node)
 redis.call('HDEL', K.deliveries, node)
 redis.call('HINCRBY', K.attempts, node, -1)
@@ -17,4 +17,4 @@ local audit = {}
 for i = 8, #ARGV do audit[#audit + 1] = ARGV[i] end
 redis.call('XADD', K.audit, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(audit))
 emit('node.waiting_approval', node)
-return {'ok'}
+return {'status', 'ok'}

@@ -1,8 +1,12 @@
 -- Record a node's success and advance the run: O(out-degree of the node), never a scan.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] output JSON.
--- Returns {'ok', final_run_status_or_empty, {{node, fence, dispatch}...}} or {'stale'}.
+-- ARGV[6] the node-duration counter's bucket field ('' counts nothing), ARGV[7] its sum
+-- field, ARGV[8] the attempt's seconds; SHARED[1] the node-duration counters hash (see
+-- telemetry/counters.py). Counted here, the metric costs no round trip of its own.
+-- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
+-- {{node, fence, dispatch}...}} or {'status', 'stale'}.
 local node, fence = ARGV[3], ARGV[4]
-if not owns(node, fence, 'running') then return {'stale'} end
+if not owns(node, fence, 'running') then return {'status', 'stale'} end
 release(node)
 redis.call('HDEL', K.deliveries, node)
 redis.call('HSET', K.output, node, ARGV[5])
@@ -15,4 +19,9 @@ for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, node))) do
     queue_node(child, ready)
   end
 end
-return {'ok', finalize_if_done(), ready}
+if ARGV[6] ~= '' then
+  -- pcall: a metric must never fail the work it counts (the node is recorded by now).
+  redis.pcall('HINCRBY', SHARED[1], ARGV[6], 1)
+  redis.pcall('HINCRBYFLOAT', SHARED[1], ARGV[7], ARGV[8])
+end
+return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready}

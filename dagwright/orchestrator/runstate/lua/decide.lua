@@ -2,12 +2,13 @@
 -- its worker resumes from its checkpoint and acts on the decision.
 -- ARGV[3] node, ARGV[4] approval id, ARGV[5] decision JSON, ARGV[6] 'approved' or
 -- 'rejected', ARGV[7] member of the pending index, then audit entry fields.
--- SHARED[1] the pending-approvals index. Returns {'ok', ready} or {'stale', why}; a
+-- SHARED[1] the pending-approvals index. Returns {'status', 'ok', 'ready', ready}
+-- or {'status', 'stale', 'why', why}; a
 -- stale request leaves the index too.
 local node, approval_id = ARGV[3], ARGV[4]
 local function stale(why)
   redis.call('ZREM', SHARED[1], ARGV[7])
-  return {'stale', why}
+  return {'status', 'stale', 'why', why}
 end
 if not is_open(run_status()) then return stale('the run is ' .. tostring(run_status())) end
 if redis.call('HGET', K.state, node) ~= 'waiting_approval' then
@@ -26,4 +27,4 @@ redis.call('XADD', K.audit, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(audit))
 emit('node.' .. ARGV[6], node)
 local ready = {}
 queue_node(node, ready)
-return {'ok', ready}
+return {'status', 'ok', 'ready', ready}

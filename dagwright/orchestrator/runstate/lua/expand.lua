@@ -5,9 +5,10 @@
 -- ARGV[8] JSON list of failed/blocked nodes this plan replaces ('[]' for a first plan).
 -- A new node may depend on existing nodes: one that succeeded is already satisfied, one
 -- still open gets the new node as a dependent, and one that has failed since blocks it.
--- Returns {'ok', final_status_or_empty, {{node, fence, dispatch}...}} or {'stale'}.
+-- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
+-- {{node, fence, dispatch}...}} or {'status', 'stale'}.
 local planner, fence = ARGV[3], ARGV[4]
-if not owns(planner, fence, 'running') then return {'stale'} end
+if not owns(planner, fence, 'running') then return {'status', 'stale'} end
 for _, node in ipairs(cjson.decode(ARGV[8])) do
   local state = redis.call('HGET', K.state, node)
   if state == 'failed' or state == 'blocked' then
@@ -74,4 +75,4 @@ for _, node in ipairs(new_nodes) do
     queue_node(node.id, ready)
   end
 end
-return {'ok', finalize_if_done(), ready}
+return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready}

@@ -8,9 +8,10 @@
 -- ARGV[9] the run id, ARGV[10] the failure's classification, ARGV[11] the DLQ's
 -- retention in ms; SHARED[1] the DLQ stream. Written in this same fenced step, a dead
 -- letter exists exactly when the node failed, once per (run, node, fence).
--- Returns {'ok', final_status_or_empty, {{node, fence, dispatch}...}, dead_letter_id}.
+-- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
+-- {{node, fence, dispatch}...}, 'dead_letter', its id} or {'status', 'stale'}.
 local node, fence = ARGV[3], ARGV[4]
-if not owns(node, fence, 'running') then return {'stale'} end
+if not owns(node, fence, 'running') then return {'status', 'stale'} end
 
 local function text(value)  -- a JSON null decodes to a (truthy) userdata
   if value == nil or value == cjson.null then return '' end
@@ -48,4 +49,4 @@ if ARGV[6] ~= '' then
     queue_node(id, ready)
   end
 end
-return {'ok', finalize_if_done(), ready, entry}
+return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready, 'dead_letter', entry}

@@ -4,13 +4,13 @@
 -- (orchestrator/limits.py); its `queued` stamp is ARGV[6] ms ahead, so the reconciler's
 -- stranded rule (a late safety net here) does not republish it again and again while
 -- it waits. ARGV[3] node, ARGV[4] fence, ARGV[5] the limit it waits for.
--- Returns 1, or 0 if the node is no longer this claim's.
+-- Returns {'owned', 1}, or {'owned', 0} if the node is no longer this claim's.
 local node, fence = ARGV[3], ARGV[4]
-if not owns(node, fence, 'running') then return 0 end
+if not owns(node, fence, 'running') then return {'owned', 0} end
 release(node)
 redis.call('HINCRBY', K.attempts, node, -1)
 redis.call('HINCRBY', K.deliveries, node, -1)
 redis.call('HSET', K.state, node, 'queued')
 redis.call('ZADD', K.queued, NOW + tonumber(ARGV[6]), node)
 emit('node.parked', node, 'limit', ARGV[5])
-return 1
+return {'owned', 1}

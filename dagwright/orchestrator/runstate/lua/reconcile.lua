@@ -4,13 +4,14 @@
 -- their queue is empty (their message was lost with a broker or in a dead worker's
 -- prefetch). ARGV[6..] name the queues that are empty now; with none, no queued node is
 -- looked at, so a long backlog costs nothing. At most ARGV[5] nodes of each kind per pass.
--- Returns {run_status, requeued, unpublished, stranded}, lists of {node, fence, dispatch}.
--- A run past its run timeout (`timeout_ms` after `created_at`) is stopped instead: its
--- open nodes are cancelled and it fails; then {'failed', {}, {}, {}, running nodes,
--- queued {node, fence, dispatch}}, for the caller to stop and revoke.
+-- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...},
+-- lists of {node, fence, dispatch}. A run past its run timeout (`timeout_ms` after
+-- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
+-- {'status', 'failed', 'timed_out_running', running nodes, 'timed_out_queued',
+-- {node, fence, dispatch}...}, for the caller to stop and revoke.
 local status = run_status()
-if not status then return {'missing', {}, {}, {}} end
-if not is_open(status) then return {status, {}, {}, {}} end
+if not status then return {'status', 'missing'} end
+if not is_open(status) then return {'status', status} end
 local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at')
 if run[1] and NOW >= tonumber(run[2]) + tonumber(run[1]) then
   local running, queued = stop_open_nodes()
@@ -18,7 +19,7 @@ if run[1] and NOW >= tonumber(run[2]) + tonumber(run[1]) then
   redis.call('HSET', K.run, 'stop_reason', reason)
   emit('run.timed_out', false, 'timeout_ms', run[1])
   finish_run('failed')
-  return {'failed', {}, {}, {}, running, queued}
+  return {'status', 'failed', 'timed_out_running', running, 'timed_out_queued', queued}
 end
 local limit = ARGV[5]
 local requeued = {}
@@ -57,4 +58,5 @@ end
 local unpublished = overdue(K.outbox, ARGV[3], any)
 local stranded_nodes = {}
 if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], stranded) end
-return {status, requeued, unpublished, stranded_nodes}
+return {'status', status, 'requeued', requeued, 'unpublished', unpublished,
+        'stranded', stranded_nodes}

@@ -7,22 +7,23 @@
 -- letter's status key, set here, so that a dead letter is replayed once; SHARED[2] the
 -- set of active runs, which a re-opened run joins in this same step (the reconciler then
 -- publishes its node even if this caller dies right after).
--- Returns {'ok', reopened (0/1), {{node, fence, dispatch}}}, {'done', status} if the
--- dead letter was replayed or purged already, or {'refused', why}.
+-- Returns {'status', 'ok', 'reopened', 0/1, 'ready', {{node, fence, dispatch}}},
+-- {'status', 'done', 'was', status} if the dead letter was replayed or purged already,
+-- or {'status', 'refused', 'why', why}.
 local node, fence = ARGV[3], ARGV[4]
 local done = redis.call('GET', SHARED[1])
-if done then return {'done', done} end
+if done then return {'status', 'done', 'was', done} end
 local status = run_status()
-if not status then return {'refused', 'its run has expired'} end
-if status == 'cancelled' then return {'refused', 'its run was cancelled'} end
+if not status then return {'status', 'refused', 'why', 'its run has expired'} end
+if status == 'cancelled' then return {'status', 'refused', 'why', 'its run was cancelled'} end
 local stopped = redis.call('HGET', K.run, 'stop_reason')
-if stopped then return {'refused', 'its run was stopped (' .. stopped .. ')'} end
+if stopped then return {'status', 'refused', 'why', 'its run was stopped (' .. stopped .. ')'} end
 local state = redis.call('HGET', K.state, node)
 if state ~= 'failed' then
-  return {'refused', 'the node is ' .. tostring(state) .. ' now, not failed'}
+  return {'status', 'refused', 'why', 'the node is ' .. tostring(state) .. ' now, not failed'}
 end
 if redis.call('HGET', K.fence, node) ~= fence then
-  return {'refused', 'a later failure of the node supersedes it: replay the newest dead letter'}
+  return {'status', 'refused', 'why', 'a later failure of the node supersedes it: replay the newest dead letter'}
 end
 
 local reopened = 0
@@ -82,4 +83,4 @@ while #stack > 0 do
   end
 end
 redis.call('SET', SHARED[1], 'replayed', 'EX', ARGV[7])
-return {'ok', reopened, ready}
+return {'status', 'ok', 'reopened', reopened, 'ready', ready}

@@ -6,14 +6,15 @@
 -- so a dead worker's reservation does not outlive its lease. Limits and amounts are
 -- the dimensions of workers/budgets.py.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] the call's worst case, JSON {dimension: amount}.
--- Returns {'ok'} (held, or the run has no budget), {'lost'} (the node is not this
--- worker's), or {'over', dimension, limit, spent, held by others, worst case}.
+-- Returns {'status', 'ok'} (held, or the run has no budget), {'status', 'lost'} (the
+-- node is not this worker's), or {'status', 'over', 'dimension', d, 'limit', n,
+-- 'spent', n, 'held', n held by others, 'projected', the call's worst case}.
 local node, fence = ARGV[3], ARGV[4]
-if not owns(node, fence, 'running') then return {'lost'} end
+if not owns(node, fence, 'running') then return {'status', 'lost'} end
 local run = redis.call('HMGET', K.run, 'budget_input_tokens', 'budget_output_tokens',
   'budget_tokens', 'budget_usd', 'input_tokens', 'cache_read_input_tokens',
   'cache_creation_input_tokens', 'output_tokens', 'cost_usd')
-if not (run[1] or run[2] or run[3] or run[4]) then return {'ok'} end
+if not (run[1] or run[2] or run[3] or run[4]) then return {'status', 'ok'} end
 local function number(value) return tonumber(value or 0) end
 local input = number(run[5]) + number(run[6]) + number(run[7])
 local spent = {input_tokens = input, output_tokens = number(run[8]),
@@ -33,8 +34,9 @@ local limits = {{'input_tokens', run[1]}, {'output_tokens', run[2]},
 for _, limit in ipairs(limits) do
   local name, max = limit[1], limit[2]
   if max and spent[name] + held[name] + call[name] > tonumber(max) then
-    return {'over', name, max, tostring(spent[name]), tostring(held[name]), tostring(call[name])}
+    return {'status', 'over', 'dimension', name, 'limit', max, 'spent', tostring(spent[name]),
+            'held', tostring(held[name]), 'projected', tostring(call[name])}
   end
 end
 redis.call('HSET', K.reserved, node, ARGV[5])
-return {'ok'}
+return {'status', 'ok'}

@@ -3,7 +3,7 @@
 -- breaker that refused the call ('' if none). Waiting out an open breaker is not a failed
 -- attempt of the node: its attempt is given back, and it is not a first failure either.
 local node, fence, breaker = ARGV[3], ARGV[4], ARGV[7]
-if not owns(node, fence, 'running') then return {'stale'} end
+if not owns(node, fence, 'running') then return {'status', 'stale'} end
 release(node)
 redis.call('HDEL', K.deliveries, node)
 redis.call('HSET', K.error, node, ARGV[5])
@@ -20,4 +20,4 @@ else
   if type(error_class) ~= 'string' then error_class = '' end
   emit('node.retrying', node, 'delay_ms', ARGV[6], 'error_class', error_class)
 end
-return {'ok'}
+return {'status', 'ok'}

@@ -1,0 +1,100 @@
+"""The hot path's cost in Redis round trips: a no-op node must take at most 4.
+
+Counted on the real Valkey through the worker's own code path (``execute_node`` in the
+environment a Celery worker builds, publishing through Celery to the broker): every
+``send_packed_command`` of a redis-py connection, state store and broker alike, is one
+round trip (a pipeline sends all of its commands in one).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import redis
+
+from dagwright.models import Plan
+from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
+from dagwright.orchestrator.runstate.store import new_run_id
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.plans.validation import PlanLimits, validate_plan
+from dagwright.settings import Settings
+from dagwright.tasks import build_app
+from dagwright.tasks.env import execution_env
+from dagwright.workers import build_default_registry
+
+MAX_ROUND_TRIPS_PER_NODE = 4
+ARRAY_HEADER = re.compile(rb"\*\d+")
+
+
+@contextmanager
+def counting_round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The commands this thread sends to Redis meanwhile, one entry per round trip."""
+    sent: list[str] = []
+    original = redis.connection.AbstractConnection.send_packed_command
+    counted_thread = threading.get_ident()
+
+    def send_packed_command(self: Any, command: Any, check_health: bool = True) -> None:
+        if threading.get_ident() == counted_thread:
+            sent.append(describe(command))
+        original(self, command, check_health)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            redis.connection.AbstractConnection, "send_packed_command", send_packed_command
+        )
+        yield sent
+
+
+def describe(command: Any) -> str:
+    """The names of the commands one round trip sends (``EVALSHA``, ``LPUSH+ZREM``...)."""
+    parts = command if isinstance(command, list) else [command]
+    lines = b"".join(bytes(part) for part in parts).split(b"\r\n")
+    names = [
+        lines[i + 2].decode(errors="replace")
+        for i, line in enumerate(lines[:-2])
+        if ARRAY_HEADER.fullmatch(line) and lines[i + 1].startswith(b"$")
+    ]
+    return "+".join(names)
+
+
+def start_run(runtime: Runtime, plan: dict[str, Any]) -> str:
+    run_id = new_run_id()
+    graph = validate_plan(Plan.model_validate(plan), build_default_registry(), PlanLimits())
+    runtime.store.create_run(run_id, graph, runtime.dispatch_for)
+    return run_id
+
+
+def noop(node_id: str, *deps: str) -> dict[str, Any]:
+    return {"id": node_id, "type": "function", "function": "noop", "depends_on": list(deps)}
+
+
+@pytest.fixture
+def env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
+    """What a worker process runs nodes with (no worker consumes this broker database)."""
+    env = execution_env(build_app(no_worker_settings))
+    yield env
+    env.leases.close()
+
+
+def test_a_noop_node_takes_at_most_four_round_trips(
+    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Warm up: once per process, the lease threads start, the scripts are loaded and the
+    # broker's connection is made.
+    warm_up = start_run(env.runtime, {"nodes": [noop("w1"), noop("w2", "w1")]})
+    for node_id in ("w1", "w2"):
+        assert execute_node(env, warm_up, node_id, 1) == Outcome.SUCCEEDED
+    run_id = start_run(env.runtime, {"nodes": [noop("a"), noop("b", "a")]})
+    with counting_round_trips(monkeypatch) as middle:
+        assert execute_node(env, run_id, "a", 1) == Outcome.SUCCEEDED
+    with counting_round_trips(monkeypatch) as last:
+        assert execute_node(env, run_id, "b", 1) == Outcome.SUCCEEDED
+    print("middle node:", *middle, sep="\n  ")
+    print("last node:", *last, sep="\n  ")
+    assert len(middle) <= MAX_ROUND_TRIPS_PER_NODE, middle
+    assert len(last) <= MAX_ROUND_TRIPS_PER_NODE, last
