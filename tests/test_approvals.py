@@ -14,27 +14,12 @@ from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import ApprovalError
 from dagwright.models import NodeStatus, Plan
 from dagwright.testing import FakeAnthropicServer
-from dagwright.workers import AgentSpec, register_agent
-from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
+from tests.support.functions import GATEKEEPER
 from tests.support.processes import Workers
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-GATEKEEPER = "You are the gatekeeper"
-register_agent(
-    AgentSpec(
-        name="gatekeeper",
-        description="Writes to the workspace, each write approved by a person.",
-        system_prompt=GATEKEEPER,
-        tools=("workspace_write",),
-        policy=ToolPolicy(
-            rules=[PolicyRule(tool="workspace_write", action=PolicyAction.REQUIRE_APPROVAL)]
-        ),
-    ),
-    replace=True,
-)
 
 
 def gated_plan(timeout_s: float | None = None) -> Plan:

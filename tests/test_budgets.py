@@ -27,7 +27,7 @@ from dagwright.schedules.definition import parse_schedule
 from dagwright.settings import ModelPrice, Settings
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.scripted import ScriptedLLM, text, tool_use
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import AgentSpec, run_agent
 from dagwright.workers.budgets import DIMENSIONS, amounts, run_fields, usd, worst_case
 from dagwright.workers.tools.policy import ToolPolicy
@@ -90,7 +90,7 @@ def test_a_node_budget_is_for_agent_nodes() -> None:
         }
     )
     with pytest.raises(PlanError, match="a function node does not make"):
-        validate_plan(plan, default_registry, PlanLimits())
+        validate_plan(plan, builtin_registry(), PlanLimits())
 
 
 def test_a_schedule_gives_each_run_its_budget() -> None:
@@ -156,7 +156,7 @@ def run_twice(
     ctx = agent_context(services, inputs={"x": 1}, settings=PRICED)
     node = Node(id="agent", type="tester", instruction="Do it.", budget=node_budget)
     with pytest.raises(BudgetExceededError) as refused:
-        run_agent(ctx, node, SPEC, default_registry.tools)
+        run_agent(ctx, node, SPEC, builtin_registry().tools)
     return llm, services, refused.value
 
 
@@ -196,12 +196,12 @@ def test_the_types_token_budget_is_the_default_a_node_budget_replaces(tmp_path: 
             agent_context(MemoryServices(ScriptedLLM([]), tmp_path)),
             node,
             spec,
-            default_registry.tools,
+            builtin_registry().tools,
         )
     roomy = node.model_copy(update={"budget": Budget(max_total_tokens=10_000)})
     llm = ScriptedLLM([text("done")])
     ctx = agent_context(MemoryServices(llm, tmp_path))
-    assert run_agent(ctx, roomy, spec, default_registry.tools) == "done"
+    assert run_agent(ctx, roomy, spec, builtin_registry().tools) == "done"
 
 
 def test_a_resumed_node_counts_what_it_spent_before(tmp_path: Path) -> None:
@@ -212,13 +212,13 @@ def test_a_resumed_node_counts_what_it_spent_before(tmp_path: Path) -> None:
         id="agent", type="tester", instruction="Do it.", budget=Budget(max_input_tokens=500)
     )
     with pytest.raises(Exception, match="lost"):
-        run_agent(agent_context(services, inputs={"x": 1}), node, SPEC, default_registry.tools)
+        run_agent(agent_context(services, inputs={"x": 1}), node, SPEC, builtin_registry().tools)
     again = ScriptedLLM([text("never sent")])
     ctx = agent_context(
         MemoryServices(again, tmp_path), inputs={"x": 1}, checkpoint=services.checkpoints[-1]
     )
     with pytest.raises(BudgetExceededError, match="300 input tokens spent"):
-        run_agent(ctx, node, SPEC, default_registry.tools)
+        run_agent(ctx, node, SPEC, builtin_registry().tools)
     assert again.requests == []
 
 
@@ -235,7 +235,7 @@ def start_run(runtime: Runtime, budget: Budget | None, *node_ids: str) -> str:
         {"nodes": [{"id": n, "type": "function", "function": "noop"} for n in node_ids]}
     )
     run_id = new_run_id()
-    graph = validate_plan(plan, default_registry, PlanLimits())
+    graph = validate_plan(plan, builtin_registry(), PlanLimits())
     fields: dict[str, str | int] = {**run_fields(budget)}
     runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=fields)
     for node_id in node_ids:
@@ -471,10 +471,7 @@ def test_reservations_are_atomic_under_concurrent_asks(runtime: Runtime) -> None
     granted: list[str] = []
 
     def ask(node: str) -> None:
-        if (
-            runtime.machine.reserve_budget(LeaseRef(run_id, node, 1), call_of(1000)).refusal
-            is None
-        ):
+        if runtime.machine.reserve_budget(LeaseRef(run_id, node, 1), call_of(1000)).refusal is None:
             granted.append(node)
 
     threads = [threading.Thread(target=ask, args=(node,)) for node in nodes]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from dagwright.errors import PlanError
 from dagwright.models import Node, Plan
 from dagwright.plans.validation import Cycle, PlanLimits, topological_order, validate_plan
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 
 LIMITS = PlanLimits()
 
@@ -32,13 +32,13 @@ def plan(*nodes: dict[str, object], **fields: object) -> Plan:
 
 def problems(p: Plan, limits: PlanLimits = LIMITS, run: object = None) -> list[str]:
     with pytest.raises(PlanError) as info:
-        validate_plan(p, default_registry, limits, run)  # type: ignore[arg-type]
+        validate_plan(p, builtin_registry(), limits, run)  # type: ignore[arg-type]
     return info.value.problems
 
 
 def test_valid_diamond_has_dependents_and_order() -> None:
     graph = validate_plan(
-        plan(fn("a"), fn("b", "a"), fn("c", "a"), fn("d", "b", "c")), default_registry, LIMITS
+        plan(fn("a"), fn("b", "a"), fn("c", "a"), fn("d", "b", "c")), builtin_registry(), LIMITS
     )
     assert graph.dependents == {"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}
     assert graph.roots == ["a"]
@@ -110,7 +110,7 @@ def test_timeout_limit() -> None:
 
 def test_ten_thousand_long_chain_needs_no_recursion() -> None:
     nodes = [fn("n0")] + [fn(f"n{i}", f"n{i - 1}") for i in range(1, 10_000)]
-    graph = validate_plan(plan(*nodes), default_registry, LIMITS)
+    graph = validate_plan(plan(*nodes), builtin_registry(), LIMITS)
     assert graph.topological_order[:3] == ["n0", "n1", "n2"]
     assert len(graph.topological_order) == 10_000
 
@@ -167,7 +167,7 @@ def test_a_back_edge_is_reported_as_a_real_cycle(
 
 def test_the_longest_chain_is_limited_when_asked() -> None:
     chain = plan(fn("a"), fn("b", "a"), fn("c", "b"))
-    assert validate_plan(chain, default_registry, PlanLimits(max_depth=3))
+    assert validate_plan(chain, builtin_registry(), PlanLimits(max_depth=3))
     [found] = problems(chain, PlanLimits(max_depth=2))
     assert found == "the longest dependency chain has 3 nodes; the limit is 2"
 
@@ -186,7 +186,7 @@ def test_a_replan_may_depend_on_completed_and_open_nodes_only() -> None:
         taken=frozenset({"done", "busy", "dead"}),
     )
     graph = validate_plan(
-        plan(fn("new", "done", "busy"), fn("newer", "new")), default_registry, LIMITS, run
+        plan(fn("new", "done", "busy"), fn("newer", "new")), builtin_registry(), LIMITS, run
     )
     assert graph.dependents == {"new": ["newer"], "newer": []}
     assert graph.roots == []  # both wait: new on busy (outside), newer on new

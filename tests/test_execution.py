@@ -60,12 +60,12 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
     from dagwright.orchestrator.runstate.store import new_run_id
     from dagwright.orchestrator.runtime import Runtime
     from dagwright.plans.validation import PlanLimits, validate_plan
-    from dagwright.workers import WorkerRegistry, build_default_registry
+    from dagwright.workers import WorkerRegistry, builtin_registry
 
     runtime = Runtime.from_settings(no_worker_settings)  # type: ignore[arg-type]
     plan = Plan.model_validate({"nodes": [{"id": "a", "type": "function", "function": "noop"}]})
     run_id = new_run_id()
-    graph = validate_plan(plan, build_default_registry(), PlanLimits())
+    graph = validate_plan(plan, builtin_registry(), PlanLimits())
     runtime.store.create_run(run_id, graph, runtime.dispatch_for)
 
     class Broker:

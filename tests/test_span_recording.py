@@ -27,7 +27,7 @@ from dagwright.telemetry.recorder import SpanRecorder
 from dagwright.telemetry.spans import BREAKER, SANDBOX_EXEC, TOOL_CALL, Span
 from dagwright.testing import FakeAnthropicServer, ScriptedLLM
 from dagwright.testing.scripted import reply
-from dagwright.workers import NodeContext, build_default_registry
+from dagwright.workers import NodeContext, builtin_registry
 from dagwright.workers.agent_loop import AgentSpec, run_agent
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
 from dagwright.workers.python import run_python_node
@@ -187,7 +187,7 @@ def created_run(runtime: Runtime, *node_ids: str) -> str:
         {"nodes": [{"id": node, "type": "function", "function": "noop"} for node in node_ids]}
     )
     run_id = new_run_id()
-    graph = validate_plan(plan, build_default_registry(), PlanLimits())
+    graph = validate_plan(plan, builtin_registry(), PlanLimits())
     runtime.store.create_run(run_id, graph, runtime.dispatch_for)
     return run_id
 
@@ -392,7 +392,7 @@ def test_an_agent_s_tool_spans_say_what_the_policy_and_the_tool_did(tmp_path: Pa
         policy=ToolPolicy.allowing("workspace_write"),
     )
     node = Node(id="agent", type="t", instruction="go")
-    output = run_agent(agent_context(services), node, spec, build_default_registry().tools)
+    output = run_agent(agent_context(services), node, spec, builtin_registry().tools)
     assert output == "done"
     write, read = services.spans
     assert write.attributes["outcome"] == "ok" and write.attributes["tool_use_id"] == "w1"
@@ -413,7 +413,7 @@ def test_a_tool_call_held_for_approval_then_rejected_has_a_span_for_each_pass(
         policy=ToolPolicy(rules=[rule]),
     )
     node = Node(id="agent", type="t", instruction="go")
-    tools = build_default_registry().tools
+    tools = builtin_registry().tools
     with pytest.raises(ApprovalNeeded):
         run_agent(agent_context(services), node, spec, tools)
     now = datetime.now(UTC)

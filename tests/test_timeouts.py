@@ -16,7 +16,7 @@ from dagwright.orchestrator.runstate.machine import ReconcilePass
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.validation import PlanLimits, validate_plan
-from dagwright.workers import default_registry
+from dagwright.workers import builtin_registry
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key
 from tests.support.sandboxes import marked_program, processes_marked, require_a_sandbox
@@ -155,7 +155,7 @@ def test_the_reconciler_stops_a_run_past_its_deadline_and_lists_its_work(
         {"nodes": [{"id": n, "type": "function", "function": "noop"} for n in ("a", "b")]}
     )
     run_id = new_run_id()
-    graph = validate_plan(plan, default_registry, PlanLimits())
+    graph = validate_plan(plan, builtin_registry(), PlanLimits())
     runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra={"timeout_ms": 200})
     runtime.machine.claim(run_id, "a", 1, lease_s=30, holder="h:1")
 

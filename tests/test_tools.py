@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
+from dagwright.errors import ConfigurationError
+from dagwright.registry import build_registry
 from dagwright.settings import Settings
 from dagwright.testing import ScriptedLLM
 from dagwright.workers import (
     WorkerRegistry,
-    build_default_registry,
-    load_entry_points,
-    register_agent,
+    add_declared,
+    builtin_registry,
     tool,
     worker_type,
 )
@@ -53,7 +54,7 @@ def site() -> Iterator[str]:
 
 
 def call(name: str, args: dict[str, Any], tmp_path: Path, **settings: Any) -> Any:
-    registry = build_default_registry()
+    registry = builtin_registry()
     ctx = agent_context(MemoryServices(ScriptedLLM([]), tmp_path), settings=Settings(**settings))
     tool_ = registry.tools.get(name)
     assert tool_ is not None
@@ -111,7 +112,7 @@ def test_a_slow_tool_times_out_and_long_output_is_truncated(tmp_path: Path) -> N
 
 
 def test_tool_arguments_are_typed_and_their_schema_is_generated(tmp_path: Path) -> None:
-    registry = build_default_registry()
+    registry = builtin_registry()
     write = registry.tools.get("workspace_write")
     assert write is not None
     schema = write.schema()
@@ -146,7 +147,7 @@ def test_policy_rules_match_argument_values_and_the_first_match_wins() -> None:
 def test_users_register_tools_agents_and_python_worker_types() -> None:
     registry = WorkerRegistry()
 
-    @tool(registry=registry)
+    @tool
     def lookup(term: str) -> str:
         """Look a term up."""
         return term
@@ -158,17 +159,18 @@ def test_users_register_tools_agents_and_python_worker_types() -> None:
         tools=("lookup",),
         policy=ToolPolicy.allowing("lookup"),
     )
-    registered = register_agent(spec, registry=registry)
+
+    @worker_type(name="shout", description="Upper-cases its instruction.")
+    def shout(ctx: Any, node: Any) -> str:
+        return str(node.instruction).upper()
+
+    add_declared(registry, [spec, shout, lookup])  # types after the tools they use
+    registered = registry.get("scout")
     assert (registered.queue, registered.kind, registered.tools) == (
         "dw.scout",
         "agent",
         ("lookup",),
     )
-
-    @worker_type(name="shout", description="Upper-cases its instruction.", registry=registry)
-    def shout(ctx: Any, node: Any) -> str:
-        return str(node.instruction).upper()
-
     assert registry.get("shout").kind == "custom"
     assert registry.tools.get("lookup").description == "Look a term up."  # type: ignore[union-attr]
 
@@ -193,8 +195,7 @@ def test_installed_plugins_register_through_the_entry_point_group(
         "hello = myplugin:register",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    registry = WorkerRegistry()
-    load_entry_points(registry)
+    registry = build_registry(Settings())
     assert registry.functions.get("plugin_hello") is not None
 
 
@@ -210,7 +211,14 @@ def test_an_entry_point_may_name_an_agent_spec(
         "scout = agentplugin:scout",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    registry = build_default_registry()
-    load_entry_points(registry)
-    load_entry_points(registry)  # once per registry: no "already registered" error
-    assert registry.get("scout").queue == "dw.scout"
+    assert build_registry(Settings()).get("scout").queue == "dw.scout"
+    assert build_registry(Settings()).get("scout").queue == "dw.scout"  # each build anew
+
+
+def test_a_bad_entry_point_is_a_configuration_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_plugin(tmp_path, "badplugin", "answer = 42\n", "numbers = badplugin:answer")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigurationError, match=r"entry point 'numbers' \(badplugin:answer\)"):
+        build_registry(Settings())

@@ -10,8 +10,9 @@ from rich.table import Table
 
 from dagwright.cli.options import ImportOption, JsonOption, settings_from
 from dagwright.cli.output import print_json, stdout
+from dagwright.registry import build_registry
 from dagwright.settings import Settings
-from dagwright.workers import WorkerType, default_registry, load_plugins
+from dagwright.workers import WorkerType
 
 
 def register(app: typer.Typer) -> None:
@@ -34,8 +35,7 @@ def fake_llm(
 def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:
     """List every registered worker type: kind, queue, model and tools."""
     settings = settings_from(imports)
-    load_plugins(settings.imports)
-    rows = [describe(worker_type, settings) for worker_type in default_registry.types()]
+    rows = [describe(worker_type, settings) for worker_type in build_registry(settings).types()]
     if json_output:
         print_json(rows)
         return

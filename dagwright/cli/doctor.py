@@ -9,7 +9,6 @@ from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, settings_from
 from dagwright.cli.output import print_json, stderr, stdout
 from dagwright.doctor import Check, Status, diagnose, healthy, plural
-from dagwright.workers import load_plugins
 
 MARKS = {
     Status.OK: "[green]✔[/]",
@@ -30,7 +29,6 @@ def doctor(json_output: JsonOption = False, imports: ImportOption = None) -> Non
     Exit 0 when nothing fails (warnings allowed), 1 when a check fails.
     """
     settings = settings_from(imports)
-    load_plugins(settings.imports)  # their worker types' queues are checked too
     checks = diagnose(settings)
     ok = healthy(checks)
     if json_output:

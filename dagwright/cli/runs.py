@@ -46,6 +46,7 @@ from dagwright.models import RunCounts, RunState, RunStatus
 from dagwright.orchestrator.control.submission import check_plan, run_timeout
 from dagwright.plans.files import load_plan
 from dagwright.plans.validation import PlanGraph
+from dagwright.registry import build_registry
 from dagwright.settings import Settings
 
 TimeoutOption = Annotated[
@@ -195,7 +196,7 @@ def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
     """Load and validate a plan file; problems name the file."""
     plan = load_plan(plan_file)
     try:
-        return check_plan(plan, settings)
+        return check_plan(plan, settings, build_registry(settings))
     except PlanError as exc:
         raise PlanError(exc.problems, source=str(plan_file)) from None
 

@@ -18,9 +18,9 @@ from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE
 from dagwright.metrics.server import bind_metrics_server
+from dagwright.registry import build_registry
 from dagwright.tasks import queues_for, run_beat, run_worker
 from dagwright.tasks.reconciler_service import run_reconciler
-from dagwright.workers import load_plugins
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -64,11 +64,7 @@ def worker(
 ) -> None:
     """Run a worker for some or all worker types, each on its own queue (`dw.<type>`)."""
     settings = settings_from(imports)
-    load_plugins(settings.imports)
-    try:
-        queues = queues_for(worker_types)
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from exc
+    queues = queues_for(worker_types, build_registry(settings))
     if ORCHESTRATOR_QUEUE not in queues:  # goals and schedules need one somewhere
         stderr.print(
             f"[dim]this worker does not serve {ORCHESTRATOR_QUEUE} (goal planning, "
@@ -102,7 +98,6 @@ def beat(
     """Run the scheduler that fires the schedules. Start two for failover: one fires,
     the other takes over within DAGWRIGHT_BEAT_LOCK_TIMEOUT_S if it dies."""
     settings = settings_from(imports)
-    load_plugins(settings.imports)
     raise typer.Exit(run_beat(settings, loglevel=loglevel.upper()))
 
 
@@ -115,7 +110,6 @@ def reconciler(
     timeout. One is active at a time (a lock in Redis); start two for failover. SIGTERM
     or Ctrl-C stops it cleanly."""
     settings = settings_from(imports)
-    load_plugins(settings.imports)
     try:
         logging.getLogger("dagwright").setLevel(loglevel.upper())
     except ValueError:
@@ -157,9 +151,10 @@ def up(
     with EmbeddedStack(
         settings, owner="up", concurrency=concurrency, loglevel=loglevel.upper(), beat=True
     ) as stack:
+        queues = queues_for(None, build_registry(settings))
         stderr.print(
             f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
-            f"(data in {settings.data_dir}), workers for {', '.join(queues_for(None))}, "
+            f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
             "beat for the schedules. "
             "Ctrl-C stops it."
         )

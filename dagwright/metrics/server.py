@@ -26,8 +26,8 @@ from dagwright.connection import require_redis_url
 from dagwright.errors import ConfigurationError
 from dagwright.metrics.collector import DagwrightCollector
 from dagwright.metrics.readings import MetricsReader
+from dagwright.registry import build_registry
 from dagwright.settings import Settings
-from dagwright.workers import default_registry, load_plugins
 
 DEFAULT_PORT = 9464  # without --port or DAGWRIGHT_METRICS_PORT
 
@@ -40,8 +40,8 @@ class QuietHandler(WSGIRequestHandler):
 def metrics_registry(settings: Settings) -> CollectorRegistry:
     """The dagwright collector, plus the process, platform and GC collectors of this process."""
     url = require_redis_url(settings)
-    load_plugins(settings.imports)  # the worker types whose queues are measured
-    reader = MetricsReader(settings, url, settings.broker_url or url, default_registry)
+    worker_types = build_registry(settings)  # whose queues are measured
+    reader = MetricsReader(settings, url, settings.broker_url or url, worker_types)
     registry = CollectorRegistry()
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)

@@ -11,12 +11,12 @@ from dagwright.keys import Keys
 from dagwright.models import Node
 from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
-from dagwright.planning.planner import ensure_planner
+from dagwright.registry import build_registry
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Counters
 from dagwright.telemetry.otlp import exporting
-from dagwright.workers import WorkerRegistry, default_registry, load_plugins
+from dagwright.workers import WorkerRegistry
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,9 @@ class Runtime:
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
-        load_plugins(settings.imports)
-        registry = registry or default_registry
-        ensure_planner(registry)
+        """``registry``: the process's, if it has built one already; else one is built
+        from ``settings`` (``build_registry``)."""
+        registry = registry or build_registry(settings)
         url = require_redis_url(settings)
         client = connect(url)
         keys = Keys(settings.key_prefix)

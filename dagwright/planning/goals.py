@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -22,24 +22,25 @@ from dagwright.orchestrator.runstate.machine import (
     NewNode,
     Replanner,
 )
-from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.planner import (
     PLAN_NODE_ID,
     PLANNER_TYPE,
     REPLAN_NODE_PREFIX,
     SYNTHESIS_TYPE,
     PlanRequest,
-    ensure_planner,
     run_planner,
 )
 from dagwright.plans.validation import PlanGraph, validate_plan
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.spans import Span
-from dagwright.workers import NodeContext, WorkerRegistry, default_registry
+from dagwright.workers import NodeContext, WorkerRegistry
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.workspace import Workspace
+
+if TYPE_CHECKING:  # a caller passes it in: the runtime sits above planning
+    from dagwright.orchestrator.runtime import Runtime
 
 T = TypeVar("T")
 
@@ -335,11 +336,10 @@ class LocalServices:
 
 
 def plan_locally(
-    settings: Settings, request: PlanRequest, registry: WorkerRegistry = default_registry
+    settings: Settings, request: PlanRequest, registry: WorkerRegistry
 ) -> tuple[Plan, Usage]:
     """Plan a goal in this process, writing nothing: the plan (synthesis included) and
     what the planner's LLM calls used."""
-    ensure_planner(registry)
     services = LocalServices(settings, request.budget)
     ctx = NodeContext(
         run_id="local",

@@ -21,7 +21,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
 from dagwright.models import Budget, Node, Plan, RetryPolicy
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
 from dagwright.settings import Settings
-from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType, default_registry
+from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType
 from dagwright.workers.agent_loop import run_agent, untrusted_block
 from dagwright.workers.budgets import budget_words
 from dagwright.workers.builtin_agents import prompt
@@ -155,7 +155,7 @@ def planner_spec(settings: Settings) -> AgentSpec:
     )
 
 
-def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry = default_registry) -> Any:
+def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
     """Plan ``node``'s request; the accepted plan (JSON), or PlanningFailedError."""
     request = PlanRequest.model_validate(node.params)
     catalog = RestrictedCatalog(registry, request.worker_types)
@@ -247,9 +247,3 @@ def planner_worker_type(registry: WorkerRegistry) -> WorkerType:
         task=PLAN_TASK,
     )
 
-
-def ensure_planner(registry: WorkerRegistry) -> None:
-    """Register the planner in ``registry`` (once): every runtime does, so that workers
-    run planner nodes and clients can dispatch them."""
-    if PLANNER_TYPE not in {wt.name for wt in registry.types(include_internal=True)}:
-        registry.register_type(planner_worker_type(registry))

@@ -6,30 +6,31 @@ import logging
 import os
 import socket
 
+from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app
 from dagwright.tasks.steps import Endpoint, MetricsStep, PresenceStep, ReconcilerStep
-from dagwright.workers import default_registry
+from dagwright.workers import WorkerRegistry
 
 
-def queues_for(worker_types: list[str] | None) -> list[str]:
+def queues_for(worker_types: list[str] | None, registry: WorkerRegistry) -> list[str]:
     """The queues a worker serves: all of them by default (the orchestrator queue and one
     per worker type), else exactly those named, ``orchestrator`` naming the planner's
     queue. A deployment runs one orchestrator service and one service per worker type,
     each scaled on its own queue, so naming a type must not add the orchestrator queue."""
-    registered = default_registry.type_names()
+    registered = registry.type_names()
     if not worker_types:
-        return [ORCHESTRATOR_QUEUE, *(default_registry.get(name).queue for name in registered)]
+        return [ORCHESTRATOR_QUEUE, *(registry.get(name).queue for name in registered)]
     unknown = sorted(set(worker_types) - {ORCHESTRATOR_TYPE, *registered})
     if unknown:
-        raise ValueError(
+        raise ConfigurationError(
             f"unknown worker type(s) {', '.join(unknown)}; registered: "
             f"{', '.join(registered)} (and {ORCHESTRATOR_TYPE}, for the planner's queue)"
         )
     chosen = dict.fromkeys(worker_types)  # the order given, without repeats
     return [
-        ORCHESTRATOR_QUEUE if name == ORCHESTRATOR_TYPE else default_registry.get(name).queue
+        ORCHESTRATOR_QUEUE if name == ORCHESTRATOR_TYPE else registry.get(name).queue
         for name in chosen
     ]
 

@@ -2,7 +2,7 @@
 
 Each is an AgentSpec: a system prompt from ``prompts/<name>.md`` (plus the rules in
 ``prompts/_common.md``), a tool set, a deny-by-default policy allowing those tools, and
-limits. Users register their own with ``dagwright.register_agent(AgentSpec(...))``.
+limits. Users declare their own: an ``AgentSpec`` bound to a module-level name.
 """
 
 from __future__ import annotations

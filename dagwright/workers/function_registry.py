@@ -15,13 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dagwright.errors import PermanentError
+from dagwright.errors import ConfigurationError, PermanentError
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import (
     accepts,
     describe_validation_error,
     first_doc_line,
     params_model,
+    qualified_name,
     run_to_completion,
     validated_kwargs,
 )
@@ -75,7 +76,10 @@ class FunctionRegistry:
         )
         existing = self._functions.get(name)
         if existing is not None and existing.func is not func:
-            raise ValueError(f"a different function is already registered as {name!r}")
+            raise ConfigurationError(
+                f"two functions are named {name!r} ({qualified_name(existing.func)} and "
+                f"{qualified_name(func)}): rename one with @dagwright.function(name=...)"
+            )
         self._functions[name] = registered
         return registered
 

@@ -1,10 +1,11 @@
 """The registry of worker types, and of the functions and tools they may use.
 
 Plans may come from an LLM, so a node can only name something registered here, never an
-import path. Users register theirs (``@dagwright.function``, ``@dagwright.tool``,
-``dagwright.register_agent``, ``@dagwright.worker_type``) in a module listed in
-``DAGWRIGHT_IMPORTS`` / ``--import``, or in an installed ``dagwright.workers`` entry point;
-workers and clients load both at start-up (``dagwright.workers.load_plugins``).
+import path. Users declare theirs (``@dagwright.function``, ``@dagwright.tool``,
+``@dagwright.worker_type``, a module-level ``AgentSpec``; see ``declarations.py``) in a
+module listed in ``DAGWRIGHT_IMPORTS`` / ``--import``, or in an installed
+``dagwright.workers`` entry point. Each process builds its registry once, from its
+settings (``dagwright.registry.build_registry``), and passes it on; none is global.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from dagwright.errors import ConfigurationError
@@ -54,12 +56,21 @@ class WorkerRegistry:
         self._types: dict[str, WorkerType] = {}
         self.functions = FunctionRegistry()
         self.tools = ToolRegistry()
-        self.loaded_plugins: set[str] = set()  # entry points already applied to this registry
+        self._declared_by: dict[str, object] = {}  # type name -> what declared it
 
-    def register_type(self, worker_type: WorkerType, *, replace: bool = False) -> WorkerType:
-        if worker_type.name in self._types and not replace:
-            raise ValueError(f"worker type {worker_type.name!r} is already registered")
-        self._types[worker_type.name] = worker_type
+    def register_type(self, worker_type: WorkerType, *, declared_by: object = None) -> WorkerType:
+        """Add ``worker_type``; ConfigurationError if another has its name. The same
+        declaration (``declared_by``: an AgentSpec, a run function) found twice, as when a
+        module imports another's, is added once."""
+        name = worker_type.name
+        if name in self._types:
+            if declared_by is not None and self._declared_by.get(name) is declared_by:
+                return self._types[name]
+            raise ConfigurationError(
+                f"two worker types are named {name!r}: rename one (every type's name is unique)"
+            )
+        self._types[name] = worker_type
+        self._declared_by[name] = declared_by
         return worker_type
 
     def get(self, name: str) -> WorkerType:
@@ -84,8 +95,8 @@ class WorkerRegistry:
         return problems
 
 
-def import_user_modules(modules: Iterable[str]) -> None:
-    """Import the modules that register users' functions and worker types.
+def import_user_modules(modules: Iterable[str]) -> list[ModuleType]:
+    """Import the modules that declare users' functions, tools and worker types.
 
     The current directory goes first on sys.path, as with ``celery -A``, so a module next
     to the plan file is found.
@@ -93,11 +104,14 @@ def import_user_modules(modules: Iterable[str]) -> None:
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception as exc:
-            raise ConfigurationError(
-                f"cannot import {module!r} (from --import or DAGWRIGHT_IMPORTS): "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+    return [import_user_module(module) for module in modules]
+
+
+def import_user_module(module: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"cannot import {module!r} (from --import or DAGWRIGHT_IMPORTS): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc

@@ -68,3 +68,8 @@ def describe_validation_error(exc: ValidationError, root: str) -> str:
         location = ".".join(str(part) for part in (root, *error["loc"]))
         parts.append(f"{location}: {error['msg']}")
     return "; ".join(parts)
+
+
+def qualified_name(func: Callable[..., Any]) -> str:
+    """``module:name`` of a function, to say which of two is which."""
+    return f"{getattr(func, '__module__', '?')}:{getattr(func, '__qualname__', repr(func))}"

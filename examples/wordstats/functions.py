@@ -1,4 +1,4 @@
-"""Functions for examples/wordstats/plan.yaml: register your own with @dagwright.function.
+"""Functions for examples/wordstats/plan.yaml: declare your own with @dagwright.function.
 
 dagwright run examples/wordstats/plan.yaml --import examples.wordstats.functions
 """

@@ -1,5 +1,6 @@
-"""Functions registered for tests. Worker subprocesses import this module with
-``--import tests.support.functions``; the in-process test worker gets it by import."""
+"""What tests declare: functions, and an agent type. Every test process's settings name
+this module (``imports``, as ``--import tests.support.functions`` does for worker
+subprocesses), so each registry built from them has these."""
 
 from __future__ import annotations
 
@@ -12,8 +13,20 @@ from typing import Any
 import redis
 
 import dagwright
-from dagwright import NodeContext, PermanentError, RetryableError
+from dagwright import AgentSpec, NodeContext, PermanentError, RetryableError
 from dagwright.telemetry.spans import TOOL_CALL
+from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
+
+GATEKEEPER = "You are the gatekeeper"
+gatekeeper = AgentSpec(
+    name="gatekeeper",
+    description="Writes to the workspace, each write approved by a person.",
+    system_prompt=GATEKEEPER,
+    tools=("workspace_write",),
+    policy=ToolPolicy(
+        rules=[PolicyRule(tool="workspace_write", action=PolicyAction.REQUIRE_APPROVAL)]
+    ),
+)
 
 
 @cache

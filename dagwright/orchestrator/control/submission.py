@@ -14,18 +14,14 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
-from dagwright.workers import WorkerRegistry, default_registry, load_plugins
+from dagwright.workers import WorkerRegistry
 from dagwright.workers.budgets import run_fields
 
 
-def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry | None = None) -> PlanGraph:
-    """Validate a plan against the registered worker types and the limits, without Redis.
-
-    Imports ``settings.imports`` first, so users' functions are known.
-    """
-    load_plugins(settings.imports)
+def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry) -> PlanGraph:
+    """Validate a plan against the registered worker types and the limits, without Redis."""
     limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
-    return validate_plan(plan, registry or default_registry, limits)
+    return validate_plan(plan, registry, limits)
 
 
 def run_budget(plan: Plan | None, budget: Budget | None) -> Budget | None:

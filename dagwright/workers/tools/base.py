@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from dagwright.errors import (
     BreakerOpenError,
+    ConfigurationError,
     NodeError,
     NodeLostError,
     ToolError,
@@ -33,6 +34,7 @@ from dagwright.workers.signatures import (
     describe_validation_error,
     first_doc_line,
     params_model,
+    qualified_name,
     run_to_completion,
     validated_kwargs,
 )
@@ -151,7 +153,10 @@ class ToolRegistry:
     ) -> Tool:
         name = name or func.__name__
         if name in self._tools and self._tools[name].func is not func:
-            raise ValueError(f"a different tool is already registered as {name!r}")
+            raise ConfigurationError(
+                f"two tools are named {name!r} ({qualified_name(self._tools[name].func)} and "
+                f"{qualified_name(func)}): rename one with @dagwright.tool(name=...)"
+            )
         tool = Tool(
             name=name,
             description=first_doc_line(func) or name,

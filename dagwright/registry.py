@@ -1,0 +1,38 @@
+"""The registry of a process, built once from its settings and handed to what needs it.
+
+``build_registry(settings)`` is the one place that assembles it: dagwright's built-in
+functions, tools and worker types, the internal ``planner`` type, the declarations of the
+modules named by ``settings.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
+installed ``dagwright.workers`` entry points. ``Runtime.from_settings`` calls it (so
+workers, the client, schedules and the reconciler share the runtime's); commands that need
+no Redis (``worker-types``, ``plan``, the metrics server) call it themselves.
+
+It lives here, not in ``dagwright.workers``, because the planner (``dagwright.planning``)
+sits above the workers: it validates plans, which name worker types.
+"""
+
+from __future__ import annotations
+
+from dagwright.planning.planner import planner_worker_type
+from dagwright.settings import Settings
+from dagwright.workers import (
+    WorkerRegistry,
+    add_declared,
+    builtin_registry,
+    declared_in,
+    import_user_modules,
+    load_entry_points,
+)
+
+
+def build_registry(settings: Settings) -> WorkerRegistry:
+    """A new registry: the built-ins, the planner, the user's modules, the entry points.
+    ConfigurationError (one line, saying what to change) on a module that fails to
+    import, two declarations of one name, an agent naming an unknown tool, or a bad
+    entry point."""
+    registry = builtin_registry()
+    registry.register_type(planner_worker_type(registry))
+    for module in import_user_modules(settings.imports):
+        add_declared(registry, declared_in(module))
+    load_entry_points(registry)
+    return registry
