@@ -25,7 +25,7 @@ from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
 from dagwright.tasks.env import execution_env
-from dagwright.workers import build_default_registry
+from dagwright.workers import builtin_registry
 
 MAX_ROUND_TRIPS_PER_NODE = 4
 ARRAY_HEADER = re.compile(rb"\*\d+")
@@ -64,7 +64,7 @@ def describe(command: Any) -> str:
 
 def start_run(runtime: Runtime, plan: dict[str, Any]) -> str:
     run_id = new_run_id()
-    graph = validate_plan(Plan.model_validate(plan), build_default_registry(), PlanLimits())
+    graph = validate_plan(Plan.model_validate(plan), builtin_registry(), PlanLimits())
     runtime.store.create_run(run_id, graph, runtime.dispatch_for)
     return run_id
 
