@@ -277,7 +277,7 @@ def plan_locally(
     """Plan a goal in this process, writing nothing: the plan (synthesis included) and
     what the planner's LLM calls used."""
     ensure_planner(registry)
-    llm = build_llm(settings, None, Keys(settings.key_prefix))
+    llm = build_llm(settings.llm, None, Keys(settings.key_prefix))
     services = MemoryServices(llm, run_budget=request.budget)  # no workspace when planning
     ctx = services.context(settings=settings, run_id="local", node_id=PLAN_NODE_ID)
     node = planner_graph(request).plan.nodes[0]
