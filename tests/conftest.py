@@ -127,6 +127,14 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     started.stop_all()
 
 
+SUBPROCESS_FIXTURES = frozenset({"workers", "subprocess_settings"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of docker-compose.yml run last: CI builds their images meanwhile."""
+    """Tests that use worker subprocesses carry the ``subprocess`` marker (by fixture, so
+    that no test is forgotten); the tests of docker-compose.yml run last: CI builds their
+    images meanwhile."""
+    for item in items:
+        if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.subprocess)
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_compose_live.py"))

@@ -180,6 +180,7 @@ def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:
         dlq_filter(None, None, "sometimes", None)
 
 
+@pytest.mark.subprocess
 def test_the_dlq_commands_print_json_and_refuse_bad_input_in_one_line(
     runtime: Runtime, no_worker_settings: Settings, tmp_path: Path
 ) -> None:

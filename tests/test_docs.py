@@ -174,6 +174,7 @@ def test_the_client_guide_runs_as_written(
     assert "permanent PermanentError no customer 42" in out
 
 
+@pytest.mark.subprocess
 def test_the_extension_example_runs_on_a_worker(
     subprocess_settings: Settings, workers: Workers, tmp_path: Path
 ) -> None:
@@ -226,6 +227,7 @@ def test_the_extension_example_runs_on_a_worker(
     assert {"shouter", "triager"} <= {row["name"] for row in json.loads(types.stdout)}
 
 
+@pytest.mark.subprocess
 def test_the_extension_tests_pass_as_written(tmp_path: Path) -> None:
     (module,) = python_blocks(DOCS / "extending.md", "module")
     (test_file,) = python_blocks(DOCS / "extending.md", "pytest")
