@@ -376,9 +376,10 @@ def check_dlq(stats: DeadLetterStats) -> Check:
 
 def sandbox_probes(settings: Settings) -> dict[str, str]:
     """Each backend this host could use and why not ("" when it passes its self-test)."""
+    sandbox = settings.sandbox
     return {
-        name: found if isinstance(found := probe(name, settings), str) else ""
-        for name in candidate_names(settings)
+        name: found if isinstance(found := probe(name, sandbox), str) else ""
+        for name in candidate_names(sandbox)
     }
 
 

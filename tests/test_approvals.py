@@ -57,6 +57,7 @@ def waiting_for(client: Client, run_id: str, node: str = "deploy") -> Any:
     return approval
 
 
+@pytest.mark.subprocess
 def test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited(
     subprocess_settings: Settings, workers: Workers, tmp_path: Path
 ) -> None:
@@ -220,6 +221,7 @@ def test_a_cancelled_run_leaves_no_approval_to_decide(client: Client) -> None:
         client.approve(run.run_id, "deploy")
 
 
+@pytest.mark.subprocess
 def test_deciding_what_does_not_wait_is_one_clear_input_error(
     client: Client, settings: Settings, tmp_path: Path
 ) -> None:

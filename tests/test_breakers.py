@@ -4,7 +4,6 @@ of secrets."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from dagwright.settings import Settings
 from dagwright.testing import ScriptedLLM
 from dagwright.workers import WorkerRegistry
 from tests.support.agents import MemoryServices, agent_context
+from tests.support.waiting import wait_until
 
 
 class Unreachable(Exception):
@@ -101,12 +101,18 @@ def test_a_success_resets_the_count_of_failures_in_a_row(
     assert breakers.status("model:m").state == "closed"
 
 
+def wait_for_open_time_over(breakers: Breakers, name: str) -> None:
+    wait_until(
+        lambda: breakers.status(name).open_for_s == 0, timeout=10, what=f"{name}'s open time"
+    )
+
+
 def test_once_the_open_time_is_over_one_probe_goes_through_and_closes_it(
     make_breakers: Callable[..., Breakers],
 ) -> None:
     first, second = make_breakers(), make_breakers()
     fail(first, "model:m", 3)
-    time.sleep(2.05)
+    wait_for_open_time_over(first, "model:m")
 
     probing, release = threading.Event(), threading.Event()
 
@@ -135,7 +141,7 @@ def test_once_the_open_time_is_over_one_probe_goes_through_and_closes_it(
 def test_a_failed_probe_opens_the_breaker_again(make_breakers: Callable[..., Breakers]) -> None:
     breakers = make_breakers()
     fail(breakers, "model:m", 3)
-    time.sleep(2.05)
+    wait_for_open_time_over(breakers, "model:m")
     fail(breakers, "model:m", 1)
     status = breakers.status("model:m")
     assert status.state == "open" and status.open_for_s >= 1.0

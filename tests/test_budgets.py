@@ -433,6 +433,7 @@ def test_a_node_budget_in_a_plan_file_fails_only_that_node(
     assert state.budget is None
 
 
+@pytest.mark.subprocess
 def test_cli_run_with_a_tiny_usd_budget_fails_with_one_clear_line(
     settings: Settings,
     redis_client: object,
@@ -455,6 +456,7 @@ def test_cli_run_with_a_tiny_usd_budget_fails_with_one_clear_line(
     assert "budget: $0.00 / $0.0001" in status.stdout, status.stdout + status.stderr
 
 
+@pytest.mark.subprocess
 def test_cli_refuses_a_budget_that_is_not_positive(
     settings: Settings, redis_client: object, tmp_path: Path
 ) -> None:

@@ -39,6 +39,7 @@ def listening(client: redis.Redis, channel: str) -> bool:
     return bool(dict(client.pubsub_numsub(channel)).get(channel))
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cancel_kills_a_long_sandboxed_program_and_nothing_after_it_starts(
     backend: str, subprocess_settings: Settings, workers: Workers
@@ -171,6 +172,7 @@ def break_subscriptions(client: redis.Redis) -> None:
             client.client_kill_filter(_id=conn["id"])
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_sandbox_kills_its_program_when_cancel_is_set(backend: str) -> None:
     sandbox = sandbox_or_skip(backend)

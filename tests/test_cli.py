@@ -42,6 +42,7 @@ nodes:
 """
 
 
+@pytest.mark.subprocess
 def test_run_json_prints_one_object_with_every_node(env: dict[str, str]) -> None:
     result = dagwright("run", DIAMOND, "--json", env=env)
     assert result.returncode == 0, result.stderr
@@ -53,6 +54,7 @@ def test_run_json_prints_one_object_with_every_node(env: dict[str, str]) -> None
     assert out["nodes"]["a"]["attempts"] == 1 and out["nodes"]["a"]["finished_at"]
 
 
+@pytest.mark.subprocess
 def test_run_for_people_prints_the_result_and_a_summary(env: dict[str, str]) -> None:
     result = dagwright("run", DIAMOND, env=env)
     assert result.returncode == 0, result.stderr
@@ -60,6 +62,7 @@ def test_run_for_people_prints_the_result_and_a_summary(env: dict[str, str]) -> 
     assert "succeeded" in result.stderr and "4/4 nodes succeeded" in result.stderr
 
 
+@pytest.mark.subprocess
 def test_a_cycle_exits_2_with_one_line_naming_it(env: dict[str, str]) -> None:
     result = dagwright("run", CYCLE, env=env)
     assert result.returncode == 2
@@ -68,6 +71,7 @@ def test_a_cycle_exits_2_with_one_line_naming_it(env: dict[str, str]) -> None:
     )
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -85,6 +89,7 @@ def test_input_errors_exit_2_with_one_line(
     assert message in one_error_line(result)
 
 
+@pytest.mark.subprocess
 def test_a_failed_run_exits_1_naming_the_node(env: dict[str, str], tmp_path: Path) -> None:
     plan = write_plan(
         tmp_path,
@@ -99,6 +104,7 @@ def test_a_failed_run_exits_1_naming_the_node(env: dict[str, str], tmp_path: Pat
     assert out["nodes"]["boom"]["error"] == {"class": "PermanentError", "message": "disk full"}
 
 
+@pytest.mark.subprocess
 def test_no_wait_then_status_result_events_and_runs(env: dict[str, str]) -> None:
     submitted = json_out(dagwright("run", DIAMOND, "--no-wait", "--json", env=env))
     run_id = submitted["run_id"]
@@ -114,6 +120,7 @@ def test_no_wait_then_status_result_events_and_runs(env: dict[str, str]) -> None
     assert run_id in [run["run_id"] for run in listed]
 
 
+@pytest.mark.subprocess
 def test_result_of_an_unfinished_run_exits_3(env: dict[str, str], tmp_path: Path) -> None:
     run_id = json_out(
         dagwright("run", write_plan(tmp_path, SLEEPER), "--no-wait", "--json", env=env)
@@ -124,6 +131,7 @@ def test_result_of_an_unfinished_run_exits_3(env: dict[str, str], tmp_path: Path
     dagwright("cancel", run_id, env=env)
 
 
+@pytest.mark.subprocess
 def test_run_timeout_exits_3_and_the_run_goes_on(env: dict[str, str], tmp_path: Path) -> None:
     result = dagwright("run", write_plan(tmp_path, SLEEPER), "--timeout", "1", env=env)
     assert result.returncode == 3
@@ -133,6 +141,7 @@ def test_run_timeout_exits_3_and_the_run_goes_on(env: dict[str, str], tmp_path: 
     assert "dagwright status" in error
 
 
+@pytest.mark.subprocess
 def test_cancel_a_running_run(env: dict[str, str], tmp_path: Path) -> None:
     run_id = json_out(
         dagwright("run", write_plan(tmp_path, SLEEPER), "--no-wait", "--json", env=env)
@@ -153,12 +162,14 @@ def test_cancel_a_running_run(env: dict[str, str], tmp_path: Path) -> None:
     assert dagwright("result", run_id, env=env).returncode == 1
 
 
+@pytest.mark.subprocess
 def test_validate(env: dict[str, str]) -> None:
     ok = dagwright("validate", DIAMOND, env=env)
     assert (ok.returncode, ok.stdout) == (0, f"{DIAMOND}: valid, 4 nodes, roots: a\n")
     assert dagwright("validate", CYCLE, env=env).returncode == 2
 
 
+@pytest.mark.subprocess
 def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data", DAGWRIGHT_REDIS_URL="redis://127.0.0.1:1/0")
     for args in (["status", "anything"], ["run", DIAMOND]):
@@ -167,12 +178,14 @@ def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
         assert "cannot reach Redis at redis://127.0.0.1:1/0" in one_error_line(result)
 
 
+@pytest.mark.subprocess
 def test_commands_other_than_run_need_a_stack(tmp_path: Path) -> None:
     result = dagwright("status", "anything", env=cli_env(None, tmp_path / "data"))
     assert result.returncode == 2
     assert "no Redis configured" in one_error_line(result)
 
 
+@pytest.mark.subprocess
 def test_run_with_nothing_configured_uses_the_embedded_stack(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data")
     result = dagwright("run", DIAMOND, "--json", env=env, timeout=180)
@@ -182,6 +195,7 @@ def test_run_with_nothing_configured_uses_the_embedded_stack(tmp_path: Path) -> 
     assert dagwright("run", "--no-wait", DIAMOND, env=env).returncode == 2
 
 
+@pytest.mark.subprocess
 def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
     data = tmp_path / "data"
     env = cli_env(None, data)
@@ -215,6 +229,7 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
     assert read_stack(data) is None
 
 
+@pytest.mark.subprocess
 def test_the_wordstats_example_runs_with_its_own_functions(tmp_path: Path) -> None:
     result = dagwright(
         "run",
@@ -233,6 +248,7 @@ def test_the_wordstats_example_runs_with_its_own_functions(tmp_path: Path) -> No
 RESEARCH = "examples/plans/research.yaml"
 
 
+@pytest.mark.subprocess
 def test_an_llm_plan_without_an_api_key_fails_fast_with_one_clear_line(tmp_path: Path) -> None:
     result = dagwright("run", RESEARCH, "--json", env=cli_env(None, tmp_path / "data"), timeout=180)
     assert result.returncode == 1
@@ -262,6 +278,7 @@ def fake_llm_cli(script: str, env: dict[str, str]) -> Iterator[str]:
         assert fake.wait(30) == 0
 
 
+@pytest.mark.subprocess
 def test_the_research_example_runs_offline_against_dagwright_fake_llm(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data")
     with fake_llm_cli("examples/fake-llm/research.yaml", env) as base_url:
@@ -273,6 +290,7 @@ def test_the_research_example_runs_offline_against_dagwright_fake_llm(tmp_path: 
     assert "tokens · $" in result.stderr  # the summary shows the spend
 
 
+@pytest.mark.subprocess
 def test_the_goal_example_is_planned_and_run_offline(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data")
     goal = "Compare Redis streams and Kafka for our event bus"
@@ -287,6 +305,7 @@ def test_the_goal_example_is_planned_and_run_offline(tmp_path: Path) -> None:
     assert out["usage"]["llm_calls"] == 4
 
 
+@pytest.mark.subprocess
 def test_worker_types_lists_every_type(env: dict[str, str]) -> None:
     listed = json_out(dagwright("worker-types", "--json", env=env))
     by_name = {row["name"]: row for row in listed}
@@ -307,6 +326,7 @@ def plan_entry(*nodes: dict[str, object], output: str | None = None) -> dict[str
     }
 
 
+@pytest.mark.subprocess
 def test_plan_shows_the_tree_and_json_without_redis_or_a_run(
     tmp_path: Path, fake_llm: FakeAnthropicServer
 ) -> None:
@@ -341,6 +361,7 @@ def test_plan_shows_the_tree_and_json_without_redis_or_a_run(
     }
 
 
+@pytest.mark.subprocess
 def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthropicServer) -> None:
     fake_llm.add(
         plan_entry({"id": "note", "type": "writer", "instruction": "Write a note."}, output="note"),
@@ -361,6 +382,7 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
     assert "researcher" not in catalog
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "message"),
     [

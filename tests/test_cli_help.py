@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import cli_env, dagwright
 
 
+@pytest.mark.subprocess
 def test_help_lists_the_operations_commands_and_keeps_angle_brackets(tmp_path: Path) -> None:
     result = dagwright("--help", env=cli_env(None, tmp_path / "data"))
     assert result.returncode == 0, result.stderr

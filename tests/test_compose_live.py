@@ -25,6 +25,8 @@ import pytest
 from dagwright.stackfile import process_alive
 from tests.support.waiting import wait_until
 
+pytestmark = [pytest.mark.compose, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = ["orchestrator", "function", "python", "coder"]  # `dagwright worker` services
 SERVICES = ["valkey", *WORKERS, "beat", "reconciler", "flower", "metrics"]
@@ -155,6 +157,7 @@ def test_plans_run_through_the_services(stack: Stack) -> None:
     assert '"most_common": "the"' in counted and '"words": 9' in counted
 
 
+@pytest.mark.subprocess
 def test_valkey_wants_the_password_keeps_an_aof_and_never_evicts(stack: Stack) -> None:
     probe = f"""
 import redis

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,25 +14,11 @@ from dagwright.orchestrator.runstate.machine import Claim, Replayed, ReplayRefus
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
-from tests.test_scheduler import claim, finish, kinds, start
+from tests.support.runstate import RecordingBroker, claim, finish, kinds, start
 
 ERROR = ErrorInfo(
     error_class="ValueError", message="bad input", retryable=False, traceback="Traceback: ..."
 )
-
-
-class RecordingBroker:
-    """Publishes nothing: the tests drive the scheduler by hand."""
-
-    def __init__(self) -> None:
-        self.published: list[Any] = []
-
-    def publish(self, nodes: list[Any]) -> list[Any]:
-        self.published.extend(nodes)
-        return nodes
-
-    def queue_depth(self, queue: str) -> int:
-        return 0
 
 
 @pytest.fixture
@@ -195,6 +180,7 @@ def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:
         dlq_filter(None, None, "sometimes", None)
 
 
+@pytest.mark.subprocess
 def test_the_dlq_commands_print_json_and_refuse_bad_input_in_one_line(
     runtime: Runtime, no_worker_settings: Settings, tmp_path: Path
 ) -> None:

@@ -4,8 +4,9 @@
   from Settings (every field, nothing else); its other table lists every DAGWRIGHT_*
   variable the code reads that is not a setting.
 - Every ```python block of docs/ compiles; the blocks after ``<!-- doctest: run -->`` run
-  (in order, one namespace per page) against the test Valkey and real workers, and a
-  block after ``<!-- doctest: module NAME -->`` is that module, imported by the worker.
+  (in order, one namespace per page) against the test Valkey and real workers, a block
+  after ``<!-- doctest: module NAME -->`` is that module, imported by the worker, and one
+  after ``<!-- doctest: pytest NAME -->`` is a test file NAME.py that pytest runs beside it.
 - Every `dagwright ...` line of a ```sh block in docs/ and ops/runbooks/ is accepted by
   the CLI's parser; every relative link leads to a file.
 """
@@ -28,8 +29,8 @@ from typing import Any
 import pytest
 
 from dagwright.settings import Settings
+from tests.support.cli import cli_problem
 from tests.support.processes import REPO_ROOT, Workers, settings_env
-from tests.test_ops_files import cli_problem
 
 DOCS = REPO_ROOT / "docs"
 RUNBOOKS = REPO_ROOT / "ops" / "runbooks"
@@ -173,6 +174,7 @@ def test_the_client_guide_runs_as_written(
     assert "permanent PermanentError no customer 42" in out
 
 
+@pytest.mark.subprocess
 def test_the_extension_example_runs_on_a_worker(
     subprocess_settings: Settings, workers: Workers, tmp_path: Path
 ) -> None:
@@ -223,6 +225,27 @@ def test_the_extension_example_runs_on_a_worker(
         check=True,
     )
     assert {"shouter", "triager"} <= {row["name"] for row in json.loads(types.stdout)}
+
+
+@pytest.mark.subprocess
+def test_the_extension_tests_pass_as_written(tmp_path: Path) -> None:
+    (module,) = python_blocks(DOCS / "extending.md", "module")
+    (test_file,) = python_blocks(DOCS / "extending.md", "pytest")
+    (tmp_path / f"{module.marker.split()[1]}.py").write_text(module.code)
+    test_path = tmp_path / f"{test_file.marker.split()[1]}.py"
+    test_path.write_text(test_file.code)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout
 
 
 # -- commands and links -------------------------------------------------------------

@@ -63,6 +63,7 @@ def test_with_a_live_worker_every_check_passes_or_only_warns(live_env: dict[str,
     assert "test-key" not in str(report)  # the API key is never shown
 
 
+@pytest.mark.subprocess
 def test_human_output_is_a_line_per_check_and_a_verdict(live_env: dict[str, str]) -> None:
     result = dagwright("doctor", env=live_env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -139,6 +140,7 @@ def test_a_pending_dead_letter_warns_without_failing(
     }
 
 
+@pytest.mark.subprocess
 def test_an_unreachable_redis_fails_with_a_readable_line(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data", DAGWRIGHT_REDIS_URL=UNREACHABLE)
     code, report = doctor_json(env)

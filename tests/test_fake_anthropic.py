@@ -595,6 +595,7 @@ def test_a_bad_script_is_a_configuration_error(tmp_path: Path, text: str, proble
 # The command line
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_the_command_serves_a_script_until_signalled(
     tmp_path: Path, stop_signal: signal.Signals

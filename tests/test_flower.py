@@ -171,6 +171,7 @@ def test_dagwright_flower_requires_its_login_and_lists_node_tasks_readably(
     assert not (REPO_ROOT / "flower").exists()  # Flower keeps no database of its own
 
 
+@pytest.mark.subprocess
 def test_dagwright_flower_refuses_to_start_without_a_login(
     settings: Settings, tmp_path: Path
 ) -> None:

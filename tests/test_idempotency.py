@@ -65,6 +65,7 @@ def test_a_claim_whose_run_never_appeared_is_taken_over(no_worker_settings: Sett
     assert keys.claim("crashed", "the-next-run") == "the-next-run"
 
 
+@pytest.mark.subprocess
 def test_run_takes_an_idempotency_key(
     settings: Settings, redis_client: object, worker: object, tmp_path: Path
 ) -> None:

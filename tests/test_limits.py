@@ -35,21 +35,10 @@ from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.functions import overlap_key
 from tests.support.processes import Workers
-from tests.support.waiting import wait_until
+from tests.support.runstate import RecordingBroker
+from tests.support.waiting import wait_for_server_clock_tick, wait_until
 
 RESEARCHER = "You are the researcher"
-
-
-class RecordingBroker:
-    def __init__(self) -> None:
-        self.published: list[Any] = []
-
-    def publish(self, nodes: list[Any]) -> list[Any]:
-        self.published += nodes
-        return nodes
-
-    def queue_depth(self, queue: str) -> int:
-        return 0
 
 
 @pytest.fixture
@@ -111,7 +100,7 @@ def test_a_waiter_keeps_the_time_it_first_asked_when_it_moves_to_another_limit(
     run, kind = Limit("run:r1", 1), Limit("type:writer", 1)
     assert limits.acquire(slots("r1", "a", run, kind)) is None
     assert limits.acquire(slots("r1", "b", run, kind)) == "run:r1"  # asks first
-    time.sleep(0.01)  # (the server's clock has millisecond steps)
+    wait_for_server_clock_tick(runtime.client)  # x asks strictly later than b
     assert limits.acquire(slots("r2", "x", kind)) == "type:writer"
     woken = limits.release(slots("r1", "a", run, kind))
     assert sorted(w.node_id for w in woken) == ["b", "x"]
@@ -136,7 +125,7 @@ def test_a_renewed_slot_does_not_expire(runtime: Runtime) -> None:
     one = Limit("type:analyst", 1)
     assert limits.acquire(slots("r", "alive", one)) is None
     for _ in range(6):
-        time.sleep(0.1)
+        time.sleep(0.1)  # the behaviour under test: time passes, twice the TTL, renewed
         limits.renew_held()
     assert limits.acquire(slots("r", "other", one)) == "type:analyst"
 
@@ -226,7 +215,7 @@ class TimedLLM:
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.time()
-        time.sleep(self.delay_s)
+        time.sleep(self.delay_s)  # a slow LLM call: the behaviour under test
         with self._lock:
             self.calls.append((request.system, started, time.time()))
         return LLMResponse(
@@ -360,6 +349,7 @@ def test_a_runs_max_concurrent_nodes_holds_on_a_wide_fan_out(
     wait_until(lambda: not redis_client.exists(limits), timeout=10, what="the run's limit gone")
 
 
+@pytest.mark.subprocess
 def test_the_cli_takes_max_concurrent(
     settings: Settings, redis_client: redis.Redis, worker: Any, tmp_path: Path
 ) -> None:

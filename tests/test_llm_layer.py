@@ -26,12 +26,12 @@ def llm_for(server: FakeAnthropicServer, **overrides: object) -> AnthropicLLM:
         llm_retry_backoff_s=0.01,
         **overrides,
     )
-    return AnthropicLLM(settings)
+    return AnthropicLLM(settings.llm)
 
 
 def test_no_key_and_no_base_url_fails_before_any_call() -> None:
     with pytest.raises(LLMNotConfiguredError, match="no Anthropic API key: set ANTHROPIC_API_KEY"):
-        AnthropicLLM(Settings(anthropic_api_key=None, anthropic_base_url=None))
+        AnthropicLLM(Settings(anthropic_api_key=None, anthropic_base_url=None).llm)
 
 
 def test_a_response_is_typed_and_priced(fake_llm: FakeAnthropicServer) -> None:

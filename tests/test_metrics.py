@@ -125,6 +125,7 @@ def price(model: str, input_tokens: int, output_tokens: int) -> float:
     return (input_tokens * prices.input + output_tokens * prices.output) / 1_000_000
 
 
+@pytest.mark.sandbox
 @pytest.mark.usefixtures("worker")
 def test_the_metrics_server_serves_every_family_after_runs(
     client: Client, settings: Settings, fake_llm: FakeAnthropicServer, tmp_path: Path
@@ -180,7 +181,7 @@ def test_the_metrics_server_serves_every_family_after_runs(
     assert value(samples, "dagwright_llm_cost_usd_total", model=HAIKU) == pytest.approx(
         price(HAIKU, 200, 30)
     )
-    backend = choose_sandbox(settings).name
+    backend = choose_sandbox(settings.sandbox).name
     assert labelled(samples, "dagwright_sandbox_executions_total") == {
         (("backend", backend), ("outcome", "ok")): 1
     }
@@ -275,6 +276,7 @@ def test_with_redis_down_the_endpoint_answers_dagwright_up_0(tmp_path: Path) -> 
     assert "Traceback" not in log[0]
 
 
+@pytest.mark.subprocess
 def test_a_port_in_use_is_one_error_line_and_exit_2(settings: Settings, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

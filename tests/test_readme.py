@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -16,6 +18,7 @@ def python_block(after_heading_text: str) -> str:
     return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)  # type: ignore[union-attr]
 
 
+@pytest.mark.subprocess
 def test_the_custom_agent_example_registers_its_type(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts" / "triager.md").write_text("You sort tickets.")

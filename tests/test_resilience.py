@@ -11,15 +11,19 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from dagwright import Client, PlanBuilder, RunHandle, RunStatus, Settings
 from dagwright.models import Plan
 from dagwright.testing import FakeAnthropicServer
-from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key, fixed_key
 from tests.support.processes import Workers
+from tests.support.settings import make_settings
 from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def layered_plan(name: str, *, layers: int = 5, width: int = 6, seconds: float = 0.3) -> Plan:
@@ -74,7 +78,7 @@ def test_sigkill_chaos_loses_nothing_and_completes_every_node_once(
     kills = whole_workers = 0
     deadline = time.monotonic() + 60
     while kills < 15 and time.monotonic() < deadline:
-        time.sleep(1.0)
+        time.sleep(1.0)  # the chaos schedule: a kill a second while the runs go on
         if kills % 5 == 4:  # now and then a whole worker: only its lease expiry tells
             victim = dice.choice(workers.alive())
             victim.kill_all()
@@ -178,7 +182,9 @@ def test_a_dead_llm_api_opens_the_breaker_and_nodes_wait_without_burning_attempt
     # In flight when it opened: at most one request per node past the threshold.
     assert len(fake_llm.requests) <= settings.breaker_fail_max + 3
 
-    time.sleep(10)  # three open periods: unguarded, the nodes would have failed by now
+    # Proving that nothing happens for three open periods (a sleep is the test here):
+    # unguarded, the nodes would have failed by now.
+    time.sleep(10)
     state = client.status(run.run_id)
     assert state.status == RunStatus.RUNNING
     assert all(node.attempts <= 1 for node in state.nodes.values()), state.nodes
@@ -193,6 +199,7 @@ def test_a_dead_llm_api_opens_the_breaker_and_nodes_wait_without_burning_attempt
     assert breakers.status(model).state == "closed"
 
 
+@pytest.mark.subprocess
 def test_a_permanent_failure_is_dead_lettered_and_replayed_without_rerunning_done_work(
     subprocess_settings: Settings,
     workers: Workers,

@@ -34,6 +34,8 @@ from dagwright.sandbox.docker import (
 from tests.support.sandboxes import sandbox_or_skip
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.sandbox
+
 MIB = 1024 * 1024
 SECRET = "dagwright-test-secret-7f3a"
 LIMITS = Limits(
@@ -88,7 +90,7 @@ def test_container_args_are_pinned() -> None:
 
 
 def test_container_args_follow_the_settings() -> None:
-    sandbox = DockerSandbox.from_settings(Settings(sandbox_image="x:1", sandbox_uid=1000))
+    sandbox = DockerSandbox.from_settings(Settings(sandbox_image="x:1", sandbox_uid=1000).sandbox)
     assert (sandbox.name, sandbox.image, sandbox.uid) == ("docker", "x:1", 1000)
     assert isinstance(sandbox, Sandbox)
     args = container_args("x:1", Limits(), uid=1000)

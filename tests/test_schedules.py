@@ -12,11 +12,14 @@ from dagwright import Client, Settings
 from dagwright.errors import ScheduleError
 from dagwright.schedules.store import Fire
 from dagwright.testing import FakeAnthropicServer
-from tests.conftest import make_settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import Workers
+from tests.support.runstate import RecordingBroker
+from tests.support.settings import make_settings
 from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 NOOP = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}
 SLEEP = {
@@ -59,7 +62,7 @@ def test_an_interval_schedule_fires_on_time_pauses_and_resumes(
 
     client.pause_schedule("every-two")
     paused_at = len(started(client, "every-two"))
-    time.sleep(5)  # two periods: a paused schedule must not fire
+    time.sleep(5)  # proving nothing fires for two periods (a sleep is the test here)
     assert len(started(client, "every-two")) <= paused_at + 1  # one may have been in flight
     assert client.get_schedule("every-two").next_fire_at is None
 
@@ -98,8 +101,12 @@ def test_a_killed_beat_is_replaced_and_no_tick_fires_twice(
     client = Client(subprocess_settings)
     client.add_schedule("failover", every_s=1, plan=NOOP)
     wait_for_fires(client, "failover", 2)
-    workers.start_beat(subprocess_settings)  # a standby: blocks on the beat lock
-    time.sleep(1)
+    standby = workers.start_beat(subprocess_settings)  # a standby: blocks on the beat lock
+    wait_until(
+        lambda: "beat: Starting..." in standby.log_path.read_text(errors="replace"),
+        timeout=30,
+        what="the standby beat to start (it goes for the lock next)",
+    )
     first.kill_all()
     count = len(started(client, "failover"))
     # The standby takes the lock once it times out (3 s here) and goes on firing.
@@ -111,6 +118,7 @@ def test_a_killed_beat_is_replaced_and_no_tick_fires_twice(
     assert len({fire.run_id for fire in fires}) == len(fires)
 
 
+@pytest.mark.subprocess
 def test_an_invalid_schedule_is_refused_with_one_clear_line(
     settings: Settings, redis_client: object, tmp_path: Path
 ) -> None:
@@ -129,6 +137,7 @@ def test_an_invalid_schedule_is_refused_with_one_clear_line(
         Client(settings).get_schedule("ghost")
 
 
+@pytest.mark.subprocess
 def test_the_schedule_commands(
     settings: Settings, redis_client: object, worker: object, tmp_path: Path
 ) -> None:
@@ -202,7 +211,6 @@ def test_fire_policies_tick_dedup_catch_up_and_overlap(no_worker_settings: Setti
     from dagwright.schedules.definition import parse_schedule
     from dagwright.schedules.firing import fire_schedule
     from dagwright.schedules.store import schedule_store
-    from tests.test_dlq import RecordingBroker
 
     runtime = Runtime.from_settings(no_worker_settings)
     store = schedule_store(runtime)
@@ -251,7 +259,6 @@ def test_follow_ups_are_queued_within_the_schedule_s_limits(no_worker_settings: 
     from dagwright.schedules.firing import fire_schedule
     from dagwright.schedules.followups import propose_followup
     from dagwright.schedules.store import schedule_store
-    from tests.test_dlq import RecordingBroker
 
     runtime = Runtime.from_settings(no_worker_settings)
     store = schedule_store(runtime)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from dagwright import ConfigurationError, Settings
 from dagwright.cli.options import settings_from
+from dagwright.settings import HttpToolSettings, LLMSettings, SandboxSettings
 
 
 @pytest.fixture(autouse=True)
@@ -64,3 +66,39 @@ def test_bad_values_are_configuration_errors(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("DAGWRIGHT_LEASE_S", "1")
     with pytest.raises(ConfigurationError, match=r"heartbeat_interval_s .* must be below lease_s"):
         settings_from(None)
+
+
+def test_the_views_carry_their_group_of_settings_and_nothing_else() -> None:
+    settings = Settings(
+        sandbox_uid=1234,
+        sandbox_memory_mb=512,
+        http_allowed_domains=["example.com"],
+        llm_timeout_s=7.0,
+        anthropic_base_url="http://127.0.0.1:1",
+    )
+    sandbox_fields = {f.name for f in dataclasses.fields(SandboxSettings)}
+    assert {f"sandbox_{name}" for name in sandbox_fields} == {
+        name for name in Settings.model_fields if name.startswith("sandbox_")
+    }
+    assert all(
+        getattr(settings.sandbox, name) == getattr(settings, f"sandbox_{name}")
+        for name in sandbox_fields
+    )
+    http_fields = {f.name for f in dataclasses.fields(HttpToolSettings)}
+    assert {f"http_{name}" for name in http_fields} == {
+        name for name in Settings.model_fields if name.startswith("http_")
+    }
+    assert settings.http_tool.allowed_domains == ("example.com",)
+    llm = settings.llm
+    assert (llm.timeout_s, llm.base_url) == (7.0, "http://127.0.0.1:1")
+    llm_fields = {f.name for f in dataclasses.fields(LLMSettings)}
+    assert {f"llm_{name}" for name in llm_fields} >= {
+        name for name in Settings.model_fields if name.startswith("llm_")
+    }
+    assert all(
+        getattr(llm, name) == getattr(settings, f"llm_{name}")
+        for name in llm_fields
+        if f"llm_{name}" in Settings.model_fields
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.sandbox.uid = 1  # type: ignore[misc]

@@ -65,6 +65,7 @@ def tool_use(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
 # -- from a real worker process -------------------------------------------------------------
 
 
+@pytest.mark.sandbox
 def test_a_run_records_its_tool_calls_and_sandbox_runs_without_secrets(
     subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
 ) -> None:
@@ -262,6 +263,7 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.sandbox
 def test_a_recording_failure_never_fails_the_node(
     no_worker_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -343,7 +345,7 @@ def test_a_span_times_its_block_as_a_child_of_the_node_attempt(tmp_path: Path) -
     ctx, services = memory_context(tmp_path)
     before = datetime.now(UTC)
     with ctx.span(TOOL_CALL, tool="t", skipped=None) as span:
-        time.sleep(0.05)
+        time.sleep(0.05)  # a block that takes time: what the span must time
         span.attributes["output_bytes"] = 3
     [recorded] = services.spans
     assert (recorded.name, recorded.node, recorded.attempt) == (TOOL_CALL, "agent", 1)

@@ -77,6 +77,7 @@ def test_a_node_ignoring_ctx_times_out_and_its_late_result_is_refused(
     assert "node.succeeded" not in [event.kind for event in run.events(follow=False)]
 
 
+@pytest.mark.sandbox
 def test_a_sandboxed_program_past_its_node_timeout_is_killed(
     client: Client, worker: object
 ) -> None:
@@ -172,6 +173,7 @@ def test_the_reconciler_stops_a_run_past_its_deadline_and_lists_its_work(
     assert runtime.machine.complete(run_id, "a", 1, "null") is None  # a late result
 
 
+@pytest.mark.subprocess
 def test_the_cli_takes_a_run_timeout(
     settings: Settings, redis_client: object, worker: object, tmp_path: Path
 ) -> None:

@@ -92,7 +92,7 @@ def test_a_slow_tool_times_out_and_long_output_is_truncated(tmp_path: Path) -> N
     registry = WorkerRegistry()
 
     def slow() -> str:
-        time.sleep(5)
+        time.sleep(5)  # a tool slower than its timeout: the behaviour under test
         return "late"
 
     def chatty() -> str:

@@ -123,6 +123,7 @@ def svg_bars(path: Path) -> tuple[dict[str, tuple[float, float]], float]:
     return bars, 1 / px_per_s
 
 
+@pytest.mark.subprocess
 def test_png_bars_match_the_nodes_recorded_times(env: dict[str, str], tmp_path: Path) -> None:
     run = finished_run(env, tmp_path, TIMED_PLAN)
     output = tmp_path / "timeline.png"
@@ -133,6 +134,7 @@ def test_png_bars_match_the_nodes_recorded_times(env: dict[str, str], tmp_path: 
     assert_bars_match(bars, run, px_s)
 
 
+@pytest.mark.subprocess
 def test_svg_bars_match_the_nodes_recorded_times(env: dict[str, str], tmp_path: Path) -> None:
     run = finished_run(env, tmp_path, TIMED_PLAN)
     output = tmp_path / "timeline.svg"
@@ -142,6 +144,7 @@ def test_svg_bars_match_the_nodes_recorded_times(env: dict[str, str], tmp_path: 
     assert_bars_match(bars, run, px_s)
 
 
+@pytest.mark.subprocess
 def test_the_default_image_file_is_named_after_the_run(env: dict[str, str], tmp_path: Path) -> None:
     run = finished_run(env, tmp_path, TIMED_PLAN)
     cwd = tmp_path / "out"
@@ -152,6 +155,7 @@ def test_the_default_image_file_is_named_after_the_run(env: dict[str, str], tmp_
     assert Image.open(cwd / f"{run['run_id']}.png").format == "PNG"
 
 
+@pytest.mark.subprocess
 def test_the_tree_shows_every_node_and_llm_call(
     env: dict[str, str], tmp_path: Path, fake_llm: FakeAnthropicServer
 ) -> None:
@@ -170,6 +174,7 @@ def test_the_tree_shows_every_node_and_llm_call(
     assert call.index("llm.call") > lines[write].index("write")  # drawn under its attempt
 
 
+@pytest.mark.subprocess
 def test_json_round_trips_into_a_trace(
     env: dict[str, str], tmp_path: Path, fake_llm: FakeAnthropicServer, settings: Settings
 ) -> None:
@@ -198,6 +203,7 @@ def gantt_rows(stdout: str) -> dict[str, str]:
     return rows
 
 
+@pytest.mark.subprocess
 def test_gantt_has_one_row_per_attempt_with_bars_in_proportion(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -217,12 +223,14 @@ def test_gantt_has_one_row_per_attempt_with_bars_in_proportion(
     assert rows["long #1"].count("█") > 2 * rows["short #1"].count("█")
 
 
+@pytest.mark.subprocess
 def test_an_unknown_run_exits_2_with_one_line(env: dict[str, str]) -> None:
     result = dagwright("trace", "no-such-run", env=env)
     assert result.returncode == 2
     assert "no-such-run" in one_error_line(result)
 
 
+@pytest.mark.subprocess
 def test_a_missing_output_directory_exits_2_with_one_line(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -232,6 +240,7 @@ def test_a_missing_output_directory_exits_2_with_one_line(
     assert f"no directory {missing.parent}" in one_error_line(result)
 
 
+@pytest.mark.subprocess
 def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data", DAGWRIGHT_REDIS_URL="redis://127.0.0.1:1/0")
     result = dagwright("trace", "anything", env=env, timeout=60)

@@ -114,6 +114,7 @@ def test_ctrl_c_stops_watching_and_the_run_goes_on(
     assert run.wait(timeout=60).status == RunStatus.SUCCEEDED
 
 
+@pytest.mark.subprocess
 def test_without_a_terminal_only_the_final_table_is_printed_and_a_failed_run_exits_1(
     client: Client, settings: Settings, tmp_path: Path
 ) -> None:
@@ -130,6 +131,7 @@ def test_without_a_terminal_only_the_final_table_is_printed_and_a_failed_run_exi
     assert re.search(r"first +succeeded +function +1 ", result.stdout)
 
 
+@pytest.mark.subprocess
 def test_watching_a_finished_run_prints_it_at_once(
     client: Client, settings: Settings, tmp_path: Path
 ) -> None:
@@ -140,6 +142,7 @@ def test_watching_a_finished_run_prints_it_at_once(
     assert "4/4 done" in result.stdout and result.stdout.count("succeeded") == 5
 
 
+@pytest.mark.subprocess
 def test_an_unknown_run_exits_2_with_one_line(
     client: Client, settings: Settings, tmp_path: Path
 ) -> None:

@@ -31,7 +31,7 @@ from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
-from dagwright.settings import Settings
+from dagwright.settings import LLMSettings
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
 NOT_CONFIGURED = (
@@ -81,22 +81,20 @@ class RetryAfterOrBackoff:
 class AnthropicLLM:
     """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured)."""
 
-    def __init__(self, settings: Settings, breakers: Breakers | None = None) -> None:
-        key = settings.anthropic_api_key.get_secret_value() if settings.anthropic_api_key else ""
-        if not key and not settings.anthropic_base_url:
+    def __init__(self, settings: LLMSettings, breakers: Breakers | None = None) -> None:
+        key = settings.api_key.get_secret_value() if settings.api_key else ""
+        if not key and not settings.base_url:
             raise LLMNotConfiguredError(NOT_CONFIGURED)
         self._client = anthropic.Anthropic(
             api_key=key or PLACEHOLDER_KEY,
-            base_url=settings.anthropic_base_url,
+            base_url=settings.base_url,
             max_retries=0,
-            timeout=settings.llm_timeout_s,
+            timeout=settings.timeout_s,
         )
         self._prices = settings.model_prices
         self._guard = breakers.call if breakers is not None else call_directly
-        self._attempts = settings.llm_max_attempts
-        self._wait = RetryAfterOrBackoff(
-            settings.llm_retry_after_cap_s, settings.llm_retry_backoff_s
-        )
+        self._attempts = settings.max_attempts
+        self._wait = RetryAfterOrBackoff(settings.retry_after_cap_s, settings.retry_backoff_s)
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.monotonic()

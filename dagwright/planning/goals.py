@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from dagwright.errors import InputError, PermanentError, PlanError, ScheduleError, ToolError
+from dagwright.errors import InputError, PermanentError, PlanError
 from dagwright.keys import Keys
-from dagwright.llm import LLM, build_llm
-from dagwright.models import Approval, Budget, Node, NodeStatus, Plan, Usage
+from dagwright.llm import build_llm
+from dagwright.models import Budget, Node, NodeStatus, Plan, Usage
 from dagwright.orchestrator.runstate.machine import (
     REPLAN_ID_PLACEHOLDER,
     Advance,
@@ -32,17 +31,12 @@ from dagwright.planning.planner import (
 )
 from dagwright.plans.validation import PlanGraph, validate_plan
 from dagwright.settings import Settings
-from dagwright.telemetry.counters import Increment
-from dagwright.telemetry.spans import Span
+from dagwright.testing.memory import MemoryServices
 from dagwright.workers import NodeContext, WorkerRegistry
-from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.signatures import describe_validation_error
-from dagwright.workers.tools.workspace import Workspace
 
 if TYPE_CHECKING:  # a caller passes it in: the runtime sits above planning
     from dagwright.orchestrator.runtime import Runtime
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -278,78 +272,14 @@ def pending_descendants(
     return found
 
 
-class LocalServices:
-    """NodeServices for planning in the CLI's own process: no Redis, nothing recorded
-    but the usage (a plan made by `dagwright plan` writes no run)."""
-
-    def __init__(self, settings: Settings, budget: Budget | None = None) -> None:
-        self.settings = settings
-        self.budget = budget
-        self.usage = Usage()
-        self._llm: LLM | None = None
-
-    def record_progress(
-        self,
-        ctx: NodeContext,
-        *,
-        checkpoint: Any = None,
-        usage: Usage | None = None,
-        event: list[str | int | float] | None = None,
-    ) -> None:
-        if usage is not None:
-            self.usage = self.usage.plus(usage)
-
-    def audit(self, ctx: NodeContext, fields: dict[str, str]) -> None:
-        pass
-
-    def count(self, increments: list[Increment]) -> None:
-        pass  # the deployment's metrics count the work of its runs, not local planning
-
-    def llm(self, ctx: NodeContext) -> LLM:
-        if self._llm is None:
-            self._llm = build_llm(self.settings, None, Keys(self.settings.key_prefix))
-        return self._llm
-
-    def workspace(self, ctx: NodeContext) -> Workspace:
-        raise ToolError("there is no workspace when planning without a run")
-
-    def guard(
-        self,
-        ctx: NodeContext,
-        name: str,
-        call: Callable[[], T],
-        is_failure: Callable[[BaseException], bool],
-    ) -> T:
-        return call()  # one process, one plan: nothing to share a breaker with
-
-    def record_span(self, ctx: NodeContext, span: Span) -> None:
-        pass  # no run, no trace
-
-    def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
-        return run_overrun(self.budget, self.usage, worst_case)  # one call at a time here
-
-    def approval(self, ctx: NodeContext) -> Approval | None:
-        return None  # local planning never waits for a person
-
-    def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
-        raise ScheduleError("follow-ups are for runs a schedule started, not local planning")
-
-
 def plan_locally(
     settings: Settings, request: PlanRequest, registry: WorkerRegistry
 ) -> tuple[Plan, Usage]:
     """Plan a goal in this process, writing nothing: the plan (synthesis included) and
     what the planner's LLM calls used."""
-    services = LocalServices(settings, request.budget)
-    ctx = NodeContext(
-        run_id="local",
-        node_id=PLAN_NODE_ID,
-        attempt=1,
-        fence=1,
-        settings=settings,
-        inputs={},
-        services=services,
-    )
+    llm = build_llm(settings.llm, None, Keys(settings.key_prefix))
+    services = MemoryServices(llm, run_budget=request.budget)  # no workspace when planning
+    ctx = services.context(settings=settings, run_id="local", node_id=PLAN_NODE_ID)
     node = planner_graph(request).plan.nodes[0]
     plan = with_synthesis(planned_plan(run_planner(ctx, node, registry)), request.goal)
     return plan, services.usage

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from dagwright.settings import Settings
+from dagwright.settings import SandboxSettings
 
 # Runs inside the sandbox. Reads "<code length>\n<code><input>" from stdin, gives the
 # program the input as sys.stdin, and runs it as __main__ (tracebacks name "<code>").
@@ -57,16 +57,17 @@ class Limits:
     output_bytes: int = 1_000_000  # stdout and stderr each; the rest is dropped
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
+    def from_settings(cls, sandbox: SandboxSettings) -> Limits:
+        """The configured default limits (``Settings.sandbox``)."""
         return cls(
-            wall_time_s=settings.sandbox_wall_time_s,
-            cpu_time_s=settings.sandbox_cpu_time_s,
-            memory_mb=settings.sandbox_memory_mb,
-            pids=settings.sandbox_pids,
-            open_files=settings.sandbox_open_files,
-            file_size_mb=settings.sandbox_file_size_mb,
-            scratch_mb=settings.sandbox_scratch_mb,
-            output_bytes=settings.sandbox_output_bytes,
+            wall_time_s=sandbox.wall_time_s,
+            cpu_time_s=sandbox.cpu_time_s,
+            memory_mb=sandbox.memory_mb,
+            pids=sandbox.pids,
+            open_files=sandbox.open_files,
+            file_size_mb=sandbox.file_size_mb,
+            scratch_mb=sandbox.scratch_mb,
+            output_bytes=sandbox.output_bytes,
         )
 
 

@@ -63,7 +63,7 @@ from dagwright.sandbox.base import (
 )
 from dagwright.sandbox.cgroups import RunCgroup
 from dagwright.sandbox.seccomp import deny_list_program
-from dagwright.settings import Settings
+from dagwright.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
@@ -324,8 +324,8 @@ class BubblewrapSandbox:
         self._root_links = _root_link_args()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> BubblewrapSandbox:
-        return cls(uid=settings.sandbox_uid)
+    def from_settings(cls, sandbox: SandboxSettings) -> BubblewrapSandbox:
+        return cls(uid=sandbox.uid)
 
     @property
     def host_uid(self) -> int:

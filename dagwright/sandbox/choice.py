@@ -13,7 +13,7 @@ import threading
 
 from dagwright.errors import SandboxUnavailableError
 from dagwright.sandbox.base import Sandbox
-from dagwright.settings import Settings
+from dagwright.settings import SandboxSettings
 
 AUTO_ORDER = ("docker", "bubblewrap")
 
@@ -22,7 +22,7 @@ _chosen: dict[tuple[str, str, int, int], Sandbox] = {}
 _lock = threading.Lock()
 
 
-def build_backend(name: str, settings: Settings) -> Sandbox:
+def build_backend(name: str, settings: SandboxSettings) -> Sandbox:
     """A backend by name (imported lazily: the docker SDK is only loaded when used)."""
     if name == "docker":
         from dagwright.sandbox.docker import DockerSandbox
@@ -35,11 +35,11 @@ def build_backend(name: str, settings: Settings) -> Sandbox:
     raise SandboxUnavailableError(f"unknown sandbox backend {name!r}: docker or bubblewrap")
 
 
-def candidate_names(settings: Settings) -> tuple[str, ...]:
-    return AUTO_ORDER if settings.sandbox_backend == "auto" else (settings.sandbox_backend,)
+def candidate_names(settings: SandboxSettings) -> tuple[str, ...]:
+    return AUTO_ORDER if settings.backend == "auto" else (settings.backend,)
 
 
-def probe(name: str, settings: Settings) -> Sandbox | str:
+def probe(name: str, settings: SandboxSettings) -> Sandbox | str:
     """The backend if it is usable here, else why not (one line: the self-test says
     exactly what is missing, e.g. the daemon or the image)."""
     try:
@@ -50,14 +50,9 @@ def probe(name: str, settings: Settings) -> Sandbox | str:
     return sandbox
 
 
-def choose_sandbox(settings: Settings) -> Sandbox:
+def choose_sandbox(settings: SandboxSettings) -> Sandbox:
     """The sandbox code runs in; SandboxUnavailableError naming each backend's problem."""
-    key = (
-        settings.sandbox_backend,
-        settings.sandbox_image,
-        settings.sandbox_uid,
-        settings.sandbox_warm_pool,
-    )
+    key = (settings.backend, settings.image, settings.uid, settings.warm_pool)
     with _lock:
         if key in _chosen:
             return _chosen[key]

@@ -62,7 +62,7 @@ from dagwright.sandbox.base import (
     encode_stdin,
     probe_isolation,
 )
-from dagwright.settings import Settings
+from dagwright.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
@@ -202,10 +202,8 @@ class DockerSandbox:
             weakref.finalize(self, self._pool.close)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> DockerSandbox:
-        return cls(
-            settings.sandbox_image, uid=settings.sandbox_uid, warm_pool=settings.sandbox_warm_pool
-        )
+    def from_settings(cls, sandbox: SandboxSettings) -> DockerSandbox:
+        return cls(sandbox.image, uid=sandbox.uid, warm_pool=sandbox.warm_pool)
 
     def available(self) -> bool:
         """The daemon answers and has the image."""

@@ -25,8 +25,9 @@ def run_code(
     killed as soon as the node must stop (``ctx.stop``: cancel, timeout, lost lease):
     then NodeLostError, since nothing of this execution is recorded any more.
     """
-    sandbox = choose_sandbox(ctx.settings)
-    limits = Limits.from_settings(ctx.settings)
+    sandbox_settings = ctx.settings.sandbox
+    sandbox = choose_sandbox(sandbox_settings)
+    limits = Limits.from_settings(sandbox_settings)
     if wall_time_s is not None:
         limits = limits_with_wall_time(limits, wall_time_s)
     result = ctx.guard(

@@ -42,7 +42,7 @@ def executions_key(run_id: str) -> str:
 def count(ctx: NodeContext, seconds: float = 0.0) -> str:
     """Record one execution of this node (per run), optionally sleeping first."""
     if seconds:
-        time.sleep(seconds)
+        time.sleep(seconds)  # a node that takes time: what the callers test
     _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     return ctx.node_id
 
@@ -110,7 +110,7 @@ def overlap(ctx: NodeContext, seconds: float = 0.2, group: str = "") -> str:
     key = overlap_key(group or ctx.run_id)
     client.eval(_ENTER, 1, key)
     try:
-        time.sleep(seconds)
+        time.sleep(seconds)  # the node's run time, over which overlaps are counted
     finally:
         client.hincrby(key, "now", -1)
     return ctx.node_id
@@ -120,7 +120,7 @@ def overlap(ctx: NodeContext, seconds: float = 0.2, group: str = "") -> str:
 def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
     """Sleep without looking at ``ctx.stop`` (as careless code does), then record one
     execution: a node that cannot be stopped early."""
-    time.sleep(seconds)
+    time.sleep(seconds)  # deliberately blind to ctx.stop
     _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     return "late"
 
@@ -129,5 +129,5 @@ def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
 def record_tool_span(ctx: NodeContext, tool: str = "lookup", seconds: float = 0.05) -> str:
     """Record one tool-call span around a sleep, through the path tools use (ctx.span)."""
     with ctx.span(TOOL_CALL, tool=tool):
-        time.sleep(seconds)
+        time.sleep(seconds)  # a tool call that takes time, for the span to time
     return tool

@@ -29,7 +29,7 @@ def required_backends() -> set[str]:
 @functools.cache
 def probe(name: str) -> Sandbox | str:
     """The backend if its self-test passes here, else why not (once per session)."""
-    return choice.probe(name, Settings())
+    return choice.probe(name, Settings().sandbox)
 
 
 def sandbox_or_skip(name: str) -> Sandbox:

