@@ -24,20 +24,21 @@ class CeleryBroker:
     def publish(self, nodes: list[ReadyNode]) -> list[ReadyNode]:
         """Publish ``dagwright.node.execute(run, node, fence)`` on each node's queue.
 
-        Several nodes go out in kombu batches (one pipeline per ``PUBLISH_BATCH_SIZE``
+        The nodes go out in kombu batches (one pipeline per ``PUBLISH_BATCH_SIZE``
         commands, about 6x faster per message than one round trip each, which is what a
-        wide fan-out costs). Returns the nodes known to be published; on a failure none of
-        the batch counts as published, so the reconciler publishes them again (a message
-        that did go out twice is dropped by its fence).
+        wide fan-out costs); a single node too, whose message and task-sent event are
+        then one round trip instead of two. The producer comes from the app's pool, so a
+        publish sets up no connection. Returns the nodes known to be published; on a
+        failure none of the batch counts as published, so the reconciler publishes them
+        again (a message that did go out twice is dropped by its fence).
         """
         try:
-            with self.app.producer_or_acquire() as producer:
-                if len(nodes) == 1:
-                    self._send(nodes[0], producer)
-                else:
-                    with producer.batch(max_size=PUBLISH_BATCH_SIZE):
-                        for node in nodes:
-                            self._send(node, producer)
+            with (
+                self.app.producer_or_acquire() as producer,
+                producer.batch(max_size=PUBLISH_BATCH_SIZE),
+            ):
+                for node in nodes:
+                    self._send(node, producer)
         except Exception:
             log.warning("publishing %d node(s) failed", len(nodes), exc_info=True)
             return []
