@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dagwright.sandbox import select
+from dagwright.sandbox import choice
 from dagwright.sandbox.base import Sandbox
 from dagwright.settings import Settings
 
@@ -29,7 +29,7 @@ def required_backends() -> set[str]:
 @functools.cache
 def probe(name: str) -> Sandbox | str:
     """The backend if its self-test passes here, else why not (once per session)."""
-    return select.probe(name, Settings())
+    return choice.probe(name, Settings())
 
 
 def sandbox_or_skip(name: str) -> Sandbox:
