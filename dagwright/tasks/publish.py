@@ -24,13 +24,13 @@ class CeleryBroker:
     def publish(self, nodes: list[ReadyNode]) -> list[ReadyNode]:
         """Publish ``dagwright.node.execute(run, node, fence)`` on each node's queue.
 
-        Several nodes go out in kombu batches (one pipeline per ``PUBLISH_BATCH_SIZE``
+        The nodes go out in kombu batches (one pipeline per ``PUBLISH_BATCH_SIZE``
         commands, about 6x faster per message than one round trip each, which is what a
-        wide fan-out costs). One node goes out in a batch too: its message and its
-        task-sent event then take one round trip, not two (the hot path). Returns the
-        nodes known to be published; on a failure none of the batch counts as published,
-        so the reconciler publishes them again (a message that did go out twice is dropped
-        by its fence).
+        wide fan-out costs); a single node too, whose message and task-sent event are
+        then one round trip instead of two. The producer comes from the app's pool, so a
+        publish sets up no connection. Returns the nodes known to be published; on a
+        failure none of the batch counts as published, so the reconciler publishes them
+        again (a message that did go out twice is dropped by its fence).
         """
         try:
             with (

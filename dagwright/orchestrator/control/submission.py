@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import time
+from collections.abc import Callable
 
 from dagwright.errors import InputError
 from dagwright.models import Budget, Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.runstate.creation import Creation, KeyClaim, NewRun
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
@@ -80,21 +83,17 @@ def start_run(
     else:
         assert plan is not None
         graph = check_plan(plan, settings, runtime.registry)
-    run_id = new_run_id()
-    if idempotency_key is not None:
-        owner = IdempotencyKeys(runtime).claim(idempotency_key, run_id)
-        if owner != run_id:
-            return owner
-    ready = runtime.store.create_run(
-        run_id,
-        graph,
-        runtime.dispatch_for,
-        status=status,
-        output_nodes=output_nodes,
-        extra=fields,
+    new_run = NewRun.of(
+        graph, runtime.dispatch_for, status=status, output_nodes=output_nodes, extra=fields
     )
-    dispatch(broker, runtime.machine, ready)
-    return run_id
+    run_id = new_run_id()
+    if idempotency_key is None:
+        creation = runtime.store.create_claimed_run(run_id, new_run)
+    else:
+        creation = IdempotencyKeys(runtime).create(idempotency_key, run_id, new_run)
+    if creation.owner == run_id:
+        dispatch(broker, runtime.machine, creation.ready)
+    return creation.owner
 
 
 def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
@@ -106,31 +105,44 @@ def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
     return timeout_s
 
 
-# Takes the key for a new run, unless it names a run already; a claim whose run never
-# appeared (its submitter died between the claim and the write) is replaced.
-CLAIM = """
-local current = redis.call('GET', KEYS[1])
-if (not current) or current == ARGV[3] then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  return ARGV[1]
-end
-return current
-"""
 CLAIM_WAIT_S = 3.0  # for the run of a fresh claim to be written
 
 
 class IdempotencyKeys:
+    """Submits' idempotency keys: a key names the run the first submit with it started.
+
+    The claim is taken in the same step as the run is written (lua/create_run.lua), so a
+    key names a run that exists. One taken by an older client, which claimed first and
+    wrote its run after, may name a run not yet written: that run is waited for a moment,
+    and if it never appears (its submitter died in between) the key is taken over.
+    """
+
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
+    def create(self, key: str, run_id: str, new_run: NewRun) -> Creation:
+        """Write ``new_run`` as ``run_id`` if the key is free; else the run it names."""
+        store = self.runtime.store
+        return self._settle(
+            key, run_id, lambda claim: store.create_claimed_run(run_id, new_run, claim)
+        )
+
     def claim(self, key: str, run_id: str) -> str:
-        """``run_id`` if the key is now its own, else the run the key names."""
-        redis_key = self.runtime.keys.idempotency(hashlib.sha256(key.encode()).hexdigest())
-        ttl = self.runtime.settings.idempotency_ttl_s
-        owner = str(self.runtime.client.eval(CLAIM, 1, redis_key, run_id, ttl, ""))
-        if owner == run_id or self._appears(owner):
-            return owner
-        return str(self.runtime.client.eval(CLAIM, 1, redis_key, run_id, ttl, owner))
+        """The key alone: ``run_id`` if the key is now its own, else the run it names."""
+        store = self.runtime.store
+        return self._settle(
+            key, run_id, lambda claim: Creation(store.claim_key(claim, run_id), [])
+        ).owner
+
+    def _settle(self, key: str, run_id: str, attempt: Callable[[KeyClaim], Creation]) -> Creation:
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        claim = KeyClaim(
+            self.runtime.keys.idempotency(digest), self.runtime.settings.idempotency_ttl_s
+        )
+        creation = attempt(claim)
+        if creation.owner == run_id or self._appears(creation.owner):
+            return creation
+        return attempt(dataclasses.replace(claim, stale_owner=creation.owner))
 
     def _appears(self, run_id: str) -> bool:
         deadline = time.monotonic() + CLAIM_WAIT_S

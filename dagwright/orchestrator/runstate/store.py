@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import time
@@ -27,10 +28,13 @@ from dagwright.models import (
     event_of,
     from_ms,
 )
+from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS, Creation, KeyClaim, NewRun
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.plans.validation import PlanGraph
+from dagwright.redis_scripts import load_script, lua_source, named_reply
 from dagwright.workers.budgets import budget_of_run
 
+PACKAGE = "dagwright.orchestrator.runstate"
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
@@ -49,6 +53,9 @@ class RunStore:
         self.client = client
         self.keys = keys
         self.events_maxlen = events_maxlen
+        claims = functools.partial(lua_source, PACKAGE, "key_claim")
+        self._create_run = load_script(client, PACKAGE, "create_run", prelude=claims)
+        self._claim_key = load_script(client, PACKAGE, "claim_key", prelude=claims)
 
     def server_time_ms(self) -> int:
         seconds, micros = self.client.time()
@@ -64,99 +71,38 @@ class RunStore:
         output_nodes: list[str] | None = None,
         extra: dict[str, str | int] | None = None,
     ) -> list[ReadyNode]:
-        """Write a run and queue its root nodes, atomically. Returns the roots to publish.
+        """Write a run and queue its root nodes, atomically. Returns the roots to publish."""
+        new_run = NewRun.of(graph, dispatch, status=status, output_nodes=output_nodes, extra=extra)
+        return self.create_claimed_run(run_id, new_run).ready
 
-        The run joins the active set first: if this process dies before publishing, the
-        reconciler still finds the queued roots and publishes them.
+    def create_claimed_run(
+        self, run_id: str, new_run: NewRun, claim: KeyClaim | None = None
+    ) -> Creation:
+        """Write a run and queue its root nodes in one step (lua/create_run.lua), unless
+        ``claim``'s key names another run already: then nothing is written.
+
+        The run joins the active set in the same step: if this process dies before
+        publishing, the reconciler still finds the queued roots and publishes them.
         """
-        now = self.server_time_ms()
-        self.client.zadd(self.keys.run_index, {run_id: now})
-        self.client.sadd(self.keys.active_runs, run_id)
-        pipe = self.client.pipeline(transaction=True)
-        outputs = graph.plan.output_nodes() if output_nodes is None else output_nodes
-        self._write_run(pipe, run_id, graph, now, status, outputs, extra or {})
-        self._write_nodes(pipe, run_id, graph, dispatch)
-        ready = self._queue_roots(pipe, run_id, graph, dispatch, now)
-        pipe.execute()
-        return ready
+        keys = [self._key(run_id, name) for name in CREATE_RUN_KEYS]
+        keys += [self.keys.run_index, self.keys.active_runs]
+        args: list[str | int] = [self.events_maxlen, run_id, *new_run.to_args()]
+        if claim is not None:
+            keys.append(claim.key)
+            args += [claim.ttl_s, claim.stale_owner]
+        owner = str(named_reply(self._create_run(keys=keys, args=args))["owner"])
+        if owner != run_id:
+            return Creation(owner, [])
+        return Creation(owner, new_run.ready(run_id))
+
+    def claim_key(self, claim: KeyClaim, run_id: str) -> str:
+        """Take an idempotency key for ``run_id`` alone (lua/claim_key.lua), unless it
+        names another run already; the run it names now."""
+        reply = self._claim_key(keys=[claim.key], args=[run_id, claim.ttl_s, claim.stale_owner])
+        return str(named_reply(reply)["owner"])
 
     def _key(self, run_id: str, name: str) -> str:
         return self.keys.run_key(run_id, name)
-
-    def _write_run(
-        self,
-        pipe: Any,
-        run_id: str,
-        graph: PlanGraph,
-        now: int,
-        status: RunStatus,
-        output_nodes: list[str],
-        extra: dict[str, str | int],
-    ) -> None:
-        plan = graph.plan
-        pipe.hset(
-            self._key(run_id, "run"),
-            mapping={
-                **extra,
-                "status": status.value,
-                "goal": plan.goal,
-                "created_at": now,
-                "total": len(plan.nodes),
-                "done": 0,
-                "running": 0,
-                "succeeded": 0,
-                "failed": 0,
-                "blocked": 0,
-                "cancelled": 0,
-                "replaced": 0,
-                "output_nodes": json.dumps(output_nodes),
-            },
-        )
-        pipe.set(self._key(run_id, "plan"), plan.model_dump_json(exclude_defaults=True))
-        self._add_event(pipe, run_id, "run.submitted", now, nodes=str(len(plan.nodes)))
-
-    def _write_nodes(
-        self, pipe: Any, run_id: str, graph: PlanGraph, dispatch: Callable[[Node], Dispatch]
-    ) -> None:
-        nodes = graph.plan.nodes
-        columns: dict[str, dict[str, Any]] = {
-            "spec": {n.id: n.model_dump_json(exclude_defaults=True) for n in nodes},
-            "deps": {n.id: json.dumps(n.depends_on) for n in nodes},
-            "dependents": {nid: json.dumps(children) for nid, children in graph.dependents.items()},
-            "remaining": {n.id: len(n.depends_on) for n in nodes},
-            "dispatch": {n.id: dispatch(n).to_json() for n in nodes},
-            "state": {n.id: NodeStatus.PENDING.value for n in nodes},
-            "fence": {n.id: 0 for n in nodes},
-            "attempts": {n.id: 0 for n in nodes},
-        }
-        for name, mapping in columns.items():
-            pipe.hset(self._key(run_id, name), mapping=mapping)
-
-    def _queue_roots(
-        self,
-        pipe: Any,
-        run_id: str,
-        graph: PlanGraph,
-        dispatch: Callable[[Node], Dispatch],
-        now: int,
-    ) -> list[ReadyNode]:
-        roots = graph.roots
-        by_id = {node.id: node for node in graph.plan.nodes}
-        pipe.hset(self._key(run_id, "state"), mapping=dict.fromkeys(roots, NodeStatus.QUEUED.value))
-        pipe.hset(self._key(run_id, "fence"), mapping=dict.fromkeys(roots, 1))
-        pipe.zadd(self._key(run_id, "queued"), dict.fromkeys(roots, now))
-        pipe.zadd(self._key(run_id, "outbox"), dict.fromkeys(roots, now))
-        for root in roots:
-            self._add_event(pipe, run_id, "node.queued", now, node=root, fence="1")
-        return [ReadyNode(run_id, root, 1, dispatch(by_id[root])) for root in roots]
-
-    def _add_event(self, pipe: Any, run_id: str, kind: str, now: int, **fields: str) -> None:
-        pipe.xadd(
-            self._key(run_id, "events"),
-            {"kind": kind, "at": now, **fields},
-            maxlen=self.events_maxlen,
-            approximate=True,
-        )
 
     def exists(self, run_id: str) -> bool:
         return bool(self.client.exists(self._key(run_id, "run")))

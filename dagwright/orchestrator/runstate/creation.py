@@ -1,0 +1,121 @@
+"""What a new run writes, as the arguments of lua/create_run.lua, and what it answers.
+
+A submit used to write a run in five round trips (the server's time, the run index, the
+active set, a MULTI of the run's hashes, and an idempotency claim before them all). The
+script does all of it in one, atomically: a claim can no longer name a run that was
+never written, and a crash can no longer leave a run in the index without its hashes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dagwright.models import Node, NodeStatus, RunStatus
+from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.plans.validation import PlanGraph
+
+# The run's keys create_run.lua writes, in the order it names them (after them: the run
+# index, the active set and, with a claim, the idempotency key).
+CREATE_RUN_KEYS = (
+    "run",
+    "plan",
+    "spec",
+    "deps",
+    "dependents",
+    "remaining",
+    "dispatch",
+    "state",
+    "fence",
+    "attempts",
+    "queued",
+    "outbox",
+    "events",
+)
+
+
+@dataclass(frozen=True)
+class KeyClaim:
+    """An idempotency key a new run takes, unless it names another run already."""
+
+    key: str  # the Redis key (keys.Keys.idempotency)
+    ttl_s: int
+    stale_owner: str = ""  # a holder whose run never appeared: taken over
+
+
+@dataclass(frozen=True)
+class Creation:
+    """The answer of a create: the run the key names (the new run's id, unless the key
+    named another run already) and the new run's roots to publish."""
+
+    owner: str
+    ready: list[ReadyNode]
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A run about to be written: its hash, its plan, its node columns and its roots."""
+
+    fields: dict[str, str]  # the run hash, less created_at (the server's time, set in Lua)
+    plan_json: str
+    columns: dict[str, dict[str, str]]  # column (a run key name) -> node -> value
+    roots: list[str]
+    dispatch: dict[str, Dispatch]  # node -> how it is published
+
+    @classmethod
+    def of(
+        cls,
+        graph: PlanGraph,
+        dispatch_for: Callable[[Node], Dispatch],
+        *,
+        status: RunStatus = RunStatus.RUNNING,
+        output_nodes: list[str] | None = None,
+        extra: dict[str, str | int] | None = None,
+    ) -> NewRun:
+        plan = graph.plan
+        outputs = plan.output_nodes() if output_nodes is None else output_nodes
+        counters = ("done", "running", "succeeded", "failed", "blocked", "cancelled", "replaced")
+        fields = {
+            **{name: str(value) for name, value in (extra or {}).items()},
+            "status": status.value,
+            "goal": plan.goal,
+            "total": str(len(plan.nodes)),
+            **dict.fromkeys(counters, "0"),
+            "output_nodes": json.dumps(outputs),
+        }
+        dispatch = {node.id: dispatch_for(node) for node in plan.nodes}
+        return cls(
+            fields=fields,
+            plan_json=plan.model_dump_json(exclude_defaults=True),
+            columns=_columns(graph, dispatch),
+            roots=list(graph.roots),
+            dispatch=dispatch,
+        )
+
+    def to_args(self) -> list[str]:
+        """The script's arguments after the stream cap and the run id."""
+        return [
+            json.dumps(self.fields),
+            self.plan_json,
+            json.dumps(self.columns),
+            json.dumps(self.roots),
+        ]
+
+    def ready(self, run_id: str) -> list[ReadyNode]:
+        """The roots, queued under fence 1, to publish."""
+        return [ReadyNode(run_id, root, 1, self.dispatch[root]) for root in self.roots]
+
+
+def _columns(graph: PlanGraph, dispatch: dict[str, Dispatch]) -> dict[str, dict[str, str]]:
+    nodes = graph.plan.nodes
+    return {
+        "spec": {n.id: n.model_dump_json(exclude_defaults=True) for n in nodes},
+        "deps": {n.id: json.dumps(n.depends_on) for n in nodes},
+        "dependents": {nid: json.dumps(children) for nid, children in graph.dependents.items()},
+        "remaining": {n.id: str(len(n.depends_on)) for n in nodes},
+        "dispatch": {nid: value.to_json() for nid, value in dispatch.items()},
+        "state": dict.fromkeys(dispatch, NodeStatus.PENDING.value),
+        "fence": dict.fromkeys(dispatch, "0"),
+        "attempts": dict.fromkeys(dispatch, "0"),
+    }
