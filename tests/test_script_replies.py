@@ -53,10 +53,7 @@ def test_no_python_module_holds_lua_source() -> None:
         for path in PACKAGE.rglob("*.py")
         if "redis.call(" in path.read_text() or "redis.pcall(" in path.read_text()
     ]
-    assert holding_lua == [
-        # The submit path's idempotency script is another change's (issue 14).
-        "orchestrator/control/submission.py",
-    ]
+    assert holding_lua == []
 
 
 def test_every_lua_file_ships_in_the_wheel() -> None:
