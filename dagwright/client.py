@@ -158,12 +158,12 @@ class Client:
         written.
         """
         options = GoalOptions(
-            context,
-            worker_types,
-            max_nodes,
-            max_depth,
-            replan,
-            requested_budget(budget, budget_tokens),
+            context=context,
+            worker_types=worker_types,
+            max_nodes=max_nodes,
+            max_depth=max_depth,
+            replan=replan,
+            budget=requested_budget(budget, budget_tokens),
         )
         run_id = start_run(
             self.runtime,

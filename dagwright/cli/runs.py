@@ -114,7 +114,14 @@ def run(
     """
     settings = settings_from(imports)
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
-    goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget)
+    goal_options = GoalOptions(
+        context=context,
+        worker_types=worker_types,
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        replan=replan,
+        budget=budget,
+    )
     submission = submission_for(  # checked now
         target, settings, goal_options, idempotency_key, max_concurrent, run_timeout_s
     )

@@ -44,9 +44,9 @@ from dagwright.workers.tools.workspace import Workspace
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GoalOptions:
-    """How a goal is to be planned and run (all optional)."""
+    """How a goal is to be planned and run (all optional, by keyword)."""
 
     context: str = ""
     worker_types: list[str] | None = None
