@@ -21,7 +21,8 @@ from dagwright.cli.options import (
     settings_from,
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
-from dagwright.client import GoalOptions, plan_goal
+from dagwright.client import plan_goal
+from dagwright.planning.goals import GoalOptions
 from dagwright.plans.builder import plan_to_json
 
 

@@ -38,12 +38,13 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.client import Client, GoalOptions, RunHandle, result_of
+from dagwright.client import Client, RunHandle, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
 from dagwright.orchestrator.control.submission import check_plan, run_timeout
+from dagwright.planning.goals import GoalOptions
 from dagwright.plans.files import load_plan
 from dagwright.plans.validation import PlanGraph
 from dagwright.settings import Settings
