@@ -13,7 +13,6 @@ from rich.table import Table
 from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.models import Approval
-from dagwright.orchestrator.control.approvals import parse_edited_args
 
 app = typer.Typer(
     help="Requests for a person's approval: nodes and tool calls waiting for a decision.",
@@ -70,6 +69,8 @@ def approve(
     imports: ImportOption = None,
 ) -> None:
     """Approve a waiting node or tool call: it goes on (with --args if given)."""
+    from dagwright.orchestrator.control.approvals import parse_edited_args
+
     edited = parse_edited_args(args)
     approval = client_from(imports).approvals.approve(
         run_id, node_id, comment=comment, args=edited, by=by

@@ -21,7 +21,6 @@ from dagwright.cli.options import (
     settings_from,
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
-from dagwright.client import plan_goal
 from dagwright.planning.goals import GoalOptions
 from dagwright.plans.builder import plan_to_json
 
@@ -55,6 +54,8 @@ def plan(
         max_depth=max_depth,
         budget=budget,
     )
+    from dagwright.client import plan_goal
+
     planned = plan_goal(goal, settings_from(imports), options)
     if json_output:
         print_json(planned.plan.model_dump(mode="json", exclude_defaults=True))

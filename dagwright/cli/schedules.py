@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -21,11 +21,13 @@ from dagwright.cli.options import (
     client_from,
 )
 from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.client import ScheduleInfo
 from dagwright.errors import InputError
 from dagwright.plans.files import load_plan
 from dagwright.schedules.definition import Schedule
 from dagwright.schedules.store import Fire
+
+if TYPE_CHECKING:
+    from dagwright.client import ScheduleInfo
 
 app = typer.Typer(
     help="Schedules: goals or plans started on a cron expression or an interval, by beat.",

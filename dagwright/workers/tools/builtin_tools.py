@@ -4,9 +4,8 @@ run code in the sandbox (``tools/code.py``)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from dagwright.errors import ToolError
 from dagwright.settings import Settings
@@ -18,6 +17,9 @@ from dagwright.workers.tools.run_python import (
     RUN_PYTHON_TIMEOUT_S,
     run_python,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_REDIRECTS = 3
 
@@ -49,6 +51,8 @@ def workspace_list(ctx: NodeContext) -> list[str]:
 
 def http_get(ctx: NodeContext, url: str) -> str:
     """Fetch a web page (HTTP GET) from an allowed domain: its status, type and text."""
+    import httpx  # 70 ms (and rich, via its CLI) that only an agent fetching a page pays
+
     settings = ctx.settings
     with httpx.Client(timeout=settings.http_timeout_s, follow_redirects=False) as client:
         for _ in range(MAX_REDIRECTS + 1):
