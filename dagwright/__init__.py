@@ -1,9 +1,17 @@
 """dagwright: goals become dependency DAGs of subtasks, run by typed workers on Celery.
 
 The public API is what ``__all__`` lists; everything else is internal.
+
+The errors and models are imported with the package; the rest on first use (PEP 562), so
+``import dagwright`` costs no Redis client, worker registry or Celery: a script that only
+builds plans, and every ``dagwright`` command, starts quickly.
 """
 
-from dagwright.client import Client, RunHandle
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from dagwright.errors import (
     BrokerUnavailableError,
     ConfigurationError,
@@ -30,18 +38,47 @@ from dagwright.models import (
     RunState,
     RunStatus,
 )
-from dagwright.plans.builder import PlanBuilder
-from dagwright.plans.files import load_plan
-from dagwright.settings import Settings
-from dagwright.workers import (
-    AgentSpec,
-    NodeContext,
-    function,
-    tool,
-    worker_type,
-)
+
+if TYPE_CHECKING:
+    from dagwright.client import Client, RunHandle
+    from dagwright.plans.builder import PlanBuilder
+    from dagwright.plans.files import load_plan
+    from dagwright.settings import Settings
+    from dagwright.workers import (
+        AgentSpec,
+        NodeContext,
+        function,
+        tool,
+        worker_type,
+    )
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "AgentSpec": "dagwright.workers",
+    "Client": "dagwright.client",
+    "NodeContext": "dagwright.workers",
+    "PlanBuilder": "dagwright.plans.builder",
+    "RunHandle": "dagwright.client",
+    "Settings": "dagwright.settings",
+    "function": "dagwright.workers",
+    "load_plan": "dagwright.plans.files",
+    "tool": "dagwright.workers",
+    "worker_type": "dagwright.workers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dagwright' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AgentSpec",

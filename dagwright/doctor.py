@@ -32,7 +32,6 @@ from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.choice import candidate_names, probe
 from dagwright.schedules.store import schedule_store
 from dagwright.settings import Settings
-from dagwright.tasks import CeleryBroker, build_app
 from dagwright.workers import WorkerRegistry
 
 PROBE_TIMEOUT_S = 3.0
@@ -195,6 +194,8 @@ def check_broker(url: str | None) -> Check:
 
 
 def state_checks_at(settings: Settings, url: str, *, broker_ok: bool) -> list[Check]:
+    from dagwright.tasks import CeleryBroker, build_app  # Celery, only to check the broker
+
     runtime = Runtime.from_settings(settings.model_copy(update={"redis_url": url}))
     broker = CeleryBroker(build_app(runtime.settings)) if broker_ok else None
     return state_checks(runtime, broker)

@@ -49,11 +49,11 @@ def gated_plan(timeout_s: float | None = None) -> Plan:
 
 def waiting_for(client: Client, run_id: str, node: str = "deploy") -> Any:
     wait_until(
-        lambda: any(a.node == node for a in client.approvals(run_id)),
+        lambda: any(a.node == node for a in client.approvals.list(run_id)),
         timeout=30,
         what=f"{run_id}/{node} waiting for approval",
     )
-    [approval] = [a for a in client.approvals(run_id) if a.node == node]
+    [approval] = [a for a in client.approvals.list(run_id) if a.node == node]
     return approval
 
 
@@ -108,13 +108,13 @@ def test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited
         ("deploy", "approval_requested", "", ""),
         ("deploy", "approved", "alice", "ship the fixed build"),
     ]
-    assert client.approvals() == []
+    assert client.approvals.list() == []
 
 
 def test_a_rejected_node_fails_into_the_dlq_and_blocks_its_dependents(client: Client) -> None:
     run = client.submit(gated_plan())
     waiting_for(client, run.run_id)
-    decided = client.reject(run.run_id, "deploy", comment="not on a Friday", by="bob")
+    decided = client.approvals.reject(run.run_id, "deploy", comment="not on a Friday", by="bob")
     assert decided.status.value == "rejected"
     state = run.wait(timeout=30)
     assert state.status == RunStatus.FAILED
@@ -123,7 +123,7 @@ def test_a_rejected_node_fails_into_the_dlq_and_blocks_its_dependents(client: Cl
     assert error.message == "function was rejected by bob: not on a Friday"
     assert state.nodes["deploy"].attempts == 1  # not retried: a person said no
     assert state.nodes["announce"].status == NodeStatus.BLOCKED
-    [letter] = client.dlq_list(run_id=run.run_id)
+    [letter] = client.dlq.list(run_id=run.run_id)
     assert letter.classification.value == "policy"
 
 
@@ -179,7 +179,7 @@ def test_an_agent_tool_call_waits_for_approval_and_runs_with_edited_arguments(
     assert approval.reasoning == "I will save the draft."
     assert len(fake_llm.requests) == 1
 
-    client.approve(run.run_id, "keep", args={"path": "notes.md", "content": "final"})
+    client.approvals.approve(run.run_id, "keep", args={"path": "notes.md", "content": "final"})
     state = run.wait(timeout=30)
     assert state.status == RunStatus.SUCCEEDED and state.result == "Saved."
     workspace = client.runtime.keys.run_key(run.run_id, "workspace")
@@ -197,7 +197,7 @@ def test_a_rejected_tool_call_is_reported_to_the_agent(
     gatekeeper_script(fake_llm, "Understood, nothing saved.")
     run = gatekeeper_run(client)
     waiting_for(client, run.run_id, "keep")
-    client.reject(run.run_id, "keep", comment="no writes during the freeze", by="carol")
+    client.approvals.reject(run.run_id, "keep", comment="no writes during the freeze", by="carol")
     state = run.wait(timeout=30)
     assert state.status == RunStatus.SUCCEEDED
     tool_result = fake_llm.requests[1].body["messages"][-1]["content"][0]
@@ -214,11 +214,11 @@ def test_a_cancelled_run_leaves_no_approval_to_decide(client: Client) -> None:
     state = client.cancel(run.run_id)
     assert state.nodes["deploy"].status == NodeStatus.CANCELLED
     assert state.counts.waiting_approval == 0
-    assert client.approvals() == []
+    assert client.approvals.list() == []
     with pytest.raises(
         ApprovalError, match="no longer waiting for an approval: the run is cancelled"
     ):
-        client.approve(run.run_id, "deploy")
+        client.approvals.approve(run.run_id, "deploy")
 
 
 @pytest.mark.subprocess
@@ -241,5 +241,5 @@ def test_deciding_what_does_not_wait_is_one_clear_input_error(
     assert result.returncode == 2
     assert "may edit params, instruction, code; not 'retry'" in one_error_line(result)
 
-    assert client.approvals(run.run_id)  # still waiting: nothing was decided
+    assert client.approvals.list(run.run_id)  # still waiting: nothing was decided
     client.cancel(run.run_id)

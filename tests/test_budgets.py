@@ -333,7 +333,7 @@ def assert_refused_for_budget(client: Client, run_id: str, node: str) -> str:
     assert state.status == RunStatus.FAILED and failed.status == "failed"
     assert failed.error is not None and failed.error.error_class == "BudgetExceededError"
     assert failed.attempts == 1  # permanent: not retried
-    [letter] = client.dlq_list(run_id=run_id)
+    [letter] = client.dlq.list(run_id=run_id)
     assert letter.classification == Classification.BUDGET and letter.node_id == node
     assert reserved(client.runtime, run_id) == {}  # nothing left held
     return failed.error.message
@@ -359,11 +359,11 @@ def test_a_run_over_its_token_budget_stops_before_the_call_that_would_exceed_it(
     assert state.usage.total_tokens == 3500 <= 8000
     assert state.budget == Budget(max_total_tokens=8000)
     # A replay under the same budget is told it will stop again, and it does, for free.
-    [letter] = client.dlq_list(run_id=handle.run_id)
-    replayed = client.dlq_replay(letter.id)
+    [letter] = client.dlq.list(run_id=handle.run_id)
+    replayed = client.dlq.replay(letter.id)
     assert replayed.replayed and "its budget is unchanged" in replayed.warning
     assert handle.wait(timeout=60).status == RunStatus.FAILED
-    assert len(fake_llm.requests) == 1 and len(client.dlq_list(run_id=handle.run_id)) == 2
+    assert len(fake_llm.requests) == 1 and len(client.dlq.list(run_id=handle.run_id)) == 2
 
 
 @pytest.mark.usefixtures("worker")

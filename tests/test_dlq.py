@@ -153,7 +153,7 @@ def test_deliveries_count_claims_until_an_outcome_is_recorded(runtime: Runtime) 
 
 
 def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:
-    from dagwright.client import dlq_filter
+    from dagwright.client.dead_letters import dlq_filter
 
     run_one = chain_failed_at_b(runtime)
     run_two, _ = start(runtime, [{"id": "x"}])

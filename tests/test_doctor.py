@@ -216,7 +216,7 @@ def test_active_schedules_without_a_beat_warn_and_a_running_beat_is_seen(
 ) -> None:
     env = cli_env(subprocess_settings, tmp_path / "data")
     client = Client(subprocess_settings)
-    client.add_schedule(
+    client.schedules.add(
         "hourly",
         every_s=3600,
         plan={"nodes": [{"id": "a", "type": "function", "function": "noop"}]},

@@ -66,7 +66,7 @@ def test_failing_code_fails_the_node_for_good_with_the_end_of_its_traceback(
     assert "exited with 1" in node.error.message
     assert "ValueError: the data is bad" in node.error.message
     assert 'File "<code>", line 2' in node.error.message
-    [letter] = client.dlq_list(run_id=run.run_id)
+    [letter] = client.dlq.list(run_id=run.run_id)
     assert letter.classification == "permanent"
 
 

@@ -263,7 +263,7 @@ def test_a_poison_message_is_dead_lettered_after_max_deliveries(
     state = run.wait(timeout=60)
     assert state.status == RunStatus.FAILED, workers.log_tails()
     assert state.nodes["fine"].status.value == "succeeded"
-    [letter] = client.dlq_list(run_id=run.run_id)
+    [letter] = client.dlq.list(run_id=run.run_id)
     assert letter.classification == "poison" and letter.error_class == "PoisonMessageError"
     runs_of_poison = client.runtime.client.hget(executions_key(run.run_id), "poison")
     assert runs_of_poison == "2"  # two deliveries ran it; the third was refused

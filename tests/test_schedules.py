@@ -29,7 +29,7 @@ SLEEP = {
 
 def started(client: Client, name: str) -> list[Fire]:
     """The fires that started a run, oldest first."""
-    fires = client.get_schedule(name, history=100).history
+    fires = client.schedules.get(name, history=100).history
     return [fire for fire in reversed(fires) if fire.outcome == "started"]
 
 
@@ -51,7 +51,7 @@ def test_an_interval_schedule_fires_on_time_pauses_and_resumes(
     workers.start(subprocess_settings)
     workers.start_beat(subprocess_settings)
     client = Client(subprocess_settings)
-    client.add_schedule("every-two", every_s=2, plan=NOOP)
+    client.schedules.add("every-two", every_s=2, plan=NOOP)
 
     fires = wait_for_fires(client, "every-two", 3)
     gaps = [b - a for a, b in zip(ticks(fires), ticks(fires)[1:], strict=False)]
@@ -60,14 +60,14 @@ def test_an_interval_schedule_fires_on_time_pauses_and_resumes(
     for fire in fires:
         assert client.wait(fire.run_id, timeout=30).status.value == "succeeded"
 
-    client.pause_schedule("every-two")
+    client.schedules.pause("every-two")
     paused_at = len(started(client, "every-two"))
     time.sleep(5)  # proving nothing fires for two periods (a sleep is the test here)
     assert len(started(client, "every-two")) <= paused_at + 1  # one may have been in flight
-    assert client.get_schedule("every-two").next_fire_at is None
+    assert client.schedules.get("every-two").next_fire_at is None
 
     settled = len(started(client, "every-two"))
-    client.resume_schedule("every-two")
+    client.schedules.resume("every-two")
     wait_for_fires(client, "every-two", settled + 1, timeout=15)
 
 
@@ -77,14 +77,14 @@ def test_overlap_skip_starts_no_second_run_while_one_runs(
     workers.start(subprocess_settings)
     workers.start_beat(subprocess_settings)
     client = Client(subprocess_settings)
-    client.add_schedule("slow", every_s=1, plan=SLEEP)  # a 4 s run, a tick a second
+    client.schedules.add("slow", every_s=1, plan=SLEEP)  # a 4 s run, a tick a second
     wait_until(
-        lambda: sum(f.outcome == "skipped" for f in client.get_schedule("slow").history) >= 3,
+        lambda: sum(f.outcome == "skipped" for f in client.schedules.get("slow").history) >= 3,
         timeout=30,
         what="ticks skipped while the first run runs",
     )
-    client.pause_schedule("slow")
-    fires = client.get_schedule("slow", history=100).history
+    client.schedules.pause("slow")
+    fires = client.schedules.get("slow", history=100).history
     skipped = [f for f in fires if f.outcome == "skipped"]
     assert all("still running" in f.reason for f in skipped), skipped
     runs = [client.status(f.run_id) for f in reversed(fires) if f.run_id]
@@ -99,7 +99,7 @@ def test_a_killed_beat_is_replaced_and_no_tick_fires_twice(
     workers.start(subprocess_settings)
     first = workers.start_beat(subprocess_settings)
     client = Client(subprocess_settings)
-    client.add_schedule("failover", every_s=1, plan=NOOP)
+    client.schedules.add("failover", every_s=1, plan=NOOP)
     wait_for_fires(client, "failover", 2)
     standby = workers.start_beat(subprocess_settings)  # a standby: blocks on the beat lock
     wait_until(
@@ -134,7 +134,7 @@ def test_an_invalid_schedule_is_refused_with_one_clear_line(
         assert result.returncode == 2 and message in one_error_line(result), result.stderr
     assert json_out(dagwright("schedule", "list", "--json", env=env)) == []
     with pytest.raises(ScheduleError, match="no schedule 'ghost'"):
-        Client(settings).get_schedule("ghost")
+        Client(settings).schedules.get("ghost")
 
 
 @pytest.mark.subprocess
@@ -193,11 +193,11 @@ def test_schedules_survive_a_valkey_restart(
         workers.start(settings)
         workers.start_beat(settings)
         client = Client(settings)
-        client.add_schedule("durable", every_s=1, plan=NOOP)
+        client.schedules.add("durable", every_s=1, plan=NOOP)
         wait_for_fires(client, "durable", 2)
         valkey.restart()
         client = Client(settings)
-        assert [info.schedule.name for info in client.list_schedules()] == ["durable"]
+        assert [info.schedule.name for info in client.schedules.list()] == ["durable"]
         count = len(started(client, "durable"))
         wait_for_fires(client, "durable", count + 2, timeout=60)
         assert all(process.process.poll() is None for process in workers)  # beat too
@@ -313,11 +313,11 @@ def test_a_scheduled_writer_proposes_a_follow_up_run(
     )
     client = Client(settings)
     plan = {"nodes": [{"id": "report", "type": "writer", "instruction": "Write the report."}]}
-    client.add_schedule("reports", every_s=3600, plan=plan, max_followups=1)
-    fire = client.run_schedule_now("reports")
+    client.schedules.add("reports", every_s=3600, plan=plan, max_followups=1)
+    fire = client.schedules.run_now("reports")
     assert client.wait(fire.run_id, timeout=60).result == "Report written."
     [followup] = [
-        f for f in client.get_schedule("reports").history if f.tick.startswith("followup")
+        f for f in client.schedules.get("reports").history if f.tick.startswith("followup")
     ]
     assert client.status(followup.run_id).goal == "Re-check the outage tomorrow"
     client.cancel(followup.run_id)  # its planner has no script here

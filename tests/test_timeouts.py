@@ -37,7 +37,7 @@ def test_a_node_waiting_on_ctx_sleep_times_out_in_the_threads_pool(
     assert node.error is not None and node.error.error_class == "NodeTimeoutError"
     assert node.started_at and node.finished_at
     assert 1.5 <= (node.finished_at - node.started_at).total_seconds() < 3.5
-    [letter] = client.dlq_list(run_id=run.run_id)
+    [letter] = client.dlq.list(run_id=run.run_id)
     assert letter.classification == "timeout"
 
 
@@ -135,15 +135,15 @@ def test_a_stopped_run_is_not_reopened_by_a_replay(client: Client, worker: objec
     timed_out = client.submit(plan.build(), timeout_s=2)
     cancelled = client.submit(plan.build())
     for run in (timed_out, cancelled):
-        wait_until(lambda run=run: client.dlq_list(run_id=run.run_id), what="a dead letter")
+        wait_until(lambda run=run: client.dlq.list(run_id=run.run_id), what="a dead letter")
     cancelled.cancel()
     timed_out.wait(timeout=30)
-    [letter] = client.dlq_list(run_id=timed_out.run_id)
+    [letter] = client.dlq.list(run_id=timed_out.run_id)
     with pytest.raises(DeadLetterError, match=r"its run was stopped \(timed out after 2s"):
-        client.dlq_replay(letter.id)
-    [letter] = client.dlq_list(run_id=cancelled.run_id)
+        client.dlq.replay(letter.id)
+    [letter] = client.dlq.list(run_id=cancelled.run_id)
     with pytest.raises(DeadLetterError, match="its run was cancelled"):
-        client.dlq_replay(letter.id)
+        client.dlq.replay(letter.id)
     for run in (timed_out, cancelled):
         assert client.status(run.run_id).nodes["slow"].status == "cancelled"
 

@@ -13,7 +13,6 @@ from rich.table import Table
 from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.models import Approval
-from dagwright.orchestrator.control.approvals import parse_edited_args
 
 app = typer.Typer(
     help="Requests for a person's approval: nodes and tool calls waiting for a decision.",
@@ -42,7 +41,7 @@ def list_approvals(
     imports: ImportOption = None,
 ) -> None:
     """Requests waiting for a decision, oldest first."""
-    approvals = client_from(imports).approvals(run_id)
+    approvals = client_from(imports).approvals.list(run_id)
     if json_output:
         print_json([approval_json(approval) for approval in approvals])
         return
@@ -70,8 +69,12 @@ def approve(
     imports: ImportOption = None,
 ) -> None:
     """Approve a waiting node or tool call: it goes on (with --args if given)."""
+    from dagwright.orchestrator.control.approvals import parse_edited_args
+
     edited = parse_edited_args(args)
-    approval = client_from(imports).approve(run_id, node_id, comment=comment, args=edited, by=by)
+    approval = client_from(imports).approvals.approve(
+        run_id, node_id, comment=comment, args=edited, by=by
+    )
     report_decision(approval, json_output)
 
 
@@ -84,7 +87,7 @@ def reject(
     imports: ImportOption = None,
 ) -> None:
     """Reject a waiting node (it fails) or tool call (the agent is told, and goes on)."""
-    approval = client_from(imports).reject(run_id, node_id, comment=comment, by=by)
+    approval = client_from(imports).approvals.reject(run_id, node_id, comment=comment, by=by)
     report_decision(approval, json_output)
 
 

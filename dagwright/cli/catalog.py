@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from dagwright.cli.options import ImportOption, JsonOption, settings_from
 from dagwright.cli.output import print_json, stdout
-from dagwright.registry import build_registry
 from dagwright.settings import Settings
-from dagwright.workers import WorkerType
+
+if TYPE_CHECKING:
+    from dagwright.workers import WorkerType
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +35,8 @@ def fake_llm(
 
 def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:
     """List every registered worker type: kind, queue, model and tools."""
+    from dagwright.registry import build_registry
+
     settings = settings_from(imports)
     rows = [describe(worker_type, settings) for worker_type in build_registry(settings).types()]
     if json_output:

@@ -64,7 +64,7 @@ def list_letters(
     imports: ImportOption = None,
 ) -> None:
     """List dead letters, newest first."""
-    letters = client_from(imports).dlq_list(
+    letters = client_from(imports).dlq.list(
         run_id=run_id,
         worker_type=worker_type,
         classification=classification,
@@ -83,7 +83,7 @@ def list_letters(
 @app.command("show")
 def show(entry_id: str, json_output: JsonOption = False, imports: ImportOption = None) -> None:
     """Everything a dead letter holds: the node's spec, the error and its traceback."""
-    letter = client_from(imports).dlq_get(entry_id)
+    letter = client_from(imports).dlq.get(entry_id)
     if json_output:
         print_json(letter_json(letter, full=True))
         return
@@ -115,9 +115,9 @@ def replay(
     )
     client = client_from(imports)
     if entry_id is not None:
-        results = [client.dlq_replay(entry_id, fresh=fresh)]
+        results = [client.dlq.replay(entry_id, fresh=fresh)]
     else:
-        results = client.dlq_replay_all(**where, fresh=fresh)
+        results = client.dlq.replay_all(**where, fresh=fresh)
     report_replays(results, json_output)
     if any(not result.replayed for result in results):
         raise typer.Exit(ExitCode.RUN_FAILED)
@@ -146,10 +146,10 @@ def purge(
         raise InputError("purging several dead letters cannot be undone: add --yes")
     client = client_from(imports)
     if entry_id is not None:
-        client.dlq_purge(entry_id)
+        client.dlq.purge(entry_id)
         purged = 1
     else:
-        purged = client.dlq_purge_all(**where)
+        purged = client.dlq.purge_all(**where)
     if json_output:
         print_json({"purged": purged})
     else:
@@ -159,7 +159,7 @@ def purge(
 @app.command("stats")
 def stats(json_output: JsonOption = False, imports: ImportOption = None) -> None:
     """How many dead letters there are, by status, classification and worker type."""
-    found = client_from(imports).dlq_stats()
+    found = client_from(imports).dlq.stats()
     if json_output:
         print_json(found.model_dump(mode="json"))
         return

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.markup import escape
 
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, settings_from
 from dagwright.cli.output import print_json, stderr, stdout
-from dagwright.doctor import Check, Status, diagnose, healthy, plural
 
-MARKS = {
-    Status.OK: "[green]✔[/]",
-    Status.WARN: "[yellow]![/]",
-    Status.FAIL: "[red]✘[/]",
-    Status.SKIP: "[dim]-[/]",
+if TYPE_CHECKING:
+    from dagwright.doctor import Check
+
+MARKS = {  # by Status (a StrEnum of dagwright.doctor, imported when the checks run)
+    "ok": "[green]✔[/]",
+    "warn": "[yellow]![/]",
+    "fail": "[red]✘[/]",
+    "skip": "[dim]-[/]",
 }
 
 
@@ -28,6 +32,8 @@ def doctor(json_output: JsonOption = False, imports: ImportOption = None) -> Non
 
     Exit 0 when nothing fails (warnings allowed), 1 when a check fails.
     """
+    from dagwright.doctor import diagnose, healthy
+
     settings = settings_from(imports)
     checks = diagnose(settings)
     ok = healthy(checks)
@@ -40,6 +46,8 @@ def doctor(json_output: JsonOption = False, imports: ImportOption = None) -> Non
 
 def print_checks(checks: list[Check]) -> None:
     """A line per check on stdout, its hint below it, and a one-line verdict on stderr."""
+    from dagwright.doctor import Status
+
     width = max(len(check.name) for check in checks)
     for check in checks:
         stdout.print(
@@ -51,6 +59,8 @@ def print_checks(checks: list[Check]) -> None:
 
 
 def verdict(checks: list[Check]) -> str:
+    from dagwright.doctor import Status, plural
+
     failed = sum(check.status == Status.FAIL for check in checks)
     warned = sum(check.status == Status.WARN for check in checks)
     if not failed and not warned:

@@ -11,7 +11,6 @@ from dagwright.cli.options import settings_from
 from dagwright.cli.output import stderr
 from dagwright.connection import redact_url, require_redis_url
 from dagwright.errors import ConfigurationError
-from dagwright.tasks.flower import run_flower
 
 ALL_INTERFACES = ("", "0.0.0.0", "::")
 
@@ -55,6 +54,8 @@ def flower(
         + "; Ctrl-C stops it",
         soft_wrap=True,
     )
+    from dagwright.tasks.flower import run_flower  # Celery and Flower
+
     code = run_flower(settings, port=port, address=address, url_prefix=url_prefix, basic_auth=login)
     raise typer.Exit(code)
 

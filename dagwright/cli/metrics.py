@@ -10,7 +10,7 @@ import typer
 from dagwright.cli.exits import interrupt_on_sigterm
 from dagwright.cli.options import ImportOption, settings_from
 from dagwright.cli.output import stderr
-from dagwright.metrics.server import DEFAULT_PORT, bind_metrics_server
+from dagwright.metrics import DEFAULT_PORT
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +42,8 @@ def metrics_server(
     sandbox executions and live workers, all read from Redis at each scrape. Workers
     serve the same metrics when DAGWRIGHT_METRICS_PORT is set."""
     settings = settings_from(imports)
+    from dagwright.metrics.server import bind_metrics_server  # prometheus_client
+
     server = bind_metrics_server(settings, host=host, port=port)
     interrupt_on_sigterm()
     server.start()

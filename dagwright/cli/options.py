@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from dagwright.client import Client
 from dagwright.errors import ConfigurationError
 from dagwright.models import Budget
 from dagwright.settings import Settings
+
+if TYPE_CHECKING:
+    from dagwright.client import Client
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text.")]
 ImportOption = Annotated[
@@ -47,6 +49,8 @@ def settings_from(imports: list[str] | None, **flags: Any) -> Settings:
 
 def client_from(imports: list[str] | None) -> Client:
     """A client with the settings of the environment, the config file and ``--import``."""
+    from dagwright.client import Client  # the commands that need no client start faster
+
     return Client(settings_from(imports))
 
 

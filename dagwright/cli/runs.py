@@ -38,15 +38,15 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.client import Client, GoalOptions, RunHandle, result_of
+from dagwright.client import Client, RunHandle, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
 from dagwright.orchestrator.control.submission import check_plan, run_timeout
+from dagwright.planning.goals import GoalOptions
 from dagwright.plans.files import load_plan
 from dagwright.plans.validation import PlanGraph
-from dagwright.registry import build_registry
 from dagwright.settings import Settings
 
 TimeoutOption = Annotated[
@@ -115,7 +115,14 @@ def run(
     """
     settings = settings_from(imports)
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
-    goal_options = GoalOptions(context, worker_types, max_nodes, max_depth, replan, budget)
+    goal_options = GoalOptions(
+        context=context,
+        worker_types=worker_types,
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        replan=replan,
+        budget=budget,
+    )
     submission = submission_for(  # checked now
         target, settings, goal_options, idempotency_key, max_concurrent, run_timeout_s
     )
@@ -194,6 +201,8 @@ FLAGS = {
 
 def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
     """Load and validate a plan file; problems name the file."""
+    from dagwright.registry import build_registry
+
     plan = load_plan(plan_file)
     try:
         return check_plan(plan, settings, build_registry(settings))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -21,11 +21,13 @@ from dagwright.cli.options import (
     client_from,
 )
 from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.client import ScheduleInfo
 from dagwright.errors import InputError
 from dagwright.plans.files import load_plan
 from dagwright.schedules.definition import Schedule
 from dagwright.schedules.store import Fire
+
+if TYPE_CHECKING:
+    from dagwright.client import ScheduleInfo
 
 app = typer.Typer(
     help="Schedules: goals or plans started on a cron expression or an interval, by beat.",
@@ -89,7 +91,7 @@ def add(
     `dagwright up`) runs."""
     if (goal is None) == (plan_file is None):
         raise InputError("give either a goal or --plan FILE")
-    schedule = client_from(imports).add_schedule(
+    schedule = client_from(imports).schedules.add(
         name,
         cron=cron,
         every_s=every,
@@ -113,7 +115,7 @@ def add(
 @app.command("list")
 def list_schedules(json_output: JsonOption = False, imports: ImportOption = None) -> None:
     """Every schedule: when it fires next, its last run and that run's status."""
-    infos = client_from(imports).list_schedules()
+    infos = client_from(imports).schedules.list()
     if json_output:
         print_json([info.to_json() for info in infos])
         return
@@ -131,7 +133,7 @@ def show(
     imports: ImportOption = None,
 ) -> None:
     """One schedule, with the history of its fires."""
-    info = client_from(imports).get_schedule(name, history=history)
+    info = client_from(imports).schedules.get(name, history=history)
     if json_output:
         print_json(info.to_json())
         return
@@ -141,21 +143,21 @@ def show(
 @app.command("pause")
 def pause(name: NameArgument, imports: ImportOption = None) -> None:
     """Stop firing until resumed."""
-    client_from(imports).pause_schedule(name)
+    client_from(imports).schedules.pause(name)
     stderr.print(f"schedule {name} paused")
 
 
 @app.command("resume")
 def resume(name: NameArgument, imports: ImportOption = None) -> None:
     """Fire again from the next tick."""
-    client_from(imports).resume_schedule(name)
+    client_from(imports).schedules.resume(name)
     stderr.print(f"schedule {name} resumed")
 
 
 @app.command("remove")
 def remove(name: NameArgument, imports: ImportOption = None) -> None:
     """Delete a schedule and its history (its runs stay)."""
-    client_from(imports).remove_schedule(name)
+    client_from(imports).schedules.remove(name)
     stderr.print(f"schedule {name} removed")
 
 
@@ -164,7 +166,7 @@ def run_now(
     name: NameArgument, json_output: JsonOption = False, imports: ImportOption = None
 ) -> None:
     """Fire the schedule once now, even if paused (its overlap policy applies)."""
-    fire = client_from(imports).run_schedule_now(name)
+    fire = client_from(imports).schedules.run_now(name)
     if json_output:
         print_json(fire.to_json())
         return

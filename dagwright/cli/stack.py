@@ -17,10 +17,9 @@ from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE
-from dagwright.metrics.server import bind_metrics_server
-from dagwright.registry import build_registry
-from dagwright.tasks import queues_for, run_beat, run_worker
-from dagwright.tasks.reconciler_service import run_reconciler
+
+# Celery (dagwright.tasks) and prometheus_client are imported by the commands that run
+# them, so that every other command starts without them.
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -63,6 +62,10 @@ def worker(
     imports: ImportOption = None,
 ) -> None:
     """Run a worker for some or all worker types, each on its own queue (`dw.<type>`)."""
+    from dagwright.metrics.server import bind_metrics_server
+    from dagwright.registry import build_registry
+    from dagwright.tasks import queues_for, run_worker
+
     settings = settings_from(imports)
     queues = queues_for(worker_types, build_registry(settings))
     if ORCHESTRATOR_QUEUE not in queues:  # goals and schedules need one somewhere
@@ -97,6 +100,8 @@ def beat(
 ) -> None:
     """Run the scheduler that fires the schedules. Start two for failover: one fires,
     the other takes over within DAGWRIGHT_BEAT_LOCK_TIMEOUT_S if it dies."""
+    from dagwright.tasks import run_beat
+
     settings = settings_from(imports)
     raise typer.Exit(run_beat(settings, loglevel=loglevel.upper()))
 
@@ -109,6 +114,8 @@ def reconciler(
     it re-queues nodes of dead workers and lost messages, and stops runs past their
     timeout. One is active at a time (a lock in Redis); start two for failover. SIGTERM
     or Ctrl-C stops it cleanly."""
+    from dagwright.tasks.reconciler_service import run_reconciler
+
     settings = settings_from(imports)
     try:
         logging.getLogger("dagwright").setLevel(loglevel.upper())
@@ -141,6 +148,9 @@ def up(
     """Run the local stack in the foreground until Ctrl-C: an embedded Valkey and a
     worker for every queue, reconciler included. Other dagwright commands on this machine
     find it by themselves."""
+    from dagwright.registry import build_registry
+    from dagwright.tasks import queues_for
+
     settings = settings_from(imports)
     if settings.redis_url:
         raise ConfigurationError(

@@ -32,8 +32,6 @@ from dagwright.cli.traceviews import trace_gantt, trace_tree
 from dagwright.errors import InputError
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.timeline import chart
-from dagwright.telemetry.timeline_png import write_png
-from dagwright.telemetry.timeline_svg import write_svg
 
 
 class TraceFormat(enum.StrEnum):
@@ -94,6 +92,9 @@ def check_writable(path: Path) -> None:
 
 
 def write_image(run_trace: Trace, output_format: TraceFormat, path: Path) -> None:
+    from dagwright.telemetry.timeline_png import write_png  # Pillow, for this format only
+    from dagwright.telemetry.timeline_svg import write_svg
+
     layout = chart(run_trace)
     with writing(path):
         if output_format == TraceFormat.PNG:

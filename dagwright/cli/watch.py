@@ -10,7 +10,7 @@ redraw.
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,8 +20,10 @@ from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, client_from
 from dagwright.cli.output import stderr
 from dagwright.cli.runview import RunView
-from dagwright.client import Client
 from dagwright.models import RunState, RunStatus
+
+if TYPE_CHECKING:
+    from dagwright.client import Client
 
 REDRAWS_PER_S = 2  # a redraw of a full screen of rows costs rich some 40 ms
 MIN_REFRESH_S = 0.25  # shortest time between two reads of the run

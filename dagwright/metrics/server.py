@@ -24,12 +24,11 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from dagwright.connection import require_redis_url
 from dagwright.errors import ConfigurationError
+from dagwright.metrics import DEFAULT_PORT
 from dagwright.metrics.collector import DagwrightCollector
 from dagwright.metrics.readings import MetricsReader
 from dagwright.registry import build_registry
 from dagwright.settings import Settings
-
-DEFAULT_PORT = 9464  # without --port or DAGWRIGHT_METRICS_PORT
 
 
 class QuietHandler(WSGIRequestHandler):

@@ -39,9 +39,9 @@ if TYPE_CHECKING:  # a caller passes it in: the runtime sits above planning
     from dagwright.orchestrator.runtime import Runtime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GoalOptions:
-    """How a goal is to be planned and run (all optional)."""
+    """How a goal is to be planned and run (all optional, by keyword)."""
 
     context: str = ""
     worker_types: list[str] | None = None

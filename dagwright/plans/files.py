@@ -41,6 +41,15 @@ def parse_plan(data: Any, *, source: str | None = None) -> Plan:
         raise PlanError(describe_plan_errors(exc, data), source=source) from exc
 
 
+def coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
+    """A plan as a caller gives it: a Plan, its dict, or the path of a plan file."""
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, dict):
+        return parse_plan(plan)
+    return load_plan(plan)
+
+
 def describe_plan_errors(exc: ValidationError, data: dict[str, Any]) -> list[str]:
     """pydantic errors as sentences naming the node by id, not by list index."""
     return [f"{_location(error['loc'], data)}: {_message(error)}" for error in exc.errors()]

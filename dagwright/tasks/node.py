@@ -12,18 +12,20 @@ from dagwright.orchestrator.execution.attempt import execute_node
 from dagwright.tasks.env import execution_env, reconciler_for
 
 
-def register_tasks(app: DagwrightCelery) -> None:
-    @app.task(name=NODE_EXECUTE_TASK, bind=True, ignore_result=True, shared=False)
-    def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
-        """Run one node of one run, if ``fence`` is still its current fencing token."""
-        env = execution_env(cast(DagwrightCelery, self.app))
-        return execute_node(env, run_id, node_id, int(fence)).value
+def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
+    """Run one node of one run, if ``fence`` is still its current fencing token.
 
-    @app.task(name=PLAN_TASK, bind=True, ignore_result=True, shared=False)
-    def plan(self: Task, run_id: str, node_id: str, fence: int) -> str:
-        """Run a planner node: turn the run's goal (or a failed branch) into nodes."""
-        env = execution_env(cast(DagwrightCelery, self.app))
-        return execute_node(env, run_id, node_id, int(fence)).value
+    A planner node (the run's goal, or a failed branch, turned into nodes) is a node like
+    any other; it has a task name of its own (on the orchestrator's queue) only so that
+    the wire contract names what a message is for.
+    """
+    env = execution_env(cast(DagwrightCelery, self.app))
+    return execute_node(env, run_id, node_id, int(fence)).value
+
+
+def register_tasks(app: DagwrightCelery) -> None:
+    for name in (NODE_EXECUTE_TASK, PLAN_TASK):
+        app.task(name=name, bind=True, ignore_result=True, shared=False)(execute)
 
     @app.task(name=RECONCILE_TASK, bind=True, ignore_result=True, shared=False)
     def reconcile(self: Task) -> dict[str, Any]:

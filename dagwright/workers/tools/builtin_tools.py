@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from dagwright.errors import ToolError
 from dagwright.settings import HttpToolSettings
@@ -19,6 +18,9 @@ from dagwright.workers.tools.run_python import (
     RUN_PYTHON_TIMEOUT_S,
     run_python,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_REDIRECTS = 3
 
@@ -50,6 +52,8 @@ def workspace_list(ctx: NodeContext) -> list[str]:
 
 def http_get(ctx: NodeContext, url: str) -> str:
     """Fetch a web page (HTTP GET) from an allowed domain: its status, type and text."""
+    import httpx  # 70 ms (and rich, via its CLI) that only an agent fetching a page pays
+
     settings = ctx.settings.http_tool
     with httpx.Client(timeout=settings.timeout_s, follow_redirects=False) as client:
         for _ in range(MAX_REDIRECTS + 1):

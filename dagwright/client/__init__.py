@@ -1,0 +1,35 @@
+"""The Python client: submit plans, follow runs, fetch results, cancel.
+
+::
+
+    from dagwright import Client, load_plan
+
+    client = Client()                          # Settings() from DAGWRIGHT_* / dagwright.toml
+    run = client.submit(load_plan("examples/plans/diamond.yaml"))
+    print(run.result(timeout=60))              # waits; raises RunFailedError if it failed
+
+``Client`` holds the runs; ``client.dlq``, ``client.schedules`` and ``client.approvals``
+are sub-clients over the same runtime. ``plan_goal`` plans a goal without Redis or a run.
+
+Rejected: one facade with every domain's methods (``dlq_list``, ``add_schedule``...): 38
+methods in one class, and every caller of one domain read past the other four.
+"""
+
+from dagwright.client.approvals import ApprovalClient
+from dagwright.client.dead_letters import DeadLetterClient
+from dagwright.client.handle import RunHandle, result_of
+from dagwright.client.planning import PlannedGoal, plan_goal
+from dagwright.client.runs import Client
+from dagwright.client.schedules import ScheduleClient, ScheduleInfo
+
+__all__ = [
+    "ApprovalClient",
+    "Client",
+    "DeadLetterClient",
+    "PlannedGoal",
+    "RunHandle",
+    "ScheduleClient",
+    "ScheduleInfo",
+    "plan_goal",
+    "result_of",
+]

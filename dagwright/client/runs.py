@@ -1,0 +1,252 @@
+"""``Client``: submit runs and follow them; its sub-clients hold the other domains.
+
+Celery (the app and its broker) is imported on the first call that publishes a task or
+touches a beat entry, never by reading a run: ``dagwright status`` stays quick to start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dagwright.client.approvals import ApprovalClient
+from dagwright.client.dead_letters import DeadLetterClient
+from dagwright.client.handle import FINAL_RUN_EVENTS, ProgressCallback, RunHandle, result_of
+from dagwright.client.redis_errors import translated
+from dagwright.client.schedules import ScheduleClient
+from dagwright.connection import require_redis_url, translate_redis_errors
+from dagwright.errors import RunNotFinishedError
+from dagwright.models import AuditEntry, Budget, Event, Plan, RunCounts, RunState, RunStatus
+from dagwright.orchestrator.control.cancellation import cancel_run
+from dagwright.orchestrator.control.submission import start_run
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.planning.goals import GoalOptions, requested_budget
+from dagwright.plans.files import coerce_plan
+from dagwright.settings import Settings
+from dagwright.telemetry.run_trace import Trace
+from dagwright.telemetry.trace_reads import read_trace
+
+if TYPE_CHECKING:
+    from dagwright.app import DagwrightCelery
+    from dagwright.orchestrator.broker import Broker
+
+WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
+PROGRESS_INTERVAL_S = 0.25  # how often wait() reports progress when asked to
+SAFETY_WAKE_UP_S = 5.0  # wait() re-reads the status this often even with no news
+
+
+class Client:
+    """Talks to the run-state store and the broker named by ``settings``.
+
+    Runs are its own methods; ``dlq``, ``schedules`` and ``approvals`` are sub-clients
+    sharing its runtime (one Redis connection pool, one Celery app).
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.redis_url = require_redis_url(self.settings)
+
+    @cached_property
+    def runtime(self) -> Runtime:
+        return Runtime.from_settings(self.settings.model_copy(update={"redis_url": self.redis_url}))
+
+    @cached_property
+    def app(self) -> DagwrightCelery:
+        from dagwright.tasks import build_app
+
+        return build_app(self.runtime.settings)
+
+    @cached_property
+    def broker(self) -> Broker:
+        from dagwright.tasks import CeleryBroker
+
+        return CeleryBroker(self.app)
+
+    @cached_property
+    def dlq(self) -> DeadLetterClient:
+        """The dead-letter queue: ``list``, ``get``, ``replay``, ``replay_all``,
+        ``purge``, ``purge_all``, ``stats``."""
+        return DeadLetterClient(self)
+
+    @cached_property
+    def schedules(self) -> ScheduleClient:
+        """Schedules: ``add``, ``list``, ``get``, ``pause``, ``resume``, ``remove``,
+        ``run_now``."""
+        return ScheduleClient(self)
+
+    @cached_property
+    def approvals(self) -> ApprovalClient:
+        """Requests waiting for a person: ``list``, ``approve``, ``reject``."""
+        return ApprovalClient(self)
+
+    @translated
+    def submit(
+        self,
+        plan: Plan | dict[str, Any] | str | Path | None = None,
+        *,
+        goal: str | None = None,
+        context: str = "",
+        worker_types: list[str] | None = None,
+        max_nodes: int | None = None,
+        max_depth: int | None = None,
+        replan: bool | None = None,
+        budget: Budget | dict[str, Any] | None = None,
+        budget_tokens: int | None = None,
+        idempotency_key: str | None = None,
+        max_concurrent_nodes: int | None = None,
+        timeout_s: float | None = None,
+    ) -> RunHandle:
+        """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
+        ``goal``, which the planner first turns into a plan. A repeated submit with the
+        same ``idempotency_key`` (within ``settings.idempotency_ttl_s``) returns the run
+        the first one started.
+
+        A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
+        nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
+        good has its branch re-planned (``settings.replan_max`` times per run).
+        ``budget`` (a Budget or its dict: ``max_input_tokens``, ``max_output_tokens``,
+        ``max_total_tokens``, ``max_cost_usd``) caps what the whole run's LLM calls may
+        spend, overriding a plan's own ``budget`` limit by limit; ``budget_tokens`` is
+        short for ``max_total_tokens``. ``max_concurrent_nodes`` caps how many of its
+        nodes run at once (the others wait in order). ``timeout_s`` (else the plan's
+        ``timeout_s``) is the run's wall-clock limit: past it, the run is stopped and
+        fails. Raises PlanError (with every problem) or InputError before anything is
+        written.
+        """
+        options = GoalOptions(
+            context=context,
+            worker_types=worker_types,
+            max_nodes=max_nodes,
+            max_depth=max_depth,
+            replan=replan,
+            budget=requested_budget(budget, budget_tokens),
+        )
+        run_id = start_run(
+            self.runtime,
+            self.broker,
+            plan=coerce_plan(plan) if plan is not None else None,
+            goal=goal,
+            options=options,
+            idempotency_key=idempotency_key,
+            max_concurrent_nodes=max_concurrent_nodes,
+            timeout_s=timeout_s,
+        )
+        return RunHandle(self, run_id)
+
+    @translated
+    def get_run(self, run_id: str) -> RunHandle:
+        """A handle on an existing run (UnknownRunError if there is none)."""
+        self.runtime.store.run_status(run_id)
+        return RunHandle(self, run_id)
+
+    @translated
+    def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
+        """A snapshot of the run and its nodes (outputs and result too, unless told not to)."""
+        return self.runtime.store.read_state(run_id, include_outputs=include_outputs)
+
+    @translated
+    def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
+        return self.runtime.store.counts(run_id)
+
+    @translated
+    def wait(
+        self,
+        run_id: str,
+        timeout: float | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> RunState:
+        """Block until the run is final (or raise RunNotFinishedError after ``timeout`` s).
+
+        Blocks on the run's ``done`` stream, so waiting costs Redis nothing while the run
+        goes on; with ``on_progress(status, counts)`` it also wakes every
+        ``PROGRESS_INTERVAL_S`` to report.
+        """
+        store = self.runtime.store
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = PROGRESS_INTERVAL_S if on_progress else SAFETY_WAKE_UP_S
+        while True:
+            status, counts = store.counts(run_id)
+            if on_progress is not None:
+                on_progress(status, counts)
+            if status.is_final:
+                return store.read_state(run_id)
+            remaining = interval if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise RunNotFinishedError(
+                    f"run {run_id} is still {status.value} after {timeout:g}s "
+                    f"({counts.done}/{counts.total} nodes done); it keeps running",
+                    run_id=run_id,
+                )
+            store.wait_until_done(run_id, min(remaining, interval))
+
+    def result(self, run_id: str, timeout: float | None = None) -> Any:
+        """Wait for the run and return its result, or raise RunFailedError/RunCancelledError."""
+        return result_of(self.wait(run_id, timeout))
+
+    @translated
+    def events(self, run_id: str, *, follow: bool = True, after: str = "0") -> Iterator[Event]:
+        """The run's events from the start (or after stream id ``after``). With ``follow``,
+        keeps waiting for new ones until the run is final."""
+        self.runtime.store.run_status(run_id)  # UnknownRunError now, not at first next()
+        return self._follow_events(run_id, follow=follow, after=after)
+
+    def _follow_events(self, run_id: str, *, follow: bool, after: str) -> Iterator[Event]:
+        store = self.runtime.store
+        block_ms = int(WAKE_UP_S * 1000) if follow else None
+        cursor = after
+        while True:
+            with translate_redis_errors(self.redis_url):
+                batch = store.read_events(run_id, after=cursor, block_ms=block_ms)
+                over = not batch and (not follow or store.run_status(run_id).is_final)
+            for event in batch:
+                cursor = event.id
+                yield event
+                if event.kind in FINAL_RUN_EVENTS:
+                    return
+            if over:
+                return
+
+    @translated
+    def next_events(
+        self, run_id: str, *, after: str = "$", wait_s: float = WAKE_UP_S
+    ) -> list[Event]:
+        """The run's events after stream id ``after`` (``$``: from now on) in one batch,
+        waiting up to ``wait_s`` for the first: what a live view sleeps on between redraws."""
+        block_ms = max(1, int(wait_s * 1000))
+        return self.runtime.store.read_events(run_id, after=after, block_ms=block_ms)
+
+    @translated
+    def trace(self, run_id: str) -> Trace:
+        """The run's trace: the run, each node attempt, LLM call, tool call, sandbox run,
+        retry and breaker event, as spans (open ones end now). UnknownRunError if there
+        is no such run."""
+        return read_trace(self.runtime.store, run_id)
+
+    @translated
+    def audit(self, run_id: str) -> list[AuditEntry]:
+        """Every tool-policy decision the run's agents met, oldest first."""
+        return self.runtime.store.read_audit(run_id)
+
+    @translated
+    def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:
+        """Cancel a run: no node starts any more, queued messages are revoked, running
+        nodes are told to stop (sandboxed programs are killed) within about a second, and
+        a cancelled run never resumes."""
+        runtime = self.runtime
+        runtime.store.run_status(run_id)
+        cancel_run(runtime, self.broker, run_id, reason)
+        return runtime.store.read_state(run_id)
+
+    @translated
+    def list_runs(self, limit: int = 20) -> list[RunState]:
+        """The most recent runs, newest first, as summaries (no nodes)."""
+        store = self.runtime.store
+        return [
+            store.read_state(run_id, include_nodes=False)
+            for run_id in store.list_runs(limit)
+            if store.exists(run_id)
+        ]
