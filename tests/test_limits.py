@@ -279,6 +279,8 @@ def test_calls_waiting_for_room_go_first_come_first_served(runtime: Runtime) -> 
             timeout=5,
             what=f"{tag} waiting",
         )
+        # A place in line is the millisecond of the first ask: the next caller asks later.
+        wait_for_server_clock_tick(runtime.client)
     for thread in threads:
         thread.join(15)
     assert [tag for tag, _, _ in inner.calls] == ["first", "w1", "w2", "w3"]
