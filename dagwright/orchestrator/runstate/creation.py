@@ -98,13 +98,20 @@ class NewRun:
         return [
             json.dumps(self.fields),
             self.plan_json,
-            json.dumps(self.columns),
+            # Each column as a flat [node, value, ...] list, not an object: a Lua table's
+            # pairs() has no order, and a hash keeps its fields in insertion order, which
+            # is the order a run's nodes are read back in (the plan's).
+            json.dumps({name: _flat(column) for name, column in self.columns.items()}),
             json.dumps(self.roots),
         ]
 
     def ready(self, run_id: str) -> list[ReadyNode]:
         """The roots, queued under fence 1, to publish."""
         return [ReadyNode(run_id, root, 1, self.dispatch[root]) for root in self.roots]
+
+
+def _flat(column: dict[str, str]) -> list[str]:
+    return [item for pair in column.items() for item in pair]
 
 
 def _columns(graph: PlanGraph, dispatch: dict[str, Dispatch]) -> dict[str, dict[str, str]]:

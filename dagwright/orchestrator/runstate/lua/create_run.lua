@@ -6,7 +6,8 @@
 --       queued, outbox, events (the run's, see keys.RUN_KEY_NAMES), run index, active
 --       runs, and the idempotency key if there is one.
 -- ARGV: events stream cap, run id, the run hash's fields (JSON object of strings), the
---       plan (JSON), the per-node columns (JSON object: column -> {node -> string}), the
+--       plan (JSON), the per-node columns (JSON object: column -> [node, value, ...] in
+--       the plan's order, kept as the hashes' field order), the
 --       roots (JSON list), then the key's TTL in seconds and its stale holder (or '').
 -- Reply: {'owner', run}: the new run's id, or the run the key already names (then nothing
 -- is written).
@@ -27,18 +28,21 @@ local clock = redis.call('TIME')
 local NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local CHUNK = 500  -- pairs per command: unpack() is bounded by Lua's C stack
 
--- HSET a whole mapping, a chunk of fields at a time.
-local function hset_all(key, mapping)
-  local args = {}
-  for field, value in pairs(mapping) do
-    args[#args + 1] = field
-    args[#args + 1] = value
-    if #args >= 2 * CHUNK then
-      redis.call('HSET', key, unpack(args))
-      args = {}
-    end
+-- HSET a flat {field, value, field, value...} list in its order, a chunk at a time.
+local function hset_pairs(key, flat)
+  for first = 1, #flat, 2 * CHUNK do
+    redis.call('HSET', key, unpack(flat, first, math.min(first + 2 * CHUNK - 1, #flat)))
   end
-  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+end
+
+-- HSET a whole mapping whose field order does not matter (the run hash).
+local function hset_all(key, mapping)
+  local flat = {}
+  for field, value in pairs(mapping) do
+    flat[#flat + 1] = field
+    flat[#flat + 1] = value
+  end
+  hset_pairs(key, flat)
 end
 
 -- ZADD every member of `members` with the score NOW, a chunk at a time.
@@ -67,14 +71,14 @@ run.created_at = NOW
 hset_all(K.run, run)
 redis.call('SET', K.plan, ARGV[4])
 emit('run.submitted', 'nodes', run.total)
-for name, mapping in pairs(columns) do hset_all(K[name], mapping) end
+for name, flat in pairs(columns) do hset_pairs(K[name], flat) end
 local queued, fenced = {}, {}
 for _, root in ipairs(roots) do
-  queued[root] = 'queued'
-  fenced[root] = 1
+  queued[#queued + 1], queued[#queued + 2] = root, 'queued'
+  fenced[#fenced + 1], fenced[#fenced + 2] = root, 1
 end
-hset_all(K.state, queued)
-hset_all(K.fence, fenced)
+hset_pairs(K.state, queued)
+hset_pairs(K.fence, fenced)
 zadd_now(K.queued, roots)
 zadd_now(K.outbox, roots)
 for _, root in ipairs(roots) do emit('node.queued', 'node', root, 'fence', '1') end
