@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -11,12 +13,13 @@ from dagwright.keys import Keys
 from dagwright.models import Node
 from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
-from dagwright.registry import build_registry
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Counters
 from dagwright.telemetry.otlp import exporting
-from dagwright.workers import WorkerRegistry
+
+if TYPE_CHECKING:
+    from dagwright.workers import WorkerRegistry
 
 
 @dataclass(frozen=True)
@@ -27,15 +30,27 @@ class Runtime:
     keys: Keys
     store: RunStore
     machine: RunStateMachine
-    registry: WorkerRegistry
     breakers: Breakers
     counters: Counters
+    given_registry: WorkerRegistry | None = field(default=None, repr=False)
+    """The process's registry if it has built one already; else ``registry`` builds one."""
+
+    @cached_property
+    def registry(self) -> WorkerRegistry:
+        """The worker types, built from the settings on first use: building imports the
+        user's modules, scans entry points and loads the agent loop, which the read-only
+        commands (``status``, ``events``, ``dlq list``) never need. Cached, so a process
+        that uses it builds it once."""
+        if self.given_registry is not None:
+            return self.given_registry
+        from dagwright.registry import build_registry
+
+        return build_registry(self.settings)
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
         """``registry``: the process's, if it has built one already; else one is built
-        from ``settings`` (``build_registry``)."""
-        registry = registry or build_registry(settings)
+        from ``settings`` (``build_registry``) when first used."""
         url = require_redis_url(settings)
         client = connect(url)
         keys = Keys(settings.key_prefix)
@@ -52,7 +67,7 @@ class Runtime:
                 retention_s=settings.retention_s,
                 dlq_retention_s=settings.dlq_retention_s,
             ),
-            registry=registry,
+            given_registry=registry,
             breakers=Breakers(
                 connect(url, decode_responses=False),
                 keys,
