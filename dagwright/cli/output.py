@@ -34,7 +34,6 @@ from dagwright.models import (
     Usage,
 )
 from dagwright.plans.validation import dependents_of
-from dagwright.workers.budgets import limits_of
 
 stderr = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -122,6 +121,8 @@ def spend(usage: Usage) -> str:
 
 def budget_spent(budget: Budget, usage: Usage) -> str:
     """``12,340 / 50,000 tokens, $0.04 / $0.50``: what the run spent of each limit."""
+    from dagwright.workers.budgets import limits_of  # the workers package: only when shown
+
     parts = []
     for dimension, limit in limits_of(budget):
         spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)

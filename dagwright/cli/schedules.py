@@ -23,11 +23,11 @@ from dagwright.cli.options import (
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.errors import InputError
 from dagwright.plans.files import load_plan
-from dagwright.schedules.definition import Schedule
-from dagwright.schedules.store import Fire
 
 if TYPE_CHECKING:
     from dagwright.client import ScheduleInfo
+    from dagwright.schedules.definition import Schedule
+    from dagwright.schedules.store import Fire
 
 app = typer.Typer(
     help="Schedules: goals or plans started on a cron expression or an interval, by beat.",
