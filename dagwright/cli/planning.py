@@ -21,7 +21,6 @@ from dagwright.cli.options import (
     settings_from,
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
-from dagwright.plans.builder import plan_to_json
 
 
 def register(app: typer.Typer) -> None:
@@ -47,6 +46,7 @@ def plan(
     run is written (it needs an LLM, not Redis)."""
     from dagwright.client import plan_goal
     from dagwright.planning.goals import GoalOptions  # the planner: only for this command
+    from dagwright.plans.builder import plan_to_json
 
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
     options = GoalOptions(

@@ -42,7 +42,6 @@ from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
-from dagwright.plans.files import load_plan
 
 # The client, the planner and plan checking load in the commands that use them, so that
 # `--help` and the read-only commands (`status`, `events`) start without them.
@@ -210,6 +209,7 @@ FLAGS = {
 def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
     """Load and validate a plan file; problems name the file."""
     from dagwright.orchestrator.control.submission import check_plan
+    from dagwright.plans.files import load_plan
     from dagwright.registry import build_registry
 
     plan = load_plan(plan_file)

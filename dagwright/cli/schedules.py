@@ -22,7 +22,6 @@ from dagwright.cli.options import (
 )
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.errors import InputError
-from dagwright.plans.files import load_plan
 
 if TYPE_CHECKING:
     from dagwright.client import ScheduleInfo
@@ -89,6 +88,8 @@ def add(
 ) -> None:
     """Add a schedule. It fires from its next tick on, wherever `dagwright beat` (or
     `dagwright up`) runs."""
+    from dagwright.plans.files import load_plan  # YAML: only when adding a schedule
+
     if (goal is None) == (plan_file is None):
         raise InputError("give either a goal or --plan FILE")
     schedule = client_from(imports).schedules.add(
