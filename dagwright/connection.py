@@ -3,22 +3,25 @@
 The state store and the broker are separate settings (DESIGN §9); this module only deals
 with the state store. Connection failures become ``BrokerUnavailableError`` with a line a
 person can act on.
+
+``redis`` is imported where a client is made or its errors caught, not with the module:
+the URL helpers serve every CLI command, and redis-py costs ~60 ms to import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
-
 from dagwright.errors import BrokerUnavailableError, ConfigurationError
-from dagwright.settings import Settings
 from dagwright.stackfile import read_stack
+
+if TYPE_CHECKING:
+    import redis
+
+    from dagwright.settings import Settings
 
 NO_REDIS_HINT = (
     "no Redis configured: set DAGWRIGHT_REDIS_URL, or start the local stack with "
@@ -44,6 +47,10 @@ def require_redis_url(settings: Settings) -> str:
 def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:
     """A client with timeouts and a short reconnect-retry, decoding replies to str unless
     told not to (pybreaker's storage wants bytes)."""
+    import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
     options: dict[str, Any] = {
         "decode_responses": decode_responses,
         "socket_timeout": 10,
@@ -70,6 +77,8 @@ def redact_url(url: str) -> str:
 @contextmanager
 def translate_redis_errors(url: str) -> Iterator[None]:
     """Turn redis connection failures into BrokerUnavailableError."""
+    import redis
+
     try:
         yield
     except redis.AuthenticationError as exc:

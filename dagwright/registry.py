@@ -3,9 +3,10 @@
 ``build_registry(settings)`` is the one place that assembles it: dagwright's built-in
 functions, tools and worker types, the internal ``planner`` type, the declarations of the
 modules named by ``settings.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
-installed ``dagwright.workers`` entry points. ``Runtime.from_settings`` calls it (so
-workers, the client, schedules and the reconciler share the runtime's); commands that need
-no Redis (``worker-types``, ``plan``, the metrics server) call it themselves.
+installed ``dagwright.workers`` entry points. ``Runtime.registry`` calls it on first use
+(so workers, the client, schedules and the reconciler share the runtime's, and read-only
+commands such as ``status`` never build one); commands that need no Redis
+(``worker-types``, ``plan``, the metrics server) call it themselves.
 
 It lives here, not in ``dagwright.workers``, because the planner (``dagwright.planning``)
 sits above the workers: it validates plans, which name worker types.

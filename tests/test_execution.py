@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -75,7 +77,7 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
         def queue_depth(self, queue: str) -> int:
             return 0
 
-    bare_runtime = Runtime(**{**runtime.__dict__, "registry": WorkerRegistry()})
+    bare_runtime = dataclasses.replace(runtime, given_registry=WorkerRegistry())
     leases = LeaseKeeper(runtime.machine, lease_s=10, interval_s=1)
     broker = Broker()
     services = RedisNodeServices(runtime, broker)  # type: ignore[arg-type]

@@ -42,3 +42,24 @@ def test_import_dagwright_loads_no_celery_nor_llm_sdk() -> None:
 def test_celery_waits_for_its_first_use(statement: str) -> None:
     loaded = imported_packages(statement)
     assert not loaded & HEAVY, sorted(loaded & HEAVY)
+
+
+def imported_modules(statement: str) -> set[str]:
+    """Every module (dotted name) that ``statement`` imports in a fresh interpreter."""
+    completed = subprocess.run(
+        [sys.executable, "-c", f"{statement}\nimport sys\nprint('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return set(completed.stdout.split())
+
+
+def test_cli_loads_no_redis_workers_nor_llm_layer() -> None:
+    # `--help` and `status` pay for every module the command tree imports: the Redis client
+    # is imported by the commands that connect, the workers and LLM layer by those that run
+    # or describe nodes (issue 14: both start in under 0.35 s).
+    loaded = imported_modules("import dagwright.cli")
+    unwanted = {"redis", "dagwright.workers", "dagwright.llm", "dagwright.client"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)

@@ -108,3 +108,19 @@ def test_declaring_registers_nothing_until_a_registry_is_built(module_dir: Path)
 def test_a_module_that_does_not_import_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match=r"cannot import 'no_such_module_here'"):
         build_registry(Settings(imports=["no_such_module_here"]))
+
+
+def test_reading_a_run_builds_no_registry_and_a_runtime_builds_it_once(
+    no_worker_settings: Settings,
+) -> None:
+    from dagwright import Client, PlanBuilder
+
+    plan = PlanBuilder("read me")
+    plan.function("a", "noop")
+    run_id = Client(no_worker_settings).submit(plan.build()).run_id
+    reader = Client(no_worker_settings)
+    assert reader.status(run_id).run_id == run_id
+    # `dagwright status` must not import users' modules nor scan entry points.
+    assert "registry" not in reader.runtime.__dict__
+    assert reader.runtime.registry is reader.runtime.registry
+    assert reader.runtime.registry.get(PLANNER_TYPE).name == PLANNER_TYPE  # the full one

@@ -7,6 +7,7 @@ one line on stderr, never a traceback (set DAGWRIGHT_DEBUG=1 to see one).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -100,3 +101,8 @@ def main() -> None:
             f"internal error: {type(exc).__name__}: {exc} (set DAGWRIGHT_DEBUG=1 for the traceback)"
         )
         sys.exit(ExitCode.RUN_FAILED)
+    finally:
+        # The process ends here: CPython's last garbage collection would walk every object
+        # the imports made (~35 ms of a 0.3 s `dagwright status`) to free memory the OS
+        # frees anyway. Frozen objects are skipped; atexit handlers and flushes still run.
+        gc.freeze()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -14,7 +14,9 @@ from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats
 from dagwright.errors import InputError
-from dagwright.orchestrator.control.replay import ReplayResult
+
+if TYPE_CHECKING:
+    from dagwright.orchestrator.control.replay import ReplayResult
 
 app = typer.Typer(
     help="The dead-letter queue: nodes that failed for good, kept to be replayed.",

@@ -33,8 +33,6 @@ from dagwright.models import (
     RunStatus,
     Usage,
 )
-from dagwright.plans.validation import dependents_of
-from dagwright.workers.budgets import limits_of
 
 stderr = Console(stderr=True, highlight=False)
 stdout = Console(highlight=False, soft_wrap=True)
@@ -122,6 +120,8 @@ def spend(usage: Usage) -> str:
 
 def budget_spent(budget: Budget, usage: Usage) -> str:
     """``12,340 / 50,000 tokens, $0.04 / $0.50``: what the run spent of each limit."""
+    from dagwright.workers.budgets import limits_of  # the workers package: only when shown
+
     parts = []
     for dimension, limit in limits_of(budget):
         spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)
@@ -185,6 +185,8 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
 def plan_tree(plan: Plan) -> Tree:
     """A plan as a tree from its roots down its dependencies; a node with several
     dependencies is drawn under the first, and referred to under the others."""
+    from dagwright.plans.validation import dependents_of
+
     tree = Tree(f"[bold]{escape(plan.goal or 'plan')}[/]")
     by_id = {node.id: node for node in plan.nodes}
     children = dependents_of(plan.nodes)

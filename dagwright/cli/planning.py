@@ -21,8 +21,6 @@ from dagwright.cli.options import (
     settings_from,
 )
 from dagwright.cli.output import plan_tree, print_json, spend, stderr, stdout
-from dagwright.planning.goals import GoalOptions
-from dagwright.plans.builder import plan_to_json
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +44,10 @@ def plan(
 ) -> None:
     """Plan a goal and show the validated DAG as a tree and as JSON; nothing runs and no
     run is written (it needs an LLM, not Redis)."""
+    from dagwright.client import plan_goal
+    from dagwright.planning.goals import GoalOptions  # the planner: only for this command
+    from dagwright.plans.builder import plan_to_json
+
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
     options = GoalOptions(
         context=context,
@@ -54,8 +56,6 @@ def plan(
         max_depth=max_depth,
         budget=budget,
     )
-    from dagwright.client import plan_goal
-
     planned = plan_goal(goal, settings_from(imports), options)
     if json_output:
         print_json(planned.plan.model_dump(mode="json", exclude_defaults=True))

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -38,16 +38,18 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.client import Client, RunHandle, result_of
 from dagwright.connection import resolve_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
-from dagwright.orchestrator.control.submission import check_plan, run_timeout
-from dagwright.planning.goals import GoalOptions
-from dagwright.plans.files import load_plan
-from dagwright.plans.validation import PlanGraph
-from dagwright.settings import Settings
+
+# The client, the planner and plan checking load in the commands that use them, so that
+# `--help` and the read-only commands (`status`, `events`) start without them.
+if TYPE_CHECKING:
+    from dagwright.client import Client, RunHandle
+    from dagwright.planning.goals import GoalOptions
+    from dagwright.plans.validation import PlanGraph
+    from dagwright.settings import Settings
 
 TimeoutOption = Annotated[
     float | None,
@@ -113,6 +115,9 @@ def run(
     With no DAGWRIGHT_REDIS_URL and no `dagwright up` running, starts the embedded stack
     (Valkey and workers) for the duration of the command.
     """
+    from dagwright.client import Client
+    from dagwright.planning.goals import GoalOptions
+
     settings = settings_from(imports)
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
     goal_options = GoalOptions(
@@ -166,6 +171,8 @@ def submission_for(
     run_timeout_s: float | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
+    from dagwright.orchestrator.control.submission import run_timeout
+
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
     if is_plan_file(target):
         misplaced = [FLAGS[name] for name in options.goal_only()]
@@ -201,6 +208,8 @@ FLAGS = {
 
 def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
     """Load and validate a plan file; problems name the file."""
+    from dagwright.orchestrator.control.submission import check_plan
+    from dagwright.plans.files import load_plan
     from dagwright.registry import build_registry
 
     plan = load_plan(plan_file)
@@ -315,6 +324,8 @@ def result(
     json_output: JsonOption = False,
 ) -> None:
     """Print a run's result (exit 1 if it failed, 3 if it has not finished)."""
+    from dagwright.client import result_of
+
     client = client_from(None)
     state = client.wait(run_id, timeout) if wait else client.status(run_id)
     if not state.status.is_final:

@@ -22,12 +22,11 @@ from dagwright.cli.options import (
 )
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.errors import InputError
-from dagwright.plans.files import load_plan
-from dagwright.schedules.definition import Schedule
-from dagwright.schedules.store import Fire
 
 if TYPE_CHECKING:
     from dagwright.client import ScheduleInfo
+    from dagwright.schedules.definition import Schedule
+    from dagwright.schedules.store import Fire
 
 app = typer.Typer(
     help="Schedules: goals or plans started on a cron expression or an interval, by beat.",
@@ -89,6 +88,8 @@ def add(
 ) -> None:
     """Add a schedule. It fires from its next tick on, wherever `dagwright beat` (or
     `dagwright up`) runs."""
+    from dagwright.plans.files import load_plan  # YAML: only when adding a schedule
+
     if (goal is None) == (plan_file is None):
         raise InputError("give either a goal or --plan FILE")
     schedule = client_from(imports).schedules.add(

@@ -21,17 +21,18 @@ import enum
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console, RenderableType
 
 from dagwright.cli.options import client_from
 from dagwright.cli.output import print_json, stdout
-from dagwright.cli.traceviews import trace_gantt, trace_tree
 from dagwright.errors import InputError
-from dagwright.telemetry.run_trace import Trace
-from dagwright.telemetry.timeline import chart
+
+# The views and the timeline layout load with the `trace` command, not with every command.
+if TYPE_CHECKING:
+    from dagwright.telemetry.run_trace import Trace
 
 
 class TraceFormat(enum.StrEnum):
@@ -92,6 +93,7 @@ def check_writable(path: Path) -> None:
 
 
 def write_image(run_trace: Trace, output_format: TraceFormat, path: Path) -> None:
+    from dagwright.telemetry.timeline import chart
     from dagwright.telemetry.timeline_png import write_png  # Pillow, for this format only
     from dagwright.telemetry.timeline_svg import write_svg
 
@@ -111,6 +113,8 @@ def write_json(run_trace: Trace, path: Path | None) -> None:
 
 
 def trace_renderable(run_trace: Trace, output_format: TraceFormat, width: int) -> RenderableType:
+    from dagwright.cli.traceviews import trace_gantt, trace_tree
+
     if output_format == TraceFormat.GANTT:
         return trace_gantt(run_trace, width)
     return trace_tree(run_trace)

@@ -15,12 +15,41 @@ Rejected: one facade with every domain's methods (``dlq_list``, ``add_schedule``
 methods in one class, and every caller of one domain read past the other four.
 """
 
-from dagwright.client.approvals import ApprovalClient
-from dagwright.client.dead_letters import DeadLetterClient
-from dagwright.client.handle import RunHandle, result_of
-from dagwright.client.planning import PlannedGoal, plan_goal
-from dagwright.client.runs import Client
-from dagwright.client.schedules import ScheduleClient, ScheduleInfo
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dagwright.client.approvals import ApprovalClient
+    from dagwright.client.dead_letters import DeadLetterClient
+    from dagwright.client.handle import RunHandle, result_of
+    from dagwright.client.planning import PlannedGoal, plan_goal
+    from dagwright.client.runs import Client
+    from dagwright.client.schedules import ScheduleClient, ScheduleInfo
+
+# Loaded on first use (PEP 562): `dagwright status` needs ``Client``, not the planner
+# (``plan_goal``) nor the schedules, dead letters and approvals.
+_LAZY = {
+    "ApprovalClient": "dagwright.client.approvals",
+    "Client": "dagwright.client.runs",
+    "DeadLetterClient": "dagwright.client.dead_letters",
+    "PlannedGoal": "dagwright.client.planning",
+    "RunHandle": "dagwright.client.handle",
+    "ScheduleClient": "dagwright.client.schedules",
+    "ScheduleInfo": "dagwright.client.schedules",
+    "plan_goal": "dagwright.client.planning",
+    "result_of": "dagwright.client.handle",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dagwright.client' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value  # looked up once
+    return value
+
 
 __all__ = [
     "ApprovalClient",

@@ -2,6 +2,8 @@
 
 Celery (the app and its broker) is imported on the first call that publishes a task or
 touches a beat entry, never by reading a run: ``dagwright status`` stays quick to start.
+For the same reason the sub-clients, submission (the planner) and cancellation load on
+first use, and the worker registry is built by the runtime only when something needs it.
 """
 
 from __future__ import annotations
@@ -12,26 +14,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.approvals import ApprovalClient
-from dagwright.client.dead_letters import DeadLetterClient
 from dagwright.client.handle import FINAL_RUN_EVENTS, ProgressCallback, RunHandle, result_of
 from dagwright.client.redis_errors import translated
-from dagwright.client.schedules import ScheduleClient
 from dagwright.connection import require_redis_url, translate_redis_errors
 from dagwright.errors import RunNotFinishedError
 from dagwright.models import AuditEntry, Budget, Event, Plan, RunCounts, RunState, RunStatus
-from dagwright.orchestrator.control.cancellation import cancel_run
-from dagwright.orchestrator.control.submission import start_run
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.planning.goals import GoalOptions, requested_budget
-from dagwright.plans.files import coerce_plan
 from dagwright.settings import Settings
-from dagwright.telemetry.run_trace import Trace
-from dagwright.telemetry.trace_reads import read_trace
 
 if TYPE_CHECKING:
     from dagwright.app import DagwrightCelery
+    from dagwright.client.approvals import ApprovalClient
+    from dagwright.client.dead_letters import DeadLetterClient
+    from dagwright.client.schedules import ScheduleClient
     from dagwright.orchestrator.broker import Broker
+    from dagwright.telemetry.run_trace import Trace
 
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
 PROGRESS_INTERVAL_S = 0.25  # how often wait() reports progress when asked to
@@ -69,17 +66,23 @@ class Client:
     def dlq(self) -> DeadLetterClient:
         """The dead-letter queue: ``list``, ``get``, ``replay``, ``replay_all``,
         ``purge``, ``purge_all``, ``stats``."""
+        from dagwright.client.dead_letters import DeadLetterClient
+
         return DeadLetterClient(self)
 
     @cached_property
     def schedules(self) -> ScheduleClient:
         """Schedules: ``add``, ``list``, ``get``, ``pause``, ``resume``, ``remove``,
         ``run_now``."""
+        from dagwright.client.schedules import ScheduleClient
+
         return ScheduleClient(self)
 
     @cached_property
     def approvals(self) -> ApprovalClient:
         """Requests waiting for a person: ``list``, ``approve``, ``reject``."""
+        from dagwright.client.approvals import ApprovalClient
+
         return ApprovalClient(self)
 
     @translated
@@ -116,6 +119,10 @@ class Client:
         fails. Raises PlanError (with every problem) or InputError before anything is
         written.
         """
+        from dagwright.orchestrator.control.submission import start_run
+        from dagwright.planning.goals import GoalOptions, requested_budget
+        from dagwright.plans.files import coerce_plan
+
         options = GoalOptions(
             context=context,
             worker_types=worker_types,
@@ -224,6 +231,8 @@ class Client:
         """The run's trace: the run, each node attempt, LLM call, tool call, sandbox run,
         retry and breaker event, as spans (open ones end now). UnknownRunError if there
         is no such run."""
+        from dagwright.telemetry.trace_reads import read_trace
+
         return read_trace(self.runtime.store, run_id)
 
     @translated
@@ -236,6 +245,8 @@ class Client:
         """Cancel a run: no node starts any more, queued messages are revoked, running
         nodes are told to stop (sandboxed programs are killed) within about a second, and
         a cancelled run never resumes."""
+        from dagwright.orchestrator.control.cancellation import cancel_run
+
         runtime = self.runtime
         runtime.store.run_status(run_id)
         cancel_run(runtime, self.broker, run_id, reason)

@@ -1,18 +1,40 @@
 """LLM access: a provider-neutral protocol, the Anthropic implementation, a response cache.
 
-``anthropic`` is imported by ``dagwright.llm.anthropic`` alone.
+``anthropic`` is imported by ``dagwright.llm.anthropic`` alone. The package imports none of
+its modules itself (PEP 562): ``dagwright.llm.protocol`` and ``dagwright.llm.pricing`` are
+plain types, which the CLI reads without paying for a Redis client or circuit breakers.
 """
 
 from __future__ import annotations
 
-import redis
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from dagwright.keys import Keys
-from dagwright.llm.cache import CachingLLM
-from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
-from dagwright.llm.ratelimit import RateLimitedLLM
-from dagwright.resilience import Breakers
-from dagwright.settings import LLMSettings
+if TYPE_CHECKING:
+    import redis
+
+    from dagwright.keys import Keys
+    from dagwright.llm.cache import CachingLLM
+    from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
+    from dagwright.llm.ratelimit import RateLimitedLLM
+    from dagwright.resilience import Breakers
+    from dagwright.settings import LLMSettings
+
+_LAZY = {
+    "CachingLLM": "dagwright.llm.cache",
+    "LLM": "dagwright.llm.protocol",
+    "LLMRequest": "dagwright.llm.protocol",
+    "LLMResponse": "dagwright.llm.protocol",
+    "RateLimitedLLM": "dagwright.llm.ratelimit",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dagwright.llm' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value  # looked up once
+    return value
 
 
 def build_llm(
@@ -26,6 +48,8 @@ def build_llm(
     ``breakers``, rate-limited per model (``llm_rate_limits``) and cached in Redis if
     enabled and given a client."""
     from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
+    from dagwright.llm.cache import CachingLLM
+    from dagwright.llm.ratelimit import RateLimitedLLM
 
     llm: LLM = AnthropicLLM(settings, breakers)
     if settings.rate_limits and client is not None:  # inside the cache: a hit is free

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import redis
 
@@ -11,12 +15,14 @@ from dagwright.keys import Keys
 from dagwright.models import Node
 from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
-from dagwright.registry import build_registry
-from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Counters
-from dagwright.telemetry.otlp import exporting
-from dagwright.workers import WorkerRegistry
+
+if TYPE_CHECKING:
+    from dagwright.resilience import Breakers
+    from dagwright.workers import WorkerRegistry
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -27,15 +33,56 @@ class Runtime:
     keys: Keys
     store: RunStore
     machine: RunStateMachine
-    registry: WorkerRegistry
-    breakers: Breakers
     counters: Counters
+    given_registry: WorkerRegistry | None = field(default=None, repr=False)
+    """The process's registry if it has built one already; else ``registry`` builds one."""
+    _build_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+
+    @cached_property
+    def registry(self) -> WorkerRegistry:
+        """The worker types, built from the settings on first use: building imports the
+        user's modules, scans entry points and loads the agent loop, which the read-only
+        commands (``status``, ``events``, ``dlq list``) never need."""
+        if self.given_registry is not None:
+            return self.given_registry
+        return self._once("registry", self._build_registry)
+
+    @cached_property
+    def breakers(self) -> Breakers:
+        """The per-model circuit breakers, made on first use: only the processes that call
+        LLMs need them (and pybreaker, and a second connection pool that speaks bytes)."""
+        return self._once("breakers", self._make_breakers)
+
+    def _once(self, name: str, build: Callable[[], T]) -> T:
+        """``build()`` stored as attribute ``name``, once even when threads of a worker ask
+        together: cached_property holds no lock since Python 3.12."""
+        with self._build_lock:
+            if name not in self.__dict__:
+                self.__dict__[name] = build()
+            return cast(T, self.__dict__[name])
+
+    def _build_registry(self) -> WorkerRegistry:
+        from dagwright.registry import build_registry
+
+        return build_registry(self.settings)
+
+    def _make_breakers(self) -> Breakers:
+        from dagwright.resilience import Breakers
+
+        return Breakers(
+            connect(self.redis_url, decode_responses=False),
+            self.keys,
+            fail_max=self.settings.breaker_fail_max,
+            reset_timeout_s=self.settings.breaker_reset_timeout_s,
+            max_probes=self.settings.breaker_max_probes,
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings, registry: WorkerRegistry | None = None) -> Runtime:
         """``registry``: the process's, if it has built one already; else one is built
-        from ``settings`` (``build_registry``)."""
-        registry = registry or build_registry(settings)
+        from ``settings`` (``build_registry``) when first used."""
         url = require_redis_url(settings)
         client = connect(url)
         keys = Keys(settings.key_prefix)
@@ -52,14 +99,7 @@ class Runtime:
                 retention_s=settings.retention_s,
                 dlq_retention_s=settings.dlq_retention_s,
             ),
-            registry=registry,
-            breakers=Breakers(
-                connect(url, decode_responses=False),
-                keys,
-                fail_max=settings.breaker_fail_max,
-                reset_timeout_s=settings.breaker_reset_timeout_s,
-                max_probes=settings.breaker_max_probes,
-            ),
+            given_registry=registry,
             counters=Counters(client, keys),
         )
 
@@ -85,4 +125,6 @@ class Runtime:
     def forget_active(self, run_id: str) -> None:
         """Drop a finished run from the reconciler's set (and queue its trace's export,
         if traces are exported)."""
+        from dagwright.telemetry.otlp import exporting  # the trace model: not to read a run
+
         self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))

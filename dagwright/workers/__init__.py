@@ -14,34 +14,66 @@ core, in a module named by ``DAGWRIGHT_IMPORTS`` / ``--import`` (``declarations.
 The declarations register nothing: each process builds its registry once from its
 settings (``dagwright.registry.build_registry``, which adds the planner, a layer above)
 and hands it to what needs it.
+
+The package imports none of its modules itself (PEP 562): ``dagwright.workers.budgets``
+or ``.registry`` alone must not load the agent loop and, through it, the LLM layer and
+Redis, which the CLI's read-only commands never use.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
+from importlib import import_module, metadata
+from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import ConfigurationError
-from dagwright.workers.agent_loop import AgentSpec
-from dagwright.workers.builtin_agents import agent_worker_type, builtin_agents
-from dagwright.workers.builtin_functions import register_builtins
-from dagwright.workers.context import NodeContext, NodeServices
-from dagwright.workers.declarations import (
-    add_agent,
-    add_declared,
-    declared_in,
-    function,
-    tool,
-    worker_type,
-)
-from dagwright.workers.function_worker import FUNCTION_TYPE, function_worker_type
-from dagwright.workers.python import python_worker_type
-from dagwright.workers.registry import WorkerRegistry, WorkerType, import_user_modules
-from dagwright.workers.tools.builtin_tools import register_builtin_tools
+
+if TYPE_CHECKING:
+    from dagwright.workers.agent_loop import AgentSpec
+    from dagwright.workers.context import NodeContext, NodeServices
+    from dagwright.workers.declarations import (
+        add_declared,
+        declared_in,
+        function,
+        tool,
+        worker_type,
+    )
+    from dagwright.workers.function_worker import FUNCTION_TYPE
+    from dagwright.workers.registry import WorkerRegistry, WorkerType, import_user_modules
+
+_LAZY = {
+    "FUNCTION_TYPE": "dagwright.workers.function_worker",
+    "AgentSpec": "dagwright.workers.agent_loop",
+    "NodeContext": "dagwright.workers.context",
+    "NodeServices": "dagwright.workers.context",
+    "WorkerRegistry": "dagwright.workers.registry",
+    "WorkerType": "dagwright.workers.registry",
+    "add_declared": "dagwright.workers.declarations",
+    "declared_in": "dagwright.workers.declarations",
+    "function": "dagwright.workers.declarations",
+    "import_user_modules": "dagwright.workers.registry",
+    "tool": "dagwright.workers.declarations",
+    "worker_type": "dagwright.workers.declarations",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dagwright.workers' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value  # looked up once
+    return value
 
 
 def builtin_registry() -> WorkerRegistry:
     """A new registry of dagwright's own functions, tools and worker types, without the
     planner (``dagwright.registry.build_registry`` adds it, and the user's declarations)."""
+    from dagwright.workers.builtin_agents import agent_worker_type, builtin_agents
+    from dagwright.workers.builtin_functions import register_builtins
+    from dagwright.workers.function_worker import function_worker_type
+    from dagwright.workers.python import python_worker_type
+    from dagwright.workers.registry import WorkerRegistry
+    from dagwright.workers.tools.builtin_tools import register_builtin_tools
+
     registry = WorkerRegistry()
     register_builtins(registry.functions)
     register_builtin_tools(registry.tools)
@@ -70,6 +102,10 @@ def load_entry_points(registry: WorkerRegistry) -> None:
 
 
 def apply_plugin(registry: WorkerRegistry, plugin: object) -> None:
+    from dagwright.workers.agent_loop import AgentSpec
+    from dagwright.workers.declarations import add_agent
+    from dagwright.workers.registry import WorkerType
+
     if isinstance(plugin, AgentSpec):
         add_agent(registry, plugin)
     elif isinstance(plugin, WorkerType):

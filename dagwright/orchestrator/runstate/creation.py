@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dagwright.models import Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
-from dagwright.plans.validation import PlanGraph
+
+if TYPE_CHECKING:  # a created run is given its validated plan; reads never import plans
+    from dagwright.plans.validation import PlanGraph
 
 # The run's keys create_run.lua writes, in the order it names them (after them: the run
 # index, the active set and, with a claim, the idempotency key).

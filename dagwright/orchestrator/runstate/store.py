@@ -8,7 +8,7 @@ import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -30,9 +30,11 @@ from dagwright.models import (
 )
 from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS, Creation, KeyClaim, NewRun
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
-from dagwright.plans.validation import PlanGraph
 from dagwright.redis_scripts import load_script, lua_source, named_reply
 from dagwright.workers.budgets import budget_of_run
+
+if TYPE_CHECKING:  # a created run is given its validated plan; reads never import plans
+    from dagwright.plans.validation import PlanGraph
 
 PACKAGE = "dagwright.orchestrator.runstate"
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
