@@ -9,8 +9,7 @@ builds plans, and every ``dagwright`` command, starts quickly.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dagwright.errors import (
     BrokerUnavailableError,
@@ -27,6 +26,7 @@ from dagwright.errors import (
     RunNotFinishedError,
     UnknownRunError,
 )
+from dagwright.lazy_exports import lazy_exports
 from dagwright.models import (
     Budget,
     Event,
@@ -68,16 +68,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'dagwright' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
-    globals()[name] = value  # looked up once
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

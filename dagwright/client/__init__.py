@@ -17,8 +17,9 @@ methods in one class, and every caller of one domain read past the other four.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dagwright.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from dagwright.client.approvals import ApprovalClient
@@ -43,12 +44,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'dagwright.client' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
-    globals()[name] = value  # looked up once
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

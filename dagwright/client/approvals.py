@@ -6,24 +6,17 @@ import builtins
 import getpass
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.redis_errors import translated
+from dagwright.client.redis_errors import SubClient, translated
 from dagwright.models import Approval
 from dagwright.orchestrator.broker import dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook
 
 if TYPE_CHECKING:
-    from dagwright.client.runs import Client
+    pass
 
 
-class ApprovalClient:
+class ApprovalClient(SubClient):
     """Approve or reject what a run's policy sent to a person (``client.approvals``)."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    @property
-    def redis_url(self) -> str:
-        return self._client.redis_url
 
     @translated
     def list(self, run_id: str | None = None) -> builtins.list[Approval]:

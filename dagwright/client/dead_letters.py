@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
-from dagwright.client.redis_errors import translated
+from dagwright.client.redis_errors import SubClient, translated
 from dagwright.dlq import (
     Classification,
     DeadLetter,
@@ -22,18 +22,11 @@ from dagwright.orchestrator.control.replay import (
 )
 
 if TYPE_CHECKING:
-    from dagwright.client.runs import Client
+    pass
 
 
-class DeadLetterClient:
+class DeadLetterClient(SubClient):
     """Nodes that failed for good, and what to do about them (``client.dlq``)."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    @property
-    def redis_url(self) -> str:
-        return self._client.redis_url
 
     @translated
     def list(

@@ -1,12 +1,16 @@
-"""Redis connection errors leave every client method as BrokerUnavailableError."""
+"""Redis connection errors leave every client method as BrokerUnavailableError; the
+sub-clients' common part."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 from dagwright.connection import translate_redis_errors
+
+if TYPE_CHECKING:
+    from dagwright.client.runs import Client
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -29,3 +33,15 @@ def translated(method: Callable[P, T]) -> Callable[P, T]:
             return method(*args, **kwargs)
 
     return wrapper
+
+
+class SubClient:
+    """One domain of the client (``client.dlq``, ``client.schedules``,
+    ``client.approvals``), over the client's runtime, broker and Redis."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    @property
+    def redis_url(self) -> str:
+        return self._client.redis_url

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.redis_errors import translated
+from dagwright.client.redis_errors import SubClient, translated
 from dagwright.errors import ScheduleError
 from dagwright.models import Budget, Plan, RunStatus
 from dagwright.orchestrator.control.submission import check_plan
@@ -23,7 +23,7 @@ from dagwright.schedules.firing import fire_schedule, manual_tick
 from dagwright.schedules.store import Fire, schedule_store
 
 if TYPE_CHECKING:
-    from dagwright.client.runs import Client
+    pass
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,8 @@ class ScheduleInfo:
         }
 
 
-class ScheduleClient:
+class ScheduleClient(SubClient):
     """Add, list, pause, resume, remove and fire schedules (``client.schedules``)."""
-
-    def __init__(self, client: Client) -> None:
-        self._client = client
-
-    @property
-    def redis_url(self) -> str:
-        return self._client.redis_url
 
     @translated
     def add(

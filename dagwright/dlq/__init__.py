@@ -6,7 +6,7 @@ without paying for a Redis client.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dagwright.dlq.entries import (
     Classification,
@@ -16,18 +16,13 @@ from dagwright.dlq.entries import (
     DeadLetterStatus,
     classify,
 )
+from dagwright.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from dagwright.dlq.store import DeadLetterStore
 
 
-def __getattr__(name: str) -> Any:
-    if name != "DeadLetterStore":
-        raise AttributeError(f"module 'dagwright.dlq' has no attribute {name!r}")
-    from dagwright.dlq.store import DeadLetterStore
-
-    globals()[name] = DeadLetterStore  # looked up once
-    return DeadLetterStore
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {"DeadLetterStore": "dagwright.dlq.store"})
 
 
 __all__ = [

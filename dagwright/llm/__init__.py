@@ -7,8 +7,9 @@ plain types, which the CLI reads without paying for a Redis client or circuit br
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dagwright.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     import redis
@@ -29,12 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'dagwright.llm' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
-    globals()[name] = value  # looked up once
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 def build_llm(

@@ -22,10 +22,11 @@ Redis, which the CLI's read-only commands never use.
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
-from typing import TYPE_CHECKING, Any
+from importlib import metadata
+from typing import TYPE_CHECKING
 
 from dagwright.errors import ConfigurationError
+from dagwright.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from dagwright.workers.agent_loop import AgentSpec
@@ -56,12 +57,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'dagwright.workers' has no attribute {name!r}")
-    value = getattr(import_module(_LAZY[name]), name)
-    globals()[name] = value  # looked up once
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 def builtin_registry() -> WorkerRegistry:
