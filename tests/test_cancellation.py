@@ -152,9 +152,15 @@ def test_a_stop_announcement_stops_only_that_run_s_nodes_and_survives_a_reconnec
     try:
         with keeper.hold(mine, stop_mine), keeper.hold(other, stop_other):
             wait_until(lambda: listening(runtime.client, channel), what="the listener")
-            break_subscriptions(runtime.client)
-            assert not listening(runtime.client, channel)
-            wait_until(lambda: listening(runtime.client, channel), what="a new subscription")
+            killed = break_subscriptions(runtime.client)
+            assert killed  # the listener's subscription was cut...
+            # ...and it subscribes again on a new connection (redis-py may reconnect at once,
+            # so "not listening" in between is not observable reliably).
+            wait_until(
+                lambda: listening(runtime.client, channel)
+                and not killed & pubsub_connections(runtime.client),
+                what="a new subscription",
+            )
             announced = time.monotonic()
             announce_stop(runtime.client, runtime.keys, "run-a")
             assert stop_mine.wait(5), "not stopped"
@@ -164,12 +170,19 @@ def test_a_stop_announcement_stops_only_that_run_s_nodes_and_survives_a_reconnec
         keeper.close()
 
 
-def break_subscriptions(client: redis.Redis) -> None:
-    """Kill the pub/sub connections of this test's database (not the session worker's)."""
+def pubsub_connections(client: redis.Redis) -> set[str]:
+    """The ids of the pub/sub connections of this test's database (not the session
+    worker's)."""
     db = client.connection_pool.connection_kwargs.get("db", 0)
-    for conn in client.client_list(_type="pubsub"):
-        if int(conn["db"]) == db:
-            client.client_kill_filter(_id=conn["id"])
+    return {conn["id"] for conn in client.client_list(_type="pubsub") if int(conn["db"]) == db}
+
+
+def break_subscriptions(client: redis.Redis) -> set[str]:
+    """Kill the pub/sub connections of this test's database; their ids."""
+    killed = pubsub_connections(client)
+    for conn_id in killed:
+        client.client_kill_filter(_id=conn_id)
+    return killed
 
 
 @pytest.mark.sandbox
