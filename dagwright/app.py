@@ -1,4 +1,4 @@
-"""The only place a Celery app is built (DESIGN §5).
+"""The only place a Celery app is built (docs/architecture.md §5).
 
 Reliability settings and why:
 

@@ -1,6 +1,6 @@
 """Redis connections for the run-state store, and the translation of redis errors.
 
-The state store and the broker are separate settings (DESIGN §9); this module only deals
+The state store and the broker are separate settings (docs/architecture.md §9); this module only deals
 with the state store. Connection failures become ``BrokerUnavailableError`` with a line a
 person can act on.
 
