@@ -1,8 +1,8 @@
 """Redis connections for the run-state store, and the translation of redis errors.
 
-The state store and the broker are separate settings (docs/architecture.md §9); this module only deals
-with the state store. Connection failures become ``BrokerUnavailableError`` with a line a
-person can act on.
+The state store and the broker are separate settings (docs/architecture.md §9); this
+module only deals with the state store. Connection failures become
+``BrokerUnavailableError`` with a line a person can act on.
 
 ``redis`` is imported where a client is made or its errors caught, not with the module:
 the URL helpers serve every CLI command, and redis-py costs ~60 ms to import.
