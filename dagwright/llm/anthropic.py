@@ -4,7 +4,7 @@ Who retries what (docs/architecture.md §6): the SDK's own retries are off
 (``max_retries=0``); this module retries one call on 408/409/429/5xx/529 and connection
 errors, honouring ``retry-after`` up to a cap; what still fails leaves as
 ``LLMUnavailableError`` (retryable: the node level decides next). Refusals of the request
-(400/401/403/404/413/ 422) and unusable responses are permanent. SDK exceptions never leave
+(400/401/403/404/413/422) and unusable responses are permanent. SDK exceptions never leave
 this module.
 """
 
