@@ -32,7 +32,7 @@ from dagwright.settings import Settings
 from dagwright.tasks import build_app
 from dagwright.tasks.env import execution_env
 from dagwright.tasks.publish import CeleryBroker
-from dagwright.workers import build_default_registry
+from dagwright.workers import builtin_registry
 
 STEPS: tuple[tuple[type, str], ...] = (
     (RunStateMachine, "claim"),
@@ -49,7 +49,7 @@ def start_chain(env: ExecutionEnv, length: int) -> str:
     ]
     nodes[0]["depends_on"] = []
     graph = validate_plan(
-        Plan.model_validate({"nodes": nodes}), build_default_registry(), PlanLimits()
+        Plan.model_validate({"nodes": nodes}), builtin_registry(), PlanLimits()
     )
     run_id = new_run_id()
     env.runtime.store.create_run(run_id, graph, env.runtime.dispatch_for)

@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     stranded_after_s: float = Field(20.0, gt=0)
     """A queued node not claimed after this, while its queue is empty, is published again."""
 
+    eager_dispatch: bool = True
+    """A worker runs a node that a success readied itself, without publishing its message,
+    when it serves that node's queue and the message it serves has time left (see
+    orchestrator/execution/eager.py). Off: every node is its own Celery task, e.g. for
+    Flower to list each one."""
+
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""
 

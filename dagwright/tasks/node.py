@@ -9,6 +9,7 @@ from celery import Task
 from dagwright.app import DagwrightCelery
 from dagwright.keys import NODE_EXECUTE_TASK, PLAN_TASK, RECONCILE_TASK
 from dagwright.orchestrator.execution.attempt import execute_node
+from dagwright.orchestrator.execution.eager import EagerSlot, eager_slot
 from dagwright.tasks.env import execution_env, reconciler_for
 
 
@@ -20,7 +21,17 @@ def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
     the wire contract names what a message is for.
     """
     env = execution_env(cast(DagwrightCelery, self.app))
-    return execute_node(env, run_id, node_id, int(fence)).value
+    return execute_node(env, run_id, node_id, int(fence), eager_slot_for(self)).value
+
+
+def eager_slot_for(task: Task) -> EagerSlot | None:
+    """Room for a node this message's success readies, to run here without a message: on
+    a queue this worker consumes, and within this message's soft time limit."""
+    if not cast(DagwrightCelery, task.app).dagwright_settings.eager_dispatch:
+        return None
+    consumed = task.app.amqp.queues.consume_from
+    _hard, soft = task.request.timelimit or (None, None)
+    return eager_slot(consumed.keys() if consumed else None, soft)
 
 
 def register_tasks(app: DagwrightCelery) -> None:

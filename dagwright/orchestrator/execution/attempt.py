@@ -7,6 +7,7 @@ its message and calls ``execute_node``.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from dagwright.models import ErrorInfo, Node, RetryPolicy
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.execution.backoff import compute_backoff
+from dagwright.orchestrator.execution.eager import EagerSlot
 from dagwright.orchestrator.execution.leases import LeaseKeeper
 from dagwright.orchestrator.execution.limits import (
     Limit,
@@ -89,10 +91,32 @@ class ExecutionEnv:
 
     @property
     def holder(self) -> str:
-        return f"{socket.gethostname()}:{os.getpid()}"
+        return process_holder(os.getpid())
 
 
-def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Outcome:
+@functools.cache
+def process_holder(pid: int) -> str:
+    """``<host>:<pid>``, the holder a claim records (asked of the system once per process:
+    a fork has a pid of its own, hence the argument)."""
+    return f"{socket.gethostname()}:{pid}"
+
+
+def execute_node(
+    env: ExecutionEnv, run_id: str, node_id: str, fence: int, eager: EagerSlot | None = None
+) -> Outcome:
+    """Run the node a message names; then, one after another, each node a success readied
+    that ``eager`` kept for this worker to run itself (see ``eager.py``). Returns the
+    outcome of the named node."""
+    outcome = attempt_node(env, run_id, node_id, fence, eager)
+    while eager is not None and (kept := eager.take()) is not None:
+        log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
+        attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager)
+    return outcome
+
+
+def attempt_node(
+    env: ExecutionEnv, run_id: str, node_id: str, fence: int, eager: EagerSlot | None
+) -> Outcome:
     claim = claim_node(env, run_id, node_id, fence)
     if claim is None:
         log.info("dropping stale message for %s/%s (fence %d)", run_id, node_id, fence)
@@ -107,30 +131,34 @@ def execute_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Ou
         services=env.services,
         last_checkpoint=claim.checkpoint,
     )
-    outcome = run_within_limits(env, ctx, claim)
+    outcome = run_within_limits(env, ctx, claim, eager)
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:
         observe_attempt(env, claim, outcome.value)
     return outcome
 
 
-def run_within_limits(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+def run_within_limits(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None = None
+) -> Outcome:
     """Run the claimed node if its concurrency slots are free, else park it."""
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
     limits = env.limits
     slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
     if limits is None or slots is None:  # no limit applies: no round trip
-        return run_claimed(env, ctx, claim)
+        return run_claimed(env, ctx, claim, eager)
     waits_for = limits.acquire(slots)
     if waits_for is not None:
         return park(env, limits, ctx, next(lim for lim in slots.limits if lim.name == waits_for))
     try:
-        return run_claimed(env, ctx, claim)
+        return run_claimed(env, ctx, claim, eager)
     finally:
         free_slots(env, limits, slots)
 
 
-def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
+def run_claimed(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None = None
+) -> Outcome:
     """Run the claimed node's worker under its lease and record the outcome."""
     run_id, node_id = ctx.run_id, ctx.node_id
     timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
@@ -158,7 +186,7 @@ def run_claimed(env: ExecutionEnv, ctx: NodeContext, claim: Claim) -> Outcome:
                 log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, exc)
                 return Outcome.STALE
             return record_failure(env, ctx, claim, exc)
-    return record_success(env, ctx, claim, output_json, expansion)
+    return record_success(env, ctx, claim, output_json, expansion, eager)
 
 
 def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
@@ -267,9 +295,11 @@ def record_success(
     claim: Claim,
     output_json: str,
     expansion: Expansion | None = None,
+    eager: EagerSlot | None = None,
 ) -> Outcome:
     """Record the output and count the attempt; a planner's output also adds its plan's
-    nodes to the run."""
+    nodes to the run. Of the nodes this readied, ``eager`` may keep one for this worker
+    to run next; the others are published."""
     runtime = env.runtime
     if expansion is not None:
         advance = apply_expansion(runtime, ctx, expansion)
@@ -282,7 +312,8 @@ def record_success(
         )
     if advance is None:
         return Outcome.STALE
-    dispatch(env.broker, runtime.machine, advance.ready)
+    ready = eager.keep_one(advance.ready) if eager is not None else advance.ready
+    dispatch(env.broker, runtime.machine, ready)
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED

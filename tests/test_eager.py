@@ -1,0 +1,152 @@
+"""Eager continuation: a worker runs the node a success readied itself, without a message,
+only when it serves that node's queue and its message has the time; nothing is lost if
+it dies first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.worker import state as worker_state
+
+from dagwright import Client, PlanBuilder, RunStatus
+from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX
+from dagwright.orchestrator.execution import attempt
+from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
+from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager_slot
+from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.settings import Settings
+from dagwright.tasks import build_app
+from dagwright.tasks.env import execution_env
+from dagwright.tasks.node import eager_slot_for
+from tests.support.round_trips import counting_round_trips
+from tests.support.runstate import start
+
+QUEUE = f"{QUEUE_PREFIX}function"
+
+
+def ready(node_id: str, queue: str = QUEUE, time_limit_s: float = 60) -> ReadyNode:
+    return ReadyNode("run", node_id, 1, Dispatch(queue=queue, time_limit_s=time_limit_s))
+
+
+def test_a_slot_keeps_one_node_of_a_consumed_queue_that_fits_in_the_time_left() -> None:
+    slot = EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 100)
+    other_queue, too_long, fits, also_fits = (
+        ready("x", queue=f"{QUEUE_PREFIX}coder"),
+        ready("y", time_limit_s=100),
+        ready("z"),
+        ready("w"),
+    )
+    assert slot.keep_one([other_queue, too_long, fits, also_fits]) == [
+        other_queue,
+        too_long,
+        also_fits,
+    ]
+    assert slot.keep_one([also_fits]) == [also_fits]  # one at a time
+    assert slot.take() == fits and slot.take() is None
+    assert slot.keep_one([also_fits]) == []
+
+
+def test_a_node_is_kept_only_with_a_grace_before_the_message_time_limit() -> None:
+    slot = EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 30)
+    assert not slot.admits(ready("a", time_limit_s=30 - MIN_GRACE_S + 0.5))
+    assert slot.admits(ready("a", time_limit_s=30 - MIN_GRACE_S - 0.5))
+
+
+def test_no_slot_without_known_queues_or_time_limit() -> None:
+    assert eager_slot(None, 60) is None
+    assert eager_slot([QUEUE], None) is None
+    assert eager_slot([QUEUE], 60) is not None
+
+
+@pytest.fixture
+def env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
+    """What a worker process runs nodes with (no worker consumes this broker database)."""
+    env = execution_env(build_app(no_worker_settings))
+    yield env
+    env.leases.close()
+
+
+def long_slot() -> EagerSlot:
+    return EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 24 * 3600)
+
+
+def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
+    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warm_up, _ = start(env.runtime, [{"id": "w"}])
+    assert execute_node(env, warm_up, "w", 1) == Outcome.SUCCEEDED
+    chain = [{"id": "a"}, *({"id": b, "depends_on": [a]} for a, b in ("ab", "bc", "cd"))]
+    run_id, _ = start(env.runtime, chain)
+    with counting_round_trips(monkeypatch) as sent:
+        assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    # claim + complete for each node (no publish, no confirmation), and once the run has
+    # ended, dropping it from the active runs
+    assert sent == ["EVALSHA"] * (2 * len(chain) + 1), sent
+    assert env.broker.queue_depth(QUEUE) == 0
+
+
+def test_of_two_nodes_a_success_readies_one_is_kept_and_the_other_published(
+    env: ExecutionEnv,
+) -> None:
+    run_id, _ = start(
+        env.runtime,
+        [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["a"]}],
+    )
+    assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    state = env.runtime.store.read_state(run_id)
+    assert sorted(node.status.value for node in state.nodes.values()) == [
+        "queued",
+        "succeeded",
+        "succeeded",
+    ]
+    assert env.broker.queue_depth(QUEUE) == 1  # the other one's message
+
+
+def test_a_worker_that_dies_before_running_its_kept_node_loses_nothing(
+    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id, _ = start(env.runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    claim_node = attempt.claim_node
+
+    def dies_before_the_second_claim(env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
+        if node == "b":
+            raise SystemExit("killed")
+        return claim_node(env, run, node, fence)
+
+    monkeypatch.setattr(attempt, "claim_node", dies_before_the_second_claim)
+    with pytest.raises(SystemExit):
+        execute_node(env, run_id, "a", 1, long_slot())
+    assert env.broker.queue_depth(QUEUE) == 0  # b was kept: no message went out
+    # b is still in the run's outbox: the reconciler publishes it once its grace is over
+    time.sleep(0.01)  # (the outbox is scored in server milliseconds)
+    found = env.runtime.machine.reconcile_run(run_id, publish_grace_s=0.001, stranded_after_s=60)
+    assert [node.node_id for node in found.unpublished] == ["b"]
+
+
+def test_a_worker_runs_a_chain_from_its_first_message(worker: Any, client: Client) -> None:
+    plan = PlanBuilder("chain")
+    previous: list[str] = []
+    for i in range(5):
+        previous = [plan.function(f"n{i}", "noop", depends_on=previous)]
+    before = worker_state.total_count[NODE_EXECUTE_TASK]
+    state = client.submit(plan.build()).wait(timeout=30)
+    assert state.status == RunStatus.SUCCEEDED
+    assert worker_state.total_count[NODE_EXECUTE_TASK] - before == 1
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_eager_dispatch_is_a_setting(no_worker_settings: Settings, enabled: bool) -> None:
+    app = build_app(no_worker_settings.model_copy(update={"eager_dispatch": enabled}))
+    app.amqp.queues.select([QUEUE])
+    task = app.tasks[NODE_EXECUTE_TASK]
+    task.push_request(timelimit=(90, 60))
+    try:
+        slot = eager_slot_for(task)
+    finally:
+        task.pop_request()
+    assert (slot is not None) == enabled
+    assert slot is None or slot.queues == {QUEUE}
