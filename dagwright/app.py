@@ -79,11 +79,13 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
 
 
 class DagwrightCelery(Celery):
-    """A Celery app that carries the dagwright settings it was built from."""
+    """A Celery app that carries the dagwright settings it was built from, and, in a
+    worker, the worker's node name (``name@host``: how Flower names it)."""
 
     def __init__(self, settings: Settings, broker_url: str) -> None:
         super().__init__("dagwright", set_as_current=False)
         self.dagwright_settings = settings
+        self.worker_name: str | None = None
         self.conf.update(celery_config(settings, broker_url))
 
 

@@ -130,8 +130,8 @@ class Settings(BaseSettings):
     eager_dispatch: bool = True
     """A worker runs a node that a success readied itself, without publishing its message,
     when it serves that node's queue and the message it serves has time left (see
-    orchestrator/execution/eager.py). Off: every node is its own Celery task, e.g. for
-    Flower to list each one."""
+    orchestrator/execution/eager.py; Flower still lists such a node, from the task events
+    the worker sends for it). Off: every node is a Celery message of its own."""
 
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""

@@ -4,15 +4,18 @@ it dies first."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from celery.worker import state as worker_state
 
 from dagwright import Client, PlanBuilder, RunStatus
-from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX
+from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager_slot
@@ -150,3 +153,43 @@ def test_eager_dispatch_is_a_setting(no_worker_settings: Settings, enabled: bool
         task.pop_request()
     assert (slot is not None) == enabled
     assert slot is None or slot.queues == {QUEUE}
+
+
+def flower_events(pubsub: redis.client.PubSub, wanted: set[str], timeout_s: float) -> list[dict]:
+    """The task events seen on the broker's event channel until each of ``wanted`` task ids
+    has a task-succeeded event (kombu's Redis fanout: a JSON envelope, its body base64)."""
+    seen: list[dict] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=0.5)
+        if message is None or message["type"] != "pmessage":
+            continue
+        envelope = json.loads(message["data"])
+        body = json.loads(base64.b64decode(envelope["body"]))
+        seen.extend(body if isinstance(body, list) else [body])
+        done = {e["uuid"] for e in seen if e.get("type") == "task-succeeded"}
+        if wanted <= done:
+            break
+    return seen
+
+
+def test_flower_lists_the_nodes_a_worker_ran_eagerly(
+    worker: Any, client: Client, settings: Settings
+) -> None:
+    pubsub = redis.Redis.from_url(settings.broker_url or "").pubsub()
+    pubsub.psubscribe("*celeryev*")  # answered before the run starts: nothing is missed
+    assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
+    plan = PlanBuilder("chain")
+    plan.function("a", "noop")
+    plan.function("b", "noop", depends_on=["a"])
+    run_id = client.submit(plan.build()).run_id
+    assert client.wait(run_id, timeout=30).status == RunStatus.SUCCEEDED
+    eager_task = node_task_id(run_id, "b", 1)
+    events = flower_events(pubsub, {node_task_id(run_id, "a", 1), eager_task}, timeout_s=20)
+    pubsub.close()
+    of_b = {e["type"]: e for e in events if e.get("uuid") == eager_task}
+    assert set(of_b) == {"task-received", "task-started", "task-succeeded"}
+    assert of_b["task-received"]["name"] == NODE_EXECUTE_TASK
+    assert of_b["task-received"]["args"] == f"run={run_id} node=b type=function fence=1"
+    assert of_b["task-succeeded"]["result"] == "'succeeded'"
+    assert of_b["task-received"]["hostname"] == worker.hostname

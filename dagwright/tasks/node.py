@@ -10,6 +10,7 @@ from dagwright.app import DagwrightCelery
 from dagwright.keys import NODE_EXECUTE_TASK, PLAN_TASK, RECONCILE_TASK
 from dagwright.orchestrator.execution.attempt import execute_node
 from dagwright.orchestrator.execution.eager import EagerSlot, eager_slot
+from dagwright.tasks.eager_events import announce_eager_runs
 from dagwright.tasks.env import execution_env, reconciler_for
 
 
@@ -21,7 +22,13 @@ def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
     the wire contract names what a message is for.
     """
     env = execution_env(cast(DagwrightCelery, self.app))
-    return execute_node(env, run_id, node_id, int(fence), eager_slot_for(self)).value
+    eager = eager_slot_for(self)
+    try:
+        return execute_node(env, run_id, node_id, int(fence), eager).value
+    finally:
+        if eager is not None:
+            app = cast(DagwrightCelery, self.app)
+            announce_eager_runs(app, app.worker_name or self.request.hostname or "", eager.ran)
 
 
 def eager_slot_for(task: Task) -> EagerSlot | None:

@@ -110,7 +110,9 @@ def execute_node(
     outcome = attempt_node(env, run_id, node_id, fence, eager)
     while eager is not None and (kept := eager.take()) is not None:
         log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
-        attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager)
+        started_at, started = time.time(), time.monotonic()
+        ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager)
+        eager.record(kept, ran.value, started_at, time.monotonic() - started)
     return outcome
 
 

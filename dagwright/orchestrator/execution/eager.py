@@ -28,6 +28,16 @@ from dagwright.orchestrator.runstate.machine import ReadyNode
 MIN_GRACE_S = 1.0
 
 
+@dataclass(frozen=True)
+class EagerRun:
+    """A node this worker ran eagerly: what its own Celery task would have told Flower."""
+
+    node: ReadyNode
+    outcome: str
+    started_at: float  # time.time()
+    runtime_s: float
+
+
 @dataclass
 class EagerSlot:
     """Room for the one node this worker runs next, itself, instead of publishing it.
@@ -40,6 +50,7 @@ class EagerSlot:
     queues: frozenset[str]
     deadline: float
     kept: ReadyNode | None = field(default=None, init=False)
+    ran: list[EagerRun] = field(default_factory=list, init=False)
 
     def keep_one(self, ready: list[ReadyNode]) -> list[ReadyNode]:
         """Keep the first node this worker may run itself (if the slot is free); return
@@ -63,6 +74,9 @@ class EagerSlot:
         """The kept node (the slot is free again)."""
         kept, self.kept = self.kept, None
         return kept
+
+    def record(self, node: ReadyNode, outcome: str, started_at: float, runtime_s: float) -> None:
+        self.ran.append(EagerRun(node, outcome, started_at, runtime_s))
 
 
 def eager_slot(consumed: Collection[str] | None, soft_limit_s: float | None) -> EagerSlot | None:
