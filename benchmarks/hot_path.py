@@ -48,9 +48,7 @@ def start_chain(env: ExecutionEnv, length: int) -> str:
         for i in range(length)
     ]
     nodes[0]["depends_on"] = []
-    graph = validate_plan(
-        Plan.model_validate({"nodes": nodes}), builtin_registry(), PlanLimits()
-    )
+    graph = validate_plan(Plan.model_validate({"nodes": nodes}), builtin_registry(), PlanLimits())
     run_id = new_run_id()
     env.runtime.store.create_run(run_id, graph, env.runtime.dispatch_for)
     return run_id

@@ -246,4 +246,3 @@ def planner_worker_type(registry: WorkerRegistry) -> WorkerType:
         queue_name=ORCHESTRATOR_QUEUE,
         task=PLAN_TASK,
     )
-

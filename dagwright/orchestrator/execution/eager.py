@@ -66,8 +66,7 @@ class EagerSlot:
     def admits(self, node: ReadyNode) -> bool:
         left = self.deadline - time.monotonic()
         return (
-            node.dispatch.queue in self.queues
-            and node.dispatch.time_limit_s + MIN_GRACE_S <= left
+            node.dispatch.queue in self.queues and node.dispatch.time_limit_s + MIN_GRACE_S <= left
         )
 
     def take(self) -> ReadyNode | None:
