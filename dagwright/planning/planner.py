@@ -246,3 +246,4 @@ def planner_worker_type(registry: WorkerRegistry) -> WorkerType:
         queue_name=ORCHESTRATOR_QUEUE,
         task=PLAN_TASK,
     )
+
