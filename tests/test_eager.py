@@ -188,7 +188,7 @@ def test_flower_lists_the_nodes_a_worker_ran_eagerly(
     events = flower_events(pubsub, {node_task_id(run_id, "a", 1), eager_task}, timeout_s=20)
     pubsub.close()
     of_b = {e["type"]: e for e in events if e.get("uuid") == eager_task}
-    assert set(of_b) == {"task-received", "task-started", "task-succeeded"}
+    assert set(of_b) == {"task-sent", "task-received", "task-started", "task-succeeded"}
     assert of_b["task-received"]["name"] == NODE_EXECUTE_TASK
     assert of_b["task-received"]["args"] == f"run={run_id} node=b type=function fence=1"
     assert of_b["task-succeeded"]["result"] == "'succeeded'"

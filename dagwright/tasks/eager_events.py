@@ -1,10 +1,10 @@
 """Task events for the nodes a worker ran eagerly, so that Flower still lists every node.
 
 A node run eagerly (``orchestrator/execution/eager.py``) has no message, so Celery sends
-no event for it. This sends the events its own task would have had (received, started,
-succeeded, under the task id its message would have carried: ``run.node.fence``) in one
-batch once the message that ran them is done: one round trip per message, however many
-nodes it ran, instead of three per node.
+no event for it. This sends the events its own task would have had (sent, received,
+started, succeeded, under the task id its message would have carried: ``run.node.fence``)
+in one batch once the message that ran them is done: one round trip per message, however
+many nodes it ran.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dagwright.tasks.publish import readable_as
 log = logging.getLogger(__name__)
 
 TASK_GROUP = "task"
+EVENTS_PER_NODE = 4  # sent, received, started, succeeded
 
 
 @worker_init.connect
@@ -46,7 +47,7 @@ def announce_eager_runs(app: Celery, hostname: str, runs: list[EagerRun]) -> Non
                 hostname=hostname,
                 channel=producer.channel,
                 buffer_group={TASK_GROUP},
-                buffer_limit=3 * len(runs) + 1,  # flushed below, all at once
+                buffer_limit=EVENTS_PER_NODE * len(runs) + 1,  # flushed below, all at once
                 buffer_while_offline=False,
             )
             for run in runs:
@@ -61,6 +62,23 @@ def send_events_of(dispatcher: object, run: EagerRun) -> None:
     task_id = node_task_id(node.run_id, node.node_id, node.fence)
     shown = readable_as(node)
     send = dispatcher.send  # type: ignore[attr-defined]
+    # task-sent too: Flower reads a task's queue from it, as for a published node
+    send(
+        "task-sent",
+        uuid=task_id,
+        name=node.dispatch.task,
+        args=shown["argsrepr"],
+        kwargs=shown["kwargsrepr"],
+        retries=0,
+        eta=None,
+        expires=None,
+        queue=node.dispatch.queue,
+        exchange="",
+        routing_key=node.dispatch.queue,
+        root_id=task_id,
+        parent_id=None,
+        timestamp=run.started_at,
+    )
     send(
         "task-received",
         uuid=task_id,
