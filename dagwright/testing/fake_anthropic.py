@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -77,20 +78,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dagwright.errors import ConfigurationError
+from dagwright.testing.fake_anthropic_answers import Answer, error_body, json_answer
 from dagwright.testing.fake_anthropic_playback import LoggedRequest, Playback
-from dagwright.testing.fake_anthropic_script import (
-    Answer,
-    FaultInjection,
-    Script,
-    ScriptEntry,
-    error_body,
-    json_answer,
-)
+from dagwright.testing.fake_anthropic_script import FaultInjection, Script, ScriptEntry
 
 __all__ = ["FakeAnthropicServer", "LoggedRequest", "main"]
 
 logger = logging.getLogger(__name__)
 
+EXTRA_MODELS_ENV = "DAGWRIGHT_FAKE_LLM_MODELS"
 SHUTDOWN_POLL_S = 0.05  # how long stop() may wait for the serving loop to notice
 
 
@@ -158,9 +154,11 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
         """The answer, and the log entry of a ``/v1/messages`` request."""
         playback = self.server.playback
         route = (self.command, path)
+        headers = {name.lower(): value for name, value in self.headers.items()}
         if route == ("POST", "/v1/messages"):
-            headers = {name.lower(): value for name, value in self.headers.items()}
             return playback.receive(raw_body, headers)
+        if route == ("POST", "/v1/messages/count_tokens"):
+            return playback.count_tokens(raw_body, headers)
         if route == ("GET", "/_log"):
             return json_answer(200, [request.to_json() for request in playback.requests]), None
         if route == ("POST", "/_reset"):
@@ -168,7 +166,10 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
             return json_answer(200, {"status": "reset"}), None
         if route == ("GET", "/_health"):
             return json_answer(200, {"status": "ok"}), None
-        message = f"fake-anthropic serves POST /v1/messages, not {self.command} {path}"
+        message = (
+            "fake-anthropic serves POST /v1/messages and /v1/messages/count_tokens, "
+            f"not {self.command} {path}"
+        )
         return json_answer(404, error_body("not_found_error", message)), None
 
     def _read_body(self) -> bytes:
@@ -213,12 +214,19 @@ class FakeAnthropicServer:
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. With ``port=0``
     (the default) the system picks a free port; :attr:`base_url` names it once started.
+    ``extra_models`` are model ids to accept besides the SDK's and the script's ``models``.
     """
 
     def __init__(
-        self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        script: Script | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        extra_models: Sequence[str] = (),
     ) -> None:
-        self._playback = Playback(script if script is not None else Script())
+        script = script if script is not None else Script()
+        self._playback = Playback(script, extra_models=extra_models)
         self._address = (host, port)
         self._http: _FakeHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -303,7 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fake-anthropic: {exc}", file=sys.stderr)
         return 2
     try:
-        server = FakeAnthropicServer(script, host=args.host, port=args.port).start()
+        server = FakeAnthropicServer(
+            script, host=args.host, port=args.port, extra_models=_extra_models(args.model)
+        ).start()
     except OSError as exc:
         print(f"fake-anthropic: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
@@ -321,7 +331,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--script", required=True, help="YAML or JSON script of answers")
     parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help=f"a model id to accept besides the SDK's (repeatable; also ${EXTRA_MODELS_ENV}, "
+        "comma-separated)",
+    )
     return parser.parse_args(argv)
+
+
+def _extra_models(flagged: Sequence[str]) -> list[str]:
+    """Model ids from ``--model`` flags and the environment variable, comma-separated."""
+    listed = os.environ.get(EXTRA_MODELS_ENV, "").split(",")
+    return [*flagged, *(model.strip() for model in listed if model.strip())]
 
 
 def _wait_for_stop_signal() -> None:
