@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dagwright.llm.protocol import rough_tokens
 from dagwright.testing.fake_anthropic_script import Reply, ScriptEntry
-from dagwright.testing.fake_anthropic_tokens import InputUsage, estimate_tokens
+from dagwright.testing.fake_anthropic_tokens import InputUsage
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -131,7 +132,7 @@ def _output_tokens(reply: Reply, request: Mapping[str, Any], content: list[dict[
     """Cut off at ``max_tokens``, the model wrote all of them; else its content's size."""
     if reply.stop_reason == "max_tokens":
         return int(request["max_tokens"])
-    return max(1, sum(estimate_tokens(_written(block)) for block in content))
+    return max(1, rough_tokens("".join(_written(block) for block in content)))
 
 
 def _written(block: dict[str, Any]) -> str:
