@@ -39,14 +39,25 @@ Or in a test::
 
     with FakeAnthropicServer(Script.load("script.yaml")) as server:
         client = anthropic.Anthropic(api_key="test", base_url=server.base_url, max_retries=0)
-        client.messages.create(model="m", max_tokens=100, messages=[...])
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[...])
         assert server.requests[0].entry_index == 0
 
-Endpoints: ``POST /v1/messages`` (the API, without streaming), ``GET /_log`` (the request
-log as JSON), ``POST /_reset`` (clear the log and restore the script as it was given),
-``GET /_health``. A request needs an ``x-api-key`` or an ``authorization`` header, with any
-value, or it gets a 401; the SDK 2.12 sends its key as ``Authorization: Bearer ...``, and
-with no key configured raises ``TypeError`` before sending anything.
+It is at least as strict as the real API (:mod:`dagwright.testing.fake_anthropic_rules`):
+an unknown model id gets the real 404 (the installed SDK's ids are known; add others with
+the script's ``models:`` list, ``--model`` or ``DAGWRIGHT_FAKE_LLM_MODELS``), and a broken
+conversation, tool list, sampling or thinking parameter, or cache breakpoint gets the real
+400 and its message. Usage counts the JSON sent, about four characters a token, and
+``cache_control`` prefixes are written and read as the real prompt cache does
+(:mod:`dagwright.testing.fake_anthropic_tokens`). A request no entry matches, with no
+default, gets a 400 naming it: a 500 would be retried and open the client's breaker.
+
+Endpoints: ``POST /v1/messages`` (the API, without streaming), ``POST
+/v1/messages/count_tokens`` (same checks; ``{"input_tokens": n}``, no script entry used),
+``GET /_log`` (the request log as JSON), ``POST /_reset`` (clear the log, the prompt cache
+and restore the script as it was given), ``GET /_health``. A request needs an ``x-api-key``
+or an ``authorization`` header, with any value, or it gets a 401; the SDK 2.12 sends its
+key as ``Authorization: Bearer ...``, and with no key configured raises ``TypeError``
+before sending anything.
 
 What the ``anthropic`` SDK 2.12 raises for each answer: 400 ``BadRequestError``, 401
 ``AuthenticationError``, 429 ``RateLimitError``, 500 ``InternalServerError``, 529
