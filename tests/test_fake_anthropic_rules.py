@@ -312,3 +312,28 @@ def test_a_one_hour_breakpoint_after_a_five_minute_one_is_refused(
 ) -> None:
     system = [cached_text("short-lived"), cached_text("long-lived", "1h")]
     assert "must not come after a ttl='5m'" in refusal(client, system=system)
+
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+THOUGHT = {"type": "thinking", "thinking": "Search first.", "signature": "sig_1"}
+
+
+def test_with_thinking_on_a_tool_turn_must_send_its_thinking_back(
+    client: anthropic.Anthropic,
+) -> None:
+    without = [user("hi"), assistant([call()]), user([result()])]
+    message = refusal(client, thinking=THINKING, messages=without)
+    assert message.startswith(
+        "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+        "`tool_use`. When `thinking` is enabled, a final `assistant` message must start"
+    )
+    with_thinking = [user("hi"), assistant([THOUGHT, call()]), user([result()])]
+    assert send(client, thinking=THINKING, messages=with_thinking).content[0].text == "ok"
+    assert send(client, messages=without).content[0].text == "ok"  # thinking off: no need
+
+
+def test_a_thinking_block_sent_back_needs_its_signature(client: anthropic.Anthropic) -> None:
+    unsigned = {"type": "thinking", "thinking": "Search first."}
+    messages = [user("hi"), assistant([unsigned, call()]), user([result()])]
+    message = refusal(client, messages=messages)
+    assert message == "messages.1.content.0.thinking.signature: Field required"

@@ -29,6 +29,15 @@ TOOL_RESULT_NOT_FIRST = (
     "before any other content block (found one at messages.{i}.content.{j})"
 )
 
+THINKING_FIRST = (
+    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+    "`{found}`. When `thinking` is enabled, a final `assistant` message must start with a "
+    "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We "
+    "recommend you include thinking blocks from previous turns. To avoid this requirement, "
+    "disable `thinking`."
+)
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
 Messages = list[dict[str, Any]]
 
 
@@ -121,6 +130,26 @@ def _tool_use_ids_unique(messages: Messages) -> str | None:
     return None
 
 
+def thinking_turn_problem(messages: Messages) -> str | None:
+    """With thinking on, the assistant turn whose tool calls the last user turn answers
+    must open with the thinking block the API sent (the client must send it back)."""
+    last = len(messages) - 1
+    answers_tools = any(block.get("type") == "tool_result" for block in _blocks(messages[last]))
+    if last < 1 or not answers_tools or messages[last - 1].get("role") != "assistant":
+        return None
+    blocks = _blocks(messages[last - 1])
+    found = blocks[0].get("type") if blocks else "nothing"
+    return None if found in THINKING_TYPES else THINKING_FIRST.format(i=last - 1, found=found)
+
+
+def _thinking_signed(messages: Messages) -> str | None:
+    for i, message in enumerate(messages):
+        for j, block in enumerate(_blocks(message)):
+            if block.get("type") == "thinking" and not block.get("signature"):
+                return f"messages.{i}.content.{j}.thinking.signature: Field required"
+    return None
+
+
 _CHECKS: tuple[Callable[[Messages], str | None], ...] = (
     _roles,
     _empty_content,
@@ -130,6 +159,7 @@ _CHECKS: tuple[Callable[[Messages], str | None], ...] = (
     _tool_use_ids_unique,
     _tool_uses_answered,
     _tool_results_called,
+    _thinking_signed,
 )
 
 

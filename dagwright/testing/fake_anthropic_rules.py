@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagwright.llm import messages_api_rules as api
-from dagwright.testing.fake_anthropic_conversation import conversation_problem
+from dagwright.testing.fake_anthropic_conversation import (
+    conversation_problem,
+    thinking_turn_problem,
+)
 from dagwright.testing.fake_anthropic_tokens import prompt_blocks
 
 THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -208,7 +211,15 @@ def _conversation(body: Body) -> str | None:
     messages = [message for message in body["messages"] if isinstance(message, dict)]
     if len(messages) != len(body["messages"]):
         return "messages: Input should be a list of message objects"
-    return conversation_problem(messages)
+    problem = conversation_problem(messages)
+    if problem is None and _thinking_on(body):
+        problem = thinking_turn_problem(messages)
+    return problem
+
+
+def _thinking_on(body: Body) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
 
 def _cache_problem(body: Body) -> str | None:
