@@ -100,7 +100,8 @@ class ScriptedUsage(_StrictModel):
     (:mod:`dagwright.testing.fake_anthropic_tokens`)."""
 
     input_tokens: int | None = Field(default=None, ge=0)
-    """Reported ``usage.input_tokens``; default: the JSON of the request's messages // 4."""
+    """Reported ``usage.input_tokens``; default: the uncached rest of system, tools and
+    messages, their JSON // 4."""
     output_tokens: int | None = Field(default=None, ge=0)
     """Reported ``usage.output_tokens``; default: the reply's text // 4, or the request's
     ``max_tokens`` when the reply stops at ``max_tokens``."""
