@@ -337,3 +337,11 @@ def test_a_thinking_block_sent_back_needs_its_signature(client: anthropic.Anthro
     messages = [user("hi"), assistant([unsigned, call()]), user([result()])]
     message = refusal(client, messages=messages)
     assert message == "messages.1.content.0.thinking.signature: Field required"
+
+
+def test_the_cli_takes_repeated_model_flags() -> None:
+    from dagwright.testing.fake_anthropic import _parse_args
+
+    args = _parse_args(["--script", "s.yaml", "--model", "a-model", "--model", "b-model"])
+
+    assert args.model == ["a-model", "b-model"]
