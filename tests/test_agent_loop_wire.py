@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, SecretStr
 
+from dagwright.errors import AgentOutputError
 from dagwright.llm.anthropic import AnthropicLLM
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer, Script
@@ -77,3 +78,19 @@ def test_an_empty_answer_before_a_structured_one_is_sent_back_acceptably(tmp_pat
 
     assert output == {"approved": True}
     assert [request.status for request in requests] == [200, 200]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: the agent loop runs a tool call cut at max_tokens (its input may be "
+    "partial) instead of failing as it does for cut text",
+)
+def test_a_tool_call_cut_at_max_tokens_is_not_run(tmp_path: Path) -> None:
+    cut = {"type": "tool_use", "name": "read_input", "input": {"node": "facts"}}
+    script = {
+        "entries": [{"reply": {"content": [cut], "stop_reason": "max_tokens"}}],
+        "default": {"reply": {"content": [{"type": "text", "text": "It is 42."}]}},
+    }
+
+    with pytest.raises(AgentOutputError, match="cut at max_tokens"):
+        run_against(script, tmp_path, SPEC)
