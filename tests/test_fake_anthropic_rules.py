@@ -345,3 +345,11 @@ def test_the_cli_takes_repeated_model_flags() -> None:
     args = _parse_args(["--script", "s.yaml", "--model", "a-model", "--model", "b-model"])
 
     assert args.model == ["a-model", "b-model"]
+
+
+def test_streaming_is_refused_as_the_fakes_own_limit(server: FakeAnthropicServer) -> None:
+    body = {"model": MODEL, "max_tokens": 8, "messages": [user("hi")], "stream": True}
+
+    status, answer = post_messages(server, body, **{"x-api-key": "k"})
+
+    assert status == 400 and "does not support streaming" in answer["error"]["message"]

@@ -74,8 +74,6 @@ def _shape_problem(body: Body, counting_tokens: bool) -> str | None:
             return f"{name}: Field required"
         if not isinstance(body[name], expected) or isinstance(body[name], bool):
             return f"{name}: Input should be a valid {_type_word(expected)}"
-    if body.get("stream"):
-        return "stream: fake-anthropic does not support streaming; call without stream=True"
     return None
 
 
