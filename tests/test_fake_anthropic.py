@@ -31,7 +31,7 @@ from dagwright.testing import FakeAnthropicServer, Script, ScriptEntry
 from dagwright.testing.fake_anthropic import main
 from tests.support.processes import REPO_ROOT
 
-MODEL = "claude-test"
+MODEL = "claude-sonnet-4-5"
 
 
 def text_entry(text: str, **fields: Any) -> dict[str, Any]:
@@ -161,7 +161,7 @@ SEARCH_RESULT = user([{"type": "tool_result", "tool_use_id": "toolu_a", "content
 @pytest.mark.parametrize(
     ("match", "matching", "other"),
     [
-        ({"model": "claude-big"}, {"model": "claude-big"}, {}),
+        ({"model": "claude-opus-4-6"}, {"model": "claude-opus-4-6"}, {}),
         ({"system_contains": "pirate"}, {"system": "You are a pirate."}, {"system": "Be nice."}),
         (
             {"system_contains": "pirate"},
@@ -256,12 +256,12 @@ def test_the_default_answers_when_no_entry_matches() -> None:
     ]
 
 
-def test_no_matching_entry_is_a_readable_500(
+def test_no_matching_entry_is_a_readable_400_that_no_client_retries(
     server: FakeAnthropicServer, client: anthropic.Anthropic
 ) -> None:
     server.add(text_entry("never", match={"model": "claude-other"}))
 
-    with pytest.raises(anthropic.InternalServerError) as caught:
+    with pytest.raises(anthropic.BadRequestError) as caught:
         ask(client, "what about this?", system="You are terse.")
 
     message = caught.value.api_message or ""
@@ -467,7 +467,7 @@ def test_the_log_records_each_request_and_redacts_keys(
     assert [(r.status, r.entry_index) for r in (first, second, raw)] == [
         (200, 0),
         (500, 1),
-        (500, None),  # no entry left: "no script entry matches"
+        (400, None),  # an empty conversation: the real API's 400
     ]
     assert first.headers["authorization"] == "***"  # SDK 2.12 sends the key as a bearer token
     assert raw.headers["x-api-key"] == "***"
@@ -505,7 +505,7 @@ def test_reset_restores_the_script_as_given() -> None:
         assert [reply_text(ask(sdk)) for _ in range(2)] == ["once", "added"]
         server.reset()
         assert reply_text(ask(sdk)) == "once"
-        with pytest.raises(anthropic.InternalServerError):
+        with pytest.raises(anthropic.BadRequestError):  # nothing left: unscripted
             ask(sdk)
 
 

@@ -84,7 +84,8 @@ def test_an_unknown_model_costs_nothing_but_its_tokens_are_counted(
             }
         }
     )
-    response = llm_for(fake_llm).complete(REQUEST.model_copy(update={"model": "claude-unpriced"}))
+    unpriced = REQUEST.model_copy(update={"model": "claude-opus-4-6"})  # no default price
+    response = llm_for(fake_llm).complete(unpriced)
     assert (response.usage.input_tokens, response.usage.cost_usd) == (7, 0.0)
 
 

@@ -25,12 +25,25 @@ def fake_llm(
     script: Annotated[Path, typer.Option("--script", "-s", help="YAML/JSON script of answers.")],
     port: Annotated[int, typer.Option("--port", "-p", help="0 picks a free port.")] = 0,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    models: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="A model id to accept besides the SDK's (repeatable; also "
+            "DAGWRIGHT_FAKE_LLM_MODELS, comma-separated).",
+        ),
+    ] = None,
 ) -> None:
     """Serve a fake Anthropic Messages API from a script, to run LLM plans offline:
-    point ANTHROPIC_BASE_URL at the address it prints."""
+    point ANTHROPIC_BASE_URL at the address it prints. It refuses what the real API
+    refuses (unknown models, broken tool turns, ...) with the real API's errors."""
     from dagwright.testing.fake_anthropic import main as serve_fake_llm
 
-    raise typer.Exit(serve_fake_llm(["--script", str(script), "--port", str(port), "--host", host]))
+    argv = ["--script", str(script), "--port", str(port), "--host", host]
+    for model in models or []:
+        argv += ["--model", model]
+    raise typer.Exit(serve_fake_llm(argv))
 
 
 def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:

@@ -39,14 +39,25 @@ Or in a test::
 
     with FakeAnthropicServer(Script.load("script.yaml")) as server:
         client = anthropic.Anthropic(api_key="test", base_url=server.base_url, max_retries=0)
-        client.messages.create(model="m", max_tokens=100, messages=[...])
+        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[...])
         assert server.requests[0].entry_index == 0
 
-Endpoints: ``POST /v1/messages`` (the API, without streaming), ``GET /_log`` (the request
-log as JSON), ``POST /_reset`` (clear the log and restore the script as it was given),
-``GET /_health``. A request needs an ``x-api-key`` or an ``authorization`` header, with any
-value, or it gets a 401; the SDK 2.12 sends its key as ``Authorization: Bearer ...``, and
-with no key configured raises ``TypeError`` before sending anything.
+It is at least as strict as the real API (:mod:`dagwright.testing.fake_anthropic_rules`):
+an unknown model id gets the real 404 (the installed SDK's ids are known; add others with
+the script's ``models:`` list, ``--model`` or ``DAGWRIGHT_FAKE_LLM_MODELS``), and a broken
+conversation, tool list, sampling or thinking parameter, or cache breakpoint gets the real
+400 and its message. Usage counts the JSON sent, about four characters a token, and
+``cache_control`` prefixes are written and read as the real prompt cache does
+(:mod:`dagwright.testing.fake_anthropic_tokens`). A request no entry matches, with no
+default, gets a 400 naming it: a 500 would be retried and open the client's breaker.
+
+Endpoints: ``POST /v1/messages`` (the API, without streaming), ``POST
+/v1/messages/count_tokens`` (same checks; ``{"input_tokens": n}``, no script entry used),
+``GET /_log`` (the request log as JSON), ``POST /_reset`` (clear the log, the prompt cache
+and restore the script as it was given), ``GET /_health``. A request needs an ``x-api-key``
+or an ``authorization`` header, with any value, or it gets a 401; the SDK 2.12 sends its
+key as ``Authorization: Bearer ...``, and with no key configured raises ``TypeError``
+before sending anything.
 
 What the ``anthropic`` SDK 2.12 raises for each answer: 400 ``BadRequestError``, 401
 ``AuthenticationError``, 429 ``RateLimitError``, 500 ``InternalServerError``, 529
@@ -64,6 +75,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -77,20 +89,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dagwright.errors import ConfigurationError
+from dagwright.testing.fake_anthropic_answers import Answer, error_body, json_answer
 from dagwright.testing.fake_anthropic_playback import LoggedRequest, Playback
-from dagwright.testing.fake_anthropic_script import (
-    Answer,
-    FaultInjection,
-    Script,
-    ScriptEntry,
-    error_body,
-    json_answer,
-)
+from dagwright.testing.fake_anthropic_script import FaultInjection, Script, ScriptEntry
 
 __all__ = ["FakeAnthropicServer", "LoggedRequest", "main"]
 
 logger = logging.getLogger(__name__)
 
+EXTRA_MODELS_ENV = "DAGWRIGHT_FAKE_LLM_MODELS"
 SHUTDOWN_POLL_S = 0.05  # how long stop() may wait for the serving loop to notice
 
 
@@ -158,9 +165,11 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
         """The answer, and the log entry of a ``/v1/messages`` request."""
         playback = self.server.playback
         route = (self.command, path)
+        headers = {name.lower(): value for name, value in self.headers.items()}
         if route == ("POST", "/v1/messages"):
-            headers = {name.lower(): value for name, value in self.headers.items()}
             return playback.receive(raw_body, headers)
+        if route == ("POST", "/v1/messages/count_tokens"):
+            return playback.count_tokens(raw_body, headers)
         if route == ("GET", "/_log"):
             return json_answer(200, [request.to_json() for request in playback.requests]), None
         if route == ("POST", "/_reset"):
@@ -168,7 +177,10 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
             return json_answer(200, {"status": "reset"}), None
         if route == ("GET", "/_health"):
             return json_answer(200, {"status": "ok"}), None
-        message = f"fake-anthropic serves POST /v1/messages, not {self.command} {path}"
+        message = (
+            "fake-anthropic serves POST /v1/messages and /v1/messages/count_tokens, "
+            f"not {self.command} {path}"
+        )
         return json_answer(404, error_body("not_found_error", message)), None
 
     def _read_body(self) -> bytes:
@@ -213,12 +225,19 @@ class FakeAnthropicServer:
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. With ``port=0``
     (the default) the system picks a free port; :attr:`base_url` names it once started.
+    ``extra_models`` are model ids to accept besides the SDK's and the script's ``models``.
     """
 
     def __init__(
-        self, script: Script | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        script: Script | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        extra_models: Sequence[str] = (),
     ) -> None:
-        self._playback = Playback(script if script is not None else Script())
+        script = script if script is not None else Script()
+        self._playback = Playback(script, extra_models=extra_models)
         self._address = (host, port)
         self._http: _FakeHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -303,7 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fake-anthropic: {exc}", file=sys.stderr)
         return 2
     try:
-        server = FakeAnthropicServer(script, host=args.host, port=args.port).start()
+        server = FakeAnthropicServer(
+            script, host=args.host, port=args.port, extra_models=_extra_models(args.model)
+        ).start()
     except OSError as exc:
         print(f"fake-anthropic: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
@@ -321,7 +342,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--script", required=True, help="YAML or JSON script of answers")
     parser.add_argument("--port", type=int, default=0, help="port (default: any free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help=f"a model id to accept besides the SDK's (repeatable; also ${EXTRA_MODELS_ENV}, "
+        "comma-separated)",
+    )
     return parser.parse_args(argv)
+
+
+def _extra_models(flagged: Sequence[str]) -> list[str]:
+    """Model ids from ``--model`` flags and the environment variable, comma-separated."""
+    listed = os.environ.get(EXTRA_MODELS_ENV, "").split(",")
+    return [*flagged, *(model.strip() for model in listed if model.strip())]
 
 
 def _wait_for_stop_signal() -> None:

@@ -2,6 +2,8 @@
 
 Kept apart from the HTTP half (:mod:`dagwright.testing.fake_anthropic`) so the playback
 rules (validation, fault rolls, script entries in order) read without the server around them.
+What a valid request is lives in :mod:`dagwright.testing.fake_anthropic_rules`; token and
+cache accounting in :mod:`dagwright.testing.fake_anthropic_tokens`.
 """
 
 from __future__ import annotations
@@ -15,25 +17,41 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from dagwright.testing.fake_anthropic_script import (
+from dagwright.llm.sdk_models import sdk_model_ids
+from dagwright.testing.fake_anthropic_answers import (
     Answer,
-    FaultInjection,
     IdMint,
+    entry_answer,
+    error_answer,
+    json_answer,
+)
+from dagwright.testing.fake_anthropic_rules import Rejection, request_rejection
+from dagwright.testing.fake_anthropic_script import (
+    FaultInjection,
     RequestFacts,
     Script,
     ScriptEntry,
-    entry_answer,
-    error_answer,
+)
+from dagwright.testing.fake_anthropic_tokens import (
+    InputUsage,
+    PromptCache,
+    count_input_tokens,
+    prompt_blocks,
 )
 
-AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected"]
+AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected", "count_tokens"]
 REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
-REQUIRED_FIELDS: dict[str, type] = {"model": str, "max_tokens": int, "messages": list}
+NO_STREAMING = "stream: fake-anthropic does not support streaming; call without stream=True"
+UNSCRIPTED = (
+    "fake-anthropic: no script entry matches this request ({facts}); add an entry that "
+    "matches it, or a default, to the script"
+)
 
 
 @dataclass(frozen=True)
 class LoggedRequest:
-    """One ``POST /v1/messages`` the server received, and how it answered."""
+    """One ``POST /v1/messages`` (or ``/v1/messages/count_tokens``) the server received,
+    and how it answered."""
 
     at: float
     """When it arrived (``time.time()``)."""
@@ -72,8 +90,12 @@ class Playback:
     use of an entry and the log order is the order in which answers were decided.
     """
 
-    def __init__(self, script: Script) -> None:
+    def __init__(
+        self, script: Script, *, extra_models: Sequence[str] = (), cache: PromptCache | None = None
+    ) -> None:
         self._script = script
+        self._models = sdk_model_ids() | set(script.models) | set(extra_models)
+        self._cache = cache if cache is not None else PromptCache()
         self._lock = threading.Lock()
         self.reset()
 
@@ -84,6 +106,7 @@ class Playback:
             self._uses_left = [entry.times for entry in self._entries]
             self._log: list[LoggedRequest] = []
             self._ids = IdMint()
+            self._cache.clear()
             self._set_faults(self._script.faults)
 
     def add(self, entries: Sequence[ScriptEntry]) -> None:
@@ -114,6 +137,21 @@ class Playback:
             self._log.append(logged)
         return verdict.answer, logged
 
+    def count_tokens(
+        self, raw_body: bytes, headers: Mapping[str, str]
+    ) -> tuple[Answer, LoggedRequest]:
+        """Answer one ``POST /v1/messages/count_tokens``: the same checks, no script."""
+        body = _json_object(raw_body)
+        with self._lock:
+            verdict = self._refusal(body, headers, counting_tokens=True)
+            if verdict is None:
+                assert body is not None  # _refusal refuses a body that is not an object
+                answer = json_answer(200, {"input_tokens": count_input_tokens(body)})
+                verdict = _Verdict(answer, "count_tokens")
+            logged = _logged(body, headers, verdict)
+            self._log.append(logged)
+        return verdict.answer, logged
+
     def answered(self, logged: LoggedRequest) -> None:
         """Record when the answer to a logged request was sent (no-op after a reset)."""
         with self._lock:
@@ -123,19 +161,33 @@ class Playback:
                     return
 
     def _decide(self, body: dict[str, Any] | None, headers: Mapping[str, str]) -> _Verdict:
-        if not (headers.get("x-api-key") or headers.get("authorization")):
-            message = "an x-api-key or authorization header is required (any value will do)"
-            return _Verdict(error_answer(self._ids, 401, message), "rejected")
-        if body is None:
-            return _Verdict(error_answer(self._ids, 400, "body must be a JSON object"), "rejected")
-        problem = _request_problem(body)
-        if problem is not None:
-            return _Verdict(error_answer(self._ids, 400, problem), "rejected")
+        refusal = self._refusal(body, headers, counting_tokens=False)
+        if refusal is not None:
+            return refusal
+        assert body is not None  # _refusal refuses a body that is not an object
         fault_status = self._roll_fault()
         if fault_status is not None:
             message = f"fake-anthropic: injected fault {fault_status}"
             return _Verdict(error_answer(self._ids, fault_status, message), "fault")
         return self._play(body)
+
+    def _refusal(
+        self, body: dict[str, Any] | None, headers: Mapping[str, str], *, counting_tokens: bool
+    ) -> _Verdict | None:
+        """The answer to a request the real API would refuse; None for a valid one."""
+        if not (headers.get("x-api-key") or headers.get("authorization")):
+            message = "an x-api-key or authorization header is required (any value will do)"
+            return self._rejected(Rejection(message, 401, "authentication_error"))
+        if body is None:
+            return self._rejected(Rejection("body must be a JSON object"))
+        rejection = request_rejection(body, self._models, counting_tokens=counting_tokens)
+        if rejection is None and body.get("stream"):  # a limit of the fake, not an API rule
+            rejection = Rejection(NO_STREAMING)
+        return self._rejected(rejection) if rejection is not None else None
+
+    def _rejected(self, rejection: Rejection) -> _Verdict:
+        answer = error_answer(self._ids, rejection.status, rejection.message, rejection.error_type)
+        return _Verdict(answer, "rejected")
 
     def _roll_fault(self) -> int | None:
         if self._faults is None or self._dice.random() >= self._faults.rate:
@@ -146,11 +198,20 @@ class Playback:
         facts = RequestFacts.of(body)
         index = self._take_entry(facts)
         if index is not None:
-            return _Verdict(entry_answer(self._entries[index], body, self._ids), "entry", index)
+            return _Verdict(self._answer(self._entries[index], body), "entry", index)
         if self._script.default is not None:
-            return _Verdict(entry_answer(self._script.default, body, self._ids), "default")
-        message = f"fake-anthropic: no script entry matches this request ({facts.describe()})"
-        return _Verdict(error_answer(self._ids, 500, message), "no_match")
+            return _Verdict(self._answer(self._script.default, body), "default")
+        # A 400, not a 500: a client retries a 500 and opens its breaker over a script gap.
+        message = UNSCRIPTED.format(facts=facts.describe())
+        return _Verdict(error_answer(self._ids, 400, message), "no_match")
+
+    def _answer(self, entry: ScriptEntry, body: dict[str, Any]) -> Answer:
+        """The entry's answer; only a reply reads and writes the prompt cache, as only a
+        request the model served does."""
+        usage = InputUsage(input_tokens=0)
+        if entry.reply is not None:
+            usage = self._cache.account(body["model"], prompt_blocks(body))
+        return entry_answer(entry, body, self._ids, usage)
 
     def _take_entry(self, facts: RequestFacts) -> int | None:
         """Index of the first entry with uses left whose match holds, using one of its uses."""
@@ -168,18 +229,6 @@ def _json_object(raw_body: bytes) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _request_problem(body: dict[str, Any]) -> str | None:
-    """What the real API would reject in the body, worded as it words it; None if fine."""
-    for name, expected in REQUIRED_FIELDS.items():
-        if name not in body:
-            return f"{name}: Field required"
-        if not isinstance(body[name], expected) or isinstance(body[name], bool):
-            return f"{name}: Input should be a valid {expected.__name__}"
-    if body.get("stream"):
-        return "stream: fake-anthropic does not support streaming; call without stream=True"
-    return None
 
 
 def _logged(

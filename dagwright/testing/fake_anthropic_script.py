@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -29,12 +29,22 @@ __all__ = [
     "RequestFacts",
     "Script",
     "ScriptEntry",
+    "ScriptedRedactedThinking",
     "ScriptedText",
+    "ScriptedThinking",
     "ScriptedToolUse",
     "ScriptedUsage",
 ]
 
-StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]
+StopReason = Literal[
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
 
 
 class _StrictModel(BaseModel):
@@ -61,31 +71,69 @@ class ScriptedToolUse(_StrictModel):
     """The ``tool_use`` id; ``toolu_<counter>`` when not given."""
 
 
-ScriptedBlock = Annotated[ScriptedText | ScriptedToolUse, Field(discriminator="type")]
+class ScriptedThinking(_StrictModel):
+    """A ``thinking`` content block: the model's summarized reasoning, signed."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    """The reasoning text."""
+    signature: str | None = None
+    """The signature the client must send back unchanged; ``sig_<counter>`` when not given."""
+
+
+class ScriptedRedactedThinking(_StrictModel):
+    """A ``redacted_thinking`` content block: reasoning the API encrypted."""
+
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+    data: str = "redacted"
+    """The opaque, encrypted reasoning."""
+
+
+ScriptedBlock = Annotated[
+    ScriptedText | ScriptedToolUse | ScriptedThinking | ScriptedRedactedThinking,
+    Field(discriminator="type"),
+]
 
 
 class ScriptedUsage(_StrictModel):
-    """Token counts to report; a count left out is estimated (characters // 4, at least 1)."""
+    """Token counts to report; a count left out is what the fake's accounting gives
+    (:mod:`dagwright.testing.fake_anthropic_tokens`)."""
 
     input_tokens: int | None = Field(default=None, ge=0)
-    """Reported ``usage.input_tokens``; default: the JSON of the request's messages // 4."""
+    """Reported ``usage.input_tokens``; default: the uncached rest of system, tools and
+    messages, their JSON // 4."""
     output_tokens: int | None = Field(default=None, ge=0)
-    """Reported ``usage.output_tokens``; default: the reply's text // 4."""
+    """Reported ``usage.output_tokens``; default: the reply's text // 4, or the request's
+    ``max_tokens`` when the reply stops at ``max_tokens``."""
+    cache_creation_input_tokens: int | None = Field(default=None, ge=0)
+    """Reported ``usage.cache_creation_input_tokens``; default: from the prompt cache."""
+    cache_read_input_tokens: int | None = Field(default=None, ge=0)
+    """Reported ``usage.cache_read_input_tokens``; default: from the prompt cache."""
 
 
 class Reply(_StrictModel):
     """A successful (HTTP 200) ``message`` answer."""
 
     content: list[ScriptedBlock]
-    """The assistant's content blocks, in order."""
+    """The assistant's content blocks, in order; ``[]`` plays an empty answer."""
     stop_reason: StopReason | None = None
-    """Default: ``tool_use`` when the content calls a tool, else ``end_turn``."""
+    """Default: ``tool_use`` when the content calls a tool, else ``end_turn``. With a
+    ``tool_use`` block last, ``max_tokens`` plays a call cut off mid-way."""
     stop_sequence: str | None = None
     """Reported ``stop_sequence`` (the real API sets it with ``stop_reason: stop_sequence``)."""
     usage: ScriptedUsage = Field(default_factory=ScriptedUsage)
     """Token counts to report (estimated when left out)."""
     model: str | None = None
     """Reported ``model``; default: the request's model."""
+
+    @model_validator(mode="after")
+    def _stop_reason_fits_content(self) -> Reply:
+        calls_tool = any(block.type == "tool_use" for block in self.content)
+        if self.stop_reason == "tool_use" and not calls_tool:
+            raise ValueError("stop_reason tool_use needs a tool_use block in content")
+        if self.stop_reason == "stop_sequence" and self.stop_sequence is None:
+            raise ValueError("stop_reason stop_sequence needs the stop_sequence it stopped at")
+        return self
 
 
 @dataclass(frozen=True)
@@ -203,8 +251,9 @@ class Script(_StrictModel):
     """Ordered entries, an optional default and optional random faults.
 
     A request gets the first entry, in order, that still has uses left and whose ``match``
-    holds; failing that the ``default`` (which never runs out); failing that an HTTP 500
-    that says no entry matched and describes the request.
+    holds; failing that the ``default`` (which never runs out); failing that an HTTP 400
+    that says no entry matched and describes the request (a 400, not a 500: a client
+    would retry a 500, and a breaker open, for what is a gap in the script).
     """
 
     entries: list[ScriptEntry] = Field(default_factory=list)
@@ -213,6 +262,9 @@ class Script(_StrictModel):
     """The answer when no entry matches; it cannot have ``match`` or ``times``."""
     faults: FaultInjection | None = None
     """Random faults injected before any entry is chosen."""
+    models: list[str] = Field(default_factory=list)
+    """Model ids to accept besides those the installed ``anthropic`` SDK knows (any other
+    gets the real API's 404)."""
 
     @model_validator(mode="after")
     def _default_matches_everything(self) -> Script:
@@ -300,120 +352,3 @@ def _blocks_of_type(message: Mapping[str, Any], block_type: str) -> list[dict[st
 def _shorten(text: str, limit: int = 60) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-# What each entry sends on the wire.
-
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    504: "timeout_error",
-    529: "overloaded_error",
-}
-
-
-@dataclass(frozen=True)
-class Answer:
-    """An HTTP response to send, after waiting ``delay_s``."""
-
-    status: int
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-
-
-class IdMint:
-    """Counters behind ``msg_<n>``, ``toolu_<n>`` and ``req_<n>`` ids; not thread-safe."""
-
-    def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-
-    def next(self, prefix: str) -> str:
-        self._counts[prefix] = self._counts.get(prefix, 0) + 1
-        return f"{prefix}_{self._counts[prefix]}"
-
-
-def entry_answer(entry: ScriptEntry, request: Mapping[str, Any], ids: IdMint) -> Answer:
-    """What ``entry`` answers to a (valid) request body, its own headers winning."""
-    if entry.status is not None:
-        answer = error_answer(ids, entry.status, f"fake-anthropic: scripted {entry.status}")
-    elif entry.malformed is not None:
-        answer = _malformed_answer(entry.malformed, request["model"], ids.next("req"))
-    else:
-        assert entry.reply is not None  # ScriptEntry's validator demands one of the three
-        message = _message(entry.reply, request, ids)
-        answer = json_answer(200, message, ids.next("req"))
-    headers = {**answer.headers, **{name.lower(): value for name, value in entry.headers.items()}}
-    return Answer(answer.status, answer.body, headers, entry.delay_s)
-
-
-def error_answer(ids: IdMint, status: int, message: str) -> Answer:
-    """The API's error answer for ``status``; a 429 says ``retry-after: 0``."""
-    fallback_type = "api_error" if status >= 500 else "invalid_request_error"
-    request_id = ids.next("req")
-    body = {**error_body(ERROR_TYPES.get(status, fallback_type), message), "request_id": request_id}
-    answer = json_answer(status, body, request_id)
-    if status == 429:
-        answer.headers["retry-after"] = "0"
-    return answer
-
-
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": error_type, "message": message}}
-
-
-def json_answer(status: int, payload: object, request_id: str | None = None) -> Answer:
-    headers = {"content-type": "application/json"}
-    if request_id is not None:
-        headers["request-id"] = request_id
-    return Answer(status, json.dumps(payload).encode(), headers)
-
-
-def _message(reply: Reply, request: Mapping[str, Any], ids: IdMint) -> dict[str, Any]:
-    """The API's ``message`` object for a scripted reply."""
-    content = [block.model_dump(exclude_none=True) for block in reply.content]
-    for block in content:
-        if block["type"] == "tool_use" and "id" not in block:
-            block["id"] = ids.next("toolu")
-    calls_tool = any(block["type"] == "tool_use" for block in content)
-    return {
-        "id": ids.next("msg"),
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model or request["model"],
-        "content": content,
-        "stop_reason": reply.stop_reason or ("tool_use" if calls_tool else "end_turn"),
-        "stop_sequence": reply.stop_sequence,
-        "usage": {
-            "input_tokens": _estimate(reply.usage.input_tokens, json.dumps(request["messages"])),
-            "output_tokens": _estimate(reply.usage.output_tokens, _reply_text(content)),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        },
-    }
-
-
-def _estimate(scripted: int | None, text: str) -> int:
-    """The scripted token count, else a crude one: characters // 4, at least 1."""
-    return scripted if scripted is not None else max(1, len(text) // 4)
-
-
-def _reply_text(content: list[dict[str, Any]]) -> str:
-    """What the model "wrote": its text, and the JSON of its tool calls' inputs."""
-    return "".join(
-        block["text"] if block["type"] == "text" else json.dumps(block["input"])
-        for block in content
-    )
-
-
-def _malformed_answer(kind: Literal["json", "schema"], model: str, request_id: str) -> Answer:
-    if kind == "json":
-        broken = b'{"id": "msg_broken", "type": "message", "content": [{"type": "text", "te'
-        return Answer(200, broken, {"content-type": "application/json", "request-id": request_id})
-    incomplete = {"id": "msg_broken", "type": "message", "role": "assistant", "model": model}
-    return json_answer(200, incomplete, request_id)

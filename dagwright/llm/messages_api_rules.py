@@ -1,0 +1,91 @@
+"""What the Anthropic Messages API accepts, as data both sides of the wire read.
+
+The client (:mod:`dagwright.llm.anthropic`) can consult it before sending, and the fake
+(:mod:`dagwright.testing.fake_anthropic_rules`) refuses what it lists, so the two cannot
+disagree. Model families are matched by prefix: a dated id (``claude-opus-4-7-20260101``)
+behaves as its alias does.
+
+Sources: Anthropic's model migration notes (sampling parameters and budget thinking
+removed from Opus 4.7 on and the 5 families), the prompt caching page (minimum
+cacheable lengths, four breakpoints) and the extended thinking page (``budget_tokens`` at
+least 1024 and below ``max_tokens``).
+"""
+
+from __future__ import annotations
+
+SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k")
+
+# These answer 400 "`temperature` is deprecated for this model." to any sampling parameter.
+MODELS_WITHOUT_SAMPLING = (
+    "claude-opus-4-7",
+    "claude-opus-4-8",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-haiku-5",
+    "claude-fable-",
+    "claude-mythos-",
+)
+# From Opus 4.1 to the 4.6 models, one sampler at a time: temperature or top_p, not both.
+MODELS_WITH_ONE_SAMPLER = (
+    "claude-opus-4-1",
+    "claude-opus-4-5",
+    "claude-opus-4-6",
+    "claude-sonnet-4-5",
+    "claude-sonnet-4-6",
+    "claude-haiku-4-5",
+)
+# Thinking with a fixed ``budget_tokens`` ({"type": "enabled"}) is gone where sampling is:
+# those models think only in adaptive mode.
+MODELS_WITHOUT_BUDGET_THINKING = MODELS_WITHOUT_SAMPLING
+MIN_THINKING_BUDGET_TOKENS = 1024
+
+# Custom tool names; the API words a mismatch as a pydantic pattern error.
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+
+MAX_CACHE_BREAKPOINTS = 4
+CACHE_TTLS_S = {"5m": 300, "1h": 3600}
+# A prefix shorter than this (in tokens) is not cached: the request is simply uncached.
+MIN_CACHEABLE_TOKENS = (
+    ("claude-sonnet-4-5", 1024),
+    ("claude-opus-4-1", 1024),
+    ("claude-sonnet-4-6", 2048),
+)
+DEFAULT_MIN_CACHEABLE_TOKENS = 4096  # Opus 4.5 on, Haiku 4.5, and (unpublished) the newer
+
+# The most output one request may ask for; larger ``max_tokens`` is a 400.
+MAX_OUTPUT_TOKENS = (
+    ("claude-sonnet-4-5", 64_000),
+    ("claude-haiku-4-5", 64_000),
+    ("claude-opus-4-5", 64_000),
+    ("claude-opus-4-1", 32_000),
+)
+DEFAULT_MAX_OUTPUT_TOKENS = 128_000
+
+
+def refuses_sampling(model: str) -> bool:
+    """Whether ``model`` answers 400 to ``temperature``, ``top_p`` or ``top_k``."""
+    return model.startswith(MODELS_WITHOUT_SAMPLING)
+
+
+def takes_one_sampler(model: str) -> bool:
+    """Whether ``model`` refuses ``temperature`` and ``top_p`` sent together."""
+    return model.startswith(MODELS_WITH_ONE_SAMPLER)
+
+
+def refuses_budget_thinking(model: str) -> bool:
+    """Whether ``model`` refuses ``thinking: {type: enabled, budget_tokens: n}``."""
+    return model.startswith(MODELS_WITHOUT_BUDGET_THINKING)
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The shortest prefix, in tokens, that ``model`` writes to the prompt cache."""
+    return _by_prefix(model, MIN_CACHEABLE_TOKENS, DEFAULT_MIN_CACHEABLE_TOKENS)
+
+
+def max_output_tokens(model: str) -> int:
+    """The largest ``max_tokens`` a request to ``model`` may carry."""
+    return _by_prefix(model, MAX_OUTPUT_TOKENS, DEFAULT_MAX_OUTPUT_TOKENS)
+
+
+def _by_prefix(model: str, table: tuple[tuple[str, int], ...], default: int) -> int:
+    return next((value for prefix, value in table if model.startswith(prefix)), default)

@@ -1,0 +1,28 @@
+"""The model ids the installed ``anthropic`` SDK knows, read from its ``Model`` type.
+
+Kept out of :mod:`dagwright.llm.anthropic` because the fake API needs the list without an
+API client, and apart from :mod:`dagwright.llm.messages_api_rules` so that the rules stay
+plain data. The SDK is imported inside the function: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+
+
+@functools.cache
+def sdk_model_ids() -> frozenset[str]:
+    """Every literal model id of ``anthropic.types.Model`` (a ``Literal[...] | str``)."""
+    from anthropic.types import Model  # the SDK's own list, updated with each release
+
+    return frozenset(_literals(Model))
+
+
+def _literals(annotation: object) -> set[str]:
+    if typing.get_origin(annotation) is typing.Literal:
+        return {value for value in typing.get_args(annotation) if isinstance(value, str)}
+    found: set[str] = set()
+    for argument in typing.get_args(annotation):
+        found |= _literals(argument)
+    return found

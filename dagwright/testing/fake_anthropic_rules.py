@@ -1,0 +1,245 @@
+"""What the fake Anthropic API refuses before it plays anything, worded as the real API.
+
+The fake is meant to be at least as strict as the real Messages API (STYLE.md §16): a
+request our client builds wrongly must fail offline, not first in production. The model
+facts (which models refuse sampling parameters, budget thinking, how long tool names may
+be) live in :mod:`dagwright.llm.messages_api_rules`, which the client can read too; the
+rules on turns and tool results live in :mod:`dagwright.testing.fake_anthropic_conversation`.
+
+A rule returns a :class:`Rejection` or None; :func:`request_rejection` runs them in the
+order the real API seems to: the body's shape, the model, then the parameters, the tools,
+the conversation and the cache breakpoints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dagwright.llm import messages_api_rules as api
+from dagwright.testing.fake_anthropic_conversation import (
+    conversation_problem,
+    thinking_turn_problem,
+)
+from dagwright.testing.fake_anthropic_tokens import prompt_blocks
+
+THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+BUDGET_THINKING_GONE = (
+    "thinking.type.enabled is not supported for this model. Use thinking.type.adaptive and "
+    "output_config.effort to control thinking behavior."
+)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An error answer: its status, the API's error type, and the message."""
+
+    message: str
+    status: int = 400
+    error_type: str = "invalid_request_error"
+
+
+Body = Mapping[str, Any]
+
+
+def request_rejection(
+    body: Body, known_models: Collection[str], *, counting_tokens: bool = False
+) -> Rejection | None:
+    """Why the real API would refuse ``body``; None if it would take it.
+
+    ``counting_tokens`` checks it as ``/v1/messages/count_tokens`` does: ``max_tokens``
+    is neither needed nor looked at.
+    """
+    shape = _shape_problem(body, counting_tokens)
+    if shape is not None:
+        return Rejection(shape)
+    if body["model"] not in known_models:
+        return Rejection(f"model: {body['model']}", 404, "not_found_error")
+    rules = _PARAMETER_RULES[1:] if counting_tokens else _PARAMETER_RULES
+    for rule in (*rules, _tools_problem, _conversation, _cache_problem):
+        problem = rule(body)
+        if problem is not None:
+            return Rejection(problem)
+    return None
+
+
+def _shape_problem(body: Body, counting_tokens: bool) -> str | None:
+    required: dict[str, type] = {"model": str, "messages": list}
+    if not counting_tokens:
+        required["max_tokens"] = int
+    for name, expected in required.items():
+        if name not in body:
+            return f"{name}: Field required"
+        if not isinstance(body[name], expected) or isinstance(body[name], bool):
+            return f"{name}: Input should be a valid {_type_word(expected)}"
+    return None
+
+
+def _type_word(expected: type) -> str:
+    return {int: "integer", str: "string", list: "list"}.get(expected, expected.__name__)
+
+
+def _max_tokens_problem(body: Body) -> str | None:
+    max_tokens, model = body["max_tokens"], body["model"]
+    if max_tokens < 1:
+        return "max_tokens: Input should be greater than or equal to 1"
+    ceiling = api.max_output_tokens(model)
+    if max_tokens > ceiling:
+        return (
+            f"max_tokens: {max_tokens} > {ceiling}, which is the maximum allowed number of "
+            f"output tokens for {model}"
+        )
+    return None
+
+
+def _sampling_problem(body: Body) -> str | None:
+    sent = [name for name in api.SAMPLING_PARAMETERS if body.get(name) is not None]
+    if sent and api.refuses_sampling(body["model"]):
+        return f"`{sent[0]}` is deprecated for this model."
+    if {"temperature", "top_p"} <= set(sent) and api.takes_one_sampler(body["model"]):
+        return (
+            "`temperature` and `top_p` cannot both be specified for this model. "
+            "Please use only one."
+        )
+    return _sampling_range_problem(body)
+
+
+def _sampling_range_problem(body: Body) -> str | None:
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"{name}: Input should be a valid number"
+        if not 0 <= value <= 1:
+            bound = "greater than or equal to 0" if value < 0 else "less than or equal to 1"
+            return f"{name}: Input should be {bound}"
+    top_k = body.get("top_k")
+    if top_k is not None and (not isinstance(top_k, int) or top_k < 0):
+        return "top_k: Input should be greater than or equal to 0"
+    return None
+
+
+def _thinking_problem(body: Body) -> str | None:
+    thinking = body.get("thinking")
+    if thinking is None:
+        return None
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ("enabled", "disabled", "adaptive"):
+        return (
+            f"thinking: Input tag '{kind}' found using 'type' does not match any of the "
+            "expected tags: 'enabled', 'disabled', 'adaptive'"
+        )
+    if kind == "enabled":
+        problem = _budget_problem(body, thinking)
+        if problem is not None:
+            return problem
+    return _thinking_companions_problem(body) if kind != "disabled" else None
+
+
+def _budget_problem(body: Body, thinking: Mapping[str, Any]) -> str | None:
+    if api.refuses_budget_thinking(body["model"]):
+        return BUDGET_THINKING_GONE
+    budget = thinking.get("budget_tokens")
+    if budget is None:
+        return "thinking.enabled.budget_tokens: Field required"
+    if not isinstance(budget, int) or budget < api.MIN_THINKING_BUDGET_TOKENS:
+        return (
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to "
+            f"{api.MIN_THINKING_BUDGET_TOKENS}"
+        )
+    if "max_tokens" in body and budget >= body["max_tokens"]:
+        return (
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+            f"documentation at {THINKING_DOCS}#max-tokens-and-context-window-size"
+        )
+    return None
+
+
+def _thinking_companions_problem(body: Body) -> str | None:
+    """What thinking does not go with: sampling changes and forced tool use."""
+    if body.get("temperature") not in (None, 1):
+        return (
+            "`temperature` may only be set to 1 when thinking is enabled. Please consult our "
+            f"documentation at {THINKING_DOCS}#feature-compatibility"
+        )
+    if body.get("top_k") is not None:
+        return "`top_k` must be unset when thinking is enabled."
+    top_p = body.get("top_p")
+    if top_p is not None and top_p < 0.95:
+        return "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled."
+    tool_choice = body.get("tool_choice")
+    if isinstance(tool_choice, dict) and tool_choice.get("type") in ("any", "tool"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    return None
+
+
+def _tools_problem(body: Body) -> str | None:
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    names: list[str] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            return f"tools.{i}: Input should be a valid dictionary"
+        if tool.get("type", "custom") == "custom":
+            problem = _custom_tool_problem(i, tool)
+            if problem is not None:
+                return problem
+        names.append(str(tool.get("name")))
+    if len(set(names)) != len(names):
+        return "tools: Tool names must be unique."
+    return None
+
+
+def _custom_tool_problem(i: int, tool: Mapping[str, Any]) -> str | None:
+    name = tool.get("name")
+    if not isinstance(name, str) or not re.fullmatch(api.TOOL_NAME_PATTERN, name):
+        return f"tools.{i}.custom.name: String should match pattern '{api.TOOL_NAME_PATTERN}'"
+    if not isinstance(tool.get("input_schema"), dict):
+        return f"tools.{i}.custom.input_schema: Field required"
+    return None
+
+
+def _conversation(body: Body) -> str | None:
+    messages = [message for message in body["messages"] if isinstance(message, dict)]
+    if len(messages) != len(body["messages"]):
+        return "messages: Input should be a list of message objects"
+    problem = conversation_problem(messages)
+    if problem is None and _thinking_on(body):
+        problem = thinking_turn_problem(messages)
+    return problem
+
+
+def _thinking_on(body: Body) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _cache_problem(body: Body) -> str | None:
+    ttls = [block.ttl for block in prompt_blocks(body) if block.ttl is not None]
+    if len(ttls) > api.MAX_CACHE_BREAKPOINTS:
+        return (
+            f"A maximum of {api.MAX_CACHE_BREAKPOINTS} blocks with cache_control may be "
+            f"provided. Found {len(ttls)}."
+        )
+    unknown = [ttl for ttl in ttls if ttl not in api.CACHE_TTLS_S]
+    if unknown:
+        return f"cache_control.ttl: Input should be '5m' or '1h' (got {unknown[0]!r})"
+    if "1h" in ttls and "5m" in ttls[: ttls.index("1h")]:
+        return (
+            "cache_control: a ttl='1h' cache_control block must not come after a ttl='5m' "
+            "cache_control block (longer TTLs must come first)"
+        )
+    return None
+
+
+_PARAMETER_RULES: tuple[Callable[[Body], str | None], ...] = (
+    _max_tokens_problem,  # first: count_tokens skips it
+    _sampling_problem,
+    _thinking_problem,
+)

@@ -1,0 +1,355 @@
+"""The fake Anthropic API refuses what the real Messages API refuses, with its errors.
+
+Driven through the real ``anthropic`` SDK (``max_retries=0``): each request here is one our
+client could build, and each must fail offline as it would against the real API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from dagwright.llm.messages_api_rules import refuses_sampling, takes_one_sampler
+from dagwright.llm.sdk_models import sdk_model_ids
+from dagwright.testing import FakeAnthropicServer, Script
+from tests.test_fake_anthropic import post_messages
+
+MODEL = "claude-sonnet-4-5"
+NO_SAMPLING_MODEL = "claude-sonnet-5-5"
+EMPTY = "messages.0: all messages must have non-empty content"
+UNANSWERED = (
+    "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: "
+)
+ORPHAN = "unexpected `tool_use_id` found in `tool_result` blocks: "
+TOOL = {"name": "search", "description": "Search.", "input_schema": {"type": "object"}}
+
+
+def user(content: Any) -> dict[str, Any]:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": content}
+
+
+def call(tool_id: str = "toolu_1", name: str = "search") -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": {}}
+
+
+def result(tool_id: str = "toolu_1") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": "found"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeAnthropicServer]:
+    script = Script.model_validate(
+        {
+            "models": ["my-finetune"],
+            "default": {"reply": {"content": [{"type": "text", "text": "ok"}]}},
+        }
+    )
+    with FakeAnthropicServer(script, extra_models=["from-the-cli"]) as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(server: FakeAnthropicServer) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(api_key="sk-test", base_url=server.base_url, max_retries=0) as sdk:
+        yield sdk
+
+
+def send(client: anthropic.Anthropic, **overrides: Any) -> Any:
+    request: dict[str, Any] = {"model": MODEL, "max_tokens": 2048, "messages": [user("hi")]}
+    extra = {
+        name: overrides.pop(name) for name in ("temperature", "top_p", "top_k") if name in overrides
+    }
+    request.update(overrides)
+    return client.messages.create(**request, extra_body=extra or None)
+
+
+def refusal(client: anthropic.Anthropic, **overrides: Any) -> str:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        send(client, **overrides)
+    assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    return caught.value.api_message or ""
+
+
+# Models
+
+
+def test_the_sdks_models_and_the_scripts_and_the_clis_are_accepted(
+    client: anthropic.Anthropic,
+) -> None:
+    assert {"claude-sonnet-4-5", "claude-opus-4-7"} <= sdk_model_ids()
+    for model in ("claude-haiku-4-5-20251001", "my-finetune", "from-the-cli"):
+        assert send(client, model=model).content[0].text == "ok"
+
+
+def test_an_unknown_model_is_the_real_apis_404(
+    server: FakeAnthropicServer, client: anthropic.Anthropic
+) -> None:
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        send(client, model="claude-test")
+
+    assert caught.value.body["error"] == {
+        "type": "not_found_error",
+        "message": "model: claude-test",
+    }  # type: ignore[index]
+    assert server.requests[0].answered_by == "rejected"
+
+
+def test_the_cli_env_var_adds_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dagwright.testing.fake_anthropic import EXTRA_MODELS_ENV, _extra_models
+
+    monkeypatch.setenv(EXTRA_MODELS_ENV, "a-model, b-model,")
+    assert _extra_models(["c-model"]) == ["c-model", "a-model", "b-model"]
+
+
+# max_tokens
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "message"),
+    [
+        (None, "max_tokens: Field required"),
+        ("8", "max_tokens: Input should be a valid integer"),
+        (0, "max_tokens: Input should be greater than or equal to 1"),
+        (
+            64_001,  # the SDK itself refuses to send this without streaming
+            "max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens "
+            "for claude-sonnet-4-5",
+        ),
+    ],
+)
+def test_max_tokens_missing_or_out_of_range_is_refused(
+    server: FakeAnthropicServer, max_tokens: object, message: str
+) -> None:
+    body: dict[str, Any] = {"model": MODEL, "messages": [user("hi")]}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+
+    status, answer = post_messages(server, body, **{"x-api-key": "k"})
+
+    assert (status, answer["error"]) == (400, {"type": "invalid_request_error", "message": message})
+
+
+# Sampling parameters
+
+
+@pytest.mark.parametrize("parameter", ["temperature", "top_p", "top_k"])
+def test_a_model_without_sampling_refuses_each_sampling_parameter(
+    client: anthropic.Anthropic, parameter: str
+) -> None:
+    assert refuses_sampling(NO_SAMPLING_MODEL)
+    message = refusal(
+        client, model=NO_SAMPLING_MODEL, **{parameter: 0 if parameter != "top_k" else 5}
+    )
+    assert message == f"`{parameter}` is deprecated for this model."
+
+
+def test_a_one_sampler_model_refuses_temperature_with_top_p(client: anthropic.Anthropic) -> None:
+    assert takes_one_sampler(MODEL)
+    assert send(client, temperature=0).content[0].text == "ok"
+    assert refusal(client, temperature=0.5, top_p=0.9).startswith(
+        "`temperature` and `top_p` cannot both be specified for this model."
+    )
+
+
+def test_temperature_above_one_is_refused(client: anthropic.Anthropic) -> None:
+    assert (
+        refusal(client, temperature=1.5) == "temperature: Input should be less than or equal to 1"
+    )
+
+
+# Thinking
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 512}},
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 4096}},
+            "`max_tokens` must be greater than `thinking.budget_tokens`.",
+        ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 1024}, "temperature": 0.2},
+            "`temperature` may only be set to 1 when thinking is enabled.",
+        ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 1024}, "top_k": 5},
+            "`top_k` must be unset when thinking is enabled.",
+        ),
+        (
+            {
+                "thinking": {"type": "enabled", "budget_tokens": 1024},
+                "tools": [TOOL],
+                "tool_choice": {"type": "any"},
+            },
+            "Thinking may not be enabled when tool_choice forces tool use.",
+        ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 1024}, "model": NO_SAMPLING_MODEL},
+            "thinking.type.enabled is not supported for this model.",
+        ),
+    ],
+)
+def test_a_bad_thinking_config_is_refused(
+    client: anthropic.Anthropic, overrides: dict[str, Any], message: str
+) -> None:
+    assert refusal(client, **overrides).startswith(message)
+
+
+def test_a_sound_thinking_config_is_taken(client: anthropic.Anthropic) -> None:
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    assert send(client, thinking=thinking, temperature=1).content[0].text == "ok"
+    assert (
+        send(client, model=NO_SAMPLING_MODEL, thinking={"type": "adaptive"}).content[0].text == "ok"
+    )
+
+
+# Tools
+
+
+@pytest.mark.parametrize("name", ["has space", "dotted.name", "x" * 65, ""])
+def test_a_tool_name_off_the_apis_pattern_is_refused(
+    client: anthropic.Anthropic, name: str
+) -> None:
+    message = refusal(client, tools=[{**TOOL, "name": name}])
+    assert message == "tools.0.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'"
+
+
+def test_duplicate_tool_names_are_refused(client: anthropic.Anthropic) -> None:
+    assert refusal(client, tools=[TOOL, TOOL]) == "tools: Tool names must be unique."
+
+
+def test_a_server_tool_needs_no_input_schema(client: anthropic.Anthropic) -> None:
+    web_search = {"type": "web_search_20250305", "name": "web_search"}
+    assert send(client, tools=[TOOL, web_search]).content[0].text == "ok"
+
+
+# The conversation
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        (
+            [user("")],
+            EMPTY + " except for the optional final assistant message",
+        ),
+        (
+            [user("hi"), assistant([]), user("again")],
+            "messages.1: all messages must have non-empty content",
+        ),
+        ([user([{"type": "text", "text": ""}])], "messages: text content blocks must be non-empty"),
+        (
+            [user("hi"), assistant("Sure, ")],
+            "messages: final assistant content cannot end with trailing whitespace",
+        ),
+        (
+            [user("hi"), assistant([call()]), user("no results given")],
+            UNANSWERED + "toolu_1.",
+        ),
+        (
+            [user("hi"), assistant([call("toolu_1"), call("toolu_2")]), user([result("toolu_1")])],
+            UNANSWERED + "toolu_2.",
+        ),
+        (
+            [user([result("toolu_9")])],
+            "messages.0.content.0: " + ORPHAN + "toolu_9.",
+        ),
+        (
+            [user("hi"), assistant([call()]), user([result(), result("toolu_7")])],
+            "messages.2.content.1: " + ORPHAN + "toolu_7.",
+        ),
+        (
+            [user("hi"), assistant([call()]), user([{"type": "text", "text": "here:"}, result()])],
+            "messages.2: `tool_result` blocks must come first in the user message content",
+        ),
+        (
+            [user("hi"), assistant([call(), call()]), user([result(), result()])],
+            "messages.1: `tool_use` ids must be unique",
+        ),
+    ],
+)
+def test_a_conversation_the_api_refuses_is_refused(
+    client: anthropic.Anthropic, messages: list[dict[str, Any]], message: str
+) -> None:
+    assert refusal(client, messages=messages).startswith(message)
+
+
+def test_an_empty_final_assistant_turn_is_a_prefill(client: anthropic.Anthropic) -> None:
+    assert send(client, messages=[user("hi"), assistant("")]).content[0].text == "ok"
+    answered = [user("hi"), assistant([call()]), user([result(), {"type": "text", "text": "go"}])]
+    assert send(client, messages=answered).content[0].text == "ok"
+
+
+# Cache breakpoints
+
+
+def cached_text(text: str, ttl: str | None = None) -> dict[str, Any]:
+    cache_control = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    return {"type": "text", "text": text, "cache_control": cache_control}
+
+
+def test_more_than_four_cache_breakpoints_are_refused(client: anthropic.Anthropic) -> None:
+    system = [cached_text(f"part {i}") for i in range(5)]
+    assert (
+        refusal(client, system=system)
+        == "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    )
+
+
+def test_a_one_hour_breakpoint_after_a_five_minute_one_is_refused(
+    client: anthropic.Anthropic,
+) -> None:
+    system = [cached_text("short-lived"), cached_text("long-lived", "1h")]
+    assert "must not come after a ttl='5m'" in refusal(client, system=system)
+
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+THOUGHT = {"type": "thinking", "thinking": "Search first.", "signature": "sig_1"}
+
+
+def test_with_thinking_on_a_tool_turn_must_send_its_thinking_back(
+    client: anthropic.Anthropic,
+) -> None:
+    without = [user("hi"), assistant([call()]), user([result()])]
+    message = refusal(client, thinking=THINKING, messages=without)
+    assert message.startswith(
+        "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+        "`tool_use`. When `thinking` is enabled, a final `assistant` message must start"
+    )
+    with_thinking = [user("hi"), assistant([THOUGHT, call()]), user([result()])]
+    assert send(client, thinking=THINKING, messages=with_thinking).content[0].text == "ok"
+    assert send(client, messages=without).content[0].text == "ok"  # thinking off: no need
+
+
+def test_a_thinking_block_sent_back_needs_its_signature(client: anthropic.Anthropic) -> None:
+    unsigned = {"type": "thinking", "thinking": "Search first."}
+    messages = [user("hi"), assistant([unsigned, call()]), user([result()])]
+    message = refusal(client, messages=messages)
+    assert message == "messages.1.content.0.thinking.signature: Field required"
+
+
+def test_the_cli_takes_repeated_model_flags() -> None:
+    from dagwright.testing.fake_anthropic import _parse_args
+
+    args = _parse_args(["--script", "s.yaml", "--model", "a-model", "--model", "b-model"])
+
+    assert args.model == ["a-model", "b-model"]
+
+
+def test_streaming_is_refused_as_the_fakes_own_limit(server: FakeAnthropicServer) -> None:
+    body = {"model": MODEL, "max_tokens": 8, "messages": [user("hi")], "stream": True}
+
+    status, answer = post_messages(server, body, **{"x-api-key": "k"})
+
+    assert status == 400 and "does not support streaming" in answer["error"]["message"]
