@@ -425,6 +425,9 @@ class Settings(BaseSettings):
             rate_max_wait_s=self.llm_rate_max_wait_s,
             cache_enabled=self.llm_cache_enabled,
             cache_ttl_s=self.llm_cache_ttl_s,
+            prompt_cache_ttl=self.llm_prompt_cache_ttl,
+            max_tokens_cap=self.llm_max_tokens_cap,
+            refusal_fallback_model=self.llm_refusal_fallback_model,
         )
 
     @property
@@ -482,6 +485,9 @@ class LLMSettings:
     rate_max_wait_s: float
     cache_enabled: bool
     cache_ttl_s: int
+    prompt_cache_ttl: Literal["5m", "1h", "off"]
+    max_tokens_cap: int
+    refusal_fallback_model: str | None
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ class AgentLoop:
         schemas = [tool.schema() for tool in self._offered_tools()]
         if spec.output_model is not None:
             schemas.append(final_answer_schema(spec.output_model, spec.final_tool))
-        ttl = settings.llm_prompt_cache_ttl
+        ttl = settings.llm.prompt_cache_ttl
         return LLMRequest(
             model=self._model,
             system=spec.system_prompt,
@@ -167,7 +167,7 @@ class AgentLoop:
             thinking=spec.thinking,
             effort=spec.effort,
             prompt_cache_ttl=None if ttl == "off" else ttl,
-            response_cache=spec.response_cache or settings.llm_cache_enabled,
+            response_cache=spec.response_cache or settings.llm.cache_enabled,
         )
 
     def _offered_tools(self) -> list[Any]:
@@ -224,7 +224,7 @@ class AgentLoop:
     def _cut_off(self, response: LLMResponse) -> Exception | None:
         """``max_tokens``: the answer, or a tool call's arguments, stop mid-way. Nothing of
         it is kept or run; the turn is made again with twice the room, up to the cap."""
-        cap = self.ctx.settings.llm_max_tokens_cap
+        cap = self.ctx.settings.llm.max_tokens_cap
         if self._max_tokens >= cap:
             return AgentOutputError(
                 f"the answer was cut at max_tokens ({self._max_tokens}) of {self.spec.name!r}, "
@@ -245,7 +245,7 @@ class AgentLoop:
     def _refused(self, response: LLMResponse) -> Exception | None:
         """``refusal``: the turn is made again with the fallback model, if one is set and
         not the one that refused; the refused answer is dropped."""
-        fallback = self.spec.fallback_model or self.ctx.settings.llm_refusal_fallback_model
+        fallback = self.spec.fallback_model or self.ctx.settings.llm.refusal_fallback_model
         if fallback is None or fallback == self._model:
             hint = "" if fallback else " (no fallback: set llm_refusal_fallback_model)"
             return AgentOutputError(f"the model ({self._model}) refused to answer{hint}")
