@@ -87,7 +87,7 @@ def run_once(brief: str, prompt_cache_ttl: str) -> Usage:
             anthropic_base_url=fake.base_url,
             anthropic_api_key=SecretStr("benchmark"),
             default_model=MODEL,
-            llm_prompt_cache_ttl=prompt_cache_ttl,  # type: ignore[arg-type]
+            llm_prompt_cache_ttl=prompt_cache_ttl,
         )
         services = MemoryServices(AnthropicLLM(settings.llm), Path(workspace))
         [spec] = [spec for spec in builtin_agents() if spec.name == "researcher"]

@@ -15,7 +15,6 @@ Outputs of dependencies enter the first message as delimited, untrusted data.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -31,8 +30,7 @@ from dagwright.errors import (
     ToolPolicyError,
 )
 from dagwright.llm.protocol import LLMRequest, LLMResponse
-from dagwright.models import Approval, ApprovalStatus, Budget, Node
-from dagwright.telemetry.spans import TOOL_CALL
+from dagwright.models import Budget, Node
 from dagwright.workers.agent_prompt import final_answer_schema, first_message, untrusted_block
 from dagwright.workers.agent_spec import FINAL_ANSWER_TOOL, AgentSpec
 from dagwright.workers.agent_state import (
@@ -43,12 +41,12 @@ from dagwright.workers.agent_state import (
     resume_state,
     sendable,
 )
+from dagwright.workers.agent_tool_calls import ToolCaller
 from dagwright.workers.budgets import Dimension, find_overrun, worst_case
-from dagwright.workers.context import NodeContext, OpenSpan
-from dagwright.workers.proposals import ApprovalNeeded, Proposal, decided
+from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import describe_validation_error
-from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
-from dagwright.workers.tools.policy import PolicyAction, PolicyDecision, ToolPolicy
+from dagwright.workers.tools.base import ToolOutcome, ToolRegistry
+from dagwright.workers.tools.policy import ToolPolicy
 
 __all__ = [
     "FINAL_ANSWER_TOOL",
@@ -63,9 +61,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-AUDITED_ARGS_CHARS = 500
-MAX_TOOL_NAME_CHARS = 64  # the API's limit; a name the model made up is cut in spans
-MAX_TOOL_USE_ID_CHARS = 64  # ids are short ("toolu_..."); a made-up one is cut in spans
 NO_TOOL_OUTPUT = "(the tool returned nothing)"  # the API refuses an empty tool_result text
 # Said once after an empty answer. The API's docs: an empty end_turn mostly follows tool
 # results, and sending the conversation back unchanged gets the same empty answer.
@@ -87,6 +82,7 @@ class AgentLoop:
         self.tools = tools
         self.model = model
         self.node = node
+        self.tool_caller = ToolCaller(ctx, spec, tools)
         self.state = resume_state(ctx.last_checkpoint) or AgentState(
             messages=[{"role": "user", "content": first_message(node, ctx.inputs)}]
         )
@@ -318,80 +314,7 @@ class AgentLoop:
     def _call_tool(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
         if name == self.spec.final_tool and self.spec.output_model is not None:
             return self._reject_final_answer(args)
-        # Sizes, not contents: arguments and results may carry anything, secrets included.
-        # The outcome stays "error" if the call raises (an open breaker, a lost node).
-        with self.ctx.span(
-            TOOL_CALL,
-            tool=name[:MAX_TOOL_NAME_CHARS],
-            tool_use_id=call_id[:MAX_TOOL_USE_ID_CHARS],
-            input_bytes=json_bytes(args),
-            outcome="error",
-        ) as span:
-            decision = self.spec.policy.decide(name, args)
-            span.attributes["decision"] = decision.action.value
-            outcome = self._decide(name, args, call_id, decision, span)
-            span.attributes["outcome"] = outcome_of(outcome, decision)
-            span.attributes["output_bytes"] = len(outcome.text.encode())
-            if outcome.is_error:
-                span.status = "error"
-            return outcome
-
-    def _decide(
-        self,
-        name: str,
-        args: dict[str, Any],
-        call_id: str,
-        decision: PolicyDecision,
-        span: OpenSpan,
-    ) -> ToolOutcome:
-        if decision.action == PolicyAction.REQUIRE_APPROVAL:
-            return self._call_with_approval(name, args, call_id, decision, span)
-        self._audit(name, args, decision)
-        if decision.action == PolicyAction.DENY:
-            return ToolOutcome(
-                f"refused by the tool policy: {decision.reason}",
-                is_error=True,
-                refused_by_policy=True,
-            )
-        return self._run_tool(name, args)
-
-    def _call_with_approval(
-        self,
-        name: str,
-        args: dict[str, Any],
-        call_id: str,
-        decision: PolicyDecision,
-        span: OpenSpan,
-    ) -> ToolOutcome:
-        """A call the policy holds for a person: ask (the node waits, this loop stops),
-        then, once resumed from the checkpoint, act on the decision."""
-        approval = decided(self.ctx.approval(), call_id)
-        if approval is None:
-            self._audit(name, args, decision)
-            span.attributes["outcome"] = "awaiting_approval"
-            raise ApprovalNeeded(
-                Proposal("tool", name, args, self._reasoning(), tool_use_id=call_id)
-            )
-        if approval.status == ApprovalStatus.REJECTED:
-            return ToolOutcome(rejected_call(approval), is_error=True, refused_by_policy=True)
-        return self._run_tool(name, approval.effective_args)
-
-    def _audit(self, name: str, args: dict[str, Any], decision: PolicyDecision) -> None:
-        self.ctx.audit(
-            tool=name,
-            action=decision.action.value,
-            rule="default" if decision.rule is None else str(decision.rule),
-            reason=decision.reason,
-            args=truncate(json.dumps(args, sort_keys=True, default=str), AUDITED_ARGS_CHARS),
-        )
-
-    def _run_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        tool = self.tools.get(name) if name in self.spec.tools else None
-        if tool is None:
-            return ToolOutcome(
-                f"no tool {name!r}; the tools are: {', '.join(self.spec.tools)}", True
-            )
-        return tool.call(self.ctx, args)
+        return self.tool_caller.call(name, args, call_id, self._reasoning)
 
     def _reasoning(self) -> str:
         """What the model said in the turn that asked for the tool call."""
@@ -421,26 +344,6 @@ class AgentLoop:
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
-
-
-def outcome_of(outcome: ToolOutcome, decision: PolicyDecision) -> str:
-    """How a tool call ended, for its span: ok, error, denied (by the policy) or rejected
-    (by a person)."""
-    if outcome.refused_by_policy:
-        return "denied" if decision.action == PolicyAction.DENY else "rejected"
-    return "error" if outcome.is_error else "ok"
-
-
-def json_bytes(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, default=str).encode())
-
-
-def rejected_call(approval: Approval) -> str:
-    """The tool result the model sees for a call a person rejected."""
-    decision = approval.decision
-    assert decision is not None
-    why = f" Their comment: {decision.comment}" if decision.comment else ""
-    return f"A person ({decision.by}) rejected this call; do not try it again.{why}"
 
 
 def node_budget(node: Node, spec: AgentSpec) -> Budget:
