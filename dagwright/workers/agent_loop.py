@@ -5,10 +5,18 @@ call's usage (one fenced write), then answer its tool calls one by one, checkpoi
 after each. A node redelivered after its worker died resumes from the last checkpoint:
 no LLM call that returned is made again, no tool that answered is called again.
 
+Each ``stop_reason`` has its handling (``_STOP_REASONS``): ``max_tokens`` drops the cut
+answer, whose tool call is never run, and makes the turn again with twice the
+``max_tokens`` (up to ``llm_max_tokens_cap``); ``pause_turn`` sends the paused turn back
+so it goes on; ``refusal`` makes the turn again with the fallback model, if any;
+``model_context_window_exceeded`` fails; an empty answer gets one nudge. No request
+carries an empty message or text block, and thinking blocks go back as they came.
+
 The loop ends with a final answer (text, or the input of a ``final_answer`` tool checked
 against the type's output model), or with a distinct error: AgentMaxTurnsError,
 AgentToolErrorsError (too many failed tool calls in a row), BudgetExceededError (the
-next call could pass the node's or the run's budget: it is not made), AgentOutputError.
+next call could pass the node's or the run's budget: it is not made), AgentOutputError
+(no usable answer).
 
 Outputs of dependencies enter the first message as delimited, untrusted data.
 """
