@@ -169,3 +169,23 @@ def test_thinking_blocks_go_back_unchanged_before_the_tool_results(tmp_path: Pat
 
 def write_call_reply() -> Any:
     return reply(write_call())
+
+
+def test_a_checkpoint_written_before_these_fields_existed_resumes(tmp_path: Path) -> None:
+    call = write_call()
+    old = {  # an AgentState as checkpointed before max_tokens, model and nudged
+        "messages": [
+            {"role": "user", "content": "Do the task."},
+            {"role": "assistant", "content": [call]},
+        ],
+        "turn": 1,
+        "pending": [call],
+        "results": [],
+        "last_call_tokens": 15,
+    }
+    llm = ScriptedLLM([text("Resumed.")])
+    services = MemoryServices(llm, tmp_path)
+    ctx = agent_context(services, checkpoint=old)
+    assert run_agent(ctx, agent_node(), SPEC, builtin_registry().tools) == "Resumed."
+    assert llm.requests[0].max_tokens == 1000 and llm.requests[0].model == "claude-test"
+    assert llm.requests[0].prompt_cache_ttl == "5m"
