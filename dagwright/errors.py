@@ -37,7 +37,9 @@
         │   ├── AgentMaxTurnsError         the agent used its turns without a final answer
         │   ├── AgentToolErrorsError       too many tool calls failed in a row
         │   │   └── ToolPolicyError        ... the last of them refused by the tool policy
-        │   ├── AgentOutputError           the final answer was cut off, or refused
+        │   ├── AgentOutputError           no usable answer: cut off at the max_tokens cap,
+        │   │                              refused (no fallback model), empty twice, or
+        │   │                              the model's context window is full
         │   ├── PlanningFailedError        the planner gave no valid plan within its repairs
         │   ├── PoisonMessageError         the node killed its worker on every delivery
         │   ├── CodeExecutionError         sandboxed code failed (exit code, time or memory)
@@ -215,8 +217,10 @@ class ToolPolicyError(AgentToolErrorsError):
 
 
 class AgentOutputError(PermanentError):
-    """The agent's final answer is unusable: cut at max_tokens, or a refusal. (An answer
-    that does not match its schema goes back to the model as a failed tool call.)"""
+    """The agent's answer is unusable: cut at max_tokens even at ``llm_max_tokens_cap``, a
+    refusal with no fallback model left, no answer even after a nudge, or the model's
+    context window full. (An answer that does not match its schema goes back to the model
+    as a failed tool call.)"""
 
 
 class PlanningFailedError(PermanentError):

@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AliasChoices,
@@ -212,11 +212,27 @@ class Settings(BaseSettings):
     """First delay between attempts of an LLM call without retry-after (doubles, jittered)."""
 
     llm_cache_enabled: bool = False
-    """Cache LLM responses in Redis, for agents that ask for deterministic answers
-    (temperature 0): the same request is then answered without a call."""
+    """Let every agent's LLM requests be answered from the response cache in Redis (an
+    identical earlier request's answer, without a call). Off: only the agent types that
+    set ``response_cache`` use it."""
 
     llm_cache_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     """How long a cached LLM response is kept."""
+
+    llm_prompt_cache_ttl: Literal["5m", "1h", "off"] = "5m"
+    """How long the API keeps the prompt prefixes an agent's requests mark for caching
+    (tools, system, the conversation so far): ``5m`` (writes cost 1.25x input, refreshed
+    by every read), ``1h`` (writes cost 2x; for agents whose turns are minutes apart, such
+    as those waiting on approvals or slow tools) or ``off``."""
+
+    llm_max_tokens_cap: int = Field(32_000, ge=1)
+    """Largest ``max_tokens`` an agent turn is retried with after its answer was cut at
+    ``max_tokens`` (each retry doubles it); past it the node fails."""
+
+    llm_refusal_fallback_model: str | None = None
+    """Model an agent turn is retried with when the model refuses (``stop_reason:
+    refusal``), for agent types that name no ``fallback_model``; unset: a refusal fails
+    the node."""
 
     llm_rate_limits: dict[str, LLMRateLimit] = Field(default_factory=dict)
     """Requests and tokens per minute by model id, over every worker, e.g.
@@ -409,6 +425,9 @@ class Settings(BaseSettings):
             rate_max_wait_s=self.llm_rate_max_wait_s,
             cache_enabled=self.llm_cache_enabled,
             cache_ttl_s=self.llm_cache_ttl_s,
+            prompt_cache_ttl=self.llm_prompt_cache_ttl,
+            max_tokens_cap=self.llm_max_tokens_cap,
+            refusal_fallback_model=self.llm_refusal_fallback_model,
         )
 
     @property
@@ -466,6 +485,9 @@ class LLMSettings:
     rate_max_wait_s: float
     cache_enabled: bool
     cache_ttl_s: int
+    prompt_cache_ttl: Literal["5m", "1h", "off"]
+    max_tokens_cap: int
+    refusal_fallback_model: str | None
 
 
 @dataclass(frozen=True)

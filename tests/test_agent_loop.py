@@ -20,6 +20,7 @@ from dagwright.errors import (
     ToolPolicyError,
 )
 from dagwright.models import Approval, ApprovalDecision, ApprovalStatus
+from dagwright.settings import Settings
 from dagwright.testing.scripted import (
     ScriptedLLM,
     reply,
@@ -302,11 +303,19 @@ def test_a_structured_answer_is_checked_against_its_model(tmp_path: Path) -> Non
     assert error["is_error"] and "rejected: it does not match the schema" in error["content"]
 
 
-def test_a_truncated_answer_is_an_error_after_its_cost_is_recorded(tmp_path: Path) -> None:
+def test_a_truncated_answer_at_the_cap_is_an_error_after_its_cost_is_recorded(
+    tmp_path: Path,
+) -> None:
     llm = ScriptedLLM([reply(text_block("half an ans"), stop_reason="max_tokens")])
     services = MemoryServices(llm, tmp_path)
+    settings = Settings(llm_max_tokens_cap=SPEC.max_tokens)
     with pytest.raises(AgentOutputError, match="cut at max_tokens"):
-        run_agent(agent_context(services), agent_node(), SPEC, builtin_registry().tools)
+        run_agent(
+            agent_context(services, settings=settings),
+            agent_node(),
+            SPEC,
+            builtin_registry().tools,
+        )
     assert services.usage.llm_calls == 1
 
 

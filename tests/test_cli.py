@@ -16,6 +16,7 @@ import pytest
 from dagwright.settings import Settings
 from dagwright.stackfile import read_stack
 from dagwright.testing import FakeAnthropicServer
+from dagwright.testing.fake_anthropic_script import text_of
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import REPO_ROOT
 from tests.support.waiting import wait_until
@@ -346,7 +347,7 @@ def test_plan_shows_the_tree_and_json_without_redis_or_a_run(
     assert "← output" in tree
     assert json.loads(text)["output"] == "synthesis"
     assert "3 nodes, planned · " in result.stderr and "tokens" in result.stderr
-    assert "Limits: at most 5 nodes" in fake_llm.requests[0].body["messages"][0]["content"]
+    assert "Limits: at most 5 nodes" in text_of(fake_llm.requests[0].body["messages"][0]["content"])
     assert not (tmp_path / "data").exists()  # no stack, no run, no Redis
 
     fake_llm.reset()
@@ -377,7 +378,7 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
     out = json_out(result)
     assert out["status"] == "succeeded" and out["result"] == "the note"
     assert set(out["nodes"]) == {"_plan", "note"}
-    catalog = fake_llm.requests[0].body["messages"][0]["content"]
+    catalog = text_of(fake_llm.requests[0].body["messages"][0]["content"])
     assert "- writer (agent)" in catalog and "- analyst (agent)" in catalog
     assert "researcher" not in catalog
 

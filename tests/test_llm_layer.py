@@ -89,14 +89,26 @@ def test_an_unknown_model_costs_nothing_but_its_tokens_are_counted(
     assert (response.usage.input_tokens, response.usage.cost_usd) == (7, 0.0)
 
 
-def test_the_cache_answers_deterministic_requests_only(redis_client: redis.Redis) -> None:
-    inner = ScriptedLLM([text("first"), text("second"), text("third")])
+def test_the_cache_answers_only_the_requests_that_opt_in(redis_client: redis.Redis) -> None:
+    inner = ScriptedLLM([text("first"), text("second"), text("third"), text("fourth")])
     cache = CachingLLM(inner, redis_client, Keys(), ttl_s=60)
-    deterministic = REQUEST.model_copy(update={"temperature": 0.0})
-    assert cache.complete(deterministic).text() == "first"
-    hit = cache.complete(deterministic)
+    opted_in = REQUEST.model_copy(update={"response_cache": True})  # no temperature needed
+    assert cache.complete(opted_in).text() == "first"
+    hit = cache.complete(opted_in.model_copy(update={"prompt_cache_ttl": "1h"}))
     assert hit.text() == "first" and hit.cached and hit.usage.total_tokens == 0
     assert len(inner.requests) == 1
-    assert cache.complete(REQUEST).text() == "second"  # no temperature: never cached
+    assert cache.complete(REQUEST).text() == "second"  # not opted in: never cached
     assert cache.complete(REQUEST).text() == "third"
-    assert redis_client.ttl(Keys().llm_cache(deterministic.digest())) > 0
+    thinking = opted_in.model_copy(update={"thinking": {"type": "adaptive"}})
+    assert cache.complete(thinking).text() == "fourth"  # another request: another key
+    assert redis_client.ttl(Keys().llm_cache(opted_in.digest())) > 0
+
+
+def test_the_cache_key_of_a_request_without_new_fields_is_unchanged() -> None:
+    # The key as computed before thinking, effort and delivery fields existed.
+    legacy = (
+        '{"max_tokens":4096,"messages":[{"content":"hi","role":"user"}],'
+        '"model":"claude-haiku-4-5","system":"s","temperature":null,"tools":[]}'
+    )
+    assert REQUEST.canonical_json() == legacy
+    assert REQUEST.model_copy(update={"prompt_cache_ttl": "5m"}).digest() == REQUEST.digest()

@@ -9,6 +9,7 @@ import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.testing import FakeAnthropicServer
+from dagwright.testing.fake_anthropic_script import text_of
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -71,12 +72,12 @@ def test_a_goal_becomes_parallel_branches_and_a_synthesis(
     assert dispatch_queue(client, run.run_id, "pros") == "dw.researcher"
     assert dispatch_queue(client, run.run_id, "synthesis") == "dw.writer"
     assert dispatch_queue(client, run.run_id, "_plan") == "dw.orchestrator"
-    synthesis_prompt = fake_llm.requests[-1].body["messages"][0]["content"]
+    synthesis_prompt = text_of(fake_llm.requests[-1].body["messages"][0]["content"])
     assert '<untrusted_input node="pros">\nfast, durable' in synthesis_prompt
     assert "Weigh Redis streams for our event bus" in synthesis_prompt
     planner_request = fake_llm.requests[0].body
     assert [tool["name"] for tool in planner_request["tools"]] == ["read_input", "submit_plan"]
-    assert "- researcher (agent):" in planner_request["messages"][0]["content"]
+    assert "- researcher (agent):" in text_of(planner_request["messages"][0]["content"])
     kinds = [e.kind for e in run.events(follow=False)]
     assert kinds.index("run.planned") < kinds.index("run.succeeded")
     assert state.nodes["_plan"].usage.llm_calls == 1
@@ -168,7 +169,7 @@ def test_a_failed_branch_is_replanned_and_completed_work_is_kept(
     ]
     assert len(intro_requests) == 1 and state.nodes["intro"].attempts == 1  # never re-run
     replan_prompt = next(
-        r.body["messages"][0]["content"]
+        text_of(r.body["messages"][0]["content"])
         for r in fake_llm.requests
         if "Part of the plan for this goal failed" in str(r.body["messages"][0])
     )
@@ -178,7 +179,7 @@ def test_a_failed_branch_is_replanned_and_completed_work_is_kept(
         assert '<untrusted_input node="intro">\nbackground text' in replan_prompt
     else:
         assert "and on these nodes still running: intro" in replan_prompt
-    summary_prompt = fake_llm.requests[-1].body["messages"][0]["content"]
+    summary_prompt = text_of(fake_llm.requests[-1].body["messages"][0]["content"])
     assert '<untrusted_input node="intro">\nbackground text' in summary_prompt
 
 

@@ -41,8 +41,8 @@ def build_llm(
 ) -> LLM:
     """The LLM every agent of this process uses (raises LLMNotConfiguredError at once if
     neither an API key nor a base URL is set): behind a circuit breaker per model if given
-    ``breakers``, rate-limited per model (``llm_rate_limits``) and cached in Redis if
-    enabled and given a client."""
+    ``breakers``, rate-limited per model (``llm_rate_limits``) and, given a client, with a
+    response cache in Redis for the requests that opt in."""
     from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
     from dagwright.llm.cache import CachingLLM
     from dagwright.llm.ratelimit import RateLimitedLLM
@@ -58,7 +58,7 @@ def build_llm(
             max_wait_s=settings.rate_max_wait_s,
             hold_s=settings.timeout_s * settings.max_attempts,
         )
-    if settings.cache_enabled and client is not None:
+    if client is not None:  # answers only the requests that opt in (response_cache)
         llm = CachingLLM(llm, client, keys, ttl_s=settings.cache_ttl_s)
     return llm
 

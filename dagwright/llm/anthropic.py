@@ -30,6 +30,7 @@ from dagwright.errors import (
 )
 from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest, LLMResponse
+from dagwright.llm.wire import message_body
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import LLMSettings
@@ -116,17 +117,7 @@ class AnthropicLLM:
         return self._response(message, time.monotonic() - started)
 
     def _create(self, request: LLMRequest) -> Any:
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "system": request.system,
-            "messages": request.messages,
-            "max_tokens": request.max_tokens,
-        }
-        if request.tools:
-            kwargs["tools"] = request.tools
-        if request.temperature is not None:
-            # Gone from the SDK's signature since 1.0, still accepted by older models.
-            kwargs["extra_body"] = {"temperature": request.temperature}
+        kwargs = message_body(request)
         # The breaker sees each attempt: a burst of 529s opens it within tenacity's retries,
         # and the next attempt fails fast with BreakerOpenError (which tenacity leaves be).
         return self._guard(

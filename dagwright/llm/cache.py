@@ -1,7 +1,12 @@
-"""A response cache in Redis for deterministic requests (temperature 0).
+"""A response cache in Redis, for the requests that opt in (``LLMRequest.response_cache``).
 
-Only then is a cached answer the answer the model would give again; any other request
-goes to the model. A hit costs nothing, so its usage is zero tokens, zero calls.
+Opt-in, not inferred from ``temperature == 0``: newer models take no temperature at all
+and are not deterministic anyway, so whether an identical request may get the earlier
+answer is the caller's choice (an agent type's ``response_cache``, or the deployment's
+``llm_cache_enabled``). The key is the whole request as the model would read it (model,
+system, tools, messages, max_tokens, thinking, effort, temperature), not how it is
+delivered (prompt-cache breakpoints). A hit costs nothing: its usage is zero tokens,
+zero calls.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ class CachingLLM:
         self.ttl_s = ttl_s
 
     def complete(self, request: LLMRequest) -> LLMResponse:
-        if request.temperature != 0:
+        if not request.response_cache:
             return self.inner.complete(request)
         key = self.keys.llm_cache(request.digest())
         cached = self.client.get(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,9 +20,24 @@ def rough_tokens(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN
 
 
+PromptCacheTTL = Literal["5m", "1h"]
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+
+# How a request is sent or kept, not what it asks: left out of the response cache's key,
+# so that switching prompt caching or its TTL does not forget every cached answer.
+DELIVERY_FIELDS = frozenset({"prompt_cache_ttl", "response_cache"})
+# Fields added after requests were first cached: left out of the key while unset, so a
+# request that does not use them keeps the key it always had.
+KEYED_WHEN_SET = ("thinking", "effort")
+
+
 class LLMRequest(BaseModel):
     """One Messages API call. ``messages`` and ``tools`` use the Messages API's JSON shapes,
-    the lingua franca of agent loops (and of checkpoints)."""
+    the lingua franca of agent loops (and of checkpoints).
+
+    Messages hold no ``cache_control``: prompt-cache breakpoints are placed when the request
+    is sent (``dagwright.llm.wire``), so a checkpointed conversation never accumulates them.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -32,10 +47,24 @@ class LLMRequest(BaseModel):
     tools: list[dict[str, Any]] = Field(default_factory=list)
     max_tokens: int = 4096
     temperature: float | None = None
-    """Only for models that still accept sampling parameters (newer ones answer 400)."""
+    """Sent only to models that still accept sampling parameters (``dagwright.llm.models``)."""
+    thinking: dict[str, Any] | None = None
+    """The Messages API's ``thinking`` object, e.g. ``{"type": "adaptive"}``; None: not sent."""
+    effort: Effort | None = None
+    """``output_config.effort``; None: the model's default."""
+    prompt_cache_ttl: PromptCacheTTL | None = None
+    """Prompt-cache breakpoints on tools, system and the conversation's tail, kept this long;
+    None: no breakpoints."""
+    response_cache: bool = False
+    """Whether a response cache may answer this request from an earlier identical one."""
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """The request as sorted JSON, without how it is delivered (``DELIVERY_FIELDS``)."""
+        fields = self.model_dump(mode="json", exclude=set(DELIVERY_FIELDS))
+        for name in KEYED_WHEN_SET:
+            if fields[name] is None:
+                del fields[name]
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
         """sha256 of the canonical request: the response cache's key."""

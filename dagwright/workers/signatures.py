@@ -8,29 +8,60 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 
 def params_model(
-    func: Callable[..., Any], model_name: str, *, reserved: Collection[str]
+    func: Callable[..., Any],
+    model_name: str,
+    *,
+    reserved: Collection[str],
+    descriptions: Mapping[str, str] | None = None,
 ) -> type[BaseModel]:
     """A model of ``func``'s keyword parameters, leaving out ``reserved`` names (which
-    dagwright passes itself) and ``*args``; ``**kwargs`` lets extra fields in."""
+    dagwright passes itself) and ``*args``; ``**kwargs`` lets extra fields in. A
+    parameter's entry in ``descriptions`` becomes its field's description (its JSON
+    schema's), unless its annotation carries one already (``Annotated[str, Field(...)]``)."""
     fields: dict[str, Any] = {}
     accepts_extra = False
-    for param in inspect.signature(func).parameters.values():
+    for param in _signature(func).parameters.values():
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             accepts_extra = True
         elif param.kind is not inspect.Parameter.VAR_POSITIONAL and param.name not in reserved:
-            annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
-            default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[param.name] = (annotation, default)
+            fields[param.name] = _field(param, (descriptions or {}).get(param.name))
     config = ConfigDict(extra="allow" if accepts_extra else "forbid", arbitrary_types_allowed=True)
     model: type[BaseModel] = create_model(model_name, __config__=config, **fields)
     return model
+
+
+def _signature(func: Callable[..., Any]) -> inspect.Signature:
+    """The signature with its annotations evaluated (a module with ``from __future__
+    import annotations`` holds them as strings, which pydantic cannot resolve outside
+    that module), else as written (an annotation imported only for type checkers)."""
+    try:
+        return inspect.signature(func, eval_str=True)
+    except (NameError, TypeError, SyntaxError):
+        return inspect.signature(func)
+
+
+def _field(param: inspect.Parameter, description: str | None) -> tuple[Any, Any]:
+    annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+    default = ... if param.default is inspect.Parameter.empty else param.default
+    if description is None or _described(annotation):
+        return annotation, default
+    return annotation, Field(default, description=description)
+
+
+def _described(annotation: Any) -> bool:
+    """Whether an ``Annotated`` annotation holds a pydantic Field with a description."""
+    return any(
+        isinstance(extra, FieldInfo) and extra.description
+        for extra in getattr(annotation, "__metadata__", ())
+    )
 
 
 def accepts(func: Callable[..., Any], name: str) -> bool:

@@ -2,7 +2,9 @@
 
 A tool is a function whose keyword parameters are its arguments (checked by a pydantic
 model built from the signature, whose JSON schema is what the model sees); a ``ctx``
-parameter receives the NodeContext. It returns a string or anything JSON, or raises
+parameter receives the NodeContext. Its whole docstring is the tool's description, and
+each ``Args:`` entry (or ``Annotated[..., Field(description=...)]``) the description of
+its argument (``dagwright.workers.docstrings``). It returns a string or anything JSON, or raises
 ToolError (any other exception counts as a failed call too).
 
 Each tool runs behind its circuit breaker (``tool:<name>``). A ToolError is the tool
@@ -29,10 +31,10 @@ from dagwright.errors import (
     ToolTimeoutError,
 )
 from dagwright.workers.context import NodeContext
+from dagwright.workers.docstrings import argument_descriptions, tool_description
 from dagwright.workers.signatures import (
     accepts,
     describe_validation_error,
-    first_doc_line,
     params_model,
     qualified_name,
     run_to_completion,
@@ -159,9 +161,11 @@ class ToolRegistry:
             )
         tool = Tool(
             name=name,
-            description=first_doc_line(func) or name,
+            description=tool_description(func) or name,
             func=func,
-            args_model=params_model(func, f"{name}_args", reserved={"ctx"}),
+            args_model=params_model(
+                func, f"{name}_args", reserved={"ctx"}, descriptions=argument_descriptions(func)
+            ),
             wants_ctx=accepts(func, "ctx"),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,

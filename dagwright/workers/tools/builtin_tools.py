@@ -26,7 +26,13 @@ MAX_REDIRECTS = 3
 
 
 def read_input(ctx: NodeContext, node: str) -> str:
-    """Read the full output of one of the tasks this task depends on, by node id."""
+    """Read the full output of one of the tasks this task depends on, by node id. The
+    first message shows each input, cut at 20,000 characters: read it here whole.
+
+    Args:
+        node: The id of the task whose output to read, as the first message's
+            ``<untrusted_input node="...">`` tag names it.
+    """
     if node not in ctx.inputs:
         known = ", ".join(ctx.inputs) or "none"
         raise ToolError(f"no input {node!r}; the inputs of this task are: {known}")
@@ -35,12 +41,22 @@ def read_input(ctx: NodeContext, node: str) -> str:
 
 
 def workspace_read(ctx: NodeContext, path: str) -> str:
-    """Read a file of the run's shared workspace (a relative path)."""
+    """Read a file of the run's shared workspace, which every task of the run shares.
+
+    Args:
+        path: The file's path, relative to the workspace (e.g. ``notes/sources.md``).
+    """
     return ctx.workspace().read(path)
 
 
 def workspace_write(ctx: NodeContext, path: str, content: str) -> str:
-    """Write a file of the run's shared workspace (a relative path), replacing it."""
+    """Write a file of the run's shared workspace, replacing it if it exists; the tasks
+    that run after this one can read it.
+
+    Args:
+        path: The file's path, relative to the workspace (e.g. ``notes/sources.md``).
+        content: The whole new content of the file, as text.
+    """
     size = ctx.workspace().write(path, content)
     return f"wrote {size} bytes to {path}"
 
@@ -51,7 +67,13 @@ def workspace_list(ctx: NodeContext) -> list[str]:
 
 
 def http_get(ctx: NodeContext, url: str) -> str:
-    """Fetch a web page (HTTP GET) from an allowed domain: its status, type and text."""
+    """Fetch a web page (HTTP GET) from an allowed domain: its status, content type and
+    text, cut at the tool's output limit. Redirects are followed while they stay on
+    allowed domains.
+
+    Args:
+        url: The page's absolute http or https URL.
+    """
     import httpx  # 70 ms (and rich, via its CLI) that only an agent fetching a page pays
 
     settings = ctx.settings.http_tool

@@ -15,7 +15,13 @@ RUN_PYTHON_MAX_CHARS = 20_000
 def run_python(ctx: NodeContext, code: str, stdin: str = "") -> str:
     """Run a Python 3 program in an isolated sandbox (no network, no host files, bounded
     time and memory) with ``stdin`` as its standard input; returns its exit status,
-    stdout and stderr."""
+    stdout and stderr. Failing code is an answer to read and fix, not a failed call.
+
+    Args:
+        code: The whole program, as the source of one Python 3 file; print what you want
+            to read back.
+        stdin: Text given to the program as its standard input (empty: none).
+    """
     result = run_code(ctx, code, input_json=stdin)
     if result.exit_code is None or result.oom:  # killed: say why, not "exit code None"
         status = result.describe_failure()

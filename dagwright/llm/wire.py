@@ -1,0 +1,133 @@
+"""An LLMRequest as the Messages API body: prompt-cache breakpoints, thinking, effort, and
+sampling parameters only where the model takes them.
+
+Prompt caching. The API caches the prefix of a request up to each ``cache_control``
+breakpoint (tools, then system, then messages, in that order) and, on a later request,
+looks back up to 20 blocks from each breakpoint for a prefix it has cached. An agent's
+requests grow by appending, so breakpoints go on:
+
+1. the last tool: the tool definitions, the same every turn;
+2. the system prompt, sent as one text block: tools and system, shared by every node of
+   the agent type;
+3. the last block of the last message: this turn's whole prefix, which the next turn
+   reads back;
+4. the last block of the message that ended the previous request (the one before the
+   latest assistant turn): the prefix the previous turn wrote, read exactly even when a
+   turn added more than the 20 blocks the lookback covers (many parallel tool calls).
+
+That is the API's limit of four. Thinking blocks cannot carry ``cache_control``, nor can
+empty text; the breakpoint then goes on the nearest block before it in the message, or
+is left out. The breakpoints are added to copies: the caller's messages (and so the
+checkpoints made of them) never hold any.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dagwright.llm.models import rejects_sampling_parameters
+from dagwright.llm.protocol import LLMRequest
+
+MAX_BREAKPOINTS = 4
+UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
+
+def message_body(request: LLMRequest) -> dict[str, Any]:
+    """The keyword arguments of ``messages.create`` for ``request`` (``extra_body`` holds
+    what the SDK's signature no longer names)."""
+    marker = cache_marker(request)
+    body: dict[str, Any] = {
+        "model": request.model,
+        "system": system_blocks(request.system, marker),
+        "messages": marked_messages(request.messages, marker),
+        "max_tokens": request.max_tokens,
+    }
+    if request.tools:
+        body["tools"] = marked_tools(request.tools, marker)
+    if request.thinking is not None:
+        body["thinking"] = request.thinking
+    if request.effort is not None:
+        body["output_config"] = {"effort": request.effort}
+    if request.temperature is not None and not rejects_sampling_parameters(request.model):
+        body["extra_body"] = {"temperature": request.temperature}
+    return body
+
+
+def cache_marker(request: LLMRequest) -> dict[str, str] | None:
+    """The ``cache_control`` of each breakpoint; None: prompt caching is off."""
+    if request.prompt_cache_ttl is None:
+        return None
+    if request.prompt_cache_ttl == "5m":  # the API's default: the shortest marker
+        return {"type": "ephemeral"}
+    return {"type": "ephemeral", "ttl": request.prompt_cache_ttl}
+
+
+def system_blocks(system: str, marker: dict[str, str] | None) -> str | list[dict[str, Any]]:
+    """The system prompt: a text block carrying the breakpoint, or the bare string."""
+    if marker is None or not system:
+        return system
+    return [{"type": "text", "text": system, "cache_control": dict(marker)}]
+
+
+def marked_tools(
+    tools: list[dict[str, Any]], marker: dict[str, str] | None
+) -> list[dict[str, Any]]:
+    if marker is None:
+        return tools
+    marked = [dict(tool) for tool in tools]
+    marked[-1]["cache_control"] = dict(marker)
+    return marked
+
+
+def marked_messages(
+    messages: list[dict[str, Any]], marker: dict[str, str] | None
+) -> list[dict[str, Any]]:
+    """Copies of ``messages`` with breakpoints 3 and 4 of the module's docstring."""
+    if marker is None or not messages:
+        return messages
+    marked = copy.deepcopy(messages)
+    for index in tail_indexes(marked):
+        mark_last_block(marked, index, marker)
+    return marked
+
+
+def tail_indexes(messages: list[dict[str, Any]]) -> list[int]:
+    """The last message, and the one that ended the previous request, if any."""
+    tails = [len(messages) - 1]
+    assistant_turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if assistant_turns and assistant_turns[-1] > 0:
+        previous_tail = assistant_turns[-1] - 1
+        if previous_tail not in tails:
+            tails.append(previous_tail)
+    return tails
+
+
+def mark_last_block(messages: list[dict[str, Any]], index: int, marker: dict[str, str]) -> None:
+    message = messages[index]
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return
+        content = [{"type": "text", "text": content}]
+        message["content"] = content
+    if not isinstance(content, list):
+        return
+    for block in reversed(content):
+        if block.get("type") in UNCACHEABLE_BLOCKS:
+            continue
+        if block.get("type") == "text" and not block.get("text"):
+            continue
+        block["cache_control"] = dict(marker)
+        return
+
+
+def breakpoints(body: dict[str, Any]) -> int:
+    """How many ``cache_control`` markers ``body`` carries (at most ``MAX_BREAKPOINTS``)."""
+    blocks: list[Any] = list(body.get("tools", []))
+    if isinstance(body.get("system"), list):
+        blocks += body["system"]
+    for message in body.get("messages", []):
+        if isinstance(message.get("content"), list):
+            blocks += message["content"]
+    return sum(1 for block in blocks if isinstance(block, dict) and "cache_control" in block)

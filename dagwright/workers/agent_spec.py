@@ -1,0 +1,53 @@
+"""``AgentSpec``: an LLM worker type, as data (its prompt, tools, policy, model, limits and
+how its requests are made)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from dagwright.llm.protocol import Effort
+from dagwright.workers.tools.policy import ToolPolicy
+
+FINAL_ANSWER_TOOL = "final_answer"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An LLM worker type: its prompt, tools, policy, model and limits."""
+
+    name: str
+    description: str
+    system_prompt: str
+    tools: tuple[str, ...] = ()
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+    model: str | None = None  # None: settings.default_model
+    max_turns: int = 12
+    max_tokens: int = 4096
+    """``max_tokens`` of each call; a turn cut there is retried with twice as many, up to
+    ``llm_max_tokens_cap``."""
+    token_budget: int = 400_000
+    max_tool_errors: int = 3
+    output_model: type[BaseModel] | None = None
+    final_tool: str = FINAL_ANSWER_TOOL
+    """Name of the tool the structured answer is given through (with ``output_model``)."""
+    check_output: Callable[[Any], list[str]] | None = None
+    """Problems of a structurally valid answer (e.g. a plan with a cycle); each goes back
+    to the model, which may correct it, as a failed call of ``final_tool``."""
+    temperature: float | None = None
+    """Sent only to models that still take it (``dagwright.llm.models``)."""
+    thinking: dict[str, Any] | None = None
+    """The Messages API's ``thinking`` object, e.g. ``{"type": "adaptive"}`` or
+    ``{"type": "enabled", "budget_tokens": 4096}`` (below ``max_tokens``); None: not sent."""
+    effort: Effort | None = None
+    """``output_config.effort`` (``low`` ... ``max``); None: the model's default."""
+    fallback_model: str | None = None
+    """Model a turn is retried with when the model refuses; None:
+    ``llm_refusal_fallback_model``."""
+    response_cache: bool = False
+    """Answer an identical request from the response cache in Redis instead of calling the
+    model (for repeatable work: evaluations, re-runs); ``llm_cache_enabled`` turns it on
+    for every type."""

@@ -1,0 +1,100 @@
+"""The agent loop's checkpoint (``AgentState``) and the edits of its conversation.
+
+Every field added since checkpoints were first written has a default, so a node resumed
+from an older checkpoint goes on where it stopped. The conversation holds only what the
+API accepts back: no message with empty content, no empty text block (the API answers
+400 to both), thinking blocks exactly as they came (their signature covers them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from dagwright.llm.protocol import rough_tokens
+from dagwright.models import Usage
+
+log = logging.getLogger(__name__)
+
+
+class AgentState(BaseModel):
+    """The checkpoint: everything needed to resume the loop where it stopped."""
+
+    messages: list[dict[str, Any]]
+    turn: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    tool_errors_in_a_row: int = 0
+    pending: list[dict[str, Any]] = Field(default_factory=list)
+    """tool_use blocks of the last response still to answer."""
+    results: list[dict[str, Any]] = Field(default_factory=list)
+    """tool_result blocks already answered, in the order of ``pending``."""
+    done: bool = False
+    output: Any = None
+    last_call_tokens: int = 0
+    """Input + output tokens of the last call: the next one reads all of them again."""
+    max_tokens: int | None = None
+    """``max_tokens`` of the next call, once raised after a cut answer (None: the type's)."""
+    model: str | None = None
+    """The model of the next call, once a refusal switched to the fallback (None: the
+    type's)."""
+    nudged: bool = False
+    """Whether an empty answer was already answered with a nudge (only one is given)."""
+
+
+def resume_state(checkpoint: Any) -> AgentState | None:
+    if checkpoint is None:
+        return None
+    try:
+        return AgentState.model_validate(checkpoint)
+    except ValidationError:
+        log.warning("the checkpoint is not an agent state; starting the conversation over")
+        return None
+
+
+def sendable(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``content`` without the blocks the API refuses in a request (empty text)."""
+    return [block for block in content if not is_empty_text(block)]
+
+
+def is_empty_text(block: dict[str, Any]) -> bool:
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def add_assistant_turn(state: AgentState, content: list[dict[str, Any]]) -> None:
+    """Append the assistant's ``content`` (never empty); after a paused turn, the
+    continuation joins the paused message, as one assistant turn."""
+    assert content, "an assistant turn with no content would be refused by the API"
+    last = state.messages[-1] if state.messages else {}
+    if last.get("role") == "assistant" and isinstance(last.get("content"), list):
+        last["content"] = [*last["content"], *content]
+    else:
+        state.messages.append({"role": "assistant", "content": list(content)})
+
+
+def add_user_text(state: AgentState, text: str) -> None:
+    """Tell the model ``text``: as a block of the last user message if the conversation
+    ends with one (tool results; the API would merge two user turns anyway), else as a
+    new user message."""
+    last = state.messages[-1] if state.messages else {}
+    if last.get("role") != "user":
+        state.messages.append({"role": "user", "content": text})
+    elif isinstance(last.get("content"), list):
+        last["content"] = [*last["content"], {"type": "text", "text": text}]
+    else:
+        last["content"] = f"{last.get('content', '')}\n\n{text}".strip()
+
+
+def next_call_input_tokens(state: AgentState, system_prompt: str) -> int:
+    """Input tokens of the next call (the whole conversation again), estimated: what the
+    last call read and wrote, plus what was added since (tool results); a first call is
+    estimated whole. Its output is at most ``max_tokens`` more."""
+    last_assistant = max(
+        (i for i, m in enumerate(state.messages) if m["role"] == "assistant"), default=None
+    )
+    if last_assistant is None:
+        return rough_tokens(system_prompt + json.dumps(state.messages))
+    added = json.dumps(state.messages[last_assistant + 1 :])
+    return state.last_call_tokens + rough_tokens(added)

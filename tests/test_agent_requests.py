@@ -1,0 +1,103 @@
+"""What an agent sends to the Messages API, through the real SDK to the fake server: a
+prompt-cache breakpoint on tools, system and the conversation's tail in every request,
+never an empty message or text block, and the one nudge after an empty answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from dagwright.llm.anthropic import AnthropicLLM
+from dagwright.llm.wire import MAX_BREAKPOINTS, breakpoints
+from dagwright.settings import Settings
+from dagwright.testing import FakeAnthropicServer
+from dagwright.workers import builtin_registry
+from dagwright.workers.agent_loop import NUDGE, run_agent
+from dagwright.workers.builtin_agents import builtin_agents
+from tests.support.agents import MemoryServices, agent_context, agent_node
+from tests.support.llm_script import RESEARCHER, call, text, turn, write
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def researcher_run(fake_llm: FakeAnthropicServer, tmp_path: Path, **settings: Any) -> Any:
+    config = Settings(
+        anthropic_base_url=fake_llm.base_url, anthropic_api_key=SecretStr("k"), **settings
+    )
+    services = MemoryServices(AnthropicLLM(config.llm), tmp_path)
+    [spec] = [spec for spec in builtin_agents() if spec.name == "researcher"]
+    ctx = agent_context(services, inputs={"brief": "Redis streams"}, settings=config)
+    return run_agent(ctx, agent_node("Collect facts."), spec, builtin_registry().tools)
+
+
+def assert_cache_breakpoints(body: dict[str, Any], ttl: dict[str, str] = EPHEMERAL) -> None:
+    assert body["system"][-1]["cache_control"] == ttl
+    assert body["tools"][-1]["cache_control"] == ttl
+    last = body["messages"][-1]["content"]
+    assert isinstance(last, list) and last[-1]["cache_control"] == ttl
+    assert breakpoints(body) <= MAX_BREAKPOINTS
+
+
+def assert_nothing_empty(body: dict[str, Any]) -> None:
+    for message in body["messages"]:
+        assert message["content"], f"empty {message['role']} message"
+        if isinstance(message["content"], list):
+            texts = [b for b in message["content"] if b.get("type") == "text"]
+            assert all(b["text"].strip() for b in texts), message
+
+
+def test_every_request_of_an_agent_carries_cache_breakpoints(
+    fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        turn(RESEARCHER, 1, text("Reading."), call("read_input", node="brief")),
+        turn(RESEARCHER, 3, write("notes.md", "Streams are logs.")),
+        turn(RESEARCHER, 5, text("Redis streams are append-only logs.")),
+    )
+    assert researcher_run(fake_llm, tmp_path) == "Redis streams are append-only logs."
+    bodies = [request.body for request in fake_llm.requests]
+    assert len(bodies) == 3
+    for body in bodies:
+        assert_cache_breakpoints(body)
+        assert_nothing_empty(body)
+    # the previous request's tail is marked too: the prefix it wrote is read back
+    assert bodies[2]["messages"][2]["content"][-1]["cache_control"] == EPHEMERAL
+    assert "temperature" not in bodies[0]
+
+
+def test_an_hour_ttl_and_caching_off(fake_llm: FakeAnthropicServer, tmp_path: Path) -> None:
+    fake_llm.add(turn(RESEARCHER, 1, text("Done.")), turn(RESEARCHER, 1, text("Done.")))
+    researcher_run(fake_llm, tmp_path, llm_prompt_cache_ttl="1h")
+    researcher_run(fake_llm, tmp_path, llm_prompt_cache_ttl="off")
+    hour, off = (request.body for request in fake_llm.requests)
+    assert_cache_breakpoints(hour, {"type": "ephemeral", "ttl": "1h"})
+    assert "cache_control" not in str(off) and isinstance(off["system"], str)
+
+
+def test_an_empty_answer_after_tool_results_gets_one_nudge(
+    fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        turn(RESEARCHER, 1, call("read_input", node="brief")),
+        turn(RESEARCHER, 3),  # content: [] and end_turn, as the real API sometimes answers
+        turn(RESEARCHER, 3, text("Redis streams.")),
+    )
+    assert researcher_run(fake_llm, tmp_path) == "Redis streams."
+    bodies = [request.body for request in fake_llm.requests]
+    nudged = bodies[2]["messages"][-1]["content"]
+    assert nudged[0]["type"] == "tool_result" and nudged[-1]["text"] == NUDGE
+    for body in bodies:
+        assert_nothing_empty(body)
+
+
+def test_a_tool_call_cut_at_max_tokens_is_retried_not_run(
+    fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    cut = turn(RESEARCHER, 1, write("cut.md", "half"))
+    cut["reply"]["stop_reason"] = "max_tokens"
+    fake_llm.add(cut, turn(RESEARCHER, 1, text("Short answer.")))
+    assert researcher_run(fake_llm, tmp_path) == "Short answer."
+    assert [r.body["max_tokens"] for r in fake_llm.requests] == [4096, 8192]
+    assert not (tmp_path / "run1" / "cut.md").exists()
