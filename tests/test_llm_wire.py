@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dagwright.llm.models import rejects_sampling_parameters
+from dagwright.llm.messages_api_rules import refuses_sampling
 from dagwright.llm.protocol import LLMRequest
 from dagwright.llm.wire import MAX_BREAKPOINTS, breakpoints, message_body
 
@@ -119,6 +119,6 @@ def test_thinking_and_effort_are_sent_as_the_api_names_them() -> None:
     ],
 )
 def test_which_models_reject_sampling_parameters(model: str, rejects: bool) -> None:
-    assert rejects_sampling_parameters(model) is rejects
+    assert refuses_sampling(model) is rejects
     body = message_body(LLMRequest(model=model, system="", messages=[], temperature=0.0))
     assert ("extra_body" in body) is not rejects

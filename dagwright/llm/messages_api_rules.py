@@ -13,18 +13,23 @@ least 1024 and below ``max_tokens``).
 
 from __future__ import annotations
 
+import re
+
 SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k")
 
-# These answer 400 "`temperature` is deprecated for this model." to any sampling parameter.
-MODELS_WITHOUT_SAMPLING = (
-    "claude-opus-4-7",
-    "claude-opus-4-8",
-    "claude-opus-5",
-    "claude-sonnet-5",
-    "claude-haiku-5",
-    "claude-fable-",
-    "claude-mythos-",
-)
+# Which models answer 400 "`temperature` is deprecated for this model." to any sampling
+# parameter: Claude Opus and Sonnet from 4.7 on, Haiku from 4.6 on, and the families
+# without a version-numbered Opus/Sonnet/Haiku name (Fable, Mythos). A version cutoff
+# rather than a list of ids, on purpose: a new Claude model is covered the day it appears,
+# instead of failing every request until someone extends a list. An id that is not a
+# Claude model (a proxy's alias) keeps its sampling parameters: nothing is known of it.
+# claude-<family>-<major>[-<minor>][-<date>]; a date (8 digits) is not a minor version.
+CLAUDE_ID = re.compile(r"^claude-(?P<family>[a-z]+)-(?P<major>\d+)(?:-(?P<minor>\d{1,2}))?(?!\d)")
+VERSIONED_FAMILIES = frozenset({"opus", "sonnet", "haiku"})
+FIRST_WITHOUT_SAMPLING = {"opus": (4, 7), "sonnet": (4, 7), "haiku": (4, 6)}
+# Older Claude ids put the version first: claude-3-5-sonnet-20241022.
+LEGACY_CLAUDE_ID = re.compile(r"^claude-\d")
+UNVERSIONED_FAMILIES = ("claude-fable", "claude-mythos")
 # From Opus 4.1 to the 4.6 models, one sampler at a time: temperature or top_p, not both.
 MODELS_WITH_ONE_SAMPLER = (
     "claude-opus-4-1",
@@ -36,7 +41,6 @@ MODELS_WITH_ONE_SAMPLER = (
 )
 # Thinking with a fixed ``budget_tokens`` ({"type": "enabled"}) is gone where sampling is:
 # those models think only in adaptive mode.
-MODELS_WITHOUT_BUDGET_THINKING = MODELS_WITHOUT_SAMPLING
 MIN_THINKING_BUDGET_TOKENS = 1024
 
 # Custom tool names; the API words a mismatch as a pydantic pattern error.
@@ -64,7 +68,14 @@ DEFAULT_MAX_OUTPUT_TOKENS = 128_000
 
 def refuses_sampling(model: str) -> bool:
     """Whether ``model`` answers 400 to ``temperature``, ``top_p`` or ``top_k``."""
-    return model.startswith(MODELS_WITHOUT_SAMPLING)
+    model = model.lower().removeprefix("anthropic.")  # a Bedrock id names the same model
+    if not model.startswith("claude-") or LEGACY_CLAUDE_ID.match(model):
+        return False
+    found = CLAUDE_ID.match(model)
+    if found is None or found["family"] not in VERSIONED_FAMILIES:
+        return model.startswith(UNVERSIONED_FAMILIES) or found is not None
+    version = (int(found["major"]), int(found["minor"] or 0))
+    return version >= FIRST_WITHOUT_SAMPLING[found["family"]]
 
 
 def takes_one_sampler(model: str) -> bool:
@@ -74,7 +85,7 @@ def takes_one_sampler(model: str) -> bool:
 
 def refuses_budget_thinking(model: str) -> bool:
     """Whether ``model`` refuses ``thinking: {type: enabled, budget_tokens: n}``."""
-    return model.startswith(MODELS_WITHOUT_BUDGET_THINKING)
+    return refuses_sampling(model)
 
 
 def min_cacheable_tokens(model: str) -> int:

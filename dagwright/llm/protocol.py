@@ -47,7 +47,7 @@ class LLMRequest(BaseModel):
     tools: list[dict[str, Any]] = Field(default_factory=list)
     max_tokens: int = 4096
     temperature: float | None = None
-    """Sent only to models that still accept sampling parameters (``dagwright.llm.models``)."""
+    """Sent only to models that still accept sampling parameters (``messages_api_rules``)."""
     thinking: dict[str, Any] | None = None
     """The Messages API's ``thinking`` object, e.g. ``{"type": "adaptive"}``; None: not sent."""
     effort: Effort | None = None

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dagwright.llm.models import rejects_sampling_parameters
+from dagwright.llm.messages_api_rules import refuses_sampling
 from dagwright.llm.protocol import LLMRequest
 
 MAX_BREAKPOINTS = 4
@@ -49,7 +49,7 @@ def message_body(request: LLMRequest) -> dict[str, Any]:
         body["thinking"] = request.thinking
     if request.effort is not None:
         body["output_config"] = {"effort": request.effort}
-    if request.temperature is not None and not rejects_sampling_parameters(request.model):
+    if request.temperature is not None and not refuses_sampling(request.model):
         body["extra_body"] = {"temperature": request.temperature}
     return body
 

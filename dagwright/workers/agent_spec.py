@@ -38,7 +38,7 @@ class AgentSpec:
     """Problems of a structurally valid answer (e.g. a plan with a cycle); each goes back
     to the model, which may correct it, as a failed call of ``final_tool``."""
     temperature: float | None = None
-    """Sent only to models that still take it (``dagwright.llm.models``)."""
+    """Sent only to models that still take it (``dagwright.llm.messages_api_rules``)."""
     thinking: dict[str, Any] | None = None
     """The Messages API's ``thinking`` object, e.g. ``{"type": "adaptive"}`` or
     ``{"type": "enabled", "budget_tokens": 4096}`` (below ``max_tokens``); None: not sent."""
