@@ -32,10 +32,16 @@ from dagwright.errors import (
     PermanentError,
     ToolPolicyError,
 )
-from dagwright.llm.protocol import LLMRequest, LLMResponse, rough_tokens
+from dagwright.llm.model_ids import price_of
+from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Approval, ApprovalStatus, Budget, Node, Usage
 from dagwright.telemetry.spans import TOOL_CALL
-from dagwright.workers.budgets import Dimension, find_overrun, worst_case
+from dagwright.workers.budgets import (
+    Dimension,
+    find_overrun,
+    next_call_input_tokens,
+    worst_case,
+)
 from dagwright.workers.context import NodeContext, OpenSpan
 from dagwright.workers.proposals import ApprovalNeeded, Proposal, decided
 from dagwright.workers.signatures import describe_validation_error
@@ -143,8 +149,13 @@ class AgentLoop:
     def _check_budgets(self) -> None:
         """Refuse the next call if its worst case could pass the node's budget or the
         run's; the run's is held for it (reserved) when it fits."""
-        price = self.ctx.settings.model_prices.get(self.model)
-        input_tokens = next_call_input_tokens(self.state, self.spec)
+        price = price_of(self.model, self.ctx.settings.model_prices)
+        request = self._request()
+        input_tokens = next_call_input_tokens(
+            request,
+            self.ctx.services.estimate_input_tokens(self.ctx, request),
+            self.state.last_call_tokens,
+        )
         call = worst_case(input_tokens, self.spec.max_tokens, price)
         overrun = find_overrun(
             node_budget(self.node, self.spec),
@@ -387,19 +398,6 @@ def rejected_call(approval: Approval) -> str:
     assert decision is not None
     why = f" Their comment: {decision.comment}" if decision.comment else ""
     return f"A person ({decision.by}) rejected this call; do not try it again.{why}"
-
-
-def next_call_input_tokens(state: AgentState, spec: AgentSpec) -> int:
-    """Input tokens of the next call (the whole conversation again), estimated: what the
-    last call read and wrote, plus what was added since (tool results); a first call is
-    estimated whole. Its output is at most ``max_tokens`` more."""
-    last_assistant = max(
-        (i for i, m in enumerate(state.messages) if m["role"] == "assistant"), default=None
-    )
-    if last_assistant is None:
-        return rough_tokens(spec.system_prompt + json.dumps(state.messages))
-    added = json.dumps(state.messages[last_assistant + 1 :])
-    return state.last_call_tokens + rough_tokens(added)
 
 
 def node_budget(node: Node, spec: AgentSpec) -> Budget:

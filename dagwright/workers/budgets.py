@@ -12,23 +12,19 @@ tokens, all tokens, cost in USD.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dagwright.errors import BudgetExceededError
-from dagwright.llm.pricing import priced
+from dagwright.llm.pricing import priced, usd
+from dagwright.llm.protocol import LLMRequest, rough_tokens
 from dagwright.models import Budget, Usage
 from dagwright.settings import ModelPrice
 
 
 def input_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
-
-
-def usd(amount: float) -> str:
-    """``$0.04``, ``$0.000125``: cents at least, and as many digits (up to six) as it takes."""
-    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
-    return f"${whole}.{decimals.ljust(2, '0')}"
 
 
 @dataclass(frozen=True)
@@ -69,6 +65,22 @@ BY_NAME = {dimension.name: dimension for dimension in DIMENSIONS}
 def amounts(usage: Usage) -> dict[str, float]:
     """``usage`` in each dimension, by name (what a reservation holds)."""
     return {dimension.name: dimension.used(usage) for dimension in DIMENSIONS}
+
+
+def next_call_input_tokens(
+    request: LLMRequest, whole_request_estimate: int, last_call_tokens: int
+) -> int:
+    """Input tokens of an agent's next call: the estimate of the whole request (system,
+    tools, messages), or, if more, what the last call read and wrote (as the API counted
+    it) plus the messages added since. The larger, since an estimate that errs low lets a
+    run pass its budget, and several nodes erring low at once pass it by as many calls."""
+    last_answer = max(
+        (i for i, m in enumerate(request.messages) if m["role"] == "assistant"), default=None
+    )
+    if last_answer is None:
+        return whole_request_estimate
+    added = rough_tokens(json.dumps(request.messages[last_answer + 1 :]))
+    return max(whole_request_estimate, last_call_tokens + added)
 
 
 def worst_case(input_estimate: int, max_tokens: int, price: ModelPrice | None) -> Usage:

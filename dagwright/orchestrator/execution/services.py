@@ -8,7 +8,14 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from dagwright.errors import NodeLostError
-from dagwright.llm import LLM, LLMRequest, LLMResponse, build_llm
+from dagwright.llm import (
+    LLM,
+    InputTokenEstimator,
+    LLMRequest,
+    LLMResponse,
+    build_input_estimator,
+    build_llm,
+)
 from dagwright.models import Approval, Usage
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook
@@ -33,6 +40,7 @@ class RedisNodeServices:
         self.runtime = runtime
         self.broker = broker  # to start the follow-up runs a scheduled run proposes
         self._llm: LLM | None = None
+        self._input_estimator: InputTokenEstimator | None = None
         self._llm_lock = threading.Lock()
         self.spans = SpanRecorder(runtime.client, runtime.keys, runtime.settings)
 
@@ -84,6 +92,13 @@ class RedisNodeServices:
             reserved=refusal.held,
             hint=run_hint(dimension),
         )
+
+    def estimate_input_tokens(self, ctx: NodeContext, request: LLMRequest) -> int:
+        with self._llm_lock:
+            if self._input_estimator is None:
+                self._input_estimator = build_input_estimator(self.runtime.settings.llm)
+            estimator = self._input_estimator
+        return estimator.estimate(request)
 
     def llm(self, ctx: NodeContext) -> LLM:
         with self._llm_lock:
