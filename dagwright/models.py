@@ -208,6 +208,11 @@ class Usage(BaseModel):
         return self.unpriced_tokens == 0
 
     @property
+    def known_cost_usd(self) -> float | None:
+        """The cost in USD; None (unknown, not 0) if a model had no price."""
+        return self.cost_usd if self.cost_is_known else None
+
+    @property
     def total_tokens(self) -> int:
         return (
             self.input_tokens
