@@ -412,6 +412,28 @@ def test_two_nodes_wanting_the_last_of_the_budget_make_one_call(
 
 
 @pytest.mark.usefixtures("worker")
+def test_an_input_token_budget_holds_with_nodes_in_parallel(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    # Each researcher's first call sends ~590 tokens by characters: ~265 of system prompt
+    # and message, ~325 of tool definitions. Estimated without the tools, three calls
+    # (~265 each) fitted in 1,500 together and spent 1,650. With them, the third does not.
+    fake_llm.add(
+        researcher_says(DONE, usage={"input_tokens": 550, "output_tokens": 5}, delay_s=1, times=3)
+    )
+    plan = PlanBuilder(goal="three ways")
+    for side in ("left", "middle", "right"):
+        plan.agent(side, "researcher", f"Find the {side} part.")
+    handle = client.submit(plan.build(), budget={"max_input_tokens": 1500})
+    state = handle.wait(timeout=60)
+    assert len(fake_llm.requests) == 2 and state.status == RunStatus.FAILED
+    assert state.usage.input_tokens == 1100 <= 1500
+    [refused] = [n for n, s in state.nodes.items() if s.status == "failed"]
+    message = assert_refused_for_budget(client, handle.run_id, refused)
+    assert message.startswith("run budget 1,500 input tokens: the next LLM call could use ")
+
+
+@pytest.mark.usefixtures("worker")
 def test_a_node_budget_in_a_plan_file_fails_only_that_node(
     client: Client, fake_llm: FakeAnthropicServer
 ) -> None:
