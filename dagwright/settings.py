@@ -212,7 +212,12 @@ class Settings(BaseSettings):
     """Model of the agent worker types that name none."""
 
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
-    """USD per million tokens by model, for the cost of every call, node and run."""
+    """USD per million tokens by model, for the cost of every call, node and run: ``input``,
+    ``output``, and optionally ``cache_read``, ``cache_write`` (5-minute) and
+    ``cache_write_1h`` (else 0.1x, 1.25x and 2x ``input``). Entries given are added to the
+    published prices (or replace theirs). A dated id or ``-latest`` alias is priced as its
+    family. A model with no price is unpriced: its cost shows as unknown, and a run with
+    a USD budget that would call it is refused at submit."""
 
     planner_model: str | None = None
     """Model of the planner (default: ``default_model``)."""
@@ -400,6 +405,12 @@ class Settings(BaseSettings):
         if value.lstrip().startswith("["):
             return json.loads(value)
         return [part.strip() for part in value.split(",") if part.strip()]
+
+    @field_validator("model_prices")
+    @classmethod
+    def _added_to_published_prices(cls, prices: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
+        # Added, not replacing: pricing one more model must not unprice all the others.
+        return {**DEFAULT_MODEL_PRICES, **prices}
 
     @field_validator("concurrency_limits")
     @classmethod

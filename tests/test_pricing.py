@@ -5,17 +5,21 @@ missing from the table priced "unknown", never $0."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from dagwright.llm.anthropic import one_hour_cache_writes, sdk_model_ids
+from dagwright.llm.anthropic import AnthropicLLM, one_hour_cache_writes, sdk_model_ids
 from dagwright.llm.model_ids import model_family, price_of, unpriced
 from dagwright.llm.pricing import cost_words, priced
+from dagwright.llm.protocol import LLMRequest
 from dagwright.models import Usage
-from dagwright.settings import DEFAULT_MODEL_PRICES, ModelPrice
+from dagwright.settings import DEFAULT_MODEL_PRICES, ModelPrice, Settings
+from dagwright.testing import FakeAnthropicServer
 
 # 1 USD per million tokens in, 10 out: a million tokens of each kind are easy to read.
 ROUND = ModelPrice(input=1, output=10)
+HELLO = [{"role": "user", "content": "Hello."}]
 
 
 @pytest.mark.parametrize(
@@ -94,3 +98,31 @@ def test_an_unpriced_model_costs_unknown_never_zero() -> None:
     partly = priced(Usage(input_tokens=1_000_000), ROUND).plus(call)
     assert cost_words(partly) == "≥ $1.00 + unpriced"
     assert cost_words(priced(Usage(input_tokens=1_000_000), ROUND)) == "$1.00"
+
+
+def test_prices_given_in_settings_are_added_to_the_published_ones() -> None:
+    given = Settings(model_prices={"claude-x-1": ModelPrice(input=2, output=10)})
+    assert given.model_prices["claude-x-1"].input == 2
+    assert given.model_prices["claude-haiku-4-5"] == DEFAULT_MODEL_PRICES["claude-haiku-4-5"]
+
+
+def answer(model: str) -> dict[str, Any]:
+    usage = {"input_tokens": 1_000_000, "output_tokens": 0}
+    return {"reply": {"model": model, "content": [{"type": "text", "text": "ok"}], "usage": usage}}
+
+
+def test_a_call_is_priced_as_requested_resolved_to_its_family(
+    settings: Settings, fake_llm: FakeAnthropicServer
+) -> None:
+    llm = AnthropicLLM(settings.llm)
+    # The answer names the snapshot: priced as the family asked for (haiku 4.5, $1 in).
+    fake_llm.add(answer("claude-haiku-4-5-20251001"))
+    dated = llm.complete(LLMRequest(model="claude-haiku-4-5", system="s", messages=HELLO))
+    assert dated.usage.cost_usd == pytest.approx(1.0) and dated.usage.cost_is_known
+    # A model the table lacks, whatever the answer says: unknown, not $0.
+    fake_llm.add(answer("claude-haiku-4-5"))
+    alias = llm.complete(LLMRequest(model="claude-haiku-4-5-latest", system="s", messages=HELLO))
+    assert alias.usage.cost_usd == pytest.approx(1.0)  # an alias of a priced family
+    fake_llm.add(answer("claude-unpriced-9"))
+    missing = llm.complete(LLMRequest(model="claude-unpriced-9", system="s", messages=HELLO))
+    assert missing.usage.unpriced_tokens == 1_000_000 and missing.usage.known_cost_usd is None
