@@ -8,15 +8,20 @@ from pathlib import Path
 import pytest
 
 from dagwright import Client, PlanBuilder
-from dagwright.errors import UnpricedModelError
+from dagwright.errors import BudgetExceededError, UnpricedModelError
 from dagwright.llm.pricing import priced
-from dagwright.models import Plan, Usage
+from dagwright.models import Budget, Node, Plan, Usage
+from dagwright.orchestrator.execution.services import RedisNodeServices
 from dagwright.orchestrator.runstate.machine import Claim, LeaseRef
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
-from dagwright.workers import builtin_registry
+from dagwright.testing.scripted import ScriptedLLM, text
+from dagwright.workers import NodeContext, builtin_registry
+from dagwright.workers.agent_loop import AgentSpec, run_agent
+from dagwright.workers.budgets import run_fields
+from tests.support.agents import MemoryServices, agent_context
 from tests.support.cli import cli_env, dagwright
 
 UNPRICED = "claude-unpriced-9"
@@ -102,3 +107,48 @@ def test_partly_priced_use_is_a_lower_bound(no_worker_settings: Settings) -> Non
     usage = Client(no_worker_settings).status(run_id).usage
     assert usage.cost_usd == pytest.approx(0.25) and usage.unpriced_tokens == 10
     assert usage.known_cost_usd is None
+
+
+# -- at call time: a worker whose price table lacks the model (prices differ by process) --
+
+SPEC = AgentSpec(
+    name="tester",
+    description="test agent",
+    system_prompt="You test.",
+    model=UNPRICED,
+    max_tokens=100,
+)
+
+
+@pytest.mark.parametrize("whose", ["node", "run"])
+def test_an_unpriced_call_under_a_usd_budget_is_not_made(tmp_path: Path, whose: str) -> None:
+    llm = ScriptedLLM([text("never sent")])
+    services = MemoryServices(llm, tmp_path)
+    budget = Budget(max_cost_usd=1.0)
+    services.run_budget = budget if whose == "run" else None
+    node = Node(
+        id="agent", type="tester", instruction="Do it.", budget=budget if whose == "node" else None
+    )
+    with pytest.raises(BudgetExceededError, match="missing from model_prices") as refused:
+        run_agent(agent_context(services), node, SPEC, builtin_registry().tools)
+    assert llm.requests == [] and "cost unknown: the call was not made" in str(refused.value)
+
+
+def test_the_workers_reservation_refuses_an_unpriced_call_under_a_usd_budget(
+    no_worker_settings: Settings,
+) -> None:
+    runtime = Runtime.from_settings(no_worker_settings)
+    services = RedisNodeServices(runtime, None)  # type: ignore[arg-type]
+    unknown = priced(Usage(input_tokens=10, output_tokens=10), None)
+    for budget, refused in ((Budget(max_cost_usd=1.0), True), (Budget(max_total_tokens=99), False)):
+        run_id = new_run_id()
+        plan = Plan.model_validate({"nodes": [{"id": "a", "type": "function", "function": "noop"}]})
+        graph = validate_plan(plan, builtin_registry(), PlanLimits())
+        runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=run_fields(budget))
+        assert isinstance(runtime.machine.claim(run_id, "a", 1, lease_s=30, holder="h:1"), Claim)
+        ctx = NodeContext(
+            run_id=run_id, node_id="a", attempt=1, fence=1, settings=no_worker_settings,
+            inputs={}, services=services,
+        )  # fmt: skip
+        overrun = services.reserve_llm_call(ctx, unknown)
+        assert (overrun is not None and overrun.unpriced) == refused

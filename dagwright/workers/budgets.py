@@ -121,9 +121,17 @@ class Overrun:
     """Held by calls of other nodes in flight (run budgets)."""
     hint: str = ""
     """How to raise it."""
+    unpriced: bool = False
+    """The call is to a model with no price: its cost, unknown, cannot be held."""
 
     def error(self) -> BudgetExceededError:
         d = self.dimension
+        if self.unpriced:
+            return BudgetExceededError(
+                f"{self.scope} budget {d.format(self.limit)}: the next LLM call is to a model "
+                "missing from model_prices, its cost unknown: the call was not made; add the "
+                "model's price to model_prices"
+            )
         held = f", {d.format(self.reserved)} held by calls in flight" if self.reserved else ""
         return BudgetExceededError(
             f"{self.scope} budget {d.format(self.limit)}: the next LLM call could use "
@@ -143,6 +151,8 @@ def find_overrun(
     """The first limit of ``budget`` that ``projected`` on top of ``spent`` would pass."""
     for dimension, limit in limits_of(budget):
         used, needed = dimension.used(spent), dimension.used(projected)
+        if dimension.is_usd and not projected.cost_is_known:
+            return Overrun(scope, dimension, limit, used, needed, unpriced=True)
         if used + needed > limit:
             return Overrun(scope, dimension, limit, used, needed, hint=hint(dimension))
     return None
