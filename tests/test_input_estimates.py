@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ TOOL = {
 }
 
 
-def request(*messages: dict[str, object], system: str = "You help.") -> LLMRequest:
+def request(*messages: dict[str, Any], system: str = "You help.") -> LLMRequest:
     return LLMRequest(
         model="claude-sonnet-5-5",
         system=system,

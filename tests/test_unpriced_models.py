@@ -144,7 +144,7 @@ def test_the_workers_reservation_refuses_an_unpriced_call_under_a_usd_budget(
         run_id = new_run_id()
         plan = Plan.model_validate({"nodes": [{"id": "a", "type": "function", "function": "noop"}]})
         graph = validate_plan(plan, builtin_registry(), PlanLimits())
-        runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra=run_fields(budget))
+        runtime.store.create_run(run_id, graph, runtime.dispatch_for, extra={**run_fields(budget)})
         assert isinstance(runtime.machine.claim(run_id, "a", 1, lease_s=30, holder="h:1"), Claim)
         ctx = NodeContext(
             run_id=run_id, node_id="a", attempt=1, fence=1, settings=no_worker_settings,
