@@ -152,3 +152,15 @@ def test_the_workers_reservation_refuses_an_unpriced_call_under_a_usd_budget(
         )  # fmt: skip
         overrun = services.reserve_llm_call(ctx, unknown)
         assert (overrun is not None and overrun.unpriced) == refused
+
+
+def test_traces_and_metrics_count_unpriced_tokens_apart() -> None:
+    from dagwright.cli.traceviews import span_cost
+    from dagwright.telemetry.counters import LLM_UNPRICED_TOKENS, llm_usage
+
+    assert span_cost({"cost_usd": 0.0, "unpriced_tokens": 5}) == "unknown"
+    assert span_cost({"cost_usd": 0.5, "unpriced_tokens": 5}) == "≥ $0.5000 + unpriced"
+    assert span_cost({"cost_usd": 0.5}) == "$0.5000"
+    call = priced(Usage(input_tokens=7, llm_calls=1), None)
+    [unpriced] = [i for i in llm_usage(UNPRICED, call) if i.family == LLM_UNPRICED_TOKENS]
+    assert unpriced.labels == (UNPRICED,) and unpriced.amount == 7

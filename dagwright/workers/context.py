@@ -145,6 +145,7 @@ class NodeContext:
             "input_tokens", response.usage.input_tokens,
             "output_tokens", response.usage.output_tokens,
             "cost_usd", response.usage.cost_usd,
+            "unpriced_tokens", response.usage.unpriced_tokens,
             "latency_ms", int(response.latency_s * 1000),
             "cached", int(response.cached),
         ]  # fmt: skip
