@@ -123,3 +123,26 @@ def test_the_fake_api_has_no_count_tokens_and_the_estimate_falls_back(
     else:  # once the fake counts: its count of the prefix, plus the messages
         assert estimator.estimate(asked) >= rough_tokens(json.dumps(asked.messages))
     assert fake_llm.requests == []  # counting is no Messages call
+
+
+def test_count_tokens_is_asked_with_system_tools_and_messages(settings: Settings) -> None:
+    import anthropic
+    import httpx2 as httpx
+
+    seen: list[httpx.Request] = []
+
+    def answer(sent: httpx.Request) -> httpx.Response:
+        seen.append(sent)
+        return httpx.Response(200, json={"input_tokens": 42})
+
+    llm = AnthropicLLM(settings.llm)
+    llm._client = anthropic.Anthropic(
+        api_key="k",
+        base_url="http://api.test",
+        http_client=httpx.Client(transport=httpx.MockTransport(answer)),
+    )
+    assert llm.count_input_tokens(request()) == 42
+    [sent] = seen
+    body = json.loads(sent.content)
+    assert sent.url.path == "/v1/messages/count_tokens"
+    assert body["system"] == "You help." and body["tools"] == [TOOL] and body["messages"]

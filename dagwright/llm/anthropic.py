@@ -41,6 +41,8 @@ NOT_CONFIGURED = (
     "no Anthropic API key: set ANTHROPIC_API_KEY, or point ANTHROPIC_BASE_URL at a "
     "compatible endpoint (e.g. `dagwright fake-llm` for offline runs)"
 )
+# A budget check waits for the count; past this, it estimates from characters instead.
+COUNT_TOKENS_TIMEOUT_S = 10.0
 # The SDK insists on a key; an endpoint given without one (a fake, a proxy) gets this.
 PLACEHOLDER_KEY = "dagwright-no-key"
 
@@ -134,7 +136,8 @@ class AnthropicLLM:
         if request.tools:
             kwargs["tools"] = request.tools
         try:
-            counted = self._client.messages.count_tokens(**kwargs)
+            counting = self._client.with_options(timeout=COUNT_TOKENS_TIMEOUT_S)
+            counted = counting.messages.count_tokens(**kwargs)
             return int(counted.input_tokens)
         except anthropic.AnthropicError as exc:
             raise translate(exc, attempts=1) from exc
