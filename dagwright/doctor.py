@@ -25,6 +25,7 @@ from redis.retry import Retry
 from dagwright.connection import redact_url, resolve_redis_url
 from dagwright.dlq import DeadLetterStats, DeadLetterStatus
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
+from dagwright.llm.model_ids import unpriced
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
@@ -411,6 +412,15 @@ def check_llm(settings: Settings) -> Check:
     parts.append(f"model {settings.default_model}")
     if settings.planner_model and settings.planner_model != settings.default_model:
         parts.append(f"planner model {settings.planner_model}")
+    models = {settings.default_model, settings.planner_model or settings.default_model}
+    missing = unpriced(models, settings.model_prices)
+    if missing:
+        return warn(
+            "llm",
+            f"{' · '.join(parts)}; no price for {', '.join(missing)}: its cost shows as "
+            "unknown and a USD budget on it is refused",
+            "add its USD per million tokens to model_prices (DAGWRIGHT_MODEL_PRICES)",
+        )
     return ok("llm", " · ".join(parts))
 
 

@@ -9,6 +9,7 @@
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
+    │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   └── ConfigurationError     settings are missing or contradictory
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
@@ -104,6 +105,11 @@ class DeadLetterError(InputError):
 
 class ConfigurationError(InputError):
     """Settings are missing, malformed or contradictory."""
+
+
+class UnpricedModelError(InputError):
+    """A run with a USD budget would call a model missing from ``model_prices``: its cost
+    could not be counted against the budget, so the run is refused at submit."""
 
 
 class BrokerUnavailableError(DagwrightError):

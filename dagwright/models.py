@@ -56,7 +56,8 @@ class Budget(BaseModel):
     max_total_tokens: int | None = Field(None, ge=1)
     """Input and output tokens together (``budget_tokens``)."""
     max_cost_usd: float | None = Field(None, gt=0)
-    """Cost in USD, priced from ``settings.model_prices`` (unlisted models cost 0)."""
+    """Cost in USD, priced from ``settings.model_prices``. A run submitted with one must
+    use priced models only: it is refused otherwise."""
 
     @property
     def is_set(self) -> bool:
@@ -188,13 +189,28 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+    """Of ``cache_creation_input_tokens``, those written for an hour (priced higher)."""
     cost_usd: float = 0.0
+    """Cost of the priced calls; with ``unpriced_tokens``, a lower bound."""
     llm_calls: int = 0
+    unpriced_tokens: int = 0
+    """Tokens of calls to models missing from the price table: their cost is unknown,
+    never 0 (see ``cost_is_known``)."""
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
             **{name: getattr(self, name) + getattr(other, name) for name in Usage.model_fields}
         )
+
+    @property
+    def cost_is_known(self) -> bool:
+        return self.unpriced_tokens == 0
+
+    @property
+    def known_cost_usd(self) -> float | None:
+        """The cost in USD; None (unknown, not 0) if a model had no price."""
+        return self.cost_usd if self.cost_is_known else None
 
     @property
     def total_tokens(self) -> int:

@@ -44,23 +44,76 @@ def default_data_dir() -> Path:
 
 
 class ModelPrice(BaseModel):
-    """USD per million tokens of one model."""
+    """USD per million tokens of one model.
+
+    Prompt-cache rates default to the published multiples of ``input`` (a 5-minute write
+    1.25x, a 1-hour write 2x, a read 0.1x); give them where a model's differ.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     input: float
+    """Fresh input tokens."""
     output: float
-    cache_read: float = 0.0
-    cache_write: float = 0.0
+    """Output tokens (thinking included)."""
+    cache_read: float | None = None
+    """Cache hits and refreshes (default: 0.1x ``input``)."""
+    cache_write: float | None = None
+    """Cache writes with the 5-minute lifetime (default: 1.25x ``input``)."""
+    cache_write_1h: float | None = None
+    """Cache writes with the 1-hour lifetime (default: 2x ``input``)."""
+
+    @property
+    def cache_read_rate(self) -> float:
+        return self.input * 0.1 if self.cache_read is None else self.cache_read
+
+    @property
+    def cache_write_5m_rate(self) -> float:
+        return self.input * 1.25 if self.cache_write is None else self.cache_write
+
+    @property
+    def cache_write_1h_rate(self) -> float:
+        return self.input * 2 if self.cache_write_1h is None else self.cache_write_1h
 
 
-# Published list prices (platform.claude.com, November 2026); override with
+def _price(
+    input: float, output: float, cache_read: float | None = None, **writes: float
+) -> ModelPrice:
+    return ModelPrice(input=input, output=output, cache_read=cache_read, **writes)
+
+
+# Published list prices (platform.claude.com/docs/en/about-claude/pricing, November 2026),
+# one row per model family: dated ids (``claude-haiku-4-5-20251001``) and ``-latest``
+# aliases are priced as their family (dagwright/llm/model_ids.py). A test checks that
+# every model id of the installed anthropic SDK has a row. Override with
 # DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or in dagwright.toml.
 DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
-    "claude-opus-5-5": ModelPrice(input=4, output=20, cache_read=0.4, cache_write=5),
-    "claude-sonnet-5-5": ModelPrice(input=2, output=10, cache_read=0.2, cache_write=2.5),
-    "claude-sonnet-5": ModelPrice(input=2, output=10, cache_read=0.2, cache_write=2.5),
-    "claude-haiku-4-5": ModelPrice(input=1, output=5, cache_read=0.1, cache_write=1.25),
+    "claude-fable-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
+    "claude-mythos-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
+    "claude-fable-5-1": _price(10, 50, 0.25),  # reads at 0.025x input
+    "claude-mythos-5-1": _price(10, 50, 0.25),
+    "claude-fable-5": _price(10, 50),
+    "claude-mythos-5": _price(10, 50),
+    # Not listed on the pricing page (research preview): Fable 5 was announced at "less
+    # than half" its price; $25 / $125 is taken so that a budget is not undercounted.
+    "claude-mythos-preview": _price(25, 125),
+    "claude-opus-5-5": _price(4, 20, 0.2),  # reads at 0.05x input
+    "claude-opus-5": _price(5, 25),
+    "claude-opus-4-8": _price(5, 25),
+    "claude-opus-4-7": _price(5, 25),
+    "claude-opus-4-6": _price(5, 25),
+    "claude-opus-4-5": _price(5, 25),
+    "claude-opus-4-1": _price(15, 75),
+    "claude-opus-4": _price(15, 75),
+    "claude-sonnet-5-5": _price(2, 10, 0.2),
+    "claude-sonnet-5": _price(2, 10),
+    "claude-sonnet-4-6": _price(3, 15),
+    "claude-sonnet-4-5": _price(3, 15),
+    "claude-sonnet-4": _price(3, 15),
+    # Haiku 5.5 is priced in two bands; these are of prompts up to 100,000 tokens (longer
+    # ones cost 5x): a node that reads more than that is undercounted.
+    "claude-haiku-5-5": _price(0.1, 0.5, 0.01),
+    "claude-haiku-4-5": _price(1, 5),
 }
 
 
@@ -159,7 +212,12 @@ class Settings(BaseSettings):
     """Model of the agent worker types that name none."""
 
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
-    """USD per million tokens by model, for the cost of every call, node and run."""
+    """USD per million tokens by model, for the cost of every call, node and run: ``input``,
+    ``output``, and optionally ``cache_read``, ``cache_write`` (5-minute) and
+    ``cache_write_1h`` (else 0.1x, 1.25x and 2x ``input``). Entries given are added to the
+    published prices (or replace theirs). A dated id or ``-latest`` alias is priced as its
+    family. A model with no price is unpriced: its cost shows as unknown, and a run with
+    a USD budget that would call it is refused at submit."""
 
     planner_model: str | None = None
     """Model of the planner (default: ``default_model``)."""
@@ -363,6 +421,12 @@ class Settings(BaseSettings):
         if value.lstrip().startswith("["):
             return json.loads(value)
         return [part.strip() for part in value.split(",") if part.strip()]
+
+    @field_validator("model_prices")
+    @classmethod
+    def _added_to_published_prices(cls, prices: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
+        # Added, not replacing: pricing one more model must not unprice all the others.
+        return {**DEFAULT_MODEL_PRICES, **prices}
 
     @field_validator("concurrency_limits")
     @classmethod

@@ -24,13 +24,14 @@ from dagwright.registry import build_registry
 from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
+from tests.support.llm_script import UNPRICED_MODEL
 from tests.support.processes import Workers
 from tests.support.settings import make_settings
 
 
 @pytest.fixture(scope="session")
 def fake_llm_server() -> Iterator[FakeAnthropicServer]:
-    with FakeAnthropicServer() as server:
+    with FakeAnthropicServer(extra_models=[UNPRICED_MODEL]) as server:
         yield server
 
 

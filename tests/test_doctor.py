@@ -181,6 +181,15 @@ def test_the_llm_check_names_the_models_and_never_the_key() -> None:
     assert "sk-very-secret" not in str(check)
 
 
+def test_the_llm_check_warns_of_a_model_with_no_price() -> None:
+    settings = Settings(anthropic_base_url="http://fake", planner_model="claude-unpriced-9")
+    check = check_llm(settings)
+    assert check.status == Status.WARN
+    assert "no price for claude-unpriced-9" in check.detail and "model_prices" in check.hint
+    dated = Settings(anthropic_base_url="http://fake", default_model="claude-haiku-4-5-20251001")
+    assert check_llm(dated).status == Status.OK  # priced as its family
+
+
 def test_the_sandbox_check_lists_working_backends_or_warns_with_each_reason() -> None:
     assert check_sandbox({"docker": "", "bubblewrap": ""}).detail == "works: docker, bubblewrap"
     half = check_sandbox({"docker": "docker: not available on this host", "bubblewrap": ""})

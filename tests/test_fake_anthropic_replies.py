@@ -142,11 +142,12 @@ def test_count_tokens_validates_and_plays_nothing(
     orphan = [user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}])]
     with pytest.raises(anthropic.BadRequestError, match="unexpected `tool_use_id`"):
         client.messages.count_tokens(model=MODEL, messages=orphan)
-    assert [request.answered_by for request in server.requests] == [
+    assert [request.answered_by for request in server.token_counts] == [
         "count_tokens",
         "rejected",
         "rejected",
     ]
+    assert server.requests == []  # no Messages call
 
 
 # Stop reasons and content

@@ -13,6 +13,7 @@ from dagwright.llm.anthropic import AnthropicLLM
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer, ScriptedLLM
 from dagwright.testing.scripted import text
+from tests.support.llm_script import UNPRICED_MODEL
 
 REQUEST = LLMRequest(
     model="claude-haiku-4-5", system="s", messages=[{"role": "user", "content": "hi"}]
@@ -73,7 +74,7 @@ def test_refusals_are_permanent_and_not_retried(
     assert len(fake_llm.requests) == 1
 
 
-def test_an_unknown_model_costs_nothing_but_its_tokens_are_counted(
+def test_an_unpriced_model_costs_unknown_and_its_tokens_are_counted(
     fake_llm: FakeAnthropicServer,
 ) -> None:
     fake_llm.add(
@@ -84,9 +85,9 @@ def test_an_unknown_model_costs_nothing_but_its_tokens_are_counted(
             }
         }
     )
-    unpriced = REQUEST.model_copy(update={"model": "claude-opus-4-6"})  # no default price
-    response = llm_for(fake_llm).complete(unpriced)
-    assert (response.usage.input_tokens, response.usage.cost_usd) == (7, 0.0)
+    unpriced = REQUEST.model_copy(update={"model": UNPRICED_MODEL})
+    usage = llm_for(fake_llm).complete(unpriced).usage
+    assert (usage.input_tokens, usage.unpriced_tokens, usage.known_cost_usd) == (7, 10, None)
 
 
 def test_the_cache_answers_only_the_requests_that_opt_in(redis_client: redis.Redis) -> None:

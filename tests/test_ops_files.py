@@ -45,6 +45,7 @@ METRICS = {
     "dagwright_llm_calls_total",
     "dagwright_llm_tokens_total",
     "dagwright_llm_cost_usd_total",
+    "dagwright_llm_unpriced_tokens_total",
     "dagwright_breaker_state",
     "dagwright_dlq_depth",
     "dagwright_sandbox_executions_total",

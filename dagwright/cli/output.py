@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from dagwright.llm.pricing import cost_words
 from dagwright.models import (
     AuditEntry,
     Budget,
@@ -77,7 +78,17 @@ def node_json(node: NodeState) -> dict[str, Any]:
         "started_at": iso(node.started_at),
         "finished_at": iso(node.finished_at),
         "error": {"class": error.error_class, "message": error.message} if error else None,
-        "usage": node.usage.model_dump() if node.usage.llm_calls else None,
+        "usage": usage_json(node.usage) if node.usage.llm_calls else None,
+    }
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """Usage with ``cost_usd`` null where part of it is unpriced (``unpriced_tokens``):
+    a script must not read an unknown cost as $0; ``priced_cost_usd`` is its known part."""
+    return {
+        **usage.model_dump(),
+        "cost_usd": usage.known_cost_usd,
+        "priced_cost_usd": usage.cost_usd,
     }
 
 
@@ -92,7 +103,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "counts": state.counts.model_dump(),
         "nodes": {node_id: node_json(node) for node_id, node in state.nodes.items()},
         "result": state.result,
-        "usage": state.usage.model_dump(),
+        "usage": usage_json(state.usage),
         "budget": state.budget.model_dump(exclude_none=True) if state.budget else None,
         "reason": state.reason,
     }
@@ -115,7 +126,12 @@ def spend(usage: Usage) -> str:
     """`` · 1,234 tokens · $0.0123`` for runs that called an LLM, else nothing."""
     if not usage.llm_calls and not usage.total_tokens:
         return ""
-    return f" · {usage.total_tokens:,} tokens · ${usage.cost_usd:.4f}"
+    return f" · {usage.total_tokens:,} tokens · {cost(usage)}"
+
+
+def cost(usage: Usage) -> str:
+    """``$0.0123``; ``unknown`` or ``≥ $0.0123 + unpriced`` where a model had no price."""
+    return cost_words(usage, f"${usage.cost_usd:.4f}")
 
 
 def budget_spent(budget: Budget, usage: Usage) -> str:
@@ -125,7 +141,8 @@ def budget_spent(budget: Budget, usage: Usage) -> str:
     parts = []
     for dimension, limit in limits_of(budget):
         spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)
-        parts.append(f"{spent.split(' ')[0]} / {of}")
+        spent = cost_words(usage, spent) if dimension.is_usd else spent.split(" ")[0]
+        parts.append(f"{spent} / {of}")
     return ", ".join(parts)
 
 
@@ -165,9 +182,7 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
         if node.started_at and node.finished_at:
             took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
         error = node.error if node.status == NodeStatus.FAILED else None
-        spent = (
-            [f"{node.usage.total_tokens:,}", f"${node.usage.cost_usd:.4f}"] if with_usage else []
-        )
+        spent = [f"{node.usage.total_tokens:,}", cost(node.usage)] if with_usage else []
         table.add_row(
             node_id,
             styled_status(node.status.value),

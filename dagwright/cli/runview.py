@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from dagwright.cli.output import styled_status
+from dagwright.cli.output import cost, styled_status
 from dagwright.models import NodeState, NodeStatus, RunState
 
 HEADER_LINES = 2  # the run line and the counts line
@@ -201,7 +201,7 @@ def header(state: RunState, now: float) -> list[Text]:
     line = (
         f"{counts.done}/{counts.total} done · {counts.running} running · "
         f"{counts.failed} failed · {counts.waiting_approval} waiting approval · "
-        f"{state.usage.total_tokens:,} tokens · ${state.usage.cost_usd:.4f}"
+        f"{state.usage.total_tokens:,} tokens · {cost(state.usage)}"
     )
     if state.reason:
         line += f" · {state.reason}"
@@ -234,7 +234,7 @@ def row(snapshot: Snapshot, node_id: str, now: float) -> list[str | Text]:
         format_seconds(took),
         tokens(node.usage.input_tokens, node),
         tokens(node.usage.output_tokens, node),
-        f"${node.usage.cost_usd:.4f}" if node.usage.llm_calls else "",
+        cost(node.usage) if node.usage.llm_calls else "",
         escape(needs(snapshot.deps.get(node_id, []))),
     ]
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.console import Group
 from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
-from dagwright.cli.output import styled_status
+from dagwright.cli.output import cost, styled_status
+from dagwright.models import Usage
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, NODE_ATTEMPT, RETRY, Span
 from dagwright.telemetry.timeline import (
@@ -45,7 +49,7 @@ def run_label(trace: Trace) -> str:
     spent = ""
     if "llm_calls" in run:
         tokens = int(run["input_tokens"]) + int(run["output_tokens"])
-        spent = f" · {run['llm_calls']} LLM calls · {tokens:,} tokens · ${run['cost_usd']:.4f}"
+        spent = f" · {run['llm_calls']} LLM calls · {tokens:,} tokens · {span_cost(run)}"
     took = format_duration(trace.duration_s) + ("" if trace.finished else " so far")
     return (
         f"run [bold]{trace.run_id}[/] {_styled(trace.status.value)} · {trace.nodes} nodes · "
@@ -78,12 +82,21 @@ def attempt_span_label(span: Span, trace: Trace) -> str:
     return label
 
 
+def span_cost(attributes: Mapping[str, Any]) -> str:
+    """A span's ``cost_usd``, or unknown where part of it had no price."""
+    usage = Usage(
+        cost_usd=float(attributes.get("cost_usd", 0)),
+        unpriced_tokens=int(attributes.get("unpriced_tokens", 0)),
+    )
+    return cost(usage)
+
+
 def llm_call_label(span: Span) -> str:
     a = span.attributes
     label = (
         f"[magenta]llm.call[/] {escape(str(a.get('model', '')))} · "
         f"{int(a.get('input_tokens', 0)):,} in / {int(a.get('output_tokens', 0)):,} out tokens · "
-        f"${float(a.get('cost_usd', 0)):.4f} · {format_duration(span.duration_s)}"
+        f"{span_cost(a)} · {format_duration(span.duration_s)}"
     )
     return label + (" · cached" if a.get("cached") else "")
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from dagwright.keys import Keys
     from dagwright.llm.cache import CachingLLM
+    from dagwright.llm.input_tokens import InputTokenEstimator
     from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
     from dagwright.llm.ratelimit import RateLimitedLLM
     from dagwright.resilience import Breakers
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "CachingLLM": "dagwright.llm.cache",
+    "InputTokenEstimator": "dagwright.llm.input_tokens",
     "LLM": "dagwright.llm.protocol",
     "LLMRequest": "dagwright.llm.protocol",
     "LLMResponse": "dagwright.llm.protocol",
@@ -63,4 +65,26 @@ def build_llm(
     return llm
 
 
-__all__ = ["LLM", "CachingLLM", "LLMRequest", "LLMResponse", "RateLimitedLLM", "build_llm"]
+def build_input_estimator(settings: LLMSettings) -> InputTokenEstimator:
+    """The estimator of requests' input tokens of this process: the API's ``count_tokens``
+    for static prefixes where an endpoint is configured, characters otherwise."""
+    from dagwright.errors import LLMNotConfiguredError
+    from dagwright.llm.anthropic import AnthropicLLM
+    from dagwright.llm.input_tokens import InputTokenEstimator
+
+    try:
+        return InputTokenEstimator(AnthropicLLM(settings))
+    except LLMNotConfiguredError:
+        return InputTokenEstimator(None)
+
+
+__all__ = [
+    "LLM",
+    "CachingLLM",
+    "InputTokenEstimator",
+    "LLMRequest",
+    "LLMResponse",
+    "RateLimitedLLM",
+    "build_input_estimator",
+    "build_llm",
+]

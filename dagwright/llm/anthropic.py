@@ -28,18 +28,21 @@ from dagwright.errors import (
     LLMResponseError,
     LLMUnavailableError,
 )
+from dagwright.llm.model_ids import price_of
 from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.llm.wire import message_body
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
-from dagwright.settings import LLMSettings
+from dagwright.settings import LLMSettings, ModelPrice
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
 NOT_CONFIGURED = (
     "no Anthropic API key: set ANTHROPIC_API_KEY, or point ANTHROPIC_BASE_URL at a "
     "compatible endpoint (e.g. `dagwright fake-llm` for offline runs)"
 )
+# A budget check waits for the count; past this, it estimates from characters instead.
+COUNT_TOKENS_TIMEOUT_S = 10.0
 # The SDK insists on a key; an endpoint given without one (a fake, a proxy) gets this.
 PLACEHOLDER_KEY = "dagwright-no-key"
 
@@ -114,7 +117,32 @@ class AnthropicLLM:
             raise LLMResponseError(
                 f"the Anthropic API answered a body that is not JSON: {exc}"
             ) from exc
-        return self._response(message, time.monotonic() - started)
+        return self._response(message, request.model, time.monotonic() - started)
+
+    def _price(self, requested_model: str, answered_model: str) -> ModelPrice | None:
+        # Priced as requested: the budget reserved at that model's price, and the answer
+        # may name a dated snapshot or another id of the family; the answer's id is the
+        # fallback for a requested alias the table lacks.
+        return price_of(requested_model, self._prices) or price_of(answered_model, self._prices)
+
+    def count_input_tokens(self, request: LLMRequest) -> int:
+        """The input tokens of ``request`` by ``POST /v1/messages/count_tokens`` (free, not
+        retried here: a caller without an answer estimates instead)."""
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "system": request.system,
+            "messages": request.messages,
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        try:
+            counting = self._client.with_options(timeout=COUNT_TOKENS_TIMEOUT_S)
+            counted = counting.messages.count_tokens(**kwargs)
+            return int(counted.input_tokens)
+        except anthropic.AnthropicError as exc:
+            raise translate(exc, attempts=1) from exc
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise LLMResponseError(f"unusable count_tokens answer: {exc}") from exc
 
     def _create(self, request: LLMRequest) -> Any:
         kwargs = message_body(request)
@@ -127,7 +155,7 @@ class AnthropicLLM:
             **kwargs,
         )
 
-    def _response(self, message: Any, latency_s: float) -> LLMResponse:
+    def _response(self, message: Any, requested_model: str, latency_s: float) -> LLMResponse:
         # The SDK does not validate responses: a body missing fields arrives as None.
         required = ("content", "usage", "model", "stop_reason")
         missing = [name for name in required if getattr(message, name, None) is None]
@@ -142,6 +170,7 @@ class AnthropicLLM:
                 cache_read_input_tokens=getattr(message.usage, "cache_read_input_tokens", 0) or 0,
                 cache_creation_input_tokens=getattr(message.usage, "cache_creation_input_tokens", 0)
                 or 0,
+                cache_creation_1h_input_tokens=one_hour_cache_writes(message.usage),
                 llm_calls=1,
             )
             content = [
@@ -151,12 +180,19 @@ class AnthropicLLM:
                 content=content,
                 stop_reason=message.stop_reason,
                 model=message.model,
-                usage=priced(usage, self._prices.get(message.model)),
+                usage=priced(usage, self._price(requested_model, message.model)),
                 request_id=getattr(message, "_request_id", None),
                 latency_s=latency_s,
             )
         except (AttributeError, TypeError, ValueError) as exc:
             raise LLMResponseError(f"unusable message from the Anthropic API: {exc}") from exc
+
+
+def one_hour_cache_writes(usage: Any) -> int:
+    """Cache writes with the 1-hour lifetime, from the usage's ``cache_creation``
+    breakdown (absent on older API versions: all writes are then 5-minute ones)."""
+    breakdown = getattr(usage, "cache_creation", None)
+    return getattr(breakdown, "ephemeral_1h_input_tokens", 0) or 0
 
 
 def translate(exc: anthropic.AnthropicError, attempts: int) -> Exception:

@@ -1,4 +1,8 @@
-"""The cost of an LLM call, from the per-model price table in settings."""
+"""The cost of an LLM call, from the per-model price table in settings.
+
+A call to a model missing from the table is not free: its tokens are counted as
+``unpriced_tokens`` and every view of the cost says "unknown" (``cost_words``).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,34 @@ PER_TOKEN = 1 / 1_000_000
 
 
 def priced(usage: Usage, price: ModelPrice | None) -> Usage:
-    """``usage`` with its cost in USD (0 for a model missing from the price table)."""
+    """``usage`` with its cost in USD; unpriced (cost unknown) if ``price`` is None."""
     if price is None:
-        return usage
+        return usage.model_copy(update={"cost_usd": 0.0, "unpriced_tokens": usage.total_tokens})
+    one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
+    five_minutes = usage.cache_creation_input_tokens - one_hour
     cost = PER_TOKEN * (
         usage.input_tokens * price.input
         + usage.output_tokens * price.output
-        + usage.cache_read_input_tokens * price.cache_read
-        + usage.cache_creation_input_tokens * price.cache_write
+        + usage.cache_read_input_tokens * price.cache_read_rate
+        + five_minutes * price.cache_write_5m_rate
+        + one_hour * price.cache_write_1h_rate
     )
-    return usage.model_copy(update={"cost_usd": round(cost, 9)})
+    return usage.model_copy(update={"cost_usd": round(cost, 9), "unpriced_tokens": 0})
+
+
+def usd(amount: float) -> str:
+    """``$0.04``, ``$0.000125``: cents at least, and as many digits (up to six) as it takes."""
+    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{decimals.ljust(2, '0')}"
+
+
+def cost_words(usage: Usage, amount: str | None = None) -> str:
+    """The cost of ``usage`` for people: ``$0.0123``; ``unknown`` if nothing of it was
+    priced; ``≥ $0.0123 + unpriced`` if part was. ``amount``: the priced part, formatted
+    by the caller (default ``usd``)."""
+    shown = usd(usage.cost_usd) if amount is None else amount
+    if usage.cost_is_known:
+        return shown
+    if usage.cost_usd == 0:
+        return "unknown"
+    return f"≥ {shown} + unpriced"

@@ -23,7 +23,6 @@ All retries of one call (the LLM layer's, on 429/5xx) count as one request.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -34,7 +33,8 @@ import redis
 
 from dagwright.errors import LLMCallTooLargeError, LLMRateLimitedError
 from dagwright.keys import Keys
-from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse, rough_tokens
+from dagwright.llm.input_tokens import rough_request_tokens
+from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.settings import LLMRateLimit
 
@@ -68,10 +68,7 @@ class RoomAnswer:
 
 def estimated_tokens(request: LLMRequest) -> int:
     """What a call may use at most, roughly: its input, and all of ``max_tokens`` out."""
-    sent = request.system + json.dumps(request.messages)
-    if request.tools:
-        sent += json.dumps(request.tools)
-    return rough_tokens(sent) + request.max_tokens  # corrected after the call
+    return rough_request_tokens(request) + request.max_tokens  # corrected after the call
 
 
 class RateLimitedLLM:

@@ -137,6 +137,11 @@ def llm_usage(counted: dict[str, dict[tuple[str, ...], float]]) -> Iterator[Metr
         "dagwright_llm_cost_usd", "Cost of the LLM calls in USD, at the configured prices",
         ["model"], counted[counters.LLM_COST_USD],
     )  # fmt: skip
+    yield counter_family(
+        "dagwright_llm_unpriced_tokens",
+        "LLM tokens of models missing from model_prices: their cost is unknown, not counted",
+        ["model"], counted[counters.LLM_UNPRICED_TOKENS],
+    )  # fmt: skip
 
 
 def sandbox_executions(counted: dict[tuple[str, ...], float]) -> Metric:

@@ -35,6 +35,7 @@ COUNTER_FAMILIES = (
     counters.LLM_CALLS,
     counters.LLM_TOKENS,
     counters.LLM_COST_USD,
+    counters.LLM_UNPRICED_TOKENS,
     counters.NODE_DURATION,
     counters.SANDBOX_EXECUTIONS,
 )

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 LLM_CALLS = "llm_calls"  # labels: model
 LLM_TOKENS = "llm_tokens"  # labels: model, kind
 LLM_COST_USD = "llm_cost_usd"  # labels: model
+LLM_UNPRICED_TOKENS = "llm_unpriced_tokens"  # labels: model (no price: cost unknown)
 NODE_DURATION = "node_duration"  # labels: worker_type, outcome, bucket ("sum": the sum)
 SANDBOX_EXECUTIONS = "sandbox_executions"  # labels: backend, outcome
 
@@ -90,6 +91,7 @@ def llm_usage(model: str, usage: Usage) -> list[Increment]:
         (LLM_CALLS, (model,), usage.llm_calls),
         *((LLM_TOKENS, (model, kind), getattr(usage, name)) for kind, name in TOKEN_KINDS.items()),
         (LLM_COST_USD, (model,), usage.cost_usd),
+        (LLM_UNPRICED_TOKENS, (model,), usage.unpriced_tokens),
     ]
     return [Increment(family, labels, amount) for family, labels, amount in amounts if amount]
 

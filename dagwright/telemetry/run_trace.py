@@ -154,6 +154,8 @@ def run_span(state: RunState, end: datetime, planned_nodes: int | None) -> Span:
             "output_tokens": state.usage.output_tokens,
             "cost_usd": state.usage.cost_usd,
         }
+        if state.usage.unpriced_tokens:  # the cost is a lower bound: say so
+            attributes["unpriced_tokens"] = state.usage.unpriced_tokens
     if planned_nodes is not None:
         attributes["planned_nodes"] = planned_nodes
     if state.reason:
@@ -279,6 +281,7 @@ class AttemptTracker:
                 "cost_usd": float(data.get("cost_usd", 0.0)),
                 "latency_ms": latency_ms,
                 "cached": data.get("cached", "0") == "1",
+                **unpriced_tokens(data),
             },
         )
 
@@ -330,3 +333,9 @@ def attach(recorded: Iterable[Span], attempts: AttemptTracker, run_id: str) -> l
 
 def _with_parent(span: Span, parent_id: str) -> Span:
     return span.model_copy(update={"parent_id": parent_id})
+
+
+def unpriced_tokens(data: dict[str, str]) -> dict[str, int]:
+    """An llm.call's tokens of a model with no price, as an attribute where there are any."""
+    tokens = int(data.get("unpriced_tokens", 0))
+    return {"unpriced_tokens": tokens} if tokens else {}

@@ -292,8 +292,14 @@ class FakeAnthropicServer:
 
     @property
     def requests(self) -> list[LoggedRequest]:
-        """A snapshot of the ``/v1/messages`` requests answered so far, oldest first."""
-        return self._playback.requests
+        """A snapshot of the ``/v1/messages`` requests answered so far, oldest first (the
+        Messages calls: token counts are in ``token_counts``)."""
+        return [one for one in self._playback.requests if one.endpoint == "messages"]
+
+    @property
+    def token_counts(self) -> list[LoggedRequest]:
+        """The ``/v1/messages/count_tokens`` requests answered so far, oldest first."""
+        return [one for one in self._playback.requests if one.endpoint == "count_tokens"]
 
     def add(self, *entries: ScriptEntry | Mapping[str, Any]) -> None:
         """Append entries (models, or dicts as a script file would hold them) to the script."""

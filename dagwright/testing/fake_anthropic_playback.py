@@ -40,6 +40,7 @@ from dagwright.testing.fake_anthropic_tokens import (
 )
 
 AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected", "count_tokens"]
+Endpoint = Literal["messages", "count_tokens"]
 REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
 NO_STREAMING = "stream: fake-anthropic does not support streaming; call without stream=True"
 UNSCRIPTED = (
@@ -70,6 +71,8 @@ class LoggedRequest:
     answered_at: float | None = None
     """When its answer was sent, after any ``delay_s`` (``time.time()``); None until then,
     or if the client left first. With ``at``, when the request was in flight."""
+    endpoint: Endpoint = "messages"
+    """``messages`` (a Messages call) or ``count_tokens``."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, as ``GET /_log`` lists it."""
@@ -148,7 +151,7 @@ class Playback:
                 assert body is not None  # _refusal refuses a body that is not an object
                 answer = json_answer(200, {"input_tokens": count_input_tokens(body)})
                 verdict = _Verdict(answer, "count_tokens")
-            logged = _logged(body, headers, verdict)
+            logged = _logged(body, headers, verdict, endpoint="count_tokens")
             self._log.append(logged)
         return verdict.answer, logged
 
@@ -232,7 +235,10 @@ def _json_object(raw_body: bytes) -> dict[str, Any] | None:
 
 
 def _logged(
-    body: dict[str, Any] | None, headers: Mapping[str, str], verdict: _Verdict
+    body: dict[str, Any] | None,
+    headers: Mapping[str, str],
+    verdict: _Verdict,
+    endpoint: Endpoint = "messages",
 ) -> LoggedRequest:
     body = body if body is not None else {}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
@@ -246,4 +252,5 @@ def _logged(
             name: "***" if name in REDACTED_HEADERS else value for name, value in headers.items()
         },
         answered_by=verdict.answered_by,
+        endpoint=endpoint,
     )

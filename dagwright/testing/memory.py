@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dagwright.errors import LLMNotConfiguredError, NodeLostError, ToolError
-from dagwright.llm.protocol import LLM
+from dagwright.llm.input_tokens import rough_request_tokens
+from dagwright.llm.protocol import LLM, LLMRequest
 from dagwright.models import Approval, Budget, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
@@ -125,6 +126,9 @@ class MemoryServices:
         if self._llm is None:
             raise LLMNotConfiguredError("MemoryServices was given no LLM")
         return self._llm
+
+    def estimate_input_tokens(self, ctx: NodeContext, request: LLMRequest) -> int:
+        return rough_request_tokens(request)  # no count_tokens endpoint here
 
     def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
         self.reservations.append(worst_case)

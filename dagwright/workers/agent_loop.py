@@ -37,6 +37,7 @@ from dagwright.errors import (
     PermanentError,
     ToolPolicyError,
 )
+from dagwright.llm.model_ids import price_of
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Budget, Node
 from dagwright.workers.agent_prompt import final_answer_schema, first_message, untrusted_block
@@ -45,12 +46,11 @@ from dagwright.workers.agent_state import (
     AgentState,
     add_assistant_turn,
     add_user_text,
-    next_call_input_tokens,
     resume_state,
     sendable,
 )
 from dagwright.workers.agent_tool_calls import ToolCaller
-from dagwright.workers.budgets import Dimension, find_overrun, worst_case
+from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_tokens, worst_case
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry
@@ -135,8 +135,13 @@ class AgentLoop:
     def _check_budgets(self) -> None:
         """Refuse the next call if its worst case could pass the node's budget or the
         run's; the run's is held for it (reserved) when it fits."""
-        price = self.ctx.settings.model_prices.get(self._model)
-        input_tokens = next_call_input_tokens(self.state, self.spec.system_prompt)
+        price = price_of(self._model, self.ctx.settings.model_prices)
+        request = self._request()
+        input_tokens = next_call_input_tokens(
+            request,
+            self.ctx.services.estimate_input_tokens(self.ctx, request),
+            self.state.last_call_tokens,
+        )
         call = worst_case(input_tokens, self._max_tokens, price)
         overrun = find_overrun(
             node_budget(self.node, self.spec),

@@ -8,13 +8,11 @@ API accepts back: no message with empty content, no empty text block (the API an
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from dagwright.llm.protocol import rough_tokens
 from dagwright.models import Usage
 
 log = logging.getLogger(__name__)
@@ -85,16 +83,3 @@ def add_user_text(state: AgentState, text: str) -> None:
         last["content"] = [*last["content"], {"type": "text", "text": text}]
     else:
         last["content"] = f"{last.get('content', '')}\n\n{text}".strip()
-
-
-def next_call_input_tokens(state: AgentState, system_prompt: str) -> int:
-    """Input tokens of the next call (the whole conversation again), estimated: what the
-    last call read and wrote, plus what was added since (tool results); a first call is
-    estimated whole. Its output is at most ``max_tokens`` more."""
-    last_assistant = max(
-        (i for i, m in enumerate(state.messages) if m["role"] == "assistant"), default=None
-    )
-    if last_assistant is None:
-        return rough_tokens(system_prompt + json.dumps(state.messages))
-    added = json.dumps(state.messages[last_assistant + 1 :])
-    return state.last_call_tokens + rough_tokens(added)

@@ -12,23 +12,19 @@ tokens, all tokens, cost in USD.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dagwright.errors import BudgetExceededError
-from dagwright.llm.pricing import priced
+from dagwright.llm.pricing import priced, usd
+from dagwright.llm.protocol import LLMRequest, rough_tokens
 from dagwright.models import Budget, Usage
 from dagwright.settings import ModelPrice
 
 
 def input_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
-
-
-def usd(amount: float) -> str:
-    """``$0.04``, ``$0.000125``: cents at least, and as many digits (up to six) as it takes."""
-    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
-    return f"${whole}.{decimals.ljust(2, '0')}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +67,22 @@ def amounts(usage: Usage) -> dict[str, float]:
     return {dimension.name: dimension.used(usage) for dimension in DIMENSIONS}
 
 
+def next_call_input_tokens(
+    request: LLMRequest, whole_request_estimate: int, last_call_tokens: int
+) -> int:
+    """Input tokens of an agent's next call: the estimate of the whole request (system,
+    tools, messages), or, if more, what the last call read and wrote (as the API counted
+    it) plus the messages added since. The larger, since an estimate that errs low lets a
+    run pass its budget, and several nodes erring low at once pass it by as many calls."""
+    last_answer = max(
+        (i for i, m in enumerate(request.messages) if m["role"] == "assistant"), default=None
+    )
+    if last_answer is None:
+        return whole_request_estimate
+    added = rough_tokens(json.dumps(request.messages[last_answer + 1 :]))
+    return max(whole_request_estimate, last_call_tokens + added)
+
+
 def worst_case(input_estimate: int, max_tokens: int, price: ModelPrice | None) -> Usage:
     """The most a call can spend: its estimated input, ``max_tokens`` out, at ``price``
     (input priced as fresh input: no cache discount is counted on)."""
@@ -109,9 +121,17 @@ class Overrun:
     """Held by calls of other nodes in flight (run budgets)."""
     hint: str = ""
     """How to raise it."""
+    unpriced: bool = False
+    """The call is to a model with no price: its cost, unknown, cannot be held."""
 
     def error(self) -> BudgetExceededError:
         d = self.dimension
+        if self.unpriced:
+            return BudgetExceededError(
+                f"{self.scope} budget {d.format(self.limit)}: the next LLM call is to a model "
+                "missing from model_prices, its cost unknown: the call was not made; add the "
+                "model's price to model_prices"
+            )
         held = f", {d.format(self.reserved)} held by calls in flight" if self.reserved else ""
         return BudgetExceededError(
             f"{self.scope} budget {d.format(self.limit)}: the next LLM call could use "
@@ -131,6 +151,8 @@ def find_overrun(
     """The first limit of ``budget`` that ``projected`` on top of ``spent`` would pass."""
     for dimension, limit in limits_of(budget):
         used, needed = dimension.used(spent), dimension.used(projected)
+        if dimension.is_usd and not projected.cost_is_known:
+            return Overrun(scope, dimension, limit, used, needed, unpriced=True)
         if used + needed > limit:
             return Overrun(scope, dimension, limit, used, needed, hint=hint(dimension))
     return None

@@ -20,7 +20,7 @@ from dagwright.telemetry.spans import BREAKER, LLM_CALL, AttributeValue, Span, a
 from dagwright.workers.proposals import ApprovalNeeded
 
 if TYPE_CHECKING:
-    from dagwright.llm.protocol import LLM, LLMResponse
+    from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
     from dagwright.resilience import BreakerEvent
     from dagwright.workers.budgets import Overrun
     from dagwright.workers.tools.workspace import Workspace
@@ -60,6 +60,11 @@ class NodeServices(Protocol):
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         """The run's workspace, shared by its nodes (writes fenced like progress)."""
+        ...
+
+    def estimate_input_tokens(self, ctx: NodeContext, request: LLMRequest) -> int:
+        """The input tokens ``request`` will take: its system prompt, tools and messages
+        (llm/input_tokens.py: the API's count where it answers, characters otherwise)."""
         ...
 
     def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
@@ -140,6 +145,7 @@ class NodeContext:
             "input_tokens", response.usage.input_tokens,
             "output_tokens", response.usage.output_tokens,
             "cost_usd", response.usage.cost_usd,
+            "unpriced_tokens", response.usage.unpriced_tokens,
             "latency_ms", int(response.latency_s * 1000),
             "cached", int(response.cached),
         ]  # fmt: skip

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 RESEARCHER = "You are the researcher"  # what the researcher's system prompt contains
+# A model id the session's fake API knows and dagwright's price table does not.
+UNPRICED_MODEL = "claude-unpriced-9"
 
 
 def turn(

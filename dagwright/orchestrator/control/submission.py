@@ -15,6 +15,11 @@ from dagwright.orchestrator.runstate.creation import Creation, KeyClaim, NewRun
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
+from dagwright.plans.priced_models import (
+    check_usd_budget_is_priced,
+    models_of_goal,
+    models_of_plan,
+)
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
 from dagwright.workers import WorkerRegistry
@@ -59,7 +64,8 @@ def start_run(
     if plan is not None and misplaced:
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
-    fields.update(run_fields(run_budget(plan, options.budget)))
+    budget = run_budget(plan, options.budget)
+    fields.update(run_fields(budget))
     if max_concurrent_nodes is not None:
         if max_concurrent_nodes < 1:
             raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
@@ -80,9 +86,12 @@ def start_run(
         }
         graph = planner_graph(request)
         status, output_nodes = RunStatus.PLANNING, []
+        models = models_of_goal(runtime.registry, settings, request.worker_types)
     else:
         assert plan is not None
         graph = check_plan(plan, settings, runtime.registry)
+        models = models_of_plan(plan, runtime.registry, settings)
+    check_usd_budget_is_priced(budget, models, settings)
     new_run = NewRun.of(
         graph, runtime.dispatch_for, status=status, output_nodes=output_nodes, extra=fields
     )

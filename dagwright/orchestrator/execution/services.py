@@ -8,8 +8,15 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from dagwright.errors import NodeLostError
-from dagwright.llm import LLM, LLMRequest, LLMResponse, build_llm
-from dagwright.models import Approval, Usage
+from dagwright.llm import (
+    LLM,
+    InputTokenEstimator,
+    LLMRequest,
+    LLMResponse,
+    build_input_estimator,
+    build_llm,
+)
+from dagwright.models import Approval, Budget, Usage
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.runstate.machine import LeaseRef
@@ -20,7 +27,15 @@ from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.recorder import SpanRecorder
 from dagwright.telemetry.spans import Span
 from dagwright.workers import NodeContext
-from dagwright.workers.budgets import BY_NAME, RUN_SCOPE, Overrun, amounts, run_hint
+from dagwright.workers.budgets import (
+    BY_NAME,
+    RUN_SCOPE,
+    Overrun,
+    amounts,
+    budget_of_run,
+    run_hint,
+    run_overrun,
+)
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
 
 T = TypeVar("T")
@@ -33,6 +48,7 @@ class RedisNodeServices:
         self.runtime = runtime
         self.broker = broker  # to start the follow-up runs a scheduled run proposes
         self._llm: LLM | None = None
+        self._input_estimator: InputTokenEstimator | None = None
         self._llm_lock = threading.Lock()
         self.spans = SpanRecorder(runtime.client, runtime.keys, runtime.settings)
 
@@ -68,6 +84,10 @@ class RedisNodeServices:
         )
 
     def reserve_llm_call(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        if not worst_case.cost_is_known:  # refused at submit; here if prices differ by process
+            refused = self._unpriced_overrun(ctx, worst_case)
+            if refused is not None:
+                return refused
         reservation = self.runtime.machine.reserve_budget(lease_of(ctx), amounts(worst_case))
         if not reservation.owned:
             lost(ctx)
@@ -84,6 +104,21 @@ class RedisNodeServices:
             reserved=refusal.held,
             hint=run_hint(dimension),
         )
+
+    def estimate_input_tokens(self, ctx: NodeContext, request: LLMRequest) -> int:
+        with self._llm_lock:
+            if self._input_estimator is None:
+                self._input_estimator = build_input_estimator(self.runtime.settings.llm)
+            estimator = self._input_estimator
+        return estimator.estimate(request)
+
+    def _unpriced_overrun(self, ctx: NodeContext, worst_case: Usage) -> Overrun | None:
+        """A call of unknown cost under the run's USD budget (the rest of a budget: none)."""
+        run = self.runtime.client.hgetall(self.runtime.keys.run_key(ctx.run_id, "run"))
+        budget = budget_of_run(run)
+        if budget is None or budget.max_cost_usd is None:
+            return None
+        return run_overrun(Budget(max_cost_usd=budget.max_cost_usd), Usage(), worst_case)
 
     def llm(self, ctx: NodeContext) -> LLM:
         with self._llm_lock:

@@ -1,0 +1,34 @@
+"""Model ids as the price table knows them: a dated id or an alias resolved to its family.
+
+The API accepts a family id (``claude-haiku-4-5``), a dated snapshot of it
+(``claude-haiku-4-5-20251001``; ``@20251001`` on Vertex) and ``-latest`` aliases; all
+of one family cost the same, so the price table has one row per family. An id that
+names no family in the table is unpriced: its cost is unknown, never 0.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dagwright.settings import ModelPrice
+
+SNAPSHOT_SUFFIX = re.compile(r"(?:-|@)\d{8}$")
+ALIAS_SUFFIX = "-latest"
+
+
+def model_family(model_id: str) -> str:
+    """``model_id`` without its snapshot date or ``-latest``: the family it belongs to."""
+    family = model_id.strip()
+    family = family.removesuffix(ALIAS_SUFFIX)
+    return SNAPSHOT_SUFFIX.sub("", family)
+
+
+def price_of(model_id: str, prices: dict[str, ModelPrice]) -> ModelPrice | None:
+    """The price of ``model_id``: its own row (a snapshot priced apart), else its
+    family's; None if it has neither (unpriced)."""
+    return prices.get(model_id) or prices.get(model_family(model_id))
+
+
+def unpriced(model_ids: set[str], prices: dict[str, ModelPrice]) -> list[str]:
+    """The ids of ``model_ids`` the price table has no price for, sorted."""
+    return sorted(model_id for model_id in model_ids if price_of(model_id, prices) is None)
