@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -304,6 +306,37 @@ def test_the_goal_example_is_planned_and_run_offline(tmp_path: Path) -> None:
     assert set(out["nodes"]) == {"_plan", "redis-streams", "kafka", "synthesis"}
     assert out["result"].startswith("Choose Redis streams for a modest")
     assert out["usage"]["llm_calls"] == 4
+
+
+def fake_llm_log(base_url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{base_url}/_log", timeout=10) as answer:
+        return list(json.load(answer))
+
+
+@pytest.mark.subprocess
+def test_the_readme_flows_run_again_and_again_against_one_fake_llm(tmp_path: Path) -> None:
+    """The README's offline flows as a person repeats them: plan, then run, then run again,
+    against one `dagwright fake-llm`, which refuses what the real API would refuse."""
+    env = cli_env(None, tmp_path / "data")
+    goal = "Compare Redis streams and Kafka for our event bus"
+    with fake_llm_cli("examples/fake-llm/goal.yaml", env) as base_url:
+        llm_env = {**env, "ANTHROPIC_BASE_URL": base_url}
+        planned = dagwright("plan", goal, env=llm_env, timeout=180)
+        assert planned.returncode == 0, planned.stderr
+        for _ in range(2):
+            ran = dagwright("run", goal, "--json", env=llm_env, timeout=180)
+            assert ran.returncode == 0, ran.stderr
+            assert json_out(ran)["result"].startswith("Choose Redis streams for a modest")
+        goal_log = fake_llm_log(base_url)
+    with fake_llm_cli("examples/fake-llm/research.yaml", env) as base_url:
+        for _ in range(2):
+            ran = dagwright("run", RESEARCH, env={**env, "ANTHROPIC_BASE_URL": base_url})
+            assert ran.returncode == 0, ran.stderr
+        research_log = fake_llm_log(base_url)
+    calls = [one for one in goal_log + research_log if one["endpoint"] == "messages"]
+    assert len(calls) == 1 + 2 * 4 + 2 * 4  # plan; two goal runs; two research runs
+    assert {one["status"] for one in goal_log + research_log} == {200}
+    assert all("cache_control" in json.dumps(one["body"]) for one in calls)
 
 
 @pytest.mark.subprocess

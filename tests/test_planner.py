@@ -83,6 +83,23 @@ def test_a_goal_becomes_parallel_branches_and_a_synthesis(
     assert state.nodes["_plan"].usage.llm_calls == 1
 
 
+def test_a_planner_that_first_answers_nothing_is_nudged_and_the_goal_runs(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(
+        {"match": {"system_contains": "You are the planner"}, "reply": {"content": []}},
+        submit_plan(node("facts", "researcher", "List the facts."), output="facts"),
+        agent("researcher", "Streams are logs.", "List the facts"),
+    )
+    state = client.submit(goal="Explain Redis streams", worker_types=["researcher"]).wait(60)
+    assert state.status == RunStatus.SUCCEEDED, state.nodes
+    assert state.result == "Streams are logs."
+    assert [request.status for request in fake_llm.requests] == [200, 200, 200]
+    empty, nudged = (request.body["messages"] for request in fake_llm.requests[:2])
+    assert all(message["content"] for message in nudged)  # no empty turn sent back
+    assert len(nudged) == len(empty)  # the nudge joins the user's turn
+
+
 def test_a_plan_with_a_cycle_is_repaired_on_the_second_try(
     client: Client, fake_llm: FakeAnthropicServer
 ) -> None:
