@@ -128,6 +128,11 @@ class Keys:
         """Counter of the probes a half-open breaker lets through."""
         return f"{self.prefix}breaker:{name}:probes"
 
+    def breaker_last_failure(self, name: str) -> str:
+        """String ``"<class>: <message>"`` of the last failure counted against a breaker,
+        for the nodes that wait on it to show (expires with the breaker's open time)."""
+        return f"{self.prefix}breaker:{name}:last_failure"
+
     @property
     def breakers(self) -> str:
         """Set of every breaker name in use (for `doctor`)."""

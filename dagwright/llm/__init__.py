@@ -56,7 +56,8 @@ def build_llm(
             limits=settings.rate_limits,
             window_s=settings.rate_window_s,
             max_wait_s=settings.rate_max_wait_s,
-            hold_s=settings.timeout_s * settings.max_attempts,
+            # How long a dead caller's reservation counts (a live caller corrects its own).
+            hold_s=settings.idle_timeout_s * settings.max_attempts,
         )
     if settings.cache_enabled and client is not None:
         llm = CachingLLM(llm, client, keys, ttl_s=settings.cache_ttl_s)

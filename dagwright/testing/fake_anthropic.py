@@ -42,7 +42,8 @@ Or in a test::
         client.messages.create(model="m", max_tokens=100, messages=[...])
         assert server.requests[0].entry_index == 0
 
-Endpoints: ``POST /v1/messages`` (the API, without streaming), ``GET /_log`` (the request
+Endpoints: ``POST /v1/messages`` (the API; ``"stream": true`` is answered with server-sent
+events, see :mod:`dagwright.testing.fake_anthropic_stream`), ``GET /_log`` (the request
 log as JSON), ``POST /_reset`` (clear the log and restore the script as it was given),
 ``GET /_health``. A request needs an ``x-api-key`` or an ``authorization`` header, with any
 value, or it gets a 401; the SDK 2.12 sends its key as ``Authorization: Bearer ...``, and
@@ -86,6 +87,7 @@ from dagwright.testing.fake_anthropic_script import (
     error_body,
     json_answer,
 )
+from dagwright.testing.fake_anthropic_stream import write_event_stream
 
 __all__ = ["FakeAnthropicServer", "LoggedRequest", "main"]
 
@@ -184,6 +186,9 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
         if answer.delay_s:
             time.sleep(answer.delay_s)
         try:
+            if answer.stream is not None:
+                write_event_stream(self, answer.body, answer.headers, answer.stream)
+                return True
             self.send_response(answer.status, _reason(answer.status))
             for name, value in answer.headers.items():
                 self.send_header(name, value)

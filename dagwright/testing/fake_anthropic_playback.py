@@ -177,8 +177,6 @@ def _request_problem(body: dict[str, Any]) -> str | None:
             return f"{name}: Field required"
         if not isinstance(body[name], expected) or isinstance(body[name], bool):
             return f"{name}: Input should be a valid {expected.__name__}"
-    if body.get("stream"):
-        return "stream: fake-anthropic does not support streaming; call without stream=True"
     return None
 
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dagwright.errors import ConfigurationError
+from dagwright.testing.fake_anthropic_stream import StreamPlay, stream_play_for
 
 __all__ = [
     "FaultInjection",
@@ -30,6 +31,7 @@ __all__ = [
     "Script",
     "ScriptEntry",
     "ScriptedText",
+    "ScriptedThinking",
     "ScriptedToolUse",
     "ScriptedUsage",
 ]
@@ -61,7 +63,19 @@ class ScriptedToolUse(_StrictModel):
     """The ``tool_use`` id; ``toolu_<counter>`` when not given."""
 
 
-ScriptedBlock = Annotated[ScriptedText | ScriptedToolUse, Field(discriminator="type")]
+class ScriptedThinking(_StrictModel):
+    """A ``thinking`` content block of a scripted reply (extended thinking)."""
+
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    """What the model "thought"."""
+    signature: str = "fake-signature"
+    """The block's signature, sent back with the thinking in later turns."""
+
+
+ScriptedBlock = Annotated[
+    ScriptedText | ScriptedToolUse | ScriptedThinking, Field(discriminator="type")
+]
 
 
 class ScriptedUsage(_StrictModel):
@@ -175,6 +189,9 @@ class ScriptEntry(_StrictModel):
     """Seconds to wait before answering, to provoke client timeouts."""
     times: int = 1
     """How many requests this entry may answer; ``-1`` means any number."""
+    stream: StreamPlay | None = None
+    """How a reply is streamed to a request that asks for a stream (slowly, stalling, or
+    cut by an error event); such requests are streamed at full speed without it."""
 
     @model_validator(mode="after")
     def _one_kind_of_answer(self) -> ScriptEntry:
@@ -325,6 +342,7 @@ class Answer:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    stream: StreamPlay | None = None  # the body is a message to send as an event stream
 
 
 class IdMint:
@@ -340,6 +358,7 @@ class IdMint:
 
 def entry_answer(entry: ScriptEntry, request: Mapping[str, Any], ids: IdMint) -> Answer:
     """What ``entry`` answers to a (valid) request body, its own headers winning."""
+    stream = None
     if entry.status is not None:
         answer = error_answer(ids, entry.status, f"fake-anthropic: scripted {entry.status}")
     elif entry.malformed is not None:
@@ -348,8 +367,9 @@ def entry_answer(entry: ScriptEntry, request: Mapping[str, Any], ids: IdMint) ->
         assert entry.reply is not None  # ScriptEntry's validator demands one of the three
         message = _message(entry.reply, request, ids)
         answer = json_answer(200, message, ids.next("req"))
+        stream = stream_play_for(request, entry.stream)
     headers = {**answer.headers, **{name.lower(): value for name, value in entry.headers.items()}}
-    return Answer(answer.status, answer.body, headers, entry.delay_s)
+    return Answer(answer.status, answer.body, headers, entry.delay_s, stream)
 
 
 def error_answer(ids: IdMint, status: int, message: str) -> Answer:
@@ -405,10 +425,13 @@ def _estimate(scripted: int | None, text: str) -> int:
 
 def _reply_text(content: list[dict[str, Any]]) -> str:
     """What the model "wrote": its text, and the JSON of its tool calls' inputs."""
-    return "".join(
-        block["text"] if block["type"] == "text" else json.dumps(block["input"])
-        for block in content
-    )
+    return "".join(_written(block) for block in content)
+
+
+def _written(block: dict[str, Any]) -> str:
+    if block["type"] == "tool_use":
+        return json.dumps(block["input"])
+    return str(block.get("text") or block.get("thinking") or "")
 
 
 def _malformed_answer(kind: Literal["json", "schema"], model: str, request_id: str) -> Answer:
