@@ -193,6 +193,7 @@ class AnthropicLLM:
             f"model:{request.model}",
             self._stream,
             is_failure=counts_against_breaker,
+            describe_failure=self._outage,
             **kwargs,
         )
 
@@ -212,6 +213,24 @@ class AnthropicLLM:
             except httpx2.TransportError as exc:
                 raise stream_broken(exc, stream.response.request) from exc
             return assembled(stream), stream.request_id
+
+    def _outage(self, exc: BaseException) -> str:
+        """What a failure that counted against the breaker says, for the waiting nodes."""
+        if isinstance(exc, anthropic.APITimeoutError):
+            return (
+                f"LLMUnavailableError: the Anthropic API at {self._endpoint} sent nothing for "
+                f"{self._limits.idle_s:g} s (stalled) or took over {self._limits.connect_s:g} s "
+                "to connect"
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = unreachable_cause(exc) or str(exc)
+            return f"LLMUnavailableError: the Anthropic API at {self._endpoint}: {cause}"
+        if isinstance(exc, anthropic.APIStatusError):
+            status = "an error event" if exc.status_code < 400 else str(exc.status_code)
+            return (
+                f"LLMUnavailableError: the Anthropic API answered {status}: {_error_message(exc)}"
+            )
+        return f"{type(exc).__name__}: {exc}"
 
     def _translate(
         self, exc: anthropic.AnthropicError, attempts: int, elapsed_s: float

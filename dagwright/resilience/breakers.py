@@ -121,10 +121,12 @@ class Breakers:
         func: Callable[..., T],
         *args: Any,
         is_failure: Callable[[BaseException], bool],
+        describe_failure: Callable[[BaseException], str] | None = None,
         **kwargs: Any,
     ) -> T:
         """``func(*args, **kwargs)`` through the breaker ``name``; BreakerOpenError if it
-        is open (or half-open with its probes taken)."""
+        is open (or half-open with its probes taken). ``describe_failure`` words a failure
+        that counted for the nodes waiting on the breaker (default ``"<class>: <message>"``)."""
         breaker, transitions = self._breaker(name, is_failure)
         state = breaker.current_state
         if state == pybreaker.STATE_OPEN:
@@ -142,13 +144,13 @@ class Breakers:
             if "opened" not in transitions.caused():
                 raise self._refused(name, remaining) from exc
             last = transitions.counted_failure
-            described = f"{type(last).__name__}: {last}" if last is not None else ""
+            described = described_failure(last, describe_failure) if last is not None else ""
             raise BreakerOpenError(name, remaining, described) from exc
         finally:
             if probing:
                 self.client.decr(self.keys.breaker_probes(name))
             if transitions.counted_failure is not None:
-                self._remember_failure(name, transitions.counted_failure)
+                self._remember_failure(name, transitions.counted_failure, describe_failure)
             for kind in transitions.caused():
                 open_for_s = self.reset_timeout_s if kind == "opened" else 0.0
                 self._tell(BreakerEvent(name, kind, open_for_s))
@@ -226,9 +228,11 @@ class Breakers:
         raw = self.client.get(self.keys.breaker_last_failure(name))
         return raw.decode(errors="replace") if raw else ""
 
-    def _remember_failure(self, name: str, exc: BaseException) -> None:
+    def _remember_failure(
+        self, name: str, exc: BaseException, describe: Callable[[BaseException], str] | None
+    ) -> None:
         # Kept a little longer than one open period: long enough for the nodes it holds back.
-        line = " ".join(f"{type(exc).__name__}: {exc}".split())[:LAST_FAILURE_MAX_CHARS]
+        line = described_failure(exc, describe)
         ttl_s = max(int(self.reset_timeout_s * 4), 60)
         self.client.set(self.keys.breaker_last_failure(name), line, ex=ttl_s)
 
@@ -259,11 +263,18 @@ class Breakers:
         return bool(int(named_reply(reply)["taken"]))
 
 
+def described_failure(exc: BaseException, describe: Callable[[BaseException], str] | None) -> str:
+    """One line of at most ``LAST_FAILURE_MAX_CHARS`` saying what failed."""
+    text = describe(exc) if describe is not None else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:LAST_FAILURE_MAX_CHARS]
+
+
 def call_directly(
     name: str,
     func: Callable[..., T],
     *args: Any,
     is_failure: Callable[[BaseException], bool],
+    describe_failure: Callable[[BaseException], str] | None = None,
     **kwargs: Any,
 ) -> T:
     """The same signature as ``Breakers.call``, without a breaker (tests, local planning)."""
