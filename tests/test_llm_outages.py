@@ -144,3 +144,54 @@ def test_the_run_progress_line_names_what_a_node_waits_on() -> None:
         " · a waiting on breaker model:claude-sonnet-4-5, open 25 s more: last error "
         "LLMUnavailableError: the Anthropic API answered 529 (+1 more waiting)"
     )
+
+
+def test_a_slow_streamed_generation_succeeds_without_touching_the_breaker(
+    subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
+) -> None:
+    # ~34 events 0.1 s apart: over 3 s in all, six idle timeouts, with never 0.5 s of silence.
+    settings = subprocess_settings.model_copy(
+        update={"llm_idle_timeout_s": 0.5, "breaker_fail_max": 1}
+    )
+    long_text = "word " * 60
+    fake_llm.add(
+        {
+            "reply": {"content": [{"type": "text", "text": long_text}]},
+            "stream": {"event_delay_s": 0.1, "chunk_chars": 10},
+        }
+    )
+    workers.start(settings)
+    client = Client(settings)
+    state = client.submit(one_agent("slow model").build()).wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
+    assert state.result.strip() == long_text.strip()
+    assert len(fake_llm.requests) == 1 and state.nodes["research"].attempts == 1
+    status = client.runtime.breakers.status(f"model:{settings.default_model}")
+    assert (status.state, status.failures) == ("closed", 0)
+
+
+def test_a_stalled_stream_fails_the_node_within_its_bounds(
+    subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
+) -> None:
+    settings = subprocess_settings.model_copy(
+        update={"llm_idle_timeout_s": 0.5, "llm_max_attempts": 2}
+    )
+    fake_llm.add(
+        {
+            "reply": {"content": [{"type": "text", "text": "never finished"}]},
+            "stream": {"event_delay_s": 30.0},
+            "times": -1,
+        }
+    )
+    workers.start(settings)
+    client = Client(settings)
+    plan = PlanBuilder("stalled model")
+    plan.agent("research", "researcher", "Find it.", retry={"max_attempts": 1})
+    started = time.monotonic()
+    state = client.submit(plan.build()).wait(timeout=30)
+    assert time.monotonic() - started < 15
+    assert state.status == RunStatus.FAILED, workers.log_tails()
+    error = state.nodes["research"].error
+    assert error is not None and error.error_class == "LLMUnavailableError"
+    assert "stalled" in error.message
+    assert len(fake_llm.requests) == 2
