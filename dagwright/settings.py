@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AliasChoices,
@@ -202,6 +202,20 @@ class Settings(BaseSettings):
 
     dlq_retention_s: int = Field(30 * 24 * 3600, ge=3600)
     """How long dead letters are kept."""
+
+    llm_provider: Literal["anthropic", "bedrock", "vertex"] = "anthropic"
+    """Who serves the models: the Anthropic API (``anthropic_api_key``,
+    ``anthropic_base_url``), Amazon Bedrock (AWS credentials from the environment: keys,
+    ``AWS_PROFILE``...) or Google Vertex AI (application default credentials). Retries,
+    breakers, rate limits and accounting are the same for each; model ids are the
+    provider's (e.g. ``anthropic.claude-sonnet-4-5-20250929-v1:0`` on Bedrock)."""
+
+    llm_region: str | None = None
+    """Region of Bedrock or Vertex AI (default: the SDK's, from ``AWS_REGION`` or
+    ``CLOUD_ML_REGION``)."""
+
+    llm_vertex_project_id: str | None = None
+    """Google Cloud project of Vertex AI (default: ``ANTHROPIC_VERTEX_PROJECT_ID``)."""
 
     llm_connect_timeout_s: float = Field(5.0, gt=0)
     """Time to open a connection to the LLM API: short, since nothing that answers takes
@@ -416,6 +430,9 @@ class Settings(BaseSettings):
         return LLMSettings(
             api_key=self.anthropic_api_key,
             base_url=self.anthropic_base_url,
+            provider=self.llm_provider,
+            region=self.llm_region,
+            vertex_project_id=self.llm_vertex_project_id,
             connect_timeout_s=self.llm_connect_timeout_s,
             idle_timeout_s=self.llm_idle_timeout_s,
             min_tokens_per_s=self.llm_min_tokens_per_s,
@@ -475,6 +492,9 @@ class LLMSettings:
 
     api_key: SecretStr | None
     base_url: str | None
+    provider: str
+    region: str | None
+    vertex_project_id: str | None
     connect_timeout_s: float
     idle_timeout_s: float
     min_tokens_per_s: float

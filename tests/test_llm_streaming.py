@@ -194,3 +194,38 @@ def test_an_endpoint_where_nothing_listens_fails_at_once_with_one_line() -> None
         "the Anthropic API at http://127.0.0.1:1 is unreachable (connection refused) "
         "after 3 attempts in "
     )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "client_class", "endpoint"),
+    [
+        (
+            {"llm_provider": "bedrock", "llm_region": "eu-west-1"},
+            "AnthropicBedrock",
+            "https://bedrock-runtime.eu-west-1.amazonaws.com",
+        ),
+        (
+            {
+                "llm_provider": "vertex",
+                "llm_region": "europe-west1",
+                "llm_vertex_project_id": "my-project",
+            },
+            "AnthropicVertex",
+            "https://europe-west1-aiplatform.googleapis.com/v1",
+        ),
+    ],
+)
+def test_bedrock_and_vertex_clients_are_built_with_our_retries_and_timeouts(
+    overrides: dict[str, str], client_class: str, endpoint: str
+) -> None:
+    """Built only: no network here. Neither needs an Anthropic API key."""
+    settings = Settings(anthropic_api_key=None, anthropic_base_url=None, **overrides)  # type: ignore[arg-type]
+    llm = AnthropicLLM(settings.llm)
+    client = llm._client
+    assert type(client).__name__ == client_class
+    assert llm.endpoint == endpoint
+    assert client.max_retries == 0
+    assert (client.timeout.read, client.timeout.connect) == (  # type: ignore[union-attr]
+        settings.llm_idle_timeout_s,
+        settings.llm_connect_timeout_s,
+    )

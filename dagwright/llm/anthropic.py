@@ -123,35 +123,55 @@ class RetryAfterOrBackoff:
         return float(self.backoff(state))
 
 
+SdkClient = anthropic.Anthropic | anthropic.AnthropicBedrock | anthropic.AnthropicVertex
+
+
+def sdk_client(settings: LLMSettings, limits: CallLimits) -> SdkClient:
+    """The SDK's client of ``settings.provider``: its retries off (ours are the only ones),
+    httpx's read timeout as the idle timeout (it bounds each read of the stream).
+    Bedrock and Vertex AI find their credentials where their SDKs look (the environment)."""
+    options: dict[str, Any] = {
+        "base_url": settings.base_url,
+        "max_retries": 0,
+        "timeout": anthropic.Timeout(
+            limits.idle_s, connect=limits.connect_s, write=WRITE_TIMEOUT_S, pool=POOL_TIMEOUT_S
+        ),
+    }
+    if settings.provider == "bedrock":
+        return anthropic.AnthropicBedrock(aws_region=settings.region, **options)
+    if settings.provider == "vertex":
+        vertex: dict[str, Any] = {
+            "region": settings.region,
+            "project_id": settings.vertex_project_id,
+        }
+        return anthropic.AnthropicVertex(**{k: v for k, v in vertex.items() if v}, **options)
+    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    if not key and not settings.base_url:
+        raise LLMNotConfiguredError(NOT_CONFIGURED)
+    return anthropic.Anthropic(api_key=key or PLACEHOLDER_KEY, **options)
+
+
 class AnthropicLLM:
-    """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured)."""
+    """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured), or over Bedrock or
+    Vertex AI (``llm_provider``) with the same retries, breakers and accounting."""
 
     def __init__(self, settings: LLMSettings, breakers: Breakers | None = None) -> None:
-        key = settings.api_key.get_secret_value() if settings.api_key else ""
-        if not key and not settings.base_url:
-            raise LLMNotConfiguredError(NOT_CONFIGURED)
         self._limits = CallLimits(
             connect_s=settings.connect_timeout_s,
             idle_s=settings.idle_timeout_s,
             min_tokens_per_s=settings.min_tokens_per_s,
         )
-        # httpx's read timeout bounds each read of the stream: the idle timeout.
-        self._client = anthropic.Anthropic(
-            api_key=key or PLACEHOLDER_KEY,
-            base_url=settings.base_url,
-            max_retries=0,
-            timeout=anthropic.Timeout(
-                self._limits.idle_s,
-                connect=self._limits.connect_s,
-                write=WRITE_TIMEOUT_S,
-                pool=POOL_TIMEOUT_S,
-            ),
-        )
+        self._client = sdk_client(settings, self._limits)
         self._endpoint = str(self._client.base_url).rstrip("/")
         self._prices = settings.model_prices
         self._guard = breakers.call if breakers is not None else call_directly
         self._attempts = settings.max_attempts
         self._wait = RetryAfterOrBackoff(settings.retry_after_cap_s, settings.retry_backoff_s)
+
+    @property
+    def endpoint(self) -> str:
+        """Where the calls go (the provider's base URL), as errors name it."""
+        return self._endpoint
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.monotonic()
