@@ -20,6 +20,14 @@ A script (see :mod:`dagwright.testing.fake_anthropic_script`), in YAML::
           usage: {input_tokens: 120, output_tokens: 9}
       - status: 429
         headers: {retry-after: "1"}
+      - match: {last_user_contains: essay}     # streamed slowly to a stream request
+        reply:
+          content:
+            - {type: thinking, thinking: Plan it first.}
+            - {type: text, text: A long essay.}
+        stream: {event_delay_s: 0.5, chunk_chars: 8}
+      - reply: {content: [{type: text, text: cut short}]}
+        stream: {error_after_events: 3}          # an overloaded_error event mid-stream
       - malformed: schema
         times: -1
         match: {system_contains: "broken"}
