@@ -41,34 +41,51 @@ def rendered(view: RunView) -> str:
     return console.export_text()
 
 
-def test_an_unreachable_endpoint_fails_the_node_with_one_line_within_30_s(
-    subprocess_settings: Settings, workers: Workers, tmp_path: Path
+def test_an_unreachable_endpoint_fails_each_node_with_one_line_within_30_s(
+    subprocess_settings: Settings,
+    workers: Workers,
+    fake_llm: FakeAnthropicServer,
+    tmp_path: Path,
 ) -> None:
     settings = subprocess_settings.model_copy(
         update={
             "anthropic_base_url": UNREACHABLE,
             "llm_max_attempts": 3,
             "llm_retry_backoff_s": 0.5,
+            "breaker_fail_max": 2,  # refused connections do not open it: no node waits
         }
     )
     workers.start(settings)
     client = Client(settings)
+    plan = PlanBuilder("unreachable")
+    for i in range(3):
+        plan.agent(f"research{i}", "researcher", f"Find fact {i}.")
     started = time.monotonic()
-    run = client.submit(one_agent("unreachable").build())
+    run = client.submit(plan.build())
     state = run.wait(timeout=30)
     assert time.monotonic() - started < 30
     assert state.status == RunStatus.FAILED, workers.log_tails()
-    error = state.nodes["research"].error
-    assert error is not None and error.error_class == "LLMEndpointUnreachableError"
-    assert "\n" not in error.message
-    assert error.message.startswith(
-        f"the Anthropic API at {UNREACHABLE} is unreachable (connection refused) after 3 attempts"
-    ), error.message
-    [letter] = client.dlq.list(run_id=run.run_id)
-    assert letter.error_class == "LLMEndpointUnreachableError"
+    for node in state.nodes.values():
+        assert node.error is not None and node.error.error_class == "LLMEndpointUnreachableError"
+        assert "\n" not in node.error.message
+        assert node.error.message.startswith(
+            f"the Anthropic API at {UNREACHABLE} is unreachable (connection refused) "
+            "after 3 attempts in "
+        ), node.error.message
+    letters = client.dlq.list(run_id=run.run_id)
+    assert len(letters) == 3
+    assert {letter.error_class for letter in letters} == {"LLMEndpointUnreachableError"}
 
     status = dagwright("status", run.run_id, env=cli_env(settings, tmp_path))
     assert "is unreachable (connection refused)" in status.stdout + status.stderr
+
+    # The endpoint fixed (workers restarted with the right one): the dead letters replay.
+    workers.stop_all()
+    fake_llm.add({"reply": {"content": [{"type": "text", "text": "Found it."}]}, "times": -1})
+    workers.start(subprocess_settings)
+    assert len(client.dlq.replay_all(run_id=run.run_id)) == 3
+    state = run.wait(timeout=30)
+    assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
 
 
 def test_a_node_waits_visibly_on_an_open_breaker_then_is_dead_lettered_and_replayed(

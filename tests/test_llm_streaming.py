@@ -229,3 +229,12 @@ def test_bedrock_and_vertex_clients_are_built_with_our_retries_and_timeouts(
         settings.llm_idle_timeout_s,
         settings.llm_connect_timeout_s,
     )
+
+
+def test_an_endpoint_where_nothing_listens_does_not_open_the_breaker(breakers: Breakers) -> None:
+    """Each node says what is wrong at once, rather than waiting behind an open breaker."""
+    llm = llm_for("http://127.0.0.1:1", breakers, llm_max_attempts=2)
+    for _ in range(2):
+        with pytest.raises(LLMEndpointUnreachableError):
+            llm.complete(REQUEST)
+    assert breakers.status(BREAKER).state == "closed"

@@ -17,9 +17,11 @@ request (400/401/403/404/413/422) and unusable responses are permanent. SDK exce
 never leave this module.
 
 What counts against the model's breaker (``counts_against_breaker``): connection errors
-(refused, reset, connect timeout), a stalled stream (the idle timeout), 5xx/529 and error
-events (``overloaded_error``, ``api_error``). Not: 408/409/429 (our pace, not an outage),
-refusals, and a call past its deadline while events kept coming (slow is not down).
+(reset, connect timeout), a stalled stream (the idle timeout), 5xx/529 and error events
+(``overloaded_error``, ``api_error``). Not: 408/409/429 (our pace, not an outage), refusals,
+a call past its deadline while events kept coming (slow is not down), and an endpoint where
+nothing listens (refused, no such host): each node fails at once with that one line, where
+an open breaker would make the nodes behind it wait instead of saying what is wrong.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def counts_against_breaker(exc: BaseException) -> bool:
     """Whether ``exc`` says the model's endpoint is down (see the module docstring)."""
     if isinstance(exc, anthropic.APIStatusError):
         return exc.status_code >= 500 or is_outage_event(exc)
-    return isinstance(exc, anthropic.APIConnectionError)  # a stall is a read timeout
+    if isinstance(exc, anthropic.APIConnectionError):  # a stall is a read timeout
+        return unreachable_cause(exc) is None
+    return False
 
 
 def is_outage_event(exc: anthropic.APIStatusError) -> bool:
