@@ -45,9 +45,11 @@ def build_llm(
     enabled and given a client."""
     from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
     from dagwright.llm.cache import CachingLLM
+    from dagwright.llm.call_limits import CallLimits
     from dagwright.llm.ratelimit import RateLimitedLLM
 
     llm: LLM = AnthropicLLM(settings, breakers)
+    limits = CallLimits.of(settings)
     if settings.rate_limits and client is not None:  # inside the cache: a hit is free
         llm = RateLimitedLLM(
             llm,
@@ -56,8 +58,10 @@ def build_llm(
             limits=settings.rate_limits,
             window_s=settings.rate_window_s,
             max_wait_s=settings.rate_max_wait_s,
-            # How long a dead caller's reservation counts (a live caller corrects its own).
+            # A live call may stream until its deadline, each attempt (a dead caller's
+            # reservation frees itself then).
             hold_s=settings.idle_timeout_s * settings.max_attempts,
+            hold_for=lambda request: limits.deadline_s(request.max_tokens) * settings.max_attempts,
         )
     if settings.cache_enabled and client is not None:
         llm = CachingLLM(llm, client, keys, ttl_s=settings.cache_ttl_s)

@@ -160,11 +160,7 @@ class AnthropicLLM:
     Vertex AI (``llm_provider``) with the same retries, breakers and accounting."""
 
     def __init__(self, settings: LLMSettings, breakers: Breakers | None = None) -> None:
-        self._limits = CallLimits(
-            connect_s=settings.connect_timeout_s,
-            idle_s=settings.idle_timeout_s,
-            min_tokens_per_s=settings.min_tokens_per_s,
-        )
+        self._limits = CallLimits.of(settings)
         self._client = sdk_client(settings, self._limits)
         self._endpoint = str(self._client.base_url).rstrip("/")
         self._prices = settings.model_prices

@@ -19,6 +19,8 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from dagwright.settings import LLMSettings
+
 # The stream's own bounds are ours (idle, deadline); httpx's write and pool timeouts only
 # guard against a wedged socket or connection pool.
 WRITE_TIMEOUT_S = 30.0
@@ -32,6 +34,10 @@ class CallLimits:
     connect_s: float
     idle_s: float
     min_tokens_per_s: float
+
+    @classmethod
+    def of(cls, settings: LLMSettings) -> CallLimits:
+        return cls(settings.connect_timeout_s, settings.idle_timeout_s, settings.min_tokens_per_s)
 
     def deadline_s(self, max_tokens: int) -> float:
         """Longest a call asking for ``max_tokens`` may stream, from its first byte sent."""
