@@ -238,3 +238,18 @@ def test_an_endpoint_where_nothing_listens_does_not_open_the_breaker(breakers: B
         with pytest.raises(LLMEndpointUnreachableError):
             llm.complete(REQUEST)
     assert breakers.status(BREAKER).state == "closed"
+
+
+def test_a_long_pause_kept_alive_by_pings_is_no_stall(
+    fake_llm: FakeAnthropicServer, breakers: Breakers
+) -> None:
+    # 1.5 s between events (three idle timeouts), a ping every 0.2 s meanwhile.
+    fake_llm.add(
+        {
+            "reply": {"content": [{"type": "text", "text": "thought hard"}]},
+            "stream": {"event_delay_s": 1.5, "ping_every_s": 0.2},
+        }
+    )
+    llm = llm_for(fake_llm.base_url, breakers, llm_idle_timeout_s=0.5, llm_max_attempts=1)
+    assert llm.complete(REQUEST).text() == "thought hard"
+    assert breakers.status(BREAKER).failures == 0

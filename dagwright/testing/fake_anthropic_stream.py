@@ -10,9 +10,10 @@ A request with ``"stream": true`` that a script answers with a reply gets
     message_delta (stop_reason, output usage), message_stop
 
 A script entry's ``stream`` field plays the awkward cases: a slow generation
-(``event_delay_s`` between events, with deltas of ``chunk_chars`` characters), a stalled
-one (a delay longer than the client's idle timeout) and an ``overloaded_error`` event in
-the middle of the stream (``error_after_events``). Error statuses and malformed answers
+(``event_delay_s`` between events, with deltas of ``chunk_chars`` characters), a long pause
+kept alive by ``ping`` events (``ping_every_s``), a stalled one (a delay longer than the
+client's idle timeout, without pings) and an ``overloaded_error`` event in the middle of
+the stream (``error_after_events``). Error statuses and malformed answers
 stay plain HTTP answers, as the real API sends them before any event.
 
 The body goes out with chunked transfer encoding, one chunk per event, so every event
@@ -42,6 +43,9 @@ class StreamPlay(BaseModel):
     event_delay_s: float = Field(default=0.0, ge=0)
     """Seconds between two events: a slow generation, or a stalled one when longer than
     the client's idle timeout."""
+    ping_every_s: float | None = Field(default=None, gt=0)
+    """Send ``ping`` events this often during each delay, as the API does while the model
+    works: a long pause that is alive, not stalled."""
     chunk_chars: int = Field(default=16, ge=1)
     """Characters per delta: text, thinking and tool input arrive in pieces this long."""
     error_after_events: int | None = Field(default=None, ge=1)
@@ -149,9 +153,24 @@ def write_event_stream(
     handler.end_headers()
     for number, (name, data) in enumerate(played_events(json.loads(body), play)):
         if number and play.event_delay_s:
-            time.sleep(play.event_delay_s)
-        _write_chunk(handler, f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            _pause(handler, play.event_delay_s, play.ping_every_s)
+        _write_event(handler, name, data)
     _write_chunk(handler, b"")  # the zero-length chunk ends the body
+
+
+def _pause(handler: BaseHTTPRequestHandler, seconds: float, ping_every_s: float | None) -> None:
+    """Wait ``seconds``, pinging every ``ping_every_s`` meanwhile if given."""
+    ends_at = time.monotonic() + seconds
+    while (left := ends_at - time.monotonic()) > 0:
+        if ping_every_s is None or left <= ping_every_s:
+            time.sleep(left)
+            return
+        time.sleep(ping_every_s)
+        _write_event(handler, "ping", {"type": "ping"})
+
+
+def _write_event(handler: BaseHTTPRequestHandler, name: str, data: dict[str, Any]) -> None:
+    _write_chunk(handler, f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
 
 
 def _write_chunk(handler: BaseHTTPRequestHandler, data: bytes) -> None:
