@@ -399,7 +399,11 @@ def check_sandbox(probes: dict[str, str]) -> Check:
 
 
 def check_llm(settings: Settings) -> Check:
-    """An API key or an endpoint is configured (the key itself is never shown)."""
+    """An API key or an endpoint is configured (the key itself is never shown); Bedrock
+    and Vertex AI find their credentials in the environment, when a call is made."""
+    if settings.llm_provider != "anthropic":
+        region = f" in {settings.llm_region}" if settings.llm_region else ""
+        return ok("llm", f"{settings.llm_provider}{region} · model {settings.default_model}")
     if not (settings.anthropic_api_key or settings.anthropic_base_url):
         return warn(
             "llm",

@@ -31,6 +31,9 @@
         │                                  counts against the sandbox's breaker
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
+        │   ├── LLMEndpointUnreachableError  nothing answers at the configured endpoint
+        │   │                              (refused, no such host) after the LLM retries
+        │   ├── BreakerWaitExpiredError    waited breaker_max_wait_s on an open breaker
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
         │   ├── LLMResponseError           the API answered something unusable
         │   ├── LLMCallTooLargeError       one call could never fit the model's
@@ -166,15 +169,31 @@ class BreakerOpenError(RetryableError):
     """A dependency's circuit breaker is open: calls fail fast until ``retry_after_s``.
 
     The node is not failed: it waits (RETRY_WAIT) that long, and the wait does not count
-    as an attempt.
+    as an attempt. ``last_failure`` is the failure that last counted against the breaker
+    (``"<class>: <message>"``), so that a waiting node can say why it waits.
     """
 
-    def __init__(self, breaker: str, retry_after_s: float) -> None:
+    def __init__(self, breaker: str, retry_after_s: float, last_failure: str = "") -> None:
         self.breaker = breaker
         self.retry_after_s = max(retry_after_s, 0.0)
+        self.last_failure = last_failure
+        cause = f": last failure {last_failure}" if last_failure else ""
         super().__init__(
-            f"the circuit breaker {breaker!r} is open for {self.retry_after_s:.1f}s more"
+            f"the circuit breaker {breaker!r} is open for {self.retry_after_s:.1f}s more{cause}"
         )
+
+
+class BreakerWaitExpiredError(PermanentError):
+    """A node waited ``breaker_max_wait_s`` on an open breaker, through one open period
+    after another: it is dead-lettered rather than left waiting for ever. Replay it
+    (``dagwright dlq replay``) once the dependency is back."""
+
+
+class LLMEndpointUnreachableError(PermanentError):
+    """Nothing answers at the configured LLM endpoint (connection refused, no such host)
+    through the LLM layer's few quick retries. A misconfigured ``ANTHROPIC_BASE_URL`` is
+    far likelier than a blip that outlasts them, so the node fails at once with the
+    endpoint named, instead of waiting on a breaker; replay it once the endpoint is up."""
 
 
 class LLMRateLimitedError(RetryableError):

@@ -55,6 +55,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
     "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
     "spans",  # stream of telemetry.Span JSON: tool calls, sandbox runs, breaker events
+    "waits",  # hash node -> JSON of what it waits on while parked (a breaker), see NodeWait
 )
 
 
@@ -127,6 +128,11 @@ class Keys:
     def breaker_probes(self, name: str) -> str:
         """Counter of the probes a half-open breaker lets through."""
         return f"{self.prefix}breaker:{name}:probes"
+
+    def breaker_last_failure(self, name: str) -> str:
+        """String ``"<class>: <message>"`` of the last failure counted against a breaker,
+        for the nodes that wait on it to show (expires with the breaker's open time)."""
+        return f"{self.prefix}breaker:{name}:last_failure"
 
     @property
     def breakers(self) -> str:

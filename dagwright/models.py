@@ -233,6 +233,29 @@ class ErrorInfo(BaseModel):
     traceback: str | None = None
 
 
+class NodeWait(BaseModel):
+    """What a parked node waits on, so that every view can say why it is not running."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
+    on: Literal["breaker"]
+    """The kind of wait: an open circuit breaker."""
+    name: str
+    """What it waits on, e.g. the breaker ``model:claude-sonnet-4-5``."""
+    since: datetime
+    """When this node began waiting on it (through one open period after another)."""
+    until: datetime
+    """When the node is due to try again."""
+    last_failure: str = ""
+    """The failure that last counted against the dependency (``"<class>: <message>"``)."""
+
+    def describe(self, now: datetime | None = None) -> str:
+        """One line: ``waiting on breaker model:x, open 25 s more: last error ...``."""
+        left_s = max((self.until - (now or datetime.now(UTC))).total_seconds(), 0.0)
+        cause = f": last error {self.last_failure}" if self.last_failure else ""
+        return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
+
+
 class NodeState(BaseModel):
     """A snapshot of one node of a run."""
 
@@ -247,6 +270,8 @@ class NodeState(BaseModel):
     output: Any = None
     error: ErrorInfo | None = None
     usage: Usage = Field(default_factory=Usage)
+    waiting: NodeWait | None = None
+    """What the node waits on while it is parked in RETRY_WAIT (None otherwise)."""
 
 
 class RunCounts(BaseModel):

@@ -249,6 +249,11 @@ class Settings(BaseSettings):
     breaker_max_probes: int = Field(1, ge=1)
     """Calls let through at once while a breaker is half-open, over every worker."""
 
+    breaker_max_wait_s: float = Field(300.0, gt=0)
+    """Longest time a node waits on open breakers, one open period after another, before
+    it fails into the DLQ (``BreakerWaitExpiredError``; replay it once the dependency is
+    back). No node waits for ever on a dependency that stays down."""
+
     max_deliveries: int = Field(3, ge=1)
     """Deliveries of a node without any recorded outcome (its worker died each time) after
     which it is failed as a poison message and dead-lettered."""
@@ -256,8 +261,34 @@ class Settings(BaseSettings):
     dlq_retention_s: int = Field(30 * 24 * 3600, ge=3600)
     """How long dead letters are kept."""
 
-    llm_timeout_s: float = Field(120.0, gt=0)
-    """Timeout of one LLM HTTP request."""
+    llm_provider: Literal["anthropic", "bedrock", "vertex"] = "anthropic"
+    """Who serves the models: the Anthropic API (``anthropic_api_key``,
+    ``anthropic_base_url``), Amazon Bedrock (AWS credentials from the environment: keys,
+    ``AWS_PROFILE``...) or Google Vertex AI (application default credentials). Retries,
+    breakers, rate limits and accounting are the same for each; model ids are the
+    provider's (e.g. ``anthropic.claude-sonnet-4-5-20250929-v1:0`` on Bedrock)."""
+
+    llm_region: str | None = None
+    """Region of Bedrock or Vertex AI (default: the SDK's, from ``AWS_REGION`` or
+    ``CLOUD_ML_REGION``)."""
+
+    llm_vertex_project_id: str | None = None
+    """Google Cloud project of Vertex AI (default: ``ANTHROPIC_VERTEX_PROJECT_ID``)."""
+
+    llm_connect_timeout_s: float = Field(5.0, gt=0)
+    """Time to open a connection to the LLM API: short, since nothing that answers takes
+    long to accept one."""
+
+    llm_idle_timeout_s: float = Field(60.0, gt=0)
+    """Longest silence between two events of a streamed LLM answer (the API sends ``ping``
+    events while it works): a stream silent longer is stalled, and that counts as an
+    outage of the model. Replaces one timeout of the whole call, which a long generation
+    would exceed while making progress."""
+
+    llm_min_tokens_per_s: float = Field(5.0, gt=0)
+    """The slowest generation still waited for: one call's overall deadline is
+    ``llm_idle_timeout_s + max_tokens / llm_min_tokens_per_s`` (4096 tokens: 15 min). A
+    call past its deadline is ended and retried by the node, but is not an outage."""
 
     llm_max_attempts: int = Field(4, ge=1, le=20)
     """Attempts of one LLM call on 408/409/429/5xx/529 and connection errors (the only
@@ -479,7 +510,12 @@ class Settings(BaseSettings):
         return LLMSettings(
             api_key=self.anthropic_api_key,
             base_url=self.anthropic_base_url,
-            timeout_s=self.llm_timeout_s,
+            provider=self.llm_provider,
+            region=self.llm_region,
+            vertex_project_id=self.llm_vertex_project_id,
+            connect_timeout_s=self.llm_connect_timeout_s,
+            idle_timeout_s=self.llm_idle_timeout_s,
+            min_tokens_per_s=self.llm_min_tokens_per_s,
             max_attempts=self.llm_max_attempts,
             retry_after_cap_s=self.llm_retry_after_cap_s,
             retry_backoff_s=self.llm_retry_backoff_s,
@@ -539,7 +575,12 @@ class LLMSettings:
 
     api_key: SecretStr | None
     base_url: str | None
-    timeout_s: float
+    provider: str
+    region: str | None
+    vertex_project_id: str | None
+    connect_timeout_s: float
+    idle_timeout_s: float
+    min_tokens_per_s: float
     max_attempts: int
     retry_after_cap_s: float
     retry_backoff_s: float

@@ -347,9 +347,9 @@ def test_the_cli_takes_repeated_model_flags() -> None:
     assert args.model == ["a-model", "b-model"]
 
 
-def test_streaming_is_refused_as_the_fakes_own_limit(server: FakeAnthropicServer) -> None:
-    body = {"model": MODEL, "max_tokens": 8, "messages": [user("hi")], "stream": True}
+def test_a_stream_request_is_checked_like_any_other(server: FakeAnthropicServer) -> None:
+    body = {"model": MODEL, "max_tokens": 8, "messages": [user("")], "stream": True}
 
     status, answer = post_messages(server, body, **{"x-api-key": "k"})
 
-    assert status == 400 and "does not support streaming" in answer["error"]["message"]
+    assert status == 400 and answer["error"]["type"] == "invalid_request_error"  # not a stream

@@ -73,7 +73,7 @@ def test_the_views_carry_their_group_of_settings_and_nothing_else() -> None:
         sandbox_uid=1234,
         sandbox_memory_mb=512,
         http_allowed_domains=["example.com"],
-        llm_timeout_s=7.0,
+        llm_idle_timeout_s=7.0,
         anthropic_base_url="http://127.0.0.1:1",
     )
     sandbox_fields = {f.name for f in dataclasses.fields(SandboxSettings)}
@@ -90,7 +90,7 @@ def test_the_views_carry_their_group_of_settings_and_nothing_else() -> None:
     }
     assert settings.http_tool.allowed_domains == ("example.com",)
     llm = settings.llm
-    assert (llm.timeout_s, llm.base_url) == (7.0, "http://127.0.0.1:1")
+    assert (llm.idle_timeout_s, llm.base_url) == (7.0, "http://127.0.0.1:1")
     llm_fields = {f.name for f in dataclasses.fields(LLMSettings)}
     assert {f"llm_{name}" for name in llm_fields} >= {
         name for name in Settings.model_fields if name.startswith("llm_")

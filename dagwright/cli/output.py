@@ -28,6 +28,7 @@ from dagwright.models import (
     Node,
     NodeState,
     NodeStatus,
+    NodeWait,
     Plan,
     RunCounts,
     RunState,
@@ -70,6 +71,7 @@ def iso(value: datetime | None) -> str | None:
 
 def node_json(node: NodeState) -> dict[str, Any]:
     error = node.error if node.status == NodeStatus.FAILED else None
+    waiting = node.waiting
     return {
         "status": node.status.value,
         "type": node.type,
@@ -79,6 +81,9 @@ def node_json(node: NodeState) -> dict[str, Any]:
         "finished_at": iso(node.finished_at),
         "error": {"class": error.error_class, "message": error.message} if error else None,
         "usage": usage_json(node.usage) if node.usage.llm_calls else None,
+        "waiting": {**waiting.model_dump(mode="json"), "description": waiting.describe()}
+        if waiting
+        else None,
     }
 
 
@@ -181,7 +186,6 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
         took = ""
         if node.started_at and node.finished_at:
             took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
-        error = node.error if node.status == NodeStatus.FAILED else None
         spent = [f"{node.usage.total_tokens:,}", cost(node.usage)] if with_usage else []
         table.add_row(
             node_id,
@@ -190,11 +194,19 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
             str(node.attempts),
             took,
             *spent,
-            f"{error.error_class}: {error.message}" if error else "",
+            why_not_done(node),
         )
     if len(nodes) > limit:
         table.caption = f"… and {len(nodes) - limit} more nodes (--json shows all)"
     return table
+
+
+def why_not_done(node: NodeState) -> str:
+    """A failed node's error, or what a parked node waits on (else nothing)."""
+    if node.waiting is not None:
+        return node.waiting.describe()
+    error = node.error if node.status == NodeStatus.FAILED else None
+    return f"{error.error_class}: {error.message}" if error else ""
 
 
 def plan_tree(plan: Plan) -> Tree:
@@ -305,13 +317,29 @@ def print_event(event: Event, *, as_json: bool) -> None:
     stdout.print(f"{event.at:%H:%M:%S.%f}"[:-3], event.kind, event.node or "", details)
 
 
-def progress_line(run_id: str, status: RunStatus, counts: RunCounts, elapsed_s: float) -> str:
+def progress_line(
+    run_id: str,
+    status: RunStatus,
+    counts: RunCounts,
+    elapsed_s: float,
+    waits: dict[str, NodeWait] | None = None,
+) -> str:
     return (
         f"run {run_id} {status.value} · {counts.done}/{counts.total} nodes done · "
         f"{counts.running} running · {counts.failed} failed · "
         + (f"{counts.waiting_approval} waiting for approval · " if counts.waiting_approval else "")
         + f"{elapsed_s:.1f}s"
+        + waits_part(waits or {})
     )
+
+
+def waits_part(waits: dict[str, NodeWait]) -> str:
+    """`` · research waiting on breaker model:x, open 25 s more: ...`` (the first wait)."""
+    if not waits:
+        return ""
+    node_id, wait = next(iter(waits.items()))
+    more = f" (+{len(waits) - 1} more waiting)" if len(waits) > 1 else ""
+    return f" · {node_id} {wait.describe()}{more}"
 
 
 class ProgressDisplay:
@@ -340,10 +368,13 @@ class ProgressDisplay:
         if self._live is not None:
             self._live.__exit__(exc_type, exc, tb)
 
-    def update(self, status: RunStatus, counts: RunCounts) -> None:
+    def update(
+        self, status: RunStatus, counts: RunCounts, waits: dict[str, NodeWait] | None = None
+    ) -> None:
         if not self.enabled:
             return
-        line = progress_line(self.run_id, status, counts, time.monotonic() - self.started)
+        elapsed_s = time.monotonic() - self.started
+        line = progress_line(self.run_id, status, counts, elapsed_s, waits)
         if self._live is not None:
             self._live.update(Text(line))
         elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:

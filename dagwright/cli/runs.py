@@ -273,7 +273,9 @@ def wait_with_progress(
         def on_progress(status: RunStatus, counts: RunCounts) -> None:
             if embedded is not None and embedded.worker_exit_code() is not None:
                 raise EmbeddedStackError(embedded.describe_worker_death())
-            progress.update(status, counts)
+            # Only a node that is neither running nor done may be waiting on something.
+            idle = counts.total - counts.done - counts.running
+            progress.update(status, counts, client.waits(run_id) if idle and show else None)
 
         return client.wait(run_id, timeout, on_progress=on_progress)
 

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
@@ -134,6 +134,7 @@ class Snapshot:
     levels: dict[str, int]
     order: list[str]
     waiting: list[str]  # nodes waiting for approval
+    parked: list[str] = field(default_factory=list)  # nodes waiting on something (a breaker)
     fits: dict[int, tuple[list[str], Counter[str]]] = field(default_factory=dict)
 
     @classmethod
@@ -150,7 +151,8 @@ class Snapshot:
             for node_id, node in state.nodes.items()
             if node.status == NodeStatus.WAITING_APPROVAL
         ]
-        return cls(state, deps, levels, dependency_order(state.nodes, levels), waiting)
+        parked = [node_id for node_id, node in state.nodes.items() if node.waiting is not None]
+        return cls(state, deps, levels, dependency_order(state.nodes, levels), waiting, parked)
 
     def rows(self, room: int) -> tuple[list[str], Counter[str]]:
         """The rows that fit in ``room`` (remembered per room: the terminal rarely resizes)."""
@@ -181,7 +183,7 @@ class RunView:
 
     def render(self, height: int, now: float) -> RenderableType:
         snapshot = self.snapshot  # one read for the whole drawing
-        hints = approval_hints(snapshot)
+        hints = approval_hints(snapshot) + wait_hints(snapshot, now)
         room = max(MIN_ROWS, height - HEADER_LINES - TABLE_CHROME_LINES - len(hints))
         shown, left_out = snapshot.rows(room)
         parts: list[RenderableType] = [*header(snapshot.state, now), table(snapshot, shown, now)]
@@ -250,6 +252,21 @@ def approval_hints(snapshot: Snapshot) -> list[Text]:
     ]
     if len(waiting) > APPROVAL_HINTS:
         hints.append(Text(f"… and {len(waiting) - APPROVAL_HINTS} more waiting for approval"))
+    return hints
+
+
+def wait_hints(snapshot: Snapshot, now: float) -> list[Text]:
+    """``waiting: research · waiting on breaker model:x, open 25 s more: last error ...``"""
+    at = datetime.fromtimestamp(now, UTC)
+    hints = []
+    for node_id in snapshot.parked[:APPROVAL_HINTS]:
+        wait = snapshot.state.nodes[node_id].waiting
+        if wait is not None:
+            hints.append(
+                Text.assemble(("waiting: ", "bold magenta"), f"{node_id} · {wait.describe(at)}")
+            )
+    if len(snapshot.parked) > APPROVAL_HINTS:
+        hints.append(Text(f"… and {len(snapshot.parked) - APPROVAL_HINTS} more waiting"))
     return hints
 
 

@@ -18,7 +18,16 @@ from dagwright.client.handle import FINAL_RUN_EVENTS, ProgressCallback, RunHandl
 from dagwright.client.redis_errors import translated
 from dagwright.connection import require_redis_url, translate_redis_errors
 from dagwright.errors import RunNotFinishedError
-from dagwright.models import AuditEntry, Budget, Event, Plan, RunCounts, RunState, RunStatus
+from dagwright.models import (
+    AuditEntry,
+    Budget,
+    Event,
+    NodeWait,
+    Plan,
+    RunCounts,
+    RunState,
+    RunStatus,
+)
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 
@@ -157,6 +166,11 @@ class Client:
     @translated
     def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
         return self.runtime.store.counts(run_id)
+
+    @translated
+    def waits(self, run_id: str) -> dict[str, NodeWait]:
+        """What each node parked in RETRY_WAIT waits on (an open breaker), by node id."""
+        return self.runtime.store.waits(run_id)
 
     @translated
     def wait(

@@ -47,9 +47,11 @@ def build_llm(
     response cache in Redis for the requests that opt in."""
     from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
     from dagwright.llm.cache import CachingLLM
+    from dagwright.llm.call_limits import CallLimits
     from dagwright.llm.ratelimit import RateLimitedLLM
 
     llm: LLM = AnthropicLLM(settings, breakers)
+    limits = CallLimits.of(settings)
     if settings.rate_limits and client is not None:  # inside the cache: a hit is free
         llm = RateLimitedLLM(
             llm,
@@ -58,7 +60,10 @@ def build_llm(
             limits=settings.rate_limits,
             window_s=settings.rate_window_s,
             max_wait_s=settings.rate_max_wait_s,
-            hold_s=settings.timeout_s * settings.max_attempts,
+            # A live call may stream until its deadline, each attempt (a dead caller's
+            # reservation frees itself then).
+            hold_s=settings.idle_timeout_s * settings.max_attempts,
+            hold_for=lambda request: limits.deadline_s(request.max_tokens) * settings.max_attempts,
         )
     if client is not None:  # answers only the requests that opt in (response_cache)
         llm = CachingLLM(llm, client, keys, ttl_s=settings.cache_ttl_s)

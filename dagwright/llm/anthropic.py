@@ -1,11 +1,27 @@
 """The Anthropic Messages API: the only module that imports ``anthropic``.
 
+Every call is streamed (``messages.stream``) and the SDK assembles the final message
+(text, thinking with its signature, tool inputs from their JSON deltas, usage from
+``message_start`` and ``message_delta``, stop reason). Streaming is what lets a long
+generation live: the bounds are a short connect timeout, an idle timeout between two events
+(the API pings while it works) and an overall deadline from ``max_tokens``
+(``llm/call_limits.py``), instead of one total timeout that a slow, healthy answer exceeds.
+
 Who retries what (docs/architecture.md §6): the SDK's own retries are off
-(``max_retries=0``); this module retries one call on 408/409/429/5xx/529 and connection
-errors, honouring ``retry-after`` up to a cap; what still fails leaves as
-``LLMUnavailableError`` (retryable: the node level decides next). Refusals of the request
-(400/401/403/404/413/422) and unusable responses are permanent. SDK exceptions never leave
-this module.
+(``max_retries=0``); this module retries one call on 408/409/429/5xx/529, an error event in
+the stream, a stalled stream and connection errors, honouring ``retry-after`` up to a cap;
+what still fails leaves as ``LLMUnavailableError`` (retryable: the node level decides
+next), except an endpoint where nothing listens (refused, no such host):
+``LLMEndpointUnreachableError``, permanent, one line naming the endpoint. Refusals of the
+request (400/401/403/404/413/422) and unusable responses are permanent. SDK exceptions
+never leave this module.
+
+What counts against the model's breaker (``counts_against_breaker``): connection errors
+(reset, connect timeout), a stalled stream (the idle timeout), 5xx/529 and error events
+(``overloaded_error``, ``api_error``). Not: 408/409/429 (our pace, not an outage), refusals,
+a call past its deadline while events kept coming (slow is not down), and an endpoint where
+nothing listens (refused, no such host): each node fails at once with that one line, where
+an open breaker would make the nodes behind it wait instead of saying what is wrong.
 """
 
 from __future__ import annotations
@@ -14,6 +30,7 @@ import time
 from typing import Any
 
 import anthropic
+import httpx2  # the SDK's HTTP client (anthropic 2.x), for the errors it lets out of a stream
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -23,10 +40,17 @@ from tenacity import (
 )
 
 from dagwright.errors import (
+    LLMEndpointUnreachableError,
     LLMNotConfiguredError,
     LLMRequestError,
     LLMResponseError,
     LLMUnavailableError,
+)
+from dagwright.llm.call_limits import (
+    POOL_TIMEOUT_S,
+    WRITE_TIMEOUT_S,
+    CallLimits,
+    unreachable_cause,
 )
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.pricing import priced
@@ -37,6 +61,8 @@ from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import LLMSettings, ModelPrice
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
+# Error events inside a 200 stream (the SDK raises them as APIStatusError with status 200).
+OUTAGE_EVENT_TYPES = frozenset({"overloaded_error", "api_error", "timeout_error"})
 NOT_CONFIGURED = (
     "no Anthropic API key: set ANTHROPIC_API_KEY, or point ANTHROPIC_BASE_URL at a "
     "compatible endpoint (e.g. `dagwright fake-llm` for offline runs)"
@@ -47,10 +73,32 @@ COUNT_TOKENS_TIMEOUT_S = 10.0
 PLACEHOLDER_KEY = "dagwright-no-key"
 
 
+class StreamDeadlineExceeded(Exception):
+    """A stream still producing events ran past the call's deadline (never leaves here)."""
+
+
 def is_retryable(exc: BaseException) -> bool:
+    """Whether one more attempt of the same call may succeed."""
     if isinstance(exc, anthropic.APIStatusError):
-        return exc.status_code in RETRYABLE_STATUSES
+        return exc.status_code in RETRYABLE_STATUSES or is_outage_event(exc)
     return isinstance(exc, anthropic.APIConnectionError)  # timeouts included
+
+
+def counts_against_breaker(exc: BaseException) -> bool:
+    """Whether ``exc`` says the model's endpoint is down (see the module docstring)."""
+    if isinstance(exc, anthropic.APIStatusError):
+        return exc.status_code >= 500 or is_outage_event(exc)
+    if isinstance(exc, anthropic.APIConnectionError):  # a stall is a read timeout
+        return unreachable_cause(exc) is None
+    return False
+
+
+def is_outage_event(exc: anthropic.APIStatusError) -> bool:
+    """An error event in the middle of a stream that says the API is overloaded or broken."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error")
+    kind = error.get("type") if isinstance(error, dict) else None
+    return exc.status_code < 400 and kind in OUTAGE_EVENT_TYPES
 
 
 def retry_after_s(exc: BaseException | None) -> float | None:
@@ -83,23 +131,51 @@ class RetryAfterOrBackoff:
         return float(self.backoff(state))
 
 
+SdkClient = anthropic.Anthropic | anthropic.AnthropicBedrock | anthropic.AnthropicVertex
+
+
+def sdk_client(settings: LLMSettings, limits: CallLimits) -> SdkClient:
+    """The SDK's client of ``settings.provider``: its retries off (ours are the only ones),
+    httpx's read timeout as the idle timeout (it bounds each read of the stream).
+    Bedrock and Vertex AI find their credentials where their SDKs look (the environment)."""
+    options: dict[str, Any] = {
+        "base_url": settings.base_url,
+        "max_retries": 0,
+        "timeout": anthropic.Timeout(
+            limits.idle_s, connect=limits.connect_s, write=WRITE_TIMEOUT_S, pool=POOL_TIMEOUT_S
+        ),
+    }
+    if settings.provider == "bedrock":
+        return anthropic.AnthropicBedrock(aws_region=settings.region, **options)
+    if settings.provider == "vertex":
+        vertex: dict[str, Any] = {
+            "region": settings.region,
+            "project_id": settings.vertex_project_id,
+        }
+        return anthropic.AnthropicVertex(**{k: v for k, v in vertex.items() if v}, **options)
+    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    if not key and not settings.base_url:
+        raise LLMNotConfiguredError(NOT_CONFIGURED)
+    return anthropic.Anthropic(api_key=key or PLACEHOLDER_KEY, **options)
+
+
 class AnthropicLLM:
-    """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured)."""
+    """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured), or over Bedrock or
+    Vertex AI (``llm_provider``) with the same retries, breakers and accounting."""
 
     def __init__(self, settings: LLMSettings, breakers: Breakers | None = None) -> None:
-        key = settings.api_key.get_secret_value() if settings.api_key else ""
-        if not key and not settings.base_url:
-            raise LLMNotConfiguredError(NOT_CONFIGURED)
-        self._client = anthropic.Anthropic(
-            api_key=key or PLACEHOLDER_KEY,
-            base_url=settings.base_url,
-            max_retries=0,
-            timeout=settings.timeout_s,
-        )
+        self._limits = CallLimits.of(settings)
+        self._client = sdk_client(settings, self._limits)
+        self._endpoint = str(self._client.base_url).rstrip("/")
         self._prices = settings.model_prices
         self._guard = breakers.call if breakers is not None else call_directly
         self._attempts = settings.max_attempts
         self._wait = RetryAfterOrBackoff(settings.retry_after_cap_s, settings.retry_backoff_s)
+
+    @property
+    def endpoint(self) -> str:
+        """Where the calls go (the provider's base URL), as errors name it."""
+        return self._endpoint
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.monotonic()
@@ -110,14 +186,18 @@ class AnthropicLLM:
             reraise=True,
         )
         try:
-            message = retrying(self._create, request)
+            message, request_id = retrying(self._create, request)
+        except StreamDeadlineExceeded as exc:
+            raise LLMUnavailableError(str(exc)) from exc
         except anthropic.AnthropicError as exc:
-            raise translate(exc, self._attempts) from exc
+            attempts = retrying.statistics.get("attempt_number", self._attempts)
+            elapsed_s = time.monotonic() - started
+            raise self._translate(exc, attempts, elapsed_s) from exc
         except ValueError as exc:  # the SDK lets a body that is not JSON through as is
             raise LLMResponseError(
                 f"the Anthropic API answered a body that is not JSON: {exc}"
             ) from exc
-        return self._response(message, request.model, time.monotonic() - started)
+        return self._response(message, request, request_id, time.monotonic() - started)
 
     def _price(self, requested_model: str, answered_model: str) -> ModelPrice | None:
         # Priced as requested: the budget reserved at that model's price, and the answer
@@ -144,18 +224,68 @@ class AnthropicLLM:
         except (AttributeError, TypeError, ValueError) as exc:
             raise LLMResponseError(f"unusable count_tokens answer: {exc}") from exc
 
-    def _create(self, request: LLMRequest) -> Any:
+    def _create(self, request: LLMRequest) -> tuple[Any, str | None]:
         kwargs = message_body(request)
         # The breaker sees each attempt: a burst of 529s opens it within tenacity's retries,
         # and the next attempt fails fast with BreakerOpenError (which tenacity leaves be).
         return self._guard(
             f"model:{request.model}",
-            self._client.messages.create,
-            is_failure=is_retryable,
+            self._stream,
+            is_failure=counts_against_breaker,
+            describe_failure=self._outage,
             **kwargs,
         )
 
-    def _response(self, message: Any, requested_model: str, latency_s: float) -> LLMResponse:
+    def _stream(self, **kwargs: Any) -> tuple[Any, str | None]:
+        """One streamed call, assembled by the SDK; ended at the call's deadline."""
+        deadline_s = self._limits.deadline_s(kwargs["max_tokens"])
+        ends_at = time.monotonic() + deadline_s
+        with self._client.messages.stream(**kwargs) as stream:
+            try:
+                for _event in stream:
+                    if time.monotonic() > ends_at:
+                        raise StreamDeadlineExceeded(
+                            f"the Anthropic API was still answering after {deadline_s:.0f} s, "
+                            f"the deadline of a call of max_tokens {kwargs['max_tokens']} "
+                            "(DAGWRIGHT_LLM_MIN_TOKENS_PER_S); a slow answer, not an outage"
+                        )
+            except httpx2.TransportError as exc:
+                raise stream_broken(exc, stream.response.request) from exc
+            return assembled(stream), stream.request_id
+
+    def _outage(self, exc: BaseException) -> str:
+        """What a failure that counted against the breaker says, for the waiting nodes."""
+        if isinstance(exc, anthropic.APITimeoutError):
+            return (
+                f"LLMUnavailableError: the Anthropic API at {self._endpoint} sent nothing for "
+                f"{self._limits.idle_s:g} s (stalled) or took over {self._limits.connect_s:g} s "
+                "to connect"
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = unreachable_cause(exc) or str(exc)
+            return f"LLMUnavailableError: the Anthropic API at {self._endpoint}: {cause}"
+        if isinstance(exc, anthropic.APIStatusError):
+            status = "an error event" if exc.status_code < 400 else str(exc.status_code)
+            return (
+                f"LLMUnavailableError: the Anthropic API answered {status}: {_error_message(exc)}"
+            )
+        return f"{type(exc).__name__}: {exc}"
+
+    def _translate(
+        self, exc: anthropic.AnthropicError, attempts: int, elapsed_s: float
+    ) -> Exception:
+        """``translate``, naming the endpoint when nothing listens there."""
+        cause = unreachable_cause(exc) if isinstance(exc, anthropic.APIConnectionError) else None
+        if cause is None:
+            return translate(exc, attempts)
+        return LLMEndpointUnreachableError(
+            f"the Anthropic API at {self._endpoint} is unreachable ({cause}) after "
+            f"{attempts} attempts in {elapsed_s:.0f} s; check ANTHROPIC_BASE_URL"
+        )
+
+    def _response(
+        self, message: Any, request: LLMRequest, request_id: str | None, latency_s: float
+    ) -> LLMResponse:
         # The SDK does not validate responses: a body missing fields arrives as None.
         required = ("content", "usage", "model", "stop_reason")
         missing = [name for name in required if getattr(message, name, None) is None]
@@ -180,8 +310,8 @@ class AnthropicLLM:
                 content=content,
                 stop_reason=message.stop_reason,
                 model=message.model,
-                usage=priced(usage, self._price(requested_model, message.model)),
-                request_id=getattr(message, "_request_id", None),
+                usage=priced(usage, self._price(request.model, message.model)),
+                request_id=request_id,
                 latency_s=latency_s,
             )
         except (AttributeError, TypeError, ValueError) as exc:
@@ -195,12 +325,38 @@ def one_hour_cache_writes(usage: Any) -> int:
     return getattr(breakdown, "ephemeral_1h_input_tokens", 0) or 0
 
 
+def assembled(stream: Any) -> Any:
+    """The stream's final message; LLMResponseError if it held none (a body that is not an
+    event stream, e.g. a proxy answering JSON, or a stream cut before ``message_start``)."""
+    try:
+        return stream.get_final_message()
+    except AssertionError as exc:  # the SDK asserts that a message_start came
+        content_type = stream.response.headers.get("content-type", "none")
+        raise LLMResponseError(
+            f"the Anthropic API answered no message in its stream (content-type {content_type})"
+        ) from exc
+
+
+def stream_broken(exc: httpx2.TransportError, request: httpx2.Request) -> anthropic.AnthropicError:
+    """A transport error while reading a stream, as the SDK's class for it. The SDK wraps
+    the errors of sending a request, but lets those of reading its stream out as they are
+    (httpx2's): a read timeout there is a stalled stream."""
+    if isinstance(exc, httpx2.TimeoutException):
+        return anthropic.APITimeoutError(request=request)
+    return anthropic.APIConnectionError(message=f"the stream broke: {exc}", request=request)
+
+
 def translate(exc: anthropic.AnthropicError, attempts: int) -> Exception:
     """An SDK exception as dagwright's error (Retryable or Permanent)."""
     if isinstance(exc, anthropic.APIStatusError):
         return _translate_status(exc, attempts)
     if isinstance(exc, anthropic.APIConnectionError):
-        kind = "timed out" if isinstance(exc, anthropic.APITimeoutError) else "was unreachable"
+        kind = (
+            "stalled (no event within the idle timeout, or no connection within the "
+            "connect timeout)"
+            if isinstance(exc, anthropic.APITimeoutError)
+            else "was unreachable"
+        )
         return LLMUnavailableError(f"the Anthropic API {kind} ({attempts} attempts): {exc}")
     return LLMResponseError(f"the Anthropic API answered an unusable response: {exc}")
 

@@ -4,7 +4,8 @@ One sliding window per model in Redis (``keys.llm_rate``). Before a call, one sc
 reserves a request and the call's estimated tokens (the input at ~4 characters a token,
 plus ``max_tokens`` of output); when the answer comes, the reservation is corrected to
 the real usage. A reservation counts until one window after its call returned (while in
-flight, as if it returned ``hold_s`` later, so a caller that died frees it in the end):
+flight, as if it returned ``hold_s`` later — or ``hold_for(request)``, the longest the
+call may take, when given — so a caller that died frees it in the end):
 whatever window of time one looks at, the calls made in it fit the limit.
 
 A caller without room waits its turn: it takes a ticket (a waiters zset scored by when it
@@ -26,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +87,7 @@ class RateLimitedLLM:
         window_s: float,
         max_wait_s: float,
         hold_s: float,
+        hold_for: Callable[[LLMRequest], float] | None = None,
     ) -> None:
         self.inner = inner
         self.client = client
@@ -93,6 +96,7 @@ class RateLimitedLLM:
         self.window_ms = int(window_s * 1000)
         self.max_wait_s = max_wait_s
         self.hold_ms = int(hold_s * 1000)
+        self.hold_for = hold_for
         self._reserve = load_script(client, "dagwright.llm", "ratelimit_reserve")
         self._settle = load_script(client, "dagwright.llm", "ratelimit_settle")
 
@@ -103,7 +107,8 @@ class RateLimitedLLM:
         estimate = estimated_tokens(request)
         self._check_size(request, limit, estimate)
         keys = self._keys(request.model)
-        ticket = self._wait_for_room(request.model, keys, limit, estimate)
+        hold_ms = int(self.hold_for(request) * 1000) if self.hold_for else self.hold_ms
+        ticket = self._wait_for_room(request.model, keys, limit, estimate, hold_ms)
         try:
             response = self.inner.complete(request)
         except BaseException:
@@ -131,7 +136,7 @@ class RateLimitedLLM:
             )
 
     def _wait_for_room(
-        self, model: str, keys: list[str], limit: LLMRateLimit, estimate: int
+        self, model: str, keys: list[str], limit: LLMRateLimit, estimate: int, hold_ms: int
     ) -> str:
         """Reserve room for the call, waiting in turn; its reservation id."""
         ticket = uuid.uuid4().hex
@@ -141,7 +146,7 @@ class RateLimitedLLM:
             limit.requests_per_minute or 0,
             limit.tokens_per_minute or 0,
             estimate,
-            self.hold_ms,
+            hold_ms,
             int(WAITER_TTL_S * 1000),
         ]
         started = time.monotonic()

@@ -12,8 +12,10 @@ Around it:
 - pybreaker lets every caller through once the open time is over; here a Redis counter
   lets through at most ``max_probes`` callers at once, over every worker, and the others
   wait as if the breaker were still open.
-- Only failures ``is_failure`` accepts count (an unreachable API, a timeout): a refused
-  request or a tool's "no such file" is the caller's business, not the dependency's.
+- Only failures ``is_failure`` accepts count (an unreachable API, a stalled stream): a
+  refused request or a tool's "no such file" is the caller's business, not the dependency's.
+  The last failure that counted is kept beside the breaker, and an open breaker's refusal
+  carries it, so a node waiting on the breaker can say why.
 - What a call did to its breaker (refused, opened it, closed it) is told to the observer
   of the calling thread (``observed``), for the trace of the node that made the call. The
   state is shared, so "this call opened it" is not read from the state before and after
@@ -40,6 +42,7 @@ from dagwright.redis_scripts import load_script, named_reply
 T = TypeVar("T")
 
 PROBE_WAIT_S = 2.0  # how long a caller refused a probe slot waits before asking again
+LAST_FAILURE_MAX_CHARS = 300  # one line in `status`, not a response body
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,13 @@ class CallTransitions(pybreaker.CircuitBreakerListener):
     def __init__(self) -> None:
         self.armed = False
         self.entered: list[str] = []
+        self.counted_failure: BaseException | None = None
 
     def start(self) -> None:
-        self.armed, self.entered = False, []
+        self.armed, self.entered, self.counted_failure = False, [], None
+
+    def failure(self, cb: Any, exc: BaseException) -> None:
+        self.counted_failure = exc
 
     def before_call(self, cb: Any, func: Any, *args: Any, **kwargs: Any) -> None:
         self.armed = True
@@ -114,10 +121,12 @@ class Breakers:
         func: Callable[..., T],
         *args: Any,
         is_failure: Callable[[BaseException], bool],
+        describe_failure: Callable[[BaseException], str] | None = None,
         **kwargs: Any,
     ) -> T:
         """``func(*args, **kwargs)`` through the breaker ``name``; BreakerOpenError if it
-        is open (or half-open with its probes taken)."""
+        is open (or half-open with its probes taken). ``describe_failure`` words a failure
+        that counted for the nodes waiting on the breaker (default ``"<class>: <message>"``)."""
         breaker, transitions = self._breaker(name, is_failure)
         state = breaker.current_state
         if state == pybreaker.STATE_OPEN:
@@ -134,10 +143,14 @@ class Breakers:
             remaining = self._open_for_s(breaker) or self.reset_timeout_s
             if "opened" not in transitions.caused():
                 raise self._refused(name, remaining) from exc
-            raise BreakerOpenError(name, remaining) from exc
+            last = transitions.counted_failure
+            described = described_failure(last, describe_failure) if last is not None else ""
+            raise BreakerOpenError(name, remaining, described) from exc
         finally:
             if probing:
                 self.client.decr(self.keys.breaker_probes(name))
+            if transitions.counted_failure is not None:
+                self._remember_failure(name, transitions.counted_failure, describe_failure)
             for kind in transitions.caused():
                 open_for_s = self.reset_timeout_s if kind == "opened" else 0.0
                 self._tell(BreakerEvent(name, kind, open_for_s))
@@ -208,7 +221,20 @@ class Breakers:
 
     def _refused(self, name: str, open_for_s: float) -> BreakerOpenError:
         self._tell(BreakerEvent(name, "refused", open_for_s))
-        return BreakerOpenError(name, open_for_s)
+        return BreakerOpenError(name, open_for_s, self.last_failure(name))
+
+    def last_failure(self, name: str) -> str:
+        """The last failure counted against ``name`` (``""`` if none is remembered)."""
+        raw = self.client.get(self.keys.breaker_last_failure(name))
+        return raw.decode(errors="replace") if raw else ""
+
+    def _remember_failure(
+        self, name: str, exc: BaseException, describe: Callable[[BaseException], str] | None
+    ) -> None:
+        # Kept a little longer than one open period: long enough for the nodes it holds back.
+        line = described_failure(exc, describe)
+        ttl_s = max(int(self.reset_timeout_s * 4), 60)
+        self.client.set(self.keys.breaker_last_failure(name), line, ex=ttl_s)
 
     def _tell(self, event: BreakerEvent) -> None:
         observer = getattr(self._local, "observer", None)
@@ -237,11 +263,18 @@ class Breakers:
         return bool(int(named_reply(reply)["taken"]))
 
 
+def described_failure(exc: BaseException, describe: Callable[[BaseException], str] | None) -> str:
+    """One line of at most ``LAST_FAILURE_MAX_CHARS`` saying what failed."""
+    text = describe(exc) if describe is not None else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:LAST_FAILURE_MAX_CHARS]
+
+
 def call_directly(
     name: str,
     func: Callable[..., T],
     *args: Any,
     is_failure: Callable[[BaseException], bool],
+    describe_failure: Callable[[BaseException], str] | None = None,
     **kwargs: Any,
 ) -> T:
     """The same signature as ``Breakers.call``, without a breaker (tests, local planning)."""

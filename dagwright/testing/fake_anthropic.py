@@ -20,6 +20,14 @@ A script (see :mod:`dagwright.testing.fake_anthropic_script`), in YAML::
           usage: {input_tokens: 120, output_tokens: 9}
       - status: 429
         headers: {retry-after: "1"}
+      - match: {last_user_contains: essay}     # streamed slowly to a stream request
+        reply:
+          content:
+            - {type: thinking, thinking: Plan it first.}
+            - {type: text, text: A long essay.}
+        stream: {event_delay_s: 0.5, chunk_chars: 8}
+      - reply: {content: [{type: text, text: cut short}]}
+        stream: {error_after_events: 3}          # an overloaded_error event mid-stream
       - malformed: schema
         times: -1
         match: {system_contains: "broken"}
@@ -51,7 +59,8 @@ conversation, tool list, sampling or thinking parameter, or cache breakpoint get
 (:mod:`dagwright.testing.fake_anthropic_tokens`). A request no entry matches, with no
 default, gets a 400 naming it: a 500 would be retried and open the client's breaker.
 
-Endpoints: ``POST /v1/messages`` (the API, without streaming), ``POST
+Endpoints: ``POST /v1/messages`` (the API; ``"stream": true`` is answered with server-sent
+events, see :mod:`dagwright.testing.fake_anthropic_stream`), ``POST
 /v1/messages/count_tokens`` (same checks; ``{"input_tokens": n}``, no script entry used),
 ``GET /_log`` (the request log as JSON), ``POST /_reset`` (clear the log, the prompt cache
 and restore the script as it was given), ``GET /_health``. A request needs an ``x-api-key``
@@ -92,6 +101,7 @@ from dagwright.errors import ConfigurationError
 from dagwright.testing.fake_anthropic_answers import Answer, error_body, json_answer
 from dagwright.testing.fake_anthropic_playback import LoggedRequest, Playback
 from dagwright.testing.fake_anthropic_script import FaultInjection, Script, ScriptEntry
+from dagwright.testing.fake_anthropic_stream import write_event_stream
 
 __all__ = ["FakeAnthropicServer", "LoggedRequest", "main"]
 
@@ -196,6 +206,9 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
         if answer.delay_s:
             time.sleep(answer.delay_s)
         try:
+            if answer.stream is not None:
+                write_event_stream(self, answer.body, answer.headers, answer.stream)
+                return True
             self.send_response(answer.status, _reason(answer.status))
             for name, value in answer.headers.items():
                 self.send_header(name, value)

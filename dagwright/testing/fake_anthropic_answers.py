@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from dagwright.llm.protocol import rough_tokens
 from dagwright.testing.fake_anthropic_script import Reply, ScriptEntry
+from dagwright.testing.fake_anthropic_stream import StreamPlay, stream_play_for
 from dagwright.testing.fake_anthropic_tokens import InputUsage
 
 ERROR_TYPES = {
@@ -36,6 +37,7 @@ class Answer:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    stream: StreamPlay | None = None  # the body is a message to send as an event stream
 
 
 class IdMint:
@@ -54,6 +56,7 @@ def entry_answer(
     entry: ScriptEntry, request: Mapping[str, Any], ids: IdMint, input_usage: InputUsage
 ) -> Answer:
     """What ``entry`` answers to a (valid) request body, its own headers winning."""
+    stream = None
     if entry.status is not None:
         answer = error_answer(ids, entry.status, f"fake-anthropic: scripted {entry.status}")
     elif entry.malformed is not None:
@@ -62,8 +65,9 @@ def entry_answer(
         assert entry.reply is not None  # ScriptEntry's validator demands one of the three
         message = message_of(entry.reply, request, ids, input_usage)
         answer = json_answer(200, message, ids.next("req"))
+        stream = stream_play_for(request, entry.stream)
     headers = {**answer.headers, **{name.lower(): value for name, value in entry.headers.items()}}
-    return Answer(answer.status, answer.body, headers, entry.delay_s)
+    return Answer(answer.status, answer.body, headers, entry.delay_s, stream)
 
 
 def error_answer(ids: IdMint, status: int, message: str, error_type: str | None = None) -> Answer:

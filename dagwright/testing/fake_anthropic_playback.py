@@ -42,7 +42,6 @@ from dagwright.testing.fake_anthropic_tokens import (
 AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected", "count_tokens"]
 Endpoint = Literal["messages", "count_tokens"]
 REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
-NO_STREAMING = "stream: fake-anthropic does not support streaming; call without stream=True"
 UNSCRIPTED = (
     "fake-anthropic: no script entry matches this request ({facts}); add an entry that "
     "matches it, or a default, to the script"
@@ -184,8 +183,6 @@ class Playback:
         if body is None:
             return self._rejected(Rejection("body must be a JSON object"))
         rejection = request_rejection(body, self._models, counting_tokens=counting_tokens)
-        if rejection is None and body.get("stream"):  # a limit of the fake, not an API rule
-            rejection = Rejection(NO_STREAMING)
         return self._rejected(rejection) if rejection is not None else None
 
     def _rejected(self, rejection: Rejection) -> _Verdict:

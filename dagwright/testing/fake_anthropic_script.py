@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dagwright.errors import ConfigurationError
+from dagwright.testing.fake_anthropic_stream import StreamPlay
 
 __all__ = [
     "FaultInjection",
@@ -223,6 +224,9 @@ class ScriptEntry(_StrictModel):
     """Seconds to wait before answering, to provoke client timeouts."""
     times: int = 1
     """How many requests this entry may answer; ``-1`` means any number."""
+    stream: StreamPlay | None = None
+    """How a reply is streamed to a request that asks for a stream (slowly, stalling, or
+    cut by an error event); such requests are streamed at full speed without it."""
 
     @model_validator(mode="after")
     def _one_kind_of_answer(self) -> ScriptEntry:

@@ -18,9 +18,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from dagwright.dlq import classify
+from dagwright.dlq import Classification, classify
 from dagwright.errors import (
     BreakerOpenError,
+    BreakerWaitExpiredError,
     NodeLostError,
     NodeTimeoutError,
     PermanentError,
@@ -40,7 +41,7 @@ from dagwright.orchestrator.execution.limits import (
     node_limits,
     publish_waiters,
 )
-from dagwright.orchestrator.runstate.machine import Claim, Held, LeaseRef
+from dagwright.orchestrator.runstate.machine import BreakerWait, Claim, Held, LeaseRef
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import (
     Expansion,
@@ -327,7 +328,7 @@ def record_failure(
     runtime = env.runtime
     error = describe_error(exc, known_secrets(runtime.settings))
     if isinstance(exc, BreakerOpenError):
-        return wait_for_breaker(env, ctx, exc, error)
+        return wait_for_breaker(env, ctx, claim, exc, error)
     policy = claim.node.retry or default_retry(runtime, claim.node.type)
     retryable = error.retryable and error.error_class not in policy.non_retryable
     retry = retryable and claim.attempt < policy.max_attempts
@@ -345,13 +346,25 @@ def record_failure(
         delay = max(compute_backoff(policy, claim.attempt), getattr(exc, "retry_after_s", 0) or 0)
         scheduled = runtime.machine.schedule_retry(ctx.run_id, ctx.node_id, ctx.fence, error, delay)
         return Outcome.RETRYING if scheduled else Outcome.STALE
+    return fail_for_good(env, ctx, claim, error, classify(exc, retryable=retryable))
+
+
+def fail_for_good(
+    env: ExecutionEnv,
+    ctx: NodeContext,
+    claim: Claim,
+    error: ErrorInfo,
+    classification: Classification,
+) -> Outcome:
+    """Fail the node (dead letter, dependents blocked), or re-plan its branch."""
+    runtime = env.runtime
     replanner = replanner_for(runtime, ctx.run_id, claim.node, error.message)
     advance = runtime.machine.fail(
         ctx.run_id,
         ctx.node_id,
         ctx.fence,
         error,
-        classification=classify(exc, retryable=retryable),
+        classification=classification,
         replanner=replanner,
     )
     if advance is None:
@@ -387,11 +400,27 @@ def attempt_duration(claim: Claim, outcome: str) -> NodeDuration:
 
 
 def wait_for_breaker(
-    env: ExecutionEnv, ctx: NodeContext, exc: BreakerOpenError, error: ErrorInfo
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BreakerOpenError, error: ErrorInfo
 ) -> Outcome:
     """Park the node until its dependency's breaker may let calls through again; the
-    attempt is given back, so an outage does not use up the node's retries."""
+    attempt is given back, so an outage does not use up the node's retries. After
+    ``breaker_max_wait_s`` of such waits the node fails into the DLQ instead."""
+    settings = env.runtime.settings
     delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
+    waited = env.runtime.machine.wait_on_breaker(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        delay,
+        breaker=exc.breaker,
+        last_failure=exc.last_failure,
+        max_wait_s=settings.breaker_max_wait_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        return fail_for_good(env, ctx, claim, *breaker_wait_expired(settings, exc))
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
     log.info(
         "node %s/%s waits %.1fs for the open breaker %s",
         ctx.run_id,
@@ -399,10 +428,21 @@ def wait_for_breaker(
         delay,
         exc.breaker,
     )
-    scheduled = env.runtime.machine.schedule_retry(
-        ctx.run_id, ctx.node_id, ctx.fence, error, delay, breaker=exc.breaker
+    return Outcome.RETRYING
+
+
+def breaker_wait_expired(
+    settings: Settings, exc: BreakerOpenError
+) -> tuple[ErrorInfo, Classification]:
+    """The failure of a node that waited ``breaker_max_wait_s`` on an open breaker."""
+    cause = f"; last failure {exc.last_failure}" if exc.last_failure else ""
+    expired = BreakerWaitExpiredError(
+        f"gave up after waiting {settings.breaker_max_wait_s:g} s on the open circuit breaker "
+        f"{exc.breaker!r} (DAGWRIGHT_BREAKER_MAX_WAIT_S){cause}; replay it once it is back"
     )
-    return Outcome.RETRYING if scheduled else Outcome.STALE
+    error = describe_error(expired, known_secrets(settings))
+    # An outage, not a bad node: a replay is expected to succeed.
+    return error, Classification.TRANSIENT
 
 
 def default_retry(runtime: Runtime, worker_type: str) -> RetryPolicy:

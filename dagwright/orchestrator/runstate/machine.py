@@ -8,6 +8,7 @@ duplicate delivery or a zombie worker can never record a second completion.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import time
 from collections.abc import Sequence
@@ -277,6 +278,14 @@ class Reservation:
         return cls(owned=True)
 
 
+class BreakerWait(enum.StrEnum):
+    """What ``wait_on_breaker`` did (retry.lua's status)."""
+
+    PARKED = "ok"  # the node waits in RETRY_WAIT
+    EXPIRED = "expired"  # it has waited long enough: fail it
+    STALE = "stale"  # the claim is no longer ours
+
+
 @dataclass(frozen=True)
 class LeaseRef:
     run_id: str
@@ -438,6 +447,16 @@ class RunStateMachine:
         return Advance.from_reply(run_id, reply)
 
     def schedule_retry(
+        self, run_id: str, node_id: str, fence: int, error: ErrorInfo, delay_s: float
+    ) -> bool:
+        """Park the node for ``delay_s`` after a failed attempt. False if the claim is no
+        longer ours."""
+        reply = self._call(
+            "retry", run_id, node_id, fence, error.model_dump_json(), int(delay_s * 1000), "", "", 0
+        )
+        return _succeeded(reply)
+
+    def wait_on_breaker(
         self,
         run_id: str,
         node_id: str,
@@ -445,10 +464,13 @@ class RunStateMachine:
         error: ErrorInfo,
         delay_s: float,
         *,
-        breaker: str = "",
-    ) -> bool:
-        """Park the node for ``delay_s``. Waiting for the open circuit ``breaker`` gives
-        the attempt back (it was not the node failing)."""
+        breaker: str,
+        last_failure: str,
+        max_wait_s: float,
+    ) -> BreakerWait:
+        """Park the node for ``delay_s`` while the circuit ``breaker`` is open, giving its
+        attempt back (it was not the node failing), unless its waits on breakers have
+        lasted ``max_wait_s`` already: then nothing changes, and the caller fails it."""
         reply = self._call(
             "retry",
             run_id,
@@ -457,8 +479,10 @@ class RunStateMachine:
             error.model_dump_json(),
             int(delay_s * 1000),
             breaker,
+            last_failure,
+            int(max_wait_s * 1000),
         )
-        return _succeeded(reply)
+        return BreakerWait(named_reply(reply)["status"])
 
     def park(self, run_id: str, node_id: str, fence: int, *, limit: str, recheck_s: float) -> bool:
         """Put a claimed node back to QUEUED (same fence, attempt given back) while it

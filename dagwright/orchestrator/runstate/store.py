@@ -21,6 +21,7 @@ from dagwright.models import (
     Node,
     NodeState,
     NodeStatus,
+    NodeWait,
     RunCounts,
     RunState,
     RunStatus,
@@ -122,6 +123,20 @@ class RunStore:
             raise UnknownRunError(run_id)
         return RunStatus(run["status"]), _counts(run)
 
+    def waits(self, run_id: str) -> dict[str, NodeWait]:
+        """What each parked node of the run waits on (a breaker): one or two round trips,
+        for progress lines that poll."""
+        raw = self.client.hgetall(self._key(run_id, "waits"))
+        if not raw:
+            return {}
+        states = self.client.hmget(self._key(run_id, "state"), list(raw))
+        found = {
+            node_id: _wait(NodeStatus(state), raw[node_id])
+            for node_id, state in zip(raw, states, strict=True)
+            if state is not None
+        }
+        return {node_id: wait for node_id, wait in found.items() if wait is not None}
+
     def read_state(
         self, run_id: str, *, include_nodes: bool = True, include_outputs: bool = True
     ) -> RunState:
@@ -188,7 +203,7 @@ class RunStore:
 def _state_columns(include_nodes: bool, include_outputs: bool) -> list[str]:
     columns = ["run"]
     if include_nodes:
-        columns += ["state", "spec", "attempts", "started", "finished", "error", "usage"]
+        columns += ["state", "spec", "attempts", "started", "finished", "error", "usage", "waits"]
     if include_nodes and include_outputs:
         columns.append("output")
     return columns
@@ -239,8 +254,9 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
     error = data["error"].get(node_id)
     raw_output = data.get("output", {}).get(node_id)
     raw_usage = data["usage"].get(node_id)
+    status = NodeStatus(data["state"][node_id])
     return NodeState(
-        status=NodeStatus(data["state"][node_id]),
+        status=status,
         type=spec["type"],
         depends_on=spec.get("depends_on", []),
         attempts=int(data["attempts"].get(node_id, 0)),
@@ -249,6 +265,21 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
         output=json.loads(raw_output) if raw_output is not None else None,
         error=ErrorInfo.model_validate_json(error) if error else None,
         usage=Usage.model_validate_json(raw_usage) if raw_usage else Usage(),
+        waiting=_wait(status, data.get("waits", {}).get(node_id)),
+    )
+
+
+def _wait(status: NodeStatus, raw: str | None) -> NodeWait | None:
+    """What a parked node waits on (retry.lua keeps it; a node that moved on has none)."""
+    if raw is None or status != NodeStatus.RETRY_WAIT:
+        return None
+    wait = json.loads(raw)
+    return NodeWait(
+        on=wait["on"],
+        name=wait["name"],
+        since=datetime.fromtimestamp(wait["since_ms"] / 1000, tz=UTC),
+        until=datetime.fromtimestamp(wait["until_ms"] / 1000, tz=UTC),
+        last_failure=wait.get("last_failure") or "",
     )
 
 

@@ -34,6 +34,7 @@ end
 
 release(node)
 redis.call('HDEL', K.deliveries, node)
+redis.call('HDEL', K.waits, node)  -- a replay waits afresh
 redis.call('HSET', K.error, node, ARGV[5])
 set_final(node, 'failed')
 local entry = dead_letter()

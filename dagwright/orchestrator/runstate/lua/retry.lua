@@ -1,14 +1,44 @@
 -- Park a failed node until its retry is due; the reconciler queues it again then.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] error JSON, ARGV[6] delay ms, ARGV[7] the circuit
--- breaker that refused the call ('' if none). Waiting out an open breaker is not a failed
--- attempt of the node: its attempt is given back, and it is not a first failure either.
+-- breaker that refused the call ('' if none), ARGV[8] the failure that opened it, ARGV[9]
+-- the longest a node may wait on open breakers (ms). Waiting out an open breaker is not a
+-- failed attempt of the node: its attempt is given back, and it is not a first failure
+-- either. But it is bounded: parked on breakers again and again for ARGV[9] in all (a
+-- wait that ended longer ago than that starts afresh), the node is not parked but left
+-- running and {'status', 'expired'} returned, for the caller to fail it (fail.lua).
+-- What the node waits on is kept in K.waits for `status` to show.
 local node, fence, breaker = ARGV[3], ARGV[4], ARGV[7]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
+local delay_ms = tonumber(ARGV[6])
+
+-- When this node's current run of breaker waits began (NOW if it begins now).
+local function waiting_since(max_wait_ms)
+  local previous = redis.call('HGET', K.waits, node)
+  if not previous then return NOW end
+  local wait = cjson.decode(previous)
+  if NOW - wait.until_ms > max_wait_ms then return NOW end
+  return wait.since_ms
+end
+
+if breaker ~= '' then
+  local max_wait_ms = tonumber(ARGV[9])
+  local since = waiting_since(max_wait_ms)
+  if NOW - since >= max_wait_ms then
+    redis.call('HDEL', K.waits, node)
+    return {'status', 'expired', 'since_ms', since}
+  end
+  redis.call('HSET', K.waits, node, cjson.encode({
+    on = 'breaker', name = breaker, since_ms = since, until_ms = NOW + delay_ms,
+    last_failure = ARGV[8]}))
+else
+  redis.call('HDEL', K.waits, node)
+end
+
 release(node)
 redis.call('HDEL', K.deliveries, node)
 redis.call('HSET', K.error, node, ARGV[5])
 redis.call('HSET', K.state, node, 'retry_wait')
-redis.call('ZADD', K.retry, NOW + tonumber(ARGV[6]), node)
+redis.call('ZADD', K.retry, NOW + delay_ms, node)
 if breaker ~= '' then
   redis.call('HINCRBY', K.attempts, node, -1)
   emit('node.waiting', node, 'breaker', breaker, 'delay_ms', ARGV[6])
