@@ -180,6 +180,12 @@ FINAL_NODE_STATUSES = frozenset(
 )
 
 
+def usd(amount: float) -> str:
+    """``$0.04``, ``$0.000125``: cents at least, and as many digits (up to six) as it takes."""
+    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{decimals.ljust(2, '0')}"
+
+
 class Usage(BaseModel):
     """Tokens and cost of LLM calls: of one call, of a node, or of a run."""
 
@@ -211,6 +217,17 @@ class Usage(BaseModel):
     def known_cost_usd(self) -> float | None:
         """The cost in USD; None (unknown, not 0) if a model had no price."""
         return self.cost_usd if self.cost_is_known else None
+
+    def cost_words(self, amount: str | None = None) -> str:
+        """The cost for people: ``$0.0123``; ``unknown`` if nothing of it was priced;
+        ``≥ $0.0123 + unpriced`` if part was. ``amount``: the priced part, formatted by the
+        caller (default ``usd``)."""
+        shown = usd(self.cost_usd) if amount is None else amount
+        if self.cost_is_known:
+            return shown
+        if self.cost_usd == 0:
+            return "unknown"
+        return f"≥ {shown} + unpriced"
 
     @property
     def total_tokens(self) -> int:

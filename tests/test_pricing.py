@@ -11,7 +11,7 @@ import pytest
 
 from dagwright.llm.anthropic import AnthropicLLM, one_hour_cache_writes
 from dagwright.llm.model_ids import model_family, price_of, unpriced
-from dagwright.llm.pricing import cost_words, priced
+from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest
 from dagwright.llm.sdk_models import sdk_model_ids
 from dagwright.models import Usage
@@ -95,10 +95,10 @@ def test_the_one_hour_writes_are_read_from_the_usages_breakdown() -> None:
 def test_an_unpriced_model_costs_unknown_never_zero() -> None:
     call = priced(Usage(input_tokens=100, output_tokens=20, llm_calls=1), None)
     assert call.unpriced_tokens == 120 and not call.cost_is_known
-    assert cost_words(call) == "unknown"
+    assert call.cost_words() == "unknown"
     partly = priced(Usage(input_tokens=1_000_000), ROUND).plus(call)
-    assert cost_words(partly) == "≥ $1.00 + unpriced"
-    assert cost_words(priced(Usage(input_tokens=1_000_000), ROUND)) == "$1.00"
+    assert partly.cost_words() == "≥ $1.00 + unpriced"
+    assert priced(Usage(input_tokens=1_000_000), ROUND).cost_words() == "$1.00"
 
 
 def test_prices_given_in_settings_are_added_to_the_published_ones() -> None:

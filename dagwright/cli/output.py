@@ -20,7 +20,6 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from dagwright.llm.pricing import cost_words
 from dagwright.models import (
     AuditEntry,
     Budget,
@@ -136,7 +135,7 @@ def spend(usage: Usage) -> str:
 
 def cost(usage: Usage) -> str:
     """``$0.0123``; ``unknown`` or ``≥ $0.0123 + unpriced`` where a model had no price."""
-    return cost_words(usage, f"${usage.cost_usd:.4f}")
+    return usage.cost_words(f"${usage.cost_usd:.4f}")
 
 
 def budget_spent(budget: Budget, usage: Usage) -> str:
@@ -146,7 +145,7 @@ def budget_spent(budget: Budget, usage: Usage) -> str:
     parts = []
     for dimension, limit in limits_of(budget):
         spent, of = dimension.format(dimension.used(usage)), dimension.format(limit)
-        spent = cost_words(usage, spent) if dimension.is_usd else spent.split(" ")[0]
+        spent = usage.cost_words(spent) if dimension.is_usd else spent.split(" ")[0]
         parts.append(f"{spent} / {of}")
     return ", ".join(parts)
 

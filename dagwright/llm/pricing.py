@@ -1,7 +1,7 @@
 """The cost of an LLM call, from the per-model price table in settings.
 
 A call to a model missing from the table is not free: its tokens are counted as
-``unpriced_tokens`` and every view of the cost says "unknown" (``cost_words``).
+``unpriced_tokens`` and every view of the cost says "unknown" (``Usage.cost_words``).
 """
 
 from __future__ import annotations
@@ -26,21 +26,3 @@ def priced(usage: Usage, price: ModelPrice | None) -> Usage:
         + one_hour * price.cache_write_1h_rate
     )
     return usage.model_copy(update={"cost_usd": round(cost, 9), "unpriced_tokens": 0})
-
-
-def usd(amount: float) -> str:
-    """``$0.04``, ``$0.000125``: cents at least, and as many digits (up to six) as it takes."""
-    whole, _, decimals = f"{amount:.6f}".rstrip("0").partition(".")
-    return f"${whole}.{decimals.ljust(2, '0')}"
-
-
-def cost_words(usage: Usage, amount: str | None = None) -> str:
-    """The cost of ``usage`` for people: ``$0.0123``; ``unknown`` if nothing of it was
-    priced; ``≥ $0.0123 + unpriced`` if part was. ``amount``: the priced part, formatted
-    by the caller (default ``usd``)."""
-    shown = usd(usage.cost_usd) if amount is None else amount
-    if usage.cost_is_known:
-        return shown
-    if usage.cost_usd == 0:
-        return "unknown"
-    return f"≥ {shown} + unpriced"

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dagwright.errors import BudgetExceededError
-from dagwright.llm.pricing import priced, usd
+from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest, rough_tokens
-from dagwright.models import Budget, Usage
+from dagwright.models import Budget, Usage, usd
 from dagwright.settings import ModelPrice
 
 
