@@ -130,3 +130,5 @@ def test_dagwright_run_response_cache(
     assert [out["result"] for out in outs] == [FACTS, FACTS]
     assert all(out["response_cache"] for out in outs)
     assert len(fake_llm.requests) == 1
+    status = dagwright("status", outs[1]["run_id"], env=env)
+    assert "response cache: on" in status.stdout, status.stdout + status.stderr
