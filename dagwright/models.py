@@ -128,6 +128,10 @@ class Plan(BaseModel):
     """Wall-clock limit of the whole run, from its submission: past it, the run's open
     nodes are cancelled and the run fails ("timed out after ..."). Unset: none. A
     ``timeout_s`` given at submit wins; a planner's plan cannot set it."""
+    response_cache: bool = False
+    """Answer the run's agent calls (planner included) from the cross-run response cache
+    when the very same request was answered before, at 0 tokens (``llm/cache.py``). A
+    ``response_cache`` given at submit wins; a planner's plan cannot set it."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink."""
@@ -325,6 +329,8 @@ class RunState(BaseModel):
     budget: Budget | None = None
     reason: str | None = None
     """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
+    response_cache: bool = False
+    """The run's agents use the cross-run response cache (asked at submit or by its plan)."""
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}

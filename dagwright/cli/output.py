@@ -110,6 +110,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "usage": usage_json(state.usage),
         "budget": state.budget.model_dump(exclude_none=True) if state.budget else None,
         "reason": state.reason,
+        "response_cache": state.response_cache,
     }
 
 
@@ -259,6 +260,8 @@ def print_status(state: RunState) -> None:
         stdout.print(f"goal: {escape(state.goal)}")
     if state.budget is not None:
         stdout.print(f"budget: {budget_spent(state.budget, state.usage)}")
+    if state.response_cache:
+        stdout.print("response cache: on (repeated agent calls are answered at 0 tokens)")
     if state.reason:
         stdout.print(f"stopped: {escape(state.reason)}")
     stdout.print(node_table(state.nodes))

@@ -107,6 +107,14 @@ def run(
         int | None,
         typer.Option("--max-concurrent", min=1, help="Most of the run's nodes running at once."),
     ] = None,
+    response_cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--response-cache/--no-response-cache",
+            help="Answer the run's agent calls from the response cache when the same request "
+            "was answered before (0 tokens); default: the plan file's response_cache.",
+        ),
+    ] = None,
     imports: ImportOption = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
@@ -129,7 +137,13 @@ def run(
         budget=budget,
     )
     submission = submission_for(  # checked now
-        target, settings, goal_options, idempotency_key, max_concurrent, run_timeout_s
+        target,
+        settings,
+        goal_options,
+        idempotency_key,
+        max_concurrent,
+        run_timeout_s,
+        response_cache,
     )
     if resolve_redis_url(settings):
         code = submit_and_wait(
@@ -169,6 +183,7 @@ def submission_for(
     idempotency_key: str | None = None,
     max_concurrent: int | None = None,
     run_timeout_s: float | None = None,
+    response_cache: bool | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     from dagwright.orchestrator.control.submission import run_timeout
@@ -187,12 +202,14 @@ def submission_for(
             idempotency_key=idempotency_key,
             max_concurrent_nodes=max_concurrent,
             timeout_s=run_timeout_s,
+            response_cache=response_cache,
         )
     return lambda client: client.submit(
         goal=target,
         idempotency_key=idempotency_key,
         max_concurrent_nodes=max_concurrent,
         timeout_s=run_timeout_s,
+        response_cache=response_cache,
         **dataclasses.asdict(options),
     )
 

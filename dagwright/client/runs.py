@@ -110,6 +110,7 @@ class Client:
         idempotency_key: str | None = None,
         max_concurrent_nodes: int | None = None,
         timeout_s: float | None = None,
+        response_cache: bool | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -125,8 +126,10 @@ class Client:
         short for ``max_total_tokens``. ``max_concurrent_nodes`` caps how many of its
         nodes run at once (the others wait in order). ``timeout_s`` (else the plan's
         ``timeout_s``) is the run's wall-clock limit: past it, the run is stopped and
-        fails. Raises PlanError (with every problem) or InputError before anything is
-        written.
+        fails. ``response_cache=True`` (else the plan's ``response_cache``) answers the
+        run's agent calls, its planner's included, from the cross-run response cache when
+        the very same request was answered before: no model call, 0 tokens. Raises
+        PlanError (with every problem) or InputError before anything is written.
         """
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.planning.goals import GoalOptions, requested_budget
@@ -149,6 +152,7 @@ class Client:
             idempotency_key=idempotency_key,
             max_concurrent_nodes=max_concurrent_nodes,
             timeout_s=timeout_s,
+            response_cache=response_cache,
         )
         return RunHandle(self, run_id)
 

@@ -120,8 +120,8 @@ def planner_graph(request: PlanRequest) -> PlanGraph:
 
 
 def planned_plan(output: Any) -> Plan:
-    """A planner's plan, without a run budget of its own: the run's is the submitter's."""
-    return Plan.model_validate(output).model_copy(update={"budget": None})
+    """A planner's plan, without run options of its own: the run's are the submitter's."""
+    return Plan.model_validate(output).model_copy(update={"budget": None, "response_cache": False})
 
 
 def with_synthesis(plan: Plan, goal: str) -> Plan:

@@ -176,7 +176,16 @@ class AgentLoop:
             thinking=spec.thinking,
             effort=spec.effort,
             prompt_cache_ttl=None if ttl == "off" else ttl,
-            response_cache=spec.response_cache or settings.llm.cache_enabled,
+            response_cache=self._uses_response_cache,
+        )
+
+    @property
+    def _uses_response_cache(self) -> bool:
+        """Asked for by the agent type, by the run (its submitter), or for every agent."""
+        return (
+            self.spec.response_cache
+            or self.ctx.response_cache
+            or self.ctx.settings.llm.cache_enabled
         )
 
     def _offered_tools(self) -> list[Any]:

@@ -109,7 +109,9 @@ class NodeContext:
     ``cancelled`` turns true when the node must stop early: its run was cancelled or timed
     out, its lease was lost to another worker, or the node ran past its ``timeout_s``
     (``timed_out`` then, its failure recorded already). Its result would be discarded
-    anyway: check it (or use ``sleep``) in long loops.
+    anyway: check it (or use ``sleep``) in long loops. ``response_cache``: the run asked
+    that its agents' LLM calls use the cross-run response cache (``submit(...,
+    response_cache=True)``).
     """
 
     run_id: str
@@ -120,6 +122,7 @@ class NodeContext:
     inputs: dict[str, Any]
     services: NodeServices
     last_checkpoint: Any = None
+    response_cache: bool = False
     stop: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # set (before ``stop``) when the node ran past its timeout_s
 

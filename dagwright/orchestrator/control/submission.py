@@ -49,6 +49,7 @@ def start_run(
     idempotency_key: str | None = None,
     max_concurrent_nodes: int | None = None,
     timeout_s: float | None = None,
+    response_cache: bool | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id. PlanError (with every
     problem) or InputError before anything is written. ``extra``: more fields of the
@@ -56,7 +57,9 @@ def start_run(
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
     run the first one started, whatever it asks for. ``max_concurrent_nodes``: most of
     the run's nodes running at once (orchestrator/execution/limits.py). ``timeout_s``
-    (else the plan's): the run's wall-clock limit, enforced by the reconciler."""
+    (else the plan's): the run's wall-clock limit, enforced by the reconciler.
+    ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
+    (read back by claim.lua with each node, so it costs no round trip)."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -70,6 +73,8 @@ def start_run(
         if max_concurrent_nodes < 1:
             raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
         fields["max_concurrent_nodes"] = max_concurrent_nodes
+    if run_response_cache(response_cache, plan):
+        fields["response_cache"] = 1
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
@@ -112,6 +117,13 @@ def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
     if timeout_s is None and plan is not None:
         return plan.timeout_s
     return timeout_s
+
+
+def run_response_cache(response_cache: bool | None, plan: Plan | None) -> bool:
+    """Whether the run's agents use the response cache: as asked at submit, else the plan's."""
+    if response_cache is not None:
+        return response_cache
+    return plan is not None and plan.response_cache
 
 
 CLAIM_WAIT_S = 3.0  # for the run of a fresh claim to be written

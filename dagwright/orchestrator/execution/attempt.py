@@ -133,6 +133,7 @@ def attempt_node(
         inputs=claim.inputs,
         services=env.services,
         last_checkpoint=claim.checkpoint,
+        response_cache=claim.run_response_cache,
     )
     outcome = run_within_limits(env, ctx, claim, eager)
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:

@@ -115,6 +115,7 @@ class Claim:
     checkpoint: Any = None
     deliveries: int = 1  # claims since the node last recorded an outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
+    run_response_cache: bool = False  # the run asked its agents to use the response cache
     claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
 
     @classmethod
@@ -134,6 +135,7 @@ class Claim:
             checkpoint=json.loads(fields["checkpoint"]) if fields["checkpoint"] else None,
             deliveries=int(fields["deliveries"]),
             run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
+            run_response_cache=fields["response_cache"] == "1",
         )
 
 

@@ -231,6 +231,7 @@ def _state(run_id: str, data: dict[str, dict[str, str]]) -> RunState:
         usage=_run_usage(run),
         budget=budget_of_run(run),
         reason=run.get("stop_reason"),
+        response_cache=run.get("response_cache") == "1",
     )
 
 

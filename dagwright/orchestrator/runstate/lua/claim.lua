@@ -2,7 +2,8 @@
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',
--- 'deliveries', n, 'max_concurrent_nodes', n or '', 'inputs', {dep1, out1, ...}},
+-- 'deliveries', n, 'max_concurrent_nodes', n or '', 'response_cache', '1' or '',
+-- 'inputs', {dep1, out1, ...}},
 -- {'status', 'held', 'holder', holder} or {'status', 'stale', 'why', why}. deliveries counts the claims since the node last
 -- recorded an outcome: each one more means a worker died running it (the poison guard).
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
@@ -43,4 +44,5 @@ end
 return {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
         'checkpoint', redis.call('HGET', K.checkpoint, node) or '', 'deliveries', deliveries,
         'max_concurrent_nodes', redis.call('HGET', K.run, 'max_concurrent_nodes') or '',
+        'response_cache', redis.call('HGET', K.run, 'response_cache') or '',
         'inputs', inputs}
