@@ -17,6 +17,7 @@ def test_a_claim_reply_decodes_by_name_whatever_the_order() -> None:
     reply = [
         "inputs", ["dep", '{"x": 1}'],
         "max_concurrent_nodes", "",
+        "response_cache", "1",
         "status", "ok",
         "checkpoint", '{"step": 2}',
         "attempt", 3,
@@ -27,7 +28,7 @@ def test_a_claim_reply_decodes_by_name_whatever_the_order() -> None:
     assert isinstance(claim, Claim)
     assert claim.node == spec and claim.attempt == 3 and claim.deliveries == 1
     assert claim.inputs == {"dep": {"x": 1}} and claim.checkpoint == {"step": 2}
-    assert claim.run_max_concurrent == 0
+    assert claim.run_max_concurrent == 0 and claim.run_response_cache
     assert Claim.from_reply(["status", "held", "holder", "host:12"]) == Held("host:12")
     assert Claim.from_reply(["status", "stale", "why", "fence"]) is None
 
