@@ -63,11 +63,14 @@ def _location(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
         if i == 1 and loc[0] == "nodes" and isinstance(part, int) and isinstance(nodes, list):
             node = nodes[part] if part < len(nodes) else None
             node_id = node.get("id") if isinstance(node, dict) else None
-            named = isinstance(node_id, str)
-            parts[-1] = f"node {shown_id(node_id)!r}" if named else f"nodes[{part}]"
+            parts[-1] = _node_name(node_id, part)
         else:
             parts.append(str(part))
     return ".".join(parts) or "plan"
+
+
+def _node_name(node_id: object, index: int) -> str:
+    return f"node {shown_id(node_id)!r}" if isinstance(node_id, str) else f"nodes[{index}]"
 
 
 def _message(error: Any) -> str:
