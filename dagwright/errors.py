@@ -62,6 +62,8 @@ translated where they enter dagwright, so callers only ever catch these classes.
 
 from __future__ import annotations
 
+from dagwright.shown_ids import shown_id
+
 
 class DagwrightError(Exception):
     """Root of every error dagwright raises on purpose."""
@@ -97,8 +99,8 @@ class UnknownRunError(InputError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(
-            f"no run {run_id!r} here: check the id, or DAGWRIGHT_REDIS_URL if it ran elsewhere "
-            "(finished runs are kept for DAGWRIGHT_RETENTION_S)"
+            f"no run {shown_id(run_id)!r} here: check the id, or DAGWRIGHT_REDIS_URL if it ran "
+            "elsewhere (finished runs are kept for DAGWRIGHT_RETENTION_S)"
         )
 
 

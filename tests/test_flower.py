@@ -90,8 +90,8 @@ def test_node_tasks_carry_their_run_node_and_worker_type_in_celery_events(
         assert event["args"] == readable and event["kwargs"] == "{}"
 
 
-def get(url: str, login: str | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url)
+def get(url: str, login: str | None = None, *, post: bool = False) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=b"{}" if post else None)
     if login:
         request.add_header("Authorization", "Basic " + base64.b64encode(login.encode()).decode())
     try:
@@ -169,6 +169,38 @@ def test_dagwright_flower_requires_its_login_and_lists_node_tasks_readably(
     assert f"Flower at http://127.0.0.1:{port}/ops/flower/" in log
     assert "s3cret" not in log
     assert not (REPO_ROOT / "flower").exists()  # Flower keeps no database of its own
+
+
+# Flower's own login skips /metrics and /healthcheck; static files, the login page and
+# unknown paths are Tornado's or Flower's too, and the worker control API is a POST.
+EVERY_KIND_OF_ROUTE = (
+    "/", "/workers", "/tasks", "/broker", "/metrics", "/healthcheck", "/api/workers",
+    "/api/tasks", "/api/task/types", "/api/queues/length", "/static/css/flower.css",
+    "/favicon.ico", "/login", "/logout", "/no/such/page",
+)  # fmt: skip
+
+
+def test_every_flower_route_asks_for_the_login_even_metrics_and_healthcheck(
+    settings: Settings, tmp_path: Path
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    flower = FlowerProcess(
+        settings, tmp_path / "flower.log", "--port", str(port), "--address", "127.0.0.1"
+    )
+    try:
+        wait_until(lambda: get(f"{base}/healthcheck")[0], timeout=60, what="flower listening")
+        for path in EVERY_KIND_OF_ROUTE:
+            for login in (None, "ops:wrong", LOGIN + "x", "ops"):
+                status, body = get(f"{base}{path}", login)
+                assert (path, status) == (path, 401) and b"flower_" not in body
+        assert get(f"{base}/api/worker/shutdown/nobody", post=True)[0] == 401
+        assert get(f"{base}/healthcheck", LOGIN) == (200, b"OK")
+        status, body = get(f"{base}/metrics", LOGIN)
+        assert status == 200 and b"flower_events_total" in body
+    finally:
+        code = flower.stop()
+    assert code == 0, flower.log_path.read_text()
 
 
 @pytest.mark.subprocess

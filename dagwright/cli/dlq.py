@@ -14,6 +14,7 @@ from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats
 from dagwright.errors import InputError
+from dagwright.shown_ids import shown_id
 
 if TYPE_CHECKING:
     from dagwright.orchestrator.control.replay import ReplayResult
@@ -190,7 +191,8 @@ def filter_args(
         name = FILTER_KEYS.get(key.strip().replace("_", "-"))
         if name is None or not value.strip():
             raise InputError(
-                f"--filter {item!r}: expected KEY=VALUE with KEY one of {', '.join(FILTER_KEYS)}"
+                f"--filter {shown_id(item)!r}: expected KEY=VALUE with KEY one of "
+                f"{', '.join(FILTER_KEYS)}"
             )
         where[name] = value.strip()
     return where

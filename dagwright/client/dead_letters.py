@@ -20,6 +20,7 @@ from dagwright.orchestrator.control.replay import (
     replay,
     replay_matching,
 )
+from dagwright.shown_ids import shown_id
 
 if TYPE_CHECKING:
     pass
@@ -77,7 +78,7 @@ class DeadLetterClient(SubClient):
     def purge(self, entry_id: str) -> None:
         """Delete a dead letter (DeadLetterError if there is none)."""
         if not dead_letters(self._client.runtime).purge(entry_id):
-            raise DeadLetterError(f"no dead letter {entry_id!r}")
+            raise DeadLetterError(f"no dead letter {shown_id(entry_id)!r}")
 
     @translated
     def purge_all(

@@ -215,25 +215,35 @@ class Client:
     @translated
     def events(self, run_id: str, *, follow: bool = True, after: str = "0") -> Iterator[Event]:
         """The run's events from the start (or after stream id ``after``). With ``follow``,
-        keeps waiting for new ones until the run is final."""
+        keeps waiting for new ones until the run is final.
+
+        A final event ends them only when nothing follows it: a dead letter's replay
+        re-opens an ended run (``run.reopened``), and its events go on after the old
+        ``run.failed`` to the new end."""
         self.runtime.store.run_status(run_id)  # UnknownRunError now, not at first next()
         return self._follow_events(run_id, follow=follow, after=after)
 
     def _follow_events(self, run_id: str, *, follow: bool, after: str) -> Iterator[Event]:
-        store = self.runtime.store
-        block_ms = int(WAKE_UP_S * 1000) if follow else None
-        cursor = after
+        cursor, ended = after, False
         while True:
-            with translate_redis_errors(self.redis_url):
-                batch = store.read_events(run_id, after=cursor, block_ms=block_ms)
-                over = not batch and (not follow or store.run_status(run_id).is_final)
-            for event in batch:
-                cursor = event.id
-                yield event
-                if event.kind in FINAL_RUN_EVENTS:
-                    return
-            if over:
+            # Once the run looks ended, one read without blocking says whether it still is.
+            block_ms = int(WAKE_UP_S * 1000) if follow and not ended else None
+            batch = self._read_events(run_id, cursor, block_ms)
+            if batch:
+                yield from batch
+                cursor, ended = batch[-1].id, batch[-1].kind in FINAL_RUN_EVENTS
+            elif ended or not follow:
                 return
+            else:  # nothing came: if the run has ended since, the next read takes its end
+                ended = self._run_is_final(run_id)
+
+    def _read_events(self, run_id: str, after: str, block_ms: int | None) -> list[Event]:
+        with translate_redis_errors(self.redis_url):
+            return self.runtime.store.read_events(run_id, after=after, block_ms=block_ms)
+
+    def _run_is_final(self, run_id: str) -> bool:
+        with translate_redis_errors(self.redis_url):
+            return self.runtime.store.run_status(run_id).is_final
 
     @translated
     def next_events(

@@ -21,6 +21,7 @@ from dagwright.dlq.entries import (
 )
 from dagwright.errors import DeadLetterError
 from dagwright.keys import Keys
+from dagwright.shown_ids import shown_id
 
 PAGE = 200  # entries read per round trip when scanning
 
@@ -58,7 +59,7 @@ class DeadLetterStore:
             entries = []
         if not entries:
             raise DeadLetterError(
-                f"no dead letter {entry_id!r}: `dagwright dlq list` shows them "
+                f"no dead letter {shown_id(entry_id)!r}: `dagwright dlq list` shows them "
                 "(purged ones and those past DAGWRIGHT_DLQ_RETENTION_S are gone)"
             )
         [(found_id, fields)] = entries

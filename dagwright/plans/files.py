@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from dagwright.errors import PlanError
 from dagwright.models import Plan
+from dagwright.shown_ids import shown_id
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -62,17 +63,22 @@ def _location(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
         if i == 1 and loc[0] == "nodes" and isinstance(part, int) and isinstance(nodes, list):
             node = nodes[part] if part < len(nodes) else None
             node_id = node.get("id") if isinstance(node, dict) else None
-            parts[-1] = f"node {node_id!r}" if isinstance(node_id, str) else f"nodes[{part}]"
+            parts[-1] = _node_name(node_id, part)
         else:
             parts.append(str(part))
     return ".".join(parts) or "plan"
+
+
+def _node_name(node_id: object, index: int) -> str:
+    return f"node {shown_id(node_id)!r}" if isinstance(node_id, str) else f"nodes[{index}]"
 
 
 def _message(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown field (check its spelling)"
     if error["type"] == "string_pattern_mismatch":
-        return f"{error['input']!r} is not a valid id: use lowercase letters, digits, _ and -"
+        given = shown_id(str(error["input"]))
+        return f"{given!r} is not a valid id: use lowercase letters, digits, _ and -"
     return str(error["msg"])
 
 

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from dagwright.errors import PlanError
 from dagwright.models import Node, Plan
+from dagwright.shown_ids import shown_id
 
 
 class WorkerCatalog(Protocol):
@@ -136,18 +137,20 @@ def _structure_problems(plan: Plan, run: RunContext) -> list[str]:
                 )
             elif dep not in known and dep in run.taken:
                 problems.append(
-                    f"node {node.id!r} depends on {dep!r}, which failed or is being replaced: "
-                    "depend on the new nodes, or on the run's nodes that completed or still run"
+                    f"node {node.id!r} depends on {shown_id(dep)!r}, "
+                    "which failed or is being replaced: depend on the new nodes, or on the run's "
+                    "nodes that completed or still run"
                 )
             elif dep not in known:
                 problems.append(
-                    f"node {node.id!r} depends on {dep!r}, which is not in the plan"
+                    f"node {node.id!r} depends on {shown_id(dep)!r}, which is not in the plan"
                     + _did_you_mean(dep, known)
                 )
     for output in plan.output_nodes():
         if output not in known:
             problems.append(
-                f"output names {output!r}, which is not in the plan" + _did_you_mean(output, known)
+                f"output names {shown_id(output)!r}, which is not in the plan"
+                + _did_you_mean(output, known)
             )
     return problems
 
@@ -158,7 +161,8 @@ def _node_problems(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> li
     for node in plan.nodes:
         if node.type not in type_names:
             problems.append(
-                f"node {node.id!r} has type {node.type!r}, which no worker type is registered as"
+                f"node {node.id!r} has type {shown_id(node.type)!r}, which no worker type is "
+                "registered as"
                 + _did_you_mean(node.type, type_names)
                 + f"; registered: {', '.join(sorted(type_names))}"
             )

@@ -16,6 +16,7 @@ from dagwright.schedules.definition import (
     TICK_TTL_S,
     Schedule,
 )
+from dagwright.shown_ids import shown_id
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class ScheduleStore:
         raw = self.client.hget(self.keys.schedules, name)
         if raw is None:
             known = ", ".join(self.names()) or "none"
-            raise ScheduleError(f"no schedule {name!r}; the schedules are: {known}")
+            raise ScheduleError(f"no schedule {shown_id(name)!r}; the schedules are: {known}")
         return Schedule.model_validate_json(raw)
 
     def names(self) -> list[str]:

@@ -11,6 +11,7 @@ from dagwright.app import DagwrightCelery
 from dagwright.errors import DagwrightError
 from dagwright.keys import SCHEDULE_FIRE_TASK
 from dagwright.schedules.firing import fire_schedule, manual_tick
+from dagwright.shown_ids import shown_id
 from dagwright.tasks.env import execution_env
 
 log = logging.getLogger(__name__)
@@ -24,9 +25,14 @@ def register_schedule_tasks(app: DagwrightCelery) -> None:
         try:
             done = fire_schedule(env.runtime, env.broker, name, tick or manual_tick())
         except DagwrightError as exc:  # removed meanwhile, or its plan/goal is refused now
-            log.error("schedule %s: tick %s did not start a run: %s", name, tick, exc)
+            shown = shown_id(name), shown_id(str(tick))  # beat's message, or anyone's
+            log.error("schedule %s: tick %s did not start a run: %s", *shown, exc)
             return {"outcome": "error", "reason": str(exc)}
         log.info(
-            "schedule %s: tick %s %s %s", name, done.tick, done.outcome, done.run_id or done.reason
+            "schedule %s: tick %s %s %s",
+            name,
+            shown_id(done.tick),
+            done.outcome,
+            done.run_id or done.reason,
         )
         return done.to_json()

@@ -9,6 +9,7 @@ import socket
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.settings import Settings
+from dagwright.shown_ids import shown_id
 from dagwright.tasks.app_factory import build_app
 from dagwright.tasks.steps import Endpoint, MetricsStep, PresenceStep, ReconcilerStep
 from dagwright.workers import WorkerRegistry
@@ -68,8 +69,26 @@ def run_worker(
         metrics_endpoint=metrics_endpoint,
     )
     logging.getLogger("celery.worker.control").addFilter(drop_no_backend_revoke_warnings)
+    for logger in CELERY_TASK_LOGGERS:
+        logging.getLogger(logger).addFilter(cut_task_ids)
     worker.start()
     return int(worker.exitcode or 0)
+
+
+# Where Celery logs a task by name and id: "Task <name>[<id>] received" (strategy), then
+# "... succeeded in 0.01s" or "... raised ..." (trace).
+CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
+
+
+def cut_task_ids(record: logging.LogRecord) -> bool:
+    """Cuts the task id and name in Celery's task log lines (as ``shown_id`` does): a
+    message from outside the house may carry any, and Celery would echo a 1 MB id whole."""
+    if isinstance(record.args, dict):
+        record.args = {
+            key: shown_id(value) if key in ("id", "name") and isinstance(value, str) else value
+            for key, value in record.args.items()
+        }
+    return True
 
 
 def drop_no_backend_revoke_warnings(record: logging.LogRecord) -> bool:

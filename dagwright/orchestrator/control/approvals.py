@@ -17,6 +17,7 @@ from dagwright.errors import ApprovalError, ApprovalRejectedError, InputError
 from dagwright.models import Approval, ApprovalDecision, ApprovalStatus, Node, from_ms
 from dagwright.orchestrator.runstate.machine import LeaseRef, ReadyNode
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.shown_ids import shown_id
 from dagwright.workers.context import NodeContext
 from dagwright.workers.proposals import ApprovalNeeded, Proposal, decided
 
@@ -104,7 +105,7 @@ class ApprovalBook:
         approval = self.read(run_id, node_id)
         if approval is None or approval.decision is not None:
             raise ApprovalError(
-                f"{run_id}/{node_id} is not waiting for an approval "
+                f"{shown_id(run_id)}/{shown_id(node_id)} is not waiting for an approval "
                 "(see `dagwright approvals list`)"
             )
         if args is not None:

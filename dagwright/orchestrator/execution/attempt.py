@@ -52,6 +52,7 @@ from dagwright.planning.goals import (
 from dagwright.planning.planner import PLANNER_TYPE
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
+from dagwright.shown_ids import shown_id
 from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import NodeDuration
 from dagwright.workers import NodeContext, NodeServices
@@ -122,7 +123,8 @@ def attempt_node(
 ) -> Outcome:
     claim = claim_node(env, run_id, node_id, fence)
     if claim is None:
-        log.info("dropping stale message for %s/%s (fence %d)", run_id, node_id, fence)
+        shown = f"{shown_id(run_id)}/{shown_id(node_id)}"  # a message may be forged
+        log.info("dropping stale message for %s (fence %d)", shown, fence)
         return Outcome.STALE
     ctx = NodeContext(
         run_id=run_id,
