@@ -40,6 +40,7 @@ from dagwright.errors import (
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Budget, Node
+from dagwright.redaction import known_secrets, redact
 from dagwright.workers.agent_prompt import final_answer_schema, first_message, untrusted_block
 from dagwright.workers.agent_spec import FINAL_ANSWER_TOOL, AgentSpec
 from dagwright.workers.agent_state import (
@@ -91,9 +92,16 @@ class AgentLoop:
         self.model = model
         self.node = node
         self.tool_caller = ToolCaller(ctx, spec, tools)
+        # Every text entering the conversation is redacted where it enters (the first
+        # message, tool results): the requests and the checkpoints are built from it.
+        self.secrets = known_secrets(ctx.settings)
         self.state = resume_state(ctx.last_checkpoint) or AgentState(
-            messages=[{"role": "user", "content": first_message(node, ctx.inputs)}]
+            messages=[{"role": "user", "content": self._first_message()}]
         )
+
+    def _first_message(self) -> str:
+        """The instruction and the dependencies' outputs, secrets masked."""
+        return redact(first_message(self.node, self.ctx.inputs), self.secrets)
 
     def run(self) -> Any:
         while True:
@@ -334,6 +342,7 @@ class AgentLoop:
             raise problem
 
     def _call_tool(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
+        """The call's outcome, its text redacted (by the ToolCaller for tools)."""
         if name == self.spec.final_tool and self.spec.output_model is not None:
             return self._reject_final_answer(args)
         return self.tool_caller.call(name, args, call_id, self._reasoning)
@@ -348,8 +357,8 @@ class AgentLoop:
 
     def _reject_final_answer(self, args: dict[str, Any]) -> ToolOutcome:
         _, problems = self._check_answer(args)
-        if problems:
-            return ToolOutcome("rejected: " + "; ".join(problems), is_error=True)
+        if problems:  # check_output is the user's code: it may quote anything
+            return ToolOutcome(redact("rejected: " + "; ".join(problems), self.secrets), True)
         return ToolOutcome("accepted", is_error=False)
 
     def _too_many_tool_errors(self, last: ToolOutcome | None = None) -> Exception | None:

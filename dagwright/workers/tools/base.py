@@ -52,6 +52,11 @@ class ToolOutcome:
     text: str
     is_error: bool = False
     refused_by_policy: bool = False
+    """Refused before it ran: by the policy, or by the person asked to approve it."""
+    refused_by_tool: bool = False
+    """The tool refused it (a ToolError: a path outside the workspace, a domain not
+    allowed; arguments not matching its schema), as opposed to failing (an exception,
+    a timeout)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,8 @@ class Tool:
             kwargs = validated_kwargs(self.args_model, args)
         except ValidationError as exc:
             problem = describe_validation_error(exc, "input")
-            return ToolOutcome(f"invalid arguments: {problem}", is_error=True)
+            refusal = f"invalid arguments: {problem}"
+            return ToolOutcome(refusal, is_error=True, refused_by_tool=True)
         if self.wants_ctx:
             kwargs["ctx"] = ctx
         try:
@@ -92,7 +98,8 @@ class Tool:
         except (BreakerOpenError, NodeLostError):  # the node waits, or must stop
             raise
         except ToolError as exc:
-            return ToolOutcome(str(exc), is_error=True)
+            refused = not isinstance(exc, ToolTimeoutError)  # a timeout is the tool failing
+            return ToolOutcome(str(exc), is_error=True, refused_by_tool=refused)
         except Exception as exc:
             return ToolOutcome(f"{type(exc).__name__}: {exc}", is_error=True)
         return ToolOutcome(truncate(as_text(value), self.max_output_chars))
