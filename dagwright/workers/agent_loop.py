@@ -54,7 +54,7 @@ from dagwright.workers.agent_tool_calls import ToolCaller
 from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_tokens, worst_case
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import describe_validation_error
-from dagwright.workers.tools.base import ToolOutcome, ToolRegistry
+from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import ToolPolicy
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 NO_TOOL_OUTPUT = "(the tool returned nothing)"  # the API refuses an empty tool_result text
+LAST_TOOL_ERROR_CHARS = 500  # of the last failed call, in the node's error
 # Said once after an empty answer. The API's docs: an empty end_turn mostly follows tool
 # results, and sending the conversation back unchanged gets the same empty answer.
 NUDGE = "Your last turn ended without any answer. Continue the task and give your answer now."
@@ -368,9 +369,13 @@ class AgentLoop:
             f"{self.state.tool_errors_in_a_row} tool calls in a row failed "
             f"(max_tool_errors of {self.spec.name!r})"
         )
+        if last is None:
+            return AgentToolErrorsError(message)
+        # What the last call said is the operator's first clue (redacted, as the model saw it).
+        message = f"{message}; the last: {truncate(last.text, LAST_TOOL_ERROR_CHARS)}"
         # Refused by the policy: what must change is the policy, not the model's next try.
-        if last is not None and last.refused_by_policy:
-            return ToolPolicyError(f"{message}; the last: {last.text}")
+        if last.refused_by_policy:
+            return ToolPolicyError(message)
         return AgentToolErrorsError(message)
 
     def _snapshot(self) -> dict[str, Any]:
