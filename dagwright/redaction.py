@@ -31,14 +31,16 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"), "sk-" + MASK),
     # Authorization: Bearer <token> / Basic <credentials>.
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + MASK),
-    # scheme://user:password@host
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^:/@\s]*:)[^@\s/]+@"), r"\1" + MASK + "@"),
+    # scheme://user:password@host (the scheme bounded, as the key's prefix below)
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]{0,30}://[^:/@\s]*:)[^@\s/]+@"), r"\1" + MASK + "@"),
     # api_key=..., "password": "...", x-api-key: ..., token=... (not a path: the
-    # "/etc/passwd" of "invalid path '/etc/passwd': absolute paths are refused")
+    # "/etc/passwd" of "invalid path '/etc/passwd': absolute paths are refused"). The key's
+    # prefix is bounded: unbounded, a long hyphenated run in a tool's output (it may be
+    # 200,000 characters) is matched again from each of its hyphens, in quadratic time.
     (
         re.compile(
             r"(?i)(?<![/\\])\b("
-            r"(?:[\w\-]*(?:api[_\-]?key|secret|token|password|passwd|pwd)|authorization)"
+            r"(?:[\w\-]{0,64}(?:api[_\-]?key|secret|token|password|passwd|pwd)|authorization)"
             r"[\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)[^\s\"',;}&]+"
         ),
         r"\1" + MASK,

