@@ -64,7 +64,7 @@ def test_calls_the_tool_refuses_are_audited_as_refusals_with_their_reason(
 
 def gatekeeper_run(client: Client, fake_llm: FakeAnthropicServer) -> str:
     fake_llm.add(
-        turn(GATEKEEPER, 1, text("I will save."), call("workspace_write", path="a.md", content="x")),
+        turn(GATEKEEPER, 1, text("I will save."), call("workspace_write", path="a", content="x")),
         turn(GATEKEEPER, 3, text("Not saved.")),
     )
     plan = PlanBuilder()

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.redaction import MASK, known_secrets, redact, redact_values
 from dagwright.testing import FakeAnthropicServer
+from dagwright.workers.tools.base import redacted_output
 from tests.support.functions import LEAKED_REDIS_PASSWORD, LEAKY
 from tests.support.llm_script import call, turn
 from tests.support.settings import TEST_API_KEY
@@ -104,7 +105,8 @@ def test_a_tool_error_quoting_the_api_key_leaks_it_nowhere(
     trace = client.trace(run.run_id)
     assert any(span.name == "tool.call" for span in trace.spans)
     assert_no_secret("the trace", trace.model_dump_json())
-    assert_no_secret("the events", json.dumps([e.model_dump(mode="json") for e in run.events(follow=False)]))
+    events = [event.model_dump(mode="json") for event in run.events(follow=False)]
+    assert_no_secret("the events", json.dumps(events))
 
     # The logs, the failure's warning among them.
     assert any("failed" in record.getMessage() for record in caplog.records)
@@ -156,3 +158,10 @@ def test_a_long_tool_output_is_redacted_in_linear_time() -> None:
     started = time.monotonic()
     assert redact(output) == output
     assert time.monotonic() - started < 2.0  # unbounded: minutes
+
+
+def test_a_secret_across_a_tools_output_limit_is_masked_whole() -> None:
+    output = "x" * 95 + TEST_API_KEY + "y" * 100
+    kept = redacted_output(output, 100, (TEST_API_KEY,))
+    assert kept.startswith("x" * 95 + MASK + "yy") and TEST_API_KEY[:5] not in kept
+    assert kept.endswith(f"[... truncated {len(output) - 100} characters]")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from dagwright.models import REFUSED, Approval, ApprovalStatus
@@ -30,8 +29,8 @@ class ToolCaller:
     tool refused (a path outside the workspace, a domain not allowed, arguments not
     matching its schema) is audited as ``refused`` with the tool's reason, never as
     ``allow``. A call cut short by a dying worker runs again on resume (tools are
-    at-least-once) and is audited then. Outcomes are redacted before anything reads
-    them: the audit entry, the model, the checkpoint.
+    at-least-once) and is audited then. What reaches the model, the checkpoint and the
+    audit stream is redacted: a tool's outcome by ``Tool.call``, the rest here.
     """
 
     def __init__(self, ctx: NodeContext, spec: AgentSpec, tools: ToolRegistry) -> None:
@@ -145,14 +144,12 @@ class ToolCaller:
         )
 
     def _run_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        """Run the tool; its outcome redacted (tools may echo anything: an exception
-        message with an API key in it, a file holding a password)."""
+        """Run the tool (its outcome comes redacted: ``Tool.call``)."""
         tool = self.tools.get(name) if name in self.spec.tools else None
         if tool is None:
             refusal = f"no tool {name!r}; the tools are: {', '.join(self.spec.tools)}"
             return ToolOutcome(refusal, is_error=True, refused_by_tool=True)
-        outcome = tool.call(self.ctx, args)
-        return replace(outcome, text=self._redact(outcome.text))
+        return tool.call(self.ctx, args)
 
     def _redact(self, text: str) -> str:
         return redact(text, self.secrets)
