@@ -75,12 +75,7 @@ class ToolCaller:
             return self._call_with_approval(name, args, call_id, decision, span, reasoning)
         if decision.action == PolicyAction.DENY:
             return self._deny(name, args, decision)
-        outcome = self._run_tool(name, args)
-        if outcome.refused_by_tool:
-            self._audit_refusal(name, args, decision, outcome)
-        else:
-            self._audit(name, args, decision)
-        return outcome
+        return self._run_audited(name, args, decision)
 
     def _call_with_approval(
         self,
@@ -106,10 +101,7 @@ class ToolCaller:
         if denial is not None:  # a person may approve what the policy holds, not what it denies
             span.attributes["decision"] = denial.action.value
             return self._deny(name, approved_args, approved_but_denied(denial))
-        outcome = self._run_tool(name, approved_args)
-        if outcome.refused_by_tool:
-            self._audit_refusal(name, approved_args, decision, outcome)
-        return outcome
+        return self._run_audited(name, approved_args, decision)
 
     def _deny(self, name: str, args: dict[str, Any], decision: PolicyDecision) -> ToolOutcome:
         self._audit(name, args, decision)
@@ -119,12 +111,19 @@ class ToolCaller:
             refused_by_policy=True,
         )
 
-    def _audit_refusal(
-        self, name: str, args: dict[str, Any], decision: PolicyDecision, outcome: ToolOutcome
-    ) -> None:
-        """A call the policy let through and the tool refused: audited with its reason."""
-        refusal = PolicyDecision(decision.action, decision.rule, outcome.text)
-        self._audit(name, args, refusal, action=REFUSED)
+    def _run_audited(
+        self, name: str, args: dict[str, Any], decision: PolicyDecision
+    ) -> ToolOutcome:
+        """Run a call the policy (or a person) let through, then audit it: ``refused``
+        with the tool's reason if the tool refused it, else ``allow`` (an approved call's
+        entry is its approval)."""
+        outcome = self._run_tool(name, args)
+        if outcome.refused_by_tool:
+            refusal = PolicyDecision(decision.action, decision.rule, outcome.text)
+            self._audit(name, args, refusal, action=REFUSED)
+        elif decision.action == PolicyAction.ALLOW:
+            self._audit(name, args, decision)
+        return outcome
 
     def _audit(
         self,
