@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 from urllib.parse import urlsplit
 
 from dagwright.settings import Settings
@@ -56,18 +55,6 @@ def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
     for pattern, replacement in PATTERNS:
         text = pattern.sub(replacement, text)
     return text
-
-
-def redact_values(value: Any, known_secrets: Iterable[str] = ()) -> Any:
-    """``value`` (JSON: dicts, lists, strings...) with every string in it redacted."""
-    secrets = tuple(known_secrets)
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, dict):
-        return {key: redact_values(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [redact_values(item, secrets) for item in value]
-    return value
 
 
 def known_secrets(settings: Settings) -> tuple[str, ...]:
