@@ -336,9 +336,19 @@ class RunState(BaseModel):
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}
 
 
+# Audit actions that say a call did not run: a deny rule (or no rule) refused it, the tool
+# refused it (its ``reason``: a path outside the workspace, a domain not allowed, invalid
+# arguments), a person rejected it.
+DENIED = "deny"
+REFUSED = "refused"
+REJECTED = "rejected"
+REFUSALS = frozenset({DENIED, REFUSED, REJECTED})
+
+
 class AuditEntry(BaseModel):
     """One tool-policy decision (which tool an agent asked for, and what the policy said),
-    or one step of an approval: requested, approved or rejected."""
+    a tool's refusal of a call the policy allowed (``refused``), or one step of an
+    approval: requested, approved or rejected."""
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
@@ -353,6 +363,11 @@ class AuditEntry(BaseModel):
     args: str = ""
     by: str = ""
     """Who decided, for approval decisions (``dagwright`` when the request timed out)."""
+
+    @property
+    def refused(self) -> bool:
+        """Whether the call was refused (by the policy, the tool or a person)."""
+        return self.action in REFUSALS
 
 
 class ApprovalStatus(enum.StrEnum):

@@ -1,8 +1,17 @@
-"""Secrets out of text that leaves a process: error messages, tracebacks, dead letters.
+"""Secrets out of every text that leaves a process or goes to the model.
 
-Two layers: the secret values this process knows (its API key, its Redis password),
-replaced wherever they appear; and patterns of secrets it cannot know (an API key in an
-exception from a user's function, a password in a URL, ``token=...``).
+One redactor, ``redact``, for every such text: tool results and the first message of an
+agent (what the model sees, and what its checkpoint keeps), node errors and tracebacks
+(run state, events, dead letters, logs), spans, the last failure a circuit breaker
+remembers, audit entries. Two layers: the secret values this process knows
+(``known_secrets``: its API key, the passwords of its Redis, broker, API and OTLP URLs,
+Flower's basic auth), replaced wherever they appear; and patterns of secrets it cannot
+know (an API key in an exception from a user's function, a password in a URL,
+``token=...``).
+
+Rejected: redacting the request at the LLM client, just before it is sent. The checkpoint
+(kept for the run's retention) would still hold the secret, and so would every later
+request built from it; a text is cleaned once, where it enters the conversation.
 """
 
 from __future__ import annotations
@@ -21,12 +30,16 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}"), "sk-" + MASK),
     # Authorization: Bearer <token> / Basic <credentials>.
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 " + MASK),
-    # scheme://user:password@host
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^:/@\s]*:)[^@\s/]+@"), r"\1" + MASK + "@"),
-    # api_key=..., "password": "...", x-api-key: ..., token=...
+    # scheme://user:password@host (the scheme bounded, as the key's prefix below)
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]{0,30}://[^:/@\s]*:)[^@\s/]+@"), r"\1" + MASK + "@"),
+    # api_key=..., "password": "...", x-api-key: ..., token=... (not a path: the
+    # "/etc/passwd" of "invalid path '/etc/passwd': absolute paths are refused"). The key's
+    # prefix is bounded: unbounded, a long hyphenated run in a tool's output (it may be
+    # 200,000 characters) is matched again from each of its hyphens, in quadratic time.
     (
         re.compile(
-            r"(?i)\b((?:[\w\-]*(?:api[_\-]?key|secret|token|password|passwd|pwd)|authorization)"
+            r"(?i)(?<![/\\])\b("
+            r"(?:[\w\-]{0,64}(?:api[_\-]?key|secret|token|password|passwd|pwd)|authorization)"
             r"[\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)[^\s\"',;}&]+"
         ),
         r"\1" + MASK,
@@ -45,12 +58,34 @@ def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
 
 
 def known_secrets(settings: Settings) -> tuple[str, ...]:
-    """The secret values in ``settings``: the API key and the Redis/broker passwords."""
+    """The secret values in ``settings``: the API key, the passwords in the Redis, broker,
+    API and OTLP URLs, and Flower's basic-auth credentials."""
     found: list[str] = []
     if settings.anthropic_api_key is not None:
         found.append(settings.anthropic_api_key.get_secret_value())
-    for url in (settings.redis_url, settings.effective_broker_url):
-        password = urlsplit(url).password if url else None
-        if password:
-            found.append(password)
-    return tuple(secret for secret in found if secret)
+    urls = (
+        settings.redis_url,
+        settings.effective_broker_url,
+        settings.anthropic_base_url,
+        settings.otlp_endpoint,
+    )
+    found.extend(url_password(url) for url in urls if url)
+    if settings.flower_basic_auth is not None:
+        found.extend(basic_auth_secrets(settings.flower_basic_auth.get_secret_value()))
+    return tuple(dict.fromkeys(secret for secret in found if secret))
+
+
+def url_password(url: str) -> str:
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:  # unparsable (an unclosed IPv6 bracket): no password to find
+        return ""
+
+
+def basic_auth_secrets(credentials: str) -> list[str]:
+    """Each ``user:password`` of a comma-separated list, whole and its password alone."""
+    found = []
+    for pair in credentials.split(","):
+        found.append(pair.strip())
+        found.append(pair.partition(":")[2])
+    return found

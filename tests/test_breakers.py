@@ -19,6 +19,7 @@ from dagwright.settings import Settings
 from dagwright.testing import ScriptedLLM
 from dagwright.workers import WorkerRegistry
 from tests.support.agents import MemoryServices, agent_context
+from tests.support.settings import TEST_API_KEY
 from tests.support.waiting import wait_until
 
 
@@ -181,7 +182,7 @@ def test_known_and_pattern_secrets_are_masked(no_worker_settings: Settings) -> N
         update={"redis_url": "redis://:hunter2-redis@db:6379/0"}
     )
     secrets = known_secrets(settings)
-    assert set(secrets) == {"test-key", "hunter2-redis"}
+    assert set(secrets) == {TEST_API_KEY, "hunter2-redis"}
     assert redact("a key", ["key"]) == "a key"  # too short to mask: it would mask words
     text = (
         "auth failed for redis://:hunter2-redis@db:6379/0 with sk-ant-api03-abcdefghijklmnopqrstuv"

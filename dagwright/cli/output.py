@@ -285,6 +285,7 @@ def print_runs(states: list[RunState]) -> None:
 DECISION_STYLE = {
     "allow": "green",
     "deny": "red",
+    "refused": "red",  # by the tool: a path out of the workspace, a domain not allowed
     "require_approval": "yellow",
     "approval_requested": "yellow",
     "approved": "green",

@@ -376,7 +376,8 @@ def events(
 
 
 def audit(run_id: str, json_output: JsonOption = False) -> None:
-    """Print the tool-policy decisions of a run's agents (allow, deny, require_approval)."""
+    """Print the tool-policy decisions of a run's agents (allow, deny, refused by the
+    tool, require_approval) and the approvals (requested, approved, rejected)."""
     entries = client_from(None).audit(run_id)
     if json_output:
         print_json([entry.model_dump(mode="json") for entry in entries])

@@ -15,6 +15,7 @@ from dagwright.keys import Keys
 from dagwright.models import Node
 from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
+from dagwright.redaction import known_secrets
 from dagwright.settings import Settings
 from dagwright.telemetry.counters import Counters
 
@@ -77,6 +78,7 @@ class Runtime:
             fail_max=self.settings.breaker_fail_max,
             reset_timeout_s=self.settings.breaker_reset_timeout_s,
             max_probes=self.settings.breaker_max_probes,
+            secrets=known_secrets(self.settings),
         )
 
     @classmethod

@@ -15,7 +15,8 @@ Around it:
 - Only failures ``is_failure`` accepts count (an unreachable API, a stalled stream): a
   refused request or a tool's "no such file" is the caller's business, not the dependency's.
   The last failure that counted is kept beside the breaker, and an open breaker's refusal
-  carries it, so a node waiting on the breaker can say why.
+  carries it, so a node waiting on the breaker can say why: redacted, since it is a
+  foreign exception's message (a tool's may quote an API key) and is shown to people.
 - What a call did to its breaker (refused, opened it, closed it) is told to the observer
   of the calling thread (``observed``), for the trace of the node that made the call. The
   state is shared, so "this call opened it" is not read from the state before and after
@@ -26,7 +27,7 @@ Around it:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ import redis
 
 from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
+from dagwright.redaction import redact
 from dagwright.redis_scripts import load_script, named_reply
 
 T = TypeVar("T")
@@ -104,7 +106,9 @@ class Breakers:
         fail_max: int,
         reset_timeout_s: float,
         max_probes: int,
+        secrets: Sequence[str] = (),
     ) -> None:
+        """``secrets``: the process's own (``known_secrets``), masked in failures kept."""
         if client.get_encoder().decode_responses:
             raise ValueError("pybreaker's Redis storage needs a client without decode_responses")
         self.client = client
@@ -112,6 +116,7 @@ class Breakers:
         self.fail_max = fail_max
         self.reset_timeout_s = reset_timeout_s
         self.max_probes = max_probes
+        self.secrets = tuple(secrets)
         self._local = threading.local()
         self._take_probe = load_script(client, "dagwright.resilience", "breaker_take_probe")
 
@@ -144,7 +149,7 @@ class Breakers:
             if "opened" not in transitions.caused():
                 raise self._refused(name, remaining) from exc
             last = transitions.counted_failure
-            described = described_failure(last, describe_failure) if last is not None else ""
+            described = self._described(last, describe_failure) if last is not None else ""
             raise BreakerOpenError(name, remaining, described) from exc
         finally:
             if probing:
@@ -232,9 +237,14 @@ class Breakers:
         self, name: str, exc: BaseException, describe: Callable[[BaseException], str] | None
     ) -> None:
         # Kept a little longer than one open period: long enough for the nodes it holds back.
-        line = described_failure(exc, describe)
+        line = self._described(exc, describe)
         ttl_s = max(int(self.reset_timeout_s * 4), 60)
         self.client.set(self.keys.breaker_last_failure(name), line, ex=ttl_s)
+
+    def _described(
+        self, exc: BaseException, describe: Callable[[BaseException], str] | None
+    ) -> str:
+        return redact(described_failure(exc, describe), self.secrets)
 
     def _tell(self, event: BreakerEvent) -> None:
         observer = getattr(self._local, "observer", None)

@@ -1,7 +1,8 @@
 """Recording spans into a run's ``spans`` stream, from inside the workers.
 
 Telemetry never fails a node: a Redis error while recording drops the span and is logged,
-at most once a minute per recorder (one per worker process), not once per span.
+at most once a minute per recorder (one per worker process), not once per span. Text
+attributes are redacted here (``dagwright.redaction``), the one way into the stream.
 
 Expiry. A run's keys get their retention TTL when the run ends (``finish_run`` in the
 run state machine's Lua prelude); a replay takes it off again. A span can still arrive after the
@@ -55,7 +56,7 @@ class SpanRecorder:
         if not self.enabled:
             return False
         keys = [self.keys.run_key(run_id, "spans"), self.keys.run_key(run_id, "run")]
-        args = [self.maxlen, SPAN_FIELD, span.model_dump_json()]
+        args = [self.maxlen, SPAN_FIELD, redacted(span, self._secrets).model_dump_json()]
         try:
             fields = named_reply(self._script(keys=keys, args=args))
         except redis.RedisError as exc:
@@ -74,3 +75,13 @@ class SpanRecorder:
             type(exc).__name__,
             redact(str(exc), self._secrets),
         )
+
+
+def redacted(span: Span, secrets: tuple[str, ...]) -> Span:
+    """``span`` with its text attributes redacted: whatever the timed block put there
+    leaves the worker (the trace, the OTLP export)."""
+    attributes = {
+        name: redact(value, secrets) if isinstance(value, str) else value
+        for name, value in span.attributes.items()
+    }
+    return span.model_copy(update={"attributes": attributes})

@@ -40,6 +40,7 @@ from dagwright.errors import (
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Budget, Node
+from dagwright.redaction import known_secrets, redact
 from dagwright.workers.agent_prompt import final_answer_schema, first_message, untrusted_block
 from dagwright.workers.agent_spec import FINAL_ANSWER_TOOL, AgentSpec
 from dagwright.workers.agent_state import (
@@ -53,7 +54,7 @@ from dagwright.workers.agent_tool_calls import ToolCaller
 from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_tokens, worst_case
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import describe_validation_error
-from dagwright.workers.tools.base import ToolOutcome, ToolRegistry
+from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import ToolPolicy
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 NO_TOOL_OUTPUT = "(the tool returned nothing)"  # the API refuses an empty tool_result text
+LAST_TOOL_ERROR_CHARS = 500  # of the last failed call, in the node's error
 # Said once after an empty answer. The API's docs: an empty end_turn mostly follows tool
 # results, and sending the conversation back unchanged gets the same empty answer.
 NUDGE = "Your last turn ended without any answer. Continue the task and give your answer now."
@@ -91,9 +93,16 @@ class AgentLoop:
         self.model = model
         self.node = node
         self.tool_caller = ToolCaller(ctx, spec, tools)
+        # Every text entering the conversation is redacted where it enters (the first
+        # message, tool results): the requests and the checkpoints are built from it.
+        self.secrets = known_secrets(ctx.settings)
         self.state = resume_state(ctx.last_checkpoint) or AgentState(
-            messages=[{"role": "user", "content": first_message(node, ctx.inputs)}]
+            messages=[{"role": "user", "content": self._first_message()}]
         )
+
+    def _first_message(self) -> str:
+        """The instruction and the dependencies' outputs, secrets masked."""
+        return redact(first_message(self.node, self.ctx.inputs), self.secrets)
 
     def run(self) -> Any:
         while True:
@@ -334,6 +343,7 @@ class AgentLoop:
             raise problem
 
     def _call_tool(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
+        """The call's outcome, its text redacted (by the ToolCaller for tools)."""
         if name == self.spec.final_tool and self.spec.output_model is not None:
             return self._reject_final_answer(args)
         return self.tool_caller.call(name, args, call_id, self._reasoning)
@@ -348,8 +358,8 @@ class AgentLoop:
 
     def _reject_final_answer(self, args: dict[str, Any]) -> ToolOutcome:
         _, problems = self._check_answer(args)
-        if problems:
-            return ToolOutcome("rejected: " + "; ".join(problems), is_error=True)
+        if problems:  # check_output is the user's code: it may quote anything
+            return ToolOutcome(redact("rejected: " + "; ".join(problems), self.secrets), True)
         return ToolOutcome("accepted", is_error=False)
 
     def _too_many_tool_errors(self, last: ToolOutcome | None = None) -> Exception | None:
@@ -359,9 +369,13 @@ class AgentLoop:
             f"{self.state.tool_errors_in_a_row} tool calls in a row failed "
             f"(max_tool_errors of {self.spec.name!r})"
         )
+        if last is None:
+            return AgentToolErrorsError(message)
+        # What the last call said is the operator's first clue (redacted, as the model saw it).
+        message = f"{message}; the last: {truncate(last.text, LAST_TOOL_ERROR_CHARS)}"
         # Refused by the policy: what must change is the policy, not the model's next try.
-        if last is not None and last.refused_by_policy:
-            return ToolPolicyError(f"{message}; the last: {last.text}")
+        if last.refused_by_policy:
+            return ToolPolicyError(message)
         return AgentToolErrorsError(message)
 
     def _snapshot(self) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from dagwright.models import Approval, ApprovalStatus
+from dagwright.models import REFUSED, Approval, ApprovalStatus
+from dagwright.redaction import known_secrets, redact
 from dagwright.telemetry.spans import TOOL_CALL
 from dagwright.workers.agent_spec import AgentSpec
 from dagwright.workers.context import NodeContext, OpenSpan
@@ -16,17 +17,27 @@ from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import PolicyAction, PolicyDecision
 
 AUDITED_ARGS_CHARS = 500
+AUDITED_REASON_CHARS = 500
 MAX_TOOL_NAME_CHARS = 64  # the API's limit; a name the model made up is cut in spans
 MAX_TOOL_USE_ID_CHARS = 64  # ids are short ("toolu_..."); a made-up one is cut in spans
 
 
 class ToolCaller:
-    """Calls the tools of one agent node, as its type's policy allows."""
+    """Calls the tools of one agent node, as its type's policy allows.
+
+    Audit: one entry per call, written once its outcome is known, so that a call the
+    tool refused (a path outside the workspace, a domain not allowed, arguments not
+    matching its schema) is audited as ``refused`` with the tool's reason, never as
+    ``allow``. A call cut short by a dying worker runs again on resume (tools are
+    at-least-once) and is audited then. What reaches the model, the checkpoint and the
+    audit stream is redacted: a tool's outcome by ``Tool.call``, the rest here.
+    """
 
     def __init__(self, ctx: NodeContext, spec: AgentSpec, tools: ToolRegistry) -> None:
         self.ctx = ctx
         self.spec = spec
         self.tools = tools
+        self.secrets = known_secrets(ctx.settings)
 
     def call(
         self, name: str, args: dict[str, Any], call_id: str, reasoning: Callable[[], str]
@@ -45,7 +56,7 @@ class ToolCaller:
             decision = self.spec.policy.decide(name, args)
             span.attributes["decision"] = decision.action.value
             outcome = self._decide(name, args, call_id, decision, span, reasoning)
-            span.attributes["outcome"] = outcome_of(outcome, decision)
+            span.attributes["outcome"] = outcome_of(outcome, str(span.attributes["decision"]))
             span.attributes["output_bytes"] = len(outcome.text.encode())
             if outcome.is_error:
                 span.status = "error"
@@ -62,14 +73,9 @@ class ToolCaller:
     ) -> ToolOutcome:
         if decision.action == PolicyAction.REQUIRE_APPROVAL:
             return self._call_with_approval(name, args, call_id, decision, span, reasoning)
-        self._audit(name, args, decision)
         if decision.action == PolicyAction.DENY:
-            return ToolOutcome(
-                f"refused by the tool policy: {decision.reason}",
-                is_error=True,
-                refused_by_policy=True,
-            )
-        return self._run_tool(name, args)
+            return self._deny(name, args, decision)
+        return self._run_audited(name, args, decision)
 
     def _call_with_approval(
         self,
@@ -81,39 +87,84 @@ class ToolCaller:
         reasoning: Callable[[], str],
     ) -> ToolOutcome:
         """A call the policy holds for a person: ask (the node waits, this loop stops),
-        then, once resumed from the checkpoint, act on the decision."""
+        then, once resumed from the checkpoint, act on the decision (audited when it was
+        made: ``approved`` or ``rejected``)."""
         approval = decided(self.ctx.approval(), call_id)
         if approval is None:
             self._audit(name, args, decision)
             span.attributes["outcome"] = "awaiting_approval"
             raise ApprovalNeeded(Proposal("tool", name, args, reasoning(), tool_use_id=call_id))
         if approval.status == ApprovalStatus.REJECTED:
-            return ToolOutcome(rejected_call(approval), is_error=True, refused_by_policy=True)
-        return self._run_tool(name, approval.effective_args)
+            return ToolOutcome(self._redact(rejected_call(approval)), True, refused_by_policy=True)
+        approved_args = approval.effective_args
+        denial = self.spec.policy.denial(name, approved_args)
+        if denial is not None:  # a person may approve what the policy holds, not what it denies
+            span.attributes["decision"] = denial.action.value
+            return self._deny(name, approved_args, approved_but_denied(denial))
+        return self._run_audited(name, approved_args, decision)
 
-    def _audit(self, name: str, args: dict[str, Any], decision: PolicyDecision) -> None:
+    def _deny(self, name: str, args: dict[str, Any], decision: PolicyDecision) -> ToolOutcome:
+        self._audit(name, args, decision)
+        return ToolOutcome(
+            self._redact(f"refused by the tool policy: {decision.reason}"),
+            is_error=True,
+            refused_by_policy=True,
+        )
+
+    def _run_audited(
+        self, name: str, args: dict[str, Any], decision: PolicyDecision
+    ) -> ToolOutcome:
+        """Run a call the policy (or a person) let through, then audit it: ``refused``
+        with the tool's reason if the tool refused it, else ``allow`` (an approved call's
+        entry is its approval)."""
+        outcome = self._run_tool(name, args)
+        if outcome.refused_by_tool:
+            refusal = PolicyDecision(decision.action, decision.rule, outcome.text)
+            self._audit(name, args, refusal, action=REFUSED)
+        elif decision.action == PolicyAction.ALLOW:
+            self._audit(name, args, decision)
+        return outcome
+
+    def _audit(
+        self,
+        name: str,
+        args: dict[str, Any],
+        decision: PolicyDecision,
+        *,
+        action: str | None = None,
+    ) -> None:
+        shown_args = json.dumps(args, sort_keys=True, default=str)
         self.ctx.audit(
             tool=name,
-            action=decision.action.value,
+            action=action or decision.action.value,
             rule="default" if decision.rule is None else str(decision.rule),
-            reason=decision.reason,
-            args=truncate(json.dumps(args, sort_keys=True, default=str), AUDITED_ARGS_CHARS),
+            reason=truncate(self._redact(decision.reason), AUDITED_REASON_CHARS),
+            args=truncate(self._redact(shown_args), AUDITED_ARGS_CHARS),
         )
 
     def _run_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Run the tool (its outcome comes redacted: ``Tool.call``)."""
         tool = self.tools.get(name) if name in self.spec.tools else None
         if tool is None:
-            return ToolOutcome(
-                f"no tool {name!r}; the tools are: {', '.join(self.spec.tools)}", True
-            )
+            refusal = f"no tool {name!r}; the tools are: {', '.join(self.spec.tools)}"
+            return ToolOutcome(refusal, is_error=True, refused_by_tool=True)
         return tool.call(self.ctx, args)
 
+    def _redact(self, text: str) -> str:
+        return redact(text, self.secrets)
 
-def outcome_of(outcome: ToolOutcome, decision: PolicyDecision) -> str:
+
+def approved_but_denied(denial: PolicyDecision) -> PolicyDecision:
+    """The decision on approved arguments that a deny rule matches."""
+    reason = f"the approved arguments match a deny rule: {denial.reason or 'no reason given'}"
+    return PolicyDecision(PolicyAction.DENY, denial.rule, reason)
+
+
+def outcome_of(outcome: ToolOutcome, decision: str) -> str:
     """How a tool call ended, for its span: ok, error, denied (by the policy) or rejected
     (by a person)."""
     if outcome.refused_by_policy:
-        return "denied" if decision.action == PolicyAction.DENY else "rejected"
+        return "denied" if decision == PolicyAction.DENY else "rejected"
     return "error" if outcome.is_error else "ok"
 
 

@@ -131,3 +131,71 @@ def record_tool_span(ctx: NodeContext, tool: str = "lookup", seconds: float = 0.
     with ctx.span(TOOL_CALL, tool=tool):
         time.sleep(seconds)  # a tool call that takes time, for the span to time
     return tool
+
+
+# -- secrets and tool policies (tests/test_secret_redaction.py, test_policy_refusals.py) --
+
+LEAKY = "You are the leaky agent"
+LEAKED_REDIS_PASSWORD = "hunter2-cache-pw"
+
+
+@dagwright.tool
+def fetch_report(ctx: NodeContext, report: str) -> str:
+    """Fetch a report by name. In tests it fails as careless code does: its message
+    quotes the deployment's API key and a Redis URL with its password.
+
+    Args:
+        report: The report's name.
+    """
+    key = ctx.settings.anthropic_api_key
+    secret = key.get_secret_value() if key is not None else ""
+    raise RuntimeError(
+        f"the gateway refused key {secret} while caching {report!r} in "
+        f"redis://:{LEAKED_REDIS_PASSWORD}@cache:6379/0"
+    )
+
+
+leaky = AgentSpec(
+    name="leaky",
+    description="Fetches reports with a tool whose errors quote credentials.",
+    system_prompt=LEAKY,
+    tools=("fetch_report",),
+    policy=ToolPolicy.allowing("fetch_report"),
+    max_tool_errors=2,
+)
+
+OPERATOR = "You are the operator"
+
+
+def commands_key(run_id: str) -> str:
+    return f"test:commands:{{{run_id}}}"
+
+
+@dagwright.tool
+def run_command(ctx: NodeContext, command: str) -> str:
+    """Run a shell command. In tests it only records the command it was given.
+
+    Args:
+        command: The command line.
+    """
+    _redis(ctx.settings.redis_url or "").rpush(commands_key(ctx.run_id), command)
+    return f"ran {command}"
+
+
+operator = AgentSpec(
+    name="operator",
+    description="Runs commands a person approves; never deletions.",
+    system_prompt=OPERATOR,
+    tools=("run_command",),
+    policy=ToolPolicy(
+        rules=[
+            PolicyRule(
+                tool="run_command",
+                action=PolicyAction.DENY,
+                when={"command": "rm *"},
+                reason="no deletions",
+            ),
+            PolicyRule(tool="run_command", action=PolicyAction.REQUIRE_APPROVAL),
+        ]
+    ),
+)

@@ -14,6 +14,10 @@ from dagwright.testing import FakeAnthropicServer
 # Every registry built from these settings has the tests' functions and agent type.
 TEST_DECLARATIONS = "tests.support.functions"
 
+# The API key of the test deployment: recognisable, and shaped like no secret pattern of
+# dagwright/redaction.py, so that only knowing it (``known_secrets``) can mask it.
+TEST_API_KEY = "test-key-Zq7xW3vN9pL2"
+
 # Short timings so recovery and retry paths are exercised in seconds.
 FAST_TIMINGS: dict[str, Any] = {
     "lease_s": 2.0,
@@ -42,6 +46,6 @@ def make_settings(
         broker_url=f"{valkey.connection_url}/{broker_db}",
         data_dir=data_dir,
         anthropic_base_url=llm.base_url,
-        anthropic_api_key=SecretStr("test-key"),
+        anthropic_api_key=SecretStr(TEST_API_KEY),
         **{"imports": [TEST_DECLARATIONS], **FAST_TIMINGS, **overrides},
     )

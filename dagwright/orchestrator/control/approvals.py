@@ -138,7 +138,7 @@ class ApprovalBook:
             audit=audit_entry(
                 decided_approval,
                 decision.status.value,
-                reason=comment,
+                reason=comment or ("" if approved else f"rejected by {by}, with no comment"),
                 by=by,
                 args=args,
             ),

@@ -189,7 +189,8 @@ def run_claimed(
             return wait_for_approval(env, ctx, claim, waiting.proposal)
         except Exception as exc:
             if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
-                log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, exc)
+                message = redact(str(exc), known_secrets(env.runtime.settings))
+                log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, message)
                 return Outcome.STALE
             return record_failure(env, ctx, claim, exc)
     return record_success(env, ctx, claim, output_json, expansion, eager)

@@ -5,7 +5,9 @@ model built from the signature, whose JSON schema is what the model sees); a ``c
 parameter receives the NodeContext. Its whole docstring is the tool's description, and
 each ``Args:`` entry (or ``Annotated[..., Field(description=...)]``) the description of
 its argument (``dagwright.workers.docstrings``). It returns a string or anything JSON, or raises
-ToolError (any other exception counts as a failed call too).
+ToolError (any other exception counts as a failed call too). What it returns or raises
+leaves it redacted (``dagwright.redaction``): the model, the checkpoint and the audit
+stream see no secret of the settings, whatever the tool quoted.
 
 Each tool runs behind its circuit breaker (``tool:<name>``). A ToolError is the tool
 refusing (a bad path, a domain not allowed): the model's business, so it does not count;
@@ -30,6 +32,7 @@ from dagwright.errors import (
     ToolError,
     ToolTimeoutError,
 )
+from dagwright.redaction import known_secrets, redact
 from dagwright.workers.context import NodeContext
 from dagwright.workers.docstrings import argument_descriptions, tool_description
 from dagwright.workers.signatures import (
@@ -52,6 +55,11 @@ class ToolOutcome:
     text: str
     is_error: bool = False
     refused_by_policy: bool = False
+    """Refused before it ran: by the policy, or by the person asked to approve it."""
+    refused_by_tool: bool = False
+    """The tool refused it (a ToolError: a path outside the workspace, a domain not
+    allowed; arguments not matching its schema), as opposed to failing (an exception,
+    a timeout)."""
 
 
 @dataclass(frozen=True)
@@ -71,31 +79,37 @@ class Tool:
         return {"name": self.name, "description": self.description, "input_schema": schema}
 
     def call(self, ctx: NodeContext, args: dict[str, Any]) -> ToolOutcome:
-        """Run the tool under its timeout and breaker. Raises only BreakerOpenError (the
-        node then waits for the tool to come back, without spending an attempt) and
-        NodeLostError (the node must stop: cancelled, timed out, taken over)."""
+        """Run the tool under its timeout and breaker; its outcome (error included)
+        redacted. Raises only BreakerOpenError (the node then waits for the tool to come
+        back, without spending an attempt) and NodeLostError (the node must stop:
+        cancelled, timed out, taken over)."""
+        secrets = known_secrets(ctx.settings)
         try:
             kwargs = validated_kwargs(self.args_model, args)
         except ValidationError as exc:
-            problem = describe_validation_error(exc, "input")
-            return ToolOutcome(f"invalid arguments: {problem}", is_error=True)
+            refusal = f"invalid arguments: {describe_validation_error(exc, 'input')}"
+            return ToolOutcome(redact(refusal, secrets), is_error=True, refused_by_tool=True)
         if self.wants_ctx:
             kwargs["ctx"] = ctx
         try:
-            value = ctx.guard(
-                f"tool:{self.name}",
-                lambda: call_with_timeout(
-                    lambda: run_to_completion(self.func(**kwargs)), self.timeout_s
-                ),
-                is_failure=is_tool_failure,
-            )
+            value = self._guarded_call(ctx, kwargs)
         except (BreakerOpenError, NodeLostError):  # the node waits, or must stop
             raise
         except ToolError as exc:
-            return ToolOutcome(str(exc), is_error=True)
-        except Exception as exc:
-            return ToolOutcome(f"{type(exc).__name__}: {exc}", is_error=True)
-        return ToolOutcome(truncate(as_text(value), self.max_output_chars))
+            refused = not isinstance(exc, ToolTimeoutError)  # a timeout is the tool failing
+            return ToolOutcome(redact(str(exc), secrets), is_error=True, refused_by_tool=refused)
+        except Exception as exc:  # a tool's own message may quote anything: keys, URLs
+            return ToolOutcome(redact(f"{type(exc).__name__}: {exc}", secrets), is_error=True)
+        return ToolOutcome(redacted_output(as_text(value), self.max_output_chars, secrets))
+
+    def _guarded_call(self, ctx: NodeContext, kwargs: dict[str, Any]) -> Any:
+        return ctx.guard(
+            f"tool:{self.name}",
+            lambda: call_with_timeout(
+                lambda: run_to_completion(self.func(**kwargs)), self.timeout_s
+            ),
+            is_failure=is_tool_failure,
+        )
 
 
 def call_with_timeout(call: Callable[[], Any], timeout_s: float) -> Any:
@@ -133,6 +147,20 @@ def as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+# Longer than any secret: one that straddles the cut is masked whole, not left half there.
+REDACTION_MARGIN_CHARS = 1_000
+
+
+def redacted_output(text: str, limit: int, secrets: tuple[str, ...]) -> str:
+    """``text`` with its secrets masked, cut at ``limit`` characters. Masked before the
+    cut (a secret cut in half would no longer be recognised), and only what is kept is
+    scanned, with a margin: an output may be megabytes."""
+    if len(text) <= limit:
+        return redact(text, secrets)
+    kept = redact(text[: limit + REDACTION_MARGIN_CHARS], secrets)[:limit]
+    return kept + f"\n[... truncated {len(text) - limit} characters]"
 
 
 def truncate(text: str, limit: int) -> str:

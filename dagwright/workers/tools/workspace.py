@@ -4,7 +4,9 @@ Paths come from a model, so they are checked before any use: relative, no ``..``
 empty or hidden-trick components. Two backends: Redis (the default: every worker host
 sees the same files) and disk (one host; a directory per run). On disk every directory
 on the way is opened with O_NOFOLLOW relative to its parent, so a symlink planted
-inside the workspace cannot lead a read or a write out of it, even in a race.
+inside the workspace cannot lead a read or a write out of it, even in a race. The run's
+directory itself is opened with O_NOFOLLOW too: one that is a symlink (planted by
+anything that can write to ``workspace_dir``) is refused, not followed.
 """
 
 from __future__ import annotations
@@ -112,18 +114,35 @@ class DiskWorkspace:
         return len(data)
 
     def list(self) -> list[str]:
-        if not self.root.is_dir():
+        if not os.path.lexists(self.root):
             return []
-        found = []
-        for directory, _, files in os.walk(self.root, followlinks=False):
-            for name in files:
-                found.append(str((Path(directory) / name).relative_to(self.root)))
+        root_fd = self._open_root()
+        try:  # walked from the descriptor: fwalk never follows a link
+            walked = os.fwalk(".", dir_fd=root_fd)
+            found = [
+                os.path.normpath(os.path.join(directory, name))
+                for directory, _, files, _ in walked
+                for name in files
+            ]
+        finally:
+            os.close(root_fd)
         return sorted(found)
 
+    def _open_root(self) -> int:
+        """The run's directory, created if missing, opened without following a link."""
+        with contextlib.suppress(FileExistsError):  # a link to nowhere, a file: refused below
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                refusal = "the run's workspace directory is a symbolic link or not a directory"
+                raise ToolError(f"{refusal}: refused, not followed") from exc
+            raise
+
     def _open_in_workspace(self, relative: str, flags: int, *, create_dirs: bool) -> int:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         *directories, name = relative.split("/")
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        fd = self._open_root()
         try:
             for directory in directories:
                 child = _open_directory(fd, directory, create=create_dirs)

@@ -1,0 +1,158 @@
+"""Secrets never leave through a tool's error: the acceptance test of the one redactor
+(dagwright/redaction.py), with the real SDK against the strict fake Messages API, a real
+worker and a real Valkey; then the redactor's own rules."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import pytest
+import redis
+from pydantic import SecretStr
+
+from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.redaction import MASK, known_secrets, redact
+from dagwright.testing import FakeAnthropicServer
+from dagwright.workers.tools.base import redacted_output
+from tests.support.functions import LEAKED_REDIS_PASSWORD, LEAKY
+from tests.support.llm_script import call, turn
+from tests.support.settings import TEST_API_KEY
+
+SECRETS = (TEST_API_KEY, LEAKED_REDIS_PASSWORD)
+
+
+def everything_in(client: redis.Redis) -> str:
+    """Every key of a database and its whole value, whatever its type, as one text."""
+    dumped: dict[str, Any] = {}
+    for key in client.scan_iter():
+        kind = client.type(key)
+        if kind == "string":
+            dumped[key] = client.get(key)
+        elif kind == "hash":
+            dumped[key] = client.hgetall(key)
+        elif kind == "list":
+            dumped[key] = client.lrange(key, 0, -1)
+        elif kind == "set":
+            dumped[key] = sorted(client.smembers(key))
+        elif kind == "zset":
+            dumped[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "stream":
+            dumped[key] = client.xrange(key)
+        else:
+            raise AssertionError(f"{key}: a {kind} this scan does not read")
+    return json.dumps(dumped, default=str)
+
+
+def assert_no_secret(where: str, text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, f"{secret!r} found in {where}"
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_tool_error_quoting_the_api_key_leaks_it_nowhere(
+    client: Client,
+    fake_llm: FakeAnthropicServer,
+    redis_client: redis.Redis,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG, logger="dagwright")
+    # Two calls of a tool whose errors quote the key: the second is one failure too many
+    # (max_tool_errors 2), so the error also reaches the node, its events and the DLQ.
+    fake_llm.add(
+        turn(LEAKY, 1, call("fetch_report", report="q3")),
+        turn(LEAKY, 3, call("fetch_report", report="q4")),
+    )
+    plan = PlanBuilder()
+    plan.agent("report", "leaky", "Fetch the Q3 report.")
+    run = client.submit(plan.build())
+    state = run.wait(timeout=60)
+    assert state.status == RunStatus.FAILED
+
+    # What the model received: the tool's error, its secrets masked.
+    bodies = json.dumps([request.body for request in fake_llm.requests])
+    assert len(fake_llm.requests) == 2
+    assert_no_secret("the requests to the Messages API", bodies)
+    [result] = fake_llm.requests[1].body["messages"][-1]["content"]
+    assert result["is_error"]
+    assert result["content"] == (
+        f"RuntimeError: the gateway refused key {MASK} while caching 'q3' in "
+        f"redis://:{MASK}@cache:6379/0"
+    )
+
+    # Everything the run left in Redis: checkpoint, events, spans, audit, node state, the
+    # DLQ, the tool's breaker and its last failure; and the broker's database.
+    stored = everything_in(redis_client)
+    assert_no_secret("the state database", stored)
+    keys = client.runtime.keys
+    checkpoint = redis_client.hget(keys.run_key(run.run_id, "checkpoint"), "report")
+    assert checkpoint is not None and "the gateway refused key ***" in checkpoint
+    broker = redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
+    assert_no_secret("the broker's database", everything_in(broker))
+
+    # The node's error, the dead letter and the trace, as people read them.
+    error = state.nodes["report"].error
+    assert error is not None and "the last: RuntimeError: the gateway refused key ***" in (
+        error.message
+    )
+    [letter] = client.dlq.list(run_id=run.run_id)
+    assert "the gateway refused key ***" in letter.message
+    assert_no_secret("the dead letter", letter.model_dump_json())
+    trace = client.trace(run.run_id)
+    assert any(span.name == "tool.call" for span in trace.spans)
+    assert_no_secret("the trace", trace.model_dump_json())
+    events = [event.model_dump(mode="json") for event in run.events(follow=False)]
+    assert_no_secret("the events", json.dumps(events))
+
+    # The logs, the failure's warning among them.
+    assert any("failed" in record.getMessage() for record in caplog.records)
+    assert_no_secret("the logs", caplog.text)
+    assert_no_secret("the log records", "\n".join(r.getMessage() for r in caplog.records))
+
+
+def test_known_secrets_are_every_credential_in_the_settings() -> None:
+    settings = Settings(
+        anthropic_api_key=SecretStr("api-key-value-1"),
+        redis_url="redis://:state-pw-2@db:6379/0",
+        broker_url="redis://user:broker-pw-3@mq:6379/1",
+        anthropic_base_url="https://proxy:proxy-pw-4@llm.internal",
+        otlp_endpoint="http://otel:otlp-pw-5@collector:4318",
+        flower_basic_auth=SecretStr("admin:flower-pw-6,ops:flower-pw-7"),
+    )
+    found = known_secrets(settings)
+    for secret in (
+        "api-key-value-1",
+        "state-pw-2",
+        "broker-pw-3",
+        "proxy-pw-4",
+        "otlp-pw-5",
+        "flower-pw-6",
+        "flower-pw-7",
+    ):
+        assert secret in found
+        assert redact(f"it said {secret}.", found) == f"it said {MASK}."
+
+
+def test_a_path_is_not_taken_for_a_password() -> None:
+    refusal = "invalid path '/etc/passwd': absolute paths are refused"
+    assert redact(refusal) == refusal
+    assert redact("db.password: hunter2") == f"db.password: {MASK}"
+
+
+def test_a_long_tool_output_is_redacted_in_linear_time() -> None:
+    # A run of hyphenated words is where an unbounded key prefix went quadratic.
+    output = "a-" * 100_000
+    started = time.monotonic()
+    assert redact(output) == output
+    assert time.monotonic() - started < 2.0  # unbounded: minutes
+
+
+def test_a_secret_across_a_tools_output_limit_is_masked_whole() -> None:
+    output = "x" * 95 + TEST_API_KEY + "y" * 100
+    kept = redacted_output(output, 100, (TEST_API_KEY,))
+    assert kept.startswith("x" * 95 + MASK + "yy") and TEST_API_KEY[:5] not in kept
+    assert kept.endswith(f"[... truncated {len(output) - 100} characters]")
