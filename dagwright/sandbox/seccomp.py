@@ -97,11 +97,18 @@ DENIED_SYSCALLS: tuple[str, ...] = (
 )
 """Refused with EPERM by both backends."""
 
-# clone(2) flags that create a namespace: NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC,
-# NEWUSER, NEWPID, NEWNET.
-NAMESPACE_FLAGS = (0x80, 0x20000, 0x02000000, 0x04000000, 0x08000000)
-NAMESPACE_FLAGS += (0x10000000, 0x20000000, 0x40000000)
-CLONE_NAMESPACE_FLAGS = sum(NAMESPACE_FLAGS)
+NAMESPACE_FLAGS: tuple[int, ...] = (
+    0x80,  # CLONE_NEWTIME
+    0x20000,  # CLONE_NEWNS
+    0x02000000,  # CLONE_NEWCGROUP
+    0x04000000,  # CLONE_NEWUTS
+    0x08000000,  # CLONE_NEWIPC
+    0x10000000,  # CLONE_NEWUSER
+    0x20000000,  # CLONE_NEWPID
+    0x40000000,  # CLONE_NEWNET
+)
+"""The clone(2) flags that create a namespace: refused by both backends."""
+CLONE_NAMESPACE_FLAGS = sum(NAMESPACE_FLAGS)  # distinct bits: their sum is their union
 
 
 @dataclass(frozen=True)
