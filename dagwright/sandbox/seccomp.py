@@ -11,7 +11,7 @@ process; so does ``clone`` with a namespace flag, and ``clone3`` fails with ENOS
   chosen by ``platform.machine()``. Elsewhere there is none: :func:`missing_filter_warning`
   says so (the backend logs it at start, ``dagwright doctor`` reports it); the namespaces,
   rlimits and cgroups still apply.
-- **docker** gets the same list as the engine's JSON profile (:func:`docker_profile`),
+- **docker** gets the same list as a JSON profile for the engine (:func:`docker_profile`),
   passed with ``security_opt``; the daemon's libseccomp resolves the names for each
   architecture, so no number table is needed there.
 
@@ -323,7 +323,7 @@ def missing_filter_warning(machine: str | None = None) -> str | None:
     machine = machine or platform.machine()
     if machine_architecture(machine) is not None:
         return None
-    return f"bubblewrap runs without a seccomp filter on {machine}"
+    return f"bubblewrap runs without a seccomp filter on {machine or 'this architecture'}"
 
 
 # Docker: the same list as a JSON profile.
