@@ -60,7 +60,7 @@ def test_container_args_are_pinned() -> None:
     tmpfs = "size=16m,uid=1234,gid=1234,mode=1777,noexec,nosuid,nodev"
     assert container_args("img:tag", LIMITS, uid=1234) == {
         "image": "img:tag",
-        "command": ["python3", "-I", "-c", privilege_drop(1234)],
+        "command": ["python3", "-I", "-S", "-c", privilege_drop(1234)],
         "detach": False,
         "stdin_open": True,
         "tty": False,

@@ -99,7 +99,7 @@ PRIVILEGE_DROP_CAPS = ("SETUID", "SETGID")  # what privilege_drop needs, and giv
 
 
 def privilege_drop(uid: int) -> str:
-    """The container's first program (``python3 -I -c``): as root, become ``uid`` (no
+    """The container's first program (``python3 -I -S -c``): as root, become ``uid`` (no
     groups, no capabilities left), then exec the runner. The exec makes the process
     dumpable again: after a change of uid the kernel marks it not, which would give its
     ``/proc/self`` files to root."""
@@ -120,7 +120,7 @@ def container_args(image: str, limits: Limits, *, uid: int) -> dict[str, Any]:
     cpu_s = max(1, math.ceil(limits.cpu_time_s))
     return {
         "image": image,
-        "command": ["python3", "-I", "-c", privilege_drop(uid)],
+        "command": ["python3", "-I", "-S", "-c", privilege_drop(uid)],  # -S: it needs no site
         "detach": False,  # sets StdinOnce (see the module docstring); create never blocks
         "stdin_open": True,
         "tty": False,
