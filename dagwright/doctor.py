@@ -31,6 +31,7 @@ from dagwright.orchestrator.control.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.choice import candidate_names, probe
+from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
 from dagwright.settings import Settings
 from dagwright.workers import WorkerRegistry
@@ -386,7 +387,8 @@ def sandbox_probes(settings: Settings) -> dict[str, str]:
 
 
 def check_sandbox(probes: dict[str, str]) -> Check:
-    """At least one backend passes its self-test (on this host: workers may differ)."""
+    """At least one backend passes its self-test (on this host: workers may differ); a
+    working bubblewrap with no seccomp filter for this machine's architecture warns."""
     working = [name for name, problem in probes.items() if not problem]
     if not working:
         return warn(
@@ -395,7 +397,15 @@ def check_sandbox(probes: dict[str, str]) -> Check:
             "python nodes and run_python are refused until one does: start Docker with the "
             "sandbox image, or allow unprivileged user namespaces for bubblewrap",
         )
-    return ok("sandbox", "works: " + ", ".join(working))
+    works = "works: " + ", ".join(working)
+    if "bubblewrap" in working and (unfiltered := missing_filter_warning()):
+        return warn(
+            "sandbox",
+            f"{works}; {unfiltered}",
+            "its namespaces, rlimits and cgroups still apply, but every system call is open "
+            "to the code: prefer the docker backend here (DAGWRIGHT_SANDBOX_BACKEND=docker)",
+        )
+    return ok("sandbox", works)
 
 
 def check_llm(settings: Settings) -> Check:

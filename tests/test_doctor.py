@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import re
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,16 @@ def test_the_sandbox_check_lists_working_backends_or_warns_with_each_reason() ->
     missing = check_sandbox({"docker": "docker: no daemon", "bubblewrap": "bubblewrap: no userns"})
     assert missing.status == Status.WARN and "bubblewrap: no userns" in missing.detail
     assert "refused" in missing.hint
+
+
+def test_doctor_reports_bubblewrap_without_a_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    check = check_sandbox({"docker": "docker: no daemon", "bubblewrap": ""})
+    assert check.status == Status.WARN
+    assert check.detail == "works: bubblewrap; bubblewrap runs without a seccomp filter on riscv64"
+    assert "docker backend" in check.hint
+    only_docker = check_sandbox({"docker": "", "bubblewrap": "bubblewrap: no userns"})
+    assert (only_docker.status, only_docker.detail) == (Status.OK, "works: docker")
 
 
 def test_a_half_open_breaker_or_one_whose_time_is_up_warns() -> None:

@@ -26,10 +26,12 @@ from dagwright.sandbox import RUNNER, Limits, Sandbox
 from dagwright.sandbox.docker import (
     LABEL,
     POOLED_LIMITS_MAX,
+    SECCOMP_OPTION,
     DockerSandbox,
     _Booted,
     _WarmPool,
     container_args,
+    privilege_drop,
 )
 from tests.support.sandboxes import sandbox_or_skip
 from tests.support.waiting import wait_until
@@ -58,11 +60,11 @@ def test_container_args_are_pinned() -> None:
     tmpfs = "size=16m,uid=1234,gid=1234,mode=1777,noexec,nosuid,nodev"
     assert container_args("img:tag", LIMITS, uid=1234) == {
         "image": "img:tag",
-        "command": ["python3", "-I", "-c", RUNNER],
+        "command": ["python3", "-I", "-S", "-c", privilege_drop(1234)],
         "detach": False,
         "stdin_open": True,
         "tty": False,
-        "user": "1234:1234",
+        "user": "0:0",
         "environment": {},
         "use_config_proxy": False,
         "hostname": "sandbox",
@@ -83,10 +85,12 @@ def test_container_args_are_pinned() -> None:
             {"name": "core", "soft": 0, "hard": 0},
         ],
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
+        "cap_add": ["SETUID", "SETGID"],
+        "security_opt": ["no-new-privileges", SECCOMP_OPTION],
         "init": True,
         "log_config": {"type": "none"},
     }
+    assert repr(RUNNER) in privilege_drop(1234)  # what it execs, as uid 1234
 
 
 def test_container_args_follow_the_settings() -> None:
@@ -94,7 +98,8 @@ def test_container_args_follow_the_settings() -> None:
     assert (sandbox.name, sandbox.image, sandbox.uid) == ("docker", "x:1", 1000)
     assert isinstance(sandbox, Sandbox)
     args = container_args("x:1", Limits(), uid=1000)
-    assert (args["user"], args["pids_limit"], args["mem_limit"]) == ("1000:1000", 64, 256 * MIB)
+    assert (args["pids_limit"], args["mem_limit"]) == (64, 256 * MIB)
+    assert "os.setresuid(1000,1000,1000)" in args["command"][-1]
 
 
 def captured_create_body(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -131,6 +136,10 @@ def test_the_daemon_gets_stdin_once_and_real_ulimits(monkeypatch: pytest.MonkeyP
     assert (host["NetworkMode"], host["IpcMode"], host["ReadonlyRootfs"]) == ("none", "none", True)
     assert host["Memory"] == host["MemorySwap"] == 128 * MIB
     assert "Binds" not in host and "Devices" not in host and "OomKillDisable" not in host
+    assert (host["CapDrop"], host["CapAdd"]) == (["ALL"], ["SETUID", "SETGID"])
+    profile = json.loads(host["SecurityOpt"][1].removeprefix("seccomp="))
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW" and profile["syscalls"][0]["errnoRet"] == 1
+    assert {"ptrace", "io_uring_setup", "process_vm_readv"} <= set(profile["syscalls"][0]["names"])
 
 
 def test_nothing_contacts_the_daemon_until_used() -> None:
@@ -285,6 +294,53 @@ print(json.dumps({"interfaces": [name for _, name in socket.if_nameindex()],
                   "reaches": [a for a in (("1.1.1.1", 53), ("10.0.0.1", 80)) if reaches(a)]}))
 """
     assert report(sandbox, code) == {"interfaces": ["lo"], "reaches": []}
+
+
+# Code tries to stop or trace the container's init (pid 1): had it succeeded, the init
+# would stay stopped, and the run would last until its wall time. libc.ptrace and
+# io_uring_setup (425) have one number on x86_64 and aarch64.
+INIT_ATTACK = """
+import ctypes, errno, json, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = libc.ptrace.restype = ctypes.c_long
+def outcome(result):
+    return "allowed" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+def opens(path):
+    try:
+        open(path, "r+b").close()
+        return "allowed"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+def signals(pid, sig):
+    try:
+        os.kill(pid, sig)
+        return "allowed"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+PTRACE_ATTACH, PTRACE_SEIZE = 16, 0x4206
+print(json.dumps({
+    "init_uid": int(open("/proc/1/status").read().split("Uid:")[1].split()[0]),
+    "uid": os.getuid(),
+    "ptrace_attach": outcome(libc.ptrace(PTRACE_ATTACH, 1, None, None)),
+    "ptrace_seize": outcome(libc.ptrace(PTRACE_SEIZE, 1, None, None)),
+    "proc_mem": opens("/proc/1/mem"),
+    "sigstop": signals(1, signal.SIGSTOP),
+    "io_uring_setup": outcome(libc.syscall(ctypes.c_long(425), ctypes.c_long(1), None)),
+}))
+"""
+
+
+def test_the_init_cannot_be_traced_or_stopped_and_the_run_ends_promptly(
+    sandbox: DockerSandbox,
+) -> None:
+    result = sandbox.run(INIT_ATTACK, limits=Limits(wall_time_s=10.0))
+    assert result.ok, result  # not stalled until the wall time by a stopped init
+    assert result.duration_s < 3.0
+    seen = json.loads(result.stdout)
+    assert (seen["init_uid"], seen["uid"]) == (0, 65534), seen
+    assert (seen["ptrace_attach"], seen["ptrace_seize"], seen["sigstop"]) == ("EPERM",) * 3
+    assert seen["proc_mem"] == "EACCES"
+    assert seen["io_uring_setup"] in ("EPERM", "ENOSYS"), seen  # never reaches io_uring
 
 
 def test_timeout_kills_and_removes_the_container(

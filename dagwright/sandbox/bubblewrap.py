@@ -12,7 +12,9 @@ What confines the program (docs/architecture.md §8):
   environment is cleared: PATH, HOME, LANG and PYTHONDONTWRITEBYTECODE only.
 * Privileges: bwrap runs as ``uid`` (and gid), never as root: started by root, bwrap
   maps the sandbox user to host root, who can write /proc/sys. No capabilities, no
-  supplementary groups, and a seccomp deny-list (:mod:`dagwright.sandbox.seccomp`).
+  supplementary groups, and a seccomp deny-list (:mod:`dagwright.sandbox.seccomp`) on
+  x86_64 and aarch64; on another architecture the backend says at start that it runs
+  without one.
 * Resources: rlimits on every process (CPU time, address space = ``memory_mb``, open
   files, file size, no core dumps) and, where this process may create cgroups, one
   cgroup per run: memory (no swap) and pids limits for the whole tree, OOM kills seen in
@@ -62,7 +64,7 @@ from dagwright.sandbox.base import (
     probe_isolation,
 )
 from dagwright.sandbox.cgroups import RunCgroup
-from dagwright.sandbox.seccomp import deny_list_program
+from dagwright.sandbox.seccomp import deny_list_program, missing_filter_warning
 from dagwright.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -249,11 +251,9 @@ def _threads_of(uid: int) -> int:
     return count
 
 
-def _seccomp_fd() -> int | None:
+def _seccomp_fd(program: bytes | None) -> int | None:
     """A pipe holding the compiled seccomp filter, for ``--seccomp``."""
-    program = deny_list_program()
     if program is None:
-        log.warning("no seccomp filter for this architecture: sandbox runs without one")
         return None
     read_fd, write_fd = os.pipe()
     os.write(write_fd, program)
@@ -322,6 +322,9 @@ class BubblewrapSandbox:
         self.python = python or system_python()
         self.cgroup_parent = Path(cgroup_parent) if cgroup_parent else None
         self._root_links = _root_link_args()
+        self._seccomp_program = deny_list_program()
+        if warning := missing_filter_warning():  # once, here: not at every run
+            log.warning("%s: only its namespaces, rlimits and cgroups confine the code", warning)
 
     @classmethod
     def from_settings(cls, sandbox: SandboxSettings) -> BubblewrapSandbox:
@@ -415,7 +418,7 @@ class BubblewrapSandbox:
             raise SandboxUnavailableError(f"bubblewrap: {_AS_ROOT}")
         started = time.monotonic()
         cgroup = RunCgroup.create(limits, self.cgroup_parent)
-        seccomp_fd = _seccomp_fd()
+        seccomp_fd = _seccomp_fd(self._seccomp_program)
         proc: subprocess.Popen[bytes] | None = None
         try:
             proc = self._start(limits, cgroup, seccomp_fd)

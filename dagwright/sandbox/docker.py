@@ -2,9 +2,11 @@
 
 The container (see :func:`container_args`) has no network, a read-only root, sized
 ``noexec`` tmpfs for ``/tmp`` and ``/scratch`` (its working directory), memory without
-swap, one CPU, a pids limit, rlimits, no capabilities, ``no-new-privileges``, the default
-seccomp profile, an unprivileged uid, an init that reaps orphans, and no environment of
-the host. It is removed after the run whatever happened.
+swap, one CPU, a pids limit, rlimits, no capabilities left to the code,
+``no-new-privileges``, dagwright's seccomp profile (the deny-list of
+:mod:`dagwright.sandbox.seccomp`, shared with bubblewrap), the code running as an
+unprivileged uid under a root init that reaps orphans, and no environment of the host.
+It is removed after the run whatever happened.
 
 Choices, and what was rejected:
 
@@ -20,6 +22,17 @@ Choices, and what was rejected:
 - ``ipc_mode="none"``: no ``/dev/shm``, so the only writable places are the two tmpfs
   (the price: ``multiprocessing`` locks do not work). Both tmpfs are charged to the
   container's memory limit, so ``memory_mb`` bounds them together.
+- The init (``init=True``: the engine's tini, pid 1) runs as root, the code as ``uid``.
+  Code with the init's own uid could ptrace it, or write its ``/proc/1/mem``, and stop
+  it: the run then stalls until the wall limit, as the container ends only when its
+  init does. Across uids the kernel refuses ptrace, ``/proc/1/mem``, ``process_vm_*``,
+  ``prlimit`` and signals (no CAP_KILL); the seccomp profile refuses ptrace and
+  ``process_vm_*`` as well. So the container starts as root with only CAP_SETUID and
+  CAP_SETGID, and :func:`privilege_drop` gives up root and both before it execs the
+  runner. Rejected: the image's ``setpriv`` (one more binary the image must have), and
+  dropping without an exec (the process stays non-dumpable: /proc/self is root's).
+- The seccomp profile replaces the engine's default rather than extending it: see
+  :mod:`dagwright.sandbox.seccomp` for why.
 - ``python3 -I`` (isolated mode): no ``PYTHON*`` variable, user site or working directory
   on ``sys.path`` can change what the interpreter imports.
 - Output past ``output_bytes`` ends the run (kill, ``truncated``) rather than being
@@ -35,6 +48,7 @@ Choices, and what was rejected:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -62,6 +76,7 @@ from dagwright.sandbox.base import (
     encode_stdin,
     probe_isolation,
 )
+from dagwright.sandbox.seccomp import docker_profile
 from dagwright.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -77,6 +92,24 @@ STDOUT, STDERR = 1, 2  # stream types of the attach protocol's 8-byte frame head
 OUT_OF_CPU = 128 + 24  # the init's exit status when the program dies of SIGXCPU
 TMPFS_FLAGS = "mode=1777,noexec,nosuid,nodev"
 POOLED_LIMITS_MAX = 4  # the warm pool serves the first few Limits it sees, no more
+SECCOMP_OPTION = "seccomp=" + json.dumps(docker_profile(), separators=(",", ":"))
+"""The ``security_opt`` entry that applies dagwright's seccomp profile (the JSON itself)."""
+ROOT_USER = "0:0"  # the init's; the code runs as the sandbox uid (see privilege_drop)
+PRIVILEGE_DROP_CAPS = ("SETUID", "SETGID")  # what privilege_drop needs, and gives up
+
+
+def privilege_drop(uid: int) -> str:
+    """The container's first program (``python3 -I -S -c``): as root, become ``uid`` (no
+    groups, no capabilities left), then exec the runner. The exec makes the process
+    dumpable again: after a change of uid the kernel marks it not, which would give its
+    ``/proc/self`` files to root."""
+    return (
+        "import os,sys\n"
+        "os.setgroups([])\n"
+        f"os.setresgid({uid},{uid},{uid})\n"
+        f"os.setresuid({uid},{uid},{uid})\n"
+        f"os.execv(sys.executable,['python3','-I','-c',{RUNNER!r}])\n"
+    )
 
 
 def container_args(image: str, limits: Limits, *, uid: int) -> dict[str, Any]:
@@ -87,11 +120,11 @@ def container_args(image: str, limits: Limits, *, uid: int) -> dict[str, Any]:
     cpu_s = max(1, math.ceil(limits.cpu_time_s))
     return {
         "image": image,
-        "command": ["python3", "-I", "-c", RUNNER],
+        "command": ["python3", "-I", "-S", "-c", privilege_drop(uid)],  # -S: it needs no site
         "detach": False,  # sets StdinOnce (see the module docstring); create never blocks
         "stdin_open": True,
         "tty": False,
-        "user": f"{uid}:{uid}",
+        "user": ROOT_USER,
         "environment": {},
         "use_config_proxy": False,  # else docker-py copies the host's proxy settings in
         "hostname": HOSTNAME,
@@ -112,7 +145,8 @@ def container_args(image: str, limits: Limits, *, uid: int) -> dict[str, Any]:
             {"name": "core", "soft": 0, "hard": 0},
         ],
         "cap_drop": ["ALL"],
-        "security_opt": ["no-new-privileges"],
+        "cap_add": list(PRIVILEGE_DROP_CAPS),
+        "security_opt": ["no-new-privileges", SECCOMP_OPTION],
         "init": True,
         "log_config": {"type": "none"},
     }
