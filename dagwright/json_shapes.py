@@ -9,7 +9,8 @@ the objects that exist, exact in the bytes their JSON would take. The walk is it
 so no depth of nesting reaches Python's recursion limit.
 
 Non-finite floats (``inf``, ``nan``, what ``1e999`` parses to) are refused here: JSON
-has no such numbers, and pydantic would store them as ``null``.
+has no such numbers, and pydantic would store them as ``null``. So are bytes and text
+with lone surrogates, which no JSON encoder writes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-# bytes of digits per bit of an int; exact would mean str(), which refuses huge ints
+# str() refuses ints of over 4300 digits (CVE-2020-10735): longer ones are estimated
 _DIGITS_PER_BIT = math.log10(2)
+_MAX_STR_INT_BITS = 14_000
 
 
 @dataclass(frozen=True)
@@ -91,14 +93,25 @@ def scalar_bytes(value: Any) -> int:
     if value is False:
         return 5
     if isinstance(value, str):
-        return 2 + (len(value) if value.isascii() else len(value.encode("utf-8", "replace")))
+        return 2 + (len(value) if value.isascii() else _utf8_bytes(value))
     if isinstance(value, int):
-        return 1 + int(abs(value).bit_length() * _DIGITS_PER_BIT) + (value < 0)
+        if value.bit_length() <= _MAX_STR_INT_BITS:
+            return len(str(value))
+        return 1 + int(value.bit_length() * _DIGITS_PER_BIT) + (value < 0)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"holds {value}: only finite numbers are allowed")
         return len(repr(value))
+    if isinstance(value, bytes | bytearray):
+        raise ValueError("holds bytes: only JSON values (text, numbers, lists, mappings)")
     return 2 + len(str(value))  # a date or the like, written as a string
+
+
+def _utf8_bytes(text: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # "\ud800" in JSON, or a caller's str: no encoder takes it
+        raise ValueError("holds text that is not valid Unicode (a lone surrogate)") from None
 
 
 def short_repr(value: Any, limit: int = 60) -> str:

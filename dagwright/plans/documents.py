@@ -36,17 +36,20 @@ MAX_DOCUMENT_DEPTH = 40
 """Levels of nesting of a plan file: the plan, its nodes and their params
 (``models.MAX_PARAMS_DEPTH``) fit well inside."""
 
-# libyaml's parser when PyYAML has it: faster, and far less memory than the pure-Python one.
-_YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+try:  # libyaml's parser: faster, and far less memory, than the pure-Python one
+    from yaml import CSafeLoader as BaseSafeLoader
+except ImportError:  # a PyYAML built without libyaml
+    from yaml import SafeLoader as BaseSafeLoader  # type: ignore[assignment]
 
 
 def read_plan_text(path: Path, max_bytes: int, setting: str) -> str:
-    """The text of a plan file of at most ``max_bytes`` bytes."""
+    """The text of a plan file of at most ``max_bytes`` bytes (FileNotFoundError if there
+    is none: the caller words it, with the path as given)."""
     try:
         with path.open("rb") as file:
             data = file.read(max_bytes + 1)
     except FileNotFoundError:
-        raise PlanError([f"no such plan file: {path}"]) from None
+        raise
     except OSError as exc:
         raise PlanError([f"cannot read the plan file: {exc.strerror or exc}"]) from None
     if len(data) > max_bytes:
@@ -74,7 +77,17 @@ def parse_json(text: str) -> Any:
         _refuse_depth()
     except ValueError as exc:  # JSONDecodeError, and the hooks' refusals
         raise PlanError([f"not valid JSON: {exc}"]) from None
-    if json_shape(data).depth > MAX_DOCUMENT_DEPTH:
+    return _checked_shape(data)
+
+
+def _checked_shape(data: Any) -> Any:
+    """``data``, once it is known to nest no deeper than the limit and to hold JSON values
+    only (no lone surrogates from ``\\ud800``, no YAML ``!!binary``, no non-string keys)."""
+    try:
+        depth = json_shape(data).depth
+    except ValueError as exc:
+        raise PlanError([f"the plan {exc}"]) from None
+    if depth > MAX_DOCUMENT_DEPTH:
         _refuse_depth()
     return data
 
@@ -107,24 +120,30 @@ def _finite_float(text: str) -> float:
     return number
 
 
+# PyYAML's constructors fail with these, not a YAMLError, on some scalars: an int too long
+# to convert, `!!bool maybe` (KeyError), `!!timestamp x` (AttributeError), `2001-02-30`.
+_CONSTRUCTOR_FAILURES = (ValueError, LookupError, ArithmeticError, AttributeError, TypeError)
+
+
 def parse_yaml(text: str) -> Any:
     try:
         _check_yaml_events(text)
-        return yaml.load(text, Loader=PlanYamlLoader)  # a safe loader: see PlanYamlLoader
+        data = yaml.load(text, Loader=PlanYamlLoader)  # a safe loader: see PlanYamlLoader
     except yaml.YAMLError as exc:
         raise PlanError([f"not valid YAML: {_yaml_problem(exc)}"]) from None
-    except ValueError as exc:  # an int too long to convert, from the constructor
-        raise PlanError([f"not valid YAML: {exc}"]) from None
+    except _CONSTRUCTOR_FAILURES as exc:
+        raise PlanError([f"not valid YAML: {' '.join(str(exc).split())}"]) from None
+    return _checked_shape(data)
 
 
 def _check_yaml_events(text: str) -> None:
     """Refuse aliases and deep nesting from the event stream, which costs no memory."""
     depth = 0
-    for event in yaml.parse(text, Loader=_YamlLoader):
+    for event in yaml.parse(text, Loader=BaseSafeLoader):
         if isinstance(event, yaml.AliasEvent):
             raise PlanError(
                 [
-                    f"YAML aliases are not allowed in plan files (*{event.anchor[:30]} "
+                    f"YAML aliases are not allowed in plan files (*{(event.anchor or '')[:30]} "
                     f"{_where(event.start_mark)}): write the value out"
                 ]
             )
@@ -140,7 +159,7 @@ def _refuse_depth() -> NoReturn:
     raise PlanError([f"the plan is nested more than {MAX_DOCUMENT_DEPTH} levels deep"])
 
 
-class PlanYamlLoader(_YamlLoader):  # type: ignore[valid-type,misc]
+class PlanYamlLoader(BaseSafeLoader):
     """A safe loader that refuses duplicate keys and non-finite numbers."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

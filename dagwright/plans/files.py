@@ -34,6 +34,8 @@ def load_plan(path: str | Path, *, max_bytes: int | None = None) -> Plan:
     try:
         text = read_plan_text(path, limit, FILE_SIZE_SETTING)
         data = parse_plan_text(text, json_file=path.suffix.lower() == ".json")
+    except FileNotFoundError:
+        raise PlanError([f"no such plan file: {source}"]) from None
     except PlanError as exc:
         raise PlanError(exc.problems, source=source) from None
     return parse_plan(data, source=source)

@@ -41,6 +41,13 @@ class SizeLimits:
 
 def size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
     """Every size limit the plan passes, as sentences naming the setting."""
+    try:
+        return _size_problems(plan, limits)
+    except ValueError as exc:  # text no encoder takes (a lone surrogate), from a caller
+        return [f"the plan {exc}"]
+
+
+def _size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
     problems = []
     if len(plan.goal) > limits.max_goal_chars:
         problems.append(
