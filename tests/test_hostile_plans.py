@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from dagwright import Client, RunStatus
 from dagwright.errors import InputError, PlanError
 from dagwright.json_shapes import json_shape
 from dagwright.models import MAX_PARAMS_DEPTH, Plan
 from dagwright.orchestrator.control.submission import check_plan, run_timeout
+from dagwright.planning.planner import PlanRequest, RestrictedCatalog, plan_problems, planner_spec
 from dagwright.plans.documents import MAX_DOCUMENT_DEPTH
 from dagwright.plans.files import load_plan, parse_plan
 from dagwright.settings import Settings
+from dagwright.testing import FakeAnthropicServer
 from dagwright.workers import builtin_registry
 from tests.support.cli import cli_env, one_error_line
 
@@ -368,3 +372,65 @@ def test_the_acceptance_limit_is_real() -> None:
 def test_a_valid_plan_still_loads(tmp_path: Path) -> None:
     plan = load_plan(write(tmp_path, f"goal: g\ntimeout_s: 60\nnodes: [{NODE}]\n"))
     assert isinstance(plan, Plan) and plan.timeout_s == 60
+
+
+# -- the Python client and the planner -------------------------------------------------
+
+
+def test_the_client_refuses_hostile_plans_and_options_before_writing(client: Client) -> None:
+    node = {"id": "a", "type": "function", "function": "noop"}
+    with pytest.raises(PlanError, match="finite number"):
+        client.submit({"nodes": [{**node, "retry": {"backoff_s": math.inf}}]})
+    parts: Any = ["lol"] * 10
+    for _ in range(19):
+        parts = [parts] * 10
+    with pytest.raises(PlanError, match="DAGWRIGHT_MAX_PARAMS_BYTES"):
+        client.submit({"nodes": [{**node, "params": {"parts": parts}}]})
+    with pytest.raises(InputError, match="the run timeout must be"):
+        client.submit({"nodes": [node]}, timeout_s=math.inf)
+    with pytest.raises(InputError, match="finite number"):
+        client.submit({"nodes": [node]}, budget={"max_cost_usd": math.nan})
+    assert client.list_runs() == []
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_planner_plan_with_an_infinite_backoff_is_sent_back_for_repair(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    def submitted(retry: dict[str, Any], **match: Any) -> dict[str, Any]:
+        plan = {"nodes": [{"id": "a", "type": "writer", "instruction": "Do a.", "retry": retry}]}
+        plan["output"] = "a"
+        return {
+            "match": {"system_contains": "You are the planner", **match},
+            "reply": {"content": [{"type": "tool_use", "name": "submit_plan", "input": plan}]},
+        }
+
+    # How the fake API writes inf (null) matters not: the plan is refused and repaired.
+    fake_llm.add(
+        submitted({"backoff_s": math.inf}, messages_count=1),
+        submitted({"backoff_s": 1}, messages_count=3),
+        {
+            "match": {"system_contains": "You are the writer"},
+            "reply": {"content": [{"type": "text", "text": "done"}]},
+        },
+    )
+    state = client.submit(goal="Write the thing").wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED and state.result == "done"
+    rejection = fake_llm.requests[1].body["messages"][-1]["content"][0]
+    assert rejection["is_error"] and "retry.backoff_s: Input should be" in rejection["content"]
+
+
+def test_what_a_model_writes_as_1e999_fails_the_planner_output_model() -> None:
+    answer = json.loads('{"nodes": [{"id": "a", "type": "writer", "retry": {"backoff_s": 1e999}}]}')
+    output_model = planner_spec(Settings()).output_model
+    assert output_model is Plan
+    with pytest.raises(ValidationError, match="finite number"):
+        output_model.model_validate(answer)
+
+
+def test_a_planner_plan_over_the_size_limits_is_sent_back() -> None:
+    request = PlanRequest(goal="g", max_nodes=5, max_depth=3)
+    big = parse_plan({"nodes": [{"id": "a", "type": "writer", "instruction": "x" * 5000}]})
+    catalog = RestrictedCatalog(builtin_registry())
+    problems = plan_problems(big, request, catalog, Settings(max_plan_bytes=4096))
+    assert problems and "(DAGWRIGHT_MAX_PLAN_BYTES)" in problems[0]
