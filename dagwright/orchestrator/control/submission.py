@@ -120,7 +120,7 @@ def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
     if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_DURATION_S):
         raise InputError(
             "the run timeout must be a positive number of seconds, at most "
-            f"{MAX_DURATION_S:g}, not {timeout_s}"
+            f"{MAX_DURATION_S:.0f}, not {timeout_s}"
         )
     if timeout_s is None and plan is not None:
         return plan.timeout_s
