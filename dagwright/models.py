@@ -8,29 +8,50 @@ Every model is ``defer_build=True``: pydantic builds its validator on the first
 validation, not at import. ``import dagwright`` and every ``dagwright`` command import
 this module, and most use a few of its models or none (building all at import cost
 ~40 ms, a tenth of ``dagwright --help``).
+
+What a plan holds is input from outside (a file, a caller, a model's output), so its
+models refuse non-finite numbers (``allow_inf_nan=False``: an ``inf`` backoff would be
+stored as ``null``) and bound every duration and the nesting of ``params``. Limits that
+depend on settings (sizes, node counts, ``max_timeout_s``) are the validator's
+(``plans/validation.py``).
 """
 
 from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dagwright.json_shapes import json_shape
+
 NODE_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
+NodeId = Annotated[str, Field(max_length=64)]
+
+MAX_DURATION_S = 30 * 24 * 3600.0
+"""Longest time any duration of a plan may ask for (a timeout, an approval's wait): past a
+month a number is a mistake, and every ms value in Redis stays an exact integer."""
+MAX_BACKOFF_S = 24 * 3600.0
+"""Longest delay between two attempts of a node."""
+MAX_PARAMS_DEPTH = 32
+"""Levels of nesting of a node's ``params``: enough for any real arguments, and far from
+the recursion limits of the JSON code that reads them."""
+
+# The plan models: what a plan file, the builder, a caller or the planner gives.
+PLAN_MODEL_CONFIG = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class RetryPolicy(BaseModel):
     """How a node is retried after a retryable failure (backoff is exponential with jitter)."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = PLAN_MODEL_CONFIG
 
     max_attempts: int = Field(3, ge=1, le=100)
     """Attempts in all, the first included."""
-    backoff_s: float = Field(1.0, ge=0)
+    backoff_s: float = Field(1.0, ge=0, le=MAX_BACKOFF_S)
     """Delay before the first retry; doubles on each retry."""
-    backoff_max_s: float = Field(60.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0, le=MAX_BACKOFF_S)
     """Ceiling on any one delay."""
     jitter: bool = True
     """Randomise each delay ("equal jitter": half fixed, half random) so retries of many
@@ -47,7 +68,7 @@ class Budget(BaseModel):
     Input tokens count cache reads and writes too.
     """
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = PLAN_MODEL_CONFIG
 
     max_input_tokens: int | None = Field(None, ge=1)
     """Input tokens (prompt, cache reads and writes) of all the calls together."""
@@ -73,15 +94,15 @@ class Budget(BaseModel):
 class Node(BaseModel):
     """One subtask of a plan."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = PLAN_MODEL_CONFIG
 
     id: str = Field(pattern=NODE_ID_PATTERN)
     """Unique in the plan: lowercase letters, digits, ``_`` and ``-``."""
-    type: str = Field(min_length=1)
+    type: str = Field(min_length=1, max_length=64)
     """A registered worker type: ``function``, ``python``, ``researcher``..."""
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: list[NodeId] = Field(default_factory=list)
     """Ids of the nodes whose outputs this node needs; it runs after all of them succeed."""
-    function: str | None = None
+    function: str | None = Field(None, max_length=200)
     """``function`` nodes: the name of a registered function."""
     params: dict[str, Any] = Field(default_factory=dict)
     """JSON arguments given to the worker (a function's keyword arguments)."""
@@ -91,11 +112,11 @@ class Node(BaseModel):
     """LLM agent nodes: what the agent must do."""
     retry: RetryPolicy | None = None
     """Retry policy; unset means the worker type's default."""
-    timeout_s: float | None = Field(None, gt=0)
+    timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """Execution time limit; unset means ``settings.default_timeout_s``."""
     approval: Literal["required"] | None = None
     """``required``: a person approves the node (``dagwright approve``) before it runs."""
-    approval_timeout_s: float | None = Field(None, gt=0)
+    approval_timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """How long an approval of this node may wait before it counts as rejected; unset
     means ``settings.approval_timeout_s``."""
     budget: Budget | None = None
@@ -109,22 +130,30 @@ class Node(BaseModel):
             raise ValueError("lists a dependency twice")
         return deps
 
+    @field_validator("params")
+    @classmethod
+    def _params_are_json(cls, params: dict[str, Any]) -> dict[str, Any]:
+        depth = json_shape(params).depth
+        if depth > MAX_PARAMS_DEPTH:
+            raise ValueError(f"nested {depth} levels deep; the limit is {MAX_PARAMS_DEPTH}")
+        return params
+
 
 class Plan(BaseModel):
     """A dependency DAG of nodes, and which of them hold the run's result."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    model_config = PLAN_MODEL_CONFIG
 
     goal: str = ""
     """Free text, for people (and the planner)."""
-    output: str | list[str] | None = None
+    output: NodeId | list[NodeId] | None = None
     """Node id(s) whose output is the run's result; unset means the plan's sink nodes."""
     nodes: list[Node] = Field(min_length=1)
     """The subtasks; order does not matter."""
     budget: Budget | None = None
     """Most the whole run's LLM calls may spend (a submit's budget overrides it limit by
     limit)."""
-    timeout_s: float | None = Field(None, gt=0)
+    timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """Wall-clock limit of the whole run, from its submission: past it, the run's open
     nodes are cancelled and the run fails ("timed out after ..."). Unset: none. A
     ``timeout_s`` given at submit wins; a planner's plan cannot set it."""

@@ -152,6 +152,19 @@ class Settings(BaseSettings):
     max_nodes: int = Field(10_000, ge=1)
     """Largest plan accepted."""
 
+    max_plan_file_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest plan file read, in bytes: checked before it is parsed, so that an oversized
+    file costs no memory."""
+
+    max_plan_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest plan accepted, in bytes of the JSON it is stored as (from a file, a caller
+    or the planner). Shared references (YAML aliases, a Python list used twice) count as
+    often as they appear, since that is how they are written out."""
+
+    max_params_bytes: int = Field(1024 * 1024, ge=1024)
+    """Largest ``params`` of one node, in bytes of JSON (pass bigger data as a node's
+    output, or a file its worker reads)."""
+
     max_output_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     """Largest JSON output a node may produce; bigger outputs fail the node."""
 
@@ -232,7 +245,7 @@ class Settings(BaseSettings):
     """Default limit on the longest dependency chain of a planned DAG (``--max-depth``)."""
 
     max_goal_chars: int = Field(10_000, ge=10)
-    """Longest goal accepted."""
+    """Longest goal accepted: of a run of a goal, and a plan's ``goal``."""
 
     replan_enabled: bool = False
     """Re-plan a failed branch by default (runs may say otherwise: ``--replan``)."""

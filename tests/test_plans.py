@@ -42,7 +42,7 @@ def test_sinks_are_the_default_output() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("nodes: [", "not valid YAML/JSON: "),
+        ("nodes: [", "not valid YAML: "),
         ("- 1\n- 2", "a plan is a mapping with `nodes:`; found list"),
         ("", "a plan is a mapping with `nodes:`; found nothing"),
         ("nodes: []", "nodes: List should have at least 1 item after validation, not 0"),

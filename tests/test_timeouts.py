@@ -184,8 +184,8 @@ def test_the_cli_takes_a_run_timeout(
     )
     refused = dagwright("run", str(plan_file), "--run-timeout", "-3", env=env)
     assert refused.returncode == 2
-    assert (
-        one_error_line(refused) == "the run timeout must be a positive number of seconds, not -3.0"
+    assert one_error_line(refused) == (
+        "the run timeout must be a positive number of seconds, at most 2592000, not -3.0"
     )
     result = dagwright("run", str(plan_file), "--run-timeout", "1", "--json", env=env)
     assert result.returncode == 1, result.stderr

@@ -229,7 +229,7 @@ def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
     from dagwright.plans.files import load_plan
     from dagwright.registry import build_registry
 
-    plan = load_plan(plan_file)
+    plan = load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
     try:
         return check_plan(plan, settings, build_registry(settings))
     except PlanError as exc:

@@ -88,8 +88,6 @@ def add(
 ) -> None:
     """Add a schedule. It fires from its next tick on, wherever `dagwright beat` (or
     `dagwright up`) runs."""
-    from dagwright.plans.files import load_plan  # YAML: only when adding a schedule
-
     if (goal is None) == (plan_file is None):
         raise InputError("give either a goal or --plan FILE")
     schedule = client_from(imports).schedules.add(
@@ -98,7 +96,7 @@ def add(
         every_s=every,
         timezone=timezone,
         goal=goal,
-        plan=load_plan(plan_file) if plan_file else None,
+        plan=plan_file,  # read by the client, within its settings' limits
         worker_types=worker_types,
         budget=budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd),
         overlap=overlap,

@@ -146,7 +146,11 @@ class Client:
         run_id = start_run(
             self.runtime,
             self.broker,
-            plan=coerce_plan(plan) if plan is not None else None,
+            plan=(
+                coerce_plan(plan, max_file_bytes=self.settings.max_plan_file_bytes)
+                if plan is not None
+                else None
+            ),
             goal=goal,
             options=options,
             idempotency_key=idempotency_key,

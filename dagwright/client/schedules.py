@@ -82,7 +82,11 @@ class ScheduleClient(SubClient):
                 "every_s": every_s,
                 "timezone": timezone,
                 "goal": goal,
-                "plan": coerce_plan(plan) if plan is not None else None,
+                "plan": (
+                    coerce_plan(plan, max_file_bytes=self._client.settings.max_plan_file_bytes)
+                    if plan is not None
+                    else None
+                ),
                 "worker_types": worker_types,
                 "budget": requested_budget(budget, budget_tokens),
                 "overlap": overlap,

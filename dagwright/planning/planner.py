@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from dagwright.errors import AgentToolErrorsError, PlanError, PlanningFailedError
 from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
 from dagwright.models import Budget, Node, Plan, RetryPolicy
+from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
 from dagwright.settings import Settings
 from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType
@@ -79,6 +80,7 @@ class PlanRequest(BaseModel):
             max_timeout_s=settings.max_timeout_s,
             max_depth=self.max_depth,
             source="--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES",
+            sizes=SizeLimits.of(settings),
         )
 
 
@@ -246,4 +248,3 @@ def planner_worker_type(registry: WorkerRegistry) -> WorkerType:
         queue_name=ORCHESTRATOR_QUEUE,
         task=PLAN_TASK,
     )
-

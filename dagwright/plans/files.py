@@ -1,33 +1,43 @@
-"""Plans from files (YAML or JSON) and from dicts, with errors a person can act on."""
+"""Plans from files (YAML or JSON) and from dicts, with errors a person can act on.
+
+Reading a file in bounded memory is ``documents``'s; the limits that depend on settings
+(sizes, node counts) are checked by ``validation``.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from dagwright.errors import PlanError
 from dagwright.models import Plan
+from dagwright.plans.documents import parse_plan_text, read_plan_text
+from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
 
+FILE_SIZE_SETTING = "DAGWRIGHT_MAX_PLAN_FILE_BYTES"
 
-def load_plan(path: str | Path) -> Plan:
-    """Read a plan file. YAML is a superset of JSON, so one parser reads both."""
-    source = str(path)
+
+def default_max_file_bytes() -> int:
+    """The default of ``settings.max_plan_file_bytes``, for callers without settings."""
+    default: int = Settings.model_fields["max_plan_file_bytes"].default
+    return default
+
+
+def load_plan(path: str | Path, *, max_bytes: int | None = None) -> Plan:
+    """Read a plan file: ``.json`` as JSON, anything else as YAML. ``max_bytes``: the
+    largest file read (default: that of ``settings.max_plan_file_bytes``)."""
+    source, path = str(path), Path(path)
+    limit = default_max_file_bytes() if max_bytes is None else max_bytes
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_plan_text(path, limit, FILE_SIZE_SETTING)
+        data = parse_plan_text(text, json_file=path.suffix.lower() == ".json")
     except FileNotFoundError:
         raise PlanError([f"no such plan file: {source}"]) from None
-    except OSError as exc:
-        raise PlanError(
-            [f"cannot read the plan file: {exc.strerror or exc}"], source=source
-        ) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PlanError([f"not valid YAML/JSON: {_yaml_problem(exc)}"], source=source) from exc
+    except PlanError as exc:
+        raise PlanError(exc.problems, source=source) from None
     return parse_plan(data, source=source)
 
 
@@ -42,13 +52,17 @@ def parse_plan(data: Any, *, source: str | None = None) -> Plan:
         raise PlanError(describe_plan_errors(exc, data), source=source) from exc
 
 
-def coerce_plan(plan: Plan | dict[str, Any] | str | Path) -> Plan:
+def coerce_plan(
+    plan: Plan | dict[str, Any] | str | Path, *, max_file_bytes: int | None = None
+) -> Plan:
     """A plan as a caller gives it: a Plan, its dict, or the path of a plan file."""
     if isinstance(plan, Plan):
         return plan
     if isinstance(plan, dict):
         return parse_plan(plan)
-    return load_plan(plan)
+    if isinstance(plan, str | Path):
+        return load_plan(plan, max_bytes=max_file_bytes)
+    raise PlanError([f"a plan is a Plan, a dict or a file path, not {type(plan).__name__}"])
 
 
 def describe_plan_errors(exc: ValidationError, data: dict[str, Any]) -> list[str]:
@@ -65,7 +79,7 @@ def _location(loc: tuple[Any, ...], data: dict[str, Any]) -> str:
             node_id = node.get("id") if isinstance(node, dict) else None
             parts[-1] = _node_name(node_id, part)
         else:
-            parts.append(str(part))
+            parts.append(str(part)[:60])  # a key of hostile input may be of any length
     return ".".join(parts) or "plan"
 
 
@@ -79,10 +93,4 @@ def _message(error: Any) -> str:
     if error["type"] == "string_pattern_mismatch":
         given = shown_id(str(error["input"]))
         return f"{given!r} is not a valid id: use lowercase letters, digits, _ and -"
-    return str(error["msg"])
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
+    return " ".join(str(error["msg"]).split())

@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 from collections import Counter, deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from dagwright.errors import PlanError
 from dagwright.models import Node, Plan
+from dagwright.plans.sizes import SizeLimits, size_problems
 from dagwright.shown_ids import shown_id
 
 
@@ -31,6 +32,7 @@ class PlanLimits:
     max_timeout_s: float = 6 * 3600.0
     max_depth: int | None = None  # nodes on the longest dependency chain; None: no limit
     source: str = "DAGWRIGHT_MAX_NODES"  # where the size limit comes from, to say in errors
+    sizes: SizeLimits = field(default_factory=SizeLimits)
 
 
 INTERNAL_ID_PREFIX = "_"  # ids of dagwright's own nodes (planners); plans may not use it
@@ -81,6 +83,9 @@ def validate_plan(
                 f"({limits.source})"
             ]
         )
+    too_big = size_problems(plan, limits.sizes)
+    if too_big:  # before anything else reads it: the rest could take as long as it is big
+        raise PlanError(too_big)
     problems = _structure_problems(plan, run) + _node_problems(plan, catalog, limits)
     if problems:
         raise PlanError(problems)

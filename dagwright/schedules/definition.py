@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dagwright.errors import ScheduleError
-from dagwright.models import Budget, Plan
+from dagwright.models import MAX_DURATION_S, Budget, Plan
 from dagwright.planning.goals import GoalOptions, requested_budget
 
 HISTORY_MAX = 100  # fires kept per schedule
@@ -42,11 +42,11 @@ class Catchup(enum.StrEnum):
 
 
 class Schedule(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(pattern=NAME_PATTERN)
     cron: str | None = None  # five fields: minute hour day-of-month month day-of-week
-    every_s: float | None = Field(None, ge=1)
+    every_s: float | None = Field(None, ge=1, le=366 * 24 * 3600)  # a year at most
     timezone: str = "UTC"
     goal: str | None = None
     plan: Plan | None = None
@@ -55,7 +55,7 @@ class Schedule(BaseModel):
     budget_tokens: int | None = Field(None, ge=1)  # schedules stored before `budget`
     overlap: Overlap = Overlap.SKIP
     catchup: Catchup = Catchup.SKIP
-    catchup_grace_s: float = Field(60.0, ge=0)
+    catchup_grace_s: float = Field(60.0, ge=0, le=MAX_DURATION_S)
     max_followups: int = Field(0, ge=0, le=20)  # follow-up runs one run may queue (0: none)
     followup_depth: int = Field(1, ge=1, le=5)  # follow-ups of follow-ups, at most this deep
     paused: bool = False

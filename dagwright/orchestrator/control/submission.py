@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from dagwright.errors import InputError
-from dagwright.models import Budget, Plan, RunStatus
+from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runstate.creation import Creation, KeyClaim, NewRun
 from dagwright.orchestrator.runstate.store import new_run_id
@@ -20,6 +20,7 @@ from dagwright.plans.priced_models import (
     models_of_goal,
     models_of_plan,
 )
+from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
 from dagwright.workers import WorkerRegistry
@@ -28,7 +29,11 @@ from dagwright.workers.budgets import run_fields
 
 def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry) -> PlanGraph:
     """Validate a plan against the registered worker types and the limits, without Redis."""
-    limits = PlanLimits(max_nodes=settings.max_nodes, max_timeout_s=settings.max_timeout_s)
+    limits = PlanLimits(
+        max_nodes=settings.max_nodes,
+        max_timeout_s=settings.max_timeout_s,
+        sizes=SizeLimits.of(settings),
+    )
     return validate_plan(plan, registry, limits)
 
 
@@ -112,8 +117,11 @@ def start_run(
 
 def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
     """The run's wall-clock limit: the one given at submit, else the plan's."""
-    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
-        raise InputError(f"the run timeout must be a positive number of seconds, not {timeout_s}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_DURATION_S):
+        raise InputError(
+            "the run timeout must be a positive number of seconds, at most "
+            f"{MAX_DURATION_S:.0f}, not {timeout_s}"
+        )
     if timeout_s is None and plan is not None:
         return plan.timeout_s
     return timeout_s

@@ -1,0 +1,78 @@
+"""The size limits of a plan: its goal, each node's params, and the whole plan as stored.
+
+Checked for every plan (a file's, a caller's, the planner's) before anything serializes
+it, and measured without expanding shared references (``json_shapes``): a plan that
+passes is one whose JSON in Redis is within ``max_plan_bytes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dagwright.json_shapes import json_shape
+from dagwright.models import Node, Plan
+from dagwright.settings import Settings
+
+# `"params":` and the comma before it
+PARAMS_KEY_BYTES = len('"params":,')
+
+
+def _default(setting: str) -> int:
+    value: int = Settings.model_fields[setting].default
+    return value
+
+
+@dataclass(frozen=True)
+class SizeLimits:
+    """The largest goal (characters), node params and plan (bytes of JSON) accepted."""
+
+    max_goal_chars: int = _default("max_goal_chars")
+    max_params_bytes: int = _default("max_params_bytes")
+    max_plan_bytes: int = _default("max_plan_bytes")
+
+    @classmethod
+    def of(cls, settings: Settings) -> SizeLimits:
+        return cls(
+            max_goal_chars=settings.max_goal_chars,
+            max_params_bytes=settings.max_params_bytes,
+            max_plan_bytes=settings.max_plan_bytes,
+        )
+
+
+def size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
+    """Every size limit the plan passes, as sentences naming the setting."""
+    try:
+        return _size_problems(plan, limits)
+    except ValueError as exc:  # text no encoder takes (a lone surrogate), from a caller
+        return [f"the plan {exc}"]
+
+
+def _size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
+    problems = []
+    if len(plan.goal) > limits.max_goal_chars:
+        problems.append(
+            f"the goal is {len(plan.goal)} characters; the limit is {limits.max_goal_chars} "
+            "(DAGWRIGHT_MAX_GOAL_CHARS)"
+        )
+    total = json_shape(plan.goal).size_bytes
+    for node in plan.nodes:
+        params_bytes = json_shape(node.params).size_bytes
+        if params_bytes > limits.max_params_bytes:
+            problems.append(
+                f"node {node.id!r} has {params_bytes} bytes of params; the limit is "
+                f"{limits.max_params_bytes} (DAGWRIGHT_MAX_PARAMS_BYTES)"
+            )
+        total += params_bytes + node_bytes_without_params(node)
+    if total > limits.max_plan_bytes:
+        problems.append(
+            f"the plan is {total} bytes as JSON; the limit is {limits.max_plan_bytes} "
+            "(DAGWRIGHT_MAX_PLAN_BYTES)"
+        )
+    return problems
+
+
+def node_bytes_without_params(node: Node) -> int:
+    """The JSON size of a node's fields other than params (dumped: none can be large but
+    ``code`` and ``instruction``, which are measured as they are)."""
+    fields = node.model_dump(exclude={"params"}, exclude_defaults=True)
+    return PARAMS_KEY_BYTES + json_shape(fields).size_bytes
