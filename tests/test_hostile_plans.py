@@ -312,7 +312,7 @@ def test_a_lone_surrogate_from_python_is_refused() -> None:
 def test_a_huge_bad_id_is_quoted_short() -> None:
     with pytest.raises(PlanError) as info:
         parse_plan({"nodes": [{"id": "X" * 1_000_000, "type": "function"}]})
-    assert len(str(info.value)) < 300
+    assert len(str(info.value)) < 400  # the id shown twice, cut to 100 characters each
 
 
 # -- the acceptance test: the real command, in 1 GiB of address space ----------------
