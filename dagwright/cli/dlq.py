@@ -12,7 +12,7 @@ from rich.text import Text
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, client_from
 from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.dlq import Classification, DeadLetter, DeadLetterStats
+from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, RawMessage
 from dagwright.errors import InputError
 from dagwright.shown_ids import shown_id
 
@@ -46,6 +46,7 @@ CLASS_STYLE = {
     "policy": "magenta",
     "poison": "bold red",
     "timeout": "yellow",
+    "malformed": "bold red",
 }
 STATUS_STYLE = {"pending": "", "replayed": "green", "purged": "dim"}
 
@@ -229,8 +230,8 @@ def letters_table(letters: list[DeadLetter]) -> Table:
         table.add_row(
             letter.id,
             f"{letter.last_failure_at:%Y-%m-%d %H:%M:%S}",
-            letter.run_id,
-            letter.node_id,
+            letter.run_id or "-",  # a malformed message has no run, no node
+            letter.node_id or "-",
             letter.worker_type,
             Text(letter.classification, style=CLASS_STYLE.get(letter.classification, "")),
             Text(letter.status, style=STATUS_STYLE.get(letter.status, "")),
@@ -241,6 +242,9 @@ def letters_table(letters: list[DeadLetter]) -> Table:
 
 
 def print_letter(letter: DeadLetter) -> None:
+    if letter.raw_message is not None:
+        print_malformed(letter, letter.raw_message)
+        return
     fields = {
         "id": letter.id,
         "status": letter.status,
@@ -262,6 +266,27 @@ def print_letter(letter: DeadLetter) -> None:
         stderr.print(f"replay it with: dagwright dlq replay {letter.id}")
 
 
+def print_malformed(letter: DeadLetter, raw: RawMessage) -> None:
+    """A message a worker dropped unread: where it came from and what it claimed to be
+    (its body was never kept), and that there is nothing to replay."""
+    size = f"{raw.body_bytes} bytes" if raw.body_bytes >= 0 else "unknown (unreadable message)"
+    fields = {
+        "id": letter.id,
+        "status": letter.status,
+        "class": letter.classification,
+        "queue": raw.queue or "unknown",
+        "content type": raw.content_type or "-",
+        "encoding": raw.content_encoding or "-",
+        "body size": size,
+        "dropped at": iso(letter.last_failure_at) or "",
+        "why": letter.message,
+    }
+    for name, value in fields.items():
+        stdout.print(f"[bold]{name:>13}[/] {escape(value)}")
+    if letter.status == "pending":
+        stderr.print(f"not a node, nothing to replay: drop it with dagwright dlq purge {letter.id}")
+
+
 def report_replays(results: list[ReplayResult], json_output: bool) -> None:
     if json_output:
         print_json([result.to_json() for result in results])
@@ -269,7 +294,7 @@ def report_replays(results: list[ReplayResult], json_output: bool) -> None:
     if not results:
         stderr.print("no pending dead letters match")
     for result in results:
-        where = f"{result.run_id}/{result.node_id}"
+        where = f"{result.run_id}/{result.node_id}" if result.run_id else "(malformed message)"
         if result.replayed:
             reopened = " (run re-opened)" if result.reopened else ""
             stderr.print(f"[green]↻[/] {result.entry_id} {where} queued again{reopened}")

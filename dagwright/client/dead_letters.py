@@ -40,7 +40,8 @@ class DeadLetterClient(SubClient):
         limit: int = 50,
     ) -> builtins.list[DeadLetter]:
         """Dead letters, newest first, filtered by any of run, worker type,
-        classification (transient/permanent/budget/policy/timeout/poison) and status."""
+        classification (transient/permanent/budget/policy/timeout/poison/malformed)
+        and status."""
         where = dlq_filter(run_id, worker_type, classification, status)
         return dead_letters(self._client.runtime).find(where, limit=limit)
 

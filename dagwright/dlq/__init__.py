@@ -14,6 +14,7 @@ from dagwright.dlq.entries import (
     DeadLetterFilter,
     DeadLetterStats,
     DeadLetterStatus,
+    RawMessage,
     classify,
 )
 from dagwright.lazy_exports import lazy_exports
@@ -32,5 +33,6 @@ __all__ = [
     "DeadLetterStats",
     "DeadLetterStatus",
     "DeadLetterStore",
+    "RawMessage",
     "classify",
 ]

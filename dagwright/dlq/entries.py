@@ -1,4 +1,5 @@
-"""A dead letter: a node that failed for good, with everything needed to replay it."""
+"""A dead letter: a node that failed for good, with everything needed to replay it; or a
+broker message a worker could not read, with what is safe to keep of it (never its body)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Classification(enum.StrEnum):
     POLICY = "policy"  # the tool policy or a person refused what the node needed
     POISON = "poison"  # it killed its worker on every delivery: fix the code
     TIMEOUT = "timeout"  # it ran past its timeout_s: raise it, or make the work smaller
+    MALFORMED = "malformed"  # a message no dagwright client sent: find who writes the queue
 
 
 class DeadLetterStatus(enum.StrEnum):
@@ -50,8 +52,42 @@ def classify(exc: BaseException, *, retryable: bool) -> Classification:
     return Classification.TRANSIENT if retryable else Classification.PERMANENT
 
 
+class RawMessage(BaseModel):
+    """What a malformed message's dead letter keeps of it: where it came from and what it
+    claimed to be, never its body (it may hold anything, secrets included)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    queue: str
+    """The queue it was delivered on ('' when the transport could not tell)."""
+    content_type: str
+    content_encoding: str
+    body_bytes: int
+    """The raw body's size (-1 when the transport could not read the message at all)."""
+
+    @classmethod
+    def from_stream(cls, fields: dict[str, str]) -> RawMessage | None:
+        if fields.get("classification") != Classification.MALFORMED:
+            return None
+        return cls(
+            queue=fields.get("queue", ""),
+            content_type=fields.get("content_type", ""),
+            content_encoding=fields.get("content_encoding", ""),
+            body_bytes=int(fields.get("body_bytes", -1)),
+        )
+
+    def to_stream(self) -> dict[str, str]:
+        return {
+            "queue": self.queue,
+            "content_type": self.content_type,
+            "content_encoding": self.content_encoding,
+            "body_bytes": str(self.body_bytes),
+        }
+
+
 class DeadLetter(BaseModel):
-    """One entry of the DLQ stream (its fields are written by lua/fail.lua)."""
+    """One entry of the DLQ stream (a node's fields are written by lua/fail.lua, a
+    malformed message's by ``DeadLetterStore.add_malformed``: no run, no node)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -69,6 +105,12 @@ class DeadLetter(BaseModel):
     first_failure_at: datetime
     last_failure_at: datetime
     status: DeadLetterStatus = DeadLetterStatus.PENDING
+    raw_message: RawMessage | None = None
+    """Set for a malformed message: there is no node to replay, only a message to look into."""
+
+    @property
+    def replayable(self) -> bool:
+        return self.raw_message is None
 
     @classmethod
     def from_stream(cls, entry_id: str, fields: dict[str, str], status: str | None) -> DeadLetter:
@@ -87,6 +129,7 @@ class DeadLetter(BaseModel):
             first_failure_at=from_ms(fields["first_failure_ms"]),
             last_failure_at=from_ms(fields["last_failure_ms"]),
             status=DeadLetterStatus(status or DeadLetterStatus.PENDING),
+            raw_message=RawMessage.from_stream(fields),
         )
 
 

@@ -1,5 +1,6 @@
-"""Reading and purging the DLQ stream (entries are written by the run state machine's fail step,
-replayed by ``orchestrator.replay``).
+"""Reading and purging the DLQ stream (a node's entries are written by the run state
+machine's fail step, replayed by ``orchestrator.replay``; a malformed message's are added
+here by the worker that dropped it).
 
 Each entry's fate (replayed, purged) is a key of its own, set once by the step that
 decides it and expiring with the DLQ's retention, so the stream itself is append-only.
@@ -7,6 +8,7 @@ decides it and expiring with the DLQ's retention, so the stream itself is append
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from itertools import islice
@@ -14,16 +16,19 @@ from itertools import islice
 import redis
 
 from dagwright.dlq.entries import (
+    Classification,
     DeadLetter,
     DeadLetterFilter,
     DeadLetterStats,
     DeadLetterStatus,
+    RawMessage,
 )
 from dagwright.errors import DeadLetterError
-from dagwright.keys import Keys
+from dagwright.keys import QUEUE_PREFIX, Keys
 from dagwright.shown_ids import shown_id
 
 PAGE = 200  # entries read per round trip when scanning
+MALFORMED_ERROR_CLASS = "MalformedMessage"
 
 
 class DeadLetterStore:
@@ -31,6 +36,33 @@ class DeadLetterStore:
         self.client = client
         self.keys = keys
         self.retention_s = retention_s
+
+    def add_malformed(self, raw: RawMessage, reason: str) -> str:
+        """Record a message a worker dropped unread; returns the entry's id. It has the
+        fields of a node's entry (empty where there is no run or node), so that every
+        reader of the stream (list, stats, filters, metrics) takes it as it is."""
+        now_ms = int(time.time() * 1000)
+        fields = {
+            "run": "",
+            "node": "",
+            "fence": "0",
+            "worker_type": raw.queue.removeprefix(QUEUE_PREFIX),
+            "spec": "{}",
+            "attempts": "1",
+            "classification": Classification.MALFORMED.value,
+            "error_class": MALFORMED_ERROR_CLASS,
+            "message": reason,
+            "first_failure_ms": str(now_ms),
+            "last_failure_ms": str(now_ms),
+            **raw.to_stream(),
+        }
+        entry_id = self.client.xadd(
+            self.keys.dlq,
+            fields,
+            minid=now_ms - self.retention_s * 1000,
+            approximate=True,
+        )
+        return str(entry_id)
 
     def find(self, where: DeadLetterFilter | None = None, *, limit: int = 50) -> list[DeadLetter]:
         """Matching dead letters, newest first (at most ``limit``; 0: all)."""

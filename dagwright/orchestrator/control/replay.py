@@ -58,6 +58,8 @@ def replay(
 ) -> ReplayResult:
     """Replay one dead letter (``fresh``: drop its node's checkpoint, so an agent starts
     its conversation over instead of resuming it)."""
+    if not letter.replayable:
+        return ReplayResult(letter.id, "", "", False, reason=NOT_A_NODE.format(id=letter.id))
     outcome = runtime.machine.replay(
         letter.run_id, letter.node_id, letter.fence, entry_id=letter.id, fresh=fresh
     )
@@ -69,6 +71,8 @@ def replay(
         letter.id, letter.run_id, letter.node_id, True, reopened=outcome.reopened, warning=warning
     )
 
+
+NOT_A_NODE = "a malformed message, not a node: nothing to run (`dagwright dlq purge {id}` drops it)"
 
 # A run's budget and a node's are fixed when the run is submitted; only an agent type's
 # token_budget can have changed since (a redeployed worker).
@@ -82,7 +86,14 @@ def replay_matching(
     runtime: Runtime, broker: Broker, where: DeadLetterFilter, *, fresh: bool = False
 ) -> list[ReplayResult]:
     """Replay every pending dead letter ``where`` matches, oldest first (so that when a
-    node failed twice, the older letter is refused as superseded, the newer replayed)."""
+    node failed twice, the older letter is refused as superseded, the newer replayed).
+    Malformed messages are left out unless asked for by class: a replay of "everything"
+    after a fix must not fail on messages that were never nodes."""
     pending = where.model_copy(update={"status": DeadLetterStatus.PENDING})
     letters: Iterable[DeadLetter] = reversed(list(dead_letters(runtime).scan(pending)))
-    return [replay(runtime, broker, letter, fresh=fresh) for letter in letters]
+    asked_for_malformed = where.classification == Classification.MALFORMED
+    return [
+        replay(runtime, broker, letter, fresh=fresh)
+        for letter in letters
+        if letter.replayable or asked_for_malformed
+    ]
