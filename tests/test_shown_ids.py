@@ -96,24 +96,31 @@ def test_the_client_cuts_every_kind_of_id_it_refuses(client: Client) -> None:
         assert CUT in str(refused.value) and len(str(refused.value)) < 2 * SHORT_LINE_CHARS
 
 
-def test_a_forged_message_with_a_1mb_run_id_is_logged_cut_by_the_worker(
+def test_a_forged_message_with_a_long_run_id_is_logged_cut_by_the_worker(
     subprocess_settings: Settings, workers: Workers
 ) -> None:
     worker = workers.start(subprocess_settings)
-    task_id = node_task_id(HUGE_ID, "n", 1)
-    build_app(subprocess_settings).send_task(
-        NODE_EXECUTE_TASK, args=[HUGE_ID, "n", 1], queue=queue_for("function"), task_id=task_id
+    app = build_app(subprocess_settings)
+    # 30,000 characters: a body the worker still reads (a 1 MB one is refused unread, as a
+    # malformed message), so the id reaches the lines that echo it
+    long_id = "r" * 30_000
+    task_id = node_task_id(long_id, "n", 1)
+    app.send_task(
+        NODE_EXECUTE_TASK, args=[long_id, "n", 1], queue=queue_for("function"), task_id=task_id
     )
+    app.send_task(NODE_EXECUTE_TASK, args=[HUGE_ID, "n", 1], queue=queue_for("function"))
 
-    def log_of_the_drop() -> str | None:
+    def log_of_the_drops() -> str | None:
         log = worker.log_path.read_text(errors="replace")
-        return log if "dropping stale message" in log and "succeeded in" in log else None
+        dropped = "dropping stale message" in log and "succeeded in" in log
+        return log if dropped and "dropped a malformed message" in log else None
 
-    log = wait_until(log_of_the_drop, timeout=60, interval=0.2, what="the worker's log lines")
+    log = wait_until(log_of_the_drops, timeout=60, interval=0.2, what="the worker's log lines")
     [dropped] = [line for line in log.splitlines() if "dropping stale message" in line]
-    assert f"{CUT}/n (fence 1)" in dropped and len(dropped) < SHORT_LINE_CHARS
+    cut = f"{'r' * MAX_SHOWN_ID_CHARS}…({len(long_id):,} chars)"
+    assert f"{cut}/n (fence 1)" in dropped and len(dropped) < SHORT_LINE_CHARS
     task_lines = [line for line in log.splitlines() if "dagwright.node.execute[" in line]
     cut_task_id = f"[{'r' * MAX_SHOWN_ID_CHARS}…({len(task_id):,} chars)]"
     assert len(task_lines) >= 2  # Celery's own: received, then succeeded
     assert all(cut_task_id in line and len(line) < SHORT_LINE_CHARS for line in task_lines)
-    assert "r" * (MAX_SHOWN_ID_CHARS + 1) not in log  # the id is nowhere whole
+    assert "r" * (MAX_SHOWN_ID_CHARS + 1) not in log  # neither id is anywhere whole
