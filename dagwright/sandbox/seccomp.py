@@ -124,6 +124,23 @@ class Architecture:
     x32_bit: int | None = None
 
 
+# Since Linux 5.1 (424, pidfd_send_signal), a new system call has the same number on every
+# architecture: these are written once and shared by the tables below.
+UNIFIED_NUMBERS: dict[str, int] = {
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "pidfd_getfd": 438,
+    "mount_setattr": 442,
+    "quotactl_fd": 443,
+}
+
 # From arch/x86/entry/syscalls/syscall_64.tbl (<asm/unistd_64.h>).
 X86_64 = Architecture(
     name="x86_64",
@@ -177,18 +194,7 @@ X86_64 = Architecture(
         "kexec_file_load": 320,
         "bpf": 321,
         "userfaultfd": 323,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
-        "pidfd_getfd": 438,
-        "mount_setattr": 442,
-        "quotactl_fd": 443,
+        **UNIFIED_NUMBERS,
     },
     clone=56,
     clone3=435,
@@ -241,18 +247,7 @@ AARCH64 = Architecture(
         "bpf": 280,
         "userfaultfd": 282,
         "kexec_file_load": 294,
-        "io_uring_setup": 425,
-        "io_uring_enter": 426,
-        "io_uring_register": 427,
-        "open_tree": 428,
-        "move_mount": 429,
-        "fsopen": 430,
-        "fsconfig": 431,
-        "fsmount": 432,
-        "fspick": 433,
-        "pidfd_getfd": 438,
-        "mount_setattr": 442,
-        "quotactl_fd": 443,
+        **UNIFIED_NUMBERS,
     },
     clone=220,
     clone3=435,
