@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import redis
@@ -27,6 +28,9 @@ from dagwright.keys import Keys
 log = logging.getLogger(__name__)
 
 RESUBSCRIBE_DELAY_S = 1.0  # after the connection broke, before subscribing again
+# How long ``start`` waits for the subscription: a stop announced right after a worker
+# process starts its first node must not be missed (the renewal would be the backstop).
+SUBSCRIBE_WAIT_S = 5.0
 POLL_S = 1.0  # longest wait for a message before checking whether to close
 
 
@@ -48,12 +52,16 @@ class StopListener:
         self._channel = channel
         self._on_stop = on_stop
         self._closed = threading.Event()
+        self._subscribed = threading.Event()
         self._thread = threading.Thread(
             target=self._listen_forever, name="dagwright-stop-listener", daemon=True
         )
 
     def start(self) -> StopListener:
+        """Start listening; return once subscribed (or after ``SUBSCRIBE_WAIT_S``, if the
+        server does not answer: the thread goes on trying)."""
         self._thread.start()
+        self._subscribed.wait(SUBSCRIBE_WAIT_S)
         return self
 
     def close(self) -> None:
@@ -70,15 +78,26 @@ class StopListener:
                 self._closed.wait(RESUBSCRIBE_DELAY_S)
 
     def _listen(self) -> None:
-        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        pubsub = self._client.pubsub()
         try:
             pubsub.subscribe(self._channel)
+            self._confirm(pubsub)
             while not self._closed.is_set():
                 message = pubsub.get_message(timeout=POLL_S)
                 if message is not None and message["type"] == "message":
                     self._on_stop(_text(message["data"]))
         finally:
             pubsub.close()
+
+    def _confirm(self, pubsub: redis.client.PubSub) -> None:
+        """Wait for the server's confirmation of the subscription (from then on, every
+        stop announced reaches this listener), then let ``start`` return."""
+        deadline = time.monotonic() + SUBSCRIBE_WAIT_S
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.1)
+            if message is not None and message["type"] == "subscribe":
+                break
+        self._subscribed.set()
 
 
 def _text(data: bytes | str) -> str:
