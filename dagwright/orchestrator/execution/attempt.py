@@ -114,7 +114,8 @@ def execute_node(
         log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
         started_at, started = time.time(), time.monotonic()
         ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager)
-        eager.record(kept, ran.value, started_at, time.monotonic() - started)
+        if ran not in UNMEASURED_OUTCOMES:  # a stale or parked node ran nothing to show
+            eager.record(kept, ran.value, started_at, time.monotonic() - started)
     return outcome
 
 
