@@ -90,6 +90,9 @@ class RestrictedCatalog:
 
     registry: WorkerRegistry
     allowed: list[str] | None = None
+    settings: Settings | None = None
+    """The deployment's settings: each agent type is described by the tools they let it
+    use (None: by the tools it names)."""
 
     def type_names(self) -> list[str]:
         names = self.registry.type_names()
@@ -103,6 +106,10 @@ class RestrictedCatalog:
         lines = []
         for name in self.type_names():
             worker_type = self.registry.get(name)
+            if worker_type.capabilities is not None and self.settings is not None:
+                lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}")
+                lines += [f"    - {line}" for line in worker_type.capabilities(self.settings)]
+                continue
             tools = f"; tools: {', '.join(worker_type.tools)}" if worker_type.tools else ""
             lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}{tools}")
             if worker_type.kind == "function":
@@ -160,7 +167,7 @@ def planner_spec(settings: Settings) -> AgentSpec:
 def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
     """Plan ``node``'s request; the accepted plan (JSON), or PlanningFailedError."""
     request = PlanRequest.model_validate(node.params)
-    catalog = RestrictedCatalog(registry, request.worker_types)
+    catalog = RestrictedCatalog(registry, request.worker_types, ctx.settings)
 
     def check(plan: Any) -> list[str]:
         return plan_problems(plan, request, catalog, ctx.settings)

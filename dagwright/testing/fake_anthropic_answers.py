@@ -13,6 +13,11 @@ from typing import Any, Literal
 
 from dagwright.llm.protocol import rough_tokens
 from dagwright.testing.fake_anthropic_script import Reply, ScriptEntry
+from dagwright.testing.fake_anthropic_server_tools import (
+    RESULT_TYPES,
+    server_result_block,
+    server_tool_usage,
+)
 from dagwright.testing.fake_anthropic_stream import StreamPlay, stream_play_for
 from dagwright.testing.fake_anthropic_tokens import InputUsage
 
@@ -97,7 +102,7 @@ def message_of(
     reply: Reply, request: Mapping[str, Any], ids: IdMint, input_usage: InputUsage
 ) -> dict[str, Any]:
     """The API's ``message`` object for a scripted reply."""
-    content = [_with_ids(block.model_dump(exclude_none=True), ids) for block in reply.content]
+    content = api_blocks(reply, ids)
     calls_tool = any(block["type"] == "tool_use" for block in content)
     stop_reason = reply.stop_reason or ("tool_use" if calls_tool else "end_turn")
     return {
@@ -112,7 +117,23 @@ def message_of(
     }
 
 
+def api_blocks(reply: Reply, ids: IdMint) -> list[dict[str, Any]]:
+    """The reply's content as the API's blocks: ids given, server tool results shaped."""
+    content: list[dict[str, Any]] = []
+    last_call: dict[str, Any] | None = None
+    for scripted in reply.content:
+        block = _with_ids(scripted.model_dump(exclude_none=True), ids)
+        if block["type"] == "server_tool_use":
+            last_call = block
+        elif block["type"] in RESULT_TYPES:
+            block = server_result_block(block, last_call)
+        content.append(block)
+    return content
+
+
 def _with_ids(block: dict[str, Any], ids: IdMint) -> dict[str, Any]:
+    if block["type"] == "server_tool_use" and "id" not in block:
+        block["id"] = ids.next("srvtoolu")
     if block["type"] == "tool_use" and "id" not in block:
         block["id"] = ids.next("toolu")
     if block["type"] == "thinking" and "signature" not in block:
@@ -129,6 +150,12 @@ def _usage(
     usage.update(scripted)
     if "output_tokens" not in scripted:
         usage["output_tokens"] = _output_tokens(reply, request, content)
+    servers = server_tool_usage(content)
+    for name in servers:
+        servers[name] = scripted.pop(name, servers[name])
+        usage.pop(name, None)
+    if any(servers.values()):
+        usage["server_tool_use"] = servers
     return usage
 
 
@@ -141,8 +168,10 @@ def _output_tokens(reply: Reply, request: Mapping[str, Any], content: list[dict[
 
 def _written(block: dict[str, Any]) -> str:
     """What the model "wrote" in a block: its text, reasoning or tool input."""
-    if block["type"] == "tool_use":
+    if block["type"] in ("tool_use", "server_tool_use"):
         return json.dumps(block["input"])
+    if block["type"] in RESULT_TYPES:
+        return ""  # the API's, not the model's
     return str(block.get("text") or block.get("thinking") or block.get("data") or "")
 
 

@@ -33,6 +33,7 @@ from dagwright.errors import (
     ToolTimeoutError,
 )
 from dagwright.redaction import known_secrets, redact
+from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.docstrings import argument_descriptions, tool_description
 from dagwright.workers.signatures import (
@@ -71,6 +72,13 @@ class Tool:
     wants_ctx: bool
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    offered_when: Callable[[Settings], bool] | None = None
+    """Whether the deployment's settings let the tool do anything (None: always): a
+    tool that would refuse every call (``http_get`` with no allowed domain) is not
+    offered to the model, nor listed in the planner's catalog."""
+
+    def offered(self, settings: Settings) -> bool:
+        return self.offered_when is None or self.offered_when(settings)
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition."""
@@ -180,6 +188,7 @@ class ToolRegistry:
         name: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        offered_when: Callable[[Settings], bool] | None = None,
     ) -> Tool:
         name = name or func.__name__
         if name in self._tools and self._tools[name].func is not func:
@@ -197,6 +206,7 @@ class ToolRegistry:
             wants_ctx=accepts(func, "ctx"),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
+            offered_when=offered_when,
         )
         self._tools[name] = tool
         return tool

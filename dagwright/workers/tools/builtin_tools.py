@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from dagwright.errors import ToolError
-from dagwright.settings import HttpToolSettings
+from dagwright.settings import HttpToolSettings, Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.followups import propose_followup
@@ -88,6 +88,11 @@ def http_get(ctx: NodeContext, url: str) -> str:
     raise ToolError(f"more than {MAX_REDIRECTS} redirects")
 
 
+def can_fetch(settings: Settings) -> bool:
+    """Whether http_get may fetch anything here: offered to agents only then."""
+    return bool(settings.http_tool.allowed_domains)
+
+
 def check_allowed_url(url: str, allowed_domains: Sequence[str]) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
@@ -124,7 +129,12 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
     tools.register(read_input, max_output_chars=READ_INPUT_MAX_CHARS)
     for func in (workspace_read, workspace_write, workspace_list):
         tools.register(func)
-    tools.register(http_get, timeout_s=60.0, max_output_chars=HTTP_GET_MAX_CHARS)
+    tools.register(
+        http_get,
+        timeout_s=60.0,
+        max_output_chars=HTTP_GET_MAX_CHARS,
+        offered_when=can_fetch,
+    )
     tools.register(
         run_python, timeout_s=RUN_PYTHON_TIMEOUT_S, max_output_chars=RUN_PYTHON_MAX_CHARS
     )
