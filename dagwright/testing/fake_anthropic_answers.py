@@ -102,7 +102,7 @@ def message_of(
     reply: Reply, request: Mapping[str, Any], ids: IdMint, input_usage: InputUsage
 ) -> dict[str, Any]:
     """The API's ``message`` object for a scripted reply."""
-    content = api_blocks(reply, ids)
+    content = api_blocks(reply, ids, paused_call(request))
     calls_tool = any(block["type"] == "tool_use" for block in content)
     stop_reason = reply.stop_reason or ("tool_use" if calls_tool else "end_turn")
     return {
@@ -117,10 +117,23 @@ def message_of(
     }
 
 
-def api_blocks(reply: Reply, ids: IdMint) -> list[dict[str, Any]]:
-    """The reply's content as the API's blocks: ids given, server tool results shaped."""
+def paused_call(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The server tool call a paused turn, sent back as the last message, ended with:
+    the result the continuation plays answers it."""
+    messages = request.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    content = last.get("content") if last.get("role") == "assistant" else None
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    calls = [block for block in blocks if block.get("type") == "server_tool_use"]
+    return calls[-1] if calls else None
+
+
+def api_blocks(
+    reply: Reply, ids: IdMint, last_call: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The reply's content as the API's blocks: ids given, server tool results shaped
+    (each answering the server tool call before it, or ``last_call``)."""
     content: list[dict[str, Any]] = []
-    last_call: dict[str, Any] | None = None
     for scripted in reply.content:
         block = _with_ids(scripted.model_dump(exclude_none=True), ids)
         if block["type"] == "server_tool_use":

@@ -254,7 +254,7 @@ class AgentLoop:
             add_user_text(self.state, f"Give your result by calling {self.contract.tool_name}.")
             self.state.tool_errors_in_a_row += 1
             return self._too_many_tool_errors()
-        self.state.done, self.state.output = True, final_text(self.state.messages[-1])
+        self.state.done, self.state.output = True, final_text(response.content)
         return None
 
     def _empty_answer(self) -> Exception | None:
@@ -392,14 +392,10 @@ class AgentLoop:
         return self.state.model_dump(mode="json")
 
 
-def final_text(message: dict[str, Any]) -> str:
-    """The text of the assistant's last turn (a paused turn and its continuation are one
-    turn), with the sources it cites listed after it: a web search's citations are
-    metadata of the text blocks, which a plain-text output would otherwise lose."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    blocks = [block for block in content or [] if block.get("type") == "text"]
+def final_text(content: list[dict[str, Any]]) -> str:
+    """The answer's text, with the sources it cites listed after it: a web search's
+    citations are metadata of the text blocks, which a plain-text output would lose."""
+    blocks = [block for block in content if block.get("type") == "text"]
     text = "".join(str(block.get("text", "")) for block in blocks)
     sources = cited_sources(blocks)
     if not sources:

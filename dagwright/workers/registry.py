@@ -107,7 +107,7 @@ AGENT_ONLY_FIELDS = ("budget", "output_schema", "model", "max_tokens", "tools")
 def not_for_non_agents(node: Node) -> list[str]:
     """The agent-only fields a node of a non-agent type sets, one problem each."""
     return [
-        f"`{name}:` is for LLM agent nodes; a {node.type} node makes no LLM call"
+        f"`{name}:` is for LLM calls, which a {node.type} node does not make"
         for name in AGENT_ONLY_FIELDS
         if getattr(node, name) is not None
     ]
