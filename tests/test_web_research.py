@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
+from dagwright.cli.output import spend
 from dagwright.llm.anthropic import AnthropicLLM
 from dagwright.llm.pricing import priced
 from dagwright.models import Usage
 from dagwright.planning.planner import RestrictedCatalog
+from dagwright.plans.files import load_plan
 from dagwright.settings import DEFAULT_MODEL_PRICES, Settings
-from dagwright.testing import FakeAnthropicServer
+from dagwright.testing import FakeAnthropicServer, Script
 from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import run_agent
 from dagwright.workers.builtin_agents import builtin_agents
@@ -163,3 +165,19 @@ def test_the_planner_catalog_says_what_each_type_can_do_here() -> None:
     assert f"{searching} (only: valkey.io)" in described
     assert "    - web_fetch: " in described and "(not: ads.example)" in described
     assert "    - http_get: Fetch a web page" in described and "(only: example.com)" in described
+
+
+def test_web_requests_are_shown_beside_tokens_and_cost() -> None:
+    usage = Usage(input_tokens=900, output_tokens=100, llm_calls=2, cost_usd=0.05)
+    assert spend(usage) == " · 1,000 tokens · $0.0500"
+    searched = usage.model_copy(update={"web_search_requests": 3, "web_fetch_requests": 1})
+    assert spend(searched) == " · 1,000 tokens · 3 web searches · 1 web fetch · $0.0500"
+
+
+def test_the_web_research_example_is_a_valid_plan_and_script() -> None:
+    repo = Path(__file__).resolve().parents[1]
+    plan = load_plan(repo / "examples/plans/web-research.yaml")
+    registry = builtin_registry()
+    assert all(registry.node_problems(node) == [] for node in plan.nodes)
+    script = Script.load(repo / "examples/fake-llm/web-research.yaml")
+    assert len(script.entries) == 2

@@ -131,7 +131,21 @@ def spend(usage: Usage) -> str:
     """`` · 1,234 tokens · $0.0123`` for runs that called an LLM, else nothing."""
     if not usage.llm_calls and not usage.total_tokens:
         return ""
-    return f" · {usage.total_tokens:,} tokens · {cost(usage)}"
+    return f" · {usage.total_tokens:,} tokens{web_requests(usage)} · {cost(usage)}"
+
+
+def web_requests(usage: Usage) -> str:
+    """`` · 3 web searches · 1 web fetch`` where the API's server tools ran, else nothing
+    (searches are billed apart from tokens: the cost shown includes them)."""
+    parts = [
+        f" · {count} web {noun}{'' if count == 1 else plural}"
+        for count, noun, plural in (
+            (usage.web_search_requests, "search", "es"),
+            (usage.web_fetch_requests, "fetch", "es"),
+        )
+        if count
+    ]
+    return "".join(parts)
 
 
 def cost(usage: Usage) -> str:
