@@ -156,3 +156,15 @@ def test_a_server_tool_the_request_does_not_offer_is_not_played(
 ) -> None:
     fake_llm.add({"reply": {"content": SEARCHED}})
     assert "does not offer the web_search server tool" in refusal(client, [FETCH])
+
+
+def test_a_search_past_max_uses_is_answered_max_uses_exceeded_and_not_billed(
+    client: anthropic.Anthropic, fake_llm: FakeAnthropicServer
+) -> None:
+    twice = [*SEARCHED[1:3], *SEARCHED[1:3], SEARCHED[3]]
+    fake_llm.add({"reply": {"content": twice}})
+    message = ask(client, [{**SEARCH, "max_uses": 1}])
+    first, second = message.content[1], message.content[3]
+    assert first.content[0].url == "https://valkey.io/"
+    assert second.content.error_code == "max_uses_exceeded"
+    assert message.usage.server_tool_use.web_search_requests == 1

@@ -15,6 +15,8 @@ from dagwright.llm.protocol import rough_tokens
 from dagwright.testing.fake_anthropic_script import Reply, ScriptEntry
 from dagwright.testing.fake_anthropic_server_tools import (
     RESULT_TYPES,
+    max_uses,
+    over_max_uses,
     server_result_block,
     server_tool_usage,
 )
@@ -102,7 +104,7 @@ def message_of(
     reply: Reply, request: Mapping[str, Any], ids: IdMint, input_usage: InputUsage
 ) -> dict[str, Any]:
     """The API's ``message`` object for a scripted reply."""
-    content = api_blocks(reply, ids, paused_call(request))
+    content = api_blocks(reply, ids, paused_call(request), max_uses(request))
     calls_tool = any(block["type"] == "tool_use" for block in content)
     stop_reason = reply.stop_reason or ("tool_use" if calls_tool else "end_turn")
     return {
@@ -129,17 +131,26 @@ def paused_call(request: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def api_blocks(
-    reply: Reply, ids: IdMint, last_call: dict[str, Any] | None = None
+    reply: Reply,
+    ids: IdMint,
+    last_call: dict[str, Any] | None = None,
+    limits: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """The reply's content as the API's blocks: ids given, server tool results shaped
-    (each answering the server tool call before it, or ``last_call``)."""
+    (each answering the server tool call before it, or ``last_call``), and a call past
+    its tool's ``max_uses`` (``limits``) answered ``max_uses_exceeded``, as the API does."""
     content: list[dict[str, Any]] = []
+    calls: dict[str, int] = {}
     for scripted in reply.content:
         block = _with_ids(scripted.model_dump(exclude_none=True), ids)
         if block["type"] == "server_tool_use":
             last_call = block
+            calls[block["name"]] = calls.get(block["name"], 0) + 1
         elif block["type"] in RESULT_TYPES:
             block = server_result_block(block, last_call)
+            name = (last_call or {}).get("name", "")
+            if calls.get(name, 0) > (limits or {}).get(name, calls.get(name, 0)):
+                block = over_max_uses(block, block["tool_use_id"])
         content.append(block)
     return content
 

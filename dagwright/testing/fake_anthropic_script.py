@@ -201,10 +201,10 @@ class ScriptedUsage(_StrictModel):
     """Reported ``usage.cache_read_input_tokens``; default: from the prompt cache."""
     web_search_requests: int | None = Field(default=None, ge=0)
     """Reported ``usage.server_tool_use.web_search_requests``; default: the reply's
-    ``server_tool_use`` blocks of ``web_search``."""
+    ``web_search_tool_result`` blocks that are no error."""
     web_fetch_requests: int | None = Field(default=None, ge=0)
     """Reported ``usage.server_tool_use.web_fetch_requests``; default: the reply's
-    ``server_tool_use`` blocks of ``web_fetch``."""
+    ``web_fetch_tool_result`` blocks that are no error."""
 
 
 class Reply(_StrictModel):

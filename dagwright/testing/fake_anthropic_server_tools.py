@@ -132,9 +132,42 @@ def _fetched(block: dict[str, Any], call: Mapping[str, Any] | None) -> dict[str,
 
 
 def server_tool_usage(content: list[dict[str, Any]]) -> dict[str, int]:
-    """``usage.server_tool_use`` of a reply: its server tool calls, by tool."""
-    calls = [block.get("name") for block in content if block.get("type") == "server_tool_use"]
+    """``usage.server_tool_use`` of a reply: the searches and fetches that ran, by their
+    results (a failed one is not billed; a call paused before its result counts in the
+    continuation that brings it)."""
+    ran = [
+        block["type"]
+        for block in content
+        if block.get("type") in RESULT_TYPES and not _is_error(block)
+    ]
     return {
-        "web_search_requests": calls.count("web_search"),
-        "web_fetch_requests": calls.count("web_fetch"),
+        "web_search_requests": ran.count("web_search_tool_result"),
+        "web_fetch_requests": ran.count("web_fetch_tool_result"),
     }
+
+
+def _is_error(block: Mapping[str, Any]) -> bool:
+    content = block.get("content")
+    return isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+
+
+def max_uses(body: Mapping[str, Any]) -> dict[str, int]:
+    """The ``max_uses`` of each server tool ``body`` offers with one."""
+    tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
+    return {
+        str(tool.get("name")): tool["max_uses"]
+        for tool in tools
+        if api.server_tool_name(str(tool.get("type"))) is not None
+        and isinstance(tool.get("max_uses"), int)
+    }
+
+
+def over_max_uses(result: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
+    """``result`` as the API answers a call past the tool's ``max_uses``."""
+    error_type = (
+        "web_search_tool_result_error"
+        if result["type"] == "web_search_tool_result"
+        else "web_fetch_tool_result_error"
+    )
+    content = {"type": error_type, "error_code": "max_uses_exceeded"}
+    return {"type": result["type"], "tool_use_id": tool_use_id, "content": content}
