@@ -19,6 +19,17 @@ next call could pass the node's or the run's budget: it is not made), AgentOutpu
 (no usable answer).
 
 Outputs of dependencies enter the first message as delimited, untrusted data.
+
+What a node is offered (``agent_tools``): its own ``tools`` or its type's, as the settings
+make them (``http_get`` only with allowed domains; the API's server-side ``web_search`` /
+``web_fetch`` only when turned on). A server tool's ``server_tool_use`` and result blocks
+are part of the assistant's turn: kept in it unchanged, never answered as our tool calls.
+A call a tool refuses (a domain not allowed, a bad path) still counts toward
+``max_tool_errors``: with no tool offered that can only refuse, a refusal is a mistake
+the model was told how to correct, and repeating it is being stuck.
+
+A node's ``model``, ``max_tokens`` and ``output_schema`` (the answer validated by
+``jsonschema`` through the result tool, ``agent_answers``) override its type's.
 """
 
 from __future__ import annotations
