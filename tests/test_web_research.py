@@ -10,15 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from celery.contrib.testing.worker import start_worker
 from pydantic import SecretStr
 
+from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.cli.output import spend
 from dagwright.llm.anthropic import AnthropicLLM
 from dagwright.llm.pricing import priced
 from dagwright.models import Usage
 from dagwright.planning.planner import RestrictedCatalog
 from dagwright.plans.files import load_plan
+from dagwright.registry import build_registry
 from dagwright.settings import DEFAULT_MODEL_PRICES, Settings
+from dagwright.tasks import build_app, queues_for
+from dagwright.tasks.steps import PresenceStep
 from dagwright.testing import FakeAnthropicServer, Script
 from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import run_agent
@@ -181,3 +186,32 @@ def test_the_web_research_example_is_a_valid_plan_and_script() -> None:
     assert all(registry.node_problems(node) == [] for node in plan.nodes)
     script = Script.load(repo / "examples/fake-llm/web-research.yaml")
     assert len(script.entries) == 2
+
+
+def test_a_run_on_a_real_worker_counts_and_prices_its_searches(
+    no_worker_settings: Settings, fake_llm: FakeAnthropicServer
+) -> None:
+    # Its own worker (the session's has the web tools off), on databases no other watches.
+    settings = no_worker_settings.model_copy(update={"web_search": True})
+    fake_llm.add(turn(RESEARCHER, 1, SEARCH_CALL, FOUND, CITED))
+    app = build_app(settings)
+    app.steps["consumer"].add(PresenceStep)
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=2,
+        queues=queues_for(None, build_registry(settings)),
+        perform_ping_check=False,
+        loglevel="WARNING",
+    ):
+        plan = PlanBuilder("License")
+        plan.agent("research", "researcher", "Find Valkey's license.")
+        state = Client(settings).submit(plan.build()).wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, state.nodes
+    assert state.result == "Valkey is BSD-licensed.\n\nSources:\n- Valkey <https://valkey.io/>"
+    [body] = [request.body for request in fake_llm.requests]
+    assert "web_search" in tool_names(body)
+    node, run = state.nodes["research"].usage, state.usage
+    assert node.web_search_requests == run.web_search_requests == 1
+    tokens_only = priced(run.model_copy(update={"web_search_requests": 0}), price_of_default())
+    assert run.cost_usd == pytest.approx(tokens_only.cost_usd + 0.01)
