@@ -168,3 +168,27 @@ def test_a_search_past_max_uses_is_answered_max_uses_exceeded_and_not_billed(
     assert first.content[0].url == "https://valkey.io/"
     assert second.content.error_code == "max_uses_exceeded"
     assert message.usage.server_tool_use.web_search_requests == 1
+
+
+def test_a_citation_sent_back_without_its_title_is_refused(
+    client: anthropic.Anthropic, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add({"reply": {"content": [{"type": "text", "text": "unused"}]}})
+    citation = {
+        "type": "web_search_result_location",
+        "url": "https://valkey.io/",
+        "cited_text": "BSD",
+        "encrypted_index": "x",
+    }  # no "title": the API requires the key, null or not
+    turns = [
+        {"role": "user", "content": "Which license?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "BSD.", "citations": [citation]}],
+        },
+        {"role": "user", "content": "Sure?"},
+    ]
+    where = "messages.1.content.0.citations.0"
+    assert refusal(client, [SEARCH], messages=turns) == (
+        f"{where}.web_search_result_location.title: Field required"
+    )

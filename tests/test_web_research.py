@@ -133,6 +133,20 @@ def test_server_tool_blocks_stay_in_the_conversation_and_are_not_client_calls(
     assert [block["type"] for block in results] == ["tool_result"]
 
 
+def test_a_citation_without_a_title_goes_back_with_its_null_title(
+    fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    untitled = {**CITED, "citations": [{"url": "https://valkey.io/", "cited_text": "BSD"}]}
+    fake_llm.add(
+        turn(RESEARCHER, 1, SEARCH_CALL, FOUND, untitled, READ_CALL),
+        turn(RESEARCHER, 3, text("Done.")),
+    )
+    output, _ = researcher(fake_llm, tmp_path, **WEB)
+    assert output == "Done."
+    sent = fake_llm.requests[1].body["messages"][1]["content"][2]["citations"][0]
+    assert sent["title"] is None  # the API requires the key (nullable): a 400 without it
+
+
 def test_no_web_tool_is_offered_by_default_and_http_get_only_with_domains(
     fake_llm: FakeAnthropicServer, tmp_path: Path
 ) -> None:

@@ -305,9 +305,7 @@ class AnthropicLLM:
                 llm_calls=1,
                 **server_tool_requests(message.usage),
             )
-            content = [
-                block.model_dump(mode="json", exclude_none=True) for block in message.content
-            ]
+            content = [content_block(block) for block in message.content]
             return LLMResponse(
                 content=content,
                 stop_reason=message.stop_reason,
@@ -327,6 +325,22 @@ def one_hour_cache_writes(usage: Any) -> int:
     breakdown (absent on older API versions: all writes are then 5-minute ones)."""
     breakdown = getattr(usage, "cache_creation", None)
     return getattr(breakdown, "ephemeral_1h_input_tokens", 0) or 0
+
+
+# Fields the API wants back even when null (required, nullable in its schema): a web
+# search citation's ``title``.
+NULLABLE_CITATION_FIELDS = ("title",)
+
+
+def content_block(block: Any) -> dict[str, Any]:
+    """A response block as JSON to send back: unset fields left out, except the nullable
+    ones the API requires (a citation without its ``title`` key is a 400)."""
+    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
+    for index, citation in enumerate(getattr(block, "citations", None) or []):
+        for name in NULLABLE_CITATION_FIELDS:
+            if hasattr(citation, name):
+                dumped["citations"][index].setdefault(name, None)
+    return dumped
 
 
 def server_tool_requests(usage: Any) -> dict[str, int]:

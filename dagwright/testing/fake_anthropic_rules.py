@@ -26,6 +26,7 @@ from dagwright.testing.fake_anthropic_conversation import (
 from dagwright.testing.fake_anthropic_server_tools import (
     server_tool_problem,
     unanswered_server_call,
+    untitled_citation,
 )
 from dagwright.testing.fake_anthropic_tokens import prompt_blocks
 
@@ -215,7 +216,11 @@ def _conversation(body: Body) -> str | None:
     messages = [message for message in body["messages"] if isinstance(message, dict)]
     if len(messages) != len(body["messages"]):
         return "messages: Input should be a list of message objects"
-    problem = conversation_problem(messages) or unanswered_server_call(messages)
+    problem = (
+        conversation_problem(messages)
+        or unanswered_server_call(messages)
+        or untitled_citation(messages)
+    )
     if problem is None and _thinking_on(body):
         problem = thinking_turn_problem(messages)
     return problem

@@ -103,6 +103,23 @@ def unanswered_server_call(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def untitled_citation(messages: list[dict[str, Any]]) -> str | None:
+    """A web search citation sent back without its ``title`` (required, though nullable)."""
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            citations = block.get("citations") if isinstance(block, dict) else None
+            for k, citation in enumerate(citations if isinstance(citations, list) else []):
+                if (
+                    isinstance(citation, dict)
+                    and citation.get("type") == "web_search_result_location"
+                    and "title" not in citation
+                ):
+                    where = f"messages.{i}.content.{j}.citations.{k}"
+                    return f"{where}.web_search_result_location.title: Field required"
+    return None
+
+
 def server_result_block(block: dict[str, Any], call: Mapping[str, Any] | None) -> dict[str, Any]:
     """A scripted result block (``results`` / ``text`` / ``error``) as the API's block."""
     tool_use_id = block.get("tool_use_id") or (call or {}).get("id") or "srvtoolu_unknown"
