@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import redis
 
-from dagwright import Client, PlanBuilder, RunStatus
+from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.errors import UnpricedModelError
 from dagwright.models import Node
 from dagwright.testing import FakeAnthropicServer
 from dagwright.workers import builtin_registry
-from tests.support.llm_script import RESEARCHER, call, text, turn
+from tests.support.llm_script import RESEARCHER, UNPRICED_MODEL, call, text, turn
 
 WRITER = "You are the writer"
 BOOK = {
@@ -125,3 +126,10 @@ def test_a_node_s_model_max_tokens_and_tools_reach_the_api(
     plain_tools = [tool["name"] for tool in plain["tools"]]
     assert "read_input" in plain_tools and "http_get" not in plain_tools
     assert "web_search" not in plain_tools  # nor the server tools, off by default
+
+
+def test_a_usd_budget_checks_a_node_s_own_model(no_worker_settings: Settings) -> None:
+    plan = PlanBuilder("find it")
+    plan.agent("research", "researcher", "Find it.", model=UNPRICED_MODEL)
+    with pytest.raises(UnpricedModelError, match=f"{UNPRICED_MODEL} \\(used by node research\\)"):
+        Client(no_worker_settings).submit(plan.build(), budget={"max_cost_usd": 1.0})
