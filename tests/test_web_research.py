@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from pydantic import SecretStr
 
 from dagwright import Client, PlanBuilder, RunStatus
@@ -20,16 +19,14 @@ from dagwright.llm.pricing import priced
 from dagwright.models import Usage
 from dagwright.planning.planner import RestrictedCatalog
 from dagwright.plans.files import load_plan
-from dagwright.registry import build_registry
 from dagwright.settings import DEFAULT_MODEL_PRICES, Settings
-from dagwright.tasks import build_app, queues_for
-from dagwright.tasks.steps import PresenceStep
 from dagwright.testing import FakeAnthropicServer, Script
 from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import run_agent
 from dagwright.workers.builtin_agents import builtin_agents
 from tests.support.agents import MemoryServices, agent_context, agent_node
 from tests.support.llm_script import RESEARCHER, text, turn
+from tests.support.processes import Workers
 
 WEB = {
     "web_search": True,
@@ -203,28 +200,22 @@ def test_the_web_research_example_is_a_valid_plan_and_script() -> None:
 
 
 def test_a_run_on_a_real_worker_counts_and_prices_its_searches(
-    no_worker_settings: Settings, fake_llm: FakeAnthropicServer
+    subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
 ) -> None:
-    # Its own worker (the session's has the web tools off), on databases no other watches.
-    settings = no_worker_settings.model_copy(update={"web_search": True})
+    # A worker process of its own: the session's runs with the web tools off.
+    settings = subprocess_settings.model_copy(
+        update={"web_search": True, "web_search_allowed_domains": ["valkey.io"]}
+    )
     fake_llm.add(turn(RESEARCHER, 1, SEARCH_CALL, FOUND, CITED))
-    app = build_app(settings)
-    app.steps["consumer"].add(PresenceStep)
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=2,
-        queues=queues_for(None, build_registry(settings)),
-        perform_ping_check=False,
-        loglevel="WARNING",
-    ):
-        plan = PlanBuilder("License")
-        plan.agent("research", "researcher", "Find Valkey's license.")
-        state = Client(settings).submit(plan.build()).wait(timeout=60)
+    workers.start(settings, concurrency=1)
+    plan = PlanBuilder("License")
+    plan.agent("research", "researcher", "Find Valkey's license.")
+    state = Client(settings).submit(plan.build()).wait(timeout=60)
     assert state.status == RunStatus.SUCCEEDED, state.nodes
     assert state.result == "Valkey is BSD-licensed.\n\nSources:\n- Valkey <https://valkey.io/>"
     [body] = [request.body for request in fake_llm.requests]
-    assert "web_search" in tool_names(body)
+    assert tool_names(body)[1] == "web_search"
+    assert body["tools"][1]["allowed_domains"] == ["valkey.io"]
     node, run = state.nodes["research"].usage, state.usage
     assert node.web_search_requests == run.web_search_requests == 1
     tokens_only = priced(run.model_copy(update={"web_search_requests": 0}), price_of_default())
