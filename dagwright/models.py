@@ -288,20 +288,27 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker"]
-    """The kind of wait: an open circuit breaker."""
+    on: Literal["breaker", "slot"]
+    """The kind of wait: an open circuit breaker (the node is ``retry_wait``), or a free slot
+    of a concurrency limit (the node is ``queued``; it is woken when a slot frees)."""
     name: str
-    """What it waits on, e.g. the breaker ``model:claude-sonnet-4-5``."""
+    """What it waits on, e.g. the breaker ``model:claude-sonnet-4-5`` or the limit
+    ``type:researcher``."""
     since: datetime
     """When this node began waiting on it (through one open period after another)."""
-    until: datetime
-    """When the node is due to try again."""
+    until: datetime | None = None
+    """When the node is due to try again (a breaker wait); None: when a slot frees."""
     last_failure: str = ""
     """The failure that last counted against the dependency (``"<class>: <message>"``)."""
 
     def describe(self, now: datetime | None = None) -> str:
-        """One line: ``waiting on breaker model:x, open 25 s more: last error ...``."""
-        left_s = max((self.until - (now or datetime.now(UTC))).total_seconds(), 0.0)
+        """One line: ``waiting on breaker model:x, open 25 s more: last error ...`` or
+        ``waiting for a slot of type:researcher (full for 12 s)``."""
+        now = now or datetime.now(UTC)
+        if self.until is None:
+            waited_s = max((now - self.since).total_seconds(), 0.0)
+            return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
+        left_s = max((self.until - now).total_seconds(), 0.0)
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
 
