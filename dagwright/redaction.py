@@ -16,6 +16,7 @@ request built from it; a text is cleaned once, where it enters the conversation.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -89,3 +90,33 @@ def basic_auth_secrets(credentials: str) -> list[str]:
         found.append(pair.strip())
         found.append(pair.partition(":")[2])
     return found
+
+
+class RedactingFormatter(logging.Formatter):
+    """A handler's formatter whose every line, traceback included, is redacted.
+
+    Our own log calls pass redacted texts already; this catches the rest: a library's
+    traceback quoting a URL with its password, a user's function logging its API key.
+    Rejected: a ``logging.Filter`` on records. It sees the message and its arguments, but
+    a traceback is formatted later, by the formatter, and a filter on a logger misses the
+    records of its children that propagate to the handler."""
+
+    def __init__(self, inner: logging.Formatter, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.secrets = tuple(secrets)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record), self.secrets)
+
+
+def redact_log_handlers(logger: logging.Logger, secrets: Iterable[str]) -> None:
+    """Make every handler of ``logger`` redact what it writes, ``secrets`` included (a
+    handler redacting already, e.g. by pattern only, learns them)."""
+    secrets = tuple(secrets)
+    for handler in logger.handlers:
+        formatter = handler.formatter
+        if isinstance(formatter, RedactingFormatter):
+            formatter.secrets = tuple(dict.fromkeys((*formatter.secrets, *secrets)))
+        else:
+            handler.setFormatter(RedactingFormatter(formatter or logging.Formatter(), secrets))
