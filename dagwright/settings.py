@@ -247,6 +247,10 @@ class Settings(BaseSettings):
     max_goal_chars: int = Field(10_000, ge=10)
     """Longest goal accepted: of a run of a goal, and a plan's ``goal``."""
 
+    max_context_chars: int = Field(50_000, ge=0)
+    """Longest ``--context`` of a goal accepted. It goes to the planner and, as background,
+    to every agent of the run: its tokens are paid once per agent request."""
+
     replan_enabled: bool = False
     """Re-plan a failed branch by default (runs may say otherwise: ``--replan``)."""
 

@@ -421,6 +421,10 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
     ("args", "message"),
     [
         (["run", "x" * 10_001], "the goal is 10001 characters; the limit is 10000"),
+        (
+            ["run", "do it", "--context", "c" * 50_001],
+            "the context is 50001 characters; the limit is 50000 (DAGWRIGHT_MAX_CONTEXT_CHARS)",
+        ),
         (["run", "do it", "-w", "wizard"], "unknown worker type(s) wizard"),
         (["run", DIAMOND, "--max-nodes", "3"], "--max-nodes apply to goals, not to the plan file"),
         (["run", "missing-plan.yaml"], "no such plan file: missing-plan.yaml"),

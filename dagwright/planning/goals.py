@@ -89,6 +89,12 @@ def plan_request(
             f"the goal is {len(goal)} characters; the limit is {settings.max_goal_chars} "
             "(DAGWRIGHT_MAX_GOAL_CHARS): put the details in --context or a plan file"
         )
+    if len(options.context) > settings.max_context_chars:
+        raise InputError(
+            f"the context is {len(options.context)} characters; the limit is "
+            f"{settings.max_context_chars} (DAGWRIGHT_MAX_CONTEXT_CHARS): give the agents "
+            "the material as a file they read (a function node's output), not in every prompt"
+        )
     if options.max_nodes and options.max_nodes > settings.max_nodes:
         raise InputError(
             f"--max-nodes {options.max_nodes} is above the limit of any plan here, "
