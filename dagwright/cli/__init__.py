@@ -44,6 +44,25 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def print_version(wanted: bool) -> None:
+    if wanted:
+        from importlib.metadata import version
+
+        typer.echo(f"dagwright {version('dagwright')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def options(
+    show_version: bool = typer.Option(
+        False, "--version", callback=print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Run dependency DAGs of tasks and LLM agents on Celery workers."""
+
+
 runs.register(app)
 stack.register(app)
 catalog.register(app)
