@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dagwright import Client, RunStatus
 from dagwright.settings import Settings
 from dagwright.stackfile import read_stack
 from dagwright.testing import FakeAnthropicServer
@@ -233,6 +234,45 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
 
 
 @pytest.mark.subprocess
+def test_ctrl_c_while_run_waits_prints_the_run_id_and_how_to_follow_it(
+    subprocess_settings: Settings, tmp_path: Path
+) -> None:
+    """No worker runs: the run waits, and the person gives up waiting, not the run."""
+    env = cli_env(subprocess_settings, tmp_path / "data")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "run", DIAMOND],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = Client(subprocess_settings)
+    try:
+        assert waiting.stderr is not None
+        progress = waiting.stderr.readline()  # it waits now, showing progress
+        [run] = client.list_runs()
+        assert progress.startswith(f"run {run.run_id} running"), progress
+    finally:
+        waiting.send_signal(signal.SIGINT)
+        stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130 and stdout == ""
+    assert (
+        f"interrupted: run {run.run_id} goes on; follow it with `dagwright watch {run.run_id}`, "
+        f"stop it with `dagwright cancel {run.run_id}`"
+    ) in stderr
+    assert "Traceback" not in stderr
+    assert client.counts(run.run_id)[0] == RunStatus.RUNNING
+
+
+@pytest.mark.subprocess
+def test_a_one_word_goal_runs_with_goal_flag(env: dict[str, str]) -> None:
+    result = dagwright("run", "--goal", "diamond", "--no-wait", env=env)
+    assert result.returncode == 0, result.stderr  # submitted to the planner
+    assert result.stdout.strip() and "\n" not in result.stdout.strip()  # the run id
+
+
+@pytest.mark.subprocess
 def test_the_wordstats_example_runs_with_its_own_functions(tmp_path: Path) -> None:
     result = dagwright(
         "run",
@@ -420,7 +460,9 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "x" * 10_001], "the goal is 10001 characters; the limit is 10000"),
+        (["run", "x " * 5_001], "the goal is 10001 characters; the limit is 10000"),
+        (["run", "diamond"], "no such plan file: diamond"),  # a mistyped name, not a goal
+        (["run", ""], "nothing to run: give a plan file, or a goal in words"),
         (
             ["run", "do it", "--context", "c" * 50_001],
             "the context is 50001 characters; the limit is 50000 (DAGWRIGHT_MAX_CONTEXT_CHARS)",
