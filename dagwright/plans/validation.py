@@ -1,7 +1,8 @@
 """Pure validation of a plan: no I/O, no Redis, the same for file, builder and LLM plans.
 
 Every problem is a sentence that says what to fix; they are collected, not raised one by
-one, so a person (or the planner model, later) sees them all at once.
+one, and from every stage (sizes, ids, dependencies, types, cycles, depth), so that a
+person, or the planner model repairing its plan, sees them all at once.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def validate_plan(
     if sizes.too_big:  # the other checks could take as long as the plan is big
         raise PlanError(problems)
     problems += _structure_problems(plan, run) + _node_problems(plan, catalog, limits)
-    graph, graph_problems = _graph(plan, run, limits)
+    graph, graph_problems = _graph(plan, limits)
     problems += graph_problems
     if problems or graph is None:
         raise PlanError(problems)
@@ -109,7 +110,7 @@ def _count_problems(plan: Plan, limits: PlanLimits) -> list[str]:
     ]
 
 
-def _graph(plan: Plan, run: RunContext, limits: PlanLimits) -> tuple[PlanGraph | None, list[str]]:
+def _graph(plan: Plan, limits: PlanLimits) -> tuple[PlanGraph | None, list[str]]:
     """The plan's graph over its known dependencies, and its cycle or depth problem.
 
     Dependencies that are unknown, on the node itself or outside the plan are left out
