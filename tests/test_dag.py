@@ -100,8 +100,8 @@ def test_function_params_are_checked_against_the_signature() -> None:
 
 
 def test_size_limit() -> None:
-    found = problems(plan(*(fn(f"n{i}") for i in range(11))), PlanLimits(max_nodes=10))
-    assert found == ["the plan has 11 nodes; the limit is 10 (DAGWRIGHT_MAX_NODES)"]
+    found = problems(plan(*(fn(f"n{i}", f"n{i}") for i in range(11))), PlanLimits(max_nodes=10))
+    assert found == ["the plan has 11 nodes; the limit is 10 (DAGWRIGHT_MAX_NODES)"]  # not read
 
 
 def test_timeout_limit() -> None:
@@ -217,7 +217,8 @@ def test_a_cycle_is_found_past_unknown_and_self_dependencies() -> None:
 def test_size_count_types_and_depth_are_reported_together() -> None:
     chain = [fn("a"), fn("b", "a"), {**fn("c", "b"), "type": "nope"}]
     found = problems(
-        plan(*chain, goal="g" * 20), PlanLimits(max_nodes=2, max_depth=2, sizes=SizeLimits(10))
+        plan(*chain, goal="g" * 20),
+        PlanLimits(max_nodes=2, max_nodes_read=3, max_depth=2, sizes=SizeLimits(10)),
     )
     assert found[0] == "the plan has 3 nodes; the limit is 2 (DAGWRIGHT_MAX_NODES)"
     assert found[1].startswith("the goal is 20 characters; the limit is 10")
@@ -273,7 +274,7 @@ def faulty_plans(draw: st.DrawFn) -> tuple[list[Node], set[str], PlanLimits]:
     max_nodes = size - 1 if size > 1 and draw(st.booleans()) else size
     if max_nodes < size:
         faults.add("nodes; the limit is")
-    return nodes, faults, PlanLimits(max_nodes=max_nodes)
+    return nodes, faults, PlanLimits(max_nodes=max_nodes, max_nodes_read=size)
 
 
 @settings(max_examples=200)

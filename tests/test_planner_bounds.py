@@ -67,6 +67,18 @@ def test_settings_widen_the_bounds() -> None:
     assert planned_problems(plan_of(*OUT_OF_BOUNDS), wide) == []
 
 
+def test_a_planned_plan_over_its_node_limit_is_read_for_its_other_problems() -> None:
+    nodes = [{"id": f"n{i}", "type": "writer", "instruction": "N.", "depends_on": ["n0"]}
+             for i in range(3)]  # fmt: skip
+    found = planned_problems(plan_of(*nodes, output="n1"), max_nodes=2)
+    assert found == [
+        "the plan has 3 nodes; the limit is 2 (--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES)",
+        "node 'n0' depends on itself; remove 'n0' from its depends_on",
+    ]
+    beyond = planned_problems(plan_of(*nodes, output="n1"), Settings(max_nodes=2), max_nodes=2)
+    assert beyond == [found[0]]  # past DAGWRIGHT_MAX_NODES, a plan is not read further
+
+
 def test_a_timeout_over_both_limits_is_one_problem_naming_the_lower() -> None:
     slow = plan_of(
         {"id": "a", "type": "writer", "instruction": "A.", "timeout_s": 30000}, output="a"
@@ -152,3 +164,30 @@ def test_the_bounds_view_holds_every_planner_bound_setting() -> None:
     assert all(
         getattr(settings.planner_bounds, n) == getattr(settings, f"planner_{n}") for n in names
     )
+
+
+@given(
+    approval=st.booleans(),
+    attempts=st.integers(1, 100),
+    timeout_s=st.none() | st.floats(1, 6 * 3600),
+    sleep_s=st.floats(0, 86400),
+)
+def test_a_problem_is_reported_exactly_for_each_knob_past_its_bound(
+    approval: bool, attempts: int, timeout_s: float | None, sleep_s: float
+) -> None:
+    bounds = Settings().planner_bounds
+    agent: dict[str, Any] = {"id": "a", "type": "writer", "instruction": "A."}
+    agent |= {"retry": {"max_attempts": attempts}, "timeout_s": timeout_s}
+    if approval:
+        agent["approval"] = "required"
+    nap = {"id": "nap", "type": "function", "function": "sleep", "params": {"seconds": sleep_s}}
+    found = " ".join(planned_problems(plan_of(agent, nap, output="a")))
+    expected = {
+        "ALLOW_APPROVALS": approval,
+        "MAX_ATTEMPTS": attempts > bounds.max_attempts,
+        "MAX_TIMEOUT_S": timeout_s is not None and timeout_s > bounds.max_timeout_s,
+        "MAX_SLEEP_S": sleep_s > bounds.max_sleep_s,
+    }
+    assert {k for k in expected if f"DAGWRIGHT_PLANNER_{k})" in found} == {
+        k for k, breached in expected.items() if breached
+    }

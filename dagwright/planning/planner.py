@@ -81,6 +81,7 @@ class PlanRequest(BaseModel):
         planner_bound = settings.planner_max_timeout_s < settings.max_timeout_s
         return PlanLimits(
             max_nodes=self.max_nodes,
+            max_nodes_read=settings.max_nodes,
             max_timeout_s=min(settings.planner_max_timeout_s, settings.max_timeout_s),
             max_depth=self.max_depth,
             source="--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES",

@@ -40,6 +40,10 @@ class PlanLimits:
     max_depth: int | None = None  # nodes on the longest dependency chain; None: no limit
     source: str = "DAGWRIGHT_MAX_NODES"  # where the size limit comes from, to say in errors
     timeout_source: str = "DAGWRIGHT_MAX_TIMEOUT_S"  # where max_timeout_s comes from
+    # Past this many nodes (and never below max_nodes) a plan is not read further: every
+    # other check costs time in proportion to its size. A planner's plan is read up to
+    # DAGWRIGHT_MAX_NODES, so one over its own --max-nodes learns its other problems too.
+    max_nodes_read: int = 0
     sizes: SizeLimits = field(default_factory=SizeLimits)
 
 
@@ -82,7 +86,7 @@ def validate_plan(
     Every check runs, whatever the others found, so that one rejection names all there
     is to fix (a model repairing its plan sees the cycle and the unknown type at once):
     cycles and depth are looked for over the dependencies that are known. Only a plan
-    over ``max_plan_bytes`` is not read further.
+    over ``max_plan_bytes`` or ``max_nodes_read`` nodes is not read further.
 
     With ``run``, the plan extends a running run: dependencies on its completed and open
     nodes are allowed (and left out of the graph returned: they cannot depend on new
@@ -90,6 +94,8 @@ def validate_plan(
     """
     run = run or RunContext()
     problems = _count_problems(plan, limits)
+    if len(plan.nodes) > max(limits.max_nodes, limits.max_nodes_read):
+        raise PlanError(problems)
     sizes = size_problems(plan, limits.sizes)
     problems += sizes.problems
     if sizes.too_big:  # the other checks could take as long as the plan is big
