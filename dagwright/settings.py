@@ -6,8 +6,8 @@ an environment variable ``DAGWRIGHT_<NAME>``, the TOML file named by
 below. The object is passed to whatever needs it; nothing reads a module-level global.
 
 Code that needs only one group of settings (the sandbox, the LLM client, the http_get
-tool) is given that group's frozen view (``settings.sandbox``, ``settings.llm``,
-``settings.http_tool``), built from ``Settings`` on each read: ``Settings`` stays the one
+tool, the planner's bounds) is given that group's frozen view (``settings.sandbox``,
+``settings.llm``, ``settings.http_tool``, ``settings.planner_bounds``), built from ``Settings`` on each read: ``Settings`` stays the one
 source, and the group's code and tests name only what it uses.
 """
 
