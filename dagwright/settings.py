@@ -7,8 +7,9 @@ below. The object is passed to whatever needs it; nothing reads a module-level g
 
 Code that needs only one group of settings (the sandbox, the LLM client, the http_get
 tool, the planner's bounds) is given that group's frozen view (``settings.sandbox``,
-``settings.llm``, ``settings.http_tool``, ``settings.planner_bounds``), built from ``Settings`` on each read: ``Settings`` stays the one
-source, and the group's code and tests name only what it uses.
+``settings.llm``, ``settings.http_tool``, ``settings.planner_bounds``), built from
+``Settings`` on each read: ``Settings`` stays the one source, and the group's code and
+tests name only what it uses.
 """
 
 from __future__ import annotations
