@@ -6,9 +6,10 @@ an environment variable ``DAGWRIGHT_<NAME>``, the TOML file named by
 below. The object is passed to whatever needs it; nothing reads a module-level global.
 
 Code that needs only one group of settings (the sandbox, the LLM client, the http_get
-tool) is given that group's frozen view (``settings.sandbox``, ``settings.llm``,
-``settings.http_tool``), built from ``Settings`` on each read: ``Settings`` stays the one
-source, and the group's code and tests name only what it uses.
+tool, the planner's bounds) is given that group's frozen view (``settings.sandbox``,
+``settings.llm``, ``settings.http_tool``, ``settings.planner_bounds``), built from
+``Settings`` on each read: ``Settings`` stays the one source, and the group's code and
+tests name only what it uses.
 """
 
 from __future__ import annotations
@@ -243,6 +244,27 @@ class Settings(BaseSettings):
 
     planner_max_depth: int = Field(8, ge=1)
     """Default limit on the longest dependency chain of a planned DAG (``--max-depth``)."""
+
+    planner_allow_approvals: bool = False
+    """Let a planned node set ``approval: required`` (a person must approve it). Off: the
+    planner is told to fix such a plan; plans you write are not limited."""
+
+    planner_allow_python: bool = False
+    """Let a goal's plan use ``python`` nodes (model-written code, run in the sandbox)
+    when the goal names no worker types; a goal that lists ``python`` in ``-w`` /
+    ``worker_types`` may always."""
+
+    planner_max_attempts: int = Field(5, ge=1, le=100)
+    """Most ``retry.max_attempts`` a planned node may ask for."""
+
+    planner_max_timeout_s: float = Field(1800.0, gt=0)
+    """Longest ``timeout_s`` a planned node may ask for (``max_timeout_s`` bounds every plan)."""
+
+    planner_max_retry_delay_s: float = Field(300.0, ge=0)
+    """Longest delay between two attempts that a planned node's ``retry`` may lead to."""
+
+    planner_max_sleep_s: float = Field(300.0, ge=0)
+    """Longest wait a planned node may ask of the built-in ``sleep`` function."""
 
     max_goal_chars: int = Field(10_000, ge=10)
     """Longest goal accepted: of a run of a goal, and a plan's ``goal``."""
@@ -557,6 +579,18 @@ class Settings(BaseSettings):
         )
 
     @property
+    def planner_bounds(self) -> PlannerBounds:
+        """What a plan written by the planner model may set."""
+        return PlannerBounds(
+            allow_approvals=self.planner_allow_approvals,
+            allow_python=self.planner_allow_python,
+            max_attempts=self.planner_max_attempts,
+            max_timeout_s=self.planner_max_timeout_s,
+            max_retry_delay_s=self.planner_max_retry_delay_s,
+            max_sleep_s=self.planner_max_sleep_s,
+        )
+
+    @property
     def effective_broker_url(self) -> str | None:
         """The broker URL, defaulting to the state store."""
         return self.broker_url or self.redis_url
@@ -619,3 +653,17 @@ class HttpToolSettings:
     allowed_domains: tuple[str, ...]
     max_bytes: int
     timeout_s: float
+
+
+@dataclass(frozen=True)
+class PlannerBounds:
+    """The ``planner_allow_*`` and ``planner_max_*`` limits on the knobs of a planned
+    plan (the model's, not a file's or a caller's): checked as plan problems, which go
+    back to the planner to fix (``planning/bounds.py``)."""
+
+    allow_approvals: bool
+    allow_python: bool
+    max_attempts: int
+    max_timeout_s: float
+    max_retry_delay_s: float
+    max_sleep_s: float

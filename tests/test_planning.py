@@ -49,10 +49,13 @@ def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
         "the plan has 2 nodes; the limit is 1 (--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES)"
     ]
     wrong_type = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
-    [problem] = plan_problems(wrong_type, request, catalog, Settings())
-    assert (
-        "type 'researcher', which no worker type is registered as" in problem
-        and "registered: writer" in problem
+    assert plan_problems(wrong_type, request, catalog, Settings()) == [
+        "node 'a' has type 'researcher', which is not allowed in this run (allowed: writer)"
+    ]
+    [unknown] = plan_problems(plan_of({"id": "a", "type": "writr"}), request, catalog, Settings())
+    assert unknown == (
+        "node 'a' has type 'writr', which no worker type is registered as "
+        "(did you mean 'writer'?); allowed in this run: writer"
     )
     replan = request.model_copy(
         update={"failed_node": "x", "replace": [{"id": "x"}], "run_outputs": ["x"], "taken": ["x"]}

@@ -87,6 +87,10 @@ class WorkerRegistry:
         """The types a plan may use."""
         return [wt.name for wt in self.types()]
 
+    def registered_type_names(self) -> list[str]:
+        """Every type a plan could use here (the same: a run that allows fewer narrows it)."""
+        return self.type_names()
+
     def node_problems(self, node: Node) -> list[str]:
         worker_type = self.get(node.type)
         problems = worker_type.check_node(node)
