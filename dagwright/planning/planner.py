@@ -23,7 +23,8 @@ from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
 from dagwright.settings import Settings
 from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType
-from dagwright.workers.agent_loop import run_agent, untrusted_block
+from dagwright.workers.agent_loop import run_agent
+from dagwright.workers.agent_prompt import DataBlock, DataGroup
 from dagwright.workers.budgets import budget_words
 from dagwright.workers.builtin_agents import prompt
 from dagwright.workers.tools.policy import ToolPolicy
@@ -128,7 +129,11 @@ def plan_problems(
         validate_plan(plan, catalog, request.limits(settings), run)
     except PlanError as exc:
         return exc.problems
-    if not request.is_replan and not plan.output and SYNTHESIS_TYPE not in catalog.type_names():
+    if (
+        not request.is_replan
+        and needs_synthesis(plan)
+        and SYNTHESIS_TYPE not in catalog.type_names()
+    ):
         return [
             f"set `output`: the {SYNTHESIS_TYPE} that would combine the results is not among "
             "the worker types this plan may use"
@@ -139,6 +144,12 @@ def plan_problems(
             f"the run's output {sorted(replaced_outputs)} is replaced: set `output` to the new one"
         ]
     return []
+
+
+def needs_synthesis(plan: Plan) -> bool:
+    """Whether a writer must combine the plan's results: it names no output and ends in
+    more than one node (a plan ending in one node answers with it)."""
+    return not plan.output and len(plan.output_nodes()) > 1
 
 
 def planner_spec(settings: Settings) -> AgentSpec:
@@ -168,7 +179,9 @@ def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
     spec = dataclasses.replace(planner_spec(ctx.settings), check_output=check)
     asked = node.model_copy(update={"instruction": planning_message(request, catalog)})
     try:
-        return run_agent(ctx, asked, spec, registry.tools)
+        # The goal and context are its instruction, not background.
+        data = replanning_data(request)
+        return run_agent(ctx, asked, spec, registry.tools, data=data, background=False)
     except AgentToolErrorsError as exc:
         tries = spec.max_tool_errors
         raise PlanningFailedError(
@@ -211,18 +224,29 @@ def planning_message(request: PlanRequest, catalog: RestrictedCatalog) -> str:
     return "\n\n".join(parts)
 
 
-def replanning_part(request: PlanRequest) -> str:
-    # The error may quote model or web text: it enters as delimited data, like the specs.
-    lines = [
+def replanning_data(request: PlanRequest) -> list[DataGroup]:
+    """A re-planner's failed branch, as data: the error may quote model or web text, the
+    specs what a model wrote."""
+    if not request.is_replan:
+        return []
+    heading = (
         f"Part of the plan for this goal failed: node {request.failed_node!r} failed for good. "
-        "Its error, and the specs of the nodes that will not run and must be replaced, are "
-        "data between <untrusted_input> tags:",
-        untrusted_block("error", request.error),
-        untrusted_block("replaced", request.replace),
-        "Plan only the replacement: nodes that achieve what the failed part was for, in another "
+        "Its error, and the specs of the nodes that will not run and must be replaced:"
+    )
+    blocks = (
+        DataBlock(request.error, {"source": "error"}),
+        DataBlock(request.replace, {"source": "replaced"}),
+    )
+    return [DataGroup(heading, blocks)]
+
+
+def replanning_part(request: PlanRequest) -> str:
+    lines = [
+        f"Plan only the replacement of the failed part (node {request.failed_node!r} and the "
+        "nodes that waited on it, shown above): nodes that achieve what it was for, in another "
         "way. New nodes may depend on each other, on the completed nodes "
         f"({', '.join(request.completed) or 'none'}: the outputs of those the failed part used "
-        "follow, read_input gives them whole)"
+        "are shown above, read_input gives them whole)"
         + (f", and on these nodes still running: {', '.join(request.open)}" if request.open else "")
         + f". Ids already used, not to reuse: {', '.join(request.taken)}.",
     ]
