@@ -133,10 +133,12 @@ class ToolCaller:
         return self._delimited(name, outcome)
 
     def _delimited(self, name: str, outcome: ToolOutcome) -> ToolOutcome:
-        """The outcome of a tool that carries outside content as a block of untrusted data
-        (its errors too: an error may quote what the server said)."""
+        """The outcome of a tool that carries outside content as a block of untrusted data:
+        what it returned, and its failures (an exception may quote what a server said).
+        Its refusals (a ToolError: a bad path, a domain not allowed) are its own words,
+        and stay plain, as they reach a node's error."""
         tool = self.tools.get(name) if name in self.spec.tools else None
-        if tool is None or not tool.carries_outside_content:
+        if tool is None or not tool.carries_outside_content or outcome.refused_by_tool:
             return outcome
         return dataclasses.replace(
             outcome, text=delimited_tool_result(self.fence, name, outcome.text)
