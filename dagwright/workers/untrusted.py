@@ -13,8 +13,8 @@ layers keep the data inside its block:
   ``[``. It is looked for in a *skeleton* of the text, where look-alikes are brought
   back to what they look like: HTML entities decoded (``&lt;``, ``&#x3c;``, twice
   encoded ``&amp;lt;``), Unicode NFKD applied (full-width and small "<": U+FF1C, U+FE64),
-  invisible characters dropped (zero-width joiners, bidi controls, control characters, accents),
-  case folded, and the angle brackets of other scripts mapped to "<".
+  invisible characters dropped (zero-width joiners, bidi controls, control characters,
+  accents), case folded, and the angle brackets of other scripts mapped to "<".
 
 Rejected: escaping ``</untrusted_input`` as ``<\\/untrusted_input`` (a model still reads
 it as a tag, and look-alikes and opening tags passed); a token per run shared by its
@@ -78,11 +78,6 @@ class DataFence:
         """``text`` as one delimited block; ``attributes`` say where it comes from."""
         shown = "".join(f' {name}="{quoted(value)}"' for name, value in attributes.items())
         return f"<{self.tag}{shown}>\n{neutralised(text)}\n</{self.tag}>"
-
-
-def new_run_nonce() -> str:
-    """The per-run randomness node fences derive from (kept in the run's hash)."""
-    return secrets.token_hex(16)
 
 
 def quoted(value: str) -> str:
