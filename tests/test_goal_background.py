@@ -40,6 +40,8 @@ def test_every_agent_of_a_goal_run_sees_the_context(
     prompts = first_prompts(fake_llm)
     assert len(prompts) == 4  # the planner, two researchers, the synthesis writer
     assert all(CONTEXT in prompt for prompt in prompts)
+    planner_system = str(fake_llm.requests[0].body["system"])
+    assert "Make every instruction self-contained" in planner_system
     for worker_prompt in map(without_tokens, prompts[1:]):
         assert f'<untrusted_input_T source="goal">\n{GOAL}\n</untrusted_input_T>' in worker_prompt
         assert f'<untrusted_input_T source="context">\n{CONTEXT}\n' in worker_prompt
