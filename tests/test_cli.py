@@ -457,6 +457,35 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
 
 
 @pytest.mark.subprocess
+def test_run_a_goal_with_context_shows_it_to_every_agent(
+    env: dict[str, str], fake_llm: FakeAnthropicServer
+) -> None:
+    context = "Our brokers run in two regions; cite the Redis docs."
+    fake_llm.add(
+        plan_entry(
+            {"id": "pros", "type": "researcher", "instruction": "List the pros."},
+            {"id": "cons", "type": "researcher", "instruction": "List the cons."},
+        ),
+        *(
+            {
+                "match": {"system_contains": f"You are the {role}", "last_user_contains": when},
+                "reply": {"content": [{"type": "text", "text": says}]},
+            }
+            for role, when, says in (
+                ("researcher", "List the pros", "fast"),
+                ("researcher", "List the cons", "costly"),
+                ("writer", "Combine the results", "fast but costly"),
+            )
+        ),
+    )
+    result = dagwright("run", "Weigh Redis streams", "--context", context, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json_out(result)["result"] == "fast but costly"
+    prompts = [text_of(r.body["messages"][0]["content"]) for r in fake_llm.requests]
+    assert len(prompts) == 4 and all(context in prompt for prompt in prompts)
+
+
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "message"),
     [

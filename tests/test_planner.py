@@ -10,6 +10,7 @@ import pytest
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.fake_anthropic_script import text_of
+from tests.support.untrusted import without_tokens
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -72,8 +73,8 @@ def test_a_goal_becomes_parallel_branches_and_a_synthesis(
     assert dispatch_queue(client, run.run_id, "pros") == "dw.researcher"
     assert dispatch_queue(client, run.run_id, "synthesis") == "dw.writer"
     assert dispatch_queue(client, run.run_id, "_plan") == "dw.orchestrator"
-    synthesis_prompt = text_of(fake_llm.requests[-1].body["messages"][0]["content"])
-    assert '<untrusted_input node="pros">\nfast, durable' in synthesis_prompt
+    synthesis_prompt = without_tokens(text_of(fake_llm.requests[-1].body["messages"][0]["content"]))
+    assert '<untrusted_input_T node="pros">\nfast, durable' in synthesis_prompt
     assert "Weigh Redis streams for our event bus" in synthesis_prompt
     planner_request = fake_llm.requests[0].body
     assert [tool["name"] for tool in planner_request["tools"]] == ["read_input", "submit_plan"]
@@ -186,18 +187,18 @@ def test_a_failed_branch_is_replanned_and_completed_work_is_kept(
     ]
     assert len(intro_requests) == 1 and state.nodes["intro"].attempts == 1  # never re-run
     replan_prompt = next(
-        text_of(r.body["messages"][0]["content"])
+        without_tokens(text_of(r.body["messages"][0]["content"]))
         for r in fake_llm.requests
         if "Part of the plan for this goal failed" in str(r.body["messages"][0])
     )
     assert "node 'fetch' failed for good" in replan_prompt
-    assert '<untrusted_input node="error">\nsource down\n</untrusted_input>' in replan_prompt
+    assert '<untrusted_input_T source="error">\nsource down\n</untrusted_input_T>' in replan_prompt
     if intro_state == "completed":
-        assert '<untrusted_input node="intro">\nbackground text' in replan_prompt
+        assert '<untrusted_input_T node="intro">\nbackground text' in replan_prompt
     else:
         assert "and on these nodes still running: intro" in replan_prompt
-    summary_prompt = text_of(fake_llm.requests[-1].body["messages"][0]["content"])
-    assert '<untrusted_input node="intro">\nbackground text' in summary_prompt
+    summary_prompt = without_tokens(text_of(fake_llm.requests[-1].body["messages"][0]["content"]))
+    assert '<untrusted_input_T node="intro">\nbackground text' in summary_prompt
 
 
 def test_without_replanning_the_failed_branch_fails_the_run(

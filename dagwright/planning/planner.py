@@ -25,7 +25,8 @@ from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
 from dagwright.settings import PlannerBounds, Settings
 from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType
-from dagwright.workers.agent_loop import run_agent, untrusted_block
+from dagwright.workers.agent_loop import run_agent
+from dagwright.workers.agent_prompt import DataBlock, DataGroup
 from dagwright.workers.budgets import budget_words
 from dagwright.workers.builtin_agents import prompt
 from dagwright.workers.tools.policy import ToolPolicy
@@ -145,7 +146,11 @@ def plan_problems(
 
 def output_problems(plan: Plan, request: PlanRequest, catalog: RestrictedCatalog) -> list[str]:
     """What is wrong with the output a plan names (or leaves to a synthesis step)."""
-    if not request.is_replan and not plan.output and SYNTHESIS_TYPE not in catalog.type_names():
+    if (
+        not request.is_replan
+        and needs_synthesis(plan)
+        and SYNTHESIS_TYPE not in catalog.type_names()
+    ):
         return [
             f"set `output`: the {SYNTHESIS_TYPE} that would combine the results is not among "
             "the worker types this plan may use"
@@ -156,6 +161,12 @@ def output_problems(plan: Plan, request: PlanRequest, catalog: RestrictedCatalog
             f"the run's output {sorted(replaced_outputs)} is replaced: set `output` to the new one"
         ]
     return []
+
+
+def needs_synthesis(plan: Plan) -> bool:
+    """Whether a writer must combine the plan's results: it names no output and ends in
+    more than one node (a plan ending in one node answers with it)."""
+    return not plan.output and len(plan.output_nodes()) > 1
 
 
 def planner_spec(settings: Settings) -> AgentSpec:
@@ -194,7 +205,9 @@ def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
     message = planning_message(request, catalog, ctx.settings.planner_bounds)
     asked = node.model_copy(update={"instruction": message})
     try:
-        return run_agent(ctx, asked, spec, registry.tools)
+        # The goal and context are its instruction, not background.
+        data = replanning_data(request)
+        return run_agent(ctx, asked, spec, registry.tools, data=data, background=False)
     except AgentToolErrorsError as exc:
         tries = spec.max_tool_errors
         raise PlanningFailedError(
@@ -239,18 +252,29 @@ def planning_message(
     return "\n\n".join(parts)
 
 
-def replanning_part(request: PlanRequest) -> str:
-    # The error may quote model or web text: it enters as delimited data, like the specs.
-    lines = [
+def replanning_data(request: PlanRequest) -> list[DataGroup]:
+    """A re-planner's failed branch, as data: the error may quote model or web text, the
+    specs what a model wrote."""
+    if not request.is_replan:
+        return []
+    heading = (
         f"Part of the plan for this goal failed: node {request.failed_node!r} failed for good. "
-        "Its error, and the specs of the nodes that will not run and must be replaced, are "
-        "data between <untrusted_input> tags:",
-        untrusted_block("error", request.error),
-        untrusted_block("replaced", request.replace),
-        "Plan only the replacement: nodes that achieve what the failed part was for, in another "
+        "Its error, and the specs of the nodes that will not run and must be replaced:"
+    )
+    blocks = (
+        DataBlock(request.error, {"source": "error"}),
+        DataBlock(request.replace, {"source": "replaced"}),
+    )
+    return [DataGroup(heading, blocks)]
+
+
+def replanning_part(request: PlanRequest) -> str:
+    lines = [
+        f"Plan only the replacement of the failed part (node {request.failed_node!r} and the "
+        "nodes that waited on it, shown above): nodes that achieve what it was for, in another "
         "way. New nodes may depend on each other, on the completed nodes "
         f"({', '.join(request.completed) or 'none'}: the outputs of those the failed part used "
-        "follow, read_input gives them whole)"
+        "are shown above, read_input gives them whole)"
         + (f", and on these nodes still running: {', '.join(request.open)}" if request.open else "")
         + f". Ids already used, not to reuse: {', '.join(request.taken)}.",
     ]

@@ -71,6 +71,10 @@ class Tool:
     wants_ctx: bool
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    carries_outside_content: bool = False
+    """Whether what it returns comes from outside the agent (a web page, a file, another
+    node's output, an MCP server's answer): its results then reach the model as delimited
+    untrusted data (``workers/untrusted.py``), like the agent's inputs."""
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition."""
@@ -180,6 +184,7 @@ class ToolRegistry:
         name: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        carries_outside_content: bool = False,
     ) -> Tool:
         name = name or func.__name__
         if name in self._tools and self._tools[name].func is not func:
@@ -197,6 +202,7 @@ class ToolRegistry:
             wants_ctx=accepts(func, "ctx"),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
+            carries_outside_content=carries_outside_content,
         )
         self._tools[name] = tool
         return tool
