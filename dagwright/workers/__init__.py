@@ -76,7 +76,7 @@ def builtin_registry() -> WorkerRegistry:
     registry.register_type(function_worker_type(registry.functions))
     registry.register_type(python_worker_type())
     for spec in builtin_agents():
-        registry.register_type(agent_worker_type(spec, registry.tools))
+        registry.register_type(agent_worker_type(spec, registry.tools), declared_by=spec)
     return registry
 
 
