@@ -1,0 +1,203 @@
+"""MCP tools end to end, against real MCP servers published on PyPI (``mcp-server-time``,
+``mcp-server-git``, started over stdio as a user would), real worker processes, a real
+Valkey and the strict fake Messages API: a call the policy allows runs and is audited, one
+it denies is refused and audited, a server killed between two calls of a node is
+restarted and the node still succeeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dagwright import Client, PlanBuilder, RunStatus
+from dagwright.settings import Settings
+from dagwright.telemetry.spans import MCP_RESTART, TOOL_CALL
+from dagwright.testing import FakeAnthropicServer
+from tests.support.cli import cli_env, dagwright, json_out
+from tests.support.llm_script import RESEARCHER, call, text, turn
+from tests.support.processes import Workers
+from tests.support.waiting import wait_until
+
+TIME_SERVER = {
+    "command": sys.executable,
+    "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+}
+CONVERT = "mcp__time__convert_time"
+CURRENT = "mcp__time__get_current_time"
+NOON_IN_TOKYO = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+
+
+def turn_after(result: str, messages: int, *blocks: dict[str, Any]) -> dict[str, Any]:
+    """The researcher's answer to ``messages`` messages, given only if the last one (the
+    tool results) contains ``result``."""
+    entry = turn(RESEARCHER, messages, *blocks)
+    entry["match"]["last_user_contains"] = result
+    return entry
+
+
+def with_time_server(settings: Settings, rules: list[dict[str, Any]]) -> Settings:
+    """``settings`` with the time server attached to the researcher, under ``rules``."""
+    return Settings(
+        **{
+            **settings.model_dump(),
+            "mcp_servers": {"time": TIME_SERVER},
+            "agent_mcp": {"researcher": {"servers": ["time"], "rules": rules}},
+        }
+    )
+
+
+def research_run(client: Client) -> str:
+    plan = PlanBuilder()
+    plan.agent("clock", "researcher", "What time is noon UTC in Tokyo?")
+    return client.submit(plan.build()).run_id
+
+
+def test_an_allowed_mcp_tool_answers_and_a_denied_one_is_refused_both_audited(
+    subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    settings = with_time_server(subprocess_settings, [{"tool": CONVERT, "action": "allow"}])
+    fake_llm.add(
+        turn(RESEARCHER, 1, call(CONVERT, **NOON_IN_TOKYO)),
+        # Answered only if the server's result reached the model: 12:00 UTC is 21:00 there.
+        turn_after("21:00", 3, call(CURRENT, timezone="UTC")),
+        turn_after("refused by the tool policy", 5, text("Noon UTC is 21:00 in Tokyo.")),
+    )
+    workers.start(settings, concurrency=1)
+    client = Client(settings)
+    run_id = research_run(client)
+    state = client.wait(run_id, timeout=90)
+    assert state.status == RunStatus.SUCCEEDED, (state.nodes, workers.log_tails())
+    assert "21:00" in state.nodes["clock"].output
+
+    first = fake_llm.requests[0].body
+    offered = {tool["name"]: tool for tool in first["tools"]}
+    assert {CONVERT, CURRENT} <= set(offered)  # offered, whatever the policy says of them
+    assert offered[CONVERT]["input_schema"]["required"] == [
+        "source_timezone",
+        "time",
+        "target_timezone",
+    ]
+    assert '"target_timezone": "Asia/Tokyo"' in json.dumps(fake_llm.requests[1].body["messages"])
+
+    audit = client.audit(run_id)
+    assert [(entry.tool, entry.action) for entry in audit] == [
+        (CONVERT, "allow"),
+        (CURRENT, "deny"),
+    ]
+    assert "deny by default" in audit[1].reason
+
+    shown = dagwright("audit", run_id, "--json", env=cli_env(settings, tmp_path / "cli"))
+    assert [entry["tool"] for entry in json_out(shown)] == [CONVERT, CURRENT]
+
+
+def test_a_server_killed_between_two_calls_of_a_node_is_restarted_and_the_node_succeeds(
+    subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
+) -> None:
+    rules = [
+        {"tool": CONVERT, "action": "allow"},
+        # Held for a person: the node waits between its two calls, while the test kills
+        # the server.
+        {"tool": CURRENT, "action": "require_approval"},
+    ]
+    settings = with_time_server(subprocess_settings, rules)
+    fake_llm.add(
+        turn(RESEARCHER, 1, call(CONVERT, **NOON_IN_TOKYO)),
+        turn_after("21:00", 3, call(CURRENT, timezone="Asia/Tokyo")),
+        turn_after('"timezone": "Asia/Tokyo"', 5, text("Done.")),
+    )
+    worker = workers.start(settings, concurrency=1, pool="threads")  # one process: one server
+    client = Client(settings)
+    run_id = research_run(client)
+    wait_until(
+        lambda: client.approvals.list(run_id), timeout=60, what="the second call held for approval"
+    )
+    (server,) = servers_started_by(worker.pid, "mcp_server_time")
+    os.kill(server, signal.SIGKILL)
+
+    client.approvals.approve(run_id, "clock")
+    state = client.wait(run_id, timeout=90)
+    assert state.status == RunStatus.SUCCEEDED, (state.nodes, workers.log_tails())
+    (restarted,) = servers_started_by(worker.pid, "mcp_server_time")
+    assert restarted != server
+    spans = client.trace(run_id).spans
+    assert [span.attributes["server"] for span in spans if span.name == MCP_RESTART] == ["time"]
+    calls = [span.attributes for span in spans if span.name == TOOL_CALL]
+    assert [(c["tool"], c["outcome"]) for c in calls][-1] == (CURRENT, "ok")
+    assert "restarted" in worker.log_path.read_text()
+
+
+def servers_started_by(ancestor: int, module: str) -> list[int]:
+    """The live processes running ``python -m <module>`` that descend from ``ancestor``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in argv and descends_from(int(entry.name), ancestor):
+            found.append(int(entry.name))
+    return found
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: ppid
+        if pid == ancestor:
+            return True
+    return False
+
+
+# -- the git server, and the pool on its own ------------------------------------------
+
+
+def git_repository(path: Path) -> Path:
+    path.mkdir()
+    for args in (
+        ["init", "-q"],
+        [
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "the first commit",
+        ],
+    ):
+        subprocess.run(["/usr/bin/git", *args], cwd=path, check=True)
+    return path
+
+
+@pytest.mark.subprocess
+def test_the_git_server_lists_the_log_of_a_repository(tmp_path: Path) -> None:
+    from dagwright.settings import McpServerSettings
+    from dagwright.workers.mcp.pool import McpServers
+    from dagwright.workers.mcp.tools import result_text
+
+    repository = git_repository(tmp_path / "repo")
+    git = McpServerSettings(
+        command=sys.executable, args=["-m", "mcp_server_git", "--repository", str(repository)]
+    )
+    pool = McpServers({"git": git})
+    try:
+        assert "git_log" in [tool.name for tool in pool.tools("git")]
+        result = pool.call("git", "git_log", {"repo_path": str(repository)})
+    finally:
+        pool.close()
+    assert not result.is_error
+    assert "the first commit" in result_text(result)
