@@ -163,22 +163,10 @@ def descends_from(pid: int, ancestor: int) -> bool:
 # -- the git server, and the pool on its own ------------------------------------------
 
 
-def git_repository(path: Path) -> Path:
+def git_repository(path: Path, message: str = "the first commit") -> Path:
     path.mkdir()
-    for args in (
-        ["init", "-q"],
-        [
-            "-c",
-            "user.name=T",
-            "-c",
-            "user.email=t@example.com",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "the first commit",
-        ],
-    ):
+    identity = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], [*identity, "commit", "-q", "--allow-empty", "-m", message]):
         subprocess.run(["/usr/bin/git", *args], cwd=path, check=True)
     return path
 
@@ -201,3 +189,71 @@ def test_the_git_server_lists_the_log_of_a_repository(tmp_path: Path) -> None:
         pool.close()
     assert not result.is_error
     assert "the first commit" in result_text(result)
+
+
+@pytest.mark.subprocess
+def test_what_a_server_is_given_from_the_environment_is_masked_in_its_tools_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagwright.redaction import known_secrets
+    from dagwright.testing import MemoryServices
+    from dagwright.workers.mcp.attach import server_tools
+    from dagwright.workers.mcp.pool import McpServers
+    from tests.support.agents import agent_context
+
+    secret = "git-token-Vb7Kq2Lm"  # shaped like no secret pattern: only knowing it masks it
+    monkeypatch.setenv("GIT_MCP_TOKEN", secret)
+    repository = git_repository(tmp_path / "repo", message=f"oops, pasted {secret} here")
+    git = {
+        "command": sys.executable,
+        "args": ["-m", "mcp_server_git", "--repository", str(repository)],
+        "env": ["GIT_MCP_TOKEN"],
+    }
+    settings = Settings(mcp_servers={"git": git})
+    assert secret in known_secrets(settings)
+    pool = McpServers(settings.mcp_servers)
+    try:
+        tools = {tool.name: tool for tool in server_tools(("git",), settings.mcp_servers, pool)}
+        ctx = agent_context(MemoryServices(None, tmp_path), settings=settings)
+        outcome = tools["mcp__git__git_log"].call(ctx, {"repo_path": str(repository)})
+    finally:
+        pool.close()
+    assert "oops, pasted *** here" in outcome.text
+    assert secret not in outcome.text
+    assert tools["mcp__git__git_log"].schema()["input_schema"]["type"] == "object"
+
+
+@pytest.mark.subprocess
+def test_worker_types_and_doctor_show_each_servers_tools_and_whether_it_answers(
+    tmp_path: Path,
+) -> None:
+    servers = {"time": TIME_SERVER, "broken": {"command": "no-such-mcp-server"}}
+    attached = {
+        "researcher": {"servers": ["time"]},
+        "writer": {"servers": ["broken"]},
+    }
+    env = cli_env(
+        None,
+        tmp_path / "data",
+        DAGWRIGHT_MCP_SERVERS=json.dumps(servers),
+        DAGWRIGHT_AGENT_MCP=json.dumps(attached),
+        DAGWRIGHT_REDIS_URL="redis://127.0.0.1:1/0",  # nothing there: the doctor still reports
+    )
+    types = {row["name"]: row for row in json_out(dagwright("worker-types", "--json", env=env))}
+    assert {CONVERT, CURRENT} <= set(types["researcher"]["tools"])
+    assert types["researcher"]["mcp_servers"][0]["answers"] is True
+    (broken,) = types["writer"]["mcp_servers"]
+    assert broken["answers"] is False and "no-such-mcp-server" in broken["problem"]
+    assert types["analyst"]["mcp_servers"] == []
+
+    human = dagwright("worker-types", env=env)
+    assert "mcp:broken (not answering)" in human.stdout
+
+    doctor = dagwright("doctor", "--json", env=env)
+    checks = {check["name"]: check for check in json_out(doctor)["checks"]}
+    assert checks["mcp time"]["status"] == "ok"
+    assert (
+        "2 tools" in checks["mcp time"]["detail"] and "researcher" in checks["mcp time"]["detail"]
+    )
+    assert checks["mcp broken"]["status"] == "fail"
+    assert "no-such-mcp-server" in checks["mcp broken"]["hint"]
