@@ -186,7 +186,7 @@ class McpToolRule(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tool: str = Field(pattern=r"^mcp__")
+    tool: str
     """Namespaced tool name or glob: ``mcp__time__*``, ``mcp__git__git_log``."""
     action: Literal["allow", "deny", "require_approval"]
     """What happens to a matching call."""
@@ -194,6 +194,17 @@ class McpToolRule(BaseModel):
     """Argument name -> glob its value must match (all of them)."""
     reason: str = ""
     """Why: shown to the model when the call is refused, and audited."""
+
+    @field_validator("tool")
+    @classmethod
+    def _mcp_tools_only(cls, tool: str) -> str:
+        # They cannot widen what a type may do with dagwright's own tools.
+        if not tool.startswith("mcp__"):
+            raise ValueError(
+                f"rules of agent_mcp name MCP tools only (mcp__<server>__<tool> or a glob "
+                f"such as mcp__time__*), not {tool!r}"
+            )
+        return tool
 
 
 class AgentMcpSettings(BaseModel):

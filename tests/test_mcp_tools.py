@@ -6,11 +6,14 @@ restarted and the node still succeeds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -257,3 +260,85 @@ def test_worker_types_and_doctor_show_each_servers_tools_and_whether_it_answers(
     )
     assert checks["mcp broken"]["status"] == "fail"
     assert "no-such-mcp-server" in checks["mcp broken"]["hint"]
+
+
+# -- streamable HTTP ------------------------------------------------------------------
+# No MCP server on PyPI that both serves streamable HTTP and installs beside mcp 2.x was
+# found (mcp-proxy, which would put mcp-server-time behind HTTP, needs mcp<2). So the
+# time server's own MCPServer object (mcp_server_time.server.create_server) is served
+# over streamable HTTP by the SDK: the PyPI server's tools, behind the SDK's transport.
+SERVE_TIME_OVER_HTTP = (
+    "import sys; from mcp_server_time.server import create_server; "
+    "create_server('UTC').run('streamable-http', host='127.0.0.1', port=int(sys.argv[1]))"
+)
+
+
+class HttpTimeServer:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVE_TIME_OVER_HTTP, str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(self.listening, timeout=30, what="the time server listening over HTTP")
+
+    def listening(self) -> bool:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def http_time_server() -> Iterator[HttpTimeServer]:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    server = HttpTimeServer(port)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.subprocess
+def test_a_streamable_http_server_is_called_with_headers_from_the_environment_and_reconnected(
+    http_time_server: HttpTimeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dagwright.redaction import known_secrets
+    from dagwright.workers.mcp.pool import McpServers
+    from dagwright.workers.mcp.tools import result_text
+
+    monkeypatch.setenv("TIME_MCP_AUTH", "Bearer time-secret-Hq4Zt8")
+    url = f"http://127.0.0.1:{http_time_server.port}/mcp"
+    settings = Settings(
+        mcp_servers={"time": {"url": url, "headers": {"Authorization": "TIME_MCP_AUTH"}}}
+    )
+    assert "Bearer time-secret-Hq4Zt8" in known_secrets(settings)
+    restarts: list[str] = []
+    pool = McpServers(settings.mcp_servers)
+    try:
+        assert {tool.name for tool in pool.tools("time")} == {"get_current_time", "convert_time"}
+        assert "21:00" in result_text(pool.call("time", "convert_time", NOON_IN_TOKYO))
+
+        http_time_server.stop()  # the endpoint restarts: the old session is gone
+        http_time_server.start()
+        result = pool.call(
+            "time", "convert_time", NOON_IN_TOKYO, restart_span=lambda: note(restarts, "time")
+        )
+    finally:
+        pool.close()
+    assert "21:00" in result_text(result)
+    assert restarts == ["time"]
+
+
+@contextlib.contextmanager
+def note(restarts: list[str], server: str) -> Iterator[None]:
+    restarts.append(server)
+    yield
