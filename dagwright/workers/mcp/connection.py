@@ -27,9 +27,9 @@ from typing import Any, TextIO, TypeVar
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types import CONNECTION_CLOSED, CallToolResult, Tool
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Tool
 
-from dagwright.errors import ConfigurationError, ToolTimeoutError
+from dagwright.errors import ConfigurationError, ToolError, ToolTimeoutError
 from dagwright.settings import McpServerSettings
 
 T = TypeVar("T")
@@ -147,7 +147,8 @@ class McpConnection:
 
     def call(self, tool: str, args: dict[str, Any]) -> CallToolResult:
         """Call ``tool``; ServerGoneError if the server is gone, ToolTimeoutError past
-        ``timeout_s``, MCPError for a protocol error of a live server."""
+        ``timeout_s``, ToolError if the live server refused the call (a protocol error:
+        an unknown tool, invalid parameters)."""
         session = self._session
         if session is None:
             raise ServerGoneError("the connection is closed")
@@ -156,9 +157,13 @@ class McpConnection:
         try:
             return self.events.run(call, timeout_s + 1.0, f"the MCP tool {tool!r}")
         except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise ToolTimeoutError(
+                    f"the MCP tool {tool!r} did not answer within {timeout_s:g}s"
+                ) from exc
             if exc.code == CONNECTION_CLOSED or not self.answers():
                 raise ServerGoneError(exc.message) from exc
-            raise
+            raise ToolError(f"the MCP server refused the call: {exc.message}") from exc
         except ToolTimeoutError:
             raise
         except Exception as exc:  # a broken pipe, a refused connection: is it still there?

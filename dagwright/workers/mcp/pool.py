@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from mcp_types import CallToolResult, Tool
 
+from dagwright.redaction import redact
 from dagwright.settings import McpServerSettings
 from dagwright.workers.mcp.connection import EventLoopThread, McpConnection, ServerGoneError
 
@@ -42,6 +43,8 @@ class McpServers:
     ) -> None:
         self.configs = dict(configs)
         self.errlog = errlog
+        # What the servers are given from the environment, kept out of the log lines.
+        self._secrets = tuple(value for c in configs.values() for value in c.secret_values())
         self._lock = threading.Lock()
         self._server_locks: dict[str, threading.Lock] = {}
         self._connections: dict[str, McpConnection] = {}
@@ -66,7 +69,8 @@ class McpServers:
         try:
             return connection.call(tool, args)
         except ServerGoneError as exc:
-            log.warning("MCP server %r stopped answering (%s): restarting it", server, exc)
+            why = redact(str(exc), self._secrets)
+            log.warning("MCP server %r stopped answering (%s): restarting it", server, why)
             with restart_span():
                 connection = self._restart(server, connection)
         return connection.call(tool, args)
