@@ -56,3 +56,4 @@ def metrics_server(
     finally:
         server.stop()
     raise typer.Exit(0)
+

@@ -190,4 +190,5 @@ def supervise(stack: EmbeddedStack) -> None:
         restarts += 1
 
 
+
 __all__ = ["EmbeddedStackError", "up", "worker"]

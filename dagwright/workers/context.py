@@ -153,7 +153,9 @@ class NodeContext:
             "cached", int(response.cached),
         ]  # fmt: skip
         try:
-            self.services.record_progress(self, checkpoint=state, usage=response.usage, event=event)
+            self.services.record_progress(
+                self, checkpoint=state, usage=response.usage, event=event
+            )
         finally:  # paid for, even if this node is no longer this worker's
             self.services.count(llm_usage(response.model, response.usage))
         self.last_checkpoint = state
