@@ -5,9 +5,9 @@ agent (what the model sees, and what its checkpoint keeps), node errors and trac
 (run state, events, dead letters, logs), spans, the last failure a circuit breaker
 remembers, audit entries. Two layers: the secret values this process knows
 (``known_secrets``: its API key, the passwords of its Redis, broker, API and OTLP URLs,
-Flower's basic auth), replaced wherever they appear; and patterns of secrets it cannot
-know (an API key in an exception from a user's function, a password in a URL,
-``token=...``).
+Flower's basic auth, what MCP servers are given from the environment), replaced wherever
+they appear; and patterns of secrets it cannot know (an API key in an exception from a
+user's function, a password in a URL, ``token=...``).
 
 Rejected: redacting the request at the LLM client, just before it is sent. The checkpoint
 (kept for the run's retention) would still hold the secret, and so would every later
@@ -60,7 +60,8 @@ def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
 
 def known_secrets(settings: Settings) -> tuple[str, ...]:
     """The secret values in ``settings``: the API key, the passwords in the Redis, broker,
-    API and OTLP URLs, and Flower's basic-auth credentials."""
+    API and OTLP URLs, Flower's basic-auth credentials, and the values of the environment
+    variables given to MCP servers (their ``env`` and ``headers``)."""
     found: list[str] = []
     if settings.anthropic_api_key is not None:
         found.append(settings.anthropic_api_key.get_secret_value())
@@ -73,6 +74,8 @@ def known_secrets(settings: Settings) -> tuple[str, ...]:
     found.extend(url_password(url) for url in urls if url)
     if settings.flower_basic_auth is not None:
         found.extend(basic_auth_secrets(settings.flower_basic_auth.get_secret_value()))
+    for server in settings.mcp_servers.values():  # what it is given from the environment
+        found.extend(server.secret_values())
     return tuple(dict.fromkeys(secret for secret in found if secret))
 
 

@@ -37,7 +37,7 @@ PASSED_SETTINGS = (
     "sandbox_backend",
 )
 # Passed as JSON.
-PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits")
+PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits", "mcp_servers", "agent_mcp")
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

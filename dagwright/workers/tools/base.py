@@ -207,6 +207,12 @@ class ToolRegistry:
         self._tools[name] = tool
         return tool
 
+    def extended(self, tools: list[Tool]) -> ToolRegistry:
+        """A new registry: these tools and ``tools`` (the MCP tools of an agent type)."""
+        extended = ToolRegistry()
+        extended._tools = {**self._tools, **{tool.name: tool for tool in tools}}
+        return extended
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
