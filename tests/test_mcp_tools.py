@@ -88,6 +88,13 @@ def test_an_allowed_mcp_tool_answers_and_a_denied_one_is_refused_both_audited(
         "target_timezone",
     ]
     assert '"target_timezone": "Asia/Tokyo"' in json.dumps(fake_llm.requests[1].body["messages"])
+    [answer] = [
+        block
+        for block in fake_llm.requests[1].body["messages"][-1]["content"]
+        if block["type"] == "tool_result"
+    ]
+    answered = json.dumps(answer["content"])
+    assert "21:00" in answered and "<untrusted_input_" in answered  # a server's answer is data
 
     audit = client.audit(run_id)
     assert [(entry.tool, entry.action) for entry in audit] == [

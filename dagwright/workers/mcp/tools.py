@@ -88,6 +88,7 @@ def mcp_tool(
         wants_ctx=False,
         timeout_s=config.timeout_s,
         max_output_chars=config.max_output_chars,
+        carries_outside_content=True,  # a server's answer: delimited as untrusted data
         server=server,
         server_tool=listed.name,
         input_schema=input_schema(listed.input_schema),
