@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis
 from redis.backoff import NoBackoff
@@ -29,12 +30,16 @@ from dagwright.llm.model_ids import unpriced
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.redaction import known_secrets
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.choice import candidate_names, probe
 from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
 from dagwright.settings import Settings
 from dagwright.workers import WorkerRegistry
+
+if TYPE_CHECKING:
+    from dagwright.workers.mcp.probe import ServerProbe
 
 PROBE_TIMEOUT_S = 3.0
 STATE_CHECKS = ("workers", "reconciler", "breakers", "dlq", "beat")  # they read the state store
@@ -87,7 +92,7 @@ def healthy(checks: list[Check]) -> bool:
 
 def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
-    reconciler, breakers, dlq, beat, sandbox, llm."""
+    reconciler, breakers, dlq, beat, sandbox, llm, then one per MCP server."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url)
     reachable = redis_check.status != Status.FAIL
@@ -101,7 +106,13 @@ def diagnose(settings: Settings) -> list[Check]:
     else:
         state = [skip(name, "not checked without Redis") for name in STATE_CHECKS]
     local = [check_sandbox(sandbox_probes(settings)), check_llm(settings)]
-    return [redis_check, broker_check, *state, *local]
+    return [
+        redis_check,
+        broker_check,
+        *state,
+        *local,
+        *guarded("mcp", lambda: mcp_checks(settings)),
+    ]
 
 
 # Reachability: the state store and the broker.
@@ -436,6 +447,42 @@ def check_llm(settings: Settings) -> Check:
             "add its USD per million tokens to model_prices (DAGWRIGHT_MODEL_PRICES)",
         )
     return ok("llm", " · ".join(parts))
+
+
+def mcp_checks(settings: Settings) -> list[Check]:
+    """One check per declared MCP server: it answers (started here, as a worker would
+    start it, then stopped) with its tools, and which agent types have it."""
+    if not settings.mcp_servers:
+        return []
+    from dagwright.registry import build_registry
+    from dagwright.workers.mcp.probe import probe_servers
+
+    users: dict[str, list[str]] = {server: [] for server in settings.mcp_servers}
+    for worker_type in build_registry(settings).types():
+        for server in worker_type.mcp_servers:
+            users[server].append(worker_type.name)
+    probes = probe_servers(settings.mcp_servers, settings.mcp_servers, known_secrets(settings))
+    return [check_mcp_server(settings, server, probes[server], users[server]) for server in users]
+
+
+def check_mcp_server(
+    settings: Settings, server: str, probe: ServerProbe, types: list[str]
+) -> Check:
+    from dagwright.workers.mcp.probe import start_hint
+
+    name = f"mcp {server}"
+    config = settings.mcp_servers[server]
+    if not probe.answers:
+        return fail(name, f"does not answer: {probe.problem}", start_hint(server, config))
+    tools = f"answers · {plural(len(probe.tools), 'tool')}"
+    if not types:
+        return warn(
+            name,
+            f"{tools} · attached to no agent type",
+            f'attach it: [agent_mcp.<type>] servers = ["{server}"], and allow its tools '
+            f'with rules = [{{tool = "mcp__{server}__*", action = "allow"}}]',
+        )
+    return ok(name, f"{tools} · attached to {', '.join(types)}")
 
 
 def plural(count: int, noun: str) -> str:

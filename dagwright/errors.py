@@ -27,8 +27,9 @@
         │   │                              no room within llm_rate_max_wait_s
         │   ├── NodeTimeoutError           the node ran past its timeout_s (recorded by the
         │   │                              worker's watchdog; not retried for python nodes)
-        │   └── SandboxFailedError         the sandbox backend broke (not the code): retried,
-        │                                  counts against the sandbox's breaker
+        │   ├── SandboxFailedError         the sandbox backend broke (not the code): retried,
+        │   │                              counts against the sandbox's breaker
+        │   └── McpServerUnavailableError  an MCP server of the agent type did not start
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
         │   ├── LLMEndpointUnreachableError  nothing answers at the configured endpoint
@@ -282,6 +283,11 @@ class SandboxUnavailableError(PermanentError):
 class SandboxFailedError(RetryableError):
     """The sandbox backend itself failed while running code (its daemon went away, a
     container could not be created): not the code's fault, so retried."""
+
+
+class McpServerUnavailableError(RetryableError):
+    """An MCP server attached to the agent type did not start (or list its tools) in
+    time: the node is retried later; ``dagwright doctor`` says what the server answers."""
 
 
 class ScheduleError(InputError):

@@ -55,7 +55,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
     "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
     "spans",  # stream of telemetry.Span JSON: tool calls, sandbox runs, breaker events
-    "waits",  # hash node -> JSON of what it waits on while parked (a breaker), see NodeWait
+    "waits",  # hash node -> JSON of what it waits on while parked (a breaker, a slot), see NodeWait
 )
 
 

@@ -306,20 +306,27 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker"]
-    """The kind of wait: an open circuit breaker."""
+    on: Literal["breaker", "slot"]
+    """The kind of wait: an open circuit breaker (the node is ``retry_wait``), or a free slot
+    of a concurrency limit (the node is ``queued``; it is woken when a slot frees)."""
     name: str
-    """What it waits on, e.g. the breaker ``model:claude-sonnet-4-5``."""
+    """What it waits on, e.g. the breaker ``model:claude-sonnet-4-5`` or the limit
+    ``type:researcher``."""
     since: datetime
     """When this node began waiting on it (through one open period after another)."""
-    until: datetime
-    """When the node is due to try again."""
+    until: datetime | None = None
+    """When the node is due to try again (a breaker wait); None: when a slot frees."""
     last_failure: str = ""
     """The failure that last counted against the dependency (``"<class>: <message>"``)."""
 
     def describe(self, now: datetime | None = None) -> str:
-        """One line: ``waiting on breaker model:x, open 25 s more: last error ...``."""
-        left_s = max((self.until - (now or datetime.now(UTC))).total_seconds(), 0.0)
+        """One line: ``waiting on breaker model:x, open 25 s more: last error ...`` or
+        ``waiting for a slot of type:researcher (full for 12 s)``."""
+        now = now or datetime.now(UTC)
+        if self.until is None:
+            waited_s = max((now - self.since).total_seconds(), 0.0)
+            return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
+        left_s = max((self.until - now).total_seconds(), 0.0)
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
 
@@ -481,6 +488,28 @@ class Event(BaseModel):
     at: datetime
     node: str | None = None
     data: dict[str, str] = Field(default_factory=dict)
+    """The event's fields as the stream holds them: text."""
+
+    def typed_data(self) -> dict[str, str | int | float]:
+        """``data`` with the fields that are numbers as numbers (``attempt``, ``delay_ms``,
+        the tokens and cost of an ``llm.call``...), for JSON readers."""
+        return {key: number_or_text(key, value) for key, value in self.data.items()}
+
+
+# Event fields that hold numbers: integers, except ``cost_usd``.
+NUMERIC_EVENT_FIELDS = frozenset(
+    {"attempt", "fence", "nodes", "delay_ms", "timeout_ms", "latency_ms", "cached",
+     "input_tokens", "output_tokens", "unpriced_tokens", "cost_usd"}
+)  # fmt: skip
+
+
+def number_or_text(key: str, value: str) -> str | int | float:
+    if key not in NUMERIC_EVENT_FIELDS:
+        return value
+    try:
+        return float(value) if key == "cost_usd" else int(value)
+    except ValueError:  # not what it should be: shown as it is rather than lost
+        return value
 
 
 def from_ms(value: str | int | None) -> datetime | None:

@@ -5,9 +5,9 @@ agent (what the model sees, and what its checkpoint keeps), node errors and trac
 (run state, events, dead letters, logs), spans, the last failure a circuit breaker
 remembers, audit entries. Two layers: the secret values this process knows
 (``known_secrets``: its API key, the passwords of its Redis, broker, API and OTLP URLs,
-Flower's basic auth), replaced wherever they appear; and patterns of secrets it cannot
-know (an API key in an exception from a user's function, a password in a URL,
-``token=...``).
+Flower's basic auth, what MCP servers are given from the environment), replaced wherever
+they appear; and patterns of secrets it cannot know (an API key in an exception from a
+user's function, a password in a URL, ``token=...``).
 
 Rejected: redacting the request at the LLM client, just before it is sent. The checkpoint
 (kept for the run's retention) would still hold the secret, and so would every later
@@ -16,6 +16,7 @@ request built from it; a text is cleaned once, where it enters the conversation.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -59,7 +60,8 @@ def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
 
 def known_secrets(settings: Settings) -> tuple[str, ...]:
     """The secret values in ``settings``: the API key, the passwords in the Redis, broker,
-    API and OTLP URLs, and Flower's basic-auth credentials."""
+    API and OTLP URLs, Flower's basic-auth credentials, and the values of the environment
+    variables given to MCP servers (their ``env`` and ``headers``)."""
     found: list[str] = []
     if settings.anthropic_api_key is not None:
         found.append(settings.anthropic_api_key.get_secret_value())
@@ -72,6 +74,8 @@ def known_secrets(settings: Settings) -> tuple[str, ...]:
     found.extend(url_password(url) for url in urls if url)
     if settings.flower_basic_auth is not None:
         found.extend(basic_auth_secrets(settings.flower_basic_auth.get_secret_value()))
+    for server in settings.mcp_servers.values():  # what it is given from the environment
+        found.extend(server.secret_values())
     return tuple(dict.fromkeys(secret for secret in found if secret))
 
 
@@ -89,3 +93,33 @@ def basic_auth_secrets(credentials: str) -> list[str]:
         found.append(pair.strip())
         found.append(pair.partition(":")[2])
     return found
+
+
+class RedactingFormatter(logging.Formatter):
+    """A handler's formatter whose every line, traceback included, is redacted.
+
+    Our own log calls pass redacted texts already; this catches the rest: a library's
+    traceback quoting a URL with its password, a user's function logging its API key.
+    Rejected: a ``logging.Filter`` on records. It sees the message and its arguments, but
+    a traceback is formatted later, by the formatter, and a filter on a logger misses the
+    records of its children that propagate to the handler."""
+
+    def __init__(self, inner: logging.Formatter, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.secrets = tuple(secrets)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(self.inner.format(record), self.secrets)
+
+
+def redact_log_handlers(logger: logging.Logger, secrets: Iterable[str]) -> None:
+    """Make every handler of ``logger`` redact what it writes, ``secrets`` included (a
+    handler redacting already, e.g. by pattern only, learns them)."""
+    secrets = tuple(secrets)
+    for handler in logger.handlers:
+        formatter = handler.formatter
+        if isinstance(formatter, RedactingFormatter):
+            formatter.secrets = tuple(dict.fromkeys((*formatter.secrets, *secrets)))
+        else:
+            handler.setFormatter(RedactingFormatter(formatter or logging.Formatter(), secrets))

@@ -3,7 +3,8 @@
 ``build_registry(settings)`` is the one place that assembles it: dagwright's built-in
 functions, tools and worker types, the internal ``planner`` type, the declarations of the
 modules named by ``settings.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
-installed ``dagwright.workers`` entry points. ``Runtime.registry`` calls it on first use
+installed ``dagwright.workers`` entry points, and the MCP servers attached to agent types
+(``settings.agent_mcp``, ``AgentSpec.mcp_servers``). ``Runtime.registry`` calls it on first use
 (so workers, the client, schedules and the reconciler share the runtime's, and read-only
 commands such as ``status`` never build one); commands that need no Redis
 (``worker-types``, ``plan``, the metrics server) call it themselves.
@@ -24,6 +25,7 @@ from dagwright.workers import (
     import_user_modules,
     load_entry_points,
 )
+from dagwright.workers.mcp.attach import attach_mcp_servers
 
 
 def build_registry(settings: Settings) -> WorkerRegistry:
@@ -36,4 +38,5 @@ def build_registry(settings: Settings) -> WorkerRegistry:
     for module in import_user_modules(settings.imports):
         add_declared(registry, declared_in(module))
     load_entry_points(registry)
+    attach_mcp_servers(registry, settings)
     return registry

@@ -6,15 +6,17 @@ an environment variable ``DAGWRIGHT_<NAME>``, the TOML file named by
 below. The object is passed to whatever needs it; nothing reads a module-level global.
 
 Code that needs only one group of settings (the sandbox, the LLM client, the http_get
-tool) is given that group's frozen view (``settings.sandbox``, ``settings.llm``,
-``settings.http_tool``), built from ``Settings`` on each read: ``Settings`` stays the one
-source, and the group's code and tests name only what it uses.
+tool, the planner's bounds) is given that group's frozen view (``settings.sandbox``,
+``settings.llm``, ``settings.http_tool``, ``settings.planner_bounds``), built from
+``Settings`` on each read: ``Settings`` stays the one source, and the group's code and
+tests name only what it uses.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -126,6 +128,95 @@ class LLMRateLimit(BaseModel):
     """LLM calls per window (None: not limited)."""
     tokens_per_minute: int | None = Field(None, ge=1)
     """Tokens per window: input (cache reads and writes included) plus output."""
+
+
+MCP_SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,19}$"
+"""Short, and without ``_``: ``mcp__<server>__<tool>`` must stay a valid, unambiguous tool
+name of the Messages API (``^[a-zA-Z0-9_-]{1,64}$``)."""
+
+
+class McpServerSettings(BaseModel):
+    """One MCP server: a command started over stdio, or a streamable-HTTP ``url``.
+
+    Secrets never sit here: ``env`` and ``headers`` name environment variables of the
+    worker, whose values are passed to the server and masked in every trace, audit
+    entry, dead letter and log (``dagwright.redaction``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    command: str | None = None
+    """Executable of a stdio server (e.g. ``mcp-server-time``), found on ``PATH``."""
+    args: list[str] = Field(default_factory=list)
+    """Its command-line arguments."""
+    cwd: Path | None = None
+    """Its working directory (default: the worker's)."""
+    env: list[str] = Field(default_factory=list)
+    """Names of environment variables of the worker passed on to the server (it gets
+    only these, beside ``PATH``, ``HOME`` and the like). Their values count as secrets."""
+    url: str | None = None
+    """Endpoint of a streamable-HTTP server (e.g. ``http://127.0.0.1:8000/mcp``)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers of a ``url`` server: header name -> name of the environment variable
+    holding its value (e.g. ``{"Authorization": "GITHUB_MCP_AUTH"}``)."""
+    timeout_s: float = Field(30.0, gt=0)
+    """Longest one tool call may take."""
+    startup_timeout_s: float = Field(20.0, gt=0)
+    """Longest the server may take to start and answer ``initialize`` and ``tools/list``."""
+    max_output_chars: int = Field(20_000, ge=100)
+    """A tool result longer than this is cut before the model sees it."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either `command` (a stdio server) or `url` (streamable HTTP)")
+        if self.headers and self.url is None:
+            raise ValueError("`headers` are for a `url` server")
+        return self
+
+    def secret_values(self) -> list[str]:
+        """The values of the environment variables it names, as this process has them."""
+        names = [*self.env, *self.headers.values()]
+        return [os.environ[name] for name in names if os.environ.get(name)]
+
+
+class McpToolRule(BaseModel):
+    """A policy rule on the MCP tools of an agent type (as ``PolicyRule``, for MCP tools
+    only): tried before the type's own rules, first match wins, and a call no rule
+    matches is denied."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    """Namespaced tool name or glob: ``mcp__time__*``, ``mcp__git__git_log``."""
+    action: Literal["allow", "deny", "require_approval"]
+    """What happens to a matching call."""
+    when: dict[str, str] = Field(default_factory=dict)
+    """Argument name -> glob its value must match (all of them)."""
+    reason: str = ""
+    """Why: shown to the model when the call is refused, and audited."""
+
+    @field_validator("tool")
+    @classmethod
+    def _mcp_tools_only(cls, tool: str) -> str:
+        # They cannot widen what a type may do with dagwright's own tools.
+        if not tool.startswith("mcp__"):
+            raise ValueError(
+                f"rules of agent_mcp name MCP tools only (mcp__<server>__<tool> or a glob "
+                f"such as mcp__time__*), not {tool!r}"
+            )
+        return tool
+
+
+class AgentMcpSettings(BaseModel):
+    """The MCP servers attached to one agent type, and the rules on their tools."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    servers: list[str] = Field(default_factory=list)
+    """Names of ``mcp_servers`` whose tools the type is offered."""
+    rules: list[McpToolRule] = Field(default_factory=list)
+    """Policy rules on those tools. None: every call is denied (deny by default)."""
 
 
 class Settings(BaseSettings):
@@ -244,8 +335,33 @@ class Settings(BaseSettings):
     planner_max_depth: int = Field(8, ge=1)
     """Default limit on the longest dependency chain of a planned DAG (``--max-depth``)."""
 
+    planner_allow_approvals: bool = False
+    """Let a planned node set ``approval: required`` (a person must approve it). Off: the
+    planner is told to fix such a plan; plans you write are not limited."""
+
+    planner_allow_python: bool = False
+    """Let a goal's plan use ``python`` nodes (model-written code, run in the sandbox)
+    when the goal names no worker types; a goal that lists ``python`` in ``-w`` /
+    ``worker_types`` may always."""
+
+    planner_max_attempts: int = Field(5, ge=1, le=100)
+    """Most ``retry.max_attempts`` a planned node may ask for."""
+
+    planner_max_timeout_s: float = Field(1800.0, gt=0)
+    """Longest ``timeout_s`` a planned node may ask for (``max_timeout_s`` bounds every plan)."""
+
+    planner_max_retry_delay_s: float = Field(300.0, ge=0)
+    """Longest delay between two attempts that a planned node's ``retry`` may lead to."""
+
+    planner_max_sleep_s: float = Field(300.0, ge=0)
+    """Longest wait a planned node may ask of the built-in ``sleep`` function."""
+
     max_goal_chars: int = Field(10_000, ge=10)
     """Longest goal accepted: of a run of a goal, and a plan's ``goal``."""
+
+    max_context_chars: int = Field(50_000, ge=0)
+    """Longest ``--context`` of a goal accepted. It goes to the planner and, as background,
+    to every agent of the run: its tokens are paid once per agent request."""
 
     replan_enabled: bool = False
     """Re-plan a failed branch by default (runs may say otherwise: ``--replan``)."""
@@ -481,6 +597,17 @@ class Settings(BaseSettings):
     flower_port: int = Field(5555, ge=1, le=65535)
     """Port of ``dagwright flower``."""
 
+    mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    """MCP servers by name (lowercase letters, digits, ``-``; 20 at most), e.g. in
+    dagwright.toml ``[mcp_servers.time]`` ``command = "mcp-server-time"``. Each worker
+    process starts a stdio server on first use and keeps it for every node after."""
+
+    agent_mcp: dict[str, AgentMcpSettings] = Field(default_factory=dict)
+    """MCP servers attached to agent types, by type name, with the policy rules on their
+    tools: ``[agent_mcp.researcher]`` ``servers = ["time"]`` ``rules = [{tool =
+    "mcp__time__*", action = "allow"}]``. Attaching offers the tools; only a rule lets a
+    call through."""
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -548,6 +675,27 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"{tool}_allowed_domains and {tool}_blocked_domains cannot both be set "
                     "(the API takes one of them): keep one"
+                )
+        return self
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        bad = sorted(name for name in servers if not re.fullmatch(MCP_SERVER_NAME_PATTERN, name))
+        if bad:
+            raise ValueError(
+                f"MCP server names are 1-20 lowercase letters, digits or '-' (got {', '.join(bad)})"
+            )
+        return servers
+
+    @model_validator(mode="after")
+    def _known_mcp_servers(self) -> Settings:
+        for agent, attached in self.agent_mcp.items():
+            unknown = [name for name in attached.servers if name not in self.mcp_servers]
+            if unknown:
+                raise ValueError(
+                    f"agent_mcp.{agent} names unknown MCP server(s) {', '.join(unknown)}: "
+                    "declare them under mcp_servers"
                 )
         return self
 
@@ -646,6 +794,18 @@ class Settings(BaseSettings):
         )
 
     @property
+    def planner_bounds(self) -> PlannerBounds:
+        """What a plan written by the planner model may set."""
+        return PlannerBounds(
+            allow_approvals=self.planner_allow_approvals,
+            allow_python=self.planner_allow_python,
+            max_attempts=self.planner_max_attempts,
+            max_timeout_s=self.planner_max_timeout_s,
+            max_retry_delay_s=self.planner_max_retry_delay_s,
+            max_sleep_s=self.planner_max_sleep_s,
+        )
+
+    @property
     def effective_broker_url(self) -> str | None:
         """The broker URL, defaulting to the state store."""
         return self.broker_url or self.redis_url
@@ -727,3 +887,17 @@ class WebToolsSettings:
 
     search: WebToolSettings | None
     fetch: WebToolSettings | None
+
+
+@dataclass(frozen=True)
+class PlannerBounds:
+    """The ``planner_allow_*`` and ``planner_max_*`` limits on the knobs of a planned
+    plan (the model's, not a file's or a caller's): checked as plan problems, which go
+    back to the planner to fix (``planning/bounds.py``)."""
+
+    allow_approvals: bool
+    allow_python: bool
+    max_attempts: int
+    max_timeout_s: float
+    max_retry_delay_s: float
+    max_sleep_s: float

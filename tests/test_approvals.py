@@ -96,7 +96,9 @@ def test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited
         env=env,
     )
     assert result.returncode == 0, result.stderr
-    assert "approved node function" in result.stdout
+    assert result.stdout.endswith(
+        f"approved node function of {gated.run_id}/deploy: the node is queued again, to run\n"
+    )
 
     final = gated.wait(timeout=30)
     assert final.status == RunStatus.SUCCEEDED
@@ -111,11 +113,21 @@ def test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited
     assert client.approvals.list() == []
 
 
-def test_a_rejected_node_fails_into_the_dlq_and_blocks_its_dependents(client: Client) -> None:
+@pytest.mark.subprocess
+def test_a_rejected_node_fails_into_the_dlq_and_blocks_its_dependents(
+    client: Client, settings: Settings, tmp_path: Path
+) -> None:
     run = client.submit(gated_plan())
     waiting_for(client, run.run_id)
-    decided = client.approvals.reject(run.run_id, "deploy", comment="not on a Friday", by="bob")
-    assert decided.status.value == "rejected"
+    env = cli_env(settings, tmp_path / "cli")
+    result = dagwright(
+        "reject", run.run_id, "deploy", "-m", "not on a Friday", "--by", "bob", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (  # what the decision does, not "queued again"
+        f"rejected node function of {run.run_id}/deploy: the node fails, and the nodes that "
+        "depend on it are blocked\n"
+    )
     state = run.wait(timeout=30)
     assert state.status == RunStatus.FAILED
     error = state.nodes["deploy"].error

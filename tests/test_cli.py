@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dagwright import Client, RunStatus
 from dagwright.settings import Settings
 from dagwright.stackfile import read_stack
 from dagwright.testing import FakeAnthropicServer
@@ -119,6 +120,10 @@ def test_no_wait_then_status_result_events_and_runs(env: dict[str, str]) -> None
     assert run_id in human.stdout and "succeeded" in human.stdout
     events = dagwright("events", run_id, "--json", env=env).stdout.splitlines()
     assert '"kind": "run.submitted"' in events[0] and '"kind": "run.succeeded"' in events[-1]
+    parsed = [json.loads(line) for line in events]
+    assert parsed[0]["data"] == {"nodes": 4}  # numbers as numbers
+    running = [e["data"] for e in parsed if e["kind"] == "node.running"]
+    assert running and all(isinstance(data["attempt"], int) for data in running)
     listed = json_out(dagwright("runs", "--json", env=env))
     assert run_id in [run["run_id"] for run in listed]
 
@@ -230,6 +235,45 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
             raise
     assert up.returncode == 0, stderr
     assert read_stack(data) is None
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_while_run_waits_prints_the_run_id_and_how_to_follow_it(
+    subprocess_settings: Settings, tmp_path: Path
+) -> None:
+    """No worker runs: the run waits, and the person gives up waiting, not the run."""
+    env = cli_env(subprocess_settings, tmp_path / "data")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "run", DIAMOND],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = Client(subprocess_settings)
+    try:
+        assert waiting.stderr is not None
+        progress = waiting.stderr.readline()  # it waits now, showing progress
+        [run] = client.list_runs()
+        assert progress.startswith(f"run {run.run_id} running"), progress
+    finally:
+        waiting.send_signal(signal.SIGINT)
+        stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130 and stdout == ""
+    assert (
+        f"interrupted: run {run.run_id} goes on; follow it with `dagwright watch {run.run_id}`, "
+        f"stop it with `dagwright cancel {run.run_id}`"
+    ) in stderr
+    assert "Traceback" not in stderr
+    assert client.counts(run.run_id)[0] == RunStatus.RUNNING
+
+
+@pytest.mark.subprocess
+def test_a_one_word_goal_runs_with_goal_flag(env: dict[str, str]) -> None:
+    result = dagwright("run", "--goal", "diamond", "--no-wait", env=env)
+    assert result.returncode == 0, result.stderr  # submitted to the planner
+    assert result.stdout.strip() and "\n" not in result.stdout.strip()  # the run id
 
 
 @pytest.mark.subprocess
@@ -417,10 +461,45 @@ def test_run_a_goal_through_the_planner(env: dict[str, str], fake_llm: FakeAnthr
 
 
 @pytest.mark.subprocess
+def test_run_a_goal_with_context_shows_it_to_every_agent(
+    env: dict[str, str], fake_llm: FakeAnthropicServer
+) -> None:
+    context = "Our brokers run in two regions; cite the Redis docs."
+    fake_llm.add(
+        plan_entry(
+            {"id": "pros", "type": "researcher", "instruction": "List the pros."},
+            {"id": "cons", "type": "researcher", "instruction": "List the cons."},
+        ),
+        *(
+            {
+                "match": {"system_contains": f"You are the {role}", "last_user_contains": when},
+                "reply": {"content": [{"type": "text", "text": says}]},
+            }
+            for role, when, says in (
+                ("researcher", "List the pros", "fast"),
+                ("researcher", "List the cons", "costly"),
+                ("writer", "Combine the results", "fast but costly"),
+            )
+        ),
+    )
+    result = dagwright("run", "Weigh Redis streams", "--context", context, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json_out(result)["result"] == "fast but costly"
+    prompts = [text_of(r.body["messages"][0]["content"]) for r in fake_llm.requests]
+    assert len(prompts) == 4 and all(context in prompt for prompt in prompts)
+
+
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "x" * 10_001], "the goal is 10001 characters; the limit is 10000"),
+        (["run", "x " * 5_001], "the goal is 10001 characters; the limit is 10000"),
+        (["run", "diamond"], "no such plan file: diamond"),  # a mistyped name, not a goal
+        (["run", ""], "nothing to run: give a plan file, or a goal in words"),
+        (
+            ["run", "do it", "--context", "c" * 50_001],
+            "the context is 50001 characters; the limit is 50000 (DAGWRIGHT_MAX_CONTEXT_CHARS)",
+        ),
         (["run", "do it", "-w", "wizard"], "unknown worker type(s) wizard"),
         (["run", DIAMOND, "--max-nodes", "3"], "--max-nodes apply to goals, not to the plan file"),
         (["run", "missing-plan.yaml"], "no such plan file: missing-plan.yaml"),

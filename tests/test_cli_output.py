@@ -6,6 +6,8 @@ import io
 import logging
 
 import pytest
+from rich.console import Console
+from rich.table import Table
 
 from dagwright.cli import OneLineFormatter
 from dagwright.cli import output as cli_output
@@ -41,3 +43,55 @@ def test_disabled_progress_prints_nothing(capsys: pytest.CaptureFixture[str]) ->
     with cli_output.ProgressDisplay("r1", enabled=False) as progress:
         progress.update(RunStatus.RUNNING, RunCounts(total=1))
     assert capsys.readouterr().err == ""
+
+
+def rendered(table: Table, width: int) -> str:
+    console = Console(file=io.StringIO(), width=width, highlight=False)
+    cli_output.print_table(console, table)
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue()
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_ids_in_tables_are_never_cut_or_wrapped_on_a_narrow_terminal(width: int) -> None:
+    """The ids a person copies into `approve`, `dlq replay`, `status` stay whole."""
+    from datetime import UTC, datetime, timedelta
+
+    from dagwright.cli.approvals import approvals_table
+    from dagwright.cli.dlq import letters_table
+    from dagwright.dlq.entries import Classification, DeadLetter
+    from dagwright.models import Approval
+
+    now = datetime.now(UTC)
+    run_id, node_id = "06h14s3cgtx3s5gv1vbk", "research_the_competitors_pricing"
+    approval = Approval(
+        id="a1", run_id=run_id, node=node_id, kind="tool", action="workspace_write",
+        args={"path": "notes.md", "content": "x" * 300}, requested_at=now,
+        deadline=now + timedelta(hours=1),
+    )  # fmt: skip
+    letter = DeadLetter(
+        id="1764060000000-0", run_id=run_id, node_id=node_id, fence=1, worker_type="researcher",
+        spec={}, attempts=3, classification=Classification("transient"),
+        error_class="LLMUnavailableError", message="overloaded " * 20, traceback="",
+        first_failure_at=now, last_failure_at=now,
+    )  # fmt: skip
+    for table in (approvals_table([approval]), letters_table([letter])):
+        text = rendered(table, width)
+        for whole in (run_id, node_id):
+            assert whole in text, text
+
+
+def test_event_fields_that_are_numbers_are_typed_and_others_stay_text() -> None:
+    from datetime import UTC, datetime
+
+    from dagwright.models import Event
+
+    event = Event(
+        id="1-0", run_id="r", kind="llm.call", at=datetime.now(UTC), node="n",
+        data={"model": "claude-x", "input_tokens": "120", "cost_usd": "0.0031",
+              "attempt": "not a number", "holder": "12"},
+    )  # fmt: skip
+    assert event.typed_data() == {
+        "model": "claude-x", "input_tokens": 120, "cost_usd": 0.0031,
+        "attempt": "not a number", "holder": "12",
+    }  # fmt: skip

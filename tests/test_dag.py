@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dagwright.errors import PlanError
 from dagwright.models import Node, Plan
+from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import Cycle, PlanLimits, topological_order, validate_plan
 from dagwright.workers import builtin_registry
 
@@ -99,8 +100,8 @@ def test_function_params_are_checked_against_the_signature() -> None:
 
 
 def test_size_limit() -> None:
-    found = problems(plan(*(fn(f"n{i}") for i in range(11))), PlanLimits(max_nodes=10))
-    assert found == ["the plan has 11 nodes; the limit is 10 (DAGWRIGHT_MAX_NODES)"]
+    found = problems(plan(*(fn(f"n{i}", f"n{i}") for i in range(11))), PlanLimits(max_nodes=10))
+    assert found == ["the plan has 11 nodes; the limit is 10 (DAGWRIGHT_MAX_NODES)"]  # not read
 
 
 def test_timeout_limit() -> None:
@@ -193,3 +194,100 @@ def test_a_replan_may_depend_on_completed_and_open_nodes_only() -> None:
     found = problems(plan(fn("x", "dead"), fn("done")), run=run)
     assert "node 'x' depends on 'dead', which failed or is being replaced" in found[-1]
     assert "node id 'done' is already used in this run; choose another" in found
+
+
+# -- every stage's problems in one rejection -------------------------------------------
+
+
+def test_a_cycle_and_an_unknown_type_are_reported_together() -> None:
+    found = problems(plan(fn("a", "b"), {**fn("b", "a"), "type": "functon"}))
+    assert found[0].startswith("node 'b' has type 'functon', which no worker type is registered")
+    assert found[1:] == ["dependency cycle a -> b -> a: remove one of these dependencies"]
+
+
+def test_a_cycle_is_found_past_unknown_and_self_dependencies() -> None:
+    found = problems(plan(fn("a", "b", "ghost"), fn("b", "a", "b")))
+    assert found == [
+        "node 'a' depends on 'ghost', which is not in the plan",
+        "node 'b' depends on itself; remove 'b' from its depends_on",
+        "dependency cycle a -> b -> a: remove one of these dependencies",
+    ]
+
+
+def test_size_count_types_and_depth_are_reported_together() -> None:
+    chain = [fn("a"), fn("b", "a"), {**fn("c", "b"), "type": "nope"}]
+    found = problems(
+        plan(*chain, goal="g" * 20),
+        PlanLimits(max_nodes=2, max_nodes_read=3, max_depth=2, sizes=SizeLimits(10)),
+    )
+    assert found[0] == "the plan has 3 nodes; the limit is 2 (DAGWRIGHT_MAX_NODES)"
+    assert found[1].startswith("the goal is 20 characters; the limit is 10")
+    assert found[2].startswith("node 'c' has type 'nope'")
+    assert found[3] == "the longest dependency chain has 3 nodes; the limit is 2"
+    assert len(found) == 4
+
+
+def test_a_plan_over_the_byte_limit_is_not_read_further() -> None:
+    big = plan(fn("a", "a", params={"parts": ["x" * 2000]}))
+    found = problems(big, PlanLimits(sizes=SizeLimits(max_plan_bytes=1024)))
+    [too_big] = found  # the self-dependency is not looked for
+    assert too_big.endswith("bytes as JSON; the limit is 1024 (DAGWRIGHT_MAX_PLAN_BYTES)")
+
+
+def test_a_timeout_over_the_limit_is_reported_for_an_unknown_type_too() -> None:
+    found = problems(plan({**fn("a", timeout_s=100), "type": "nope"}), PlanLimits(max_timeout_s=10))
+    assert found[0] == "node 'a' asks timeout_s 100; the limit is 10 (DAGWRIGHT_MAX_TIMEOUT_S)"
+    assert found[1].startswith("node 'a' has type 'nope'")
+
+
+def test_only_the_first_unknown_names_get_a_suggestion() -> None:
+    nodes = [fn("a"), *(fn(f"n{i}", f"a{i}") for i in range(30))]
+    found = problems(plan(*nodes))
+    suggested = [p for p in found if "did you mean" in p]
+    assert len(found) == 30 and len(suggested) == 20
+
+
+@st.composite
+def faulty_plans(draw: st.DrawFn) -> tuple[list[Node], set[str], PlanLimits]:
+    """An acyclic plan with some faults put in, and the kinds of problem they must raise."""
+    size, edges = draw(acyclic_edges())
+    nodes = nodes_from(size, edges)
+    faults: set[str] = set()
+    if edges and draw(st.booleans()):
+        low, high = draw(st.sampled_from(edges))
+        nodes[low] = nodes[low].model_copy(
+            update={"depends_on": [*nodes[low].depends_on, f"n{high}"]}
+        )
+        faults.add("dependency cycle")
+    if draw(st.booleans()):
+        i = draw(st.integers(0, size - 1))
+        nodes[i] = nodes[i].model_copy(update={"type": "unknown"})
+        faults.add("which no worker type is registered as")
+    if draw(st.booleans()):
+        i = draw(st.integers(0, size - 1))
+        nodes[i] = nodes[i].model_copy(update={"depends_on": [*nodes[i].depends_on, "ghost"]})
+        faults.add("which is not in the plan")
+    if draw(st.booleans()):
+        i = draw(st.integers(0, size - 1))
+        nodes[i] = nodes[i].model_copy(update={"depends_on": [*nodes[i].depends_on, f"n{i}"]})
+        faults.add("depends on itself")
+    max_nodes = size - 1 if size > 1 and draw(st.booleans()) else size
+    if max_nodes < size:
+        faults.add("nodes; the limit is")
+    return nodes, faults, PlanLimits(max_nodes=max_nodes, max_nodes_read=size)
+
+
+@settings(max_examples=200)
+@given(faulty_plans())
+def test_every_fault_put_in_a_plan_is_reported_in_one_rejection(
+    case: tuple[list[Node], set[str], PlanLimits],
+) -> None:
+    nodes, faults, limits = case
+    if not faults:
+        assert validate_plan(Plan(nodes=nodes), builtin_registry(), limits)
+        return
+    found = problems(Plan(nodes=nodes), limits)
+    assert all(any(fault in problem for problem in found) for fault in faults), (faults, found)
+    kinds = {fault for fault in faults for problem in found if fault in problem}
+    assert kinds == faults  # and nothing else is reported
+    assert len(found) == len(set(found))

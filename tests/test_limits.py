@@ -169,12 +169,21 @@ def test_a_node_over_its_runs_limit_is_parked_without_using_an_attempt(runtime: 
     assert (state.status, state.attempts) == ("queued", 0)
     events = [e for e in runtime.store.read_events(run_id) if e.node == "b"]
     assert [e.kind for e in events][-2:] == ["node.running", "node.parked"]
+    # `status` and the progress line say what it waits on, not merely "queued".
+    assert state.waiting is not None and (state.waiting.on, state.waiting.name) == (
+        "slot",
+        f"run:{run_id}",
+    )
+    assert state.waiting.describe().startswith(f"waiting for a slot of run:{run_id} (full for")
+    assert set(runtime.store.waits(run_id)) == {"b"}
 
     broker.published.clear()
     publish_waiters(runtime, broker, env.limits, env.limits.release(held))
     assert [(n.node_id, n.fence) for n in broker.published] == [("b", 1)]
     assert execute_node(env, run_id, "b", 1) == Outcome.SUCCEEDED
-    assert runtime.store.read_state(run_id).nodes["b"].attempts == 1
+    done = runtime.store.read_state(run_id).nodes["b"]
+    assert (done.attempts, done.waiting) == (1, None)
+    assert runtime.store.waits(run_id) == {}
 
 
 def test_the_reconciler_wakes_waiters_when_a_dead_workers_slot_expires(

@@ -11,6 +11,7 @@ from dagwright.settings import DEFAULT_MODEL_PRICES
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.fake_anthropic_script import text_of
 from tests.support.llm_script import RESEARCHER, call, text, turn
+from tests.support.untrusted import without_tokens
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -64,10 +65,10 @@ def test_a_researcher_then_writer_plan_runs_with_tool_calls(
     assert len(bodies) == 5 and all(b["model"] == "claude-sonnet-5-5" for b in bodies)
     # the researcher read its input through the tool; the writer got the research as data
     assert "Topic: Redis streams" in str(bodies[1]["messages"][-1]["content"])
-    writer_prompt = text_of(bodies[3]["messages"][0]["content"])
+    writer_prompt = without_tokens(text_of(bodies[3]["messages"][0]["content"]))
     assert (
-        '<untrusted_input node="research">\nRedis streams are append-only logs.\n</untrusted_input>'
-        in writer_prompt
+        '<untrusted_input_T node="research">\nRedis streams are append-only logs.\n'
+        "</untrusted_input_T>" in writer_prompt
     )
     assert "Streams are logs." in str(
         bodies[4]["messages"][-1]["content"]

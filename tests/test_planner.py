@@ -10,6 +10,7 @@ import pytest
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.fake_anthropic_script import text_of
+from tests.support.untrusted import without_tokens
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -72,8 +73,8 @@ def test_a_goal_becomes_parallel_branches_and_a_synthesis(
     assert dispatch_queue(client, run.run_id, "pros") == "dw.researcher"
     assert dispatch_queue(client, run.run_id, "synthesis") == "dw.writer"
     assert dispatch_queue(client, run.run_id, "_plan") == "dw.orchestrator"
-    synthesis_prompt = text_of(fake_llm.requests[-1].body["messages"][0]["content"])
-    assert '<untrusted_input node="pros">\nfast, durable' in synthesis_prompt
+    synthesis_prompt = without_tokens(text_of(fake_llm.requests[-1].body["messages"][0]["content"]))
+    assert '<untrusted_input_T node="pros">\nfast, durable' in synthesis_prompt
     assert "Weigh Redis streams for our event bus" in synthesis_prompt
     planner_request = fake_llm.requests[0].body
     assert [tool["name"] for tool in planner_request["tools"]] == ["read_input", "submit_plan"]
@@ -186,18 +187,18 @@ def test_a_failed_branch_is_replanned_and_completed_work_is_kept(
     ]
     assert len(intro_requests) == 1 and state.nodes["intro"].attempts == 1  # never re-run
     replan_prompt = next(
-        text_of(r.body["messages"][0]["content"])
+        without_tokens(text_of(r.body["messages"][0]["content"]))
         for r in fake_llm.requests
         if "Part of the plan for this goal failed" in str(r.body["messages"][0])
     )
     assert "node 'fetch' failed for good" in replan_prompt
-    assert '<untrusted_input node="error">\nsource down\n</untrusted_input>' in replan_prompt
+    assert '<untrusted_input_T source="error">\nsource down\n</untrusted_input_T>' in replan_prompt
     if intro_state == "completed":
-        assert '<untrusted_input node="intro">\nbackground text' in replan_prompt
+        assert '<untrusted_input_T node="intro">\nbackground text' in replan_prompt
     else:
         assert "and on these nodes still running: intro" in replan_prompt
-    summary_prompt = text_of(fake_llm.requests[-1].body["messages"][0]["content"])
-    assert '<untrusted_input node="intro">\nbackground text' in summary_prompt
+    summary_prompt = without_tokens(text_of(fake_llm.requests[-1].body["messages"][0]["content"]))
+    assert '<untrusted_input_T node="intro">\nbackground text' in summary_prompt
 
 
 def test_without_replanning_the_failed_branch_fails_the_run(
@@ -225,3 +226,81 @@ def test_a_run_budget_refuses_the_call_that_could_exceed_it(
     assert research.error.message.startswith("run budget 1,000 tokens: the next LLM call")
     assert "the call was not made" in research.error.message
     assert fake_llm.requests == []
+
+
+def test_one_rejection_names_a_cycle_and_an_unknown_type_together(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(
+        submit_plan(
+            node("a", "writer", "Do a.", "b"),
+            node("b", "wrtier", "Do b.", "a"),
+            output="a",
+            messages_count=1,
+        ),
+        submit_plan(node("a", "writer", "Do a."), output="a", messages_count=3),
+        agent("writer", "done", "Do a."),
+    )
+    state = client.submit(goal="Write the thing").wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED and state.result == "done"
+    rejection = fake_llm.requests[1].body["messages"][-1]["content"][0]
+    assert rejection["is_error"]
+    assert (
+        "node 'b' has type 'wrtier', which no worker type is registered as" in rejection["content"]
+    )
+    assert "(did you mean 'writer'?)" in rejection["content"]
+    assert "dependency cycle a -> b -> a" in rejection["content"]
+
+
+def test_a_type_left_out_by_worker_types_is_named_not_allowed(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(
+        submit_plan(node("a", "analyst", "Do a."), output="a", messages_count=1),
+        submit_plan(node("a", "writer", "Do a."), output="a", messages_count=3),
+        agent("writer", "done", "Do a."),
+    )
+    state = client.submit(goal="Write the thing", worker_types=["writer", "researcher"]).wait(60)
+    assert state.status == RunStatus.SUCCEEDED and state.result == "done"
+    rejection = fake_llm.requests[1].body["messages"][-1]["content"][0]
+    assert rejection["content"] == (
+        "rejected: node 'a' has type 'analyst', which is not allowed in this run "
+        "(allowed: researcher, writer)"
+    )
+
+
+def test_a_planned_plan_with_knobs_out_of_bounds_is_repaired(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    def nap(seconds: float) -> dict[str, Any]:
+        return {
+            "id": "nap",
+            "type": "function",
+            "function": "sleep",
+            "params": {"seconds": seconds},
+        }
+
+    turned_up = {
+        **node("report", "writer", "Write the report.", "nap"),
+        "approval": "required",
+        "retry": {"max_attempts": 100},
+        "timeout_s": 21600,
+    }
+    fake_llm.add(
+        submit_plan(nap(20000), turned_up, output="report", messages_count=1),
+        submit_plan(
+            nap(0.01), node("report", "writer", "Write the report.", "nap"), output="report"
+        ),
+        agent("writer", "the report", "Write the report."),
+    )
+    state = client.submit(goal="Report after a pause").wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, state.nodes
+    assert state.result == "the report"
+    first = text_of(fake_llm.requests[0].body["messages"][0]["content"])
+    assert "Each node: no `approval`; timeout_s at most 1800; retry.max_attempts at most 5" in first
+    rejection = fake_llm.requests[1].body["messages"][-1]["content"][0]
+    assert rejection["is_error"]
+    for bound in ("MAX_TIMEOUT_S", "MAX_SLEEP_S", "ALLOW_APPROVALS", "MAX_ATTEMPTS"):
+        assert f"(DAGWRIGHT_PLANNER_{bound})" in rejection["content"]  # all in one rejection
+    assert rejection["content"].count("node '") == 4  # and nothing else
+    assert state.nodes["report"].attempts == 1 and state.nodes["_plan"].attempts == 1

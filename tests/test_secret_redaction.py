@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from typing import Any
 
@@ -14,11 +15,18 @@ import redis
 from pydantic import SecretStr
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
-from dagwright.redaction import MASK, known_secrets, redact
+from dagwright.redaction import (
+    MASK,
+    RedactingFormatter,
+    known_secrets,
+    redact,
+    redact_log_handlers,
+)
 from dagwright.testing import FakeAnthropicServer
 from dagwright.workers.tools.base import redacted_output
 from tests.support.functions import LEAKED_REDIS_PASSWORD, LEAKY
 from tests.support.llm_script import call, turn
+from tests.support.processes import Workers
 from tests.support.settings import TEST_API_KEY
 
 SECRETS = (TEST_API_KEY, LEAKED_REDIS_PASSWORD)
@@ -146,9 +154,9 @@ def test_a_path_is_not_taken_for_a_password() -> None:
 def test_a_long_tool_output_is_redacted_in_linear_time() -> None:
     # A run of hyphenated words is where an unbounded key prefix went quadratic.
     output = "a-" * 100_000
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: other processes on the machine do not count
     assert redact(output) == output
-    assert time.monotonic() - started < 2.0  # unbounded: minutes
+    assert time.process_time() - started < 5.0  # quadratic: minutes
 
 
 def test_a_secret_across_a_tools_output_limit_is_masked_whole() -> None:
@@ -156,3 +164,42 @@ def test_a_secret_across_a_tools_output_limit_is_masked_whole() -> None:
     kept = redacted_output(output, 100, (TEST_API_KEY,))
     assert kept.startswith("x" * 95 + MASK + "yy") and TEST_API_KEY[:5] not in kept
     assert kept.endswith(f"[... truncated {len(output) - 100} characters]")
+
+
+def test_a_traceback_a_library_logs_in_a_worker_shows_no_secret(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    """The worker's log handlers redact every line, tracebacks included: a library that
+    logs an exception quoting the API key or a URL's password leaks neither."""
+    worker = workers.start(subprocess_settings, concurrency=1)
+    builder = PlanBuilder()
+    builder.function("leak", "log_a_library_failure")
+    run = Client(subprocess_settings).submit(builder.build())
+    assert run.wait(timeout=60).status == RunStatus.SUCCEEDED
+    log = worker.log_path.read_text()
+    assert "connection pool failed" in log  # logged, with the exception's message
+    assert TEST_API_KEY not in log and "hunter2hunter2" not in log
+    assert f"auth failed with {MASK}" in log
+
+
+def test_the_redacting_formatter_masks_the_traceback_and_is_installed_once() -> None:
+    logger = logging.getLogger("test.redaction")
+    handler = logging.StreamHandler(stream=None)
+    logger.addHandler(handler)
+    try:
+        redact_log_handlers(logger, [])  # as the CLI does before it has settings
+        redact_log_handlers(logger, ["s3cr3t-value"])  # the worker, once it has them
+        formatter = handler.formatter
+        assert isinstance(formatter, RedactingFormatter)
+        assert not isinstance(formatter.inner, RedactingFormatter)
+        assert formatter.secrets == ("s3cr3t-value",)
+        try:
+            raise ValueError("token s3cr3t-value in https://u:pw123456@h/")
+        except ValueError:
+            record = logger.makeRecord(
+                "test.redaction", logging.ERROR, __file__, 1, "failed", (), sys.exc_info()
+            )
+        line = formatter.format(record)
+        assert "Traceback" in line and "s3cr3t-value" not in line and "pw123456" not in line
+    finally:
+        logger.removeHandler(handler)

@@ -138,7 +138,7 @@ def test_png_bars_match_the_nodes_recorded_times(env: dict[str, str], tmp_path: 
 def test_svg_bars_match_the_nodes_recorded_times(env: dict[str, str], tmp_path: Path) -> None:
     run = finished_run(env, tmp_path, TIMED_PLAN)
     output = tmp_path / "timeline.svg"
-    result = dagwright("trace", run["run_id"], "--format", "svg", "-o", str(output), env=env)
+    result = dagwright("trace", run["run_id"], "-o", str(output), env=env)  # svg by its name
     assert result.returncode == 0, result.stderr
     bars, px_s = svg_bars(output)
     assert_bars_match(bars, run, px_s)
@@ -238,6 +238,23 @@ def test_a_missing_output_directory_exits_2_with_one_line(
     result = dagwright("trace", "anything", "--format", "png", "--output", str(missing), env=env)
     assert result.returncode == 2
     assert f"no directory {missing.parent}" in one_error_line(result)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--format", "png", "-o", "x.svg"], "--format png does not match --output x.svg"),
+        (["--format", "tree", "-o", "chart.svg"], "--format tree does not match --output"),
+        (["--format", "svg", "-o", "chart.txt"], "name the file *.svg, not chart.txt"),
+    ],
+)
+def test_a_format_the_file_name_contradicts_exits_2_with_one_line(
+    env: dict[str, str], args: list[str], message: str
+) -> None:
+    result = dagwright("trace", "anything", *args, env=env)
+    assert result.returncode == 2
+    assert message in one_error_line(result)
 
 
 @pytest.mark.subprocess

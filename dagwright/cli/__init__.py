@@ -33,6 +33,7 @@ from dagwright.cli import (
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
 from dagwright.errors import DagwrightError
+from dagwright.redaction import RedactingFormatter
 
 app = typer.Typer(
     name="dagwright",
@@ -43,6 +44,25 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def print_version(wanted: bool) -> None:
+    if wanted:
+        from importlib.metadata import version
+
+        typer.echo(f"dagwright {version('dagwright')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def options(
+    show_version: bool = typer.Option(
+        False, "--version", callback=print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Run dependency DAGs of tasks and LLM agents on Celery workers."""
+
+
 runs.register(app)
 stack.register(app)
 catalog.register(app)
@@ -74,7 +94,10 @@ class OneLineFormatter(logging.Formatter):
 def configure_logging(debug: bool) -> None:
     handler = logging.StreamHandler()
     fmt = "%(levelname)s %(name)s: %(message)s"
-    handler.setFormatter(logging.Formatter(fmt) if debug else OneLineFormatter(fmt))
+    # Redacted by pattern (a key, a URL's password): the settings, and so the secret
+    # values themselves, are not loaded yet; the worker's logs also mask those.
+    inner = logging.Formatter(fmt) if debug else OneLineFormatter(fmt)
+    handler.setFormatter(RedactingFormatter(inner, ()))
     logging.basicConfig(level=os.environ.get("DAGWRIGHT_LOGLEVEL", "WARNING"), handlers=[handler])
 
 

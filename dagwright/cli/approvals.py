@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import iso, print_json, stderr, stdout
-from dagwright.models import Approval
+from dagwright.cli.output import intact_column, iso, print_json, print_table, stderr, stdout
+from dagwright.models import Approval, ApprovalStatus
 
 app = typer.Typer(
     help="Requests for a person's approval: nodes and tool calls waiting for a decision.",
@@ -48,7 +48,7 @@ def list_approvals(
     if not approvals:
         stderr.print("no approvals waiting")
         return
-    stdout.print(approvals_table(approvals))
+    print_table(stdout, approvals_table(approvals))
     stderr.print("decide with: dagwright approve RUN NODE  |  dagwright reject RUN NODE -m WHY")
 
 
@@ -99,13 +99,29 @@ def report_decision(approval: Approval, json_output: bool) -> None:
     assert decision is not None
     stdout.print(
         f"{decision.status.value} {approval.kind} {escape(approval.action)} of "
-        f"{approval.run_id}/{approval.node}: the node is queued again"
+        f"{approval.run_id}/{approval.node}: {what_happens_next(approval)}"
     )
+
+
+def what_happens_next(approval: Approval) -> str:
+    """What the decision does to the node, in words: a rejected node fails."""
+    approved = approval.status == ApprovalStatus.APPROVED
+    if approval.kind == "node":
+        return (
+            "the node is queued again, to run"
+            if approved
+            else "the node fails, and the nodes that depend on it are blocked"
+        )
+    if approved:
+        return "the node is queued again; the tool call runs"
+    return "the node is queued again; the agent is told the call was refused"
 
 
 def approvals_table(approvals: list[Approval]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("RUN", "NODE", "KIND", "ACTION", "WAITING", "EXPIRES IN", "ARGS"):
+    intact_column(table, "RUN", [approval.run_id for approval in approvals])
+    intact_column(table, "NODE", [approval.node for approval in approvals])
+    for column in ("KIND", "ACTION", "WAITING", "EXPIRES IN", "ARGS"):
         table.add_column(column, overflow="fold" if column == "ARGS" else "ellipsis")
     now = datetime.now(UTC)
     for approval in approvals:

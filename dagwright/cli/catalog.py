@@ -14,6 +14,7 @@ from dagwright.settings import Settings
 
 if TYPE_CHECKING:
     from dagwright.workers import WorkerType
+    from dagwright.workers.mcp.probe import ServerProbe
 
 
 def register(app: typer.Typer) -> None:
@@ -47,11 +48,15 @@ def fake_llm(
 
 
 def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:
-    """List every registered worker type: kind, queue, model and tools."""
+    """List every registered worker type: kind, queue, model and tools. The MCP servers
+    attached to agent types are started to list their tools (and stopped): a server that
+    does not answer shows as such."""
     from dagwright.registry import build_registry
 
     settings = settings_from(imports)
-    rows = [describe(worker_type, settings) for worker_type in build_registry(settings).types()]
+    worker_types = build_registry(settings).types()
+    probes = probe_attached_servers(settings, worker_types)
+    rows = [describe(worker_type, settings, probes) for worker_type in worker_types]
     if json_output:
         print_json(rows)
         return
@@ -66,19 +71,46 @@ def worker_types(json_output: JsonOption = False, imports: ImportOption = None) 
             row["kind"],
             row["queue"],
             row["model"] or "",
-            ", ".join(row["tools"]),
+            ", ".join([*row["tools"], *unanswered(row["mcp_servers"])]),
             row["description"],
         )
     stdout.print(table)
 
 
-def describe(worker_type: WorkerType, settings: Settings) -> dict[str, Any]:
+def describe(
+    worker_type: WorkerType, settings: Settings, probes: dict[str, ServerProbe] | None = None
+) -> dict[str, Any]:
+    """A type as ``worker-types`` shows it; ``tools`` with the tools of its MCP servers
+    that answered, ``mcp_servers`` saying which did and what each offers."""
     model = worker_type.model or (settings.default_model if worker_type.kind == "agent" else None)
+    servers = [(probes or {})[server] for server in worker_type.mcp_servers]
+    mcp_tools = [tool for server in servers for tool in server.tools]
     return {
         "name": worker_type.name,
         "kind": worker_type.kind,
         "queue": worker_type.queue,
         "model": model,
-        "tools": list(worker_type.tools),
+        "tools": [*worker_type.tools, *mcp_tools],
+        "mcp_servers": [server.to_json() for server in servers],
         "description": worker_type.description,
     }
+
+
+def probe_attached_servers(
+    settings: Settings, worker_types: list[WorkerType]
+) -> dict[str, ServerProbe]:
+    """Each MCP server some type has, asked for its tools (none: the SDK is not loaded)."""
+    attached = [server for worker_type in worker_types for server in worker_type.mcp_servers]
+    if not attached:
+        return {}
+    from dagwright.redaction import known_secrets
+    from dagwright.workers.mcp.probe import probe_servers
+
+    return probe_servers(settings.mcp_servers, attached, known_secrets(settings))
+
+
+def unanswered(servers: list[dict[str, Any]]) -> list[str]:
+    """``mcp:<server> (not answering)`` for each server that did not answer."""
+    return [
+        f"mcp:{server['server']} (not answering)" for server in servers if not server["answers"]
+    ]

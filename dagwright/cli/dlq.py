@@ -11,7 +11,7 @@ from rich.text import Text
 
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import iso, print_json, stderr, stdout
+from dagwright.cli.output import intact_column, iso, print_json, print_table, stderr, stdout
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, RawMessage
 from dagwright.errors import InputError
 from dagwright.shown_ids import shown_id
@@ -81,7 +81,7 @@ def list_letters(
     if not letters:
         stderr.print("no dead letters")
         return
-    stdout.print(letters_table(letters))
+    print_table(stdout, letters_table(letters))
 
 
 @app.command("show")
@@ -224,7 +224,11 @@ def letter_json(letter: DeadLetter, *, full: bool) -> dict[str, Any]:
 
 def letters_table(letters: list[DeadLetter]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("id", "failed", "run", "node", "type", "class", "status", "tries", "error"):
+    intact_column(table, "id", [letter.id for letter in letters])
+    table.add_column("failed", overflow="fold")
+    intact_column(table, "run", [letter.run_id or "-" for letter in letters])
+    intact_column(table, "node", [letter.node_id or "-" for letter in letters])
+    for column in ("type", "class", "status", "tries", "error"):
         table.add_column(column, overflow="fold")
     for letter in letters:
         table.add_row(

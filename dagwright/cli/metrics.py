@@ -56,4 +56,3 @@ def metrics_server(
     finally:
         server.stop()
     raise typer.Exit(0)
-

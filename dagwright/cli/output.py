@@ -186,13 +186,37 @@ def print_summary(state: RunState) -> None:
     )
     if state.status != RunStatus.SUCCEEDED:
         problems = {nid: n for nid, n in state.nodes.items() if n.status != NodeStatus.SUCCEEDED}
-        stderr.print(node_table(problems))
+        print_table(stderr, node_table(problems))
+
+
+def intact_column(table: Table, header: str, values: list[str]) -> None:
+    """A column of ids a person copies into the next command: never wrapped nor cut (at
+    least as wide as its longest value); the table's other columns give way. Print the
+    table with ``print_table``."""
+    table.add_column(header, no_wrap=True, min_width=max([len(header), *map(len, values)]))
+
+
+NARROWEST_OTHER_COLUMN = 4
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table``, wider than the terminal if its intact columns need it: the terminal
+    then folds the line, but an id is never cut (rich would shrink every column alike)."""
+    needed = sum(
+        (column.min_width or 0) if column.no_wrap else NARROWEST_OTHER_COLUMN
+        for column in table.columns
+    ) + 2 * (len(table.columns) - 1)
+    if needed <= console.width:
+        console.print(table)
+    else:
+        console.print(table, width=needed, crop=False)
 
 
 def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     with_usage = any(node.usage.llm_calls for node in nodes.values())
-    columns = ["node", "status", "type", "attempts", "took"]
+    intact_column(table, "node", list(nodes)[:limit])
+    columns = ["status", "type", "attempts", "took"]
     columns += ["tokens", "cost"] if with_usage else []
     for column in [*columns, "error"]:
         table.add_column(column, overflow="fold")
@@ -278,12 +302,13 @@ def print_status(state: RunState) -> None:
         stdout.print("response cache: on (repeated agent calls are answered at 0 tokens)")
     if state.reason:
         stdout.print(f"stopped: {escape(state.reason)}")
-    stdout.print(node_table(state.nodes))
+    print_table(stdout, node_table(state.nodes))
 
 
 def print_runs(states: list[RunState]) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("run", "status", "nodes", "created", "goal"):
+    intact_column(table, "run", [state.run_id for state in states])
+    for column in ("status", "nodes", "created", "goal"):
         table.add_column(column, overflow="fold")
     for state in states:
         table.add_row(
@@ -293,7 +318,7 @@ def print_runs(states: list[RunState]) -> None:
             state.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             state.goal[:60],
         )
-    stdout.print(table)
+    print_table(stdout, table)
 
 
 DECISION_STYLE = {
@@ -309,7 +334,10 @@ DECISION_STYLE = {
 
 def print_audit(entries: list[AuditEntry]) -> None:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("time", "node", "tool", "decision", "rule", "by", "why", "arguments"):
+    table.add_column("time", overflow="fold")
+    intact_column(table, "node", [entry.node for entry in entries])
+    intact_column(table, "tool", [entry.tool for entry in entries])
+    for column in ("decision", "rule", "by", "why", "arguments"):
         table.add_column(column, overflow="fold")
     for entry in entries:
         decision = Text(entry.action, style=DECISION_STYLE.get(entry.action, ""))
@@ -323,12 +351,12 @@ def print_audit(entries: list[AuditEntry]) -> None:
             entry.reason,
             entry.args,
         )
-    stdout.print(table)
+    print_table(stdout, table)
 
 
 def print_event(event: Event, *, as_json: bool) -> None:
     if as_json:
-        print_json(event.model_dump(mode="json"))
+        print_json({**event.model_dump(mode="json"), "data": event.typed_data()})
         return
     details = " ".join(f"{key}={value}" for key, value in event.data.items())
     stdout.print(f"{event.at:%H:%M:%S.%f}"[:-3], event.kind, event.node or "", details)

@@ -116,6 +116,14 @@ def run(
         ),
     ] = None,
     imports: ImportOption = None,
+    as_goal: Annotated[
+        bool,
+        typer.Option(
+            "--goal",
+            help="TARGET is a goal even if it is one word or names a file (by default one "
+            "word without spaces is taken for a plan file).",
+        ),
+    ] = False,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
     result, showing progress.
@@ -144,6 +152,7 @@ def run(
         max_concurrent,
         run_timeout_s,
         response_cache,
+        as_goal=as_goal,
     )
     if resolve_redis_url(settings):
         code = submit_and_wait(
@@ -162,10 +171,14 @@ def run(
     raise typer.Exit(code)
 
 
-def is_plan_file(target: str) -> bool:
-    """A path that exists, or that names a plan file by its extension (a missing file
-    must not be sent to the planner as a goal)."""
-    if target.lower().endswith(PLAN_FILE_SUFFIXES):
+def is_plan_file(target: str, *, as_goal: bool = False) -> bool:
+    """Whether ``target`` names a plan file rather than a goal: unless ``--goal`` says
+    otherwise, an existing path, a name with a plan file's extension, or one path-like word
+    (``diamond``, ``plans/x``): goals are sentences, and a mistyped file name must not be
+    sent to the planner (a run, a failure and a dead letter, paid for with a key)."""
+    if as_goal:
+        return False
+    if target.lower().endswith(PLAN_FILE_SUFFIXES) or not any(c.isspace() for c in target):
         return True
     try:
         return Path(target).exists()
@@ -184,12 +197,16 @@ def submission_for(
     max_concurrent: int | None = None,
     run_timeout_s: float | None = None,
     response_cache: bool | None = None,
+    *,
+    as_goal: bool = False,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
     from dagwright.orchestrator.control.submission import run_timeout
 
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
-    if is_plan_file(target):
+    if not target.strip():
+        raise InputError("nothing to run: give a plan file, or a goal in words")
+    if is_plan_file(target, as_goal=as_goal):
         misplaced = [FLAGS[name] for name in options.goal_only()]
         if misplaced:
             raise InputError(
@@ -267,6 +284,11 @@ def submit_and_wait(
         state = wait_with_progress(
             client, handle.run_id, timeout, show=not json_output, embedded=embedded
         )
+    except KeyboardInterrupt:
+        stderr.print(
+            interrupted_message(handle.run_id, embedded=embedded is not None), soft_wrap=True
+        )
+        return ExitCode.INTERRUPTED
     except RunNotFinishedError as exc:
         later = (
             "it resumes when the local stack next starts (`dagwright up`)"
@@ -275,6 +297,19 @@ def submit_and_wait(
         )
         raise RunNotFinishedError(f"{exc}; {later}", run_id=handle.run_id) from exc
     return report_final(state, json_output)
+
+
+def interrupted_message(run_id: str, *, embedded: bool) -> str:
+    """What a person who pressed Ctrl-C while waiting needs: the run goes on (or pauses)."""
+    if embedded:
+        return (
+            f"interrupted: run {run_id} pauses with the embedded stack; it goes on when a "
+            f"stack runs (`dagwright up`), then `dagwright watch {run_id}`"
+        )
+    return (
+        f"interrupted: run {run_id} goes on; follow it with `dagwright watch {run_id}`, "
+        f"stop it with `dagwright cancel {run_id}`"
+    )
 
 
 def wait_with_progress(

@@ -190,5 +190,4 @@ def supervise(stack: EmbeddedStack) -> None:
         restarts += 1
 
 
-
 __all__ = ["EmbeddedStackError", "up", "worker"]

@@ -49,13 +49,15 @@ IMAGE_FORMATS = (TraceFormat.PNG, TraceFormat.SVG)
 def trace(
     run_id: str,
     output_format: Annotated[
-        TraceFormat,
+        TraceFormat | None,
         typer.Option(
             "--format",
             help="tree: spans for people; json: the Trace for scripts; gantt: a timeline "
-            "of the node attempts in the terminal; png/svg: a timeline chart in a file.",
+            "of the node attempts in the terminal; png/svg: a timeline chart in a file. "
+            "Default: from --output's extension (.png, .svg, .json), else tree.",
+            show_default=False,
         ),
-    ] = TraceFormat.TREE,
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -69,6 +71,7 @@ def trace(
 ) -> None:
     """Show a run's trace: every node attempt, LLM call, tool call, sandbox run, retry
     and breaker event, with times. Works on running runs too (open spans end now)."""
+    output_format = format_for(output_format, output)
     if output_format in IMAGE_FORMATS:
         path = output or Path(f"{run_id}.{output_format.value}")
         check_writable(path)
@@ -82,6 +85,30 @@ def trace(
         write_json(run_trace, output)
     else:
         show(trace_renderable(run_trace, output_format, width_of(output)), output)
+
+
+# What a file's extension says it holds; a text view (tree, gantt) goes to any other name.
+FORMAT_OF_SUFFIX = {".png": TraceFormat.PNG, ".svg": TraceFormat.SVG, ".json": TraceFormat.JSON}
+
+
+def format_for(asked: TraceFormat | None, output: Path | None) -> TraceFormat:
+    """The format ``--format`` asks for, else the one ``--output``'s extension names, else
+    tree; a format the extension contradicts is refused (PNG bytes in ``x.svg``)."""
+    implied = FORMAT_OF_SUFFIX.get(output.suffix.lower()) if output is not None else None
+    if asked is None:
+        return implied or TraceFormat.TREE
+    if implied is not None and implied != asked:
+        raise InputError(
+            f"--format {asked.value} does not match --output {output}: name the file "
+            f"*.{asked.value if asked in FORMAT_OF_SUFFIX.values() else 'txt'} "
+            "or leave --format out"
+        )
+    if asked in IMAGE_FORMATS and output is not None and implied is None:
+        raise InputError(
+            f"--format {asked.value} writes a {asked.value.upper()} image: name the file "
+            f"*.{asked.value}, not {output.name}"
+        )
+    return asked
 
 
 def check_writable(path: Path) -> None:

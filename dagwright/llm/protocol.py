@@ -25,7 +25,9 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 
 # How a request is sent or kept, not what it asks: left out of the response cache's key,
 # so that switching prompt caching or its TTL does not forget every cached answer.
-DELIVERY_FIELDS = frozenset({"prompt_cache_ttl", "response_cache"})
+DELIVERY_FIELDS = frozenset({"prompt_cache_ttl", "response_cache", "volatile_token"})
+# What stands for ``volatile_token`` in the response cache's key.
+VOLATILE_PLACEHOLDER = "VOLATILE"
 # Fields added after requests were first cached: left out of the key while unset, so a
 # request that does not use them keeps the key it always had.
 KEYED_WHEN_SET = ("thinking", "effort")
@@ -57,6 +59,11 @@ class LLMRequest(BaseModel):
     None: no breakpoints."""
     response_cache: bool = False
     """Whether a response cache may answer this request from an earlier identical one."""
+    volatile_token: str = ""
+    """A random token in the request's text that changes from run to run and means nothing
+    to the answer (the tags of untrusted data, ``workers/untrusted.py``): replaced by a
+    placeholder in the response cache's key, so that the same work in another run still
+    finds its answer. Never sent."""
 
     def canonical_json(self) -> str:
         """The request as sorted JSON, without how it is delivered (``DELIVERY_FIELDS``)."""
@@ -64,7 +71,10 @@ class LLMRequest(BaseModel):
         for name in KEYED_WHEN_SET:
             if fields[name] is None:
                 del fields[name]
-        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        if self.volatile_token:
+            canonical = canonical.replace(self.volatile_token, VOLATILE_PLACEHOLDER)
+        return canonical
 
     def digest(self) -> str:
         """sha256 of the canonical request: the response cache's key."""

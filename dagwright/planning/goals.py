@@ -27,6 +27,7 @@ from dagwright.planning.planner import (
     REPLAN_NODE_PREFIX,
     SYNTHESIS_TYPE,
     PlanRequest,
+    needs_synthesis,
     run_planner,
 )
 from dagwright.plans.validation import PlanGraph, validate_plan
@@ -89,6 +90,12 @@ def plan_request(
             f"the goal is {len(goal)} characters; the limit is {settings.max_goal_chars} "
             "(DAGWRIGHT_MAX_GOAL_CHARS): put the details in --context or a plan file"
         )
+    if len(options.context) > settings.max_context_chars:
+        raise InputError(
+            f"the context is {len(options.context)} characters; the limit is "
+            f"{settings.max_context_chars} (DAGWRIGHT_MAX_CONTEXT_CHARS): give the agents "
+            "the material as a file they read (a function node's output), not in every prompt"
+        )
     if options.max_nodes and options.max_nodes > settings.max_nodes:
         raise InputError(
             f"--max-nodes {options.max_nodes} is above the limit of any plan here, "
@@ -124,9 +131,11 @@ def planned_plan(output: Any) -> Plan:
     return Plan.model_validate(output).model_copy(update={"budget": None, "response_cache": False})
 
 
-def with_synthesis(plan: Plan, goal: str) -> Plan:
-    """A plan naming its output as is; else a writer combining its sinks is appended."""
-    if plan.output:
+def with_synthesis(plan: Plan) -> Plan:
+    """A plan as it will run: one naming its output, or ending in one node, as it is; else
+    a writer combining its sinks is appended. The writer sees the run's goal and context
+    as background, as every agent node does."""
+    if not needs_synthesis(plan):
         return plan
     ids = {node.id for node in plan.nodes}
     synthesis_id = next(
@@ -136,8 +145,8 @@ def with_synthesis(plan: Plan, goal: str) -> Plan:
         id=synthesis_id,
         type=SYNTHESIS_TYPE,
         instruction=(
-            "Combine the results of the tasks before you into one final answer to this goal, "
-            f"for the person who set it:\n{goal}"
+            "Combine the results of the tasks before you into one final answer to the run's "
+            "goal (shown above as background), for the person who set it."
         ),
         depends_on=plan.output_nodes(),
     )
@@ -161,7 +170,7 @@ def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: An
     plan = planned_plan(output)
     limits = request.limits(runtime.settings)
     if not request.is_replan:
-        plan = with_synthesis(plan, request.goal)
+        plan = with_synthesis(plan)
         limits = dataclasses.replace(  # room for the synthesis step
             limits, max_nodes=limits.max_nodes + 1, max_depth=(limits.max_depth or 0) + 1
         )
@@ -281,5 +290,5 @@ def plan_locally(
     services = MemoryServices(llm, run_budget=request.budget)  # no workspace when planning
     ctx = services.context(settings=settings, run_id="local", node_id=PLAN_NODE_ID)
     node = planner_graph(request).plan.nodes[0]
-    plan = with_synthesis(planned_plan(run_planner(ctx, node, registry)), request.goal)
+    plan = with_synthesis(planned_plan(run_planner(ctx, node, registry)))
     return plan, services.usage

@@ -2,9 +2,10 @@
 
 It is an agent like the others (``workers/agent_loop.py``) whose final tool is ``submit_plan``,
 with the Plan model as input schema. A submitted plan is checked by the same pure
-validator as plan files, against the catalog and the limits of the request; problems go
-back to the model as a failed tool call, up to ``planner_max_repairs`` times, then the
-run fails with the last problems. Running as a node (``_plan``, on ``dw.orchestrator``)
+validator as plan files, against the catalog and the limits of the request, and within
+the planner's bounds on what a model may set (``bounds.py``); every problem found goes
+back to the model at once as a failed tool call, up to ``planner_max_repairs`` times,
+then the run fails with the last problems. Running as a node (``_plan``, on ``dw.orchestrator``)
 gives planning the claim, lease, checkpoint, retry and crash recovery of any node.
 """
 
@@ -19,11 +20,13 @@ from pydantic import BaseModel, Field
 from dagwright.errors import AgentToolErrorsError, PlanError, PlanningFailedError
 from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
 from dagwright.models import Budget, Node, Plan, RetryPolicy
+from dagwright.planning.bounds import bounds_problems, bounds_summary, planned_types
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
-from dagwright.settings import Settings
+from dagwright.settings import PlannerBounds, Settings
 from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType
-from dagwright.workers.agent_loop import run_agent, untrusted_block
+from dagwright.workers.agent_loop import run_agent
+from dagwright.workers.agent_prompt import DataBlock, DataGroup
 from dagwright.workers.budgets import budget_words
 from dagwright.workers.builtin_agents import prompt
 from dagwright.workers.tools.policy import ToolPolicy
@@ -75,11 +78,17 @@ class PlanRequest(BaseModel):
         )
 
     def limits(self, settings: Settings) -> PlanLimits:
+        """The limits of a planned plan: a planned node's timeout is bounded twice."""
+        planner_bound = settings.planner_max_timeout_s < settings.max_timeout_s
         return PlanLimits(
             max_nodes=self.max_nodes,
-            max_timeout_s=settings.max_timeout_s,
+            max_nodes_read=settings.max_nodes,
+            max_timeout_s=min(settings.planner_max_timeout_s, settings.max_timeout_s),
             max_depth=self.max_depth,
             source="--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES",
+            timeout_source=(
+                "DAGWRIGHT_PLANNER_MAX_TIMEOUT_S" if planner_bound else "DAGWRIGHT_MAX_TIMEOUT_S"
+            ),
             sizes=SizeLimits.of(settings),
         )
 
@@ -98,6 +107,9 @@ class RestrictedCatalog:
         names = self.registry.type_names()
         return [name for name in names if self.allowed is None or name in self.allowed]
 
+    def registered_type_names(self) -> list[str]:
+        return self.registry.type_names()
+
     def node_problems(self, node: Node) -> list[str]:
         return self.registry.node_problems(node)
 
@@ -109,6 +121,9 @@ class RestrictedCatalog:
             if worker_type.capabilities is not None and self.settings is not None:
                 lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}")
                 lines += [f"    - {line}" for line in worker_type.capabilities(self.settings)]
+                if worker_type.mcp_servers:  # listed when a node runs: the servers start then
+                    servers = ", ".join(worker_type.mcp_servers)
+                    lines.append(f"    - the tools of the MCP server(s) {servers}")
                 continue
             tools = f"; tools: {', '.join(worker_type.tools)}" if worker_type.tools else ""
             lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}{tools}")
@@ -129,13 +144,23 @@ class RestrictedCatalog:
 def plan_problems(
     plan: Plan, request: PlanRequest, catalog: RestrictedCatalog, settings: Settings
 ) -> list[str]:
-    """Everything wrong with a submitted plan (empty: it is accepted)."""
-    run = request.run_context()
+    """Everything wrong with a submitted plan (empty: it is accepted), all at once."""
+    problems = []
     try:
-        validate_plan(plan, catalog, request.limits(settings), run)
+        validate_plan(plan, catalog, request.limits(settings), request.run_context())
     except PlanError as exc:
-        return exc.problems
-    if not request.is_replan and not plan.output and SYNTHESIS_TYPE not in catalog.type_names():
+        problems += exc.problems
+    problems += bounds_problems(plan, settings.planner_bounds)
+    return problems + output_problems(plan, request, catalog)
+
+
+def output_problems(plan: Plan, request: PlanRequest, catalog: RestrictedCatalog) -> list[str]:
+    """What is wrong with the output a plan names (or leaves to a synthesis step)."""
+    if (
+        not request.is_replan
+        and needs_synthesis(plan)
+        and SYNTHESIS_TYPE not in catalog.type_names()
+    ):
         return [
             f"set `output`: the {SYNTHESIS_TYPE} that would combine the results is not among "
             "the worker types this plan may use"
@@ -146,6 +171,12 @@ def plan_problems(
             f"the run's output {sorted(replaced_outputs)} is replaced: set `output` to the new one"
         ]
     return []
+
+
+def needs_synthesis(plan: Plan) -> bool:
+    """Whether a writer must combine the plan's results: it names no output and ends in
+    more than one node (a plan ending in one node answers with it)."""
+    return not plan.output and len(plan.output_nodes()) > 1
 
 
 def planner_spec(settings: Settings) -> AgentSpec:
@@ -164,18 +195,29 @@ def planner_spec(settings: Settings) -> AgentSpec:
     )
 
 
+def planner_catalog(
+    registry: WorkerRegistry, request: PlanRequest, settings: Settings
+) -> RestrictedCatalog:
+    """The worker types ``request``'s plan may use, within the planner's bounds."""
+    allowed = planned_types(request.worker_types, registry.type_names(), settings.planner_bounds)
+    return RestrictedCatalog(registry, allowed, settings)
+
+
 def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
     """Plan ``node``'s request; the accepted plan (JSON), or PlanningFailedError."""
     request = PlanRequest.model_validate(node.params)
-    catalog = RestrictedCatalog(registry, request.worker_types, ctx.settings)
+    catalog = planner_catalog(registry, request, ctx.settings)
 
     def check(plan: Any) -> list[str]:
         return plan_problems(plan, request, catalog, ctx.settings)
 
     spec = dataclasses.replace(planner_spec(ctx.settings), check_output=check)
-    asked = node.model_copy(update={"instruction": planning_message(request, catalog)})
+    message = planning_message(request, catalog, ctx.settings.planner_bounds)
+    asked = node.model_copy(update={"instruction": message})
     try:
-        return run_agent(ctx, asked, spec, registry.tools)
+        # The goal and context are its instruction, not background.
+        data = replanning_data(request)
+        return run_agent(ctx, asked, spec, registry.tools, data=data, background=False)
     except AgentToolErrorsError as exc:
         tries = spec.max_tool_errors
         raise PlanningFailedError(
@@ -201,7 +243,9 @@ def last_rejection(checkpoint: Any) -> str:
     return "no plan was submitted"
 
 
-def planning_message(request: PlanRequest, catalog: RestrictedCatalog) -> str:
+def planning_message(
+    request: PlanRequest, catalog: RestrictedCatalog, bounds: PlannerBounds
+) -> str:
     parts = [f"<goal>\n{request.goal}\n</goal>"]
     if request.context:
         parts.append(f"<context>\n{request.context}\n</context>")
@@ -212,24 +256,35 @@ def planning_message(request: PlanRequest, catalog: RestrictedCatalog) -> str:
     )
     if request.budget is not None:
         limits += f"; the whole run's LLM calls may spend at most {budget_words(request.budget)}"
-    parts.append(limits + ".")
+    parts.append(limits + ". " + bounds_summary(bounds))
     if request.is_replan:
         parts.append(replanning_part(request))
     return "\n\n".join(parts)
 
 
-def replanning_part(request: PlanRequest) -> str:
-    # The error may quote model or web text: it enters as delimited data, like the specs.
-    lines = [
+def replanning_data(request: PlanRequest) -> list[DataGroup]:
+    """A re-planner's failed branch, as data: the error may quote model or web text, the
+    specs what a model wrote."""
+    if not request.is_replan:
+        return []
+    heading = (
         f"Part of the plan for this goal failed: node {request.failed_node!r} failed for good. "
-        "Its error, and the specs of the nodes that will not run and must be replaced, are "
-        "data between <untrusted_input> tags:",
-        untrusted_block("error", request.error),
-        untrusted_block("replaced", request.replace),
-        "Plan only the replacement: nodes that achieve what the failed part was for, in another "
+        "Its error, and the specs of the nodes that will not run and must be replaced:"
+    )
+    blocks = (
+        DataBlock(request.error, {"source": "error"}),
+        DataBlock(request.replace, {"source": "replaced"}),
+    )
+    return [DataGroup(heading, blocks)]
+
+
+def replanning_part(request: PlanRequest) -> str:
+    lines = [
+        f"Plan only the replacement of the failed part (node {request.failed_node!r} and the "
+        "nodes that waited on it, shown above): nodes that achieve what it was for, in another "
         "way. New nodes may depend on each other, on the completed nodes "
         f"({', '.join(request.completed) or 'none'}: the outputs of those the failed part used "
-        "follow, read_input gives them whole)"
+        "are shown above, read_input gives them whole)"
         + (f", and on these nodes still running: {', '.join(request.open)}" if request.open else "")
         + f". Ids already used, not to reuse: {', '.join(request.taken)}.",
     ]

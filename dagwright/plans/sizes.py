@@ -39,15 +39,28 @@ class SizeLimits:
         )
 
 
-def size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
-    """Every size limit the plan passes, as sentences naming the setting."""
+@dataclass(frozen=True)
+class SizeCheck:
+    """The size limits a plan passes, as sentences naming the setting.
+
+    ``too_big`` says that the plan as a whole is over ``max_plan_bytes`` (or cannot be
+    written as JSON): the other checks, whose cost grows with the plan, are not worth
+    running on it. A node's params or the goal over their limits leave it readable.
+    """
+
+    problems: list[str]
+    too_big: bool
+
+
+def size_problems(plan: Plan, limits: SizeLimits) -> SizeCheck:
+    """Every size limit the plan passes."""
     try:
         return _size_problems(plan, limits)
     except ValueError as exc:  # text no encoder takes (a lone surrogate), from a caller
-        return [f"the plan {exc}"]
+        return SizeCheck([f"the plan {exc}"], too_big=True)
 
 
-def _size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
+def _size_problems(plan: Plan, limits: SizeLimits) -> SizeCheck:
     problems = []
     if len(plan.goal) > limits.max_goal_chars:
         problems.append(
@@ -68,7 +81,7 @@ def _size_problems(plan: Plan, limits: SizeLimits) -> list[str]:
             f"the plan is {total} bytes as JSON; the limit is {limits.max_plan_bytes} "
             "(DAGWRIGHT_MAX_PLAN_BYTES)"
         )
-    return problems
+    return SizeCheck(problems, too_big=total > limits.max_plan_bytes)
 
 
 def node_bytes_without_params(node: Node) -> int:

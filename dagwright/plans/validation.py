@@ -1,7 +1,8 @@
 """Pure validation of a plan: no I/O, no Redis, the same for file, builder and LLM plans.
 
 Every problem is a sentence that says what to fix; they are collected, not raised one by
-one, so a person (or the planner model, later) sees them all at once.
+one, and from every stage (sizes, ids, dependencies, types, cycles, depth), so that a
+person, or the planner model repairing its plan, sees them all at once.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from dagwright.shown_ids import shown_id
 class WorkerCatalog(Protocol):
     """What validation needs to know about the registered worker types."""
 
-    def type_names(self) -> list[str]: ...
+    def type_names(self) -> list[str]:
+        """The types this plan may use."""
+        ...
+
+    def registered_type_names(self) -> list[str]:
+        """Every type registered here: a run may allow fewer (a goal's ``-w``)."""
+        ...
 
     def node_problems(self, node: Node) -> list[str]: ...
 
@@ -32,6 +39,11 @@ class PlanLimits:
     max_timeout_s: float = 6 * 3600.0
     max_depth: int | None = None  # nodes on the longest dependency chain; None: no limit
     source: str = "DAGWRIGHT_MAX_NODES"  # where the size limit comes from, to say in errors
+    timeout_source: str = "DAGWRIGHT_MAX_TIMEOUT_S"  # where max_timeout_s comes from
+    # Past this many nodes (and never below max_nodes) a plan is not read further: every
+    # other check costs time in proportion to its size. A planner's plan is read up to
+    # DAGWRIGHT_MAX_NODES, so one over its own --max-nodes learns its other problems too.
+    max_nodes_read: int = 0
     sizes: SizeLimits = field(default_factory=SizeLimits)
 
 
@@ -71,40 +83,67 @@ def validate_plan(
 ) -> PlanGraph:
     """Check a plan; return its graph, or raise PlanError listing every problem.
 
+    Every check runs, whatever the others found, so that one rejection names all there
+    is to fix (a model repairing its plan sees the cycle and the unknown type at once):
+    cycles and depth are looked for over the dependencies that are known. Only a plan
+    over ``max_plan_bytes`` or ``max_nodes_read`` nodes is not read further.
+
     With ``run``, the plan extends a running run: dependencies on its completed and open
     nodes are allowed (and left out of the graph returned: they cannot depend on new
     nodes, so no cycle goes through them), and its ids are taken.
     """
     run = run or RunContext()
-    if len(plan.nodes) > limits.max_nodes:
-        raise PlanError(
-            [
-                f"the plan has {len(plan.nodes)} nodes; the limit is {limits.max_nodes} "
-                f"({limits.source})"
-            ]
-        )
-    too_big = size_problems(plan, limits.sizes)
-    if too_big:  # before anything else reads it: the rest could take as long as it is big
-        raise PlanError(too_big)
-    problems = _structure_problems(plan, run) + _node_problems(plan, catalog, limits)
-    if problems:
+    problems = _count_problems(plan, limits)
+    if len(plan.nodes) > max(limits.max_nodes, limits.max_nodes_read):
         raise PlanError(problems)
-    nodes = [_without_external_deps(node, run.dependable) for node in plan.nodes]
+    sizes = size_problems(plan, limits.sizes)
+    problems += sizes.problems
+    if sizes.too_big:  # the other checks could take as long as the plan is big
+        raise PlanError(problems)
+    problems += _structure_problems(plan, run) + _node_problems(plan, catalog, limits)
+    graph, graph_problems = _graph(plan, limits)
+    problems += graph_problems
+    if problems or graph is None:
+        raise PlanError(problems)
+    return graph
+
+
+def _count_problems(plan: Plan, limits: PlanLimits) -> list[str]:
+    if len(plan.nodes) <= limits.max_nodes:
+        return []
+    return [
+        f"the plan has {len(plan.nodes)} nodes; the limit is {limits.max_nodes} ({limits.source})"
+    ]
+
+
+def _graph(plan: Plan, limits: PlanLimits) -> tuple[PlanGraph | None, list[str]]:
+    """The plan's graph over its known dependencies, and its cycle or depth problem.
+
+    Dependencies that are unknown, on the node itself or outside the plan are left out
+    (the first two are reported by the structure checks); with duplicate ids there is
+    no graph to speak of, and no problem is added for it here.
+    """
+    ids = {node.id for node in plan.nodes}
+    if len(ids) != len(plan.nodes):
+        return None, []
+    nodes = [_with_deps_among(node, ids) for node in plan.nodes]
     order = topological_order(nodes)
     if isinstance(order, Cycle):
-        raise PlanError([order.describe()])
+        return None, [order.describe()]
     depth = longest_chain(nodes, order)
     if limits.max_depth is not None and depth > limits.max_depth:
-        raise PlanError(
-            [f"the longest dependency chain has {depth} nodes; the limit is {limits.max_depth}"]
-        )
-    return PlanGraph(plan=plan, dependents=dependents_of(nodes), topological_order=order)
+        # Dependencies left out only shorten chains: a chain too long here is too long.
+        limit = limits.max_depth
+        return None, [f"the longest dependency chain has {depth} nodes; the limit is {limit}"]
+    return PlanGraph(plan=plan, dependents=dependents_of(nodes), topological_order=order), []
 
 
-def _without_external_deps(node: Node, external: frozenset[str]) -> Node:
-    if not external.intersection(node.depends_on):
+def _with_deps_among(node: Node, ids: set[str]) -> Node:
+    """``node`` depending only on other nodes of ``ids``."""
+    kept = [dep for dep in node.depends_on if dep in ids and dep != node.id]
+    if len(kept) == len(node.depends_on):
         return node
-    return node.model_copy(update={"depends_on": [d for d in node.depends_on if d not in external]})
+    return node.model_copy(update={"depends_on": kept})
 
 
 def longest_chain(nodes: list[Node], order: list[str]) -> int:
@@ -134,51 +173,85 @@ def _structure_problems(plan: Plan, run: RunContext) -> list[str]:
         for node_id in ids
         if node_id in run.taken
     ]
+    suggest = _Suggestions(known)
     for node in plan.nodes:
-        for dep in node.depends_on:
-            if dep == node.id:
-                problems.append(
-                    f"node {node.id!r} depends on itself; remove {dep!r} from its depends_on"
-                )
-            elif dep not in known and dep in run.taken:
-                problems.append(
-                    f"node {node.id!r} depends on {shown_id(dep)!r}, "
-                    "which failed or is being replaced: depend on the new nodes, or on the run's "
-                    "nodes that completed or still run"
-                )
-            elif dep not in known:
-                problems.append(
-                    f"node {node.id!r} depends on {shown_id(dep)!r}, which is not in the plan"
-                    + _did_you_mean(dep, known)
-                )
+        problems += [_dependency_problem(node, dep, known, run, suggest) for dep in node.depends_on]
     for output in plan.output_nodes():
         if output not in known:
             problems.append(
                 f"output names {shown_id(output)!r}, which is not in the plan"
-                + _did_you_mean(output, known)
+                + suggest.for_word(output)
             )
-    return problems
+    return [problem for problem in problems if problem]
+
+
+def _dependency_problem(
+    node: Node, dep: str, known: set[str], run: RunContext, suggest: _Suggestions
+) -> str:
+    """What is wrong with ``node`` depending on ``dep`` ("": nothing)."""
+    if dep == node.id:
+        return f"node {node.id!r} depends on itself; remove {dep!r} from its depends_on"
+    if dep in known:
+        return ""
+    if dep in run.taken:
+        return (
+            f"node {node.id!r} depends on {shown_id(dep)!r}, "
+            "which failed or is being replaced: depend on the new nodes, or on the run's "
+            "nodes that completed or still run"
+        )
+    return (
+        f"node {node.id!r} depends on {shown_id(dep)!r}, which is not in the plan"
+        + suggest.for_word(dep)
+    )
 
 
 def _node_problems(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> list[str]:
-    type_names = catalog.type_names()
+    allowed = catalog.type_names()
+    registered = catalog.registered_type_names()
     problems: list[str] = []
     for node in plan.nodes:
-        if node.type not in type_names:
-            problems.append(
-                f"node {node.id!r} has type {shown_id(node.type)!r}, which no worker type is "
-                "registered as"
-                + _did_you_mean(node.type, type_names)
-                + f"; registered: {', '.join(sorted(type_names))}"
-            )
-            continue
         if node.timeout_s is not None and node.timeout_s > limits.max_timeout_s:
             problems.append(
                 f"node {node.id!r} asks timeout_s {node.timeout_s:g}; the limit is "
-                f"{limits.max_timeout_s:g} (DAGWRIGHT_MAX_TIMEOUT_S)"
+                f"{limits.max_timeout_s:g} ({limits.timeout_source})"
             )
-        problems.extend(f"node {node.id!r}: {problem}" for problem in catalog.node_problems(node))
+        if node.type in allowed:
+            problems += [f"node {node.id!r}: {problem}" for problem in catalog.node_problems(node)]
+        elif node.type in registered:
+            problems.append(
+                f"node {node.id!r} has type {node.type!r}, which is not allowed in this run "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+        else:
+            problems.append(_unknown_type_problem(node, allowed, registered))
     return problems
+
+
+def _unknown_type_problem(node: Node, allowed: list[str], registered: list[str]) -> str:
+    listed = "registered" if set(allowed) == set(registered) else "allowed in this run"
+    return (
+        f"node {node.id!r} has type {shown_id(node.type)!r}, which no worker type is "
+        "registered as"
+        + _did_you_mean(node.type, allowed)
+        + f"; {listed}: {', '.join(sorted(allowed))}"
+    )
+
+
+class _Suggestions:
+    """ "Did you mean" for the first few unknown names: each costs a pass over the known
+    ones, and a plan naming thousands of unknown ids must not take minutes to refuse."""
+
+    MAX_SUGGESTIONS = 20
+
+    def __init__(self, known: Iterable[str]) -> None:
+        self.known = list(known)
+        self.left = self.MAX_SUGGESTIONS
+
+    def for_word(self, word: str) -> str:
+        if self.left <= 0:
+            return ""
+        self.left -= 1
+        return _did_you_mean(word, self.known)
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:

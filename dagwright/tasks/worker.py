@@ -11,6 +11,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
 from dagwright.tasks.app_factory import build_app
+from dagwright.tasks.log_redaction import redact_logs_once_set_up
 from dagwright.tasks.steps import Endpoint, MetricsStep, PresenceStep, ReconcilerStep
 from dagwright.workers import WorkerRegistry
 
@@ -55,6 +56,7 @@ def run_worker(
     app.steps["consumer"].add(PresenceStep)
     if reconciler:
         app.steps["consumer"].add(ReconcilerStep)
+    redact_logs_once_set_up(settings)  # before the worker: it sets up its logging at once
     worker = app.Worker(
         queues=queues,
         concurrency=concurrency or settings.worker_concurrency or os.cpu_count() or 1,

@@ -25,6 +25,7 @@ TOOL_CALL = "tool.call"
 SANDBOX_EXEC = "sandbox.exec"
 RETRY = "node.retry"  # zero-length: the node failed and will be retried
 BREAKER = "breaker"  # zero-length: a breaker opened, refused a call, or closed again
+MCP_RESTART = "mcp.restart"  # an MCP server stopped answering a call and was restarted
 
 
 def attempt_span_id(node_id: str, attempt: int) -> str:

@@ -207,8 +207,11 @@ def _custom_tool_problem(i: int, tool: Mapping[str, Any]) -> str | None:
     name = tool.get("name")
     if not isinstance(name, str) or not re.fullmatch(api.TOOL_NAME_PATTERN, name):
         return f"tools.{i}.custom.name: String should match pattern '{api.TOOL_NAME_PATTERN}'"
-    if not isinstance(tool.get("input_schema"), dict):
+    schema = tool.get("input_schema")
+    if not isinstance(schema, dict):
         return f"tools.{i}.custom.input_schema: Field required"
+    if schema.get("type") != "object":  # the SDK's InputSchema: type is Required["object"]
+        return f"tools.{i}.custom.input_schema.type: Input should be 'object'"
     return None
 
 

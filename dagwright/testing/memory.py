@@ -10,6 +10,7 @@ nothing anywhere.
 from __future__ import annotations
 
 import copy
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,7 +24,7 @@ from dagwright.settings import Settings
 from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.spans import Span
 from dagwright.workers.budgets import Overrun, run_overrun
-from dagwright.workers.context import NodeContext
+from dagwright.workers.context import NodeContext, RunBackground
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
 
 T = TypeVar("T")
@@ -46,9 +47,11 @@ class MemoryServices:
 
     What the node did is kept in ``checkpoints``, ``usage``, ``events``, ``audits``,
     ``reservations`` (the worst case of every LLM call checked against the budget),
-    ``spans``, ``counted`` (metrics increments) and ``followups``. Set ``approval_given``
-    to the decision a tool call waiting for approval gets, and ``breakers`` to run
-    ``ctx.guard`` calls behind real circuit breakers (None: calls go straight through).
+    ``spans``, ``counted`` (metrics increments), ``followups`` and ``background_reads``.
+    Set ``approval_given`` to the decision a tool call waiting for approval gets,
+    ``breakers`` to run ``ctx.guard`` calls behind real circuit breakers (None: calls go
+    straight through), and ``background`` to the run's goal and context its agents see
+    (its ``nonce`` is random per object).
     """
 
     def __init__(
@@ -75,6 +78,8 @@ class MemoryServices:
         self.followups: list[tuple[str, str]] = []
         self.approval_given: Approval | None = None
         self.breakers: Breakers | None = None
+        self.background = RunBackground(nonce=secrets.token_hex(16))
+        self.background_reads = 0
 
     def context(
         self,
@@ -160,3 +165,7 @@ class MemoryServices:
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         self.followups.append((goal, reason))
         return f"queued follow-up {len(self.followups)}"
+
+    def run_background(self, ctx: NodeContext) -> RunBackground:
+        self.background_reads += 1
+        return self.background

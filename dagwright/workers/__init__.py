@@ -11,6 +11,8 @@ core, in a module named by ``DAGWRIGHT_IMPORTS`` / ``--import`` (``declarations.
 - or an entry point in the ``dagwright.workers`` group naming an AgentSpec, a WorkerType
   or a callable that receives the registry.
 
+MCP servers' tools are attached to agent types from the settings (``workers/mcp/``).
+
 The declarations register nothing: each process builds its registry once from its
 settings (``dagwright.registry.build_registry``, which adds the planner, a layer above)
 and hands it to what needs it.
@@ -76,7 +78,7 @@ def builtin_registry() -> WorkerRegistry:
     registry.register_type(function_worker_type(registry.functions))
     registry.register_type(python_worker_type())
     for spec in builtin_agents():
-        registry.register_type(agent_worker_type(spec, registry.tools))
+        registry.register_type(agent_worker_type(spec, registry.tools), declared_by=spec)
     return registry
 
 

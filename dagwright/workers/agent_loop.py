@@ -18,7 +18,12 @@ AgentToolErrorsError (too many failed tool calls in a row), BudgetExceededError 
 next call could pass the node's or the run's budget: it is not made), AgentOutputError
 (no usable answer).
 
-Outputs of dependencies enter the first message as delimited, untrusted data.
+The first message is the node's data, then its instruction (``agent_prompt.py``): the
+run's goal and context as background, what the caller adds, and the outputs of the
+dependencies, each in a block of untrusted data whose tags the data cannot forge
+(``untrusted.py``); results of tools that carry outside content come delimited the same
+way. The tags' token is kept in the checkpoint and derived from the run, so every
+attempt of a node sends the same prompt.
 
 What a node is offered (``agent_tools``): its own ``tools`` or its type's, as the settings
 make them (``http_get`` only with allowed domains; the API's server-side ``web_search`` /
@@ -35,7 +40,7 @@ A node's ``model``, ``max_tokens`` and ``output_schema`` (the answer validated b
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dagwright.errors import (
@@ -52,7 +57,13 @@ from dagwright.llm.server_tools import WEB_SEARCH
 from dagwright.models import Budget, Node
 from dagwright.redaction import known_secrets, redact
 from dagwright.workers.agent_answers import answer_contract
-from dagwright.workers.agent_prompt import final_answer_schema, first_message, untrusted_block
+from dagwright.workers.agent_prompt import (
+    DataGroup,
+    background_group,
+    final_answer_schema,
+    first_message,
+    inputs_group,
+)
 from dagwright.workers.agent_spec import FINAL_ANSWER_TOOL, AgentSpec
 from dagwright.workers.agent_state import (
     AgentState,
@@ -67,16 +78,17 @@ from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_t
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import ToolPolicy
+from dagwright.workers.untrusted import DataFence
 
 __all__ = [
     "FINAL_ANSWER_TOOL",
     "AgentSpec",
     "AgentState",
+    "DataGroup",
     "ToolPolicy",
     "final_answer_schema",
     "first_message",
     "run_agent",
-    "untrusted_block",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,16 +100,35 @@ LAST_TOOL_ERROR_CHARS = 500  # of the last failed call, in the node's error
 NUDGE = "Your last turn ended without any answer. Continue the task and give your answer now."
 
 
-def run_agent(ctx: NodeContext, node: Node, spec: AgentSpec, tools: ToolRegistry) -> Any:
-    """Run (or resume) the agent loop of ``node``; return its final answer. The node's
+def run_agent(
+    ctx: NodeContext,
+    node: Node,
+    spec: AgentSpec,
+    tools: ToolRegistry,
+    *,
+    data: Sequence[DataGroup] = (),
+    background: bool = True,
+) -> Any:
+    """Run (or resume) the agent loop of ``node``; return its final answer. ``data``:
+    more untrusted data for the first message, before the inputs; ``background``: show
+    the run's goal and context (the planner has them in its instruction). The node's
     own ``model``, ``max_tokens``, ``tools`` and ``output_schema`` win over its type's."""
     model = node.model or spec.model or ctx.settings.default_model
-    return AgentLoop(ctx, node, spec, tools, model).run()
+    loop = AgentLoop(ctx, node, spec, tools, model, data=data, background=background)
+    return loop.run()
 
 
 class AgentLoop:
     def __init__(
-        self, ctx: NodeContext, node: Node, spec: AgentSpec, tools: ToolRegistry, model: str
+        self,
+        ctx: NodeContext,
+        node: Node,
+        spec: AgentSpec,
+        tools: ToolRegistry,
+        model: str,
+        *,
+        data: Sequence[DataGroup] = (),
+        background: bool = True,
     ) -> None:
         self.ctx = ctx
         self.spec = spec
@@ -107,18 +138,36 @@ class AgentLoop:
         self.tool_names = tuple(spec.tools if node.tools is None else node.tools)
         self.offered = offered_tools(self.tool_names, tools, ctx.settings)
         self.contract = answer_contract(spec, node)
-        client_tools = tuple(tool.name for tool in self.offered if not tool.runs_on_server)
-        self.tool_caller = ToolCaller(ctx, spec, tools, client_tools)
         # Every text entering the conversation is redacted where it enters (the first
         # message, tool results): the requests and the checkpoints are built from it.
         self.secrets = known_secrets(ctx.settings)
-        self.state = resume_state(ctx.last_checkpoint) or AgentState(
-            messages=[{"role": "user", "content": self._first_message()}]
-        )
+        self.state = resume_state(ctx.last_checkpoint) or self._new_state(data, background)
+        if not self.state.data_fence:  # a checkpoint from before fences
+            self.state.data_fence = DataFence.random().token
+        self.fence = DataFence(self.state.data_fence)
+        client_tools = tuple(tool.name for tool in self.offered if not tool.runs_on_server)
+        self.tool_caller = ToolCaller(ctx, spec, tools, self.fence, client_tools)
 
-    def _first_message(self) -> str:
-        """The instruction and the dependencies' outputs, secrets masked."""
-        return redact(first_message(self.node, self.ctx.inputs), self.secrets)
+    def _new_state(self, data: Sequence[DataGroup], background: bool) -> AgentState:
+        """The conversation's start: the first message (secrets masked) and its fence.
+        The run's background is read here, once per node: a resumed node has both."""
+        run = self.ctx.run_background()
+        fence = DataFence.for_node(run.nonce, self.ctx.node_id)
+        groups = [background_group(run)] if background else []
+        groups += [*data, inputs_group(self.ctx.inputs)]
+        message = first_message(
+            self.node.instruction or "",
+            fence,
+            groups,
+            tool_results_delimited=self._delimits_tool_results,
+        )
+        content = redact(message, self.secrets)
+        return AgentState(messages=[{"role": "user", "content": content}], data_fence=fence.token)
+
+    @property
+    def _delimits_tool_results(self) -> bool:
+        found = (self.tools.get(name) for name in self.tool_names)
+        return any(tool is not None and tool.carries_outside_content for tool in found)
 
     def run(self) -> Any:
         while True:
@@ -215,6 +264,7 @@ class AgentLoop:
             effort=spec.effort,
             prompt_cache_ttl=None if ttl == "off" else ttl,
             response_cache=self._uses_response_cache,
+            volatile_token=self.fence.token,
         )
 
     @property

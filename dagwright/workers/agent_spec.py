@@ -47,6 +47,9 @@ class AgentSpec:
     fallback_model: str | None = None
     """Model a turn is retried with when the model refuses; None:
     ``llm_refusal_fallback_model``."""
+    mcp_servers: tuple[str, ...] = ()
+    """Names of ``mcp_servers`` (settings) whose tools this type is offered, as
+    ``mcp__<server>__<tool>``; ``policy`` (or ``agent_mcp`` rules) must allow them."""
     response_cache: bool = False
     """Answer an identical request from the response cache in Redis instead of calling the
     model (for repeatable work: evaluations, re-runs); ``llm_cache_enabled`` turns it on

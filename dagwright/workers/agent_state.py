@@ -40,6 +40,10 @@ class AgentState(BaseModel):
     type's)."""
     nudged: bool = False
     """Whether an empty answer was already answered with a nudge (only one is given)."""
+    data_fence: str = ""
+    """The token of the tags of the node's untrusted data (``workers/untrusted.py``), so
+    that tool results after a resume come in the tags the first message announced ("":
+    a checkpoint from before fences)."""
 
 
 def resume_state(checkpoint: Any) -> AgentState | None:

@@ -3,6 +3,7 @@ audit record), refuse it, or hold it for a person's approval."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,11 +11,13 @@ from typing import Any
 from dagwright.models import REFUSED, Approval, ApprovalStatus
 from dagwright.redaction import known_secrets, redact
 from dagwright.telemetry.spans import TOOL_CALL
+from dagwright.workers.agent_prompt import delimited_tool_result
 from dagwright.workers.agent_spec import AgentSpec
 from dagwright.workers.context import NodeContext, OpenSpan
 from dagwright.workers.proposals import ApprovalNeeded, Proposal, decided
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import PolicyAction, PolicyDecision
+from dagwright.workers.untrusted import DataFence
 
 AUDITED_ARGS_CHARS = 500
 AUDITED_REASON_CHARS = 500
@@ -30,7 +33,8 @@ class ToolCaller:
     matching its schema) is audited as ``refused`` with the tool's reason, never as
     ``allow``. A call cut short by a dying worker runs again on resume (tools are
     at-least-once) and is audited then. What reaches the model, the checkpoint and the
-    audit stream is redacted: a tool's outcome by ``Tool.call``, the rest here.
+    audit stream is redacted: a tool's outcome by ``Tool.call``, the rest here. What a
+    tool that carries outside content returns reaches the model inside ``fence``'s tags.
     """
 
     def __init__(
@@ -38,11 +42,13 @@ class ToolCaller:
         ctx: NodeContext,
         spec: AgentSpec,
         tools: ToolRegistry,
+        fence: DataFence,
         offered: tuple[str, ...] | None = None,
     ) -> None:
         self.ctx = ctx
         self.spec = spec
         self.tools = tools
+        self.fence = fence
         # The tools this node was offered (its own subset, those the settings allow):
         # the only ones it may call.
         self.offered = spec.tools if offered is None else offered
@@ -132,7 +138,19 @@ class ToolCaller:
             self._audit(name, args, refusal, action=REFUSED)
         elif decision.action == PolicyAction.ALLOW:
             self._audit(name, args, decision)
-        return outcome
+        return self._delimited(name, outcome)
+
+    def _delimited(self, name: str, outcome: ToolOutcome) -> ToolOutcome:
+        """The outcome of a tool that carries outside content as a block of untrusted data:
+        what it returned, and its failures (an exception may quote what a server said).
+        Its refusals (a ToolError: a bad path, a domain not allowed) are its own words,
+        and stay plain, as they reach a node's error."""
+        tool = self.tools.get(name) if name in self.spec.tools else None
+        if tool is None or not tool.carries_outside_content or outcome.refused_by_tool:
+            return outcome
+        return dataclasses.replace(
+            outcome, text=delimited_tool_result(self.fence, name, outcome.text)
+        )
 
     def _audit(
         self,

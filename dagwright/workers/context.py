@@ -29,6 +29,19 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class RunBackground:
+    """What a run was started with that its agents are shown as background, and the
+    per-run randomness their data fences derive from (``workers/untrusted.py``)."""
+
+    goal: str = ""
+    """The run's goal: the goal it was planned from, or a plan file's ``goal``."""
+    context: str = ""
+    """The context given with the goal (``dagwright run GOAL --context``)."""
+    nonce: str = ""
+    """Random, per run ("": a run from before nonces; its nodes' fences are random)."""
+
+
 class NodeServices(Protocol):
     """What a running node may ask of dagwright. Implemented over Redis by the
     orchestrator; tests of worker code may pass their own."""
@@ -99,6 +112,11 @@ class NodeServices(Protocol):
         happened, for the model); ScheduleError saying why not."""
         ...
 
+    def run_background(self, ctx: NodeContext) -> RunBackground:
+        """The run's goal, context and nonce (one read; agents ask once per node, when
+        they start a conversation: function nodes never do)."""
+        ...
+
 
 @dataclass
 class NodeContext:
@@ -153,9 +171,7 @@ class NodeContext:
             "cached", int(response.cached),
         ]  # fmt: skip
         try:
-            self.services.record_progress(
-                self, checkpoint=state, usage=response.usage, event=event
-            )
+            self.services.record_progress(self, checkpoint=state, usage=response.usage, event=event)
         finally:  # paid for, even if this node is no longer this worker's
             self.services.count(llm_usage(response.model, response.usage))
         self.last_checkpoint = state
@@ -183,6 +199,9 @@ class NodeContext:
 
     def propose_followup(self, goal: str, reason: str = "") -> str:
         return self.services.propose_followup(self, goal, reason)
+
+    def run_background(self) -> RunBackground:
+        return self.services.run_background(self)
 
     @contextmanager
     def span(self, name: str, **attributes: AttributeValue | None) -> Iterator[OpenSpan]:

@@ -52,6 +52,7 @@ class ToolDeclaration:
     name: str
     timeout_s: float
     max_output_chars: int
+    carries_outside_content: bool = False
 
 
 Declaration = FunctionDeclaration | ToolDeclaration | WorkerType | AgentSpec
@@ -92,6 +93,7 @@ def tool(
     name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    carries_outside_content: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -102,11 +104,16 @@ def tool(
     name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    carries_outside_content: bool = False,
 ) -> F | Callable[[F], F]:
-    """Declare a tool agents may be given (its docstring's first line describes it)."""
+    """Declare a tool agents may be given (its docstring's first line describes it).
+    ``carries_outside_content``: what it returns comes from outside (web pages, files,
+    other systems' answers) and reaches the model as delimited untrusted data."""
 
     def declare(target: F) -> F:
-        declared = ToolDeclaration(target, name or target.__name__, timeout_s, max_output_chars)
+        declared = ToolDeclaration(
+            target, name or target.__name__, timeout_s, max_output_chars, carries_outside_content
+        )
         return mark(target, declared)
 
     return declare(func) if func is not None else declare
@@ -172,6 +179,7 @@ def add_one(registry: WorkerRegistry, declared: Declaration) -> None:
             name=declared.name,
             timeout_s=declared.timeout_s,
             max_output_chars=declared.max_output_chars,
+            carries_outside_content=declared.carries_outside_content,
         )
     elif isinstance(declared, AgentSpec):
         add_agent(registry, declared)

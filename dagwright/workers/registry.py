@@ -48,6 +48,7 @@ class WorkerType:
     internal: bool = False  # dagwright's own (the planner): not in plans, not in the catalog
     queue_name: str | None = None  # None: dw.<name>
     task: str = NODE_EXECUTE_TASK  # the Celery task its nodes are published as
+    mcp_servers: tuple[str, ...] = ()  # agents: MCP servers whose tools it is offered
 
     @property
     def queue(self) -> str:
@@ -78,6 +79,16 @@ class WorkerRegistry:
         self._declared_by[name] = declared_by
         return worker_type
 
+    def replace_type(self, worker_type: WorkerType) -> None:
+        """Put ``worker_type`` in the place of the registered type of its name (as when
+        MCP servers are attached to it), keeping what declared it."""
+        self.get(worker_type.name)
+        self._types[worker_type.name] = worker_type
+
+    def declaration(self, name: str) -> object:
+        """What declared type ``name`` (an AgentSpec for agents), None if unknown."""
+        return self._declared_by.get(name)
+
     def get(self, name: str) -> WorkerType:
         try:
             return self._types[name]
@@ -91,6 +102,10 @@ class WorkerRegistry:
     def type_names(self) -> list[str]:
         """The types a plan may use."""
         return [wt.name for wt in self.types()]
+
+    def registered_type_names(self) -> list[str]:
+        """Every type a plan could use here (the same: a run that allows fewer narrows it)."""
+        return self.type_names()
 
     def node_problems(self, node: Node) -> list[str]:
         worker_type = self.get(node.type)

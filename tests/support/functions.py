@@ -4,6 +4,7 @@ subprocesses), so each registry built from them has these."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -199,3 +200,16 @@ operator = AgentSpec(
         ]
     ),
 )
+
+
+@dagwright.function
+def log_a_library_failure(ctx: NodeContext) -> str:
+    """Logs, as a library would, a traceback whose message quotes this process's API key
+    and a password in a URL: what a worker's log must never show."""
+    key = ctx.settings.anthropic_api_key
+    secret = key.get_secret_value() if key is not None else ""
+    try:
+        raise ConnectionError(f"auth failed with {secret} at redis://app:hunter2hunter2@db:6379")
+    except ConnectionError:
+        logging.getLogger("somelibrary.pool").exception("connection pool failed")
+    return "logged"

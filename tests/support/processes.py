@@ -39,7 +39,13 @@ PASSED_SETTINGS = (
     "web_fetch",
 )
 # Passed as JSON.
-PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits", "web_search_allowed_domains")
+PASSED_JSON_SETTINGS = (
+    "concurrency_limits",
+    "llm_rate_limits",
+    "mcp_servers",
+    "agent_mcp",
+    "web_search_allowed_domains",
+)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

@@ -19,6 +19,7 @@ from dagwright.llm import (
 from dagwright.models import Approval, Budget, Usage
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook
+from dagwright.orchestrator.runstate.creation import PROMPT_NONCE_FIELD
 from dagwright.orchestrator.runstate.machine import LeaseRef
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.resilience import Breakers
@@ -36,6 +37,7 @@ from dagwright.workers.budgets import (
     run_hint,
     run_overrun,
 )
+from dagwright.workers.context import RunBackground
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
 
 T = TypeVar("T")
@@ -166,6 +168,16 @@ class RedisNodeServices:
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         return propose_followup(self.runtime, self.broker, ctx.run_id, goal, reason)
+
+    def run_background(self, ctx: NodeContext) -> RunBackground:
+        run_key = self.runtime.keys.run_key(ctx.run_id, "run")
+        goal, request, nonce = self.runtime.client.hmget(
+            run_key, ["goal", "request", PROMPT_NONCE_FIELD]
+        )
+        # A goal run keeps its planning request (goal, context, ...) as JSON; a plan's
+        # run has only the plan's goal.
+        context = str(json.loads(request).get("context", "")) if request else ""
+        return RunBackground(goal=goal or "", context=context, nonce=nonce or "")
 
 
 class BreakerObservedLLM:

@@ -9,6 +9,7 @@ never written, and a crash can no longer leave a run in the index without its ha
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,6 +37,11 @@ CREATE_RUN_KEYS = (
     "outbox",
     "events",
 )
+
+
+# The run's randomness its agents' data fences derive from (workers/untrusted.py): never
+# shown, so that no node's data can guess another node's tags.
+PROMPT_NONCE_FIELD = "prompt_nonce"
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,7 @@ class NewRun:
             "total": str(len(plan.nodes)),
             **dict.fromkeys(counters, "0"),
             "output_nodes": json.dumps(outputs),
+            PROMPT_NONCE_FIELD: secrets.token_hex(16),
         }
         dispatch = {node.id: dispatch_for(node) for node in plan.nodes}
         return cls(

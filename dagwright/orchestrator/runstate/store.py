@@ -124,7 +124,7 @@ class RunStore:
         return RunStatus(run["status"]), _counts(run)
 
     def waits(self, run_id: str) -> dict[str, NodeWait]:
-        """What each parked node of the run waits on (a breaker): one or two round trips,
+        """What each parked node of the run waits on (a breaker, a slot): one or two round trips,
         for progress lines that poll."""
         raw = self.client.hgetall(self._key(run_id, "waits"))
         if not raw:
@@ -270,16 +270,24 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
     )
 
 
+# The state a node is in while it waits on each kind of thing.
+WAITING_STATUS = {"breaker": NodeStatus.RETRY_WAIT, "slot": NodeStatus.QUEUED}
+
+
 def _wait(status: NodeStatus, raw: str | None) -> NodeWait | None:
-    """What a parked node waits on (retry.lua keeps it; a node that moved on has none)."""
-    if raw is None or status != NodeStatus.RETRY_WAIT:
+    """What a parked node waits on (retry.lua and park.lua keep it; a node that moved on
+    is no longer in the state of its wait, and has none)."""
+    if raw is None:
         return None
     wait = json.loads(raw)
+    if WAITING_STATUS.get(wait["on"]) != status:
+        return None
+    until_ms = wait.get("until_ms")
     return NodeWait(
         on=wait["on"],
         name=wait["name"],
         since=datetime.fromtimestamp(wait["since_ms"] / 1000, tz=UTC),
-        until=datetime.fromtimestamp(wait["until_ms"] / 1000, tz=UTC),
+        until=datetime.fromtimestamp(until_ms / 1000, tz=UTC) if until_ms else None,
         last_failure=wait.get("last_failure") or "",
     )
 

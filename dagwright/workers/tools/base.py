@@ -72,6 +72,10 @@ class Tool:
     wants_ctx: bool
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    carries_outside_content: bool = False
+    """Whether what it returns comes from outside the agent (a web page, a file, another
+    node's output, an MCP server's answer): its results then reach the model as delimited
+    untrusted data (``workers/untrusted.py``), like the agent's inputs."""
     offered_when: Callable[[Settings], bool] | None = None
     """Whether the deployment's settings let the tool do anything (None: always): a
     tool that would refuse every call (``http_get`` with no allowed domain) is not
@@ -188,6 +192,7 @@ class ToolRegistry:
         name: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        carries_outside_content: bool = False,
         offered_when: Callable[[Settings], bool] | None = None,
     ) -> Tool:
         name = name or func.__name__
@@ -206,10 +211,17 @@ class ToolRegistry:
             wants_ctx=accepts(func, "ctx"),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
+            carries_outside_content=carries_outside_content,
             offered_when=offered_when,
         )
         self._tools[name] = tool
         return tool
+
+    def extended(self, tools: list[Tool]) -> ToolRegistry:
+        """A new registry: these tools and ``tools`` (the MCP tools of an agent type)."""
+        extended = ToolRegistry()
+        extended._tools = {**self._tools, **{tool.name: tool for tool in tools}}
+        return extended
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

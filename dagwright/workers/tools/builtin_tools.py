@@ -30,8 +30,8 @@ def read_input(ctx: NodeContext, node: str) -> str:
     first message shows each input, cut at 20,000 characters: read it here whole.
 
     Args:
-        node: The id of the task whose output to read, as the first message's
-            ``<untrusted_input node="...">`` tag names it.
+        node: The id of the task whose output to read, as the ``node="..."`` of its
+            block in the first message names it.
     """
     if node not in ctx.inputs:
         known = ", ".join(ctx.inputs) or "none"
@@ -126,13 +126,16 @@ HTTP_GET_MAX_CHARS = 50_000
 
 
 def register_builtin_tools(tools: ToolRegistry) -> None:
-    tools.register(read_input, max_output_chars=READ_INPUT_MAX_CHARS)
-    for func in (workspace_read, workspace_write, workspace_list):
-        tools.register(func)
+    # What another node, a file or a web page says reaches the model as delimited data.
+    tools.register(read_input, max_output_chars=READ_INPUT_MAX_CHARS, carries_outside_content=True)
+    for func in (workspace_read, workspace_list):
+        tools.register(func, carries_outside_content=True)
+    tools.register(workspace_write)
     tools.register(
         http_get,
         timeout_s=60.0,
         max_output_chars=HTTP_GET_MAX_CHARS,
+        carries_outside_content=True,
         offered_when=can_fetch,
     )
     tools.register(

@@ -16,7 +16,7 @@ local function waiting_since(max_wait_ms)
   local previous = redis.call('HGET', K.waits, node)
   if not previous then return NOW end
   local wait = cjson.decode(previous)
-  if NOW - wait.until_ms > max_wait_ms then return NOW end
+  if wait.on ~= 'breaker' or NOW - wait.until_ms > max_wait_ms then return NOW end
   return wait.since_ms
 end
 
