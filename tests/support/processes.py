@@ -35,6 +35,7 @@ PASSED_SETTINGS = (
     "llm_rate_window_s",
     "llm_rate_max_wait_s",
     "sandbox_backend",
+    "sandbox_python",
     "web_search",
     "web_fetch",
 )
