@@ -391,6 +391,11 @@ def test_worker_types_lists_every_type(env: dict[str, str]) -> None:
     assert by_name["researcher"]["queue"] == "dw.researcher"
     assert by_name["researcher"]["model"] == "claude-sonnet-5-5"
     assert "http_get" in by_name["researcher"]["tools"]
+    # No allowed domains, web tools off: declared, but not offered to its model here.
+    assert {"http_get", "web_search", "web_fetch"} <= set(by_name["researcher"]["not_offered"])
+    assert not any(line.startswith("http_get:") for line in by_name["researcher"]["capabilities"])
+    human = dagwright("worker-types", env={**env, "COLUMNS": "80"}).stdout
+    assert "http_get (off here)" in human and "workspace_write" in human  # never cut
     assert by_name["function"]["kind"] == "function" and by_name["function"]["model"] is None
 
 
