@@ -71,7 +71,6 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
-
 __all__ = [
     "AgentSpec",
     "BrokerUnavailableError",
