@@ -196,6 +196,8 @@ def test_run_with_nothing_configured_uses_the_embedded_stack(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     assert json_out(result)["status"] == "succeeded"
     assert read_stack(tmp_path / "data") is None  # stopped with the command
+    log = (tmp_path / "data" / "logs" / "worker.log").read_text()
+    assert "Traceback" not in log and "WorkerLostError" not in log, log  # a warm shutdown
     assert dagwright("run", "--no-wait", DIAMOND, env=env).returncode == 2
 
 

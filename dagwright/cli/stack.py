@@ -18,6 +18,7 @@ from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.settings import Settings
 
 # Celery (dagwright.tasks) and prometheus_client are imported by the commands that run
 # them, so that every other command starts without them.
@@ -169,9 +170,6 @@ def up(
     worker for every queue, reconciler included. Other dagwright commands on this machine
     find it by themselves. Its processes end with it, even if it is killed or its terminal
     closes."""
-    from dagwright.registry import build_registry
-    from dagwright.tasks import queues_for
-
     settings = settings_from(imports)
     if settings.redis_url:
         raise ConfigurationError(
@@ -184,20 +182,27 @@ def up(
     with EmbeddedStack(
         settings, owner="up", concurrency=concurrency, loglevel=level, beat=True, verbose=verbose
     ) as stack:
-        if stack.note:
-            stderr.print(f"[yellow]{escape(stack.note)}[/]", soft_wrap=True)
-        queues = queues_for(None, build_registry(settings))
-        stderr.print(
-            f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
-            f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
-            "beat for the schedules. "
-            "Ctrl-C stops it."
-        )
         try:
+            announce(stack, settings)
             supervise(stack)
         except KeyboardInterrupt:
             stderr.print("stopping: running nodes finish first (Ctrl-C again to force)")
     raise typer.Exit(0)
+
+
+def announce(stack: EmbeddedStack, settings: Settings) -> None:
+    from dagwright.registry import build_registry
+    from dagwright.tasks import queues_for
+
+    if stack.note:
+        stderr.print(f"[yellow]{escape(stack.note)}[/]", soft_wrap=True)
+    queues = queues_for(None, build_registry(settings))
+    stderr.print(
+        f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
+        f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
+        "beat for the schedules. "
+        "Ctrl-C stops it."
+    )
 
 
 def supervise(stack: EmbeddedStack) -> None:
