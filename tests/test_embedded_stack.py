@@ -21,6 +21,7 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.subprocess
 
 DIAMOND = "examples/plans/diamond.yaml"
+WORDSTATS = "examples/wordstats/plan.yaml"
 
 
 def start_up(env: dict[str, str]) -> subprocess.Popen[str]:
@@ -76,11 +77,20 @@ def test_up_killed_with_sigkill_takes_its_processes_and_run_works_after(tmp_path
 
 def test_closing_ups_terminal_stops_the_stack_cleanly(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    up = start_up(cli_env(None, data))
+    env = cli_env(None, data)
+    up = start_up(env)
     try:
         record = wait_for_stack(data, "up")
         assert up.stderr is not None
         first_line = up.stderr.readline()  # up has started and said so
+        # A run needing functions the stack's worker does not import is refused up front.
+        refused = dagwright("run", WORDSTATS, "--import", "examples.wordstats.functions", env=env)
+        assert refused.returncode == 2
+        assert (
+            f"the running local stack (`dagwright up`, pid {record.pid}) does not import "
+            "examples.wordstats.functions: run this when it has stopped, or restart it with "
+            "--import examples.wordstats.functions"
+        ) == one_error_line(refused)
         up.send_signal(signal.SIGHUP)
         stdout, stderr = up.communicate(timeout=60)
     finally:

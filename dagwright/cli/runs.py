@@ -38,10 +38,10 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.connection import resolve_redis_url
 from dagwright.embedded import SharedStack, shared_stack
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
+from dagwright.stackfile import read_stack
 
 # The client, the planner and plan checking load in the commands that use them, so that
 # `--help` and the read-only commands (`status`, `events`) start without them.
@@ -154,7 +154,7 @@ def run(
         response_cache,
         as_goal=as_goal,
     )
-    if settings.redis_url or (no_wait and resolve_redis_url(settings)):
+    if settings.redis_url or (no_wait and up_is_running(settings)):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
         )
@@ -170,6 +170,13 @@ def run(
         client = Client(settings.model_copy(update={"redis_url": stack.redis_url}))
         code = submit_and_wait(client, submission, json_output, False, timeout, embedded=stack)
     raise typer.Exit(code)
+
+
+def up_is_running(settings: Settings) -> bool:
+    """Whether `dagwright up` runs: a stack that outlives this command (one shared by
+    `dagwright run`s stops when they have ended)."""
+    record = read_stack(settings.data_dir)
+    return record is not None and record.owner == "up"
 
 
 def say_dimly(line: str, *, quiet: bool) -> None:
