@@ -188,3 +188,23 @@ def test_two_runs_without_up_share_the_stack_until_the_last_ends(tmp_path: Path)
     assert not os.listdir(data / "leases")
     log = (data / "logs" / "worker.log").read_text()
     assert "Traceback" not in log and "WorkerLostError" not in log, log
+
+
+def test_a_killed_runs_lease_expires_and_its_stack_stops(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "run", sleeper_plan(tmp_path, "nap", 60)],
+        cwd=REPO_ROOT,
+        env=cli_env(None, data),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        record = wait_for_stack(data, "run")
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    wait_gone(record.pid, "the stack host")
+    wait_gone(record.valkey_pid, "Valkey")
+    wait_gone(record.worker_pid, "the worker")
+    assert read_stack_record(data) is None and not os.listdir(data / "leases")
