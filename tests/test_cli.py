@@ -233,6 +233,7 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
             raise
     assert up.returncode == 0, stderr
     assert read_stack(data) is None
+    assert "Traceback" not in stderr and "WorkerLostError" not in stderr, stderr
 
 
 @pytest.mark.subprocess

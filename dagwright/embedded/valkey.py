@@ -55,6 +55,7 @@ def start_valkey(data: Path, socket_path: Path) -> subprocess.Popen[bytes]:
             death_signal=signal.SIGTERM,  # Valkey's own clean shutdown: the AOF is kept
             cwd=data,
             output=log,
+            own_session=True,  # a Ctrl-C in our terminal is for us: we stop it after the worker
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while not answers_ping(socket_path):
