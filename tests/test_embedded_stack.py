@@ -188,6 +188,7 @@ def test_two_runs_without_up_share_the_stack_until_the_last_ends(tmp_path: Path)
     assert not os.listdir(data / "leases")
     log = (data / "logs" / "worker.log").read_text()
     assert "Traceback" not in log and "WorkerLostError" not in log, log
+    assert "received" not in log and "succeeded in" not in log, log  # no line per task
 
 
 def test_a_killed_runs_lease_expires_and_its_stack_stops(tmp_path: Path) -> None:
