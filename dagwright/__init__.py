@@ -71,6 +71,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
+
 __all__ = [
     "AgentSpec",
     "BrokerUnavailableError",

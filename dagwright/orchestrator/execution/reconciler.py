@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
 
 
+
 @dataclass
 class ReconcileReport:
     ran: bool = False
