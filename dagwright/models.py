@@ -470,6 +470,28 @@ class Event(BaseModel):
     at: datetime
     node: str | None = None
     data: dict[str, str] = Field(default_factory=dict)
+    """The event's fields as the stream holds them: text."""
+
+    def typed_data(self) -> dict[str, str | int | float]:
+        """``data`` with the fields that are numbers as numbers (``attempt``, ``delay_ms``,
+        the tokens and cost of an ``llm.call``...), for JSON readers."""
+        return {key: number_or_text(key, value) for key, value in self.data.items()}
+
+
+# Event fields that hold numbers: integers, except ``cost_usd``.
+NUMERIC_EVENT_FIELDS = frozenset(
+    {"attempt", "fence", "nodes", "delay_ms", "timeout_ms", "latency_ms", "cached",
+     "input_tokens", "output_tokens", "unpriced_tokens", "cost_usd"}
+)  # fmt: skip
+
+
+def number_or_text(key: str, value: str) -> str | int | float:
+    if key not in NUMERIC_EVENT_FIELDS:
+        return value
+    try:
+        return float(value) if key == "cost_usd" else int(value)
+    except ValueError:  # not what it should be: shown as it is rather than lost
+        return value
 
 
 def from_ms(value: str | int | None) -> datetime | None:

@@ -512,6 +512,13 @@ class Settings(BaseSettings):
     sandbox_uid: int = Field(65534, ge=1)
     """Unprivileged uid (and gid) the sandboxed program runs as (never root)."""
 
+    sandbox_python: Literal["system", "worker"] = "system"
+    """Which interpreter python nodes and ``run_python`` get. ``system``: the host's
+    ``python3`` with its standard library only. ``worker``: the worker's own interpreter
+    and environment (its virtualenv's packages), mounted read-only in the sandbox, still
+    with no network, no secrets and the same limits; bubblewrap backend only (a docker
+    image has its own interpreter)."""
+
     sandbox_wall_time_s: float = Field(30.0, gt=0)
     """Wall-clock limit of one execution."""
 
@@ -654,6 +661,7 @@ class Settings(BaseSettings):
             backend=self.sandbox_backend,
             image=self.sandbox_image,
             uid=self.sandbox_uid,
+            python=self.sandbox_python,
             warm_pool=self.sandbox_warm_pool,
             wall_time_s=self.sandbox_wall_time_s,
             cpu_time_s=self.sandbox_cpu_time_s,
@@ -730,6 +738,7 @@ class SandboxSettings:
     backend: str
     image: str
     uid: int
+    python: str
     warm_pool: int
     wall_time_s: float
     cpu_time_s: float

@@ -120,6 +120,10 @@ def test_no_wait_then_status_result_events_and_runs(env: dict[str, str]) -> None
     assert run_id in human.stdout and "succeeded" in human.stdout
     events = dagwright("events", run_id, "--json", env=env).stdout.splitlines()
     assert '"kind": "run.submitted"' in events[0] and '"kind": "run.succeeded"' in events[-1]
+    parsed = [json.loads(line) for line in events]
+    assert parsed[0]["data"] == {"nodes": 4}  # numbers as numbers
+    running = [e["data"] for e in parsed if e["kind"] == "node.running"]
+    assert running and all(isinstance(data["attempt"], int) for data in running)
     listed = json_out(dagwright("runs", "--json", env=env))
     assert run_id in [run["run_id"] for run in listed]
 

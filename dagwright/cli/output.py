@@ -342,7 +342,7 @@ def print_audit(entries: list[AuditEntry]) -> None:
 
 def print_event(event: Event, *, as_json: bool) -> None:
     if as_json:
-        print_json(event.model_dump(mode="json"))
+        print_json({**event.model_dump(mode="json"), "data": event.typed_data()})
         return
     details = " ".join(f"{key}={value}" for key, value in event.data.items())
     stdout.print(f"{event.at:%H:%M:%S.%f}"[:-3], event.kind, event.node or "", details)

@@ -35,6 +35,7 @@ PASSED_SETTINGS = (
     "llm_rate_window_s",
     "llm_rate_max_wait_s",
     "sandbox_backend",
+    "sandbox_python",
 )
 # Passed as JSON.
 PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits", "mcp_servers", "agent_mcp")
