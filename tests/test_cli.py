@@ -200,6 +200,8 @@ def test_run_with_nothing_configured_uses_the_embedded_stack(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     assert json_out(result)["status"] == "succeeded"
     assert read_stack(tmp_path / "data") is None  # stopped with the command
+    log = (tmp_path / "data" / "logs" / "worker.log").read_text()
+    assert "Traceback" not in log and "WorkerLostError" not in log, log  # a warm shutdown
     assert dagwright("run", "--no-wait", DIAMOND, env=env).returncode == 2
 
 
@@ -235,6 +237,7 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
             raise
     assert up.returncode == 0, stderr
     assert read_stack(data) is None
+    assert "Traceback" not in stderr and "WorkerLostError" not in stderr, stderr
 
 
 @pytest.mark.subprocess
