@@ -106,7 +106,19 @@ def test_a_run_records_its_tool_calls_and_sandbox_runs_without_secrets(
     }  # fmt: skip
     written = {"path": "notes.md", "content": secret_note}
     assert tools["toolu_write"].attributes["input_bytes"] == len(json.dumps(written).encode())
-    assert tools["toolu_read"].attributes["output_bytes"] == len(b"Topic: streams")
+    # The size of what the model was given: the input, delimited as untrusted data.
+    [answered] = [
+        block
+        for block in fake_llm.requests[1].body["messages"][-1]["content"]
+        if block.get("tool_use_id") == "toolu_read"
+    ]
+    given = (
+        answered["content"]
+        if isinstance(answered["content"], str)
+        else answered["content"][0]["text"]
+    )
+    assert "Topic: streams" in given and "<untrusted_input_" in given
+    assert tools["toolu_read"].attributes["output_bytes"] == len(given.encode())
     for span in tools.values():
         assert (span.node, span.attempt, span.parent_id) == ("research", 1, "research#1")
         assert_within(span, state.nodes["research"])
