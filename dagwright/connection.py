@@ -16,12 +16,25 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dagwright.errors import BrokerUnavailableError, ConfigurationError
+from dagwright.redis_endpoint import (
+    SentinelTarget,
+    credential_options,
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_options,
+    tls_options,
+    url_credentials,
+    uses_tls,
+)
 from dagwright.stackfile import read_stack
 
 if TYPE_CHECKING:
     import redis
 
-    from dagwright.settings import Settings
+    from dagwright.settings import RedisAccess, Settings
+
+# Options of the connections to the Sentinels themselves (the rest is the primary's).
+SENTINEL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 
 NO_REDIS_HINT = (
     "no Redis configured: set DAGWRIGHT_REDIS_URL, or start the local stack with "
@@ -44,9 +57,18 @@ def require_redis_url(settings: Settings) -> str:
     return url
 
 
-def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:
+def connect(
+    url: str,
+    access: RedisAccess | None = None,
+    *,
+    decode_responses: bool = True,
+    **overrides: Any,
+) -> redis.Redis:
     """A client with timeouts and a short reconnect-retry, decoding replies to str unless
-    told not to (pybreaker's storage wants bytes)."""
+    told not to (pybreaker's storage wants bytes). ``access``: the TLS and credential
+    settings (``settings.redis_access``); a ``sentinel://`` URL gives a client of the
+    primary its Sentinels name, found again after a failover. ``overrides`` replace the
+    default options (a probe's shorter timeouts)."""
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -58,20 +80,51 @@ def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:
         "health_check_interval": 15,
         "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        **overrides,
     }
     try:
+        if is_sentinel_url(url):
+            return sentinel_client(parse_sentinel_url(url), access, options)
+        options.update(credential_options(*url_credentials(url), access))
+        if uses_tls(url) and access is not None:
+            options.update(tls_options(access))
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
 
 
+def sentinel_client(
+    target: SentinelTarget, access: RedisAccess | None, options: dict[str, Any]
+) -> redis.Redis:
+    """A client of the primary named ``target.primary_name``: redis-py asks the Sentinels
+    for its address on every new connection, so a failover is followed."""
+    from redis.sentinel import Sentinel
+
+    options = {**options, "db": target.db}
+    options.update(credential_options(target.username, target.password, access))
+    if target.username:
+        options["username"] = target.username
+    if target.password:
+        options["password"] = target.password
+    if target.tls and access is not None:
+        options.update(ssl=True, **tls_options(access))
+    timeouts = {name: options[name] for name in SENTINEL_TIMEOUTS if name in options}
+    sentinel = Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs={**timeouts, **sentinel_options(access, target.tls)},
+        **options,
+    )
+    return sentinel.master_for(target.primary_name)
+
+
 def redact_url(url: str) -> str:
     """The URL with its password replaced, for messages and logs."""
     parts = urlsplit(url)
-    if parts.password is None:
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username, colon, password = userinfo.partition(":")
+    if not at or not colon or not password:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=f"{username}:***@{hosts}"))
 
 
 @contextmanager
@@ -83,8 +136,9 @@ def translate_redis_errors(url: str) -> Iterator[None]:
         yield
     except redis.AuthenticationError as exc:
         raise ConfigurationError(
-            f"Redis at {redact_url(url)} refused the credentials: check the password in "
-            "DAGWRIGHT_REDIS_URL"
+            f"Redis at {redact_url(url)} refused the credentials: check the user and "
+            "password in DAGWRIGHT_REDIS_URL (or DAGWRIGHT_REDIS_USERNAME / "
+            "DAGWRIGHT_REDIS_PASSWORD)"
         ) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise BrokerUnavailableError(

@@ -148,7 +148,9 @@ def schedules_of(app: Celery) -> ScheduleStore:
     store: ScheduleStore | None = getattr(app, "_dagwright_schedules", None)
     if store is None:
         settings = app.dagwright_settings
-        store = ScheduleStore(connect(settings.redis_url or ""), Keys(settings.key_prefix))
+        store = ScheduleStore(
+            connect(settings.redis_url or "", settings.redis_access), Keys(settings.key_prefix)
+        )
         app._dagwright_schedules = store
     return store
 
