@@ -38,7 +38,6 @@ from dagwright.redis_endpoint import (
     parse_sentinel_url,
     sentinel_options,
     tls_options,
-    url_credentials,
     uses_tls,
     with_credentials,
 )
@@ -117,7 +116,7 @@ def kombu_url(url: str, settings: Settings) -> str:
     ``redis+socket:///path``, ``sentinel://h1,h2/primary/db`` as one
     ``sentinel://h/db`` per Sentinel joined by ``;``, and the settings' credentials
     written in where the URL has none."""
-    credentials = credential_options(*url_credentials(url), settings.redis_access)
+    credentials = credential_options(url, settings.redis_access)
     username, password = credentials.get("username"), credentials.get("password")
     if is_sentinel_url(url):
         return kombu_sentinel_url(url, username, password)

@@ -1,7 +1,9 @@
 """Redis connections for the run-state store, and the translation of redis errors.
 
 The state store and the broker are separate settings (docs/architecture.md §9); this
-module only deals with the state store. Connection failures become
+module makes the redis-py clients (of the state store, and of the broker where doctor
+and the metrics server read it), through ``dagwright.redis_endpoint`` for TLS, ACL
+credentials and Sentinel. Connection failures become
 ``BrokerUnavailableError`` with a line a person can act on.
 
 ``redis`` is imported where a client is made or its errors caught, not with the module:
@@ -17,13 +19,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from dagwright.errors import BrokerUnavailableError, ConfigurationError
 from dagwright.redis_endpoint import (
-    SentinelTarget,
     credential_options,
     is_sentinel_url,
     parse_sentinel_url,
     sentinel_options,
     tls_options,
-    url_credentials,
     uses_tls,
 )
 from dagwright.stackfile import read_stack
@@ -84,8 +84,8 @@ def connect(
     }
     try:
         if is_sentinel_url(url):
-            return sentinel_client(parse_sentinel_url(url), access, options)
-        options.update(credential_options(*url_credentials(url), access))
+            return sentinel_client(url, access, options)
+        options.update(credential_options(url, access))
         if uses_tls(url) and access is not None:
             options.update(tls_options(access))
         return redis.Redis.from_url(url, **options)
@@ -93,21 +93,19 @@ def connect(
         raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
 
 
-def sentinel_client(
-    target: SentinelTarget, access: RedisAccess | None, options: dict[str, Any]
-) -> redis.Redis:
-    """A client of the primary named ``target.primary_name``: redis-py asks the Sentinels
+def sentinel_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> redis.Redis:
+    """A client of the primary a ``sentinel://`` URL names: redis-py asks the Sentinels
     for its address on every new connection, so a failover is followed."""
     from redis.sentinel import Sentinel
 
-    options = {**options, "db": target.db}
-    options.update(credential_options(target.username, target.password, access))
+    target = parse_sentinel_url(url)
+    options = {**options, "db": target.db, **credential_options(url, access)}
     if target.username:
         options["username"] = target.username
     if target.password:
         options["password"] = target.password
-    if target.tls and access is not None:
-        options.update(ssl=True, **tls_options(access))
+    if target.tls:
+        options.update(ssl=True, **(tls_options(access) if access is not None else {}))
     timeouts = {name: options[name] for name in SENTINEL_TIMEOUTS if name in options}
     sentinel = Sentinel(
         list(target.sentinels),

@@ -15,7 +15,7 @@ URLs understood:
   primary's; the Sentinels' own password is ``redis_sentinel_password``.
   ``sentinels://`` speaks TLS to the Sentinels and the primary alike.
 
-Credentials in the URL win; a URL without them takes ``redis_username`` /
+Credentials in the URL win; a TCP URL without them takes ``redis_username`` /
 ``redis_password``.
 
 Rejected: kombu's own Sentinel spelling (``sentinel://h1:26379;sentinel://h2:26379``
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 SENTINEL_SCHEMES = ("sentinel", "sentinels")  # the second with TLS
 TLS_SCHEMES = ("rediss", "sentinels")
+TCP_SCHEMES = ("redis", "rediss", *SENTINEL_SCHEMES)
 DEFAULT_SENTINEL_PORT = 26379
 SENTINEL_URL_FORM = "sentinel://[user:password@]host:26379[,host2:26379...]/primary-name[/db]"
 
@@ -125,11 +126,13 @@ def tls_options(access: RedisAccess) -> dict[str, Any]:
     return options
 
 
-def credential_options(
-    url_username: str | None, url_password: str | None, access: RedisAccess | None
-) -> dict[str, Any]:
-    """``username`` / ``password`` from the settings, for a URL that carries none."""
-    if url_username or url_password or access is None:
+def credential_options(url: str, access: RedisAccess | None) -> dict[str, Any]:
+    """``username`` / ``password`` from the settings, for a URL of a TCP server that
+    carries none. Not for a ``unix://`` socket: that is the embedded Valkey, which has no
+    password (and a password set for a remote server must not be sent to it)."""
+    if access is None or url.partition("://")[0].lower() not in TCP_SCHEMES:
+        return {}
+    if any(url_credentials(url)):
         return {}
     options: dict[str, Any] = {}
     if access.username:
@@ -144,8 +147,8 @@ def sentinel_options(access: RedisAccess | None, tls: bool) -> dict[str, Any]:
     options: dict[str, Any] = {}
     if access is not None and access.sentinel_password is not None:
         options["password"] = access.sentinel_password.get_secret_value()
-    if tls and access is not None:
-        options.update(ssl=True, **tls_options(access))
+    if tls:
+        options.update(ssl=True, **(tls_options(access) if access is not None else {}))
     return options
 
 

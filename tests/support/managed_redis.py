@@ -39,6 +39,8 @@ DEBIAN_SERVER = "/usr/bin/redis-check-rdb"  # redis-tools: redis-server by anoth
 ACL_USER = "dagwright-app"
 ACL_PASSWORD = "acl-pass-Hq4vR8tK2mW6"
 SENTINEL_PASSWORD = "sentinel-pass-Lx3nB7cD9fJ5"
+# The Sentinel's own user on the primary (a failover needs REPLICAOF, CONFIG REWRITE...).
+SENTINEL_USER_LINE = "user sentinel on >sentinel-user-Tr5pG1 allchannels +@all"
 PRIMARY_NAME = "dwprimary"
 
 
@@ -180,7 +182,9 @@ SERVER_LINES = (
     "appendonly yes",
     'save ""',
     "user default off",
-    f"user {ACL_USER} on >{ACL_PASSWORD} ~* &* +@all",
+    # The permissions docs/operations.md advises (no @dangerous command but INFO and
+    # CONFIG GET): enough for workers, the client, doctor.
+    f"user {ACL_USER} on >{ACL_PASSWORD} ~* &* +@all -@dangerous +info +config|get",
 )
 
 
@@ -256,7 +260,13 @@ def sentinel_deployment(directory: Path) -> Iterator[SentinelDeployment]:
     primary_config = directory / "primary.conf"
     primary_config.write_text(
         "\n".join(
-            [f"port {primary_port}", "bind 127.0.0.1", f"dir {directory}", *SERVER_LINES]
+            [
+                f"port {primary_port}",
+                "bind 127.0.0.1",
+                f"dir {directory}",
+                *SERVER_LINES,
+                SENTINEL_USER_LINE,
+            ]
         )
         + "\n"
     )
@@ -269,8 +279,8 @@ def sentinel_deployment(directory: Path) -> Iterator[SentinelDeployment]:
                 f"dir {directory}",
                 f"requirepass {SENTINEL_PASSWORD}",
                 f"sentinel monitor {PRIMARY_NAME} 127.0.0.1 {primary_port} 1",
-                f"sentinel auth-user {PRIMARY_NAME} {ACL_USER}",
-                f"sentinel auth-pass {PRIMARY_NAME} {ACL_PASSWORD}",
+                f"sentinel auth-user {PRIMARY_NAME} sentinel",
+                f"sentinel auth-pass {PRIMARY_NAME} sentinel-user-Tr5pG1",
             ]
         )
         + "\n"
