@@ -86,7 +86,9 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "worker_redirect_stdouts": False,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         # Schedules (celery-redbeat): entries and the beat lock in the state store.
-        "redbeat_redis_url": settings.redis_url or broker_url,
+        # Shown in beat's banner only: build_app gives redbeat its client. In kombu's
+        # spelling, which the banner can mask (it cannot parse several Sentinel hosts).
+        "redbeat_redis_url": kombu_url(settings.redis_url or broker_url, settings),
         "redbeat_redis_options": {},
         "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
         "redbeat_lock_timeout": settings.beat_lock_timeout_s,

@@ -27,8 +27,11 @@ from tests.support.managed_redis import (
 )
 from tests.support.processes import Workers
 from tests.support.settings import FAST_TIMINGS, TEST_API_KEY, TEST_DECLARATIONS
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
+
+NOOP = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +149,24 @@ def test_state_and_broker_through_a_sentinel(
     assert any(run_id.encode() in key for key in primary.scan_iter(match="dw:*", count=1000))
     check = check_redis(settings.redis_url, settings.redis_access)
     assert check.status is Status.OK and PRIMARY_NAME in check.detail
+
+
+def test_beat_fires_a_schedule_through_a_sentinel(
+    sentinel: SentinelDeployment, workers: Workers, fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    """redbeat's entries and lock live in the state store: through the Sentinel too."""
+    settings = sentinel_settings(sentinel, tmp_path / "data", fake_llm)
+    workers.start(settings)
+    beat = workers.start_beat(settings)
+    client = Client(settings)
+    client.schedules.add("tick", every_s=1, plan=NOOP)
+    wait_until(
+        lambda: any(
+            fire.outcome == "started" for fire in client.schedules.get("tick", history=10).history
+        ),
+        timeout=30,
+        what="a run started by the schedule",
+    )
+    assert beat.process.poll() is None, beat.log_tail()
+    assert SENTINEL_PASSWORD not in beat.log_path.read_text(errors="replace")
+    assert ACL_PASSWORD not in beat.log_path.read_text(errors="replace")
