@@ -140,6 +140,31 @@ def translate_redis_errors(url: str) -> Iterator[None]:
         ) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise BrokerUnavailableError(
-            f"cannot reach Redis at {redact_url(url)} ({exc}); is it running? "
-            "(`dagwright up` starts a local one)"
+            f"cannot reach Redis at {redact_url(url)} ({exc}); {unreachable_hint(exc)}"
         ) from exc
+
+
+TLS_HINT = (
+    "the TLS handshake failed: check DAGWRIGHT_REDIS_TLS_CA_FILE (the CA of the server's "
+    "certificate) and, if the server asks for one, DAGWRIGHT_REDIS_TLS_CERT_FILE / _KEY_FILE"
+)
+
+
+def unreachable_hint(exc: BaseException) -> str:
+    """What to check when a connection failed: TLS settings after a failed handshake,
+    else whether the server runs."""
+    if failed_tls_handshake(exc):
+        return TLS_HINT
+    return "is it running? (`dagwright up` starts a local one)"
+
+
+def failed_tls_handshake(exc: BaseException) -> bool:
+    import ssl
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        # redis-py words an SSLError into a ConnectionError's message, losing the cause.
+        if isinstance(seen, ssl.SSLError) or "[SSL" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

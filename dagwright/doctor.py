@@ -23,7 +23,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from dagwright.connection import connect, redact_url, resolve_redis_url
+from dagwright.connection import (
+    TLS_HINT,
+    connect,
+    failed_tls_handshake,
+    redact_url,
+    resolve_redis_url,
+)
 from dagwright.dlq import DeadLetterStats, DeadLetterStatus
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
@@ -138,7 +144,9 @@ def unreachable(name: str, what: str, url: str, exc: Exception, hint: str) -> Ch
             "DAGWRIGHT_REDIS_PASSWORD)",
         )
     if isinstance(exc, ConfigurationError):
-        return fail(name, str(exc), hint)
+        return fail(name, str(exc), "fix the URL, or the DAGWRIGHT_REDIS_* settings")
+    if failed_tls_handshake(exc):
+        return fail(name, f"cannot reach {what} at {redact_url(url)}: {exc}", TLS_HINT)
     if isinstance(exc, ValueError):
         return fail(name, f"invalid {what} URL {redact_url(url)!r}: {exc}", hint)
     return fail(name, f"cannot reach {what} at {redact_url(url)}: {exc}", hint)

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.doctor import Status, check_broker, check_redis
+from dagwright.errors import BrokerUnavailableError
 from dagwright.testing import FakeAnthropicServer
 from tests.support.managed_redis import (
     ACL_PASSWORD,
@@ -140,6 +141,9 @@ def test_doctor_reaches_a_tls_server_and_names_a_certificate_it_cannot_verify(
     check = check_redis(untrusted.redis_url, untrusted.redis_access)
     assert check.status is Status.FAIL
     assert "certificate verify failed" in check.detail.lower()
+    assert "DAGWRIGHT_REDIS_TLS_CA_FILE" in check.hint
+    with pytest.raises(BrokerUnavailableError, match="DAGWRIGHT_REDIS_TLS_CA_FILE"):
+        Client(untrusted).list_runs()
     assert ACL_PASSWORD not in check.detail
 
 
