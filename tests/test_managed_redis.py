@@ -190,3 +190,15 @@ def test_state_and_broker_through_a_sentinel_over_tls(
     run_id = run_a_plan_end_to_end(settings, workers)
     keys = tls_sentinel.primary(db=0).scan_iter(match="dw:*", count=1000)
     assert any(run_id.encode() in key for key in keys)
+
+
+def test_a_primary_the_sentinel_does_not_know_is_one_line(
+    sentinel: SentinelDeployment, fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    settings = sentinel_settings(sentinel, tmp_path / "data", fake_llm)
+    unknown = settings.model_copy(
+        update={"redis_url": settings.redis_url.replace(PRIMARY_NAME, "nosuchprimary")}
+    )
+    with pytest.raises(BrokerUnavailableError, match="nosuchprimary") as caught:
+        Client(unknown).list_runs()
+    assert ACL_PASSWORD not in str(caught.value)
