@@ -26,7 +26,7 @@ from dagwright.redis_endpoint import (
     tls_options,
     uses_tls,
 )
-from dagwright.stackfile import read_stack
+from dagwright.stackfile import process_alive, read_stack, read_stack_record
 
 if TYPE_CHECKING:
     import redis
@@ -53,8 +53,19 @@ def resolve_redis_url(settings: Settings) -> str | None:
 def require_redis_url(settings: Settings) -> str:
     url = resolve_redis_url(settings)
     if not url:
-        raise ConfigurationError(NO_REDIS_HINT)
+        raise ConfigurationError(stopped_stack_hint(settings) or NO_REDIS_HINT)
     return url
+
+
+def stopped_stack_hint(settings: Settings) -> str:
+    """What to say when the stack file names a stack whose owner has died ("" if not)."""
+    record = read_stack_record(settings.data_dir)
+    if record is None or process_alive(record.pid):
+        return ""
+    return (
+        f"the local stack of `dagwright {record.owner}` (pid {record.pid}) has died: start "
+        "`dagwright up` again (it stops what it left running), or set DAGWRIGHT_REDIS_URL"
+    )
 
 
 def connect(
