@@ -17,6 +17,11 @@ Reliability settings and why:
   kombu's restore of unacked messages is only a safety net and keeps its defaults.
 - ignore_result: node outputs live in the run state, written once; no result backend copy.
 - task events on: Flower shows every task.
+- the broker is reached as the state store is (``dagwright.redis_endpoint``): a
+  ``rediss://`` URL gets ``broker_use_ssl`` from the ``redis_tls_*`` settings (kombu
+  would otherwise connect without checking the certificate), a ``sentinel://`` URL
+  becomes kombu's Sentinel transport with ``master_name``, and a URL without credentials
+  gets ``redis_username`` / ``redis_password``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,15 @@ from urllib.parse import parse_qs, urlsplit
 from celery import Celery
 
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
+from dagwright.redis_endpoint import (
+    credential_options,
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_options,
+    tls_options,
+    uses_tls,
+    with_credentials,
+)
 from dagwright.settings import Settings
 
 # A node's own deadline (its timeout_s, kept by the lease keeper) comes first; Celery's
@@ -36,8 +50,10 @@ HARD_LIMIT_GRACE_S = 30
 
 
 def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
+    """``broker_url`` as dagwright spells it (``kombu_url`` rewrites it for kombu)."""
     return {
-        "broker_url": broker_url,
+        "broker_url": kombu_url(broker_url, settings),
+        "broker_use_ssl": broker_tls(broker_url, settings),
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_s,
@@ -45,6 +61,7 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
             "socket_connect_timeout": 5,
             "socket_keepalive": True,
             "health_check_interval": 10,
+            **sentinel_transport_options(broker_url, settings),
         },
         "broker_pool_limit": 10,
         "task_serializer": "json",
@@ -69,7 +86,9 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "worker_redirect_stdouts": False,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         # Schedules (celery-redbeat): entries and the beat lock in the state store.
-        "redbeat_redis_url": settings.redis_url or broker_url,
+        # Shown in beat's banner only: build_app gives redbeat its client. In kombu's
+        # spelling, which the banner can mask (it cannot parse several Sentinel hosts).
+        "redbeat_redis_url": kombu_url(settings.redis_url or broker_url, settings),
         "redbeat_redis_options": {},
         "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
         "redbeat_lock_timeout": settings.beat_lock_timeout_s,
@@ -91,13 +110,45 @@ class DagwrightCelery(Celery):
 
 def create_app(settings: Settings, broker_url: str) -> DagwrightCelery:
     """A Celery app configured for dagwright. Tasks are registered by ``dagwright.tasks``."""
-    return DagwrightCelery(settings, kombu_url(broker_url))
+    return DagwrightCelery(settings, broker_url)
 
 
-def kombu_url(url: str) -> str:
-    """redis-py's ``unix:///path?db=N`` in kombu's spelling, ``redis+socket:///path``."""
+def kombu_url(url: str, settings: Settings) -> str:
+    """The broker URL in kombu's spelling: redis-py's ``unix:///path?db=N`` as
+    ``redis+socket:///path``, ``sentinel://h1,h2/primary/db`` as one
+    ``sentinel://h/db`` per Sentinel joined by ``;``, and the settings' credentials
+    written in where the URL has none."""
+    credentials = credential_options(url, settings.redis_access)
+    username, password = credentials.get("username"), credentials.get("password")
+    if is_sentinel_url(url):
+        return kombu_sentinel_url(url, username, password)
+    url = with_credentials(url, username, password)
     parts = urlsplit(url)
     if parts.scheme != "unix":
         return url
     db = parse_qs(parts.query).get("db", ["0"])[0]
     return f"redis+socket://{parts.path}?virtual_host={db}"
+
+
+def kombu_sentinel_url(url: str, username: str | None, password: str | None) -> str:
+    target = parse_sentinel_url(url)
+    username, password = target.username or username, target.password or password
+    first, *others = (f"sentinel://{host}:{port}/{target.db}" for host, port in target.sentinels)
+    # kombu takes the primary's credentials from the first URL only.
+    return ";".join([with_credentials(first, username, password), *others])
+
+
+def broker_tls(url: str, settings: Settings) -> dict[str, Any] | None:
+    """``broker_use_ssl`` of a TLS broker URL (kombu passes it on to redis-py)."""
+    return tls_options(settings.redis_access) if uses_tls(url) else None
+
+
+def sentinel_transport_options(url: str, settings: Settings) -> dict[str, Any]:
+    """kombu's Sentinel transport options: the primary's name, the Sentinels' password."""
+    if not is_sentinel_url(url):
+        return {}
+    target = parse_sentinel_url(url)
+    options: dict[str, Any] = {"master_name": target.primary_name}
+    if kwargs := sentinel_options(settings.redis_access, target.tls):
+        options["sentinel_kwargs"] = kwargs
+    return options

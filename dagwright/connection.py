@@ -1,7 +1,9 @@
 """Redis connections for the run-state store, and the translation of redis errors.
 
 The state store and the broker are separate settings (docs/architecture.md §9); this
-module only deals with the state store. Connection failures become
+module makes the redis-py clients (of the state store, and of the broker where doctor
+and the metrics server read it), through ``dagwright.redis_endpoint`` for TLS, ACL
+credentials and Sentinel. Connection failures become
 ``BrokerUnavailableError`` with a line a person can act on.
 
 ``redis`` is imported where a client is made or its errors caught, not with the module:
@@ -16,12 +18,23 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dagwright.errors import BrokerUnavailableError, ConfigurationError
+from dagwright.redis_endpoint import (
+    credential_options,
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_options,
+    tls_options,
+    uses_tls,
+)
 from dagwright.stackfile import process_alive, read_stack, read_stack_record
 
 if TYPE_CHECKING:
     import redis
 
-    from dagwright.settings import Settings
+    from dagwright.settings import RedisAccess, Settings
+
+# Options of the connections to the Sentinels themselves (the rest is the primary's).
+SENTINEL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 
 NO_REDIS_HINT = (
     "no Redis configured: set DAGWRIGHT_REDIS_URL, or start the local stack with "
@@ -55,9 +68,18 @@ def stopped_stack_hint(settings: Settings) -> str:
     )
 
 
-def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:
+def connect(
+    url: str,
+    access: RedisAccess | None = None,
+    *,
+    decode_responses: bool = True,
+    **overrides: Any,
+) -> redis.Redis:
     """A client with timeouts and a short reconnect-retry, decoding replies to str unless
-    told not to (pybreaker's storage wants bytes)."""
+    told not to (pybreaker's storage wants bytes). ``access``: the TLS and credential
+    settings (``settings.redis_access``); a ``sentinel://`` URL gives a client of the
+    primary its Sentinels name, found again after a failover. ``overrides`` replace the
+    default options (a probe's shorter timeouts)."""
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
@@ -69,20 +91,49 @@ def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:
         "health_check_interval": 15,
         "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        **overrides,
     }
     try:
+        if is_sentinel_url(url):
+            return sentinel_client(url, access, options)
+        options.update(credential_options(url, access))
+        if uses_tls(url) and access is not None:
+            options.update(tls_options(access))
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
 
 
+def sentinel_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> redis.Redis:
+    """A client of the primary a ``sentinel://`` URL names: redis-py asks the Sentinels
+    for its address on every new connection, so a failover is followed."""
+    from redis.sentinel import Sentinel
+
+    target = parse_sentinel_url(url)
+    options = {**options, "db": target.db, **credential_options(url, access)}
+    if target.username:
+        options["username"] = target.username
+    if target.password:
+        options["password"] = target.password
+    if target.tls:
+        options.update(ssl=True, **(tls_options(access) if access is not None else {}))
+    timeouts = {name: options[name] for name in SENTINEL_TIMEOUTS if name in options}
+    sentinel = Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs={**timeouts, **sentinel_options(access, target.tls)},
+        **options,
+    )
+    return sentinel.master_for(target.primary_name)
+
+
 def redact_url(url: str) -> str:
     """The URL with its password replaced, for messages and logs."""
     parts = urlsplit(url)
-    if parts.password is None:
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username, colon, password = userinfo.partition(":")
+    if not at or not colon or not password:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=f"{username}:***@{hosts}"))
 
 
 @contextmanager
@@ -94,11 +145,37 @@ def translate_redis_errors(url: str) -> Iterator[None]:
         yield
     except redis.AuthenticationError as exc:
         raise ConfigurationError(
-            f"Redis at {redact_url(url)} refused the credentials: check the password in "
-            "DAGWRIGHT_REDIS_URL"
+            f"Redis at {redact_url(url)} refused the credentials: check the user and "
+            "password in DAGWRIGHT_REDIS_URL (or DAGWRIGHT_REDIS_USERNAME / "
+            "DAGWRIGHT_REDIS_PASSWORD)"
         ) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise BrokerUnavailableError(
-            f"cannot reach Redis at {redact_url(url)} ({exc}); is it running? "
-            "(`dagwright up` starts a local one)"
+            f"cannot reach Redis at {redact_url(url)} ({exc}); {unreachable_hint(exc)}"
         ) from exc
+
+
+TLS_HINT = (
+    "the TLS handshake failed: check DAGWRIGHT_REDIS_TLS_CA_FILE (the CA of the server's "
+    "certificate) and, if the server asks for one, DAGWRIGHT_REDIS_TLS_CERT_FILE / _KEY_FILE"
+)
+
+
+def unreachable_hint(exc: BaseException) -> str:
+    """What to check when a connection failed: TLS settings after a failed handshake,
+    else whether the server runs."""
+    if failed_tls_handshake(exc):
+        return TLS_HINT
+    return "is it running? (`dagwright up` starts a local one)"
+
+
+def failed_tls_handshake(exc: BaseException) -> bool:
+    import ssl
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        # redis-py words an SSLError into a ConnectionError's message, losing the cause.
+        if isinstance(seen, ssl.SSLError) or "[SSL" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -23,8 +23,15 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from dagwright.connection import redact_url, resolve_redis_url
+from dagwright.connection import (
+    TLS_HINT,
+    connect,
+    failed_tls_handshake,
+    redact_url,
+    resolve_redis_url,
+)
 from dagwright.dlq import DeadLetterStats, DeadLetterStatus
+from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.llm.model_ids import unpriced
 from dagwright.orchestrator.broker import Broker
@@ -35,7 +42,7 @@ from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.choice import candidate_names, probe
 from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
-from dagwright.settings import Settings
+from dagwright.settings import RedisAccess, Settings
 from dagwright.workers import WorkerRegistry
 
 if TYPE_CHECKING:
@@ -94,13 +101,13 @@ def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
     reconciler, breakers, dlq, beat, sandbox, llm, then one per MCP server."""
     url = resolve_redis_url(settings)
-    redis_check = check_redis(url)
+    redis_check = check_redis(url, settings.redis_access)
     reachable = redis_check.status != Status.FAIL
     broker_url = settings.broker_url or url
     if broker_url == url and not reachable:
         broker_check = skip("broker", "not checked: the same server as Redis")
     else:
-        broker_check = check_broker(broker_url)
+        broker_check = check_broker(broker_url, settings.redis_access)
     if url and reachable:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
@@ -118,10 +125,10 @@ def diagnose(settings: Settings) -> list[Check]:
 # Reachability: the state store and the broker.
 
 
-def probe_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(
+def probe_client(url: str, access: RedisAccess) -> redis.Redis:
+    return connect(
         url,
-        decode_responses=True,
+        access,
         socket_connect_timeout=PROBE_TIMEOUT_S,
         socket_timeout=PROBE_TIMEOUT_S,
         retry=Retry(NoBackoff(), 0),
@@ -133,14 +140,19 @@ def unreachable(name: str, what: str, url: str, exc: Exception, hint: str) -> Ch
         return fail(
             name,
             f"{what} at {redact_url(url)} refused the credentials",
-            "check the password in the URL",
+            "check the user and password (in the URL, or DAGWRIGHT_REDIS_USERNAME / "
+            "DAGWRIGHT_REDIS_PASSWORD)",
         )
+    if isinstance(exc, ConfigurationError):
+        return fail(name, str(exc), "fix the URL, or the DAGWRIGHT_REDIS_* settings")
+    if failed_tls_handshake(exc):
+        return fail(name, f"cannot reach {what} at {redact_url(url)}: {exc}", TLS_HINT)
     if isinstance(exc, ValueError):
         return fail(name, f"invalid {what} URL {redact_url(url)!r}: {exc}", hint)
     return fail(name, f"cannot reach {what} at {redact_url(url)}: {exc}", hint)
 
 
-def check_redis(url: str | None) -> Check:
+def check_redis(url: str | None, access: RedisAccess) -> Check:
     """The state store answers PING, and keeps what it is given (no eviction, persistence)."""
     if not url:
         return fail(
@@ -149,10 +161,10 @@ def check_redis(url: str | None) -> Check:
             "set DAGWRIGHT_REDIS_URL, or start the local stack with `dagwright up`",
         )
     try:
-        with probe_client(url) as client:
+        with probe_client(url, access) as client:
             client.ping()
             problems = persistence_problems(client)
-    except (redis.RedisError, ValueError) as exc:
+    except (redis.RedisError, ValueError, ConfigurationError) as exc:
         hint = "is it running? check DAGWRIGHT_REDIS_URL (`dagwright up` starts a local one)"
         return unreachable("redis", "Redis", url, exc, hint)
     if not problems:
@@ -186,7 +198,7 @@ def persistence_problems(client: redis.Redis) -> list[tuple[str, str]]:
     return problems
 
 
-def check_broker(url: str | None) -> Check:
+def check_broker(url: str | None, access: RedisAccess) -> Check:
     """The Celery broker answers PING (it is a Redis server, by default the state store)."""
     if not url:
         return fail(
@@ -195,9 +207,9 @@ def check_broker(url: str | None) -> Check:
             "set DAGWRIGHT_BROKER_URL (unset: the same server as DAGWRIGHT_REDIS_URL)",
         )
     try:
-        with probe_client(url) as client:
+        with probe_client(url, access) as client:
             client.ping()
-    except (redis.RedisError, ValueError) as exc:
+    except (redis.RedisError, ValueError, ConfigurationError) as exc:
         hint = "is it running? check DAGWRIGHT_BROKER_URL (unset: DAGWRIGHT_REDIS_URL)"
         return unreachable("broker", "the broker", url, exc, hint)
     return ok("broker", f"reachable at {redact_url(url)}")

@@ -4,10 +4,11 @@ One redactor, ``redact``, for every such text: tool results and the first messag
 agent (what the model sees, and what its checkpoint keeps), node errors and tracebacks
 (run state, events, dead letters, logs), spans, the last failure a circuit breaker
 remembers, audit entries. Two layers: the secret values this process knows
-(``known_secrets``: its API key, the passwords of its Redis, broker, API and OTLP URLs,
-Flower's basic auth, what MCP servers are given from the environment), replaced wherever
-they appear; and patterns of secrets it cannot know (an API key in an exception from a
-user's function, a password in a URL, ``token=...``).
+(``known_secrets``: its API key, the passwords of its Redis, broker, API and OTLP URLs
+and the Redis passwords set apart from a URL, Flower's basic auth, what MCP servers are
+given from the environment), replaced wherever they appear; and patterns of secrets it
+cannot know (an API key in an exception from a user's function, a password in a URL,
+``token=...``).
 
 Rejected: redacting the request at the LLM client, just before it is sent. The checkpoint
 (kept for the run's retention) would still hold the secret, and so would every later
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from dagwright.settings import Settings
 
@@ -60,8 +61,9 @@ def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
 
 def known_secrets(settings: Settings) -> tuple[str, ...]:
     """The secret values in ``settings``: the API key, the passwords in the Redis, broker,
-    API and OTLP URLs, Flower's basic-auth credentials, and the values of the environment
-    variables given to MCP servers (their ``env`` and ``headers``)."""
+    API and OTLP URLs, the Redis and Sentinel passwords set apart from them, Flower's
+    basic-auth credentials, and the values of the environment variables given to MCP
+    servers (their ``env`` and ``headers``)."""
     found: list[str] = []
     if settings.anthropic_api_key is not None:
         found.append(settings.anthropic_api_key.get_secret_value())
@@ -71,12 +73,22 @@ def known_secrets(settings: Settings) -> tuple[str, ...]:
         settings.anthropic_base_url,
         settings.otlp_endpoint,
     )
-    found.extend(url_password(url) for url in urls if url)
+    for url in filter(None, urls):
+        found.extend(url_password_spellings(url))
+    for password in (settings.redis_password, settings.redis_sentinel_password):
+        if password is not None:
+            found.append(password.get_secret_value())
     if settings.flower_basic_auth is not None:
         found.extend(basic_auth_secrets(settings.flower_basic_auth.get_secret_value()))
     for server in settings.mcp_servers.values():  # what it is given from the environment
         found.extend(server.secret_values())
     return tuple(dict.fromkeys(secret for secret in found if secret))
+
+
+def url_password_spellings(url: str) -> tuple[str, str]:
+    """A URL's password as written (percent-encoded) and as sent to the server."""
+    password = url_password(url)
+    return password, unquote(password)
 
 
 def url_password(url: str) -> str:

@@ -233,6 +233,36 @@ class Settings(BaseSettings):
     broker_url: str | None = None
     """Celery broker. Unset: the same server as ``redis_url``."""
 
+    redis_username: str | None = None
+    """ACL user of every Redis connection (state store, broker, the primary a Sentinel
+    names) whose URL carries no credentials of its own."""
+
+    redis_password: SecretStr | None = None
+    """Password going with ``redis_username`` (or of the ``default`` user), for URLs
+    without credentials: keeps it out of the URL, which commands print (redacted)."""
+
+    redis_tls_ca_file: Path | None = None
+    """CA bundle (PEM) that the server certificate of a ``rediss://`` or ``sentinels://``
+    URL must chain to. Unset: the system's trusted CAs."""
+
+    redis_tls_cert_file: Path | None = None
+    """Client certificate (PEM) for servers that require one (``tls-auth-clients yes``)."""
+
+    redis_tls_key_file: Path | None = None
+    """Private key (PEM) of ``redis_tls_cert_file``."""
+
+    redis_tls_cert_reqs: Literal["required", "optional", "none"] = "required"
+    """Whether the server's certificate must be valid. ``none`` turns verification off:
+    encrypted, but open to a man in the middle (only for tests)."""
+
+    redis_tls_check_hostname: bool = True
+    """Whether the server's certificate must name the host of the URL."""
+
+    redis_sentinel_password: SecretStr | None = None
+    """Password of the Sentinels themselves (``requirepass`` in sentinel.conf), when they
+    have one; the primary's credentials come from the URL or ``redis_username`` /
+    ``redis_password``."""
+
     key_prefix: str = "dw:"
     """Prefix of every key dagwright writes, so several deployments can share one Redis."""
 
@@ -814,6 +844,21 @@ class Settings(BaseSettings):
         )
 
     @property
+    def redis_access(self) -> RedisAccess:
+        """How to reach the state store and the broker beyond their URLs: credentials and
+        TLS (``dagwright.redis_endpoint``)."""
+        return RedisAccess(
+            username=self.redis_username,
+            password=self.redis_password,
+            tls_ca_file=self.redis_tls_ca_file,
+            tls_cert_file=self.redis_tls_cert_file,
+            tls_key_file=self.redis_tls_key_file,
+            tls_cert_reqs=self.redis_tls_cert_reqs,
+            tls_check_hostname=self.redis_tls_check_hostname,
+            sentinel_password=self.redis_sentinel_password,
+        )
+
+    @property
     def effective_broker_url(self) -> str | None:
         """The broker URL, defaulting to the state store."""
         return self.broker_url or self.redis_url
@@ -821,6 +866,21 @@ class Settings(BaseSettings):
 
 # -- views: one group of settings each, for the code that needs only that group ---------
 # No defaults here: Settings holds them, and builds every view.
+
+
+@dataclass(frozen=True)
+class RedisAccess:
+    """The ``redis_username`` / ``redis_password``, ``redis_tls_*`` and
+    ``redis_sentinel_password`` settings: what every Redis connection needs beyond its URL."""
+
+    username: str | None
+    password: SecretStr | None
+    tls_ca_file: Path | None
+    tls_cert_file: Path | None
+    tls_key_file: Path | None
+    tls_cert_reqs: Literal["required", "optional", "none"]
+    tls_check_hostname: bool
+    sentinel_password: SecretStr | None
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,12 @@ def test_the_app_refuses_pickle() -> None:
 
 
 def test_unix_socket_urls_are_translated_for_kombu() -> None:
-    assert kombu_url("unix:///run/v.sock?db=3") == "redis+socket:///run/v.sock?virtual_host=3"
-    assert kombu_url("redis://h:1/0") == "redis://h:1/0"
+    settings = Settings()
+    assert (
+        kombu_url("unix:///run/v.sock?db=3", settings)
+        == "redis+socket:///run/v.sock?virtual_host=3"
+    )
+    assert kombu_url("redis://h:1/0", settings) == "redis://h:1/0"
 
 
 def test_a_worker_serves_exactly_the_queues_named() -> None:

@@ -15,11 +15,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.models import RunStatus
 from dagwright.resilience.breakers import Breakers, BreakerStatus
-from dagwright.settings import Settings
+from dagwright.settings import RedisAccess, Settings
 from dagwright.telemetry import counters
 from dagwright.workers import WorkerRegistry
 
@@ -44,7 +45,8 @@ COUNTER_FAMILIES = (
 # like kombu's own queue size, so messages sent with a priority are not missed.
 KOMBU_PRIORITY_SEP = "\x06\x16"
 KOMBU_PRIORITY_STEPS = (3, 6, 9)
-REDIS_SCHEMES = ("redis", "rediss", "unix")  # as redis-py spells them (settings do)
+# As the settings spell them (dagwright.redis_endpoint).
+REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels")
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,15 @@ class Readings:
     workers_online: int
 
 
-def metrics_client(url: str, *, decode_responses: bool = True) -> redis.Redis:
-    options: dict[str, Any] = {
-        "decode_responses": decode_responses,
-        "socket_connect_timeout": CONNECT_TIMEOUT_S,
-        "socket_timeout": READ_TIMEOUT_S,
-        "retry": Retry(NoBackoff(), 0),
-    }
-    return redis.Redis.from_url(url, **options)
+def metrics_client(url: str, access: RedisAccess, *, decode_responses: bool = True) -> redis.Redis:
+    return connect(
+        url,
+        access,
+        decode_responses=decode_responses,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=READ_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 class MetricsReader:
@@ -74,11 +77,12 @@ class MetricsReader:
         self, settings: Settings, redis_url: str, broker_url: str, registry: WorkerRegistry
     ) -> None:
         self.keys = Keys(settings.key_prefix)
-        self.client = metrics_client(redis_url)
-        self.broker = metrics_client(broker_url) if is_redis_url(broker_url) else None
+        access = settings.redis_access
+        self.client = metrics_client(redis_url, access)
+        self.broker = metrics_client(broker_url, access) if is_redis_url(broker_url) else None
         self.queues = queues_of(registry)
         self.breakers = Breakers(
-            metrics_client(redis_url, decode_responses=False),
+            metrics_client(redis_url, access, decode_responses=False),
             self.keys,
             fail_max=settings.breaker_fail_max,
             reset_timeout_s=settings.breaker_reset_timeout_s,

@@ -73,7 +73,7 @@ class Runtime:
         from dagwright.resilience import Breakers
 
         return Breakers(
-            connect(self.redis_url, decode_responses=False),
+            connect(self.redis_url, self.settings.redis_access, decode_responses=False),
             self.keys,
             fail_max=self.settings.breaker_fail_max,
             reset_timeout_s=self.settings.breaker_reset_timeout_s,
@@ -86,7 +86,7 @@ class Runtime:
         """``registry``: the process's, if it has built one already; else one is built
         from ``settings`` (``build_registry``) when first used."""
         url = require_redis_url(settings)
-        client = connect(url)
+        client = connect(url, settings.redis_access)
         keys = Keys(settings.key_prefix)
         return cls(
             settings=settings,

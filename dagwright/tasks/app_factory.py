@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dagwright.app import DagwrightCelery, create_app
-from dagwright.connection import require_redis_url
+from dagwright.connection import connect, require_redis_url
 from dagwright.settings import Settings
 from dagwright.tasks.node import register_tasks
 from dagwright.tasks.schedule import register_schedule_tasks
 
 # By name: only a worker loads it (and with it Celery's worker machinery).
 GUARDED_CONSUMER = "dagwright.tasks.consumer:GuardedConsumer"
+# The attribute where redbeat keeps its client (redbeat.schedulers.REDBEAT_REDIS_KEY).
+REDBEAT_CLIENT_ATTRIBUTE = "redbeat_redis"
 
 
 def build_app(settings: Settings) -> DagwrightCelery:
@@ -18,6 +20,10 @@ def build_app(settings: Settings) -> DagwrightCelery:
     settings = settings.model_copy(update={"redis_url": url})
     app = create_app(settings, settings.effective_broker_url or url)
     app.conf.worker_consumer = GUARDED_CONSUMER  # a malformed message is dead-lettered
+    # redbeat builds its own client from a URL, with neither Sentinel (in our spelling)
+    # nor the TLS files and ACL user of the settings: it is given ours instead. The client
+    # connects on first use, so an app that never schedules opens nothing.
+    setattr(app, REDBEAT_CLIENT_ATTRIBUTE, connect(url, settings.redis_access))
     register_tasks(app)
     register_schedule_tasks(app)
     return app

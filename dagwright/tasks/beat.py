@@ -148,7 +148,9 @@ def schedules_of(app: Celery) -> ScheduleStore:
     store: ScheduleStore | None = getattr(app, "_dagwright_schedules", None)
     if store is None:
         settings = app.dagwright_settings
-        store = ScheduleStore(connect(settings.redis_url or ""), Keys(settings.key_prefix))
+        store = ScheduleStore(
+            connect(settings.redis_url or "", settings.redis_access), Keys(settings.key_prefix)
+        )
         app._dagwright_schedules = store
     return store
 
@@ -209,3 +211,8 @@ def run_beat(settings: Settings, *, loglevel: str = "INFO") -> int:
             delay = min(max(delay * 2, 0.5), BEAT_RESTART_MAX_S)
             log.warning("beat lost Redis (%s); starting again in %.1fs", exc, delay)
             time.sleep(delay)
+        except redis.exceptions.LockError as exc:
+            # The lock expired while Redis was away (its client reconnected within the
+            # retries, but a restarted Redis kept no lock) or while this beat stalled:
+            # another beat may hold it now. Start again, as a standby until it is free.
+            log.warning("beat lost its lock (%s); starting again", exc)

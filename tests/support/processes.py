@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from dagwright.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +41,17 @@ PASSED_SETTINGS = (
     "web_search",
     "web_fetch",
 )
+# How to reach Redis beyond its URL (TLS files, ACL user), passed when set.
+PASSED_REDIS_ACCESS_SETTINGS = (
+    "redis_username",
+    "redis_password",
+    "redis_tls_ca_file",
+    "redis_tls_cert_file",
+    "redis_tls_key_file",
+    "redis_tls_cert_reqs",
+    "redis_tls_check_hostname",
+    "redis_sentinel_password",
+)
 # Passed as JSON.
 PASSED_JSON_SETTINGS = (
     "concurrency_limits",
@@ -63,6 +76,11 @@ def settings_env(settings: Settings) -> dict[str, str]:
     as_json = settings.model_dump(mode="json", include=set(PASSED_JSON_SETTINGS))
     for name, value in as_json.items():
         env[f"DAGWRIGHT_{name.upper()}"] = json.dumps(value)
+    for name in PASSED_REDIS_ACCESS_SETTINGS:
+        value = getattr(settings, name)
+        if value is not None:
+            shown = value.get_secret_value() if isinstance(value, SecretStr) else value
+            env[f"DAGWRIGHT_{name.upper()}"] = str(shown)
     if settings.otlp_endpoint:
         env["DAGWRIGHT_OTLP_ENDPOINT"] = settings.otlp_endpoint
     if settings.metrics_port is not None:
