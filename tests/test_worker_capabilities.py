@@ -13,6 +13,7 @@ from pydantic import SecretStr
 from dagwright import Client, PlanBuilder, Settings
 from dagwright.errors import UnrunnablePlanError
 from dagwright.keys import Keys
+from dagwright.orchestrator.control.runnable import NodeNeed, unmet
 from dagwright.registry import build_registry
 from dagwright.tasks import queues_for
 from dagwright.workers.capabilities import WorkerCapabilities
@@ -56,10 +57,11 @@ def test_a_function_no_live_worker_registered_is_refused_naming_the_import(
     with pytest.raises(UnrunnablePlanError) as refused:
         client.submit(wordstats_plan())
     message = str(refused.value)
-    assert "function 'word_stats' is not registered in any live worker" in message
-    assert f"--import {WORDSTATS}" in message and "DAGWRIGHT_IMPORTS" in message
-    assert "compare_stats" in message  # every missing function, in one line
-    assert "\n" not in message
+    assert message == (  # every missing function, in one line
+        "functions 'word_stats', 'compare_stats' are not registered in any live worker: "
+        f"start the workers with `--import {WORDSTATS}` (`dagwright up -I …`) or set "
+        "DAGWRIGHT_IMPORTS in the workers' environment"
+    )
     state = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
     assert [key for key in state.keys("*") if key != Keys().worker_capabilities] == []
 
@@ -85,10 +87,16 @@ def test_an_agent_plan_on_workers_without_an_llm_endpoint_is_refused(
     publish(no_worker_settings, "w1@host", llm="")
     plan = PlanBuilder("ask")
     plan.agent("a", "researcher", "say hi")
+    plan.agent("b", "writer", "say it again", depends_on=["a"])
+    plan.function("c", "noop", depends_on=["b"])  # runs: the worker has it
     with pytest.raises(UnrunnablePlanError) as refused:
         Client(no_worker_settings).submit(plan.build())
     message = str(refused.value)
-    assert "no live worker serving 'researcher' has an Anthropic API key" in message
+    assert message.startswith(
+        "no live worker serving 'researcher' or 'writer' has an Anthropic API key or "
+        "ANTHROPIC_BASE_URL: set ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL in the workers' "
+        "environment"
+    )
     assert "workers' environment" in message and "dagwright up" in message
 
 
@@ -134,10 +142,30 @@ def test_run_against_live_workers_refuses_a_function_only_the_client_imports(
     result = dagwright("run", WORDSTATS_PLAN, "--import", WORDSTATS, "--no-wait", env=env)
     assert result.returncode == 2, result.stdout + result.stderr
     line = one_error_line(result)
-    assert "function 'word_stats' is not registered in any live worker" in line
+    assert "functions 'word_stats', 'compare_stats' are not registered in any live" in line
     assert f"`--import {WORDSTATS}` (`dagwright up -I …`)" in line
     assert state.zcard("dw:runs") == 0  # nothing was written
 
     doctor = dagwright("doctor", env=env)
     assert "functions:" in doctor.stdout and "noop" in doctor.stdout, doctor.stdout
     assert "tests.support.functions" in doctor.stdout
+
+
+def test_types_missing_everywhere_are_named_with_where_to_get_them() -> None:
+    worker = WorkerCapabilities(
+        worker_types=frozenset({"function", "planner"}),
+        functions=frozenset({"noop"}),
+        imports=("tests.support.functions",),
+        llm="anthropic api key",
+    )
+    needs = [NodeNeed("shouter", llm=True), NodeNeed("scout", llm=True)]
+    assert unmet(needs, {"w1": worker}, ["tests.support.functions", "mymodule"]) == [
+        "worker types 'shouter', 'scout' are not registered in any live worker: start the "
+        "workers with `--import mymodule` (`dagwright up -I …`) or set DAGWRIGHT_IMPORTS in "
+        "the workers' environment"
+    ]
+    assert unmet(needs, {"w1": worker}, ["tests.support.functions"]) == [
+        "no live worker serves worker types 'shouter', 'scout': start one with "
+        "`dagwright worker -t shouter -t scout`"
+    ]
+    assert unmet(needs, {}, ["mymodule"]) == []  # no live worker: nothing refused

@@ -19,6 +19,7 @@ so a refusal never rests on a stale reading.
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -103,50 +104,76 @@ def live_entries(entries: dict[str, str], now: float) -> dict[str, WorkerCapabil
 def unmet(
     needs: list[NodeNeed], workers: dict[str, WorkerCapabilities], client_imports: list[str]
 ) -> list[str]:
-    """What no live worker offers, one sentence per missing thing (none without workers)."""
+    """What no live worker offers, one sentence per kind of thing missing, naming each
+    (none without workers)."""
     if not workers:
         return []
-    problems = (missing(need, list(workers.values()), client_imports) for need in needs)
-    return list(dict.fromkeys(problem for problem in problems if problem))
+    live = list(workers.values())
+    gaps: dict[Gap, list[str]] = {}
+    for need in needs:
+        found = gap(need, live, client_imports)
+        if found is not None:
+            names = gaps.setdefault(found[0], [])
+            if found[1] not in names:
+                names.append(found[1])
+    return [describe(kind, names, live, client_imports) for kind, names in gaps.items()]
 
 
-def missing(
+class Gap(enum.Enum):
+    """Kinds of thing a need can find missing from every live worker."""
+
+    PLANNER = "planner"  # nothing serves the orchestrator queue
+    TYPE_NOT_IMPORTED = "type not imported"  # a type from a module only the client imports
+    TYPE_NOT_SERVED = "type not served"  # a type no worker consumes the queue of
+    FUNCTION = "function"  # a function no worker serving `function` has
+    LLM = "llm"  # a type whose workers have no LLM endpoint
+
+
+def gap(
     need: NodeNeed, workers: list[WorkerCapabilities], client_imports: list[str]
-) -> str | None:
-    """What no worker offers for ``need``, and where to set it; None if one can run it."""
+) -> tuple[Gap, str] | None:
+    """What no worker offers for ``need``, and its name; None if one can run it."""
     if any(w.runs(need.worker_type, function=need.function, llm=need.llm) for w in workers):
         return None
     serving = [w for w in workers if need.worker_type in w.worker_types]
     if not serving:
-        return unserved_type(need.worker_type, workers, client_imports)
+        if need.worker_type == PLANNER_TYPE:
+            return Gap.PLANNER, need.worker_type
+        if unimported(workers, client_imports):
+            return Gap.TYPE_NOT_IMPORTED, need.worker_type
+        return Gap.TYPE_NOT_SERVED, need.worker_type
     if need.function is not None and not any(need.function in w.functions for w in serving):
-        return (
-            f"function {need.function!r} is not registered in any live worker: "
-            f"{where_to_import(workers, client_imports)}"
-        )
-    return (
-        f"no live worker serving {need.worker_type!r} has an Anthropic API key or "
-        "ANTHROPIC_BASE_URL: set ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL in the workers' "
-        "environment (`dagwright up` passes on its own)"
-    )
+        return Gap.FUNCTION, need.function
+    return Gap.LLM, need.worker_type
 
 
-def unserved_type(
-    worker_type: str, workers: list[WorkerCapabilities], client_imports: list[str]
+def describe(
+    kind: Gap, names: list[str], workers: list[WorkerCapabilities], client_imports: list[str]
 ) -> str:
-    if worker_type == PLANNER_TYPE:
+    """One sentence: what is missing, and where to set it."""
+    quoted = ", ".join(repr(name) for name in names)
+    several = len(names) > 1
+    if kind is Gap.PLANNER:
         return (
             "no live worker serves the planner's queue: start one with "
             "`dagwright worker -t orchestrator` (or `dagwright up`)"
         )
-    if unimported(workers, client_imports):
+    if kind is Gap.TYPE_NOT_SERVED:
+        flags = " ".join(f"-t {name}" for name in names)
         return (
-            f"worker type {worker_type!r} is not registered in any live worker: "
-            f"{where_to_import(workers, client_imports)}"
+            f"no live worker serves worker type{'s' if several else ''} {quoted}: start one "
+            f"with `dagwright worker {flags}`"
         )
+    if kind is Gap.LLM:
+        return (
+            f"no live worker serving {' or '.join(repr(n) for n in names)} has an Anthropic API "
+            "key or ANTHROPIC_BASE_URL: set ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL in the "
+            "workers' environment (`dagwright up` passes on its own)"
+        )
+    what = "function" if kind is Gap.FUNCTION else "worker type"
     return (
-        f"no live worker serves worker type {worker_type!r}: start one with "
-        f"`dagwright worker -t {worker_type}`"
+        f"{what}{'s' if several else ''} {quoted} {'are' if several else 'is'} not registered "
+        f"in any live worker: {where_to_import(workers, client_imports)}"
     )
 
 
