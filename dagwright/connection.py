@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dagwright.errors import BrokerUnavailableError, ConfigurationError
-from dagwright.stackfile import read_stack
+from dagwright.stackfile import process_alive, read_stack, read_stack_record
 
 if TYPE_CHECKING:
     import redis
@@ -48,8 +48,19 @@ def not_redis(url: str, exc: BaseException) -> ConfigurationError:
 def require_redis_url(settings: Settings) -> str:
     url = resolve_redis_url(settings)
     if not url:
-        raise ConfigurationError(NO_REDIS_HINT)
+        raise ConfigurationError(stopped_stack_hint(settings) or NO_REDIS_HINT)
     return url
+
+
+def stopped_stack_hint(settings: Settings) -> str:
+    """What to say when the stack file names a stack whose owner has died ("" if not)."""
+    record = read_stack_record(settings.data_dir)
+    if record is None or process_alive(record.pid):
+        return ""
+    return (
+        f"the local stack of `dagwright {record.owner}` (pid {record.pid}) has died: start "
+        "`dagwright up` again (it stops what it left running), or set DAGWRIGHT_REDIS_URL"
+    )
 
 
 def connect(url: str, *, decode_responses: bool = True) -> redis.Redis:

@@ -122,6 +122,18 @@ class Node(BaseModel):
     budget: Budget | None = None
     """LLM agent nodes: most this node's LLM calls may spend; unset limits fall back to
     the worker type's (its ``token_budget`` for total tokens)."""
+    output_schema: dict[str, Any] | None = None
+    """LLM agent nodes: a JSON Schema (``type: object``) the answer must match. The
+    agent gives it through a result tool of that schema; an answer that does not match
+    is sent back with what is wrong, a bounded number of times (the type's
+    ``max_tool_errors``), then the node fails. The output is the JSON object."""
+    model: str | None = Field(None, min_length=1, max_length=200)
+    """LLM agent nodes: the model of this node's calls instead of its type's."""
+    max_tokens: int | None = Field(None, ge=1)
+    """LLM agent nodes: ``max_tokens`` of each call instead of its type's (at most the
+    model's output limit)."""
+    tools: list[str] | None = None
+    """LLM agent nodes: only these of its type's tools (``[]``: none)."""
 
     @field_validator("depends_on")
     @classmethod
@@ -130,9 +142,11 @@ class Node(BaseModel):
             raise ValueError("lists a dependency twice")
         return deps
 
-    @field_validator("params")
+    @field_validator("params", "output_schema")
     @classmethod
-    def _params_are_json(cls, params: dict[str, Any]) -> dict[str, Any]:
+    def _params_are_json(cls, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        if params is None:
+            return None
         depth = json_shape(params).depth
         if depth > MAX_PARAMS_DEPTH:
             raise ValueError(f"nested {depth} levels deep; the limit is {MAX_PARAMS_DEPTH}")
@@ -236,6 +250,10 @@ class Usage(BaseModel):
     unpriced_tokens: int = 0
     """Tokens of calls to models missing from the price table: their cost is unknown,
     never 0 (see ``cost_is_known``)."""
+    web_search_requests: int = 0
+    """Searches the API's server-side web search made (billed per 1,000, in ``cost_usd``)."""
+    web_fetch_requests: int = 0
+    """Pages the API's server-side web fetch read (their content is billed as input)."""
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
@@ -470,6 +488,28 @@ class Event(BaseModel):
     at: datetime
     node: str | None = None
     data: dict[str, str] = Field(default_factory=dict)
+    """The event's fields as the stream holds them: text."""
+
+    def typed_data(self) -> dict[str, str | int | float]:
+        """``data`` with the fields that are numbers as numbers (``attempt``, ``delay_ms``,
+        the tokens and cost of an ``llm.call``...), for JSON readers."""
+        return {key: number_or_text(key, value) for key, value in self.data.items()}
+
+
+# Event fields that hold numbers: integers, except ``cost_usd``.
+NUMERIC_EVENT_FIELDS = frozenset(
+    {"attempt", "fence", "nodes", "delay_ms", "timeout_ms", "latency_ms", "cached",
+     "input_tokens", "output_tokens", "unpriced_tokens", "cost_usd"}
+)  # fmt: skip
+
+
+def number_or_text(key: str, value: str) -> str | int | float:
+    if key not in NUMERIC_EVENT_FIELDS:
+        return value
+    try:
+        return float(value) if key == "cost_usd" else int(value)
+    except ValueError:  # not what it should be: shown as it is rather than lost
+        return value
 
 
 def from_ms(value: str | int | None) -> datetime | None:

@@ -479,6 +479,43 @@ class Settings(BaseSettings):
     """Domains the http_get tool may fetch (``example.com`` also allows its subdomains);
     empty: none. Comma-separated in the environment."""
 
+    web_search: bool = False
+    """Offer the Messages API's server-side web search to the agent types that list
+    ``web_search`` (the researcher): the API searches, dagwright runs nothing. Each search
+    is billed (``web_search_usd_per_1k``). Not on Bedrock or Vertex AI."""
+
+    web_search_max_uses: int = Field(5, ge=1)
+    """Most searches of one LLM call (the API's ``max_uses``)."""
+
+    web_search_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Only these domains in search results (the API's ``allowed_domains``; a domain
+    also covers its subdomains); empty: any. Not together with the blocked list."""
+
+    web_search_blocked_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Never these domains in search results (the API's ``blocked_domains``)."""
+
+    web_search_usd_per_1k: float = Field(10.0, ge=0)
+    """Price of 1,000 web searches in USD (the published $10), added to a call's cost."""
+
+    web_fetch: bool = False
+    """Offer the Messages API's server-side web fetch to the agent types that list
+    ``web_fetch``: the API fetches a page or PDF whose URL the conversation holds (the
+    model cannot make one up). Its content is billed as input tokens only."""
+
+    web_fetch_max_uses: int = Field(5, ge=1)
+    """Most fetches of one LLM call (the API's ``max_uses``)."""
+
+    web_fetch_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Only these domains may be fetched (the API's ``allowed_domains``); empty: any.
+    Not together with the blocked list."""
+
+    web_fetch_blocked_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Never these domains (the API's ``blocked_domains``)."""
+
+    web_fetch_max_content_tokens: int | None = Field(None, ge=1)
+    """Cut a fetched page at about this many tokens (the API's ``max_content_tokens``);
+    None: the API's default."""
+
     http_max_bytes: int = Field(1_000_000, ge=1024)
     """Largest response body http_get reads."""
 
@@ -517,6 +554,13 @@ class Settings(BaseSettings):
 
     sandbox_uid: int = Field(65534, ge=1)
     """Unprivileged uid (and gid) the sandboxed program runs as (never root)."""
+
+    sandbox_python: Literal["system", "worker"] = "system"
+    """Which interpreter python nodes and ``run_python`` get. ``system``: the host's
+    ``python3`` with its standard library only. ``worker``: the worker's own interpreter
+    and environment (its virtualenv's packages), mounted read-only in the sandbox, still
+    with no network, no secrets and the same limits; bubblewrap backend only (a docker
+    image has its own interpreter)."""
 
     sandbox_wall_time_s: float = Field(30.0, gt=0)
     """Wall-clock limit of one execution."""
@@ -588,7 +632,15 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, config_file_source(settings_cls))
 
-    @field_validator("imports", "http_allowed_domains", mode="before")
+    @field_validator(
+        "imports",
+        "http_allowed_domains",
+        "web_search_allowed_domains",
+        "web_search_blocked_domains",
+        "web_fetch_allowed_domains",
+        "web_fetch_blocked_domains",
+        mode="before",
+    )
     @classmethod
     def _split_lists(cls, value: object) -> object:
         # From the environment: "a.b,c.d", or a JSON list.
@@ -611,6 +663,32 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"limits must be at least 1 (got {', '.join(bad)})")
         return limits
+
+    @field_validator(
+        "web_search_allowed_domains",
+        "web_search_blocked_domains",
+        "web_fetch_allowed_domains",
+        "web_fetch_blocked_domains",
+    )
+    @classmethod
+    def _bare_domains(cls, domains: list[str]) -> list[str]:
+        # The API takes ``example.com``, not a URL: a scheme would match nothing.
+        with_scheme = [domain for domain in domains if "://" in domain]
+        if with_scheme:
+            raise ValueError(f"give domains without http(s):// (got {with_scheme[0]!r})")
+        return domains
+
+    @model_validator(mode="after")
+    def _one_domain_list_per_web_tool(self) -> Settings:
+        for tool in ("web_search", "web_fetch"):
+            if getattr(self, f"{tool}_allowed_domains") and getattr(
+                self, f"{tool}_blocked_domains"
+            ):
+                raise ValueError(
+                    f"{tool}_allowed_domains and {tool}_blocked_domains cannot both be set "
+                    "(the API takes one of them): keep one"
+                )
+        return self
 
     @field_validator("mcp_servers")
     @classmethod
@@ -659,6 +737,7 @@ class Settings(BaseSettings):
             backend=self.sandbox_backend,
             image=self.sandbox_image,
             uid=self.sandbox_uid,
+            python=self.sandbox_python,
             warm_pool=self.sandbox_warm_pool,
             wall_time_s=self.sandbox_wall_time_s,
             cpu_time_s=self.sandbox_cpu_time_s,
@@ -694,6 +773,7 @@ class Settings(BaseSettings):
             prompt_cache_ttl=self.llm_prompt_cache_ttl,
             max_tokens_cap=self.llm_max_tokens_cap,
             refusal_fallback_model=self.llm_refusal_fallback_model,
+            web_search_usd_per_1k=self.web_search_usd_per_1k,
         )
 
     @property
@@ -703,6 +783,27 @@ class Settings(BaseSettings):
             allowed_domains=tuple(self.http_allowed_domains),
             max_bytes=self.http_max_bytes,
             timeout_s=self.http_timeout_s,
+        )
+
+    @property
+    def web_tools(self) -> WebToolsSettings:
+        """Which server-side web tools agents are offered, and their limits."""
+        return WebToolsSettings(
+            search=WebToolSettings(
+                max_uses=self.web_search_max_uses,
+                allowed_domains=tuple(self.web_search_allowed_domains),
+                blocked_domains=tuple(self.web_search_blocked_domains),
+            )
+            if self.web_search
+            else None,
+            fetch=WebToolSettings(
+                max_uses=self.web_fetch_max_uses,
+                allowed_domains=tuple(self.web_fetch_allowed_domains),
+                blocked_domains=tuple(self.web_fetch_blocked_domains),
+                max_content_tokens=self.web_fetch_max_content_tokens,
+            )
+            if self.web_fetch
+            else None,
         )
 
     @property
@@ -735,6 +836,7 @@ class SandboxSettings:
     backend: str
     image: str
     uid: int
+    python: str
     warm_pool: int
     wall_time_s: float
     cpu_time_s: float
@@ -771,6 +873,7 @@ class LLMSettings:
     prompt_cache_ttl: Literal["5m", "1h", "off"]
     max_tokens_cap: int
     refusal_fallback_model: str | None
+    web_search_usd_per_1k: float
 
 
 @dataclass(frozen=True)
@@ -780,6 +883,24 @@ class HttpToolSettings:
     allowed_domains: tuple[str, ...]
     max_bytes: int
     timeout_s: float
+
+
+@dataclass(frozen=True)
+class WebToolSettings:
+    """One server-side web tool (``web_search_*`` or ``web_fetch_*`` settings)."""
+
+    max_uses: int
+    allowed_domains: tuple[str, ...]
+    blocked_domains: tuple[str, ...]
+    max_content_tokens: int | None = None  # web fetch only
+
+
+@dataclass(frozen=True)
+class WebToolsSettings:
+    """The server-side web tools this deployment offers: None where turned off."""
+
+    search: WebToolSettings | None
+    fetch: WebToolSettings | None
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,15 @@ STACK_FILE_NAME = "stack.json"
 
 @dataclass(frozen=True)
 class StackRecord:
-    redis_url: str
-    pid: int
+    redis_url: str  # empty while the stack starts
+    pid: int  # the process that owns the stack: `dagwright up`, or the host of `run`s
     owner: str  # "up" or "run"
+    state: str = "ready"  # "starting" until Valkey and the worker run
+    valkey_pid: int = 0  # recorded so that a next start can reclaim orphans
+    worker_pid: int = 0
+    imports: tuple[str, ...] = ()  # the modules the stack's worker imports (--import)
+    log: str = ""  # where the stack's worker logs, if not to a terminal
+    note: str = ""  # what its start had to clean up, for the command that asked for it
 
 
 def stack_file(data_dir: Path) -> Path:
@@ -37,18 +43,28 @@ def write_stack(data_dir: Path, record: StackRecord) -> None:
 
 
 def read_stack(data_dir: Path) -> StackRecord | None:
-    """The running stack, or None if there is none (or its process is gone)."""
-    try:
-        record = StackRecord(**json.loads(stack_file(data_dir).read_text()))
-    except (OSError, ValueError, TypeError):
+    """The running stack, or None if there is none (or its process is gone, or it has not
+    finished starting)."""
+    record = read_stack_record(data_dir)
+    if record is None or record.state != "ready":
         return None
     return record if process_alive(record.pid) else None
 
 
+def read_stack_record(data_dir: Path) -> StackRecord | None:
+    """The stack file as it is, whether its processes live or not."""
+    try:
+        fields = json.loads(stack_file(data_dir).read_text())
+        fields["imports"] = tuple(fields.get("imports", ()))
+        return StackRecord(**fields)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def remove_stack(data_dir: Path, pid: int) -> None:
     """Remove the record if it is ours (another stack may have replaced it)."""
-    record = read_stack(data_dir)
-    if record is None or record.pid == pid:
+    record = read_stack_record(data_dir)
+    if record is None or record.pid == pid or not process_alive(record.pid):
         stack_file(data_dir).unlink(missing_ok=True)
 
 

@@ -120,6 +120,10 @@ def test_no_wait_then_status_result_events_and_runs(env: dict[str, str]) -> None
     assert run_id in human.stdout and "succeeded" in human.stdout
     events = dagwright("events", run_id, "--json", env=env).stdout.splitlines()
     assert '"kind": "run.submitted"' in events[0] and '"kind": "run.succeeded"' in events[-1]
+    parsed = [json.loads(line) for line in events]
+    assert parsed[0]["data"] == {"nodes": 4}  # numbers as numbers
+    running = [e["data"] for e in parsed if e["kind"] == "node.running"]
+    assert running and all(isinstance(data["attempt"], int) for data in running)
     listed = json_out(dagwright("runs", "--json", env=env))
     assert run_id in [run["run_id"] for run in listed]
 
@@ -223,6 +227,8 @@ def test_run_with_nothing_configured_uses_the_embedded_stack(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     assert json_out(result)["status"] == "succeeded"
     assert read_stack(tmp_path / "data") is None  # stopped with the command
+    log = (tmp_path / "data" / "logs" / "worker.log").read_text()
+    assert "Traceback" not in log and "WorkerLostError" not in log, log  # a warm shutdown
     assert dagwright("run", "--no-wait", DIAMOND, env=env).returncode == 2
 
 
@@ -258,6 +264,7 @@ def test_up_serves_other_commands_until_interrupted(tmp_path: Path) -> None:
             raise
     assert up.returncode == 0, stderr
     assert read_stack(data) is None
+    assert "Traceback" not in stderr and "WorkerLostError" not in stderr, stderr
 
 
 @pytest.mark.subprocess
@@ -414,6 +421,11 @@ def test_worker_types_lists_every_type(env: dict[str, str]) -> None:
     assert by_name["researcher"]["queue"] == "dw.researcher"
     assert by_name["researcher"]["model"] == "claude-sonnet-5-5"
     assert "http_get" in by_name["researcher"]["tools"]
+    # No allowed domains, web tools off: declared, but not offered to its model here.
+    assert {"http_get", "web_search", "web_fetch"} <= set(by_name["researcher"]["not_offered"])
+    assert not any(line.startswith("http_get:") for line in by_name["researcher"]["capabilities"])
+    human = dagwright("worker-types", env={**env, "COLUMNS": "80"}).stdout
+    assert "http_get (off here)" in human and "workspace_write" in human  # never cut
     assert by_name["function"]["kind"] == "function" and by_name["function"]["model"] is None
 
 

@@ -79,3 +79,19 @@ def test_ids_in_tables_are_never_cut_or_wrapped_on_a_narrow_terminal(width: int)
         text = rendered(table, width)
         for whole in (run_id, node_id):
             assert whole in text, text
+
+
+def test_event_fields_that_are_numbers_are_typed_and_others_stay_text() -> None:
+    from datetime import UTC, datetime
+
+    from dagwright.models import Event
+
+    event = Event(
+        id="1-0", run_id="r", kind="llm.call", at=datetime.now(UTC), node="n",
+        data={"model": "claude-x", "input_tokens": "120", "cost_usd": "0.0031",
+              "attempt": "not a number", "holder": "12"},
+    )  # fmt: skip
+    assert event.typed_data() == {
+        "model": "claude-x", "input_tokens": 120, "cost_usd": 0.0031,
+        "attempt": "not a number", "holder": "12",
+    }  # fmt: skip

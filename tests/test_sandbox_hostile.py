@@ -630,6 +630,41 @@ def test_a_bundled_bwrap_in_a_private_home_runs_from_a_reachable_copy(
     assert list(someone_elses.iterdir()) == []
 
 
+def test_worker_python_runs_code_with_the_venvs_packages_read_only(tmp_path: Path) -> None:
+    """sandbox_python=worker: a venv under a 0700 home, its packages importable in the
+    sandbox, nothing in it writable; the system interpreter does not see them."""
+    from dagwright.sandbox.bubblewrap import BubblewrapSandbox
+    from dagwright.sandbox.interpreters import SandboxPython, system_python, worker_python
+
+    sandbox_or_skip("bubblewrap")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    venv = home / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = venv.glob("lib/python3*/site-packages")
+    (site / "only_in_venv.py").write_text("VALUE = 42\n")
+    code = textwrap.dedent(
+        """
+        import only_in_venv, sys
+        print(only_in_venv.VALUE, sys.prefix)
+        try:
+            open(only_in_venv.__file__, "a")
+        except OSError as exc:
+            print("not writable:", exc.errno in (13, 30))  # EACCES, EROFS
+        """
+    )
+    uid = 65534 if os.geteuid() == 0 else os.getuid()
+    interpreter = SandboxPython(str(venv / "bin" / "python"), (str(venv),))
+    result, _ = run(BubblewrapSandbox(uid=uid, python=interpreter), code)
+    assert result.ok, result
+    assert result.stdout.splitlines() == [f"42 {venv}", "not writable: True"]
+
+    plain, _ = run(BubblewrapSandbox(uid=uid, python=system_python()), code)
+    assert not plain.ok and "No module named 'only_in_venv'" in plain.stderr
+    if sys.prefix != sys.base_prefix:  # this test runs in a venv: it is the worker's tree
+        assert sys.prefix in worker_python().trees
+
+
 def test_bubblewrap_leaves_no_cgroup_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     from dagwright.sandbox import cgroups
 

@@ -212,6 +212,39 @@ def test_an_attempt_claimed_twice_gets_two_ids_and_spans_go_to_the_claim_running
     assert parents == {"early": "a#1", "late": "a#1~2"}
 
 
+def test_each_claim_of_an_attempt_has_its_own_row_label_in_the_timeline() -> None:
+    from dagwright.telemetry.timeline import layout
+
+    events = (
+        Events()
+        .attempt("a", 1, 100, 110, "node.parked")
+        .attempt("a", 1, 500, 900, "node.succeeded")
+    )
+    trace = build_trace(state(), events.items, [], now=at(1000))
+    timeline = layout(trace, left=0, width=500, min_tick_gap=50)
+    assert [bar.label for bar in timeline.bars] == ["a #1", "a #1~2"]
+
+
+def test_long_row_labels_are_cut_in_the_middle_and_keep_the_attempt() -> None:
+    from dagwright.telemetry.timeline import MAX_LABEL_CHARS, shorten
+
+    left = shorten("research_the_pricing_of_every_competitor_left #2~3")
+    right = shorten("research_the_pricing_of_every_competitor_right #2~3")
+    assert left != right and len(left) == len(right) == MAX_LABEL_CHARS
+    assert left.startswith("research_the") and left.endswith("_left #2~3")
+
+
+def test_the_ticks_of_one_axis_share_one_unit() -> None:
+    from dagwright.telemetry.timeline import format_offset
+
+    assert [format_offset(t, 30, 150) for t in (0, 30, 60, 90, 120, 150)] == [
+        "0m00s", "0m30s", "1m00s", "1m30s", "2m00s", "2m30s",
+    ]  # fmt: skip
+    assert [format_offset(t, 20, 100) for t in (0, 60, 100)] == ["0s", "60s", "100s"]
+    assert format_offset(3 * 3600, 1800, 4 * 3600) == "3h00m"
+    assert format_offset(1800, 1800, 4 * 3600) == "0h30m"
+
+
 def test_an_attempt_whose_end_was_trimmed_ends_at_the_next_claim() -> None:
     events = (
         Events()

@@ -63,15 +63,16 @@ def worker_types(json_output: JsonOption = False, imports: ImportOption = None) 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("type", "kind", "queue", "model"):
         table.add_column(column, no_wrap=True)
-    table.add_column("tools")
-    table.add_column("what it does")
+    longest_tool = max((len(tool) for row in rows for tool in shown_tools(row)), default=5)
+    table.add_column("tools", overflow="fold", min_width=longest_tool + 1)  # never cut a name
+    table.add_column("what it does", overflow="fold")
     for row in rows:
         table.add_row(
             row["name"],
             row["kind"],
             row["queue"],
             row["model"] or "",
-            ", ".join([*row["tools"], *unanswered(row["mcp_servers"])]),
+            ",\n".join([*shown_tools(row), *unanswered(row["mcp_servers"])]),
             row["description"],
         )
     stdout.print(table)
@@ -85,15 +86,27 @@ def describe(
     model = worker_type.model or (settings.default_model if worker_type.kind == "agent" else None)
     servers = [(probes or {})[server] for server in worker_type.mcp_servers]
     mcp_tools = [tool for server in servers for tool in server.tools]
+    capabilities = worker_type.capabilities(settings) if worker_type.capabilities else None
     return {
         "name": worker_type.name,
         "kind": worker_type.kind,
         "queue": worker_type.queue,
         "model": model,
         "tools": [*worker_type.tools, *mcp_tools],
+        "not_offered": not_offered(worker_type.tools, capabilities),
+        "capabilities": capabilities,
         "mcp_servers": [server.to_json() for server in servers],
         "description": worker_type.description,
     }
+
+
+def not_offered(tools: tuple[str, ...], capabilities: list[str] | None) -> list[str]:
+    """The tools a type declares that this deployment does not offer its model (``http_get``
+    without allowed domains, ``web_search`` turned off): its capability lines name the
+    offered ones first (``name: what it does``)."""
+    if capabilities is None:
+        return []
+    return [tool for tool in tools if not any(line.startswith(f"{tool}:") for line in capabilities)]
 
 
 def probe_attached_servers(
@@ -107,6 +120,11 @@ def probe_attached_servers(
     from dagwright.workers.mcp.probe import probe_servers
 
     return probe_servers(settings.mcp_servers, attached, known_secrets(settings))
+
+
+def shown_tools(row: dict[str, Any]) -> list[str]:
+    """The type's tools, those not offered here marked (and why is in the docs: settings)."""
+    return [f"{tool} (off here)" if tool in row["not_offered"] else tool for tool in row["tools"]]
 
 
 def unanswered(servers: list[dict[str, Any]]) -> list[str]:

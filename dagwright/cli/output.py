@@ -131,7 +131,21 @@ def spend(usage: Usage) -> str:
     """`` · 1,234 tokens · $0.0123`` for runs that called an LLM, else nothing."""
     if not usage.llm_calls and not usage.total_tokens:
         return ""
-    return f" · {usage.total_tokens:,} tokens · {cost(usage)}"
+    return f" · {usage.total_tokens:,} tokens{web_requests(usage)} · {cost(usage)}"
+
+
+def web_requests(usage: Usage) -> str:
+    """`` · 3 web searches · 1 web fetch`` where the API's server tools ran, else nothing
+    (searches are billed apart from tokens: the cost shown includes them)."""
+    parts = [
+        f" · {count} web {noun}{'' if count == 1 else plural}"
+        for count, noun, plural in (
+            (usage.web_search_requests, "search", "es"),
+            (usage.web_fetch_requests, "fetch", "es"),
+        )
+        if count
+    ]
+    return "".join(parts)
 
 
 def cost(usage: Usage) -> str:
@@ -342,7 +356,7 @@ def print_audit(entries: list[AuditEntry]) -> None:
 
 def print_event(event: Event, *, as_json: bool) -> None:
     if as_json:
-        print_json(event.model_dump(mode="json"))
+        print_json({**event.model_dump(mode="json"), "data": event.typed_data()})
         return
     details = " ".join(f"{key}={value}" for key, value in event.data.items())
     stdout.print(f"{event.at:%H:%M:%S.%f}"[:-3], event.kind, event.node or "", details)

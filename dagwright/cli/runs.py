@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -40,10 +39,10 @@ from dagwright.cli.output import (
     run_json,
     stderr,
 )
-from dagwright.connection import resolve_redis_url
-from dagwright.embedded import EmbeddedStack, EmbeddedStackError
+from dagwright.embedded import SharedStack, shared_stack
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
 from dagwright.models import RunCounts, RunState, RunStatus
+from dagwright.stackfile import read_stack
 
 # The client, the planner and plan checking load in the commands that use them, so that
 # `--help` and the read-only commands (`status`, `events`) start without them.
@@ -156,7 +155,7 @@ def run(
         response_cache,
         as_goal=as_goal,
     )
-    if resolve_redis_url(settings):
+    if settings.redis_url or (no_wait and up_is_running(settings)):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
         )
@@ -166,11 +165,24 @@ def run(
             "--no-wait needs a stack that outlives this command: start `dagwright up` "
             "or set DAGWRIGHT_REDIS_URL"
         )
-    with ExitStack() as cleanup:
-        stack = cleanup.enter_context(embedded_stack(settings, quiet=json_output))
+    # The local stack (`up`'s, or one shared with other runs), held by a lease so that it
+    # outlives this run however the others end.
+    with shared_stack(settings, say=lambda line: say_dimly(line, quiet=json_output)) as stack:
         client = Client(settings.model_copy(update={"redis_url": stack.redis_url}))
         code = submit_and_wait(client, submission, json_output, False, timeout, embedded=stack)
     raise typer.Exit(code)
+
+
+def up_is_running(settings: Settings) -> bool:
+    """Whether `dagwright up` runs: a stack that outlives this command (one shared by
+    `dagwright run`s stops when they have ended)."""
+    record = read_stack(settings.data_dir)
+    return record is not None and record.owner == "up"
+
+
+def say_dimly(line: str, *, quiet: bool) -> None:
+    if not quiet:
+        stderr.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
 
 def is_plan_file(target: str, *, as_goal: bool = False) -> bool:
@@ -255,16 +267,6 @@ def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
         raise PlanError(exc.problems, source=str(plan_file)) from None
 
 
-def embedded_stack(settings: Settings, *, quiet: bool) -> EmbeddedStack:
-    log_file = settings.data_dir / "logs" / "worker.log"
-    if not quiet:
-        stderr.print(
-            f"[dim]no Redis configured: starting the embedded stack (worker log: {log_file})[/]",
-            soft_wrap=True,
-        )
-    return EmbeddedStack(settings, owner="run", worker_log=log_file)
-
-
 def submit_and_wait(
     client: Client,
     submission: Callable[[Client], RunHandle],
@@ -272,7 +274,7 @@ def submit_and_wait(
     no_wait: bool,
     timeout: float | None,
     *,
-    embedded: EmbeddedStack | None,
+    embedded: SharedStack | None,
 ) -> int:
     handle = submission(client)
     if no_wait:
@@ -288,17 +290,24 @@ def submit_and_wait(
         )
     except KeyboardInterrupt:
         stderr.print(
-            interrupted_message(handle.run_id, embedded=embedded is not None), soft_wrap=True
+            interrupted_message(handle.run_id, embedded=pauses_with_runs(embedded)),
+            soft_wrap=True,
         )
         return ExitCode.INTERRUPTED
     except RunNotFinishedError as exc:
         later = (
             "it resumes when the local stack next starts (`dagwright up`)"
-            if embedded
+            if pauses_with_runs(embedded)
             else f"follow it with `dagwright status {handle.run_id}`"
         )
         raise RunNotFinishedError(f"{exc}; {later}", run_id=handle.run_id) from exc
     return report_final(state, json_output)
+
+
+def pauses_with_runs(stack: SharedStack | None) -> bool:
+    """Whether the run stops being worked on when the runs using the stack have ended
+    (a stack of `dagwright run`s, not of `up`)."""
+    return stack is not None and stack.record.owner == "run"
 
 
 def interrupted_message(run_id: str, *, embedded: bool) -> str:
@@ -320,13 +329,13 @@ def wait_with_progress(
     timeout: float | None,
     *,
     show: bool,
-    embedded: EmbeddedStack | None,
+    embedded: SharedStack | None,
 ) -> RunState:
     with ProgressDisplay(run_id, enabled=show) as progress:
 
         def on_progress(status: RunStatus, counts: RunCounts) -> None:
-            if embedded is not None and embedded.worker_exit_code() is not None:
-                raise EmbeddedStackError(embedded.describe_worker_death())
+            if embedded is not None:
+                embedded.check_alive()
             # Only a node that is neither running nor done may be waiting on something.
             idle = counts.total - counts.done - counts.running
             progress.update(status, counts, client.waits(run_id) if idle and show else None)

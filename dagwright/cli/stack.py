@@ -9,6 +9,7 @@ import time
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from dagwright.cli.exits import interrupt_on_sigterm
 from dagwright.cli.options import ImportOption, settings_from
@@ -17,6 +18,7 @@ from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.settings import Settings
 
 # Celery (dagwright.tasks) and prometheus_client are imported by the commands that run
 # them, so that every other command starts without them.
@@ -60,6 +62,15 @@ def worker(
         bool, typer.Option("--beat", help="Also run beat, which fires the schedules.")
     ] = False,
     imports: ImportOption = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="No banner, and no warning for running as root (the embedded "
+            "stack's worker: JSON only, on a private socket).",
+        ),
+    ] = False,
 ) -> None:
     """Run a worker for some or all worker types, each on its own queue (`dw.<type>`)."""
     from dagwright.metrics.server import bind_metrics_server
@@ -87,6 +98,7 @@ def worker(
             hostname=hostname,
             beat=with_beat,
             metrics_endpoint=endpoint,
+            quiet=quiet,
         )
     finally:
         if endpoint is not None:
@@ -142,15 +154,22 @@ def up(
         int | None,
         typer.Option("--concurrency", "-c", min=1, help="Worker processes (default: CPUs)."),
     ] = None,
-    loglevel: Annotated[str, typer.Option("--loglevel", "-l")] = "INFO",
+    loglevel: Annotated[
+        str | None,
+        typer.Option("--loglevel", "-l", help="The worker's log level (default: WARNING)."),
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Celery's banner and warnings, and a line per task (INFO)."
+        ),
+    ] = False,
     imports: ImportOption = None,
 ) -> None:
     """Run the local stack in the foreground until Ctrl-C: an embedded Valkey and a
     worker for every queue, reconciler included. Other dagwright commands on this machine
-    find it by themselves."""
-    from dagwright.registry import build_registry
-    from dagwright.tasks import queues_for
-
+    find it by themselves. Its processes end with it, even if it is killed or its terminal
+    closes."""
     settings = settings_from(imports)
     if settings.redis_url:
         raise ConfigurationError(
@@ -158,21 +177,32 @@ def up(
             "or run `dagwright worker` against that Redis instead"
         )
     interrupt_on_sigterm()
+    signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))  # its terminal closed
+    level = (loglevel or ("INFO" if verbose else "WARNING")).upper()
     with EmbeddedStack(
-        settings, owner="up", concurrency=concurrency, loglevel=loglevel.upper(), beat=True
+        settings, owner="up", concurrency=concurrency, loglevel=level, beat=True, verbose=verbose
     ) as stack:
-        queues = queues_for(None, build_registry(settings))
-        stderr.print(
-            f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
-            f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
-            "beat for the schedules. "
-            "Ctrl-C stops it."
-        )
         try:
+            announce(stack, settings)
             supervise(stack)
         except KeyboardInterrupt:
             stderr.print("stopping: running nodes finish first (Ctrl-C again to force)")
     raise typer.Exit(0)
+
+
+def announce(stack: EmbeddedStack, settings: Settings) -> None:
+    from dagwright.registry import build_registry
+    from dagwright.tasks import queues_for
+
+    if stack.note:
+        stderr.print(f"[yellow]{escape(stack.note)}[/]", soft_wrap=True)
+    queues = queues_for(None, build_registry(settings))
+    stderr.print(
+        f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
+        f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
+        "beat for the schedules. "
+        "Ctrl-C stops it."
+    )
 
 
 def supervise(stack: EmbeddedStack) -> None:

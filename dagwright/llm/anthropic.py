@@ -168,6 +168,7 @@ class AnthropicLLM:
         self._client = sdk_client(settings, self._limits)
         self._endpoint = str(self._client.base_url).rstrip("/")
         self._prices = settings.model_prices
+        self._search_usd_per_1k = settings.web_search_usd_per_1k
         self._guard = breakers.call if breakers is not None else call_directly
         self._attempts = settings.max_attempts
         self._wait = RetryAfterOrBackoff(settings.retry_after_cap_s, settings.retry_backoff_s)
@@ -302,15 +303,16 @@ class AnthropicLLM:
                 or 0,
                 cache_creation_1h_input_tokens=one_hour_cache_writes(message.usage),
                 llm_calls=1,
+                **server_tool_requests(message.usage),
             )
-            content = [
-                block.model_dump(mode="json", exclude_none=True) for block in message.content
-            ]
+            content = [content_block(block) for block in message.content]
             return LLMResponse(
                 content=content,
                 stop_reason=message.stop_reason,
                 model=message.model,
-                usage=priced(usage, self._price(request.model, message.model)),
+                usage=priced(
+                    usage, self._price(request.model, message.model), self._search_usd_per_1k
+                ),
                 request_id=request_id,
                 latency_s=latency_s,
             )
@@ -323,6 +325,31 @@ def one_hour_cache_writes(usage: Any) -> int:
     breakdown (absent on older API versions: all writes are then 5-minute ones)."""
     breakdown = getattr(usage, "cache_creation", None)
     return getattr(breakdown, "ephemeral_1h_input_tokens", 0) or 0
+
+
+# Fields the API wants back even when null (required, nullable in its schema): a web
+# search citation's ``title``.
+NULLABLE_CITATION_FIELDS = ("title",)
+
+
+def content_block(block: Any) -> dict[str, Any]:
+    """A response block as JSON to send back: unset fields left out, except the nullable
+    ones the API requires (a citation without its ``title`` key is a 400)."""
+    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
+    for index, citation in enumerate(getattr(block, "citations", None) or []):
+        for name in NULLABLE_CITATION_FIELDS:
+            if hasattr(citation, name):
+                dumped["citations"][index].setdefault(name, None)
+    return dumped
+
+
+def server_tool_requests(usage: Any) -> dict[str, int]:
+    """The usage's ``server_tool_use`` counts (absent: no server tool ran)."""
+    counts = getattr(usage, "server_tool_use", None)
+    return {
+        "web_search_requests": getattr(counts, "web_search_requests", 0) or 0,
+        "web_fetch_requests": getattr(counts, "web_fetch_requests", 0) or 0,
+    }
 
 
 def assembled(stream: Any) -> Any:

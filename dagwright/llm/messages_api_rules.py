@@ -46,6 +46,48 @@ MIN_THINKING_BUDGET_TOKENS = 1024
 # Custom tool names; the API words a mismatch as a pydantic pattern error.
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 
+# Server tools (the API runs them): each ``type`` a dated version, its ``name`` fixed.
+# The versions the anthropic SDK 2.14 knows; the later ones add dynamic filtering
+# (code execution), which only newer models have. Web fetch left beta with these types.
+SERVER_TOOL_VERSIONS = {
+    "web_search": ("web_search_20250305", "web_search_20260209", "web_search_20260318"),
+    "web_fetch": (
+        "web_fetch_20250910",
+        "web_fetch_20260209",
+        "web_fetch_20260309",
+        "web_fetch_20260318",
+    ),
+}
+# The fields each server tool takes besides type and name (anything else is a 400).
+SERVER_TOOL_FIELDS = {
+    "web_search": frozenset(
+        {
+            "max_uses",
+            "allowed_domains",
+            "blocked_domains",
+            "user_location",
+            "cache_control",
+            "allowed_callers",
+            "defer_loading",
+            "strict",
+        }
+    ),
+    "web_fetch": frozenset(
+        {
+            "max_uses",
+            "allowed_domains",
+            "blocked_domains",
+            "citations",
+            "max_content_tokens",
+            "cache_control",
+            "allowed_callers",
+            "defer_loading",
+            "strict",
+            "url_sources",
+        }
+    ),
+}
+
 MAX_CACHE_BREAKPOINTS = 4
 CACHE_TTLS_S = {"5m": 300, "1h": 3600}
 # A prefix shorter than this (in tokens) is not cached: the request is simply uncached.
@@ -100,3 +142,12 @@ def max_output_tokens(model: str) -> int:
 
 def _by_prefix(model: str, table: tuple[tuple[str, int], ...], default: int) -> int:
     return next((value for prefix, value in table if model.startswith(prefix)), default)
+
+
+def server_tool_name(tool_type: str) -> str | None:
+    """The server tool a ``type`` such as ``web_search_20250305`` is a version of; None if
+    it is no version the API knows."""
+    return next(
+        (name for name, versions in SERVER_TOOL_VERSIONS.items() if tool_type in versions),
+        None,
+    )

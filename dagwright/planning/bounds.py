@@ -75,8 +75,9 @@ def longest_retry_delay_s(retry: RetryPolicy) -> float:
     delay after the next-to-last attempt, as ``compute_backoff`` grows it."""
     if retry.max_attempts < 2:
         return 0.0
-    # The exponent is capped: past 2**64 any backoff_s > 0 is over any backoff_max_s.
-    growth = 2.0 ** min(retry.max_attempts - 2, 64)
+    # The exponent is capped below a float's range (2.0 ** 1024 overflows); backoff_s may
+    # be as small as a float goes, so no smaller cap is safe.
+    growth = 2.0 ** min(retry.max_attempts - 2, 1000)
     return min(retry.backoff_max_s, retry.backoff_s * growth)
 
 

@@ -99,6 +99,9 @@ class RestrictedCatalog:
 
     registry: WorkerRegistry
     allowed: list[str] | None = None
+    settings: Settings | None = None
+    """The deployment's settings: each agent type is described by the tools they let it
+    use (None: by the tools it names)."""
 
     def type_names(self) -> list[str]:
         names = self.registry.type_names()
@@ -115,6 +118,13 @@ class RestrictedCatalog:
         lines = []
         for name in self.type_names():
             worker_type = self.registry.get(name)
+            if worker_type.capabilities is not None and self.settings is not None:
+                lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}")
+                lines += [f"    - {line}" for line in worker_type.capabilities(self.settings)]
+                if worker_type.mcp_servers:  # listed when a node runs: the servers start then
+                    servers = ", ".join(worker_type.mcp_servers)
+                    lines.append(f"    - the tools of the MCP server(s) {servers}")
+                continue
             tools = f"; tools: {', '.join(worker_type.tools)}" if worker_type.tools else ""
             lines.append(f"- {name} ({worker_type.kind}): {worker_type.description}{tools}")
             if worker_type.kind == "function":
@@ -190,7 +200,7 @@ def planner_catalog(
 ) -> RestrictedCatalog:
     """The worker types ``request``'s plan may use, within the planner's bounds."""
     allowed = planned_types(request.worker_types, registry.type_names(), settings.planner_bounds)
-    return RestrictedCatalog(registry, allowed)
+    return RestrictedCatalog(registry, allowed, settings)
 
 
 def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:

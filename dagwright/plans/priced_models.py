@@ -3,9 +3,9 @@
 A USD budget is enforced before every LLM call at the call's price; a model missing from
 ``model_prices`` has none, so a run with a USD budget whose nodes would call one is
 refused at submit (UnpricedModelError, one line saying what to do), not run uncounted.
-A node's model is its agent type's (``AgentSpec.model``), else ``default_model``; a goal
-run's nodes are not known before planning, so the planner's model and those of every
-agent type it may choose from are checked.
+A node's model is its own (``Node.model``), else its agent type's (``AgentSpec.model``),
+else ``default_model``; a goal run's nodes are not known before planning, so the
+planner's model and those of every agent type it may choose from are checked.
 """
 
 from __future__ import annotations
@@ -35,9 +35,15 @@ def models_of_types(types: Iterable[WorkerType], settings: Settings) -> dict[str
 
 
 def models_of_plan(plan: Plan, registry: WorkerRegistry, settings: Settings) -> dict[str, str]:
-    """The model of each agent type ``plan``'s nodes use, by type name."""
+    """The model of each agent type ``plan``'s nodes use, by type name, and of each
+    agent node that names its own (``node <id>``)."""
     used = {node.type: registry.get(node.type) for node in plan.nodes}
-    return models_of_types(used.values(), settings)
+    own = {
+        f"node {node.id}": node.model
+        for node in plan.nodes
+        if node.model is not None and agent_model(used[node.type], settings) is not None
+    }
+    return {**models_of_types(used.values(), settings), **own}
 
 
 def models_of_goal(

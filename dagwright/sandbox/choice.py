@@ -18,13 +18,18 @@ from dagwright.settings import SandboxSettings
 AUTO_ORDER = ("docker", "bubblewrap")
 
 # Keyed by every setting build_backend reads.
-_chosen: dict[tuple[str, str, int, int], Sandbox] = {}
+_chosen: dict[tuple[str, str, int, str, int], Sandbox] = {}
 _lock = threading.Lock()
 
 
 def build_backend(name: str, settings: SandboxSettings) -> Sandbox:
     """A backend by name (imported lazily: the docker SDK is only loaded when used)."""
     if name == "docker":
+        if settings.python == "worker":
+            raise SandboxUnavailableError(
+                "docker: sandbox_python=worker runs the worker's own interpreter, which the "
+                "image does not have: use the bubblewrap backend (or sandbox_python=system)"
+            )
         from dagwright.sandbox.docker import DockerSandbox
 
         return DockerSandbox.from_settings(settings)
@@ -52,7 +57,7 @@ def probe(name: str, settings: SandboxSettings) -> Sandbox | str:
 
 def choose_sandbox(settings: SandboxSettings) -> Sandbox:
     """The sandbox code runs in; SandboxUnavailableError naming each backend's problem."""
-    key = (settings.backend, settings.image, settings.uid, settings.warm_pool)
+    key = (settings.backend, settings.image, settings.uid, settings.python, settings.warm_pool)
     with _lock:
         if key in _chosen:
             return _chosen[key]

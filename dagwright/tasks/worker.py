@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import warnings
+
+from celery.exceptions import SecurityWarning
 
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
@@ -48,9 +51,14 @@ def run_worker(
     hostname: str | None = None,
     beat: bool = False,
     metrics_endpoint: Endpoint | None = None,
+    quiet: bool = False,
 ) -> int:
     """Run a worker in the foreground until it is stopped; returns its exit code.
-    ``metrics_endpoint``: a bound metrics server, served while the worker runs."""
+    ``metrics_endpoint``: a bound metrics server, served while the worker runs.
+    ``quiet``: no banner, and no warning for running as root: the embedded stack's
+    worker, whose messages are JSON only and whose broker is a socket of this user."""
+    if quiet:
+        warnings.filterwarnings("ignore", category=SecurityWarning)
     app = build_app(settings)
     app.steps["worker"].add(MetricsStep)
     app.steps["consumer"].add(PresenceStep)
@@ -69,6 +77,7 @@ def run_worker(
         beat=beat,
         scheduler="dagwright.tasks.beat:DagwrightScheduler",
         metrics_endpoint=metrics_endpoint,
+        quiet=quiet,
     )
     logging.getLogger("celery.worker.control").addFilter(drop_no_backend_revoke_warnings)
     for logger in CELERY_TASK_LOGGERS:

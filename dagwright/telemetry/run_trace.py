@@ -154,6 +154,9 @@ def run_span(state: RunState, end: datetime, planned_nodes: int | None) -> Span:
             "output_tokens": state.usage.output_tokens,
             "cost_usd": state.usage.cost_usd,
         }
+        for name in ("web_search_requests", "web_fetch_requests"):
+            if getattr(state.usage, name):  # the API's server tools ran
+                attributes[name] = getattr(state.usage, name)
         if state.usage.unpriced_tokens:  # the cost is a lower bound: say so
             attributes["unpriced_tokens"] = state.usage.unpriced_tokens
     if planned_nodes is not None:

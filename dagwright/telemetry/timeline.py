@@ -10,6 +10,7 @@ rows' geometry), so a reader can map a pixel back to a time.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -62,7 +63,10 @@ class Bar:
 
     @property
     def label(self) -> str:
-        return attempt_label(self.node, self.attempt)
+        """``node #attempt``, and ``~N`` for the Nth claim of an attempt given back (parked,
+        waiting): each row its own label."""
+        claim = CLAIM_SUFFIX.search(self.span_id)
+        return attempt_label(self.node, self.attempt) + (claim.group(0) if claim else "")
 
     @property
     def duration_s(self) -> float:
@@ -90,6 +94,9 @@ class Timeline:
     bars: list[Bar]
     calls: list[Call]
     ticks: list[Tick]
+
+
+CLAIM_SUFFIX = re.compile(r"~\d+$")  # run_trace.py: "<node>#<attempt>~2" for a second claim
 
 
 def attempt_label(node: str | None, attempt: int | None) -> str:
@@ -122,7 +129,7 @@ def layout(trace: Trace, *, left: float, width: float, min_tick_gap: float) -> T
     ]
     step = tick_step(duration_s, width / min_tick_gap)
     ticks = [
-        Tick(left + offset * scale.units_per_s, format_offset(offset, step))
+        Tick(left + offset * scale.units_per_s, format_offset(offset, step, duration_s))
         for offset in (i * step for i in range(int(duration_s / step + 1e-9) + 1))
     ]
     return Timeline(scale, bars, calls, ticks)
@@ -139,13 +146,16 @@ def tick_step(duration_s: float, max_ticks: float) -> float:
         exponent += 1
 
 
-def format_offset(offset_s: float, step_s: float) -> str:
-    """``0.25s``, ``12s``, ``3m20s``, ``1h05m``: as precise as the tick step needs."""
-    if offset_s < 120 or step_s < 1:
+def format_offset(offset_s: float, step_s: float, axis_s: float | None = None) -> str:
+    """``0.25s``, ``12s``, ``3m20s``, ``1h05m``: as precise as the tick step needs, in the
+    unit of the axis's end (``axis_s``, default ``offset_s``), so that one axis does not
+    mix ``90s`` with ``2m00s``."""
+    unit_of = offset_s if axis_s is None else axis_s
+    if unit_of < 120 or step_s < 1:
         decimals = max(0, -math.floor(math.log10(step_s) + 1e-9)) if step_s < 1 else 0
         return f"{offset_s:.{decimals}f}s"
     minutes, seconds = divmod(round(offset_s), 60)
-    if minutes < 120:
+    if unit_of < 120 * 60:
         return f"{minutes}m{seconds:02d}s"
     return f"{minutes // 60}h{minutes % 60:02d}m"
 
@@ -266,4 +276,11 @@ def scale_metadata(chart: Chart, trace: Trace) -> dict[str, str]:
 
 
 def shorten(label: str) -> str:
-    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "~"
+    """A row label cut to ``MAX_LABEL_CHARS`` in the middle of its node id, keeping the
+    attempt (`` #2~3``) and both ends of the id: ids that share a long prefix stay apart."""
+    if len(label) <= MAX_LABEL_CHARS:
+        return label
+    node, sep, attempt = label.rpartition(" #")
+    room = MAX_LABEL_CHARS - len(sep) - len(attempt) - 1
+    head = room // 2
+    return f"{node[:head]}~{node[len(node) - (room - head) :]}{sep}{attempt}"

@@ -31,6 +31,15 @@ A script (see :mod:`dagwright.testing.fake_anthropic_script`), in YAML::
       - malformed: schema
         times: -1
         match: {system_contains: "broken"}
+      - match: {last_user_contains: license}   # a server-side web search, as the API plays it
+        reply:
+          content:
+            - {type: server_tool_use, name: web_search, input: {query: valkey license}}
+            - type: web_search_tool_result
+              results: [{url: "https://valkey.io/", title: Valkey}]
+            - type: text
+              text: BSD 3-Clause.
+              citations: [{url: "https://valkey.io/", title: Valkey, cited_text: BSD}]
     default:
       reply:
         content: [{type: text, text: Nothing is scripted for that.}]
@@ -54,7 +63,11 @@ It is at least as strict as the real API (:mod:`dagwright.testing.fake_anthropic
 an unknown model id gets the real 404 (the installed SDK's ids are known; add others with
 the script's ``models:`` list, ``--model`` or ``DAGWRIGHT_FAKE_LLM_MODELS``), and a broken
 conversation, tool list, sampling or thinking parameter, or cache breakpoint gets the real
-400 and its message. Usage counts the JSON sent, about four characters a token, and
+400 and its message; so does a server tool (web search, web fetch) of an unknown
+version, with both domain lists or a ``max_uses`` below 1
+(:mod:`dagwright.testing.fake_anthropic_server_tools`, which also plays their calls and
+results, ``max_uses_exceeded`` and ``usage.server_tool_use``). Usage counts the JSON
+sent, about four characters a token, and
 ``cache_control`` prefixes are written and read as the real prompt cache does
 (:mod:`dagwright.testing.fake_anthropic_tokens`). A request no entry matches, with no
 default, gets a 400 naming it: a 500 would be retried and open the client's breaker.

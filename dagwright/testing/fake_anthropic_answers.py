@@ -13,6 +13,13 @@ from typing import Any, Literal
 
 from dagwright.llm.protocol import rough_tokens
 from dagwright.testing.fake_anthropic_script import Reply, ScriptEntry
+from dagwright.testing.fake_anthropic_server_tools import (
+    RESULT_TYPES,
+    max_uses,
+    over_max_uses,
+    server_result_block,
+    server_tool_usage,
+)
 from dagwright.testing.fake_anthropic_stream import StreamPlay, stream_play_for
 from dagwright.testing.fake_anthropic_tokens import InputUsage
 
@@ -97,7 +104,7 @@ def message_of(
     reply: Reply, request: Mapping[str, Any], ids: IdMint, input_usage: InputUsage
 ) -> dict[str, Any]:
     """The API's ``message`` object for a scripted reply."""
-    content = [_with_ids(block.model_dump(exclude_none=True), ids) for block in reply.content]
+    content = api_blocks(reply, ids, paused_call(request), max_uses(request))
     calls_tool = any(block["type"] == "tool_use" for block in content)
     stop_reason = reply.stop_reason or ("tool_use" if calls_tool else "end_turn")
     return {
@@ -112,7 +119,45 @@ def message_of(
     }
 
 
+def paused_call(request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The server tool call a paused turn, sent back as the last message, ended with:
+    the result the continuation plays answers it."""
+    messages = request.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    content = last.get("content") if last.get("role") == "assistant" else None
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    calls = [block for block in blocks if block.get("type") == "server_tool_use"]
+    return calls[-1] if calls else None
+
+
+def api_blocks(
+    reply: Reply,
+    ids: IdMint,
+    last_call: dict[str, Any] | None = None,
+    limits: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """The reply's content as the API's blocks: ids given, server tool results shaped
+    (each answering the server tool call before it, or ``last_call``), and a call past
+    its tool's ``max_uses`` (``limits``) answered ``max_uses_exceeded``, as the API does."""
+    content: list[dict[str, Any]] = []
+    calls: dict[str, int] = {}
+    for scripted in reply.content:
+        block = _with_ids(scripted.model_dump(exclude_none=True), ids)
+        if block["type"] == "server_tool_use":
+            last_call = block
+            calls[block["name"]] = calls.get(block["name"], 0) + 1
+        elif block["type"] in RESULT_TYPES:
+            block = server_result_block(block, last_call)
+            name = (last_call or {}).get("name", "")
+            if calls.get(name, 0) > (limits or {}).get(name, calls.get(name, 0)):
+                block = over_max_uses(block, block["tool_use_id"])
+        content.append(block)
+    return content
+
+
 def _with_ids(block: dict[str, Any], ids: IdMint) -> dict[str, Any]:
+    if block["type"] == "server_tool_use" and "id" not in block:
+        block["id"] = ids.next("srvtoolu")
     if block["type"] == "tool_use" and "id" not in block:
         block["id"] = ids.next("toolu")
     if block["type"] == "thinking" and "signature" not in block:
@@ -129,6 +174,12 @@ def _usage(
     usage.update(scripted)
     if "output_tokens" not in scripted:
         usage["output_tokens"] = _output_tokens(reply, request, content)
+    servers = server_tool_usage(content)
+    for name in servers:
+        servers[name] = scripted.pop(name, servers[name])
+        usage.pop(name, None)
+    if any(servers.values()):
+        usage["server_tool_use"] = servers
     return usage
 
 
@@ -141,8 +192,10 @@ def _output_tokens(reply: Reply, request: Mapping[str, Any], content: list[dict[
 
 def _written(block: dict[str, Any]) -> str:
     """What the model "wrote" in a block: its text, reasoning or tool input."""
-    if block["type"] == "tool_use":
+    if block["type"] in ("tool_use", "server_tool_use"):
         return json.dumps(block["input"])
+    if block["type"] in RESULT_TYPES:
+        return ""  # the API's, not the model's
     return str(block.get("text") or block.get("thinking") or block.get("data") or "")
 
 

@@ -30,8 +30,10 @@ from dagwright.testing.fake_anthropic_script import (
     FaultInjection,
     RequestFacts,
     Script,
+    ScriptedServerToolUse,
     ScriptEntry,
 )
+from dagwright.testing.fake_anthropic_server_tools import offered_server_tools
 from dagwright.testing.fake_anthropic_tokens import (
     InputUsage,
     PromptCache,
@@ -42,6 +44,10 @@ from dagwright.testing.fake_anthropic_tokens import (
 AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected", "count_tokens"]
 Endpoint = Literal["messages", "count_tokens"]
 REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
+UNOFFERED = (
+    "fake-anthropic: the script plays a {name} call, but the request does not offer the "
+    "{name} server tool"
+)
 UNSCRIPTED = (
     "fake-anthropic: no script entry matches this request ({facts}); add an entry that "
     "matches it, or a default, to the script"
@@ -210,6 +216,10 @@ class Playback:
         request the model served does."""
         usage = InputUsage(input_tokens=0)
         if entry.reply is not None:
+            unoffered = _unoffered_server_tool(entry, body)
+            if unoffered is not None:  # the model can only call a server tool it is given
+                message = UNOFFERED.format(name=unoffered)
+                return error_answer(self._ids, 400, message)
             usage = self._cache.account(body["model"], prompt_blocks(body))
         return entry_answer(entry, body, self._ids, usage)
 
@@ -221,6 +231,14 @@ class Playback:
                     self._uses_left[index] -= 1
                 return index
         return None
+
+
+def _unoffered_server_tool(entry: ScriptEntry, body: dict[str, Any]) -> str | None:
+    """A server tool the entry's reply calls that the request does not offer."""
+    assert entry.reply is not None
+    offered = offered_server_tools(body)
+    called = [b.name for b in entry.reply.content if isinstance(b, ScriptedServerToolUse)]
+    return next((name for name in called if name not in offered), None)
 
 
 def _json_object(raw_body: bytes) -> dict[str, Any] | None:

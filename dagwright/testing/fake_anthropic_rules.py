@@ -23,6 +23,11 @@ from dagwright.testing.fake_anthropic_conversation import (
     conversation_problem,
     thinking_turn_problem,
 )
+from dagwright.testing.fake_anthropic_server_tools import (
+    server_tool_problem,
+    unanswered_server_call,
+    untitled_citation,
+)
 from dagwright.testing.fake_anthropic_tokens import prompt_blocks
 
 THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -188,8 +193,10 @@ def _tools_problem(body: Body) -> str | None:
             return f"tools.{i}: Input should be a valid dictionary"
         if tool.get("type", "custom") == "custom":
             problem = _custom_tool_problem(i, tool)
-            if problem is not None:
-                return problem
+        else:
+            problem = server_tool_problem(i, tool)
+        if problem is not None:
+            return problem
         names.append(str(tool.get("name")))
     if len(set(names)) != len(names):
         return "tools: Tool names must be unique."
@@ -212,7 +219,11 @@ def _conversation(body: Body) -> str | None:
     messages = [message for message in body["messages"] if isinstance(message, dict)]
     if len(messages) != len(body["messages"]):
         return "messages: Input should be a list of message objects"
-    problem = conversation_problem(messages)
+    problem = (
+        conversation_problem(messages)
+        or unanswered_server_call(messages)
+        or untitled_citation(messages)
+    )
     if problem is None and _thinking_on(body):
         problem = thinking_turn_problem(messages)
     return problem

@@ -30,11 +30,17 @@ __all__ = [
     "RequestFacts",
     "Script",
     "ScriptEntry",
+    "ScriptedCitation",
     "ScriptedRedactedThinking",
+    "ScriptedSearchResult",
+    "ScriptedServerError",
+    "ScriptedServerToolUse",
     "ScriptedText",
     "ScriptedThinking",
     "ScriptedToolUse",
     "ScriptedUsage",
+    "ScriptedWebFetchResult",
+    "ScriptedWebSearchResult",
 ]
 
 StopReason = Literal[
@@ -52,12 +58,89 @@ class _StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ScriptedCitation(_StrictModel):
+    """A ``web_search_result_location`` citation of a text block (what web search cites)."""
+
+    type: Literal["web_search_result_location"] = "web_search_result_location"
+    url: str
+    """The cited page."""
+    title: str | None = None
+    """The page's title."""
+    cited_text: str = ""
+    """The quoted passage."""
+    encrypted_index: str = "fake-index"
+    """Opaque: the API checks it when the block comes back."""
+
+
 class ScriptedText(_StrictModel):
     """A ``text`` content block of a scripted reply."""
 
     type: Literal["text"] = "text"
     text: str
     """The text the model "says"."""
+    citations: list[ScriptedCitation] | None = None
+    """Sources of the text, as a reply after a web search cites them."""
+
+
+ServerToolName = Literal["web_search", "web_fetch"]
+
+
+class ScriptedServerToolUse(_StrictModel):
+    """A ``server_tool_use`` block: the model asks the API to run a server tool (web
+    search or fetch); the API's result block follows it in the same content."""
+
+    type: Literal["server_tool_use"] = "server_tool_use"
+    name: ServerToolName
+    """The server tool, as the request's ``tools`` names it (the request must offer it)."""
+    input: dict[str, Any] = Field(default_factory=dict)
+    """Its input, e.g. ``{query: ...}`` or ``{url: ...}``."""
+    id: str | None = None
+    """The block's id; ``srvtoolu_<counter>`` when not given."""
+
+
+class ScriptedSearchResult(_StrictModel):
+    """One hit of a scripted web search (``web_search_result``)."""
+
+    type: Literal["web_search_result"] = "web_search_result"
+    url: str
+    title: str
+    encrypted_content: str = "fake-encrypted-content"
+    """Opaque page content the model reads (and the client sends back unchanged)."""
+    page_age: str | None = None
+
+
+class ScriptedServerError(_StrictModel):
+    """A server tool that failed: its error code, as the API reports it in the result."""
+
+    error_code: str
+    """E.g. ``max_uses_exceeded``, ``unavailable``, ``url_not_accessible``."""
+
+
+class ScriptedWebSearchResult(_StrictModel):
+    """A ``web_search_tool_result`` block: what the API's search found."""
+
+    type: Literal["web_search_tool_result"] = "web_search_tool_result"
+    tool_use_id: str | None = None
+    """The ``server_tool_use`` it answers; default: the last one before it."""
+    results: list[ScriptedSearchResult] = Field(default_factory=list)
+    """The hits (ignored when ``error`` is given)."""
+    error: ScriptedServerError | None = None
+    """A failed search (``web_search_tool_result_error``)."""
+
+
+class ScriptedWebFetchResult(_StrictModel):
+    """A ``web_fetch_tool_result`` block: the page the API's fetch read."""
+
+    type: Literal["web_fetch_tool_result"] = "web_fetch_tool_result"
+    tool_use_id: str | None = None
+    """The ``server_tool_use`` it answers; default: the last one before it."""
+    url: str = ""
+    """The page's URL (default: the ``url`` input of the call it answers)."""
+    text: str = ""
+    """The page's text (a plain-text document)."""
+    title: str | None = None
+    error: ScriptedServerError | None = None
+    """A failed fetch (``web_fetch_tool_result_error``)."""
 
 
 class ScriptedToolUse(_StrictModel):
@@ -91,7 +174,13 @@ class ScriptedRedactedThinking(_StrictModel):
 
 
 ScriptedBlock = Annotated[
-    ScriptedText | ScriptedToolUse | ScriptedThinking | ScriptedRedactedThinking,
+    ScriptedText
+    | ScriptedToolUse
+    | ScriptedThinking
+    | ScriptedRedactedThinking
+    | ScriptedServerToolUse
+    | ScriptedWebSearchResult
+    | ScriptedWebFetchResult,
     Field(discriminator="type"),
 ]
 
@@ -110,6 +199,12 @@ class ScriptedUsage(_StrictModel):
     """Reported ``usage.cache_creation_input_tokens``; default: from the prompt cache."""
     cache_read_input_tokens: int | None = Field(default=None, ge=0)
     """Reported ``usage.cache_read_input_tokens``; default: from the prompt cache."""
+    web_search_requests: int | None = Field(default=None, ge=0)
+    """Reported ``usage.server_tool_use.web_search_requests``; default: the reply's
+    ``web_search_tool_result`` blocks that are no error."""
+    web_fetch_requests: int | None = Field(default=None, ge=0)
+    """Reported ``usage.server_tool_use.web_fetch_requests``; default: the reply's
+    ``web_fetch_tool_result`` blocks that are no error."""
 
 
 class Reply(_StrictModel):

@@ -5,8 +5,9 @@ A request with ``"stream": true`` that a script answers with a reply gets
 
     message_start, ping,
     per content block: content_block_start, content_block_delta..., content_block_stop
-        (text_delta for text, input_json_delta for a tool's input, thinking_delta then
-        signature_delta for thinking),
+        (citations_delta then text_delta for text, input_json_delta for a tool's or server
+        tool's input, thinking_delta then signature_delta for thinking; a server tool's
+        result comes whole in its start event),
     message_delta (stop_reason, output usage), message_stop
 
 A script entry's ``stream`` field plays the awkward cases: a slow generation
@@ -76,10 +77,18 @@ def message_events(message: Mapping[str, Any], play: StreamPlay) -> Iterator[Eve
                 "stop_reason": message["stop_reason"],
                 "stop_sequence": message.get("stop_sequence"),
             },
-            "usage": {"output_tokens": usage["output_tokens"]},
+            "usage": _final_usage(usage),
         },
     )
     yield "message_stop", {"type": "message_stop"}
+
+
+def _final_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """``message_delta``'s usage: the output tokens, and the server tool requests made."""
+    final = {"output_tokens": usage["output_tokens"]}
+    if "server_tool_use" in usage:
+        final["server_tool_use"] = usage["server_tool_use"]
+    return final
 
 
 def _block_events(index: int, block: Mapping[str, Any], chunk_chars: int) -> Iterator[Event]:
@@ -104,14 +113,17 @@ def _block_start_and_deltas(
     kind = block["type"]
     if kind == "text":
         pieces = _pieces(block["text"], chunk_chars)
-        deltas = [{"type": "text_delta", "text": part} for part in pieces]
+        cited = [{"type": "citations_delta", "citation": c} for c in block.get("citations") or []]
+        deltas = [*cited, *({"type": "text_delta", "text": part} for part in pieces)]
         return {"type": "text", "text": ""}, deltas
-    if kind == "tool_use":
+    if kind in ("tool_use", "server_tool_use"):
         raw = json.dumps(block["input"])
         deltas = [
             {"type": "input_json_delta", "partial_json": part} for part in _pieces(raw, chunk_chars)
         ]
-        return {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}, deltas
+        return {"type": kind, "id": block["id"], "name": block["name"], "input": {}}, deltas
+    if kind in ("web_search_tool_result", "web_fetch_tool_result"):
+        return dict(block), []  # the API's result arrives whole, in its start event
     if kind == "thinking":
         pieces = _pieces(block["thinking"], chunk_chars)
         deltas = [{"type": "thinking_delta", "thinking": part} for part in pieces]

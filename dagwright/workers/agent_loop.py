@@ -24,6 +24,17 @@ dependencies, each in a block of untrusted data whose tags the data cannot forge
 (``untrusted.py``); results of tools that carry outside content come delimited the same
 way. The tags' token is kept in the checkpoint and derived from the run, so every
 attempt of a node sends the same prompt.
+
+What a node is offered (``agent_tools``): its own ``tools`` or its type's, as the settings
+make them (``http_get`` only with allowed domains; the API's server-side ``web_search`` /
+``web_fetch`` only when turned on). A server tool's ``server_tool_use`` and result blocks
+are part of the assistant's turn: kept in it unchanged, never answered as our tool calls.
+A call a tool refuses (a domain not allowed, a bad path) still counts toward
+``max_tool_errors``: with no tool offered that can only refuse, a refusal is a mistake
+the model was told how to correct, and repeating it is being stuck.
+
+A node's ``model``, ``max_tokens`` and ``output_schema`` (the answer validated by
+``jsonschema`` through the result tool, ``agent_answers``) override its type's.
 """
 
 from __future__ import annotations
@@ -31,8 +42,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
-
-from pydantic import BaseModel, ValidationError
 
 from dagwright.errors import (
     AgentMaxTurnsError,
@@ -44,8 +53,10 @@ from dagwright.errors import (
 )
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.protocol import LLMRequest, LLMResponse
+from dagwright.llm.server_tools import WEB_SEARCH
 from dagwright.models import Budget, Node
 from dagwright.redaction import known_secrets, redact
+from dagwright.workers.agent_answers import answer_contract
 from dagwright.workers.agent_prompt import (
     DataGroup,
     background_group,
@@ -62,9 +73,9 @@ from dagwright.workers.agent_state import (
     sendable,
 )
 from dagwright.workers.agent_tool_calls import ToolCaller
+from dagwright.workers.agent_tools import offered_tools, unregistered
 from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_tokens, worst_case
 from dagwright.workers.context import NodeContext
-from dagwright.workers.signatures import describe_validation_error
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import ToolPolicy
 from dagwright.workers.untrusted import DataFence
@@ -100,8 +111,9 @@ def run_agent(
 ) -> Any:
     """Run (or resume) the agent loop of ``node``; return its final answer. ``data``:
     more untrusted data for the first message, before the inputs; ``background``: show
-    the run's goal and context (the planner has them in its instruction)."""
-    model = spec.model or ctx.settings.default_model
+    the run's goal and context (the planner has them in its instruction). The node's
+    own ``model``, ``max_tokens``, ``tools`` and ``output_schema`` win over its type's."""
+    model = node.model or spec.model or ctx.settings.default_model
     loop = AgentLoop(ctx, node, spec, tools, model, data=data, background=background)
     return loop.run()
 
@@ -123,6 +135,9 @@ class AgentLoop:
         self.tools = tools
         self.model = model
         self.node = node
+        self.tool_names = tuple(spec.tools if node.tools is None else node.tools)
+        self.offered = offered_tools(self.tool_names, tools, ctx.settings)
+        self.contract = answer_contract(spec, node)
         # Every text entering the conversation is redacted where it enters (the first
         # message, tool results): the requests and the checkpoints are built from it.
         self.secrets = known_secrets(ctx.settings)
@@ -130,7 +145,8 @@ class AgentLoop:
         if not self.state.data_fence:  # a checkpoint from before fences
             self.state.data_fence = DataFence.random().token
         self.fence = DataFence(self.state.data_fence)
-        self.tool_caller = ToolCaller(ctx, spec, tools, self.fence)
+        client_tools = tuple(tool.name for tool in self.offered if not tool.runs_on_server)
+        self.tool_caller = ToolCaller(ctx, spec, tools, self.fence, client_tools)
 
     def _new_state(self, data: Sequence[DataGroup], background: bool) -> AgentState:
         """The conversation's start: the first message (secrets masked) and its fence.
@@ -150,7 +166,7 @@ class AgentLoop:
 
     @property
     def _delimits_tool_results(self) -> bool:
-        found = (self.tools.get(name) for name in self.spec.tools)
+        found = (self.tools.get(name) for name in self.tool_names)
         return any(tool is not None and tool.carries_outside_content for tool in found)
 
     def run(self) -> Any:
@@ -180,7 +196,7 @@ class AgentLoop:
 
     @property
     def _max_tokens(self) -> int:
-        return self.state.max_tokens or self.spec.max_tokens
+        return self.state.max_tokens or self.node.max_tokens or self.spec.max_tokens
 
     def _check_limits(self) -> None:
         state, spec = self.state, self.spec
@@ -200,7 +216,13 @@ class AgentLoop:
             self.ctx.services.estimate_input_tokens(self.ctx, request),
             self.state.last_call_tokens,
         )
-        call = worst_case(input_tokens, self._max_tokens, price)
+        call = worst_case(
+            input_tokens,
+            self._max_tokens,
+            price,
+            searches=self._most_searches,
+            search_usd_per_1k=self.ctx.settings.web_search_usd_per_1k,
+        )
         overrun = find_overrun(
             node_budget(self.node, self.spec),
             self.state.usage,
@@ -218,11 +240,18 @@ class AgentLoop:
             hint += f" (unset: the token_budget of {self.spec.name!r})"
         return hint
 
+    @property
+    def _most_searches(self) -> int:
+        """The web searches one call may make (each billed): its ``max_uses``."""
+        search = next((t for t in self.offered if t.name == WEB_SEARCH and t.runs_on_server), None)
+        return int(search.definition.get("max_uses", 0)) if search is not None else 0
+
     def _request(self) -> LLMRequest:
         spec, settings = self.spec, self.ctx.settings
-        schemas = [tool.schema() for tool in self._offered_tools()]
-        if spec.output_model is not None:
-            schemas.append(final_answer_schema(spec.output_model, spec.final_tool))
+        self._check_tools_registered()
+        schemas = [tool.definition for tool in self.offered]
+        if self.contract is not None:
+            schemas.append(self.contract.definition)
         ttl = settings.llm.prompt_cache_ttl
         return LLMRequest(
             model=self._model,
@@ -247,14 +276,13 @@ class AgentLoop:
             or self.ctx.settings.llm.cache_enabled
         )
 
-    def _offered_tools(self) -> list[Any]:
-        missing = [name for name in self.spec.tools if self.tools.get(name) is None]
+    def _check_tools_registered(self) -> None:
+        missing = unregistered(self.tool_names, self.tools)
         if missing:
             raise PermanentError(
                 f"tool(s) {', '.join(missing)} of {self.spec.name!r} are not registered in this "
                 "worker: start it with --import naming the module that registers them"
             )
-        return [self.tools.get(name) for name in self.spec.tools]
 
     # -- what a response means, by its stop_reason ----------------------------------
 
@@ -271,19 +299,23 @@ class AgentLoop:
         """``end_turn``, ``tool_use``, ``stop_sequence``: an answer, tool calls, or nothing."""
         content = sendable(response.content)
         if not any(block.get("type") in ("text", "tool_use") for block in content):
+            if content:  # server tools ran (paid for, and read again): kept in the turn
+                add_assistant_turn(self.state, content)
             return self._empty_answer()
         add_assistant_turn(self.state, content)
+        # Only tool_use is ours to run: a server_tool_use was run by the API, and its
+        # result is already in the content, which goes back as it came.
         calls = [block for block in content if block.get("type") == "tool_use"]
         if self._accept_final_answer(calls):
             return None
         if calls:
             self.state.pending = calls
             return None
-        if self.spec.output_model is not None:
-            add_user_text(self.state, f"Give your result by calling {self.spec.final_tool}.")
+        if self.contract is not None:
+            add_user_text(self.state, f"Give your result by calling {self.contract.tool_name}.")
             self.state.tool_errors_in_a_row += 1
             return self._too_many_tool_errors()
-        self.state.done, self.state.output = True, response.text()
+        self.state.done, self.state.output = True, final_text(response.content)
         return None
 
     def _empty_answer(self) -> Exception | None:
@@ -345,29 +377,17 @@ class AgentLoop:
     }
 
     def _accept_final_answer(self, calls: list[dict[str, Any]]) -> bool:
-        if self.spec.output_model is None:
+        if self.contract is None:
             return False
         for call in calls:
-            if call.get("name") != self.spec.final_tool:
+            if call.get("name") != self.contract.tool_name:
                 continue
-            output, problems = self._check_answer(call.get("input") or {})
+            output, problems = self.contract.check(call.get("input") or {})
             if output is not None and not problems:
-                self.state.done, self.state.output = True, output.model_dump(mode="json")
+                self.state.done, self.state.output = True, output
                 return True
             # otherwise answered as a failed tool call, so the model can correct it
         return False
-
-    def _check_answer(self, answer: dict[str, Any]) -> tuple[BaseModel | None, list[str]]:
-        """The answer as the output model, and its problems (none: accepted)."""
-        assert self.spec.output_model is not None
-        try:
-            output = self.spec.output_model.model_validate(answer)
-        except ValidationError as exc:
-            return None, [
-                f"it does not match the schema: {describe_validation_error(exc, 'input')}"
-            ]
-        problems = self.spec.check_output(output) if self.spec.check_output else []
-        return output, problems
 
     # -- one tool call --------------------------------------------------------------
 
@@ -394,7 +414,7 @@ class AgentLoop:
 
     def _call_tool(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
         """The call's outcome, its text redacted (by the ToolCaller for tools)."""
-        if name == self.spec.final_tool and self.spec.output_model is not None:
+        if self.contract is not None and name == self.contract.tool_name:
             return self._reject_final_answer(args)
         return self.tool_caller.call(name, args, call_id, self._reasoning)
 
@@ -407,7 +427,8 @@ class AgentLoop:
         return "\n".join(block.get("text", "") for block in content if block.get("type") == "text")
 
     def _reject_final_answer(self, args: dict[str, Any]) -> ToolOutcome:
-        _, problems = self._check_answer(args)
+        assert self.contract is not None
+        _, problems = self.contract.check(args)
         if problems:  # check_output is the user's code: it may quote anything
             return ToolOutcome(redact("rejected: " + "; ".join(problems), self.secrets), True)
         return ToolOutcome("accepted", is_error=False)
@@ -430,6 +451,29 @@ class AgentLoop:
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+def final_text(content: list[dict[str, Any]]) -> str:
+    """The answer's text, with the sources it cites listed after it: a web search's
+    citations are metadata of the text blocks, which a plain-text output would lose."""
+    blocks = [block for block in content if block.get("type") == "text"]
+    text = "".join(str(block.get("text", "")) for block in blocks)
+    sources = cited_sources(blocks)
+    if not sources:
+        return text
+    return text.rstrip() + "\n\nSources:\n" + "\n".join(f"- {source}" for source in sources)
+
+
+def cited_sources(blocks: list[dict[str, Any]]) -> list[str]:
+    """``Title <url>`` of every page the text blocks cite, once each, in order."""
+    seen: dict[str, str] = {}
+    for block in blocks:
+        for citation in block.get("citations") or []:
+            url = citation.get("url")
+            if url and url not in seen:
+                title = citation.get("title")
+                seen[url] = f"{title} <{url}>" if title else url
+    return list(seen.values())
 
 
 def node_budget(node: Node, spec: AgentSpec) -> Budget:

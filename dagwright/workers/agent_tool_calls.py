@@ -38,12 +38,20 @@ class ToolCaller:
     """
 
     def __init__(
-        self, ctx: NodeContext, spec: AgentSpec, tools: ToolRegistry, fence: DataFence
+        self,
+        ctx: NodeContext,
+        spec: AgentSpec,
+        tools: ToolRegistry,
+        fence: DataFence,
+        offered: tuple[str, ...] | None = None,
     ) -> None:
         self.ctx = ctx
         self.spec = spec
         self.tools = tools
         self.fence = fence
+        # The tools this node was offered (its own subset, those the settings allow):
+        # the only ones it may call.
+        self.offered = spec.tools if offered is None else offered
         self.secrets = known_secrets(ctx.settings)
 
     def call(
@@ -163,9 +171,9 @@ class ToolCaller:
 
     def _run_tool(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         """Run the tool (its outcome comes redacted: ``Tool.call``)."""
-        tool = self.tools.get(name) if name in self.spec.tools else None
+        tool = self.tools.get(name) if name in self.offered else None
         if tool is None:
-            refusal = f"no tool {name!r}; the tools are: {', '.join(self.spec.tools)}"
+            refusal = f"no tool {name!r}; the tools are: {', '.join(self.offered) or 'none'}"
             return ToolOutcome(refusal, is_error=True, refused_by_tool=True)
         return tool.call(self.ctx, args)
 

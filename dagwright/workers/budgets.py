@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dagwright.errors import BudgetExceededError
-from dagwright.llm.pricing import priced
+from dagwright.llm.pricing import WEB_SEARCH_USD_PER_1K, priced
 from dagwright.llm.protocol import LLMRequest, rough_tokens
 from dagwright.models import Budget, Usage, usd
 from dagwright.settings import ModelPrice
@@ -83,10 +83,21 @@ def next_call_input_tokens(
     return max(whole_request_estimate, last_call_tokens + added)
 
 
-def worst_case(input_estimate: int, max_tokens: int, price: ModelPrice | None) -> Usage:
+def worst_case(
+    input_estimate: int,
+    max_tokens: int,
+    price: ModelPrice | None,
+    *,
+    searches: int = 0,
+    search_usd_per_1k: float = WEB_SEARCH_USD_PER_1K,
+) -> Usage:
     """The most a call can spend: its estimated input, ``max_tokens`` out, at ``price``
-    (input priced as fresh input: no cache discount is counted on)."""
-    return priced(Usage(input_tokens=input_estimate, output_tokens=max_tokens), price)
+    (input priced as fresh input: no cache discount is counted on), and ``searches``
+    server-side web searches (its ``max_uses``)."""
+    usage = Usage(
+        input_tokens=input_estimate, output_tokens=max_tokens, web_search_requests=searches
+    )
+    return priced(usage, price, search_usd_per_1k)
 
 
 def limits_of(budget: Budget | None) -> list[tuple[Dimension, float]]:

@@ -14,13 +14,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from dagwright.models import Node, RetryPolicy
+from dagwright.settings import Settings
 from dagwright.workers.agent_loop import AgentSpec, run_agent
+from dagwright.workers.agent_tools import capability_lines, offered_tools
 from dagwright.workers.context import NodeContext
+from dagwright.workers.node_control import node_control_problems
 from dagwright.workers.registry import WorkerType
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.policy import ToolPolicy
 
 WORKSPACE_TOOLS = ("workspace_read", "workspace_write", "workspace_list")
+# Each offered only where the settings let it reach something (``agent_tools``).
+WEB_TOOLS = ("web_search", "web_fetch", "http_get")
 AGENT_RETRY = RetryPolicy(max_attempts=3, backoff_s=5, backoff_max_s=120)
 
 
@@ -53,8 +58,9 @@ def builtin_agents() -> list[AgentSpec]:
     return [
         spec(
             "researcher",
-            "Gathers facts from its inputs and from web pages of allowed domains.",
-            ("read_input", "http_get", *WORKSPACE_TOOLS),
+            "Gathers and checks facts, with sources, from its inputs and whatever web "
+            "access its tools give it here.",
+            ("read_input", *WEB_TOOLS, *WORKSPACE_TOOLS),
         ),
         spec(
             "writer",
@@ -88,9 +94,10 @@ def agent_worker_type(spec: AgentSpec, tools: ToolRegistry) -> WorkerType:
         return run_agent(ctx, node, spec, tools)
 
     def check_node(node: Node) -> list[str]:
+        problems = node_control_problems(node, spec)
         if not node.instruction:
-            return [f"a {spec.name} node needs `instruction:` saying what to do"]
-        return []
+            problems.insert(0, f"a {spec.name} node needs `instruction:` saying what to do")
+        return problems
 
     return WorkerType(
         name=spec.name,
@@ -101,4 +108,12 @@ def agent_worker_type(spec: AgentSpec, tools: ToolRegistry) -> WorkerType:
         default_retry=AGENT_RETRY,
         tools=spec.tools,
         model=spec.model,
+        capabilities=lambda settings: agent_capabilities(spec, tools, settings),
     )
+
+
+def agent_capabilities(spec: AgentSpec, tools: ToolRegistry, settings: Settings) -> list[str]:
+    """The tools ``spec`` is offered under ``settings``, one line each (the final answer
+    tool aside); a type offered none says so, so the planner gives it no web work."""
+    lines = capability_lines(offered_tools(spec.tools, tools, settings), settings)
+    return lines or ["(no tools here: it works from its instruction and inputs alone)"]

@@ -25,6 +25,7 @@ from typing import Any, TypeVar, overload
 
 from dagwright.errors import ConfigurationError
 from dagwright.workers.agent_loop import AgentSpec
+from dagwright.workers.agent_tools import unregistered
 from dagwright.workers.builtin_agents import agent_worker_type
 from dagwright.workers.context import NodeContext
 from dagwright.workers.registry import WorkerRegistry, WorkerType
@@ -188,7 +189,7 @@ def add_one(registry: WorkerRegistry, declared: Declaration) -> None:
 
 def add_agent(registry: WorkerRegistry, spec: AgentSpec) -> WorkerType:
     """Add an LLM worker type (its queue is ``dw.<name>``); its tools must be registered."""
-    unknown = [name for name in spec.tools if registry.tools.get(name) is None]
+    unknown = unregistered(spec.tools, registry.tools)
     if unknown:
         raise ConfigurationError(
             f"agent type {spec.name!r} names unknown tool(s) {', '.join(unknown)}: declare "

@@ -21,6 +21,7 @@ from typing import Any
 from dagwright.errors import ConfigurationError
 from dagwright.keys import NODE_EXECUTE_TASK, queue_for
 from dagwright.models import Node, RetryPolicy
+from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.function_registry import FunctionRegistry
 from dagwright.workers.tools.base import ToolRegistry
@@ -40,6 +41,10 @@ class WorkerType:
     default_retry: RetryPolicy = field(default_factory=RetryPolicy)
     tools: tuple[str, ...] = ()
     model: str | None = None  # agents: None means settings.default_model
+    capabilities: Callable[[Settings], list[str]] | None = None
+    """What the type can do in a deployment of these settings, one line per tool it is
+    offered there (``name: what it does``): the planner's catalog and ``worker-types``
+    show these rather than ``tools``, which may name tools the settings leave out."""
     internal: bool = False  # dagwright's own (the planner): not in plans, not in the catalog
     queue_name: str | None = None  # None: dw.<name>
     task: str = NODE_EXECUTE_TASK  # the Celery task its nodes are published as
@@ -105,9 +110,22 @@ class WorkerRegistry:
     def node_problems(self, node: Node) -> list[str]:
         worker_type = self.get(node.type)
         problems = worker_type.check_node(node)
-        if node.budget is not None and worker_type.kind != "agent":
-            problems.append(f"`budget:` limits LLM calls, which a {node.type} node does not make")
+        if worker_type.kind != "agent":
+            problems += not_for_non_agents(node)
         return problems
+
+
+# What only an agent node may set: its LLM calls' budget, model, answer and tools.
+AGENT_ONLY_FIELDS = ("budget", "output_schema", "model", "max_tokens", "tools")
+
+
+def not_for_non_agents(node: Node) -> list[str]:
+    """The agent-only fields a node of a non-agent type sets, one problem each."""
+    return [
+        f"`{name}:` is for LLM calls, which a {node.type} node does not make"
+        for name in AGENT_ONLY_FIELDS
+        if getattr(node, name) is not None
+    ]
 
 
 def import_user_modules(modules: Iterable[str]) -> list[ModuleType]:

@@ -35,9 +35,18 @@ PASSED_SETTINGS = (
     "llm_rate_window_s",
     "llm_rate_max_wait_s",
     "sandbox_backend",
+    "sandbox_python",
+    "web_search",
+    "web_fetch",
 )
 # Passed as JSON.
-PASSED_JSON_SETTINGS = ("concurrency_limits", "llm_rate_limits", "mcp_servers", "agent_mcp")
+PASSED_JSON_SETTINGS = (
+    "concurrency_limits",
+    "llm_rate_limits",
+    "mcp_servers",
+    "agent_mcp",
+    "web_search_allowed_domains",
+)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

@@ -33,6 +33,7 @@ from dagwright.errors import (
     ToolTimeoutError,
 )
 from dagwright.redaction import known_secrets, redact
+from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.docstrings import argument_descriptions, tool_description
 from dagwright.workers.signatures import (
@@ -75,6 +76,13 @@ class Tool:
     """Whether what it returns comes from outside the agent (a web page, a file, another
     node's output, an MCP server's answer): its results then reach the model as delimited
     untrusted data (``workers/untrusted.py``), like the agent's inputs."""
+    offered_when: Callable[[Settings], bool] | None = None
+    """Whether the deployment's settings let the tool do anything (None: always): a
+    tool that would refuse every call (``http_get`` with no allowed domain) is not
+    offered to the model, nor listed in the planner's catalog."""
+
+    def offered(self, settings: Settings) -> bool:
+        return self.offered_when is None or self.offered_when(settings)
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition."""
@@ -185,6 +193,7 @@ class ToolRegistry:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         carries_outside_content: bool = False,
+        offered_when: Callable[[Settings], bool] | None = None,
     ) -> Tool:
         name = name or func.__name__
         if name in self._tools and self._tools[name].func is not func:
@@ -203,6 +212,7 @@ class ToolRegistry:
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
             carries_outside_content=carries_outside_content,
+            offered_when=offered_when,
         )
         self._tools[name] = tool
         return tool

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from dagwright.errors import ToolError
-from dagwright.settings import HttpToolSettings
+from dagwright.settings import HttpToolSettings, Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.followups import propose_followup
@@ -88,6 +88,11 @@ def http_get(ctx: NodeContext, url: str) -> str:
     raise ToolError(f"more than {MAX_REDIRECTS} redirects")
 
 
+def can_fetch(settings: Settings) -> bool:
+    """Whether http_get may fetch anything here: offered to agents only then."""
+    return bool(settings.http_tool.allowed_domains)
+
+
 def check_allowed_url(url: str, allowed_domains: Sequence[str]) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
@@ -131,6 +136,7 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
         timeout_s=60.0,
         max_output_chars=HTTP_GET_MAX_CHARS,
         carries_outside_content=True,
+        offered_when=can_fetch,
     )
     tools.register(
         run_python, timeout_s=RUN_PYTHON_TIMEOUT_S, max_output_chars=RUN_PYTHON_MAX_CHARS
