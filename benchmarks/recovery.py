@@ -309,7 +309,7 @@ def worker_env(settings: Settings, fake_llm: FakeAnthropicServer) -> dict[str, s
         DAGWRIGHT_REDIS_URL=settings.redis_url or "",
         DAGWRIGHT_BROKER_URL=settings.broker_url or "",
         DAGWRIGHT_DATA_DIR=str(settings.data_dir),
-        DAGWRIGHT_CONFIG_FILE=str(settings.data_dir / "none.toml"),
+        DAGWRIGHT_CONFIG_FILE=os.devnull,
         ANTHROPIC_BASE_URL=fake_llm.base_url,
         ANTHROPIC_API_KEY="benchmark",
     )

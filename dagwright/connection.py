@@ -50,6 +50,14 @@ def resolve_redis_url(settings: Settings) -> str | None:
     return record.redis_url if record else None
 
 
+def not_redis(url: str, exc: BaseException) -> ConfigurationError:
+    """The error for a URL whose server answers, but not as Redis (an HTTP server, a
+    database): a wrong port in the settings, not an outage."""
+    return ConfigurationError(
+        f"{redact_url(url)} does not answer as Redis ({exc}): check the port in DAGWRIGHT_REDIS_URL"
+    )
+
+
 def require_redis_url(settings: Settings) -> str:
     url = resolve_redis_url(settings)
     if not url:
@@ -149,6 +157,8 @@ def translate_redis_errors(url: str) -> Iterator[None]:
             "password in DAGWRIGHT_REDIS_URL (or DAGWRIGHT_REDIS_USERNAME / "
             "DAGWRIGHT_REDIS_PASSWORD)"
         ) from exc
+    except redis.exceptions.InvalidResponse as exc:  # what answers there speaks no RESP
+        raise not_redis(url, exc) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise BrokerUnavailableError(
             f"cannot reach Redis at {redact_url(url)} ({exc}); {unreachable_hint(exc)}"

@@ -15,7 +15,7 @@ what it needs becomes a failed check, never an exception: the doctor must report
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.llm.model_ids import unpriced
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.replay import dead_letters
+from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redaction import known_secrets
 from dagwright.resilience.breakers import Breakers, BreakerStatus
@@ -44,6 +45,7 @@ from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
 from dagwright.settings import RedisAccess, Settings
 from dagwright.workers import WorkerRegistry
+from dagwright.workers.capabilities import LLM_KINDS, WorkerCapabilities
 
 if TYPE_CHECKING:
     from dagwright.workers.mcp.probe import ServerProbe
@@ -230,6 +232,7 @@ def state_checks(runtime: Runtime, broker: Broker | None) -> list[Check]:
     """The checks that read the state store; ``broker`` None: it is unreachable."""
     return [
         *guarded("workers", lambda: fleet_checks(read_fleet(runtime, broker))),
+        *guarded("workers", lambda: capability_checks(runtime)),
         *guarded("reconciler", lambda: [check_reconciler(runtime)]),
         *guarded("breakers", lambda: [check_breakers(runtime.breakers)]),
         *guarded("dlq", lambda: [check_dlq(dead_letters(runtime).stats())]),
@@ -294,6 +297,41 @@ def live_workers(runtime: Runtime) -> dict[str, frozenset[str]]:
         for key, queues in zip(keys, pipe.execute(), strict=True)
         if queues is not None
     }
+
+
+def capability_checks(runtime: Runtime) -> list[Check]:
+    """One line per live worker: what it can run, as a submit sees it (a plan no live
+    worker can run is refused there: orchestrator/control/runnable.py)."""
+    workers = LiveCapabilities(runtime).read(fresh=True)
+    llm_types = {wt.name for wt in runtime.registry.types(include_internal=True)}
+    llm_types = {name for name in llm_types if runtime.registry.get(name).kind in LLM_KINDS}
+    return [
+        check_capabilities(hostname, capabilities, llm_types)
+        for hostname, capabilities in sorted(workers.items())
+    ]
+
+
+def check_capabilities(
+    hostname: str, capabilities: WorkerCapabilities, llm_types: set[str]
+) -> Check:
+    def listed(names: Iterable[str]) -> str:
+        return ", ".join(sorted(names)) or "none"
+
+    name = f"worker {hostname}"
+    detail = (
+        f"types: {listed(capabilities.worker_types)} · "
+        f"functions: {listed(capabilities.functions)} · "
+        f"imports: {listed(capabilities.imports)} · LLM: {capabilities.llm or 'none'}"
+    )
+    starved = sorted(capabilities.worker_types & llm_types) if not capabilities.llm else []
+    if starved:
+        return warn(
+            name,
+            detail,
+            f"its {', '.join(starved)} nodes cannot call a model: set ANTHROPIC_API_KEY or "
+            "ANTHROPIC_BASE_URL in its environment",
+        )
+    return ok(name, detail)
 
 
 def registered_queues(registry: WorkerRegistry) -> dict[str, list[str]]:

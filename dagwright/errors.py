@@ -10,6 +10,8 @@
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
+    │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
+    │   ├── IdempotencyConflictError  the key names a run started with another request
     │   └── ConfigurationError     settings are missing or contradictory
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
@@ -116,6 +118,36 @@ class ConfigurationError(InputError):
 class UnpricedModelError(InputError):
     """A run with a USD budget would call a model missing from ``model_prices``: its cost
     could not be counted against the budget, so the run is refused at submit."""
+
+
+class UnrunnablePlanError(InputError):
+    """Workers are live, and none of them can run some node of the plan: a worker type,
+    a function or an LLM endpoint is missing from every one (refused at submit, not
+    dead-lettered node by node).
+
+    Attributes:
+        problems: what is missing, each a sentence that says where to set it.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class IdempotencyConflictError(InputError):
+    """An idempotency key reused with another plan or goal (HTTP's 409): the key names the
+    run the first submit started, which this submit would not be a retry of.
+
+    Attributes:
+        run_id: the run the key names.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"this idempotency key was used for run {shown_id(run_id)} with another plan or "
+            "goal: use a new key for a different request"
+        )
 
 
 class BrokerUnavailableError(DagwrightError):

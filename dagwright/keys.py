@@ -121,6 +121,13 @@ class Keys:
     def worker_heartbeat_pattern(self) -> str:
         return f"{self.prefix}workers:*"
 
+    @property
+    def worker_capabilities(self) -> str:
+        """Hash hostname -> JSON of what that worker can run, and until when the entry
+        holds (workers/capabilities.py): read in one round trip by a submit. Outside
+        ``workers:*``, which names only presence records."""
+        return f"{self.prefix}worker-capabilities"
+
     def breaker_namespace(self, name: str) -> str:
         """pybreaker's namespace of a breaker (its keys: ``<namespace>:pybreaker:...``)."""
         return f"{self.prefix}breaker:{name}"

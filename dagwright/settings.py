@@ -2,8 +2,9 @@
 
 Precedence, highest first: a command-line flag (the CLI passes it to ``Settings(...)``),
 an environment variable ``DAGWRIGHT_<NAME>``, the TOML file named by
-``DAGWRIGHT_CONFIG_FILE`` (default ``./dagwright.toml``, optional), then the defaults
-below. The object is passed to whatever needs it; nothing reads a module-level global.
+``DAGWRIGHT_CONFIG_FILE`` (which must exist if set; default ``./dagwright.toml``, if
+there is one), then the defaults below. The object is passed to whatever needs it;
+nothing reads a module-level global.
 
 Code that needs only one group of settings (the sandbox, the LLM client, the http_get
 tool, the planner's bounds) is given that group's frozen view (``settings.sandbox``,
@@ -19,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -37,6 +38,11 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from dagwright.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 
 def default_data_dir() -> Path:
@@ -654,8 +660,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = os.environ.get("DAGWRIGHT_CONFIG_FILE", "dagwright.toml")
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file))
+        return (init_settings, env_settings, config_file_source(settings_cls))
 
     @field_validator(
         "imports",
@@ -970,3 +975,32 @@ class PlannerBounds:
     max_timeout_s: float
     max_retry_delay_s: float
     max_sleep_s: float
+
+
+class CheckedTomlSource(TomlConfigSettingsSource):
+    """The TOML source, with a file that does not parse refused in one line that names it
+    (pydantic-settings lets tomllib's error through, which reads as a crash)."""
+
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
+        try:
+            return super()._read_file(file_path)
+        except ValueError as exc:  # tomllib.TOMLDecodeError
+            raise ConfigurationError(
+                f"{file_path} is not valid TOML ({exc}): fix it, or point "
+                "DAGWRIGHT_CONFIG_FILE at another file"
+            ) from exc
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read {file_path}: {exc}") from exc
+
+
+def config_file_source(settings_cls: type[BaseSettings]) -> CheckedTomlSource:
+    """``DAGWRIGHT_CONFIG_FILE``, which must exist when it is set (``/dev/null`` for no
+    file); else ``./dagwright.toml`` if there is one. A file named on purpose and missing
+    is a typo, not "no settings"."""
+    named = os.environ.get("DAGWRIGHT_CONFIG_FILE")
+    if named and (not Path(named).exists() or Path(named).is_dir()):  # /dev/null: none
+        raise ConfigurationError(
+            f"DAGWRIGHT_CONFIG_FILE names {named}, which is not a file: fix the path, or "
+            "unset it to read ./dagwright.toml"
+        )
+    return CheckedTomlSource(settings_cls, named or "dagwright.toml")

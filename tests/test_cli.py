@@ -177,6 +177,33 @@ def test_validate(env: dict[str, str]) -> None:
     assert dagwright("validate", CYCLE, env=env).returncode == 2
 
 
+def test_validate_lists_every_problem_and_its_json_is_json(tmp_path: Path) -> None:
+    env = cli_env(None, tmp_path / "data")
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        '{"output": "q", "nodes": [{"id": "a", "type": "nope", "depends_on": ["zz"]},'
+        ' {"id": "b", "type": "function", "function": "not_there"}]}'
+    )
+    text = dagwright("validate", str(plan), env=env)
+    assert text.returncode == 2 and text.stdout == ""
+    lines = text.stderr.splitlines()
+    assert lines[0] == f"error: {plan}: 4 problems:"
+    assert len(lines) == 5 and all(line.startswith("  - ") for line in lines[1:])
+    assert "(and" not in text.stderr
+    as_json = dagwright("validate", str(plan), "--json", env=env)
+    assert as_json.returncode == 2 and as_json.stderr == ""
+    report = json_out(as_json)
+    assert report["valid"] is False and report["file"] == str(plan)
+    assert [f"  - {problem}" for problem in report["problems"]] == lines[1:]
+    assert any("not_there" in problem for problem in report["problems"])
+    missing = json_out(dagwright("validate", str(tmp_path / "none.yaml"), "--json", env=env))
+    assert missing == {
+        "valid": False,
+        "file": str(tmp_path / "none.yaml"),
+        "problems": [f"no such plan file: {tmp_path / 'none.yaml'}"],
+    }
+
+
 @pytest.mark.subprocess
 def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
     env = cli_env(None, tmp_path / "data", DAGWRIGHT_REDIS_URL="redis://127.0.0.1:1/0")

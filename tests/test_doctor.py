@@ -52,8 +52,15 @@ def live_env(settings: Settings, worker: Any, redis_client: redis.Redis, tmp_pat
 def test_with_a_live_worker_every_check_passes_or_only_warns(live_env: dict[str, str]) -> None:
     code, report = doctor_json(live_env)
     assert code == 0 and report["ok"] is True, report
-    assert [check["name"] for check in report["checks"]] == CHECKS
+    names = [check["name"] for check in report["checks"]]
+    workers = [name for name in names if name.startswith("worker ")]
+    assert [name for name in names if name not in workers] == CHECKS
     checks = by_name(report)
+    # One line per live worker: what it can run, as a submit checks plans against it.
+    assert len(workers) == 1 and checks[workers[0]]["status"] == "ok"
+    detail = checks[workers[0]]["detail"]
+    assert "types: " in detail and "planner" in detail and "noop" in detail
+    assert "imports: tests.support.functions" in detail and "LLM: anthropic api key" in detail
     for name in ("broker", "workers", "reconciler", "breakers", "dlq", "beat", "llm"):
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["redis"]["status"] in ("ok", "warn")  # the test Valkey has no AOF
@@ -69,8 +76,9 @@ def test_human_output_is_a_line_per_check_and_a_verdict(live_env: dict[str, str]
     result = dagwright("doctor", env=live_env)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = [line for line in result.stdout.splitlines() if not line.lstrip().startswith("→")]
-    assert [line.split()[1] for line in lines] == CHECKS
-    assert lines[2].startswith("✔ workers")
+    names = [line.split()[1] for line in lines]
+    assert [name for name in names if name != "worker"] == CHECKS
+    assert lines[2].startswith("✔ workers") and lines[3].startswith("✔ worker ")
     assert "Traceback" not in result.stderr
     assert "failure" not in result.stderr
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from dagwright import Client, PlanError, Settings
+from dagwright.errors import IdempotencyConflictError
 from dagwright.orchestrator.control.submission import IdempotencyKeys
 from dagwright.orchestrator.runtime import Runtime
-from tests.support.cli import cli_env, dagwright, json_out
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 
 NOOP = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}
 
@@ -74,3 +75,41 @@ def test_run_takes_an_idempotency_key(
     first = json_out(dagwright("run", plan, "--json", "--idempotency-key", "k1", env=env))
     second = json_out(dagwright("run", plan, "--json", "--idempotency-key", "k1", env=env))
     assert first["run_id"] == second["run_id"] and second["status"] == "succeeded"
+
+
+def test_a_key_reused_with_another_plan_is_refused_naming_the_run(
+    no_worker_settings: Settings,
+) -> None:
+    client = Client(no_worker_settings)
+    first = client.submit(NOOP, idempotency_key="nightly")
+    other = {"nodes": [{"id": "b", "type": "function", "function": "noop"}]}
+    with pytest.raises(IdempotencyConflictError) as refused:
+        client.submit(other, idempotency_key="nightly")
+    assert refused.value.run_id == first.run_id
+    assert first.run_id in str(refused.value)
+    with pytest.raises(IdempotencyConflictError):  # the same plan asking for more
+        client.submit(NOOP, idempotency_key="nightly", timeout_s=60)
+    assert client.submit(NOOP, idempotency_key="nightly").run_id == first.run_id
+    assert run_count(client) == 1
+
+
+def test_a_goal_reused_with_another_goal_is_refused(no_worker_settings: Settings) -> None:
+    client = Client(no_worker_settings)
+    first = client.submit(goal="count the words", idempotency_key="g")
+    assert client.submit(goal="count the words", idempotency_key="g").run_id == first.run_id
+    with pytest.raises(IdempotencyConflictError):
+        client.submit(goal="count the letters", idempotency_key="g")
+
+
+def test_run_with_a_reused_key_and_another_plan_exits_2_naming_the_run(
+    no_worker_settings: Settings, tmp_path: Path
+) -> None:
+    env = cli_env(no_worker_settings, tmp_path / "data")
+    key = ("--idempotency-key", "k1", "--no-wait", "--json")
+    first = json_out(dagwright("run", "examples/plans/diamond.yaml", *key, env=env))
+    other = tmp_path / "other.json"
+    other.write_text('{"nodes": [{"id": "b", "type": "function", "function": "noop"}]}')
+    refused = dagwright("run", str(other), *key, env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line = one_error_line(refused)
+    assert first["run_id"] in line and "another plan or goal" in line

@@ -75,9 +75,22 @@ def test_a_plan_file_with_huge_ids_is_refused_in_one_short_line(
         path.write_text(json.dumps(plan))
         refused = dagwright("validate", str(path), env=env)
         assert refused.returncode == 2
-        line = one_error_line(refused)
-        # cut where shown, or refused by the id's length limit without being shown
-        assert len(line) < SHORT_LINE_CHARS + len(str(path)) and HUGE_ID not in line
+        # every problem listed, one short line each: cut where shown, or refused by the
+        # id's length limit without being shown
+        lines = problem_lines(refused)
+        for line in lines:
+            assert len(line) < SHORT_LINE_CHARS + len(str(path)) and HUGE_ID not in line
+        assert len(lines) == 1 if plan is bad_id else len(lines) > 2
+
+
+def problem_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    """The problems `validate` lists: one error line, or a heading and one line each."""
+    lines = result.stderr.strip().splitlines()
+    if len(lines) == 1:
+        return [one_error_line(result)]
+    assert lines[0].startswith("error: ") and lines[0].endswith(f" {len(lines) - 1} problems:")
+    assert all(line.startswith("  - ") for line in lines[1:]), result.stderr
+    return [line.removeprefix("  - ") for line in lines[1:]]
 
 
 def test_the_client_cuts_every_kind_of_id_it_refuses(client: Client) -> None:

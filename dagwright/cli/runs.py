@@ -29,6 +29,7 @@ from dagwright.cli.options import (
 from dagwright.cli.output import (
     ProgressDisplay,
     print_audit,
+    print_error,
     print_event,
     print_json,
     print_result,
@@ -359,9 +360,14 @@ def validate(
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
-    """Check a plan file without running it (exit 2 and the problems if it is invalid)."""
+    """Check a plan file without running it (exit 2 and every problem if it is invalid:
+    one line each; with --json, ``{"valid": false, "problems": [...]}``)."""
     settings = settings_from(imports)
-    graph = check_plan_file(plan_file, settings)
+    try:
+        graph = check_plan_file(plan_file, settings)
+    except PlanError as exc:
+        report_plan_problems(exc, str(plan_file), json_output=json_output)
+        raise typer.Exit(ExitCode.INPUT_ERROR) from None
     if json_output:
         print_json(
             {"valid": True, "nodes": len(graph.plan.nodes), "order": graph.topological_order}
@@ -370,6 +376,20 @@ def validate(
         typer.echo(
             f"{plan_file}: valid, {len(graph.plan.nodes)} nodes, roots: {', '.join(graph.roots)}"
         )
+
+
+def report_plan_problems(exc: PlanError, plan_file: str, *, json_output: bool) -> None:
+    """Every problem of an invalid plan: a JSON object on stdout, or one line each on
+    stderr (a single problem stays the one line any refused command prints)."""
+    if json_output:
+        print_json({"valid": False, "file": plan_file, "problems": exc.problems})
+    elif len(exc.problems) == 1:
+        print_error(exc.summary())
+    else:
+        source = f"{exc.source}: " if exc.source else ""
+        print_error(f"{source}{len(exc.problems)} problems:")
+        for problem in exc.problems:
+            stderr.print(f"  - {escape(problem)}", soft_wrap=True)
 
 
 def status(run_id: str, json_output: JsonOption = False) -> None:

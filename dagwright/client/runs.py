@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from dagwright.client.dead_letters import DeadLetterClient
     from dagwright.client.schedules import ScheduleClient
     from dagwright.orchestrator.broker import Broker
+    from dagwright.orchestrator.control.runnable import LiveCapabilities
     from dagwright.telemetry.run_trace import Trace
 
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
@@ -58,6 +59,13 @@ class Client:
     @cached_property
     def runtime(self) -> Runtime:
         return Runtime.from_settings(self.settings.model_copy(update={"redis_url": self.redis_url}))
+
+    @cached_property
+    def live_workers(self) -> LiveCapabilities:
+        """What the live workers can run, which a submit checks its plan against."""
+        from dagwright.orchestrator.control.runnable import LiveCapabilities
+
+        return LiveCapabilities(self.runtime)
 
     @cached_property
     def app(self) -> DagwrightCelery:
@@ -129,7 +137,11 @@ class Client:
         fails. ``response_cache=True`` (else the plan's ``response_cache``) answers the
         run's agent calls, its planner's included, from the cross-run response cache when
         the very same request was answered before: no model call, 0 tokens. Raises
-        PlanError (with every problem) or InputError before anything is written.
+        PlanError (with every problem) or InputError before anything is written:
+        UnrunnablePlanError when workers are live and none of them can run some node (a
+        function or worker type they do not import, no LLM endpoint for an agent), and
+        IdempotencyConflictError when ``idempotency_key`` names a run started with
+        another plan or goal.
         """
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.planning.goals import GoalOptions, requested_budget
@@ -157,6 +169,7 @@ class Client:
             max_concurrent_nodes=max_concurrent_nodes,
             timeout_s=timeout_s,
             response_cache=response_cache,
+            live_workers=self.live_workers,
         )
         return RunHandle(self, run_id)
 

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from dagwright.errors import InputError, PermanentError, PlanError
+from dagwright.errors import (
+    ConfigurationError,
+    InputError,
+    LLMNotConfiguredError,
+    PermanentError,
+    PlanError,
+)
 from dagwright.keys import Keys
 from dagwright.llm import build_llm
 from dagwright.models import Budget, Node, NodeStatus, Plan, Usage
@@ -285,8 +291,12 @@ def plan_locally(
     settings: Settings, request: PlanRequest, registry: WorkerRegistry
 ) -> tuple[Plan, Usage]:
     """Plan a goal in this process, writing nothing: the plan (synthesis included) and
-    what the planner's LLM calls used."""
-    llm = build_llm(settings.llm, None, Keys(settings.key_prefix))
+    what the planner's LLM calls used. ConfigurationError if no LLM endpoint is set:
+    here, unlike on a worker, the one who can set it is the caller."""
+    try:
+        llm = build_llm(settings.llm, None, Keys(settings.key_prefix))
+    except LLMNotConfiguredError as exc:
+        raise ConfigurationError(str(exc)) from exc
     services = MemoryServices(llm, run_budget=request.budget)  # no workspace when planning
     ctx = services.context(settings=settings, run_id="local", node_id=PLAN_NODE_ID)
     node = planner_graph(request).plan.nodes[0]

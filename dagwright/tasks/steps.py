@@ -15,13 +15,16 @@ from typing import Any, Protocol
 
 from celery import bootsteps
 
-from dagwright.keys import Keys
+from dagwright.orchestrator.runtime import Runtime
 from dagwright.tasks.env import execution_env, reconciler_for
 from dagwright.tasks.reconciler_service import one_pass, release
+from dagwright.workers.capabilities import WorkerCapabilities
 
 log = logging.getLogger(__name__)
 
 PRESENCE_INTERVAL_S = 5.0
+PRESENCE_TTL_S = int(PRESENCE_INTERVAL_S * 3)  # a worker missing two refreshes is gone
+DEAD_WORKER_GRACE_S = 60.0  # an expired capabilities entry is removed after this
 
 
 class ReconcilerStep(bootsteps.StartStopStep):
@@ -51,7 +54,9 @@ class ReconcilerStep(bootsteps.StartStopStep):
 
 
 class PresenceStep(bootsteps.StartStopStep):
-    """Keep ``dw:workers:<hostname>`` alive while the worker runs: which queues it serves."""
+    """Keep ``dw:workers:<hostname>`` alive while the worker runs (which queues it
+    serves), and its entry of ``dw:worker-capabilities`` (what it can run, for submits:
+    workers/capabilities.py)."""
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
@@ -59,6 +64,7 @@ class PresenceStep(bootsteps.StartStopStep):
         super().__init__(parent, **kwargs)
         self._timer: Any = None
         self._started = time.time()
+        self._capabilities: WorkerCapabilities | None = None
 
     def start(self, parent: Any) -> None:
         self._announce(parent)
@@ -72,9 +78,10 @@ class PresenceStep(bootsteps.StartStopStep):
             self._timer = None
         try:
             runtime = execution_env(parent.app).runtime
-            runtime.client.delete(
-                Keys(runtime.settings.key_prefix).worker_heartbeat(parent.hostname)
-            )
+            pipe = runtime.client.pipeline(transaction=False)
+            pipe.delete(runtime.keys.worker_heartbeat(parent.hostname))
+            pipe.hdel(runtime.keys.worker_capabilities, parent.hostname)
+            pipe.execute()
         except Exception:
             log.debug("could not withdraw the presence record", exc_info=True)
 
@@ -84,16 +91,47 @@ class PresenceStep(bootsteps.StartStopStep):
         try:
             runtime = execution_env(parent.app).runtime
             key = runtime.keys.worker_heartbeat(parent.hostname)
-            queues = ",".join(sorted(parent.app.amqp.queues.consume_from))
+            consumed = sorted(parent.app.amqp.queues.consume_from)
+            capabilities = self._capabilities_of(runtime, consumed)
+            now = time.time()
             pipe = runtime.client.pipeline(transaction=False)
             pipe.hset(
                 key,
-                mapping={"queues": queues, "pid": os.getpid(), "started_at": int(self._started)},
+                mapping={
+                    "queues": ",".join(consumed),
+                    "pid": os.getpid(),
+                    "started_at": int(self._started),
+                },
             )
-            pipe.expire(key, int(PRESENCE_INTERVAL_S * 3))
-            pipe.execute()
+            pipe.expire(key, PRESENCE_TTL_S)
+            pipe.hset(
+                runtime.keys.worker_capabilities,
+                parent.hostname,
+                capabilities.to_json(expires_at=now + PRESENCE_TTL_S),
+            )
+            pipe.hgetall(runtime.keys.worker_capabilities)
+            entries = pipe.execute()[-1]
+            forget_dead_workers(runtime, entries, now)
         except Exception:
             log.warning("could not refresh the worker's presence record", exc_info=True)
+
+    def _capabilities_of(self, runtime: Runtime, queues: list[str]) -> WorkerCapabilities:
+        """Built once: the registry and the settings do not change while the worker runs."""
+        if self._capabilities is None:
+            self._capabilities = WorkerCapabilities.of(runtime.registry, runtime.settings, queues)
+        return self._capabilities
+
+
+def forget_dead_workers(runtime: Runtime, entries: dict[str, str], now: float) -> None:
+    """Drop the capabilities of workers that stopped refreshing them a while ago (killed
+    without a chance to withdraw them); readers already ignore expired entries."""
+    dead = [
+        hostname
+        for hostname, raw in entries.items()
+        if WorkerCapabilities.from_json(raw)[1] < now - DEAD_WORKER_GRACE_S
+    ]
+    if dead:
+        runtime.client.hdel(runtime.keys.worker_capabilities, *dead)
 
 
 class Endpoint(Protocol):

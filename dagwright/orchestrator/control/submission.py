@@ -8,9 +8,10 @@ import math
 import time
 from collections.abc import Callable
 
-from dagwright.errors import InputError
+from dagwright.errors import IdempotencyConflictError, InputError
 from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.runstate.creation import Creation, KeyClaim, NewRun
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
@@ -55,16 +56,20 @@ def start_run(
     max_concurrent_nodes: int | None = None,
     timeout_s: float | None = None,
     response_cache: bool | None = None,
+    live_workers: LiveCapabilities | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id. PlanError (with every
     problem) or InputError before anything is written. ``extra``: more fields of the
     run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
-    run the first one started, whatever it asks for. ``max_concurrent_nodes``: most of
-    the run's nodes running at once (orchestrator/execution/limits.py). ``timeout_s``
-    (else the plan's): the run's wall-clock limit, enforced by the reconciler.
+    run the first one started, if it asks for the same (else IdempotencyConflictError).
+    ``max_concurrent_nodes``: most of the run's nodes running at once
+    (orchestrator/execution/limits.py). ``timeout_s`` (else the plan's): the run's
+    wall-clock limit, enforced by the reconciler.
     ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
-    (read back by claim.lua with each node, so it costs no round trip)."""
+    (read back by claim.lua with each node, so it costs no round trip). Given
+    ``live_workers``, UnrunnablePlanError if workers are live and none can run some
+    node (a scheduled run is not checked: nobody is there to read the refusal)."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -74,10 +79,7 @@ def start_run(
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
     budget = run_budget(plan, options.budget)
     fields.update(run_fields(budget))
-    if max_concurrent_nodes is not None:
-        if max_concurrent_nodes < 1:
-            raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
-        fields["max_concurrent_nodes"] = max_concurrent_nodes
+    fields.update(concurrency_fields(max_concurrent_nodes))
     if run_response_cache(response_cache, plan):
         fields["response_cache"] = 1
     run_timeout_s = run_timeout(timeout_s, plan)
@@ -97,11 +99,15 @@ def start_run(
         graph = planner_graph(request)
         status, output_nodes = RunStatus.PLANNING, []
         models = models_of_goal(runtime.registry, settings, request.worker_types)
+        needs = needs_of_goal()
     else:
         assert plan is not None
         graph = check_plan(plan, settings, runtime.registry)
         models = models_of_plan(plan, runtime.registry, settings)
+        needs = needs_of_plan(plan, runtime.registry)
     check_usd_budget_is_priced(budget, models, settings)
+    if live_workers is not None:
+        live_workers.require(needs, settings.imports)
     new_run = NewRun.of(
         graph, runtime.dispatch_for, status=status, output_nodes=output_nodes, extra=fields
     )
@@ -113,6 +119,15 @@ def start_run(
     if creation.owner == run_id:
         dispatch(broker, runtime.machine, creation.ready)
     return creation.owner
+
+
+def concurrency_fields(max_concurrent_nodes: int | None) -> dict[str, str | int]:
+    """The run hash's field of a concurrency limit given at submit (none without one)."""
+    if max_concurrent_nodes is None:
+        return {}
+    if max_concurrent_nodes < 1:
+        raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
+    return {"max_concurrent_nodes": max_concurrent_nodes}
 
 
 def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
@@ -144,16 +159,27 @@ class IdempotencyKeys:
     key names a run that exists. One taken by an older client, which claimed first and
     wrote its run after, may name a run not yet written: that run is waited for a moment,
     and if it never appears (its submitter died in between) the key is taken over.
+
+    A keyed run records a digest of what it was asked for (``request_digest``): a submit
+    repeating the key with another plan or goal is refused (IdempotencyConflictError), as
+    an HTTP API answers 409, rather than handed a run it did not ask for. A run written
+    by an older client has no digest, and any repeat gets it as before.
     """
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
     def create(self, key: str, run_id: str, new_run: NewRun) -> Creation:
-        """Write ``new_run`` as ``run_id`` if the key is free; else the run it names."""
+        """Write ``new_run`` as ``run_id`` if the key is free; else the run it names
+        (IdempotencyConflictError if that run was asked for with another request)."""
         store = self.runtime.store
+        digest = new_run.request_digest()
+        keyed_run = new_run.with_request_digest()
         return self._settle(
-            key, run_id, lambda claim: store.create_claimed_run(run_id, new_run, claim)
+            key,
+            run_id,
+            lambda claim: store.create_claimed_run(run_id, keyed_run, claim),
+            digest,
         )
 
     def claim(self, key: str, run_id: str) -> str:
@@ -163,20 +189,33 @@ class IdempotencyKeys:
             key, run_id, lambda claim: Creation(store.claim_key(claim, run_id), [])
         ).owner
 
-    def _settle(self, key: str, run_id: str, attempt: Callable[[KeyClaim], Creation]) -> Creation:
-        digest = hashlib.sha256(key.encode()).hexdigest()
+    def _settle(
+        self,
+        key: str,
+        run_id: str,
+        attempt: Callable[[KeyClaim], Creation],
+        digest: str = "",
+    ) -> Creation:
+        hashed_key = hashlib.sha256(key.encode()).hexdigest()
         claim = KeyClaim(
-            self.runtime.keys.idempotency(digest), self.runtime.settings.idempotency_ttl_s
+            self.runtime.keys.idempotency(hashed_key), self.runtime.settings.idempotency_ttl_s
         )
         creation = attempt(claim)
-        if creation.owner == run_id or self._appears(creation.owner):
+        if creation.owner == run_id:
             return creation
-        return attempt(dataclasses.replace(claim, stale_owner=creation.owner))
+        asked = self._written_digest(creation.owner)
+        if asked is None:  # its submitter died before writing it: take the key over
+            return attempt(dataclasses.replace(claim, stale_owner=creation.owner))
+        if digest and asked and asked != digest:
+            raise IdempotencyConflictError(creation.owner)
+        return creation
 
-    def _appears(self, run_id: str) -> bool:
+    def _written_digest(self, run_id: str) -> str | None:
+        """The request digest of ``run_id`` once written ("" for none), None if it never
+        appears within CLAIM_WAIT_S."""
         deadline = time.monotonic() + CLAIM_WAIT_S
-        while not self.runtime.store.exists(run_id):
+        while (digest := self.runtime.store.request_digest(run_id)) is None:
             if time.monotonic() > deadline:
-                return False
+                return None
             time.sleep(0.05)
-        return True
+        return digest

@@ -8,6 +8,8 @@ never written, and a crash can no longer leave a run in the index without its ha
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import secrets
 from collections.abc import Callable
@@ -42,6 +44,9 @@ CREATE_RUN_KEYS = (
 # The run's randomness its agents' data fences derive from (workers/untrusted.py): never
 # shown, so that no node's data can guess another node's tags.
 PROMPT_NONCE_FIELD = "prompt_nonce"
+# What a keyed submit asked for, hashed (NewRun.request_digest): a later submit with the
+# same key and another request is refused instead of being given this run.
+REQUEST_DIGEST_FIELD = "request_digest"
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,18 @@ class NewRun:
             roots=list(graph.roots),
             dispatch=dispatch,
         )
+
+    def request_digest(self) -> str:
+        """A digest of what was asked for: the plan and the run's settings, less what
+        each write draws anew (the prompt nonce)."""
+        asked = {k: v for k, v in self.fields.items() if k != PROMPT_NONCE_FIELD}
+        text = json.dumps([self.plan_json, asked], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def with_request_digest(self) -> NewRun:
+        """This run with its request digest among its fields."""
+        fields = {**self.fields, REQUEST_DIGEST_FIELD: self.request_digest()}
+        return dataclasses.replace(self, fields=fields)
 
     def to_args(self) -> list[str]:
         """The script's arguments after the stream cap and the run id."""

@@ -29,7 +29,13 @@ from dagwright.models import (
     event_of,
     from_ms,
 )
-from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS, Creation, KeyClaim, NewRun
+from dagwright.orchestrator.runstate.creation import (
+    CREATE_RUN_KEYS,
+    REQUEST_DIGEST_FIELD,
+    Creation,
+    KeyClaim,
+    NewRun,
+)
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.redis_scripts import load_script, lua_source, named_reply
 from dagwright.workers.budgets import budget_of_run
@@ -109,6 +115,16 @@ class RunStore:
 
     def exists(self, run_id: str) -> bool:
         return bool(self.client.exists(self._key(run_id, "run")))
+
+    def request_digest(self, run_id: str) -> str | None:
+        """The digest of the request a keyed submit started the run with ("" for a run
+        written without one); None if there is no such run (yet)."""
+        status, digest = self.client.hmget(
+            self._key(run_id, "run"), ["status", REQUEST_DIGEST_FIELD]
+        )
+        if status is None:
+            return None
+        return digest or ""
 
     def run_status(self, run_id: str) -> RunStatus:
         status = self.client.hget(self._key(run_id, "run"), "status")

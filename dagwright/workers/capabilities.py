@@ -1,0 +1,94 @@
+"""What a worker can run, as it publishes it with its presence.
+
+A submitting client validates a plan against its own registry, which need not be the
+workers': ``dagwright run plan.yaml -I mymodule`` against ``dagwright up`` imports
+``mymodule`` in the client only, and the plan's nodes would be dead-lettered one by one
+("not registered in this worker"). So each worker publishes, every few seconds, the
+worker types it serves, the functions it has registered, the modules it imported and
+whether it can reach an LLM (how, never the key), and a submit checks a plan against the
+live workers' (``orchestrator/control/runnable.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dagwright.settings import LLMSettings, Settings
+from dagwright.workers.registry import WorkerRegistry
+
+# Kinds of worker type whose nodes call an LLM: their worker needs an endpoint configured.
+LLM_KINDS = frozenset({"agent", "planner"})
+
+
+def llm_endpoint(settings: LLMSettings) -> str:
+    """How this process reaches the models ("" if it cannot): the key itself is never told.
+    Bedrock and Vertex AI find their credentials where their SDKs look, unseen from here."""
+    if settings.provider != "anthropic":
+        return settings.provider
+    if settings.api_key is not None and settings.api_key.get_secret_value():
+        return "anthropic api key"
+    if settings.base_url:
+        return "ANTHROPIC_BASE_URL"
+    return ""
+
+
+@dataclass(frozen=True)
+class WorkerCapabilities:
+    """What one worker can run: a node needs a live worker whose capabilities cover it."""
+
+    worker_types: frozenset[str]
+    """The worker types whose queue it consumes (``planner`` for the orchestrator queue)."""
+    functions: frozenset[str]
+    """The functions ``function`` nodes may call in it (when it serves ``function``)."""
+    imports: tuple[str, ...]
+    """The modules it imported (``--import`` / ``DAGWRIGHT_IMPORTS``)."""
+    llm: str
+    """How it reaches the models (see ``llm_endpoint``); "" if it cannot."""
+
+    @classmethod
+    def of(
+        cls, registry: WorkerRegistry, settings: Settings, queues: Iterable[str]
+    ) -> WorkerCapabilities:
+        """The capabilities of a worker built from ``registry`` and consuming ``queues``."""
+        consumed = set(queues)
+        types = registry.types(include_internal=True)
+        return cls(
+            worker_types=frozenset(wt.name for wt in types if wt.queue in consumed),
+            functions=frozenset(registry.functions.names()),
+            imports=tuple(settings.imports),
+            llm=llm_endpoint(settings.llm),
+        )
+
+    def runs(self, worker_type: str, *, function: str | None = None, llm: bool = False) -> bool:
+        """Whether a node of ``worker_type`` (calling ``function``, needing an LLM) can run here."""
+        return (
+            worker_type in self.worker_types
+            and (function is None or function in self.functions)
+            and (not llm or bool(self.llm))
+        )
+
+    def to_json(self, expires_at: float) -> str:
+        """The entry of the workers' capabilities hash, valid until ``expires_at`` (epoch s)."""
+        return json.dumps(
+            {
+                "worker_types": sorted(self.worker_types),
+                "functions": sorted(self.functions),
+                "imports": list(self.imports),
+                "llm": self.llm,
+                "expires_at": expires_at,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> tuple[WorkerCapabilities, float]:
+        """An entry of the hash: the capabilities and until when they hold (epoch s)."""
+        entry = json.loads(raw)
+        capabilities = cls(
+            worker_types=frozenset(entry.get("worker_types", [])),
+            functions=frozenset(entry.get("functions", [])),
+            imports=tuple(entry.get("imports", [])),
+            llm=str(entry.get("llm", "")),
+        )
+        return capabilities, float(entry.get("expires_at", 0))
