@@ -13,6 +13,7 @@
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
     │   ├── IdempotencyConflictError  the key names a run started with another request
     │   └── ConfigurationError     settings are missing or contradictory
+    │       └── MissingExtraError  a feature's optional dependency is not installed
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
     │   ├── RunFailedError         at least one node failed for good
@@ -113,6 +114,29 @@ class DeadLetterError(InputError):
 
 class ConfigurationError(InputError):
     """Settings are missing, malformed or contradictory."""
+
+
+# The optional dependencies that each serve one feature, by the module a feature imports:
+# the extra of pyproject.toml that installs it.
+EXTRA_OF_MODULE = {"docker": "docker", "flower": "flower", "PIL": "charts", "mcp": "mcp"}
+
+
+class MissingExtraError(ConfigurationError):
+    """A feature needs an optional dependency that is not installed: says which extra
+    installs it."""
+
+    @classmethod
+    def of(cls, exc: ImportError, feature: str) -> MissingExtraError:
+        """The error for ``exc``, raised importing what ``feature`` needs; ``exc`` itself
+        (re-raised by the caller) when the missing module is not an optional one."""
+        module = (exc.name or "").split(".")[0]
+        extra = EXTRA_OF_MODULE.get(module) or EXTRA_OF_MODULE.get(module.split("_")[0])
+        if extra is None:
+            raise exc
+        return cls(
+            f"{feature} needs the {module!r} package, which is not installed: "
+            f"pip install 'dagwright[{extra}]'"
+        )
 
 
 class UnpricedModelError(InputError):

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 from dagwright.cli.options import settings_from
 from dagwright.cli.output import stderr
 from dagwright.connection import redact_url, require_redis_url
-from dagwright.errors import ConfigurationError
+from dagwright.errors import ConfigurationError, MissingExtraError
 
 ALL_INTERFACES = ("", "0.0.0.0", "::")
 
@@ -54,7 +54,10 @@ def flower(
         + "; Ctrl-C stops it",
         soft_wrap=True,
     )
-    from dagwright.tasks.flower import run_flower  # Celery and Flower
+    try:
+        from dagwright.tasks.flower import run_flower  # Celery and Flower
+    except ImportError as exc:
+        raise MissingExtraError.of(exc, "dagwright flower") from None
 
     code = run_flower(settings, port=port, address=address, url_prefix=url_prefix, basic_auth=login)
     raise typer.Exit(code)

@@ -28,7 +28,7 @@ from rich.console import Console, RenderableType
 
 from dagwright.cli.options import client_from
 from dagwright.cli.output import print_json, stdout
-from dagwright.errors import InputError
+from dagwright.errors import InputError, MissingExtraError
 
 # The views and the timeline layout load with the `trace` command, not with every command.
 if TYPE_CHECKING:
@@ -121,7 +121,11 @@ def check_writable(path: Path) -> None:
 
 def write_image(run_trace: Trace, output_format: TraceFormat, path: Path) -> None:
     from dagwright.telemetry.timeline import chart
-    from dagwright.telemetry.timeline_png import write_png  # Pillow, for this format only
+
+    try:
+        from dagwright.telemetry.timeline_png import write_png  # Pillow, for this format only
+    except ImportError as exc:
+        raise MissingExtraError.of(exc, "a PNG trace") from None
     from dagwright.telemetry.timeline_svg import write_svg
 
     layout = chart(run_trace)

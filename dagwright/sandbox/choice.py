@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from dagwright.errors import SandboxUnavailableError
+from dagwright.errors import MissingExtraError, SandboxUnavailableError
 from dagwright.sandbox.base import Sandbox
 from dagwright.settings import SandboxSettings
 
@@ -30,7 +30,10 @@ def build_backend(name: str, settings: SandboxSettings) -> Sandbox:
                 "docker: sandbox_python=worker runs the worker's own interpreter, which the "
                 "image does not have: use the bubblewrap backend (or sandbox_python=system)"
             )
-        from dagwright.sandbox.docker import DockerSandbox
+        try:
+            from dagwright.sandbox.docker import DockerSandbox
+        except ImportError as exc:
+            raise SandboxUnavailableError(str(MissingExtraError.of(exc, "docker"))) from None
 
         return DockerSandbox.from_settings(settings)
     if name == "bubblewrap":

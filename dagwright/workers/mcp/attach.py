@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dagwright.errors import ConfigurationError, McpServerUnavailableError
+from dagwright.errors import ConfigurationError, McpServerUnavailableError, MissingExtraError
 from dagwright.models import Node
 from dagwright.settings import AgentMcpSettings, McpServerSettings, Settings
 from dagwright.workers.agent_spec import AgentSpec
@@ -48,8 +48,10 @@ def attach_mcp_servers(registry: WorkerRegistry, settings: Settings) -> None:
         if spec is None:
             continue
         if pool is None:
-            from dagwright.workers.mcp.pool import McpServers
-
+            try:
+                from dagwright.workers.mcp.pool import McpServers
+            except ImportError as exc:
+                raise MissingExtraError.of(exc, f"agent type {name!r} (MCP servers)") from None
             pool = McpServers(settings.mcp_servers)
         registry.replace_type(mcp_agent_worker_type(registry.get(name), spec, registry.tools, pool))
 
