@@ -50,12 +50,27 @@ def resolve_redis_url(settings: Settings) -> str | None:
     return record.redis_url if record else None
 
 
-def not_redis(url: str, exc: BaseException) -> ConfigurationError:
+def not_redis(
+    url: str, exc: BaseException, setting: str = "DAGWRIGHT_REDIS_URL"
+) -> ConfigurationError:
     """The error for a URL whose server answers, but not as Redis (an HTTP server, a
     database): a wrong port in the settings, not an outage."""
     return ConfigurationError(
-        f"{redact_url(url)} does not answer as Redis ({exc}): check the port in DAGWRIGHT_REDIS_URL"
+        f"{redact_url(url)} does not answer as Redis ({exc}): check the port in {setting}"
     )
+
+
+def speaks_no_redis(exc: BaseException) -> BaseException | None:
+    """The ``InvalidResponse`` behind ``exc`` (kombu wraps it), if the server that answered
+    does not speak Redis; None for any other failure (an outage: retried)."""
+    import redis
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, redis.exceptions.InvalidResponse):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def require_redis_url(settings: Settings) -> str:

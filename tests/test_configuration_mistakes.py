@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.processes import REPO_ROOT
 
@@ -37,6 +38,21 @@ def test_a_redis_url_on_a_port_that_is_not_redis(
     line = one_error_line(result)
     assert f"127.0.0.1:{http_port}/0 does not answer as Redis" in line
     assert "DAGWRIGHT_REDIS_URL" in line
+
+
+def test_a_broker_url_on_a_port_that_is_not_redis(
+    http_port: int, tmp_path: Path, subprocess_settings: Settings
+) -> None:
+    """The state store is right, the broker is not: refused at submit with one line (the
+    run is written, and goes out once the broker answers), not an exit 0 with a run id
+    that never starts."""
+    broker = f"redis://127.0.0.1:{http_port}/1"
+    env = cli_env(subprocess_settings, tmp_path, DAGWRIGHT_BROKER_URL=broker)
+    result = dagwright("run", DIAMOND, "--no-wait", env=env, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_error_line(result)
+    assert f"127.0.0.1:{http_port}/1 does not answer as Redis" in line
+    assert "check the port in DAGWRIGHT_BROKER_URL; run " in line and "is written" in line
 
 
 def test_a_malformed_dagwright_toml(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from dagwright.errors import ConfigurationError
 from dagwright.orchestrator.runstate.machine import ReadyNode, RunStateMachine
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ def dispatch(broker: Broker, machine: RunStateMachine, nodes: list[ReadyNode]) -
         return
     try:
         published = broker.publish(nodes)
+    except ConfigurationError:  # the broker URL names no Redis: retrying cannot help
+        raise
     except Exception:
         log.warning(
             "publishing %d node(s) failed; the reconciler will retry", len(nodes), exc_info=True

@@ -7,6 +7,7 @@ import logging
 from celery import Celery
 
 from dagwright.app import HARD_LIMIT_GRACE_S, SOFT_LIMIT_GRACE_S
+from dagwright.connection import not_redis, speaks_no_redis
 from dagwright.keys import QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 
@@ -39,7 +40,10 @@ class CeleryBroker:
             ):
                 for node in nodes:
                     self._send(node, producer)
-        except Exception:
+        except Exception as exc:
+            if (wrong := speaks_no_redis(exc)) is not None:  # a setting to fix, not an outage
+                url = self.app.conf.broker_url or ""
+                raise not_redis(url, wrong, "DAGWRIGHT_BROKER_URL") from None
             log.warning("publishing %d node(s) failed", len(nodes), exc_info=True)
             return []
         return nodes

@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Callable
 
-from dagwright.errors import IdempotencyConflictError, InputError
+from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
@@ -117,7 +117,12 @@ def start_run(
     else:
         creation = IdempotencyKeys(runtime).create(idempotency_key, run_id, new_run)
     if creation.owner == run_id:
-        dispatch(broker, runtime.machine, creation.ready)
+        try:
+            dispatch(broker, runtime.machine, creation.ready)
+        except ConfigurationError as exc:  # written: it goes out once the broker answers
+            raise ConfigurationError(
+                f"{exc}; run {run_id} is written, and its first nodes go out once it answers"
+            ) from None
     return creation.owner
 
 
