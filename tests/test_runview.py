@@ -82,3 +82,11 @@ def test_durations_read_well() -> None:
         "1m01s",
         "3h02m",
     ]
+
+
+def test_a_long_node_id_is_shown_whole_on_an_80_column_terminal() -> None:
+    long_id = "research_the_pricing_pages_of_every_competitor_in_europe"  # 56 characters
+    nodes = {long_id: node(NodeStatus.RUNNING), "b": node(NodeStatus.PENDING, depends_on=[long_id])}
+    console = Console(width=80, record=True, color_system=None)
+    console.print(RunView(run_of(nodes)).render(height=30, now=T0.timestamp()))
+    assert long_id in console.export_text()

@@ -212,7 +212,9 @@ def header(state: RunState, now: float) -> list[Text]:
 
 def table(snapshot: Snapshot, shown: list[str], now: float) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold", expand=False)
-    table.add_column("node", no_wrap=True, overflow="ellipsis", max_width=40)
+    # Node ids whole (a person copies them into `approve`, `status`): the other columns give way.
+    longest = max((len(label(snapshot, node_id)) for node_id in shown), default=4)
+    table.add_column("node", no_wrap=True, min_width=longest)
     for column in ("state", "type", "attempts", "took", "tokens in", "tokens out", "cost"):
         justify = "left" if column in ("state", "type") else "right"
         table.add_column(column, no_wrap=True, justify=justify)  # type: ignore[arg-type]
@@ -222,14 +224,18 @@ def table(snapshot: Snapshot, shown: list[str], now: float) -> Table:
     return table
 
 
+def label(snapshot: Snapshot, node_id: str) -> str:
+    """The node's id, indented by its depth in the DAG."""
+    return "  " * min(snapshot.levels.get(node_id, 0), MAX_INDENT) + node_id
+
+
 def row(snapshot: Snapshot, node_id: str, now: float) -> list[str | Text]:
     node = snapshot.state.nodes[node_id]
-    indent = "  " * min(snapshot.levels.get(node_id, 0), MAX_INDENT)
     took = seconds_between(node.started_at, node.finished_at, now)
     if node.status != NodeStatus.RUNNING and node.finished_at is None:
         took = None  # queued again, or waiting: its last claim's start says nothing now
     return [
-        escape(indent + node_id),
+        escape(label(snapshot, node_id)),
         styled_status(node.status.value),
         node.type,
         str(node.attempts),

@@ -20,7 +20,7 @@ from dagwright.cli.options import (
     budget_from,
     client_from,
 )
-from dagwright.cli.output import iso, print_json, stderr, stdout
+from dagwright.cli.output import intact_column, iso, print_json, print_table, stderr, stdout
 from dagwright.errors import InputError
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def list_schedules(json_output: JsonOption = False, imports: ImportOption = None
     if not infos:
         stderr.print("no schedules: add one with `dagwright schedule add`")
         return
-    stdout.print(schedules_table(infos))
+    print_table(stdout, schedules_table(infos))
 
 
 @app.command("show")
@@ -178,8 +178,11 @@ def run_now(
 
 def schedules_table(infos: list[ScheduleInfo]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("name", "when", "what", "next", "last run", "status"):
+    intact_column(table, "name", [info.schedule.name for info in infos])
+    for column in ("when", "what", "next"):
         table.add_column(column, overflow="fold")
+    intact_column(table, "last run", [info.last_run_id or "-" for info in infos])
+    table.add_column("status", overflow="fold")
     for info in infos:
         schedule = info.schedule
         table.add_row(
