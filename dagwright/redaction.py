@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from dagwright.settings import Settings
 
@@ -92,10 +92,13 @@ def url_password_spellings(url: str) -> tuple[str, str]:
 
 
 def url_password(url: str) -> str:
-    try:
-        return urlsplit(url).password or ""
-    except ValueError:  # unparsable (an unclosed IPv6 bracket): no password to find
-        return ""
+    """The password written in ``url`` (percent-encoded as written). Split by hand:
+    ``urlsplit`` refuses some URLs it would still have to find a password in (a Sentinel
+    URL's several hosts beside an IPv6 one, on Debian's Python 3.11.2)."""
+    _, sep, rest = url.partition("://")
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    _, colon, password = userinfo.partition(":")
+    return password if sep and at and colon else ""
 
 
 def basic_auth_secrets(credentials: str) -> list[str]:

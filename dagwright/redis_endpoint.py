@@ -63,11 +63,14 @@ def uses_tls(url: str) -> bool:
 
 
 def parse_sentinel_url(url: str) -> SentinelTarget:
-    """The Sentinels, primary name and database of a ``sentinel://`` URL."""
-    parts = urlsplit(url)
-    userinfo, _, hosts = parts.netloc.rpartition("@")
+    """The Sentinels, primary name and database of a ``sentinel://`` URL. Split by hand:
+    ``urlsplit`` refuses several hosts beside a bracketed IPv6 one on some Python 3.11
+    releases (Debian's 3.11.2: "Invalid IPv6 URL")."""
+    scheme, _, rest = url.partition("://")
+    netloc, _, tail = rest.partition("/")
+    userinfo, _, hosts = netloc.rpartition("@")
     username, _, password = userinfo.partition(":")
-    path = [segment for segment in parts.path.split("/") if segment]
+    path = [segment for segment in tail.split("?")[0].split("#")[0].split("/") if segment]
     if not hosts or not 1 <= len(path) <= 2:
         raise bad_sentinel_url("it needs the Sentinels and the primary's name")
     return SentinelTarget(
@@ -76,7 +79,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         db=database_number(path[1] if len(path) == 2 else "0"),
         username=unquote(username) or None,
         password=unquote(password) or None,
-        tls=parts.scheme.lower() == "sentinels",
+        tls=scheme.lower() == "sentinels",
     )
 
 
