@@ -1,0 +1,176 @@
+// What the run page draws: the run's nodes folded into at most MAX_VISIBLE boxes.
+//
+// Two steps, both pure (no DOM), so the 1,000-node case costs a layout of a few dozen boxes:
+// 1. Siblings (same worker type, same dependencies, same dependents) fold into one "×N"
+//    group with status counts. This loses no structure: every member has exactly the
+//    group's edges, so the picture is the same DAG, drawn once per shape. A group opens
+//    (expand) on request. Fan-outs (map steps, research over N sources) are what make
+//    runs big, and they are exactly this shape.
+// 2. If the folded graph is still larger than MAX_VISIBLE (long chains, lattices), only a
+//    window of its layers (longest-path depth) is laid out, with a pager over the rest.
+
+export const COLLAPSE_ABOVE = 40; // runs with at most this many nodes are drawn node by node
+export const MIN_GROUP = 3; // fewer siblings than this stay single boxes
+export const MAX_VISIBLE = 150; // boxes one layout may hold (dagre: well under a second)
+
+export const STATUS_ORDER = [
+  "failed",
+  "waiting_approval",
+  "running",
+  "retry_wait",
+  "queued",
+  "blocked",
+  "cancelled",
+  "replaced",
+  "pending",
+  "succeeded",
+];
+
+/** node id -> ids of the nodes that depend on it. */
+export function dependentsOf(nodes) {
+  const dependents = new Map(Object.keys(nodes).map((id) => [id, []]));
+  for (const [id, node] of Object.entries(nodes)) {
+    for (const dep of node.depends_on || []) {
+      if (dependents.has(dep)) dependents.get(dep).push(id);
+    }
+  }
+  return dependents;
+}
+
+function signatureOf(node, dependents) {
+  const deps = [...(node.depends_on || [])].sort().join(",");
+  return `${node.type}|${deps}|${[...dependents].sort().join(",")}`;
+}
+
+/** Sibling classes: signature -> member ids (in the run's order). */
+export function siblingClasses(nodes) {
+  const dependents = dependentsOf(nodes);
+  const classes = new Map();
+  for (const [id, node] of Object.entries(nodes)) {
+    const signature = signatureOf(node, dependents.get(id));
+    if (!classes.has(signature)) classes.set(signature, []);
+    classes.get(signature).push(id);
+  }
+  return classes;
+}
+
+/** {status: count} over some nodes of the run. */
+export function statusCounts(nodes, ids) {
+  const counts = {};
+  for (const id of ids) {
+    const status = nodes[id].status;
+    counts[status] = (counts[status] || 0) + 1;
+  }
+  return counts;
+}
+
+/** The status a group shows as its own: the most urgent one any member has. */
+export function groupStatus(counts) {
+  return STATUS_ORDER.find((status) => counts[status]) || "pending";
+}
+
+function itemsOf(nodes, expanded) {
+  const total = Object.keys(nodes).length;
+  const items = new Map();
+  const itemOf = new Map();
+  for (const [signature, members] of siblingClasses(nodes)) {
+    const folds = total > COLLAPSE_ABOVE && members.length >= MIN_GROUP;
+    if (folds && !expanded.has(signature)) {
+      const id = `group:${signature}`;
+      const type = nodes[members[0]].type;
+      items.set(id, { id, kind: "group", signature, members, type });
+      for (const member of members) itemOf.set(member, id);
+    } else {
+      for (const member of members) {
+        items.set(member, { id: member, kind: "node", members: [member], type: nodes[member].type });
+        itemOf.set(member, member);
+      }
+    }
+  }
+  return { items, itemOf };
+}
+
+function edgesOf(nodes, itemOf) {
+  const seen = new Set();
+  const edges = [];
+  for (const [id, node] of Object.entries(nodes)) {
+    for (const dep of node.depends_on || []) {
+      if (!itemOf.has(dep)) continue;
+      const from = itemOf.get(dep);
+      const to = itemOf.get(id);
+      const key = `${from}\u0000${to}`;
+      if (from !== to && !seen.has(key)) {
+        seen.add(key);
+        edges.push([from, to]);
+      }
+    }
+  }
+  return edges;
+}
+
+/** Longest-path depth of every item (Kahn's order; a cycle cannot occur in a valid plan). */
+export function depthsOf(items, edges) {
+  const incoming = new Map([...items.keys()].map((id) => [id, 0]));
+  const outgoing = new Map([...items.keys()].map((id) => [id, []]));
+  for (const [from, to] of edges) {
+    incoming.set(to, incoming.get(to) + 1);
+    outgoing.get(from).push(to);
+  }
+  const depth = new Map();
+  const ready = [...items.keys()].filter((id) => incoming.get(id) === 0);
+  for (const id of ready) depth.set(id, 0);
+  while (ready.length) {
+    const id = ready.pop();
+    for (const next of outgoing.get(id)) {
+      depth.set(next, Math.max(depth.get(next) || 0, depth.get(id) + 1));
+      incoming.set(next, incoming.get(next) - 1);
+      if (incoming.get(next) === 0) ready.push(next);
+    }
+  }
+  return depth;
+}
+
+/** Layer windows [first, last] of at most MAX_VISIBLE items each (a layer is never cut). */
+export function layerPages(depth) {
+  const perLayer = [];
+  for (const layer of depth.values()) perLayer[layer] = (perLayer[layer] || 0) + 1;
+  const pages = [];
+  let first = 0;
+  let size = 0;
+  for (let layer = 0; layer < perLayer.length; layer += 1) {
+    const count = perLayer[layer] || 0;
+    if (size > 0 && size + count > MAX_VISIBLE) {
+      pages.push([first, layer - 1]);
+      first = layer;
+      size = 0;
+    }
+    size += count;
+  }
+  pages.push([first, Math.max(first, perLayer.length - 1)]);
+  return pages;
+}
+
+/**
+ * The graph to draw: {items, edges, itemOf, pages, page, hidden}. `expanded` holds the
+ * signatures of opened groups; `page` picks a layer window when there are several.
+ */
+export function visibleGraph(nodes, expanded = new Set(), page = 0) {
+  const { items, itemOf } = itemsOf(nodes, expanded);
+  let edges = edgesOf(nodes, itemOf);
+  const depth = depthsOf(items, edges);
+  const pages = layerPages(depth);
+  const current = Math.min(page, pages.length - 1);
+  let hidden = 0;
+  if (pages.length > 1) {
+    const [first, last] = pages[current];
+    for (const id of [...items.keys()]) {
+      const layer = depth.get(id);
+      if (layer < first || layer > last) {
+        items.delete(id);
+        hidden += 1;
+      }
+    }
+    edges = edges.filter(([from, to]) => items.has(from) && items.has(to));
+  }
+  return { items, edges, itemOf, pages, page: current, hidden };
+}

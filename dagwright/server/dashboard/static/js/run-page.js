@@ -1,0 +1,173 @@
+// The run page: the run's DAG (graph-model folds it, graph-view draws it with dagre),
+// node colours kept live by the run's SSE stream, the node panel, and cancel.
+
+import { getJson, postJson } from "./api.js";
+import { age, cost, el, flash, reported, tokens } from "./dom.js";
+import { visibleGraph } from "./graph-model.js";
+import { draw, layout, paint } from "./graph-view.js";
+import { showGroup, showNode } from "./node-panel.js";
+
+const runId = document.body.dataset.runId;
+const runPath = `/api/v1/runs/${encodeURIComponent(runId)}`;
+const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
+const NODE_STATUSES = new Set([
+  "pending", "queued", "running", "retry_wait", "waiting_approval",
+  "succeeded", "failed", "blocked", "cancelled", "replaced",
+]);
+const KIND_STATUS = { "node.retrying": "retry_wait", "node.lease_expired": "queued", "node.replayed": "queued", "node.unblocked": "pending" };
+// The stream names each event by its kind; EventSource hears only the names it listens to.
+const KINDS = [
+  ...[...NODE_STATUSES].map((s) => `node.${s}`),
+  ...Object.keys(KIND_STATUS),
+  "node.added", "node.attempt", "node.parked", "node.retry", "node.takeover", "node.waiting",
+  "node.approved", "node.rejected", "node.decided",
+  "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
+  "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
+];
+
+const view = { run: null, expanded: new Set(), page: 0, graph: null, boxes: new Map() };
+
+function header(run) {
+  const usage = run.usage || {};
+  const counts = run.counts || {};
+  document.getElementById("run-status").textContent = run.status;
+  document.getElementById("run-status").className = `badge st-${run.status}`;
+  document.getElementById("run-goal").textContent = run.goal || "(explicit plan)";
+  document.getElementById("run-facts").textContent =
+    `${counts.succeeded ?? 0}/${counts.total ?? 0} nodes succeeded · ${counts.running ?? 0} running · ` +
+    `${counts.failed ?? 0} failed · ${tokens(usage).toLocaleString()} tokens · ${cost(usage)} · ` +
+    `started ${age(run.created_at)} ago` + (run.reason ? ` · ${run.reason}` : "");
+  document.getElementById("cancel").hidden = FINAL_RUN.has(run.status);
+}
+
+function pager(graph) {
+  const area = document.getElementById("pager");
+  if (graph.pages.length < 2) {
+    area.replaceChildren();
+    return;
+  }
+  const [first, last] = graph.pages[graph.page];
+  const go = (page) => () => { view.page = page; redraw(); };
+  area.replaceChildren(
+    el("button", { onclick: go(graph.page - 1), disabled: graph.page === 0 }, "◀ earlier layers"),
+    el("span", {}, ` layers ${first}–${last} (page ${graph.page + 1}/${graph.pages.length}, ${graph.hidden} boxes on other pages) `),
+    el("button", { onclick: go(graph.page + 1), disabled: graph.page === graph.pages.length - 1 }, "later layers ▶"),
+  );
+}
+
+function select(item) {
+  const refresh = () => scheduleRefresh();
+  if (item.kind === "group") {
+    showGroup(runId, item, view.run.nodes, (signature) => {
+      view.expanded.add(signature);
+      redraw();
+    }, refresh);
+  } else {
+    showNode(runId, item.id, refresh);
+  }
+}
+
+function redraw() {
+  const started = performance.now();
+  view.graph = visibleGraph(view.run.nodes, view.expanded, view.page);
+  const svgElement = document.getElementById("graph");
+  view.boxes = draw(svgElement, view.graph, layout(view.graph));
+  for (const [id, box] of view.boxes) {
+    const item = view.graph.items.get(id);
+    paint(box, item, view.run.nodes);
+    box.addEventListener("click", () => select(item));
+    box.addEventListener("keydown", (event) => { if (event.key === "Enter") select(item); });
+  }
+  pager(view.graph);
+  document.getElementById("graph-note").textContent =
+    `${Object.keys(view.run.nodes).length} nodes drawn as ${view.graph.items.size} boxes`;
+  // Read by the browser tests and benchmarks/dashboard_load.py: the graph is on screen.
+  document.body.dataset.graphDrawnMs = String(Math.round(performance.now()));
+  document.body.dataset.layoutMs = String(Math.round(performance.now() - started));
+}
+
+function repaint(nodeIds) {
+  const items = new Set(nodeIds.map((id) => view.graph.itemOf.get(id)));
+  for (const id of items) {
+    const box = view.boxes.get(id);
+    if (box) paint(box, view.graph.items.get(id), view.run.nodes);
+  }
+}
+
+async function refresh() {
+  const run = await reported(() => getJson(runPath));
+  if (!run) return;
+  const before = Object.keys(view.run.nodes).join("\u0000");
+  view.run = run;
+  header(run);
+  if (Object.keys(run.nodes).join("\u0000") !== before) redraw();
+  else repaint(Object.keys(run.nodes));
+}
+
+let refreshTimer = null;
+/** One re-read of the run soon, however many events ask for it. */
+function scheduleRefresh() {
+  if (refreshTimer !== null) return;
+  refreshTimer = setTimeout(() => {
+    refreshTimer = null;
+    refresh();
+  }, Object.keys(view.run.nodes).length > 200 ? 2000 : 300); // big runs: fewer full reads
+}
+
+let panelTimer = null;
+/** The open node panel follows its node: shown again (once) after events about it. */
+function refreshPanel(nodeId) {
+  const panelElement = document.getElementById("panel");
+  if (panelElement.dataset.node !== nodeId || panelTimer !== null) return;
+  panelTimer = setTimeout(() => {
+    panelTimer = null;
+    showNode(runId, nodeId, () => scheduleRefresh());
+  }, 500);
+}
+
+function onEvent(message) {
+  const event = JSON.parse(message.data);
+  const nodeId = event.node;
+  const suffix = event.kind.slice("node.".length);
+  const status = KIND_STATUS[event.kind] || (NODE_STATUSES.has(suffix) ? suffix : null);
+  if (event.kind.startsWith("node.") && nodeId && status && view.run.nodes[nodeId]) {
+    view.run.nodes[nodeId].status = status;
+    repaint([nodeId]);
+  }
+  if (event.kind.startsWith("run.") || !nodeId || !view.run.nodes[nodeId] || status) {
+    scheduleRefresh(); // counts, usage, new nodes (planning, expansion) come with the run
+  }
+  if (nodeId) refreshPanel(nodeId);
+}
+
+function follow() {
+  const stream = new EventSource(`${runPath}/events`);
+  for (const kind of KINDS) stream.addEventListener(kind, onEvent);
+  stream.onmessage = onEvent;
+  stream.addEventListener("end", () => {
+    stream.close();
+    scheduleRefresh();
+  });
+  stream.onopen = () => { document.body.dataset.live = "yes"; };
+}
+
+async function cancel() {
+  if (!window.confirm(`Cancel run ${runId}?`)) return;
+  await reported(async () => {
+    view.run = await postJson(`${runPath}/cancel`, { reason: "cancelled from the dashboard" });
+    header(view.run);
+    repaint(Object.keys(view.run.nodes));
+    flash("run cancelled", "ok");
+  });
+}
+
+async function start() {
+  document.getElementById("cancel").addEventListener("click", cancel);
+  view.run = await reported(() => getJson(runPath));
+  if (!view.run) return;
+  header(view.run);
+  redraw();
+  follow();
+}
+
+start();
