@@ -3,6 +3,7 @@ Last-Event-ID, with no event twice and none missed, ended by ``event: end``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -10,8 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
-from tests.support.api_server import ApiServer
+from dagwright.settings import Settings
+from tests.support.api_server import ApiServer, running_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -89,3 +93,35 @@ def test_follow_false_sends_what_exists_then_end(api: ApiServer) -> None:
     events = list(sse_events(response))
     assert [e.id for e in events[:-1]] == [e.id for e in stored] and events[-1].kind == "end"
     assert [e.id for e in sse_events(resumed)][:-1] == [e.id for e in stored[2:]]
+
+
+GATED: dict[str, Any] = {
+    "nodes": [{"id": "gate", "type": "function", "function": "concat", "approval": "required"}]
+}
+
+
+def blocked_event_reads(client: redis.Redis) -> int:
+    """Connections blocked in XREAD on the state database right now."""
+    return sum(
+        1 for entry in client.client_list() if entry["cmd"] == "xread" and "b" in entry["flags"]
+    )
+
+
+def test_a_quiet_stream_keeps_alive_and_stops_reading_once_the_client_has_gone(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    quick = settings.model_copy(update={"server_keepalive_s": 0.2})
+    with running_server(quick) as server:
+        run_id = server.client.submit(GATED).run_id
+        wait_until(lambda: server.client.approvals.list(run_id), what="the gate to wait")
+        before = blocked_event_reads(redis_client)
+        path = f"/api/v1/runs/{run_id}/events"
+        with server.http("read") as http, http.stream("GET", path) as response:
+            assert ": keep-alive" in itertools.islice(response.iter_lines(), 200)
+            wait_until(lambda: blocked_event_reads(redis_client) > before, what="a blocked read")
+        wait_until(
+            lambda: blocked_event_reads(redis_client) <= before,
+            timeout=5,
+            what="the stream's reads to stop after the client left",
+        )
+        server.client.cancel(run_id)

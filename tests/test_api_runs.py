@@ -166,4 +166,5 @@ def test_node_detail_has_the_spec_inputs_transcript_and_llm_calls(
         (500, 60),
     ]
     assert all(c["model"] and c["cost_usd"] > 0 and c["started_at"] for c in node["llm_calls"])
+    assert [c["cache_read_input_tokens"] for c in node["llm_calls"]] == [0, 0]
     assert {span["name"] for span in node["spans"]} >= {"node.attempt", "llm.call"}
