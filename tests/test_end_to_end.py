@@ -211,4 +211,4 @@ def test_an_invalid_plan_writes_nothing(client: Client, redis_client: redis.Redi
     # The session's live worker refreshes its own records (presence, capabilities, the
     # reconciler's lock) at any moment: everything else must be absent.
     background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler:lock")
-    assert [key for key in redis_client.keys() if not key.startswith(background)] == []
+    assert [key for key in redis_client.scan_iter() if not key.startswith(background)] == []
