@@ -6,8 +6,11 @@
     ├── InputError                 the caller must fix something (CLI exit code 2)
     │   ├── PlanError              a plan file or plan object is malformed or invalid
     │   ├── UnknownRunError        no run with that id (or it expired)
+    │   ├── UnknownNodeError       the run has no node with that id
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
+    │   │   └── UnknownDeadLetterError  ... there is none with that id
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
+    │   │   └── UnknownScheduleError    ... there is none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
@@ -108,8 +111,29 @@ class UnknownRunError(InputError):
         )
 
 
+class UnknownNodeError(InputError):
+    """The run has no node with this id."""
+
+    def __init__(self, run_id: str, node_id: str) -> None:
+        self.run_id = run_id
+        self.node_id = node_id
+        super().__init__(
+            f"run {shown_id(run_id)} has no node {node_id!r}: `dagwright status` lists its nodes"
+        )
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line a person reads for ``exc``: the CLI's error line on stderr, and the
+    ``detail`` of the HTTP API's problem responses (so both say the same thing)."""
+    return str(exc) or type(exc).__name__
+
+
 class DeadLetterError(InputError):
     """No dead letter has this id, or it cannot be replayed (the reason is said)."""
+
+
+class UnknownDeadLetterError(DeadLetterError):
+    """No dead letter has this id (purged, expired, or a typo)."""
 
 
 class ConfigurationError(InputError):
@@ -359,3 +383,7 @@ class ApprovalError(InputError):
 class ApprovalRejectedError(PermanentError):
     """The node needed a person's approval, and it was rejected (or nobody decided in
     time): a policy matter, so not retried."""
+
+
+class UnknownScheduleError(ScheduleError):
+    """There is no schedule by that name."""

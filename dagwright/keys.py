@@ -199,6 +199,33 @@ class Keys:
         """The lock of the beat that fires the schedules (redbeat's ``<prefix>:lock``)."""
         return f"{self.beat_prefix}:lock"
 
+    # API tokens and dashboard sessions (client/tokens.py). A token or session id is
+    # never stored: only its sha256, so a dump of Redis lets no one in.
+
+    @property
+    def api_tokens(self) -> str:
+        """Hash token id -> JSON of the token's record (name, scope, created, sha256)."""
+        return f"{self.prefix}api-tokens"
+
+    def api_token_by_digest(self, digest: str) -> str:
+        """String: the id of the token whose sha256 is ``digest`` (what a request's
+        credential is looked up by)."""
+        return f"{self.prefix}api-token:{digest}"
+
+    @property
+    def api_tokens_last_used(self) -> str:
+        """Hash token id -> epoch ms it last authenticated a request."""
+        return f"{self.prefix}api-tokens:last-used"
+
+    def api_session(self, digest: str) -> str:
+        """String: JSON of a dashboard session (its token id, CSRF token), by the sha256
+        of its cookie's value; expires after ``server_session_ttl_s``."""
+        return f"{self.prefix}api-session:{digest}"
+
+    def api_token_sessions(self, token_id: str) -> str:
+        """Set of the session keys a token opened: revoking the token ends them."""
+        return f"{self.prefix}api-token:{token_id}:sessions"
+
     def llm_cache(self, digest: str) -> str:
         """A cached LLM response, by the sha256 of its canonical request."""
         return f"{self.prefix}llmcache:{digest}"

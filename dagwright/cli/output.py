@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -20,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from dagwright.json_views import event_json
 from dagwright.models import (
     AuditEntry,
     Budget,
@@ -62,56 +62,6 @@ def print_error(message: str) -> None:
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, default=str) + "\n")
     sys.stdout.flush()
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def node_json(node: NodeState) -> dict[str, Any]:
-    error = node.error if node.status == NodeStatus.FAILED else None
-    waiting = node.waiting
-    return {
-        "status": node.status.value,
-        "type": node.type,
-        "output": node.output,
-        "attempts": node.attempts,
-        "started_at": iso(node.started_at),
-        "finished_at": iso(node.finished_at),
-        "error": {"class": error.error_class, "message": error.message} if error else None,
-        "usage": usage_json(node.usage) if node.usage.llm_calls else None,
-        "waiting": {**waiting.model_dump(mode="json"), "description": waiting.describe()}
-        if waiting
-        else None,
-    }
-
-
-def usage_json(usage: Usage) -> dict[str, Any]:
-    """Usage with ``cost_usd`` null where part of it is unpriced (``unpriced_tokens``):
-    a script must not read an unknown cost as $0; ``priced_cost_usd`` is its known part."""
-    return {
-        **usage.model_dump(),
-        "cost_usd": usage.known_cost_usd,
-        "priced_cost_usd": usage.cost_usd,
-    }
-
-
-def run_json(state: RunState) -> dict[str, Any]:
-    """The stable JSON shape of a run (``run --json``, ``status --json``)."""
-    return {
-        "run_id": state.run_id,
-        "status": state.status.value,
-        "goal": state.goal,
-        "created_at": iso(state.created_at),
-        "finished_at": iso(state.finished_at),
-        "counts": state.counts.model_dump(),
-        "nodes": {node_id: node_json(node) for node_id, node in state.nodes.items()},
-        "result": state.result,
-        "usage": usage_json(state.usage),
-        "budget": state.budget.model_dump(exclude_none=True) if state.budget else None,
-        "reason": state.reason,
-        "response_cache": state.response_cache,
-    }
 
 
 def print_result(result: Any) -> None:
@@ -356,7 +306,7 @@ def print_audit(entries: list[AuditEntry]) -> None:
 
 def print_event(event: Event, *, as_json: bool) -> None:
     if as_json:
-        print_json({**event.model_dump(mode="json"), "data": event.typed_data()})
+        print_json(event_json(event))
         return
     details = " ".join(f"{key}={value}" for key, value in event.data.items())
     stdout.print(f"{event.at:%H:%M:%S.%f}"[:-3], event.kind, event.node or "", details)

@@ -36,11 +36,11 @@ from dagwright.cli.output import (
     print_runs,
     print_status,
     print_summary,
-    run_json,
     stderr,
 )
 from dagwright.embedded import SharedStack, shared_stack
 from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
+from dagwright.json_views import run_json
 from dagwright.models import RunCounts, RunState, RunStatus
 from dagwright.stackfile import read_stack
 

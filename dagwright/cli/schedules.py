@@ -20,8 +20,9 @@ from dagwright.cli.options import (
     budget_from,
     client_from,
 )
-from dagwright.cli.output import intact_column, iso, print_json, print_table, stderr, stdout
+from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
 from dagwright.errors import InputError
+from dagwright.json_views import iso
 
 if TYPE_CHECKING:
     from dagwright.client import ScheduleInfo

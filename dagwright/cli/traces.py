@@ -10,7 +10,8 @@ Times are ISO 8601 in UTC. The run span comes first (its ``span_id`` is the run 
 ``parent_id`` null); every other span names its parent. ``name`` is one of ``run``,
 ``node.attempt`` (attributes ``worker_type``, ``outcome``, ``holder``, and
 ``error_class``/``error_message`` if it failed), ``llm.call`` (``model``,
-``input_tokens``, ``output_tokens``, ``cost_usd``, ``latency_ms``, ``cached``),
+``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``, ``cost_usd``, ``latency_ms``,
+``cached``),
 ``node.retry`` (``delay_ms``, ``error_class`` or ``breaker``), ``tool.call``,
 ``sandbox.exec`` and ``breaker``.
 """

@@ -8,8 +8,9 @@
     run = client.submit(load_plan("examples/plans/diamond.yaml"))
     print(run.result(timeout=60))              # waits; raises RunFailedError if it failed
 
-``Client`` holds the runs; ``client.dlq``, ``client.schedules`` and ``client.approvals``
-are sub-clients over the same runtime. ``plan_goal`` plans a goal without Redis or a run.
+``Client`` holds the runs; ``client.dlq``, ``client.schedules``, ``client.approvals`` and
+``client.tokens`` (the HTTP API's tokens) are sub-clients over the same runtime.
+``plan_goal`` plans a goal without Redis or a run.
 
 Rejected: one facade with every domain's methods (``dlq_list``, ``add_schedule``...): 38
 methods in one class, and every caller of one domain read past the other four.
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from dagwright.client.planning import PlannedGoal, plan_goal
     from dagwright.client.runs import Client
     from dagwright.client.schedules import ScheduleClient, ScheduleInfo
+    from dagwright.client.tokens import TokenClient
 
 # Loaded on first use (PEP 562): `dagwright status` needs ``Client``, not the planner
 # (``plan_goal``) nor the schedules, dead letters and approvals.
@@ -39,6 +41,7 @@ _LAZY = {
     "RunHandle": "dagwright.client.handle",
     "ScheduleClient": "dagwright.client.schedules",
     "ScheduleInfo": "dagwright.client.schedules",
+    "TokenClient": "dagwright.client.tokens",
     "plan_goal": "dagwright.client.planning",
     "result_of": "dagwright.client.handle",
 }
@@ -55,6 +58,7 @@ __all__ = [
     "RunHandle",
     "ScheduleClient",
     "ScheduleInfo",
+    "TokenClient",
     "plan_goal",
     "result_of",
 ]

@@ -13,7 +13,7 @@ from dagwright.dlq import (
     DeadLetterStats,
     DeadLetterStatus,
 )
-from dagwright.errors import DeadLetterError, InputError
+from dagwright.errors import DeadLetterError, InputError, UnknownDeadLetterError
 from dagwright.orchestrator.control.replay import (
     ReplayResult,
     dead_letters,
@@ -79,7 +79,7 @@ class DeadLetterClient(SubClient):
     def purge(self, entry_id: str) -> None:
         """Delete a dead letter (DeadLetterError if there is none)."""
         if not dead_letters(self._client.runtime).purge(entry_id):
-            raise DeadLetterError(f"no dead letter {shown_id(entry_id)!r}")
+            raise UnknownDeadLetterError(f"no dead letter {shown_id(entry_id)!r}")
 
     @translated
     def purge_all(

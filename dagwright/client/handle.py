@@ -19,9 +19,12 @@ FINAL_RUN_EVENTS = frozenset(f"run.{status.value}" for status in RunStatus if st
 class RunHandle:
     """One run: ``status()``, ``wait()``, ``result()``, ``events()``, ``cancel()``."""
 
-    def __init__(self, client: Client, run_id: str) -> None:
+    def __init__(self, client: Client, run_id: str, *, created: bool = True) -> None:
         self.client = client
         self.run_id = run_id
+        self.created = created
+        """False when a submit's idempotency key named a run started earlier (HTTP's 200
+        rather than 201)."""
 
     def __repr__(self) -> str:
         return f"RunHandle({self.run_id!r})"

@@ -14,9 +14,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.handle import FINAL_RUN_EVENTS, ProgressCallback, RunHandle, result_of
+from dagwright.client.handle import ProgressCallback, RunHandle, result_of
 from dagwright.client.redis_errors import translated
-from dagwright.connection import require_redis_url, translate_redis_errors
+from dagwright.connection import require_redis_url
 from dagwright.errors import RunNotFinishedError
 from dagwright.models import (
     AuditEntry,
@@ -35,7 +35,11 @@ if TYPE_CHECKING:
     from dagwright.app import DagwrightCelery
     from dagwright.client.approvals import ApprovalClient
     from dagwright.client.dead_letters import DeadLetterClient
+    from dagwright.client.following import EventFollower
+    from dagwright.client.node_detail import NodeDetail
+    from dagwright.client.run_pages import RunPage
     from dagwright.client.schedules import ScheduleClient
+    from dagwright.client.tokens import TokenClient
     from dagwright.orchestrator.broker import Broker
     from dagwright.orchestrator.control.runnable import LiveCapabilities
     from dagwright.telemetry.run_trace import Trace
@@ -102,6 +106,14 @@ class Client:
 
         return ApprovalClient(self)
 
+    @cached_property
+    def tokens(self) -> TokenClient:
+        """API tokens of ``dagwright server``: ``create``, ``list``, ``revoke``,
+        ``authenticate``, and the dashboard's sessions."""
+        from dagwright.client.tokens import TokenClient
+
+        return TokenClient(self)
+
     @translated
     def submit(
         self,
@@ -141,9 +153,11 @@ class Client:
         UnrunnablePlanError when workers are live and none of them can run some node (a
         function or worker type they do not import, no LLM endpoint for an agent), and
         IdempotencyConflictError when ``idempotency_key`` names a run started with
-        another plan or goal.
+        another plan or goal. The handle's ``created`` is False when the key named an
+        earlier run.
         """
         from dagwright.orchestrator.control.submission import start_run
+        from dagwright.orchestrator.runstate.store import new_run_id
         from dagwright.planning.goals import GoalOptions, requested_budget
         from dagwright.plans.files import coerce_plan
 
@@ -155,6 +169,7 @@ class Client:
             replan=replan,
             budget=requested_budget(budget, budget_tokens),
         )
+        new_id = new_run_id()
         run_id = start_run(
             self.runtime,
             self.broker,
@@ -170,8 +185,9 @@ class Client:
             timeout_s=timeout_s,
             response_cache=response_cache,
             live_workers=self.live_workers,
+            run_id=new_id,
         )
-        return RunHandle(self, run_id)
+        return RunHandle(self, run_id, created=run_id == new_id)
 
     @translated
     def get_run(self, run_id: str) -> RunHandle:
@@ -241,26 +257,20 @@ class Client:
         return self._follow_events(run_id, follow=follow, after=after)
 
     def _follow_events(self, run_id: str, *, follow: bool, after: str) -> Iterator[Event]:
-        cursor, ended = after, False
-        while True:
-            # Once the run looks ended, one read without blocking says whether it still is.
-            block_ms = int(WAKE_UP_S * 1000) if follow and not ended else None
-            batch = self._read_events(run_id, cursor, block_ms)
-            if batch:
-                yield from batch
-                cursor, ended = batch[-1].id, batch[-1].kind in FINAL_RUN_EVENTS
-            elif ended or not follow:
+        follower = self.follow_events(run_id, after=after)
+        while not follower.finished:
+            batch = follower.step(WAKE_UP_S if follow else None)
+            yield from batch
+            if not batch and not follow:
                 return
-            else:  # nothing came: if the run has ended since, the next read takes its end
-                ended = self._run_is_final(run_id)
 
-    def _read_events(self, run_id: str, after: str, block_ms: int | None) -> list[Event]:
-        with translate_redis_errors(self.redis_url):
-            return self.runtime.store.read_events(run_id, after=after, block_ms=block_ms)
+    def follow_events(self, run_id: str, *, after: str = "0") -> EventFollower:
+        """A cursor on the run's events after stream id ``after``, read a bounded wait at a
+        time (``step(wait_s)``) until ``finished``: the run ended and all its events were
+        read. What ``events`` iterates, for callers that must not block for long."""
+        from dagwright.client.following import EventFollower
 
-    def _run_is_final(self, run_id: str) -> bool:
-        with translate_redis_errors(self.redis_url):
-            return self.runtime.store.run_status(run_id).is_final
+        return EventFollower(self, run_id, after=after)
 
     @translated
     def next_events(
@@ -306,3 +316,35 @@ class Client:
             for run_id in store.list_runs(limit)
             if store.exists(run_id)
         ]
+
+    @translated
+    def find_runs(
+        self,
+        *,
+        status: RunStatus | str | None = None,
+        text: str = "",
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """A page of run summaries (no nodes), newest first: of a ``status``, whose goal or
+        id contains ``text`` (case-insensitive), from ``cursor`` (the last page's
+        ``next_cursor``) on. InputError for an unknown status, a bad cursor or limit."""
+        from dagwright.client.run_pages import RunFilter, find_runs, parse_status
+
+        where = RunFilter(status=parse_status(status), text=text)
+        return find_runs(self.runtime.store, where, limit, cursor)
+
+    @translated
+    def node(self, run_id: str, node_id: str) -> NodeDetail:
+        """One node in full: its state, plan entry, inputs (its dependencies' outputs),
+        transcript (an agent's checkpointed messages), LLM calls (tokens, cost, duration)
+        and trace spans. UnknownRunError, or UnknownNodeError if the run has no such node."""
+        from dagwright.client.node_detail import read_node_detail
+
+        return read_node_detail(self.runtime.store, run_id, node_id)
+
+    def worker_types(self) -> list[dict[str, Any]]:
+        """The registered worker types, as ``dagwright worker-types --json`` prints them."""
+        from dagwright.client.catalog import describe_worker_types
+
+        return describe_worker_types(self.settings)

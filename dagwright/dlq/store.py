@@ -23,7 +23,7 @@ from dagwright.dlq.entries import (
     DeadLetterStatus,
     RawMessage,
 )
-from dagwright.errors import DeadLetterError
+from dagwright.errors import UnknownDeadLetterError
 from dagwright.keys import QUEUE_PREFIX, Keys
 from dagwright.shown_ids import shown_id
 
@@ -90,7 +90,7 @@ class DeadLetterStore:
         except redis.ResponseError:  # not a stream id at all
             entries = []
         if not entries:
-            raise DeadLetterError(
+            raise UnknownDeadLetterError(
                 f"no dead letter {shown_id(entry_id)!r}: `dagwright dlq list` shows them "
                 "(purged ones and those past DAGWRIGHT_DLQ_RETENTION_S are gone)"
             )

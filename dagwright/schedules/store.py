@@ -8,7 +8,7 @@ from datetime import datetime
 
 import redis
 
-from dagwright.errors import ScheduleError
+from dagwright.errors import UnknownScheduleError
 from dagwright.keys import Keys
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.schedules.definition import (
@@ -56,7 +56,9 @@ class ScheduleStore:
         raw = self.client.hget(self.keys.schedules, name)
         if raw is None:
             known = ", ".join(self.names()) or "none"
-            raise ScheduleError(f"no schedule {shown_id(name)!r}; the schedules are: {known}")
+            raise UnknownScheduleError(
+                f"no schedule {shown_id(name)!r}; the schedules are: {known}"
+            )
         return Schedule.model_validate_json(raw)
 
     def names(self) -> list[str]:

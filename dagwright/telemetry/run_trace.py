@@ -285,6 +285,7 @@ class AttemptTracker:
                 "latency_ms": latency_ms,
                 "cached": data.get("cached", "0") == "1",
                 **unpriced_tokens(data),
+                **cache_read_tokens(data),
             },
         )
 
@@ -342,3 +343,10 @@ def unpriced_tokens(data: dict[str, str]) -> dict[str, int]:
     """An llm.call's tokens of a model with no price, as an attribute where there are any."""
     tokens = int(data.get("unpriced_tokens", 0))
     return {"unpriced_tokens": tokens} if tokens else {}
+
+
+def cache_read_tokens(data: dict[str, str]) -> dict[str, int]:
+    """An llm.call's input tokens read from the prompt cache, where its event says (events
+    written before they were recorded say nothing, and get no attribute)."""
+    tokens = data.get("cache_read_input_tokens")
+    return {"cache_read_input_tokens": int(tokens)} if tokens is not None else {}

@@ -165,6 +165,7 @@ class NodeContext:
             "model", response.model,
             "input_tokens", response.usage.input_tokens,
             "output_tokens", response.usage.output_tokens,
+            "cache_read_input_tokens", response.usage.cache_read_input_tokens,
             "cost_usd", response.usage.cost_usd,
             "unpriced_tokens", response.usage.unpriced_tokens,
             "latency_ms", int(response.latency_s * 1000),

@@ -57,8 +57,10 @@ def start_run(
     timeout_s: float | None = None,
     response_cache: bool | None = None,
     live_workers: LiveCapabilities | None = None,
+    run_id: str | None = None,
 ) -> str:
-    """Write a new run and publish its first nodes; its id. PlanError (with every
+    """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
+    new one; another if an idempotency key names an earlier run). PlanError (with every
     problem) or InputError before anything is written. ``extra``: more fields of the
     run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
@@ -111,7 +113,7 @@ def start_run(
     new_run = NewRun.of(
         graph, runtime.dispatch_for, status=status, output_nodes=output_nodes, extra=fields
     )
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     if idempotency_key is None:
         creation = runtime.store.create_claimed_run(run_id, new_run)
     else:

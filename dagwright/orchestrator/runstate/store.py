@@ -215,6 +215,24 @@ class RunStore:
         """The most recent run ids, newest first."""
         return list(self.client.zrevrange(self.keys.run_index, 0, limit - 1))
 
+    def run_index_page(self, max_ms: float | str, count: int) -> list[tuple[str, float]]:
+        """Up to ``count`` (run id, creation ms) of the run index created at ``max_ms`` or
+        before (``"+inf"``: from the newest), newest first."""
+        return [
+            (str(run_id), float(score))
+            for run_id, score in self.client.zrevrangebyscore(
+                self.keys.run_index, max_ms, "-inf", start=0, num=count, withscores=True
+            )
+        ]
+
+    def node_records(self, run_id: str, node_id: str) -> tuple[str | None, str | None]:
+        """A node's spec and last checkpoint, as stored (JSON text, or None)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hget(self._key(run_id, "spec"), node_id)
+        pipe.hget(self._key(run_id, "checkpoint"), node_id)
+        spec, checkpoint = pipe.execute()
+        return spec, checkpoint
+
 
 def _state_columns(include_nodes: bool, include_outputs: bool) -> list[str]:
     columns = ["run"]

@@ -1,0 +1,55 @@
+"""Following a run's events in bounded steps: when they have all been read.
+
+A final event (``run.succeeded``...) ends a run's events only when nothing follows it: a
+dead letter's replay re-opens an ended run (``run.reopened``) and its events go on after
+the old end. So once the run looks ended, one read without blocking says whether it is.
+``Client.events`` iterates over this; the HTTP API's event stream steps it from a thread,
+a bounded wait at a time, so it can send keep-alives and notice a client that left.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dagwright.client.handle import FINAL_RUN_EVENTS
+from dagwright.connection import translate_redis_errors
+from dagwright.models import Event
+
+if TYPE_CHECKING:
+    from dagwright.client.runs import Client
+
+
+class EventFollower:
+    """A cursor on one run's events: ``step(wait_s)`` returns the next batch (waiting up to
+    ``wait_s`` for one), and ``finished`` turns true once the run has ended and every
+    event up to its end was returned."""
+
+    def __init__(self, client: Client, run_id: str, *, after: str = "0") -> None:
+        self.client = client
+        self.run_id = run_id
+        self.cursor = after
+        self.ended = False  # the last event read ended the run, or the run is final
+        self.finished = False
+
+    def step(self, wait_s: float | None) -> list[Event]:
+        """The events after the cursor; waits up to ``wait_s`` (None: not at all) unless
+        the run looks ended, when one read without blocking settles it."""
+        block_ms = max(1, int(wait_s * 1000)) if wait_s is not None and not self.ended else None
+        batch = self._read(block_ms)
+        if batch:
+            self.cursor, self.ended = batch[-1].id, batch[-1].kind in FINAL_RUN_EVENTS
+        elif self.ended:
+            self.finished = True
+        else:  # nothing came: if the run has ended since, the next step takes its end
+            self.ended = self._run_is_final()
+        return batch
+
+    def _read(self, block_ms: int | None) -> list[Event]:
+        with translate_redis_errors(self.client.redis_url):
+            return self.client.runtime.store.read_events(
+                self.run_id, after=self.cursor, block_ms=block_ms
+            )
+
+    def _run_is_final(self) -> bool:
+        with translate_redis_errors(self.client.redis_url):
+            return self.client.runtime.store.run_status(self.run_id).is_final

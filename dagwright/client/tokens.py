@@ -1,0 +1,209 @@
+"""``client.tokens``: API tokens for ``dagwright server``, and its dashboard sessions.
+
+A token is ``dw_`` + 43 url-safe characters (256 random bits), shown once at creation.
+Redis keeps only its sha256: a request's credential is hashed and looked up, so reading
+Redis gives no one a usable token. A plain sha256 is enough (no slow KDF): the secret is
+random, not a password a person chose, so there is nothing to guess from a dictionary.
+
+Sessions (the dashboard's cookie) are stored the same way, by the sha256 of the cookie's
+value, with a TTL; revoking a token ends every session it opened.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from dagwright.client.redis_errors import SubClient, translated
+from dagwright.errors import InputError
+from dagwright.shown_ids import shown_id
+
+if TYPE_CHECKING:
+    import redis
+
+    from dagwright.keys import Keys
+
+TOKEN_PREFIX = "dw_"
+TOKEN_BYTES = 32  # 43 url-safe characters
+
+
+class Scope(enum.StrEnum):
+    """What a token may do, each including the one before: ``read`` every GET;
+    ``operate`` also submit, cancel, approve, reject, replay, pause/resume/run-now;
+    ``admin`` also purge dead letters and create/delete schedules."""
+
+    READ = "read"
+    OPERATE = "operate"
+    ADMIN = "admin"
+
+    @property
+    def rank(self) -> int:
+        return list(Scope).index(self)
+
+    def allows(self, needed: Scope) -> bool:
+        return self.rank >= needed.rank
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A token's record: never the token itself."""
+
+    id: str
+    name: str
+    scope: Scope
+    created_at: datetime
+    last_used_at: datetime | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "scope": self.scope.value,
+            "created_at": self.created_at.isoformat(),
+            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class NewToken:
+    """What ``create`` returns: the record, and the token, which is shown this once."""
+
+    info: TokenInfo
+    token: str
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A dashboard session as stored: whose token opened it, and its CSRF token."""
+
+    token_id: str
+    name: str
+    scope: Scope
+    csrf_token: str
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def parse_scope(scope: Scope | str) -> Scope:
+    """The scope named ``scope``, or InputError listing the scopes there are."""
+    try:
+        return Scope(scope)
+    except ValueError:
+        names = ", ".join(Scope)
+        raise InputError(f"unknown scope {scope!r}: the scopes are {names}") from None
+
+
+class TokenClient(SubClient):
+    """Create, list, revoke and check API tokens; open and end dashboard sessions."""
+
+    @translated
+    def create(self, name: str, *, scope: Scope | str = Scope.READ) -> NewToken:
+        """A new token named ``name`` (for people: who or what uses it) with ``scope``."""
+        if not name.strip():
+            raise InputError("a token needs a name: say who or what will use it")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+        record = {
+            "id": secrets.token_hex(6),
+            "name": name.strip(),
+            "scope": parse_scope(scope).value,
+            "created_at": datetime.now(UTC).isoformat(),
+            "sha256": digest(token),
+        }
+        keys, redis = self._keys, self._redis
+        pipe = redis.pipeline()
+        pipe.hset(keys.api_tokens, record["id"], json.dumps(record))
+        pipe.set(keys.api_token_by_digest(record["sha256"]), record["id"])
+        pipe.execute()
+        return NewToken(info=self._info(record, None), token=token)
+
+    @translated
+    def list(self) -> builtins.list[TokenInfo]:
+        """Every token, oldest first."""
+        records = [json.loads(raw) for raw in self._redis.hvals(self._keys.api_tokens)]
+        used = self._redis.hgetall(self._keys.api_tokens_last_used)
+        infos = [self._info(record, used.get(record["id"])) for record in records]
+        return sorted(infos, key=lambda info: info.created_at)
+
+    @translated
+    def revoke(self, token_id: str) -> TokenInfo:
+        """Delete a token, and end the dashboard sessions it opened (InputError if none)."""
+        keys, redis = self._keys, self._redis
+        raw = redis.hget(keys.api_tokens, token_id)
+        if raw is None:
+            raise InputError(f"no API token {shown_id(token_id)!r}: `dagwright token list`")
+        record = json.loads(raw)
+        sessions = redis.smembers(keys.api_token_sessions(token_id))
+        pipe = redis.pipeline()
+        pipe.hdel(keys.api_tokens, token_id)
+        pipe.hdel(keys.api_tokens_last_used, token_id)
+        pipe.delete(keys.api_token_by_digest(record["sha256"]), *sessions)
+        pipe.delete(keys.api_token_sessions(token_id))
+        pipe.execute()
+        return self._info(record, None)
+
+    @translated
+    def authenticate(self, token: str) -> TokenInfo | None:
+        """The token's record if ``token`` is a live token (and note its use), else None."""
+        token_id = self._redis.get(self._keys.api_token_by_digest(digest(token)))
+        raw = self._redis.hget(self._keys.api_tokens, token_id) if token_id else None
+        if raw is None:
+            return None
+        self._redis.hset(self._keys.api_tokens_last_used, str(token_id), int(time.time() * 1000))
+        return self._info(json.loads(raw), None)
+
+    @translated
+    def open_session(self, session_id: str, token: TokenInfo, *, ttl_s: int) -> SessionRecord:
+        """Store a session for ``token`` under ``session_id`` (kept as its sha256)."""
+        record = SessionRecord(token.id, token.name, token.scope, secrets.token_urlsafe(32))
+        key = self._keys.api_session(digest(session_id))
+        pipe = self._redis.pipeline()
+        pipe.set(key, json.dumps(asdict(record)), ex=ttl_s)
+        pipe.sadd(self._keys.api_token_sessions(token.id), key)
+        pipe.execute()
+        return record
+
+    @translated
+    def session(self, session_id: str) -> SessionRecord | None:
+        """The live session ``session_id`` names (its token not revoked), else None."""
+        raw = self._redis.get(self._keys.api_session(digest(session_id)))
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        if not self._redis.hexists(self._keys.api_tokens, data["token_id"]):
+            return None
+        return SessionRecord(
+            data["token_id"], data["name"], Scope(data["scope"]), data["csrf_token"]
+        )
+
+    @translated
+    def close_session(self, session_id: str) -> None:
+        """End a session (nothing happens if it has ended already)."""
+        self._redis.delete(self._keys.api_session(digest(session_id)))
+
+    @property
+    def _keys(self) -> Keys:
+        return self._client.runtime.keys
+
+    @property
+    def _redis(self) -> redis.Redis:
+        return self._client.runtime.client
+
+    @staticmethod
+    def _info(record: dict[str, str], last_used_ms: str | None) -> TokenInfo:
+        used = datetime.fromtimestamp(int(last_used_ms) / 1000, UTC) if last_used_ms else None
+        return TokenInfo(
+            id=record["id"],
+            name=record["name"],
+            scope=Scope(record["scope"]),
+            created_at=datetime.fromisoformat(record["created_at"]),
+            last_used_at=used,
+        )

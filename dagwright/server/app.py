@@ -1,0 +1,62 @@
+"""``create_app``: the FastAPI application of ``dagwright server``.
+
+Why FastAPI: request bodies and query parameters are typed (pydantic, which dagwright's
+models already are), and the OpenAPI document and its Swagger UI come from the routes
+themselves, so they cannot drift from what is served. It runs on Starlette, whose
+StreamingResponse carries the event stream and whose thread pool runs the client's
+blocking calls. Rejected: Flask (WSGI: one thread per open event stream, no OpenAPI),
+bare Starlette (the same server, with the schema and the validation written by hand).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+
+from dagwright.client import Client
+from dagwright.server.problems import install_problem_handlers
+from dagwright.settings import Settings
+
+API_PREFIX = "/api/v1"
+
+
+def api_router() -> APIRouter:
+    """Every ``/api/v1`` route (imported here: ``import dagwright`` loads none of them)."""
+    from dagwright.server.routes import approvals, dead_letters, events, runs, schedules, system
+
+    router = APIRouter()
+    for module in (system, runs, events, approvals, dead_letters, schedules):
+        router.include_router(module.router)
+    return router
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    allow_anonymous: bool = False,
+    client: Client | None = None,
+) -> FastAPI:
+    """The API under ``/api/v1`` (OpenAPI at ``/api/v1/openapi.json``, Swagger UI at
+    ``/api/v1/docs``) and the dashboard's pages, over one ``Client``.
+
+    ``allow_anonymous`` lets requests without a credential act as admin: only for a
+    server bound to a loopback address (``dagwright server`` checks; ``dagwright up``
+    sets it).
+    """
+    from importlib.metadata import version
+
+    from dagwright.server.dashboard import dashboard_router
+
+    app = FastAPI(
+        title="dagwright",
+        version=version("dagwright"),
+        summary="Submit and follow runs of dependency DAGs of tasks and LLM agents.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.client = client or Client(settings)
+    app.state.allow_anonymous = allow_anonymous
+    install_problem_handlers(app)
+    app.include_router(api_router(), prefix=API_PREFIX)
+    app.include_router(dashboard_router())
+    return app

@@ -1,0 +1,181 @@
+"""Who is asking, and may they: credentials, principals and scope checks.
+
+Credentials, the first present wins: ``Authorization: Bearer <token>``; HTTP Basic with
+the token as the password (any user name: ``curl -u :$TOKEN``); the dashboard's session
+cookie. With none, the request is anonymous, which only a server started with
+``allow_anonymous`` on a loopback address lets through (as admin: it is the user's own
+laptop, ``dagwright up``). A credential that is present but wrong is refused (401), even
+where anonymous access is allowed: a typo must not pass silently.
+
+Scopes: read < operate < admin (``client.tokens.Scope``). Each route depends on
+``require(scope)``; a cookie-authenticated POST/PUT/PATCH/DELETE must also carry the
+session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from fastapi import Request
+
+from dagwright.client.tokens import Scope
+from dagwright.server.blocking import in_thread
+from dagwright.server.problems import Problem
+from dagwright.server.sessions import CSRF_FORM_FIELD, CSRF_HEADER, SESSION_COOKIE
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from dagwright.client import Client
+
+CHALLENGE = 'Bearer realm="dagwright", Basic realm="dagwright"'
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+Via = Literal["bearer", "basic", "session", "anonymous"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts for: a token's name and scope (or the anonymous admin)."""
+
+    name: str
+    scope: Scope
+    via: Via
+    token_id: str | None = None
+    csrf_token: str | None = None
+    """The session's CSRF token (cookie sessions only)."""
+
+    @property
+    def anonymous(self) -> bool:
+        return self.via == "anonymous"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "scope": self.scope.value,
+            "anonymous": self.anonymous,
+            "csrf_token": self.csrf_token,
+        }
+
+
+ANONYMOUS = Principal(name="anonymous", scope=Scope.ADMIN, via="anonymous")
+
+
+def client_of(request: Request) -> Client:
+    """The app's one client (``create_app`` made it)."""
+    client: Client = request.app.state.client
+    return client
+
+
+def unauthorized(detail: str) -> Problem:
+    return Problem(401, detail, headers={"WWW-Authenticate": CHALLENGE})
+
+
+async def current_principal(request: Request) -> Principal | None:
+    """Who the request acts for, or None if it carries no credential and anonymous
+    access is off. A wrong credential raises a 401 problem. Cached on the request."""
+    if "dw_principal" in request.scope:
+        found: Principal | None = request.scope["dw_principal"]
+        return found
+    principal = await _authenticate(request)
+    request.scope["dw_principal"] = principal
+    return principal
+
+
+async def _authenticate(request: Request) -> Principal | None:
+    client = client_of(request)
+    header = request.headers.get("authorization")
+    if header:
+        return await _from_header(client, header)
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        return await _from_session(client, cookie)
+    return ANONYMOUS if request.app.state.allow_anonymous else None
+
+
+async def _from_header(client: Client, header: str) -> Principal:
+    kind, _, credential = header.partition(" ")
+    kind = kind.lower()
+    if kind == "bearer":
+        token, via = credential.strip(), "bearer"
+    elif kind == "basic":
+        token, via = basic_password(credential.strip()), "basic"
+    else:
+        raise unauthorized("use Authorization: Bearer <token>, or Basic with the token as password")
+    info = await in_thread(client.tokens.authenticate, token) if token else None
+    if info is None:
+        raise unauthorized("this token is not valid: it was revoked, or mistyped")
+    return Principal(name=info.name, scope=info.scope, via=via, token_id=info.id)  # type: ignore[arg-type]
+
+
+def basic_password(credential: str) -> str:
+    """The password of a Basic credential ("" if it is malformed)."""
+    try:
+        decoded = base64.b64decode(credential, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    return decoded.partition(":")[2]
+
+
+async def _from_session(client: Client, session_id: str) -> Principal:
+    record = await in_thread(client.tokens.session, session_id)
+    if record is None:
+        raise unauthorized("your session has ended: log in again")
+    return Principal(
+        name=record.name,
+        scope=record.scope,
+        via="session",
+        token_id=record.token_id,
+        csrf_token=record.csrf_token,
+    )
+
+
+def require(scope: Scope) -> Callable[[Request], Awaitable[Principal]]:
+    """A dependency: the request's principal, if it holds ``scope`` (401/403 if not;
+    403 too for a cookie-authenticated change without its CSRF token)."""
+
+    async def principal_with_scope(request: Request) -> Principal:
+        principal = await current_principal(request)
+        if principal is None:
+            raise unauthorized("authentication required: send an API token (dagwright token)")
+        if not principal.scope.allows(scope):
+            raise Problem(
+                403, f"this needs the {scope.value} scope; your token has {principal.scope.value}"
+            )
+        if principal.via == "session" and request.method in UNSAFE_METHODS:
+            await check_csrf(request, principal)
+        return principal
+
+    return principal_with_scope
+
+
+async def check_csrf(request: Request, principal: Principal) -> None:
+    """The session's CSRF token must come with a change (header or form field)."""
+    sent = request.headers.get(CSRF_HEADER)
+    if sent is None and request.headers.get("content-type", "").startswith(FORM_TYPES):
+        field = (await request.form()).get(CSRF_FORM_FIELD)
+        sent = field if isinstance(field, str) else None
+    expected = principal.csrf_token or ""
+    if not sent or not hmac.compare_digest(sent.encode(), expected.encode()):
+        raise Problem(
+            403, f"missing or wrong CSRF token: send the {CSRF_HEADER} header", error="CSRFError"
+        )
+
+
+async def require_page_login(request: Request) -> Principal | None:
+    """For dashboard pages: the principal, or None when there is none (the page then
+    redirects to ``/login?next=...``). A wrong credential counts as none here."""
+    try:
+        return await current_principal(request)
+    except Problem:
+        return None
+
+
+READ = require(Scope.READ)
+OPERATE = require(Scope.OPERATE)
+ADMIN = require(Scope.ADMIN)

@@ -1,0 +1,123 @@
+"""Runs: submit, list, read, result, cancel, trace, and one node in full."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from dagwright.client.handle import result_of
+from dagwright.json_views import run_json
+from dagwright.models import RunState
+from dagwright.server.auth import OPERATE, READ, client_of
+from dagwright.server.blocking import in_thread
+
+router = APIRouter(tags=["runs"])
+
+
+class SubmitRequest(BaseModel):
+    """A plan, or a goal for the planner, with the client's submit options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: dict[str, Any] | None = None
+    """The plan, as a plan file's JSON (goal, output, nodes)."""
+    goal: str | None = None
+    """A goal the planner turns into a plan (instead of ``plan``)."""
+    context: str = ""
+    worker_types: list[str] | None = None
+    max_nodes: int | None = None
+    max_depth: int | None = None
+    replan: bool | None = None
+    budget: dict[str, Any] | None = None
+    max_concurrent_nodes: int | None = None
+    timeout_s: float | None = None
+    response_cache: bool | None = None
+    idempotency_key: str | None = Field(None, max_length=512)
+    """A repeat of the same submit with this key returns the first one's run."""
+
+
+class CancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = "cancelled over the HTTP API"
+
+
+@router.post("/runs", status_code=201, dependencies=[Depends(OPERATE)])
+async def submit_run(
+    body: SubmitRequest,
+    request: Request,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=512)] = None,
+) -> dict[str, Any]:
+    """Start a run (201 + Location); the same idempotency key again: 200, the same run."""
+    client = client_of(request)
+    options = body.model_dump(exclude={"plan", "idempotency_key"})
+    handle = await in_thread(
+        client.submit,
+        body.plan,
+        idempotency_key=idempotency_key or body.idempotency_key,
+        **options,
+    )
+    response.headers["Location"] = f"/api/v1/runs/{handle.run_id}"
+    if not handle.created:
+        response.status_code = 200
+    return run_json(await in_thread(client.status, handle.run_id))
+
+
+@router.get("/runs", dependencies=[Depends(READ)])
+async def list_runs(
+    request: Request,
+    status: str | None = None,
+    q: str = "",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """Run summaries (no nodes), newest first, filtered by status and goal/id text."""
+    client = client_of(request)
+    page = await in_thread(client.find_runs, status=status, text=q, limit=limit, cursor=cursor)
+    runs = [summary_json(state) for state in page.runs]
+    return {"runs": runs, "next_cursor": page.next_cursor}
+
+
+def summary_json(state: RunState) -> dict[str, Any]:
+    """A run of a list: ``run_json`` without its nodes."""
+    return {key: value for key, value in run_json(state).items() if key != "nodes"}
+
+
+@router.get("/runs/{run_id}", dependencies=[Depends(READ)])
+async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+    """The run, as ``dagwright status --json`` prints it."""
+    return run_json(await in_thread(client_of(request).status, run_id))
+
+
+@router.get("/runs/{run_id}/result", dependencies=[Depends(READ)])
+async def get_result(run_id: str, request: Request) -> dict[str, Any]:
+    """``{"run_id", "result"}`` of a succeeded run; 409 for a failed, cancelled or
+    unfinished one (with the line the CLI prints)."""
+    state = await in_thread(client_of(request).status, run_id)
+    return {"run_id": run_id, "result": result_of(state)}
+
+
+@router.post("/runs/{run_id}/cancel", dependencies=[Depends(OPERATE)])
+async def cancel_run(
+    run_id: str, request: Request, body: CancelRequest | None = None
+) -> dict[str, Any]:
+    """Cancel the run; the run as it is now."""
+    reason = (body or CancelRequest()).reason
+    return run_json(await in_thread(client_of(request).cancel, run_id, reason))
+
+
+@router.get("/runs/{run_id}/trace", dependencies=[Depends(READ)])
+async def get_trace(run_id: str, request: Request) -> dict[str, Any]:
+    """The trace, as ``dagwright trace --format json`` prints it."""
+    trace = await in_thread(client_of(request).trace, run_id)
+    return trace.model_dump(mode="json")
+
+
+@router.get("/runs/{run_id}/nodes/{node_id}", dependencies=[Depends(READ)])
+async def get_node(run_id: str, node_id: str, request: Request) -> dict[str, Any]:
+    """One node in full: state, spec, inputs, transcript, LLM calls, spans."""
+    detail = await in_thread(client_of(request).node, run_id, node_id)
+    return detail.to_json()

@@ -1,0 +1,34 @@
+"""Health, who is asking, and the worker types."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+
+from dagwright.server.auth import READ, Principal, client_of
+from dagwright.server.blocking import in_thread
+
+ReadPrincipal = Annotated[Principal, Depends(READ)]
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/health")
+async def health(principal: ReadPrincipal) -> dict[str, Any]:
+    """``{"status": "ok", "version"}``: the server answers (read scope)."""
+    return {"status": "ok", "version": version("dagwright")}
+
+
+@router.get("/whoami")
+async def whoami(principal: ReadPrincipal) -> dict[str, Any]:
+    """The caller's name and scope; a cookie session's CSRF token, which the dashboard
+    sends back on every change."""
+    return principal.to_json()
+
+
+@router.get("/worker-types", dependencies=[Depends(READ)])
+async def worker_types(request: Request) -> list[dict[str, Any]]:
+    """Every registered worker type, as ``dagwright worker-types --json`` prints it."""
+    return await in_thread(client_of(request).worker_types)
