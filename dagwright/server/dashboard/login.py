@@ -8,20 +8,13 @@ carry the session's CSRF token (the form field the page renders).
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from dagwright.server.dashboard.rendering import render
-from dagwright.server.dashboard.visitors import (
-    LoginRefused,
-    close_session,
-    open_session,
-    session_cookie,
-    visitor_of,
-)
+from dagwright.server.dashboard.visitors import LoginRefused, log_in, log_out, visitor_of
 
 
 def safe_next(value: str | None) -> str:
@@ -54,36 +47,22 @@ def login_router() -> APIRouter:
         return login_page(safe_next(next_path))
 
     @router.post("/login")
-    async def log_in(
+    async def submit_login(
         request: Request,
         token: Annotated[str, Form()],
         next_path: Annotated[str, Form(alias="next")] = "/",
     ) -> Response:
+        response = RedirectResponse(safe_next(next_path), status_code=303)
         try:
-            session_id, ttl_s = await open_session(request, token.strip())
+            await log_in(request, token.strip(), response)
         except LoginRefused as refused:
             return login_page(safe_next(next_path), str(refused), status_code=401)
-        response = RedirectResponse(safe_next(next_path), status_code=303)
-        response.set_cookie(
-            session_cookie(),
-            session_id,
-            max_age=ttl_s,
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
         return response
 
     @router.post("/logout")
-    async def log_out(request: Request, csrf_token: Annotated[str, Form()] = "") -> Response:
-        visitor = await visitor_of(request)
-        if visitor is not None and visitor.csrf_token is not None:
-            if not hmac.compare_digest(csrf_token, visitor.csrf_token):
-                return Response("missing or wrong CSRF token", status_code=403)
-            await close_session(request, visitor)
+    async def submit_logout(request: Request) -> Response:
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(session_cookie(), path="/")
+        await log_out(request, response)
         return response
 
     return router

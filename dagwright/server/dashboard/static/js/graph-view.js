@@ -86,13 +86,22 @@ function itemBox(item, position) {
   return box;
 }
 
+const SMALLEST_SCALE = 0.5; // below this, labels are unreadable: scroll instead
+
+/** Shrinks a graph wider than its scrolling box to fit it, down to SMALLEST_SCALE. */
+function fit(container, size) {
+  const room = container.parentElement ? container.parentElement.clientWidth - 2 : size.width;
+  const scale = Math.min(1, Math.max(SMALLEST_SCALE, room / size.width));
+  container.setAttribute("width", (size.width * scale).toFixed(0));
+  container.setAttribute("height", (size.height * scale).toFixed(0));
+}
+
 /** Draws the graph into `container` (an <svg>); returns item id -> its <g>. */
 export function draw(container, graph, positions) {
   const size = positions.graph();
   container.replaceChildren(arrowMarker());
   container.setAttribute("viewBox", `0 0 ${size.width} ${size.height}`);
-  container.setAttribute("width", String(size.width));
-  container.setAttribute("height", String(size.height));
+  fit(container, size);
   const edges = svg("g", { class: "edges" });
   for (const [from, to] of graph.edges) {
     const points = positions.edge(from, to).points;

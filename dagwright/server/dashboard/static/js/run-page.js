@@ -140,8 +140,10 @@ function onEvent(message) {
   if (nodeId) refreshPanel(nodeId);
 }
 
+let stream = null;
+
 function follow() {
-  const stream = new EventSource(`${runPath}/events`);
+  stream = new EventSource(`${runPath}/events`);
   for (const kind of KINDS) stream.addEventListener(kind, onEvent);
   stream.onmessage = onEvent;
   stream.addEventListener("end", () => {
@@ -160,6 +162,19 @@ async function cancel() {
     flash("run cancelled", "ok");
   });
 }
+
+// A page left for another keeps its stream open while the browser caches it (back/forward
+// cache), and a browser opens at most six connections to one site: close it on leaving,
+// open it again (catching up by a fresh read) when the page comes back.
+window.addEventListener("pagehide", () => {
+  if (stream) stream.close();
+});
+window.addEventListener("pageshow", (event) => {
+  if (event.persisted && view.run) {
+    scheduleRefresh();
+    follow();
+  }
+});
 
 async function start() {
   document.getElementById("cancel").addEventListener("click", cancel);

@@ -7,6 +7,8 @@ const form = document.getElementById("filters");
 const rows = document.getElementById("runs");
 const more = document.getElementById("more");
 let cursor = null;
+let pagesShown = 1;
+const REFRESH_MS = 5000;
 
 function query() {
   const params = new URLSearchParams({ limit: "50" });
@@ -36,6 +38,7 @@ function row(run) {
 
 async function load(append) {
   if (!append) cursor = null;
+  pagesShown = append ? pagesShown + 1 : 1;
   const page = await reported(() => getJson(`/api/v1/runs?${query()}`));
   if (!page) return;
   const built = page.runs.map(row);
@@ -52,7 +55,11 @@ async function load(append) {
 let typing = null;
 form.addEventListener("submit", (event) => {
   event.preventDefault();
-  load(false);
+  // The first page follows new runs and status changes; pages read further on stay still.
+setInterval(() => {
+  if (!document.hidden && pagesShown === 1) load(false);
+}, REFRESH_MS);
+load(false);
 });
 form.elements.status.addEventListener("change", () => load(false));
 form.elements.q.addEventListener("input", () => {
@@ -60,4 +67,8 @@ form.elements.q.addEventListener("input", () => {
   typing = setTimeout(() => load(false), 250);
 });
 more.addEventListener("click", () => load(true));
+// The first page follows new runs and status changes; pages read further on stay still.
+setInterval(() => {
+  if (!document.hidden && pagesShown === 1) load(false);
+}, REFRESH_MS);
 load(false);
