@@ -228,6 +228,7 @@ def test_planned_nodes_appear_live_and_the_panel_shows_the_llm_transcript(
     browser: Any,  # noqa: F811
     server: ApiServer,
     fake_llm: FakeAnthropicServer,
+    tmp_path: Path,
 ) -> None:
     fake_llm.add(
         {  # the planner takes its time: the page is open before the plan exists
@@ -263,6 +264,9 @@ def test_planned_nodes_appear_live_and_the_panel_shows_the_llm_transcript(
     assert shown[4] == f"${call['cost_usd']:.4f}"
     transcript = find_soon(browser, "#panel ol.transcript").text
     assert "List the pros of Redis streams." in transcript and "fast, durable" in transcript
+    spans = browser.find_elements("css selector", "#panel ul.timeline li")
+    assert any(span.text.startswith("llm.call") for span in spans)
+    save_screenshot(browser, tmp_path, "dashboard-node.png")
 
 
 def test_approving_a_waiting_node_with_edited_args_lets_it_finish(
@@ -359,6 +363,17 @@ def test_a_thousand_node_run_page_draws(
         boxes = browser.find_elements(By.CSS_SELECTOR, "#graph .item")
         assert 10 <= len(boxes) <= 60
         assert len(browser.find_elements(By.CSS_SELECTOR, "#graph .item.group")) == 10
+
+        browser.find_element(By.CSS_SELECTOR, "#graph .item.group").click()
+        members = find_soon(browser, "#panel ul.members")
+        assert len(members.find_elements(By.TAG_NAME, "li")) in (98, 99)
+        browser.find_element(By.CSS_SELECTOR, "#panel button.expand").click()
+        wait_until(
+            lambda: len(browser.find_elements(By.CSS_SELECTOR, "#graph .item.group")) == 9,
+            timeout=30,
+            what="the group expanded",
+        )
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#graph .item")) > 100
 
 
 def sharded_map(nodes: int, shards: int) -> Plan:
