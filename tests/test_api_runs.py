@@ -11,8 +11,9 @@ import pytest
 from dagwright import Client, PlanBuilder
 from dagwright.errors import UnknownRunError
 from dagwright.json_views import run_json
+from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer
-from tests.support.api_server import ApiServer
+from tests.support.api_server import ApiServer, free_port, running_server
 from tests.support.llm_script import RESEARCHER, call, text, turn
 from tests.support.waiting import wait_until
 
@@ -168,3 +169,23 @@ def test_node_detail_has_the_spec_inputs_transcript_and_llm_calls(
     assert all(c["model"] and c["cost_usd"] > 0 and c["started_at"] for c in node["llm_calls"])
     assert [c["cache_read_input_tokens"] for c in node["llm_calls"]] == [0, 0]
     assert {span["name"] for span in node["spans"]} >= {"node.attempt", "llm.call"}
+
+
+def test_an_unreachable_redis_is_a_503_naming_it_without_its_password(
+    settings: Settings,
+) -> None:
+    dead = settings.model_copy(update={"redis_url": f"redis://:hunter2@127.0.0.1:{free_port()}/0"})
+    with running_server(dead, allow_anonymous=True) as server, server.http(None) as http:
+        anonymous = problem(http.get("/api/v1/runs/r1"), 503)
+        with_token = problem(http.get("/api/v1/whoami", headers={"Authorization": "Bearer x"}), 503)
+    for body in (anonymous, with_token):
+        assert body["error"] == "BrokerUnavailableError"
+        assert body["detail"].startswith("cannot reach Redis at redis://")
+        assert "hunter2" not in str(body)
+
+
+def test_a_malformed_last_event_id_is_a_422(api: ApiServer) -> None:
+    run_id = api.client.submit(DIAMOND).run_id
+    with api.http("read") as http:
+        bad = http.get(f"/api/v1/runs/{run_id}/events", headers={"Last-Event-ID": "zzz"})
+    assert problem(bad, 422)["error"] == "RequestValidationError"

@@ -153,11 +153,17 @@ class TokenClient(SubClient):
     @translated
     def authenticate(self, token: str) -> TokenInfo | None:
         """The token's record if ``token`` is a live token (and note its use), else None."""
-        token_id = self._redis.get(self._keys.api_token_by_digest(digest(token)))
-        raw = self._redis.hget(self._keys.api_tokens, token_id) if token_id else None
-        if raw is None:
+        keys = self._keys
+        token_id = self._redis.get(keys.api_token_by_digest(digest(token)))
+        if not token_id:
             return None
-        self._redis.hset(self._keys.api_tokens_last_used, str(token_id), int(time.time() * 1000))
+        pipe = self._redis.pipeline(transaction=False)  # one round trip for both
+        pipe.hget(keys.api_tokens, token_id)
+        pipe.hset(keys.api_tokens_last_used, token_id, int(time.time() * 1000))
+        raw, _ = pipe.execute()
+        if raw is None:  # revoked in between: its last use is dropped with it
+            self._redis.hdel(keys.api_tokens_last_used, token_id)
+            return None
         return self._info(json.loads(raw), None)
 
     @translated

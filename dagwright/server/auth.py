@@ -101,6 +101,7 @@ async def _authenticate(request: Request) -> Principal | None:
 async def _from_header(client: Client, header: str) -> Principal:
     kind, _, credential = header.partition(" ")
     kind = kind.lower()
+    via: Via
     if kind == "bearer":
         token, via = credential.strip(), "bearer"
     elif kind == "basic":
@@ -110,7 +111,7 @@ async def _from_header(client: Client, header: str) -> Principal:
     info = await in_thread(client.tokens.authenticate, token) if token else None
     if info is None:
         raise unauthorized("this token is not valid: it was revoked, or mistyped")
-    return Principal(name=info.name, scope=info.scope, via=via, token_id=info.id)  # type: ignore[arg-type]
+    return Principal(name=info.name, scope=info.scope, via=via, token_id=info.id)
 
 
 def basic_password(credential: str) -> str:

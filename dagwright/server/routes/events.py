@@ -29,6 +29,7 @@ from dagwright.server.blocking import in_thread
 
 router = APIRouter(tags=["runs"])
 
+STREAM_ID = r"^(\d+(-\d+)?|\$)$"  # an event's id (`1795857930788-1`), or `$`: from now on
 STEP_WAIT_S = 1.0  # longest block of one read: how soon a departed client is noticed
 
 
@@ -50,8 +51,8 @@ async def run_events(
     run_id: str,
     request: Request,
     follow: bool = True,
-    after: Annotated[str | None, Query(max_length=64)] = None,
-    last_event_id: Annotated[str | None, Header(max_length=64)] = None,
+    after: Annotated[str | None, Query(max_length=64, pattern=STREAM_ID)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=64, pattern=STREAM_ID)] = None,
 ) -> StreamingResponse:
     """The run's events (text/event-stream), after ``Last-Event-ID`` (or ``?after=``)."""
     client = client_of(request)

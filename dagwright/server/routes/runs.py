@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from dagwright.client.handle import result_of
+from dagwright.client import Client
+from dagwright.client.handle import RunHandle, result_of
 from dagwright.json_views import run_json
 from dagwright.models import RunState
 from dagwright.server.auth import OPERATE, READ, client_of
 from dagwright.server.blocking import in_thread
+from dagwright.server.payloads import payload
 
 router = APIRouter(tags=["runs"])
 
@@ -44,26 +47,32 @@ class CancelRequest(BaseModel):
     reason: str = "cancelled over the HTTP API"
 
 
-@router.post("/runs", status_code=201, dependencies=[Depends(OPERATE)])
+@router.post(
+    "/runs",
+    status_code=201,
+    dependencies=[Depends(OPERATE)],
+    responses={200: {"description": "The idempotency key named an earlier run: that run."}},
+)
 async def submit_run(
     body: SubmitRequest,
     request: Request,
-    response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=512)] = None,
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Start a run (201 + Location); the same idempotency key again: 200, the same run."""
     client = client_of(request)
+    key = idempotency_key or body.idempotency_key
+    handle, state = await in_thread(submit_and_read, client, body, key)
+    location = {"Location": f"/api/v1/runs/{handle.run_id}"}
+    return payload(run_json(state), status_code=201 if handle.created else 200, headers=location)
+
+
+def submit_and_read(
+    client: Client, body: SubmitRequest, idempotency_key: str | None
+) -> tuple[RunHandle, RunState]:
+    """Submit, then read the run: one trip to a worker thread for both."""
     options = body.model_dump(exclude={"plan", "idempotency_key"})
-    handle = await in_thread(
-        client.submit,
-        body.plan,
-        idempotency_key=idempotency_key or body.idempotency_key,
-        **options,
-    )
-    response.headers["Location"] = f"/api/v1/runs/{handle.run_id}"
-    if not handle.created:
-        response.status_code = 200
-    return run_json(await in_thread(client.status, handle.run_id))
+    handle = client.submit(body.plan, idempotency_key=idempotency_key, **options)
+    return handle, client.status(handle.run_id)
 
 
 @router.get("/runs", dependencies=[Depends(READ)])
@@ -73,12 +82,12 @@ async def list_runs(
     q: str = "",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Run summaries (no nodes), newest first, filtered by status and goal/id text."""
     client = client_of(request)
     page = await in_thread(client.find_runs, status=status, text=q, limit=limit, cursor=cursor)
     runs = [summary_json(state) for state in page.runs]
-    return {"runs": runs, "next_cursor": page.next_cursor}
+    return payload({"runs": runs, "next_cursor": page.next_cursor})
 
 
 def summary_json(state: RunState) -> dict[str, Any]:
@@ -87,37 +96,37 @@ def summary_json(state: RunState) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}", dependencies=[Depends(READ)])
-async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+async def get_run(run_id: str, request: Request) -> JSONResponse:
     """The run, as ``dagwright status --json`` prints it."""
-    return run_json(await in_thread(client_of(request).status, run_id))
+    return payload(run_json(await in_thread(client_of(request).status, run_id)))
 
 
 @router.get("/runs/{run_id}/result", dependencies=[Depends(READ)])
-async def get_result(run_id: str, request: Request) -> dict[str, Any]:
+async def get_result(run_id: str, request: Request) -> JSONResponse:
     """``{"run_id", "result"}`` of a succeeded run; 409 for a failed, cancelled or
     unfinished one (with the line the CLI prints)."""
     state = await in_thread(client_of(request).status, run_id)
-    return {"run_id": run_id, "result": result_of(state)}
+    return payload({"run_id": run_id, "result": result_of(state)})
 
 
 @router.post("/runs/{run_id}/cancel", dependencies=[Depends(OPERATE)])
 async def cancel_run(
     run_id: str, request: Request, body: CancelRequest | None = None
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Cancel the run; the run as it is now."""
     reason = (body or CancelRequest()).reason
-    return run_json(await in_thread(client_of(request).cancel, run_id, reason))
+    return payload(run_json(await in_thread(client_of(request).cancel, run_id, reason)))
 
 
 @router.get("/runs/{run_id}/trace", dependencies=[Depends(READ)])
-async def get_trace(run_id: str, request: Request) -> dict[str, Any]:
+async def get_trace(run_id: str, request: Request) -> JSONResponse:
     """The trace, as ``dagwright trace --format json`` prints it."""
     trace = await in_thread(client_of(request).trace, run_id)
-    return trace.model_dump(mode="json")
+    return payload(trace.model_dump(mode="json"))
 
 
 @router.get("/runs/{run_id}/nodes/{node_id}", dependencies=[Depends(READ)])
-async def get_node(run_id: str, node_id: str, request: Request) -> dict[str, Any]:
+async def get_node(run_id: str, node_id: str, request: Request) -> JSONResponse:
     """One node in full: state, spec, inputs, transcript, LLM calls, spans."""
     detail = await in_thread(client_of(request).node, run_id, node_id)
-    return detail.to_json()
+    return payload(detail.to_json())
