@@ -294,6 +294,24 @@ def test_approving_a_waiting_node_with_edited_args_lets_it_finish(
     assert final.nodes["deploy"].output.startswith("release v2 s1")  # the edited args
 
 
+def test_rejecting_a_waiting_node_fails_it_with_the_reason(
+    browser: Any,  # noqa: F811
+    server: ApiServer,
+) -> None:
+    run = server.client.submit(gated_release())
+    waiting_for_approval(server.client, run.run_id)
+    log_in(browser, server, path=f"/runs/{run.run_id}")
+    wait_until(lambda: body_data(browser, "graphDrawnMs"), timeout=30, what="the graph drawn")
+    browser.find_element("css selector", "[data-node='deploy']").click()
+    find_soon(browser, "#panel input.reason").send_keys("not on a Friday")
+    browser.find_element("css selector", "#panel button.reject").click()
+    wait_for_node(browser, "deploy", "failed")
+    wait_for_node(browser, "announce", "blocked")
+    error = find_soon(browser, "#panel pre.error").text  # the open panel follows its node
+    assert error.startswith("ApprovalRejectedError:") and "not on a Friday" in error
+    assert run.wait(timeout=30).status == RunStatus.FAILED
+
+
 def test_cancelling_a_run_from_its_page(browser: Any, server: ApiServer) -> None:  # noqa: F811
     run = server.client.submit(gated_release())
     waiting_for_approval(server.client, run.run_id)
