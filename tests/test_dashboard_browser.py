@@ -159,6 +159,10 @@ def test_logging_in_with_a_token_shows_the_runs(browser: Any, server: ApiServer)
     cookie = browser.get_cookie("dw_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     assert "read" in browser.find_element(By.ID, "who").text
+    browser.find_element(By.CSS_SELECTOR, f"tr[data-run='{run.run_id}'] a").click()
+    cancel = find_soon(browser, "#cancel:not([hidden])")
+    assert not cancel.is_enabled()  # a read-only token changes nothing, so cannot try
+    browser.back()
 
     other = PlanBuilder("Count the words")
     other.function("count", "concat", params={"parts": ["one two"]})

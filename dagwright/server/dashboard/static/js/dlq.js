@@ -1,7 +1,7 @@
 // The dead letters: what failed for good, why, and a replay button for each.
 
 import { getJson, postJson } from "./api.js";
-import { age, el, flash, reported } from "./dom.js";
+import { actionButton, age, el, flash, reported } from "./dom.js";
 
 const rows = document.getElementById("letters");
 
@@ -12,7 +12,7 @@ function replayButton(letter) {
       flash(`replayed ${letter.node_id} of run ${letter.run_id}`, "ok");
       await load();
     });
-  return el("button", { class: "replay", onclick: replay, disabled: letter.status !== "pending" }, "Replay");
+  return actionButton({ class: "replay", onclick: replay, disabled: letter.status !== "pending" }, "Replay");
 }
 
 function row(letter) {

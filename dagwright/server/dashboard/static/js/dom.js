@@ -57,6 +57,22 @@ export function pretty(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
+/** Whether the visitor's scope allows changes (operate or admin); read-only visitors see
+ * the buttons of changes disabled rather than meet a 403 after a click. */
+export function mayOperate() {
+  return document.documentElement.dataset.scope !== "read";
+}
+
+/** A button of a change (approve, replay, pause...): disabled for a read-only visitor. */
+export function actionButton(attributes, label) {
+  const denied = !mayOperate();
+  return el(
+    "button",
+    { ...attributes, disabled: attributes.disabled || denied, title: denied ? "needs the operate scope" : null },
+    label,
+  );
+}
+
 /** A short message in the page's flash area (errors of API calls). */
 export function flash(message, kind = "error") {
   const area = document.getElementById("flash");

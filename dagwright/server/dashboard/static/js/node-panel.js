@@ -3,7 +3,7 @@
 // approve / reject controls of a node waiting for approval.
 
 import { getJson, postJson } from "./api.js";
-import { cost, el, flash, pretty, reported } from "./dom.js";
+import { actionButton, cost, el, flash, pretty, reported } from "./dom.js";
 import { STATUS_ORDER, statusCounts } from "./graph-model.js";
 
 const panel = () => document.getElementById("panel");
@@ -106,9 +106,9 @@ function decisionForm(runId, nodeId, approval, onChange) {
     approval && approval.reasoning ? el("p", { class: "text" }, approval.reasoning) : null,
     args,
     el("div", { class: "buttons" },
-      el("button", { class: "approve", onclick: approve }, "Approve"),
+      actionButton({ class: "approve", onclick: approve }, "Approve"),
       reason,
-      el("button", { class: "reject danger", onclick: reject }, "Reject")),
+      actionButton({ class: "reject danger", onclick: reject }, "Reject")),
   );
 }
 

@@ -2,7 +2,7 @@
 // node colours kept live by the run's SSE stream, the node panel, and cancel.
 
 import { getJson, postJson } from "./api.js";
-import { age, cost, el, flash, reported, tokens } from "./dom.js";
+import { age, cost, el, flash, mayOperate, reported, tokens } from "./dom.js";
 import { visibleGraph } from "./graph-model.js";
 import { draw, layout, paint } from "./graph-view.js";
 import { showGroup, showNode } from "./node-panel.js";
@@ -177,7 +177,12 @@ window.addEventListener("pageshow", (event) => {
 });
 
 async function start() {
-  document.getElementById("cancel").addEventListener("click", cancel);
+  const cancelButton = document.getElementById("cancel");
+  cancelButton.addEventListener("click", cancel);
+  if (!mayOperate()) {
+    cancelButton.disabled = true;
+    cancelButton.title = "needs the operate scope";
+  }
   view.run = await reported(() => getJson(runPath));
   if (!view.run) return;
   header(view.run);

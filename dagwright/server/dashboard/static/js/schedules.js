@@ -1,7 +1,7 @@
 // The schedules: when each fires next, its last run, and pause / resume / run now.
 
 import { getJson, postJson } from "./api.js";
-import { el, flash, reported } from "./dom.js";
+import { actionButton, el, flash, reported } from "./dom.js";
 
 const rows = document.getElementById("schedules");
 
@@ -13,7 +13,7 @@ function action(schedule, verb, label) {
       flash(`${schedule.name}: ${label.toLowerCase()} done${run}`, "ok");
       await load();
     });
-  return el("button", { class: verb, onclick: act }, label);
+  return actionButton({ class: verb, onclick: act }, label);
 }
 
 function row(schedule) {
