@@ -79,6 +79,8 @@ def chromium() -> Iterator[object]:
 
 @pytest.fixture
 def browser(chromium: object) -> Iterator[object]:
-    """The module's browser with no cookies from a previous test."""
+    """The module's browser with no cookies from a previous test; it leaves the site
+    after the test, so that no page keeps an event stream open on a server that stops."""
     chromium.delete_all_cookies()  # type: ignore[attr-defined]
     yield chromium
+    chromium.get("about:blank")  # type: ignore[attr-defined]
