@@ -4,11 +4,13 @@ logout, the cookie's flags, the security headers, and that untrusted text stays 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 
 from dagwright import PlanBuilder
+from tests.support import browser as browser_support
 from tests.support.api_server import ApiServer
 
 PAGES = ["/", "/runs/some-run", "/dlq", "/schedules"]
@@ -113,3 +115,15 @@ def test_the_runs_page_lists_what_the_api_lists(api: ApiServer) -> None:
     listed = visitor.get("/api/v1/runs").json()["runs"]
     assert [r["run_id"] for r in listed] == [run.run_id]
     assert "<b>not bold</b>" not in page.text  # the goal reaches the page only as text
+
+
+def test_a_missing_browser_skips_the_browser_tests_unless_ci_requires_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(browser_support, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.delenv("DAGWRIGHT_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no-chromium is missing"):
+        browser_support.skip_or_fail_without_browser()
+    monkeypatch.setenv("DAGWRIGHT_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="DAGWRIGHT_REQUIRE_BROWSER=1 but"):
+        browser_support.skip_or_fail_without_browser()
