@@ -32,11 +32,17 @@ async function checked(response) {
 
 /** GET a JSON document of the API. */
 export async function getJson(path) {
+  return (await getJsonDated(path)).body;
+}
+
+/** GET a JSON document and the server's clock when it answered (its Date header, ms). */
+export async function getJsonDated(path) {
   const response = await fetch(path, {
     credentials: "same-origin",
     headers: { Accept: "application/json" },
   });
-  return checked(response);
+  const body = await checked(response);
+  return { body, serverMs: Date.parse(response.headers.get("Date") || "") || 0 };
 }
 
 /** The session's CSRF token: rendered into the page, else asked of /api/v1/whoami once. */

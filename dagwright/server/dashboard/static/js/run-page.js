@@ -1,7 +1,7 @@
 // The run page: the run's DAG (graph-model folds it, graph-view draws it with dagre),
 // node colours kept live by the run's SSE stream, the node panel, and cancel.
 
-import { getJson, postJson } from "./api.js";
+import { getJsonDated, postJson } from "./api.js";
 import { age, cost, el, flash, mayOperate, reported, tokens } from "./dom.js";
 import { visibleGraph } from "./graph-model.js";
 import { draw, layout, paint } from "./graph-view.js";
@@ -25,7 +25,16 @@ const KINDS = [
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
 ];
 
-const view = { run: null, expanded: new Set(), page: 0, graph: null, boxes: new Map() };
+// `readAtMs`: the server's clock at the last read of the run; events older than that (by
+// more than the Date header's second) are history the read already holds.
+const view = { run: null, readAtMs: 0, expanded: new Set(), page: 0, graph: null, boxes: new Map() };
+
+async function readRun() {
+  const answer = await reported(() => getJsonDated(runPath));
+  if (!answer) return null;
+  view.readAtMs = answer.serverMs;
+  return answer.body;
+}
 
 function header(run) {
   const usage = run.usage || {};
@@ -95,7 +104,7 @@ function repaint(nodeIds) {
 }
 
 async function refresh() {
-  const run = await reported(() => getJson(runPath));
+  const run = await readRun();
   if (!run) return;
   const before = Object.keys(view.run.nodes).join("\u0000");
   view.run = run;
@@ -127,6 +136,7 @@ function refreshPanel(nodeId) {
 
 function onEvent(message) {
   const event = JSON.parse(message.data);
+  if (Date.parse(event.at) < view.readAtMs - 1000) return; // replayed history: already read
   const nodeId = event.node;
   const suffix = event.kind.slice("node.".length);
   const status = KIND_STATUS[event.kind] || (NODE_STATUSES.has(suffix) ? suffix : null);
@@ -183,7 +193,7 @@ async function start() {
     cancelButton.disabled = true;
     cancelButton.title = "needs the operate scope";
   }
-  view.run = await reported(() => getJson(runPath));
+  view.run = await readRun();
   if (!view.run) return;
   header(view.run);
   redraw();
