@@ -353,8 +353,10 @@ def test_replaying_a_dead_letter_from_the_dlq_page(
     assert run.wait(timeout=30).status == RunStatus.FAILED
     server.client.runtime.client.set(fixed_key(run.run_id), 1)  # the cause, fixed
 
-    log_in(browser, server, path="/dlq")
+    log_in(browser, server, path=f"/runs/{run.run_id}")
+    browser.find_element(By.LINK_TEXT, "Dead letters of this run").click()
     wait_until(lambda: body_data(browser, "loaded"), timeout=10, what="the dead letters")
+    assert run.run_id in browser.find_element(By.ID, "filter-note").text
     [letter] = server.client.dlq.list()
     row = browser.find_element(By.CSS_SELECTOR, f"tr[data-letter='{letter.id}']")
     assert "on purpose" in row.text

@@ -35,8 +35,12 @@ function row(letter) {
   );
 }
 
+// `/dlq?run_id=R` shows one run's dead letters (the run page links here).
+const runFilter = new URLSearchParams(location.search).get("run_id");
+
 async function load() {
-  const answer = await reported(() => getJson("/api/v1/dlq"));
+  const query = runFilter ? `?run_id=${encodeURIComponent(runFilter)}` : "";
+  const answer = await reported(() => getJson(`/api/v1/dlq${query}`));
   if (!answer) return;
   const letters = Array.isArray(answer) ? answer : answer.letters || answer.entries || [];
   rows.replaceChildren(...letters.map(row));
@@ -44,4 +48,10 @@ async function load() {
   document.body.dataset.loaded = "yes";
 }
 
+if (runFilter) {
+  document.getElementById("filter-note").replaceChildren(
+    `of run ${runFilter} · `,
+    el("a", { href: "/dlq" }, "all dead letters"),
+  );
+}
 load();
