@@ -438,3 +438,24 @@ def test_pausing_resuming_and_firing_a_schedule(browser: Any, server: ApiServer)
     )
     run_id = said.split("(run ")[1].rstrip(")")
     assert server.client.status(run_id).goal == "Nightly digest"
+
+
+def test_eight_tabs_on_a_run_each_load(browser: Any, server: ApiServer) -> None:  # noqa: F811
+    """A browser opens six connections to a site at most, and each open event stream holds
+    one: run pages in background tabs close theirs, so the seventh tab still loads."""
+    run = server.client.submit(gated_release())
+    waiting_for_approval(server.client, run.run_id)
+    log_in(browser, server)
+    first = browser.current_window_handle
+    try:
+        for tab in range(8):
+            if tab:
+                browser.switch_to.new_window("tab")
+            open_run(browser, server, run.run_id)  # drawn: its run was read after the rest
+            assert node_status(browser, "deploy") == "waiting_approval"
+    finally:
+        for handle in browser.window_handles:
+            if handle != first:
+                browser.switch_to.window(handle)
+                browser.close()
+        browser.switch_to.window(first)

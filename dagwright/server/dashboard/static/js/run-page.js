@@ -109,6 +109,10 @@ async function refresh() {
   const before = Object.keys(view.run.nodes).join("\u0000");
   view.run = run;
   header(run);
+  if (ended && !FINAL_RUN.has(run.status) && !stream && !document.hidden) {
+    ended = false; // re-opened (a dead letter replayed): its events go on
+    follow();
+  }
   if (Object.keys(run.nodes).join("\u0000") !== before) redraw();
   else repaint(Object.keys(run.nodes));
 }
@@ -151,16 +155,35 @@ function onEvent(message) {
 }
 
 let stream = null;
+let lastEventId = null; // where a stream opened again goes on from
+let ended = false;
 
 function follow() {
-  stream = new EventSource(`${runPath}/events`);
-  for (const kind of KINDS) stream.addEventListener(kind, onEvent);
-  stream.onmessage = onEvent;
+  const after = lastEventId ? `?after=${encodeURIComponent(lastEventId)}` : "";
+  stream = new EventSource(`${runPath}/events${after}`);
+  const heard = (message) => {
+    if (message.lastEventId) lastEventId = message.lastEventId;
+    onEvent(message);
+  };
+  for (const kind of KINDS) stream.addEventListener(kind, heard);
+  stream.onmessage = heard;
   stream.addEventListener("end", () => {
+    ended = true;
     stream.close();
     scheduleRefresh();
   });
   stream.onopen = () => { document.body.dataset.live = "yes"; };
+}
+
+function pause() {
+  if (stream) stream.close();
+  stream = null;
+}
+
+function resume() {
+  if (stream || !view.run) return;
+  scheduleRefresh(); // what happened while hidden; a run re-opened since follows again
+  if (!ended) follow();
 }
 
 async function cancel() {
@@ -173,17 +196,17 @@ async function cancel() {
   });
 }
 
-// A page left for another keeps its stream open while the browser caches it (back/forward
-// cache), and a browser opens at most six connections to one site: close it on leaving,
-// open it again (catching up by a fresh read) when the page comes back.
-window.addEventListener("pagehide", () => {
-  if (stream) stream.close();
-});
+// A browser opens at most six connections to one site (HTTP/1.1), and every open stream
+// holds one: a run page left for another (kept in the back/forward cache) or hidden in a
+// background tab closes its stream, and opens it again, after the last event it had,
+// when it is shown.
+window.addEventListener("pagehide", pause);
 window.addEventListener("pageshow", (event) => {
-  if (event.persisted && view.run) {
-    scheduleRefresh();
-    follow();
-  }
+  if (event.persisted) resume();
+});
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) pause();
+  else resume();
 });
 
 async function start() {
