@@ -43,6 +43,7 @@ STATUS_STYLE = {
     "failed": "red",
     "blocked": "yellow",
     "cancelled": "yellow",
+    "skipped": "dim",
     "running": "cyan",
     "queued": "blue",
     "retry_wait": "magenta",
@@ -181,6 +182,7 @@ def print_summary(state: RunState) -> None:
         f"{mark} run {state.run_id} {state.status.value}{duration(state)} · "
         f"{counts.succeeded}/{counts.total} nodes succeeded"
         + (f", {counts.failed} failed, {counts.blocked} blocked" if counts.failed else "")
+        + (f", {counts.skipped} skipped" if counts.skipped else "")
         + spend(state.usage)
         + (f" · {escape(state.reason)}" if state.reason else "")
     )
@@ -290,6 +292,7 @@ def print_status(state: RunState) -> None:
         styled_status(state.status.value),
         f" · {counts.done}/{counts.total} nodes done · {counts.running} running · "
         f"{counts.failed} failed · {counts.blocked} blocked"
+        + (f" · {counts.skipped} skipped" if counts.skipped else "")
         + (f" · {counts.replaced} replaced" if counts.replaced else "")
         + (f" · {counts.waiting_approval} waiting for approval" if counts.waiting_approval else "")
         + f"{duration(state)}{spend(state.usage)}",

@@ -40,6 +40,7 @@ ROW_PRIORITY = {
     NodeStatus.BLOCKED: 2,
     NodeStatus.CANCELLED: 2,
     NodeStatus.SUCCEEDED: 3,
+    NodeStatus.SKIPPED: 3,
     NodeStatus.REPLACED: 3,
     NodeStatus.QUEUED: 4,
     NodeStatus.PENDING: 5,
