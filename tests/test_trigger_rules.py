@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus, Settings
-from tests.support.cli import cli_env, dagwright, one_error_line
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import fixed_key
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -136,3 +136,24 @@ def test_the_cli_refuses_a_bad_run_if_in_one_line(settings: Settings, tmp_path: 
     result = dagwright("run", str(plan), env=cli_env(settings, tmp_path))
     assert result.returncode == 2
     assert "node 'cleanup'.run_if" in one_error_line(result)
+
+
+def test_status_shows_skipped_nodes_and_a_handlers_output(
+    client: Client, settings: Settings, tmp_path: Path
+) -> None:
+    plan = PlanBuilder()
+    work = plan.function("work", "fail", params={"message": "the disk is full"})
+    plan.function("cleanup", "echo_inputs", depends_on=[work], run_if="any_failed")
+    plan.function("quiet", "noop", depends_on=[work], run_if="any_failed")
+    plan.function("fine", "noop")
+    plan.function("unneeded", "noop", depends_on=["fine"], run_if="any_failed")
+    run = client.submit(plan.build())
+    run.wait(timeout=30)
+    env = cli_env(settings, tmp_path)
+    shown = json_out(dagwright("status", run.run_id, "--json", env=env))
+    assert shown["status"] == "failed" and shown["counts"]["skipped"] == 1
+    assert shown["nodes"]["unneeded"]["status"] == "skipped"
+    assert shown["nodes"]["cleanup"]["output"]["work"]["status"] == "failed"
+    text = dagwright("status", run.run_id, env=env)
+    assert "1 skipped" in text.stdout
+    assert "unneeded" in text.stdout and "skipped" in text.stdout

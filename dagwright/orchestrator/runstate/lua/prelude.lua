@@ -110,6 +110,7 @@ end
 -- (nil: any); after a success, an all_succeeded node still pending has no failure to
 -- look for (the first one would have blocked it), which keeps the hot path short.
 local function fate(node, remaining, outcome)
+  if remaining > 0 and outcome == 'succeeded' then return false end  -- no rule decides yet
   local rule = rule_of(node)
   if rule == 'all_succeeded' then
     if outcome ~= 'succeeded' and counter(K.failed_deps, node) > 0 then return 'blocked' end
