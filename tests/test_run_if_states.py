@@ -199,6 +199,19 @@ def test_a_replay_reopens_the_handler_and_what_followed_it(runtime: Runtime) -> 
     assert "node.reopened" in kinds(runtime, run_id, "cleanup")
 
 
+def test_a_replay_recounts_a_run_failed_by_an_older_version(runtime: Runtime) -> None:
+    """Before trigger rules, a failure did not count itself in the nodes it blocked: a
+    replay counts every dependent again from its dependencies' states."""
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}, {"id": "c", "depends_on": ["a", "b"]}])
+    finish(runtime, run_id, "b")
+    fail(runtime, run_id, "a")
+    runtime.client.hset(runtime.keys.run_key(run_id, "remaining"), "c", 1)  # as it was left
+    runtime.client.delete(runtime.keys.run_key(run_id, "failed_deps"))
+    assert isinstance(replay_newest(runtime, run_id, "a"), Replayed)
+    assert [n.node_id for n in finish(runtime, run_id, "a", fence=2).ready] == ["c"]
+    assert finish(runtime, run_id, "c").run_finished == RunStatus.SUCCEEDED
+
+
 # --- properties over random DAGs ---------------------------------------------------------
 
 

@@ -81,8 +81,8 @@ end
 
 -- Trigger rules. A node's rule (K.run_if, kept only for nodes whose rule is not
 -- all_succeeded) decides its fate from three counters over its dependencies, kept by
--- every final transition of a dependency (settle_dependents) and undone by a replay
--- (unsettle_dependents): K.remaining (not yet final), K.failed_deps (failed or blocked)
+-- every final transition of a dependency (settle_dependents) and counted again from the
+-- dependencies' states by a replay (replay.lua): K.remaining (not yet final), K.failed_deps (failed or blocked)
 -- and K.skipped_deps (skipped). Deciding is O(1) per dependent: advancing stays
 -- O(out-degree) of the node that finished.
 local rules_in_run = nil
@@ -123,15 +123,14 @@ local function fate(node, remaining, outcome)
   return 'skipped'
 end
 
--- Count a dependency's final `outcome` in (or, with sign -1, out of) `child`'s counters;
--- returns the child's remaining count.
-local function count_outcome(child, outcome, sign)
+-- Count a dependency's final `outcome` in `child`'s counters; returns its remaining count.
+local function count_outcome(child, outcome)
   if outcome == 'failed' or outcome == 'blocked' then
-    redis.call('HINCRBY', K.failed_deps, child, sign)
+    redis.call('HINCRBY', K.failed_deps, child, 1)
   elseif outcome == 'skipped' then
-    redis.call('HINCRBY', K.skipped_deps, child, sign)
+    redis.call('HINCRBY', K.skipped_deps, child, 1)
   end
-  return redis.call('HINCRBY', K.remaining, child, -sign)
+  return redis.call('HINCRBY', K.remaining, child, -1)
 end
 
 -- `node` reached the final state `outcome`: count it in each dependent's counters and
@@ -142,7 +141,7 @@ local function settle_dependents(node, outcome, ready)
   while #stack > 0 do
     local item = table.remove(stack)
     for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, item[1]))) do
-      local remaining = count_outcome(child, item[2], 1)
+      local remaining = count_outcome(child, item[2])
       if redis.call('HGET', K.state, child) == 'pending' then
         local verdict = fate(child, remaining, item[2])
         if verdict == 'queue' then

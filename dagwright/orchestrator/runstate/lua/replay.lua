@@ -71,15 +71,38 @@ local function reopen(child, state)
   redis.call('HINCRBY', K.run, state, -1)
 end
 
--- `node` left its final `outcome`: take it out of each dependent's counters, and every
--- dependent whose fate it decided (final, and undecided without it) goes back to
--- PENDING, its output or error dropped, its own dependents undone in turn.
-local function unsettle_dependents(outcome)
-  local stack = {{node, outcome}}
+-- A dependent's counters, counted again from its dependencies' states rather than
+-- adjusted by one: right whatever counted them before (a run written before trigger
+-- rules never counted its blocked nodes, nor does an older worker's fail.lua).
+-- Returns its remaining count.
+local function recount(child)
+  local remaining, failed, skipped = 0, 0, 0
+  for _, dep in ipairs(cjson.decode(redis.call('HGET', K.deps, child))) do
+    local dep_state = redis.call('HGET', K.state, dep)
+    if dep_state == 'skipped' then
+      skipped = skipped + 1
+    elseif dep_state == 'failed' or dep_state == 'blocked' or dep_state == 'cancelled'
+        or dep_state == 'replaced' then
+      failed = failed + 1
+    elseif dep_state ~= 'succeeded' then
+      remaining = remaining + 1
+    end
+  end
+  redis.call('HSET', K.remaining, child, remaining)
+  for key, n in pairs({[K.failed_deps] = failed, [K.skipped_deps] = skipped}) do
+    if n > 0 then redis.call('HSET', key, child, n) else redis.call('HDEL', key, child) end
+  end
+  return remaining
+end
+
+-- `node` left its final state: every dependent is counted again, and each whose fate it
+-- decided (final, and undecided now) goes back to PENDING, its output or error dropped,
+-- its own dependents looked at in turn.
+local function unsettle_dependents()
+  local stack = {node}
   while #stack > 0 do
-    local item = table.remove(stack)
-    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, item[1]))) do
-      local remaining = count_outcome(child, item[2], -1)
+    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, table.remove(stack)))) do
+      local remaining = recount(child)
       local state = redis.call('HGET', K.state, child)
       if (state == 'blocked' or state == 'skipped' or state == 'succeeded' or state == 'failed')
           and not fate(child, remaining) then
@@ -91,7 +114,7 @@ local function unsettle_dependents(outcome)
         redis.call('HDEL', K.first_failure, child)
         redis.call('HSET', K.attempts, child, 0)
         emit(state == 'blocked' and 'node.unblocked' or 'node.reopened', child, 'was', state)
-        stack[#stack + 1] = {child, state}
+        stack[#stack + 1] = child
       end
     end
   end
@@ -107,6 +130,6 @@ if ARGV[5] == '1' then redis.call('HDEL', K.checkpoint, node) end
 emit('node.replayed', node, 'dead_letter', ARGV[6])
 local ready = {}
 queue_node(node, ready)
-unsettle_dependents('failed')
+unsettle_dependents()
 redis.call('SET', SHARED[1], 'replayed', 'EX', ARGV[7])
 return {'status', 'ok', 'reopened', reopened, 'ready', ready}
