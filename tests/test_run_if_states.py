@@ -212,6 +212,34 @@ def test_a_replay_recounts_a_run_failed_by_an_older_version(runtime: Runtime) ->
     assert finish(runtime, run_id, "c").run_finished == RunStatus.SUCCEEDED
 
 
+def test_a_planned_handler_of_a_node_that_failed_already_runs_at_once(runtime: Runtime) -> None:
+    from dagwright.models import Node
+    from dagwright.orchestrator.runstate.machine import Dispatch, NewNode
+
+    run_id, _ = start(runtime, [{"id": "planner"}, {"id": "x"}])
+    claim(runtime, run_id, "planner")
+    fail(runtime, run_id, "x")
+
+    def new(node_id: str, **fields: Any) -> NewNode:
+        spec = Node(id=node_id, type="function", function="noop", depends_on=["x"], **fields)
+        dispatch = Dispatch("dw.function", 60)
+        return NewNode(node_id, spec.model_dump_json(exclude_defaults=True), ["x"], [], dispatch)
+
+    advance = runtime.machine.expand(
+        run_id,
+        "planner",
+        1,
+        output_json="{}",
+        new_nodes=[new("handler", run_if="any_failed"), new("needs_x")],
+        output_nodes=None,
+        replaced=[],
+    )
+    assert advance is not None and [n.node_id for n in advance.ready] == ["handler"]
+    assert states(runtime, run_id)["needs_x"] == "blocked"
+    got = claim(runtime, run_id, "handler")
+    assert isinstance(got, Claim) and got.inputs["x"]["status"] == "failed"
+
+
 # --- properties over random DAGs ---------------------------------------------------------
 
 
