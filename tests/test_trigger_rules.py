@@ -157,3 +157,14 @@ def test_status_shows_skipped_nodes_and_a_handlers_output(
     text = dagwright("status", run.run_id, env=env)
     assert "1 skipped" in text.stdout
     assert "unneeded" in text.stdout and "skipped" in text.stdout
+
+
+def test_the_trace_counts_skipped_nodes(client: Client, settings: Settings, tmp_path: Path) -> None:
+    plan = PlanBuilder()
+    work = plan.function("work", "noop")
+    plan.function("cleanup", "noop", depends_on=[work], run_if="any_failed")
+    run = client.submit(plan.build())
+    run.wait(timeout=30)
+    shown = dagwright("trace", run.run_id, env=cli_env(settings, tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "2 nodes (1 skipped) · 1 attempts" in shown.stdout
