@@ -21,6 +21,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from dagwright.models import (
+    DEFAULT_RUN_IF,
     AuditEntry,
     Budget,
     Event,
@@ -282,7 +283,8 @@ def node_label(node: Node, is_output: bool) -> str:
     if len(what) > 90:
         what = what[:87] + "..."
     mark = " [green]← output[/]" if is_output else ""
-    return f"[bold]{node.id}[/] [cyan]{node.type}[/] {escape(what)}{mark}"
+    rule = f" [magenta]run_if: {node.run_if}[/]" if node.run_if != DEFAULT_RUN_IF else ""
+    return f"[bold]{node.id}[/] [cyan]{node.type}[/] {escape(what)}{rule}{mark}"
 
 
 def print_status(state: RunState) -> None:
