@@ -240,6 +240,25 @@ def test_a_planned_handler_of_a_node_that_failed_already_runs_at_once(runtime: R
     assert isinstance(got, Claim) and got.inputs["x"]["status"] == "failed"
 
 
+def test_a_handlers_claim_reply_decodes_by_name_whatever_the_order() -> None:
+    from dagwright.models import Node
+
+    spec = Node(id="h", type="function", function="noop", depends_on=["a", "b"], run_if="all_done")
+    reply = [
+        "errors", ["b", ERROR.model_dump_json()],
+        "outcomes", ["a", "succeeded", "b", "failed"],
+        "inputs", ["a", '{"x": 1}', "b", None],
+        "status", "ok", "spec", spec.model_dump_json(), "attempt", 1, "checkpoint", "",
+        "deliveries", 1, "max_concurrent_nodes", "", "response_cache", "",
+    ]  # fmt: skip
+    claim = Claim.from_reply(reply)
+    assert isinstance(claim, Claim) and claim.node.run_if == "all_done"
+    assert claim.inputs == {
+        "a": {"status": "succeeded", "output": {"x": 1}},
+        "b": {"status": "failed", "error": {"error_class": "Boom", "message": "boom"}},
+    }
+
+
 # --- properties over random DAGs ---------------------------------------------------------
 
 
