@@ -354,3 +354,34 @@ def test_random_rule_dags_end_as_the_model_says_and_replays_agree(
         ready = [(n.node_id, n.fence) for n in replayed.ready]
         drive(runtime, run_id, ready, fails, data)
         assert_consistent(runtime, run_id, expected_states(nodes, fails))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(nodes=rule_dags(), data=st.data())
+def test_a_cancel_at_any_step_leaves_every_node_final_and_counted(
+    no_worker_settings: Settings, nodes: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    runtime = Runtime.from_settings(no_worker_settings)
+    fails = data.draw(st.sets(st.sampled_from([n["id"] for n in nodes])))
+    run_id, roots = start(runtime, nodes)
+    ready = [(r, 1) for r in roots]
+    for _ in range(data.draw(st.integers(0, len(nodes)))):
+        if not ready:
+            break
+        node, fence = ready.pop(0)
+        claim(runtime, run_id, node, fence)
+        if node in fails:
+            advance = runtime.machine.fail(run_id, node, fence, ERROR)
+        else:
+            advance = runtime.machine.complete(run_id, node, fence, "null")
+        ready += [(n.node_id, n.fence) for n in advance.ready]
+    runtime.machine.cancel(run_id, "test")
+    state = runtime.store.read_state(run_id)
+    assert all(n.status.is_final for n in state.nodes.values())
+    shown = [n.status.value for n in state.nodes.values()]
+    counts = state.counts
+    for name in ("succeeded", "failed", "blocked", "skipped", "cancelled"):
+        assert getattr(counts, name) == shown.count(name), name
+    assert counts.done == counts.total == len(nodes) and counts.running == 0
+    if state.status == RunStatus.CANCELLED:  # nothing runs after a cancel, handlers neither
+        assert all(claim(runtime, run_id, node, fence) is None for node, fence in ready)
