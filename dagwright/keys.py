@@ -30,7 +30,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "spec",  # hash node -> the node's JSON spec
     "deps",  # hash node -> JSON list of the nodes it depends on
     "dependents",  # hash node -> JSON list of the nodes depending on it
-    "remaining",  # hash node -> count of dependencies not yet succeeded
+    "remaining",  # hash node -> count of dependencies not yet final (see run_if)
     "dispatch",  # hash node -> JSON {"queue", "time_limit_s", "task", "worker_type"} to publish it
     "state",  # hash node -> NodeStatus value
     "fence",  # hash node -> fencing token, +1 on every QUEUED transition
@@ -56,6 +56,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
     "spans",  # stream of telemetry.Span JSON: tool calls, sandbox runs, breaker events
     "waits",  # hash node -> JSON of what it waits on while parked (a breaker, a slot), see NodeWait
+    "run_if",  # hash node -> its trigger rule, for the nodes whose rule is not all_succeeded
+    "failed_deps",  # hash node -> count of its dependencies failed or blocked
+    "skipped_deps",  # hash node -> count of its dependencies skipped
 )
 
 

@@ -38,6 +38,10 @@ MAX_PARAMS_DEPTH = 32
 """Levels of nesting of a node's ``params``: enough for any real arguments, and far from
 the recursion limits of the JSON code that reads them."""
 
+RunIf = Literal["all_succeeded", "all_done", "any_failed"]
+"""A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
+DEFAULT_RUN_IF: RunIf = "all_succeeded"
+
 # The plan models: what a plan file, the builder, a caller or the planner gives.
 PLAN_MODEL_CONFIG = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -101,7 +105,15 @@ class Node(BaseModel):
     type: str = Field(min_length=1, max_length=64)
     """A registered worker type: ``function``, ``python``, ``researcher``..."""
     depends_on: list[NodeId] = Field(default_factory=list)
-    """Ids of the nodes whose outputs this node needs; it runs after all of them succeed."""
+    """Ids of the nodes whose outputs this node needs; it runs after all of them succeed
+    (unless ``run_if`` says otherwise)."""
+    run_if: RunIf = DEFAULT_RUN_IF
+    """When the node runs, once its dependencies have ended: ``all_succeeded`` (every one
+    succeeded; a failed one blocks it, a skipped one skips it), ``all_done`` (whatever
+    their outcome), ``any_failed`` (at least one failed or was blocked by a failure;
+    else it is skipped). A node with another rule than ``all_succeeded`` is a handler:
+    it receives each dependency as an outcome ``{"status", "output" | "error"}``, and it
+    is not among the run's default outputs. See docs/client-guide.md (Trigger rules)."""
     function: str | None = Field(None, max_length=200)
     """``function`` nodes: the name of a registered function."""
     params: dict[str, Any] = Field(default_factory=dict)
@@ -177,13 +189,31 @@ class Plan(BaseModel):
     ``response_cache`` given at submit wins; a planner's plan cannot set it."""
 
     def output_nodes(self) -> list[str]:
-        """The nodes whose outputs make the result: ``output``, or else every sink."""
+        """The nodes whose outputs make the result: ``output``, or else every sink of the
+        plan's main path (handlers, the nodes with a ``run_if`` rule, and every node
+        downstream of one are left out: they run on the side, often not at all)."""
         if isinstance(self.output, str):
             return [self.output]
         if self.output:
             return list(self.output)
-        depended_on = {dep for node in self.nodes for dep in node.depends_on}
-        return [node.id for node in self.nodes if node.id not in depended_on]
+        main = self.main_path()
+        depended_on = {dep for node in self.nodes if node.id in main for dep in node.depends_on}
+        return [node.id for node in self.nodes if node.id in main and node.id not in depended_on]
+
+    def main_path(self) -> set[str]:
+        """Ids of the nodes that are neither a handler nor downstream of one."""
+        dependents: dict[str, list[str]] = {}
+        for node in self.nodes:
+            for dep in node.depends_on:
+                dependents.setdefault(dep, []).append(node.id)
+        side = [node.id for node in self.nodes if node.run_if != DEFAULT_RUN_IF]
+        seen = set(side)
+        while side:  # a walk, not recursion: a 10,000-long chain must not hit the limit
+            for child in dependents.get(side.pop(), []):
+                if child not in seen:
+                    seen.add(child)
+                    side.append(child)
+        return {node.id for node in self.nodes if node.id not in seen}
 
 
 class RunStatus(enum.StrEnum):
@@ -208,6 +238,9 @@ class NodeStatus(enum.StrEnum):
     FAILED = "failed"
     BLOCKED = "blocked"
     CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    """Its ``run_if`` can no longer be met (an ``any_failed`` handler whose dependencies
+    all succeeded, or a node after a skipped one): it never runs. Not a failure."""
     REPLACED = "replaced"
     """Failed (or blocked by a failure) and replaced by a re-plan: not a failure of the run."""
 
@@ -222,6 +255,7 @@ FINAL_NODE_STATUSES = frozenset(
         NodeStatus.FAILED,
         NodeStatus.BLOCKED,
         NodeStatus.CANCELLED,
+        NodeStatus.SKIPPED,
         NodeStatus.REPLACED,
     }
 )
@@ -361,6 +395,7 @@ class RunCounts(BaseModel):
     failed: int = 0
     blocked: int = 0
     cancelled: int = 0
+    skipped: int = 0
     replaced: int = 0
     waiting_approval: int = 0
 

@@ -649,6 +649,10 @@ class Settings(BaseSettings):
     server_session_ttl_s: int = Field(8 * 3600, ge=60)
     """How long a dashboard login lasts (its session cookie and its record in Redis)."""
 
+    server_max_event_streams: int = Field(200, ge=1)
+    """Event streams (SSE) of ``dagwright server`` reading at once, each in a thread of
+    their own pool; more wait their turn (the API's other calls never wait on them)."""
+
     server_keepalive_s: float = Field(15.0, gt=0)
     """Seconds between keep-alive comments of an idle event stream (SSE), so proxies and
     browsers do not take a quiet run for a dead connection."""

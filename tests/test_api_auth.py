@@ -8,8 +8,16 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from starlette.requests import Request
+from starlette.responses import Response
 
-from dagwright.server.sessions import CSRF_HEADER, SESSION_COOKIE, start_session
+from dagwright.server.sessions import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    end_session,
+    set_session_cookie,
+    start_session,
+)
 from dagwright.settings import Settings
 from tests.support.api_server import ApiServer, running_server
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
@@ -129,4 +137,22 @@ def test_a_cookie_session_needs_its_csrf_token_to_change_anything(api: ApiServer
         accepted = http.post("/api/v1/runs", json=plan, headers={CSRF_HEADER: session.csrf_token})
         assert accepted.status_code == 201, accepted.text
         api.client.tokens.revoke(session.token_id)  # revoking the token ends the session
+        assert_problem(http.get("/api/v1/whoami"), 401)
+
+
+def test_the_session_cookie_is_http_only_strict_and_secure_over_https(api: ApiServer) -> None:
+    session = start_session(api.client, api.token("read"))
+    cookies = []
+    for scheme in ("http", "https"):
+        request = Request({"type": "http", "scheme": scheme, "headers": [], "path": "/"})
+        response = Response()
+        set_session_cookie(response, request, session, ttl_s=600)
+        cookies.append(response.headers["set-cookie"])
+    plain, secure = cookies
+    assert plain.startswith(f"{SESSION_COOKIE}={session.session_id};")
+    for part in ("HttpOnly", "Path=/", "SameSite=strict", "Max-Age=600"):
+        assert part in plain and part in secure
+    assert "Secure" not in plain and "Secure" in secure
+    end_session(api.client, session.session_id)
+    with httpx.Client(base_url=api.url, cookies={SESSION_COOKIE: session.session_id}) as http:
         assert_problem(http.get("/api/v1/whoami"), 401)

@@ -95,3 +95,17 @@ def test_event_fields_that_are_numbers_are_typed_and_others_stay_text() -> None:
         "model": "claude-x", "input_tokens": 120, "cost_usd": 0.0031,
         "attempt": "not a number", "holder": "12",
     }  # fmt: skip
+
+
+def test_a_plan_tree_names_each_handlers_rule() -> None:
+    from pathlib import Path
+
+    from dagwright.plans.files import load_plan
+
+    examples = Path(__file__).resolve().parents[1] / "examples" / "plans"
+    plan = load_plan(examples / "cleanup_on_failure.yaml")
+    console = Console(width=200, record=True, color_system=None)
+    console.print(cli_output.plan_tree(plan))
+    lines = console.export_text().splitlines()
+    assert any("cleanup function" in line and "run_if: any_failed" in line for line in lines)
+    assert not any("publish" in line and "run_if" in line for line in lines)

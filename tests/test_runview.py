@@ -90,3 +90,18 @@ def test_a_long_node_id_is_shown_whole_on_an_80_column_terminal() -> None:
     console = Console(width=80, record=True, color_system=None)
     console.print(RunView(run_of(nodes)).render(height=30, now=T0.timestamp()))
     assert long_id in console.export_text()
+
+
+def test_skipped_nodes_are_counted_and_listed() -> None:
+    nodes = {
+        "work": node(NodeStatus.SUCCEEDED, finished_s=1),
+        "cleanup": node(NodeStatus.SKIPPED, finished_s=1, depends_on=["work"]),
+    }
+    state = run_of(nodes, RunStatus.SUCCEEDED).model_copy(
+        update={"counts": RunCounts(total=2, done=2, succeeded=1, skipped=1)}
+    )
+    console = Console(width=160, record=True, color_system=None)
+    console.print(RunView(state).render(height=30, now=(T0 + timedelta(seconds=2)).timestamp()))
+    text = console.export_text()
+    assert "2/2 done · 0 running · 0 failed · 1 skipped · " in text
+    assert "cleanup  skipped" in text

@@ -21,6 +21,7 @@ from rich.tree import Tree
 
 from dagwright.json_views import event_json
 from dagwright.models import (
+    DEFAULT_RUN_IF,
     AuditEntry,
     Budget,
     Event,
@@ -43,6 +44,7 @@ STATUS_STYLE = {
     "failed": "red",
     "blocked": "yellow",
     "cancelled": "yellow",
+    "skipped": "dim",
     "running": "cyan",
     "queued": "blue",
     "retry_wait": "magenta",
@@ -131,6 +133,7 @@ def print_summary(state: RunState) -> None:
         f"{mark} run {state.run_id} {state.status.value}{duration(state)} · "
         f"{counts.succeeded}/{counts.total} nodes succeeded"
         + (f", {counts.failed} failed, {counts.blocked} blocked" if counts.failed else "")
+        + (f", {counts.skipped} skipped" if counts.skipped else "")
         + spend(state.usage)
         + (f" · {escape(state.reason)}" if state.reason else "")
     )
@@ -230,7 +233,8 @@ def node_label(node: Node, is_output: bool) -> str:
     if len(what) > 90:
         what = what[:87] + "..."
     mark = " [green]← output[/]" if is_output else ""
-    return f"[bold]{node.id}[/] [cyan]{node.type}[/] {escape(what)}{mark}"
+    rule = f" [magenta]run_if: {node.run_if}[/]" if node.run_if != DEFAULT_RUN_IF else ""
+    return f"[bold]{node.id}[/] [cyan]{node.type}[/] {escape(what)}{rule}{mark}"
 
 
 def print_status(state: RunState) -> None:
@@ -240,6 +244,7 @@ def print_status(state: RunState) -> None:
         styled_status(state.status.value),
         f" · {counts.done}/{counts.total} nodes done · {counts.running} running · "
         f"{counts.failed} failed · {counts.blocked} blocked"
+        + (f" · {counts.skipped} skipped" if counts.skipped else "")
         + (f" · {counts.replaced} replaced" if counts.replaced else "")
         + (f" · {counts.waiting_approval} waiting for approval" if counts.waiting_approval else "")
         + f"{duration(state)}{spend(state.usage)}",

@@ -40,6 +40,7 @@ ROW_PRIORITY = {
     NodeStatus.BLOCKED: 2,
     NodeStatus.CANCELLED: 2,
     NodeStatus.SUCCEEDED: 3,
+    NodeStatus.SKIPPED: 3,
     NodeStatus.REPLACED: 3,
     NodeStatus.QUEUED: 4,
     NodeStatus.PENDING: 5,
@@ -202,7 +203,9 @@ def header(state: RunState, now: float) -> list[Text]:
     )  # fmt: skip
     line = (
         f"{counts.done}/{counts.total} done · {counts.running} running · "
-        f"{counts.failed} failed · {counts.waiting_approval} waiting approval · "
+        f"{counts.failed} failed · "
+        + (f"{counts.skipped} skipped · " if counts.skipped else "")
+        + f"{counts.waiting_approval} waiting approval · "
         f"{state.usage.total_tokens:,} tokens · {cost(state.usage)}"
     )
     if state.reason:

@@ -51,9 +51,10 @@ def run_label(trace: Trace) -> str:
         tokens = int(run["input_tokens"]) + int(run["output_tokens"])
         spent = f" · {run['llm_calls']} LLM calls · {tokens:,} tokens · {span_cost(run)}"
     took = format_duration(trace.duration_s) + ("" if trace.finished else " so far")
+    skipped = f" ({run['skipped']} skipped)" if "skipped" in run else ""
     return (
-        f"run [bold]{trace.run_id}[/] {_styled(trace.status.value)} · {trace.nodes} nodes · "
-        f"{len(trace.attempts())} attempts · {took}{spent}"
+        f"run [bold]{trace.run_id}[/] {_styled(trace.status.value)} · {trace.nodes} nodes"
+        f"{skipped} · {len(trace.attempts())} attempts · {took}{spent}"
     )
 
 

@@ -241,7 +241,10 @@ def replanner_for(runtime: Runtime, run_id: str, failed: Node, error: str) -> Re
         {k: json.loads(v) for k, v in client.hgetall(keys.run_key(run_id, c)).items()}
         for c in columns
     )
-    branch = [failed.id, *pending_descendants(failed.id, dependents, states)]
+    # Handlers (nodes with a run_if rule) are not in the branch: the failure does not
+    # block them, it is what they run for (and it is not replaced before they run).
+    handlers = set(client.hkeys(keys.run_key(run_id, "run_if")))
+    branch = [failed.id, *pending_descendants(failed.id, dependents, states, handlers)]
     mine = [node for node in states if not node.startswith("_")]
     completed = [node for node in mine if states[node] == NodeStatus.SUCCEEDED.value]
     used = sorted({dep for node in branch for dep in deps.get(node, []) if dep in completed})
@@ -275,12 +278,18 @@ def replanner_for(runtime: Runtime, run_id: str, failed: Node, error: str) -> Re
 
 
 def pending_descendants(
-    node: str, dependents: dict[str, list[str]], states: dict[str, str]
+    node: str,
+    dependents: dict[str, list[str]],
+    states: dict[str, str],
+    handlers: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
+    """The pending nodes after ``node``, not through ``handlers`` (nor them)."""
     found: list[str] = []
     stack = list(dependents.get(node, []))
     while stack:
         child = stack.pop()
+        if child in handlers:
+            continue
         if child not in found and states.get(child) == NodeStatus.PENDING.value:
             found.append(child)
             stack.extend(dependents.get(child, []))

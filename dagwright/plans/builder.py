@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dagwright.models import Plan, RetryPolicy
+from dagwright.models import Plan, RetryPolicy, RunIf
 from dagwright.plans.files import parse_plan
 
 
@@ -42,7 +42,10 @@ class PlanBuilder:
         depends_on: list[str] | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float | None = None,
+        run_if: RunIf | None = None,
     ) -> str:
+        """A ``function`` node; ``run_if="any_failed"`` (or ``"all_done"``) makes it a
+        handler of its dependencies' failures (see ``Node.run_if``)."""
         return self.node(
             node_id,
             "function",
@@ -51,6 +54,7 @@ class PlanBuilder:
             params=params or {},
             retry=retry,
             timeout_s=timeout_s,
+            run_if=run_if,
         )
 
     def python(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from dagwright.errors import PlanError
-from dagwright.models import Node, Plan
+from dagwright.models import DEFAULT_RUN_IF, Node, Plan
 from dagwright.plans.sizes import SizeLimits, size_problems
 from dagwright.shown_ids import shown_id
 
@@ -172,6 +172,12 @@ def _structure_problems(plan: Plan, run: RunContext) -> list[str]:
         f"node id {node_id!r} is already used in this run; choose another"
         for node_id in ids
         if node_id in run.taken
+    ]
+    problems += [
+        f"node {node.id!r} sets run_if: {node.run_if} but has no depends_on: the rule is "
+        "about how its dependencies ended; add depends_on or remove run_if"
+        for node in plan.nodes
+        if node.run_if != DEFAULT_RUN_IF and not node.depends_on
     ]
     suggest = _Suggestions(known)
     for node in plan.nodes:

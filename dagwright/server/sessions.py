@@ -66,7 +66,7 @@ def set_session_cookie(response: Response, request: Request, session: Session, t
         path="/",
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=request.scope.get("scheme") == "https",
     )
 
 

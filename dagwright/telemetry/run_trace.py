@@ -147,6 +147,8 @@ def run_span(state: RunState, end: datetime, planned_nodes: int | None) -> Span:
         "succeeded": state.counts.succeeded,
         "failed": state.counts.failed,
     }
+    if state.counts.skipped:  # run_if rules left nodes out: say so, not only by their absence
+        attributes["skipped"] = state.counts.skipped
     if state.usage.llm_calls:
         attributes |= {
             "llm_calls": state.usage.llm_calls,

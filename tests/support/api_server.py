@@ -44,7 +44,10 @@ class ApiServer:
         client = Client(settings)
         app = create_app(settings, allow_anonymous=allow_anonymous, client=client)
         port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        # The event loop `dagwright server` runs (server/running.py): asyncio.
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio"
+        )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name=f"api-server-{port}", daemon=True)
         thread.start()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dagwright.models import Node, NodeStatus, RunStatus
+from dagwright.models import DEFAULT_RUN_IF, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 
 if TYPE_CHECKING:  # a created run is given its validated plan; reads never import plans
@@ -38,8 +38,13 @@ CREATE_RUN_KEYS = (
     "queued",
     "outbox",
     "events",
+    "run_if",
 )
 
+
+# The run hash's field saying some node has a run_if rule: scripts read a node's rule
+# and its skipped dependencies only then, so a run without rules pays nothing for them.
+TRIGGER_RULES_FIELD = "trigger_rules"
 
 # The run's randomness its agents' data fences derive from (workers/untrusted.py): never
 # shown, so that no node's data can guess another node's tags.
@@ -89,7 +94,17 @@ class NewRun:
     ) -> NewRun:
         plan = graph.plan
         outputs = plan.output_nodes() if output_nodes is None else output_nodes
-        counters = ("done", "running", "succeeded", "failed", "blocked", "cancelled", "replaced")
+        counters = (
+            "done",
+            "running",
+            "succeeded",
+            "failed",
+            "blocked",
+            "cancelled",
+            "skipped",
+            "replaced",
+        )
+        rules = {n.id: n.run_if for n in plan.nodes if n.run_if != DEFAULT_RUN_IF}
         fields = {
             **{name: str(value) for name, value in (extra or {}).items()},
             "status": status.value,
@@ -98,6 +113,7 @@ class NewRun:
             **dict.fromkeys(counters, "0"),
             "output_nodes": json.dumps(outputs),
             PROMPT_NONCE_FIELD: secrets.token_hex(16),
+            **({TRIGGER_RULES_FIELD: "1"} if rules else {}),
         }
         dispatch = {node.id: dispatch_for(node) for node in plan.nodes}
         return cls(
@@ -152,4 +168,5 @@ def _columns(graph: PlanGraph, dispatch: dict[str, Dispatch]) -> dict[str, dict[
         "state": dict.fromkeys(dispatch, NodeStatus.PENDING.value),
         "fence": dict.fromkeys(dispatch, "0"),
         "attempts": dict.fromkeys(dispatch, "0"),
+        "run_if": {n.id: n.run_if for n in nodes if n.run_if != DEFAULT_RUN_IF},
     }

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from dagwright.keys import NODE_EXECUTE_TASK, Keys
-from dagwright.models import ErrorInfo, Node, RunStatus
+from dagwright.models import ErrorInfo, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.scripts import RunScripts
 from dagwright.redis_scripts import named_reply
 from dagwright.telemetry.counters import NODE_DURATION, NodeDuration
@@ -128,15 +128,39 @@ class Claim:
         if fields["status"] != "ok":
             return None
         outputs = named_reply(fields["inputs"])
+        inputs = (
+            dependency_outcomes(outputs, fields["outcomes"], fields["errors"])
+            if "outcomes" in fields
+            else {dep: json.loads(output) for dep, output in outputs.items()}
+        )
         return cls(
             node=Node.model_validate_json(fields["spec"]),
             attempt=int(fields["attempt"]),
-            inputs={dep: json.loads(output) for dep, output in outputs.items()},
+            inputs=inputs,
             checkpoint=json.loads(fields["checkpoint"]) if fields["checkpoint"] else None,
             deliveries=int(fields["deliveries"]),
             run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
             run_response_cache=fields["response_cache"] == "1",
         )
+
+
+def dependency_outcomes(outputs: dict[str, Any], states: Any, errors: Any) -> dict[str, Any]:
+    """A handler's inputs (a node with a ``run_if`` rule): each dependency as its outcome,
+    ``{"status": "succeeded", "output": ...}``, ``{"status": "failed", "error":
+    {"error_class", "message"}}``, ``{"status": "blocked"}`` or ``{"status": "skipped"}``,
+    so that an output is never mistaken for an error (no traceback: a handler often
+    sends what it gets on, to a chat or a ticket)."""
+    failures = named_reply(errors)
+    found: dict[str, Any] = {}
+    for dep, state in named_reply(states).items():
+        outcome: dict[str, Any] = {"status": state}
+        if state == NodeStatus.SUCCEEDED:
+            outcome["output"] = json.loads(outputs[dep])
+        elif failures.get(dep):
+            error = ErrorInfo.model_validate_json(failures[dep])
+            outcome["error"] = {"error_class": error.error_class, "message": error.message}
+        found[dep] = outcome
+    return found
 
 
 @dataclass(frozen=True)
@@ -183,6 +207,11 @@ class Replayed:
             return ReplayRefused(f"it was {fields['was']} already", done=True)
         if fields["status"] == "refused":
             return ReplayRefused(fields["why"])
+        if fields["status"] == "busy":
+            return ReplayRefused(
+                f"node {fields['node']!r} after it is {fields['state']} (it ran because of "
+                "this failure): replay once it has finished"
+            )
         return cls(ready=_ready_nodes(run_id, fields["ready"]), reopened=bool(fields["reopened"]))
 
 
@@ -378,7 +407,8 @@ class RunStateMachine:
         classification: str = "permanent",
         replanner: Replanner | None = None,
     ) -> Advance | None:
-        """Record a final failure (descendants become BLOCKED) and its dead letter, adding
+        """Record a final failure (its dependents decided by their ``run_if``: BLOCKED, or
+        queued if they are handlers) and its dead letter, adding
         ``replanner`` for the failed subgraph in the same step if the run still may
         re-plan. None if this worker no longer owns the node."""
         replan_args = (

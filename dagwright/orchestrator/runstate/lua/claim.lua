@@ -3,7 +3,9 @@
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',
 -- 'deliveries', n, 'max_concurrent_nodes', n or '', 'response_cache', '1' or '',
--- 'inputs', {dep1, out1, ...}},
+-- 'inputs', {dep1, out1, ...}} and, for a node with a run_if rule (a handler, which may
+-- run after dependencies that did not succeed), 'outcomes', {dep1, state1, ...} and
+-- 'errors', {dep, error JSON, ...} of its failed dependencies,
 -- {'status', 'held', 'holder', holder} or {'status', 'stale', 'why', why}. deliveries counts the claims since the node last
 -- recorded an outcome: each one more means a worker died running it (the poison guard).
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
@@ -41,8 +43,24 @@ for first = 1, #deps, 500 do
     inputs[#inputs + 1] = outputs[i]
   end
 end
-return {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
+local reply = {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
         'checkpoint', redis.call('HGET', K.checkpoint, node) or '', 'deliveries', deliveries,
         'max_concurrent_nodes', redis.call('HGET', K.run, 'max_concurrent_nodes') or '',
         'response_cache', redis.call('HGET', K.run, 'response_cache') or '',
         'inputs', inputs}
+if redis.call('HEXISTS', K.run_if, node) == 1 then
+  local outcomes, errors = {}, {}
+  for _, dep in ipairs(deps) do
+    local dep_state = redis.call('HGET', K.state, dep)
+    outcomes[#outcomes + 1] = dep
+    outcomes[#outcomes + 1] = dep_state
+    if dep_state == 'failed' then
+      errors[#errors + 1] = dep
+      errors[#errors + 1] = redis.call('HGET', K.error, dep) or ''
+    end
+  end
+  for _, value in ipairs({'outcomes', outcomes, 'errors', errors}) do
+    reply[#reply + 1] = value
+  end
+end
+return reply

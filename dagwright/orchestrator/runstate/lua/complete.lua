@@ -1,4 +1,5 @@
--- Record a node's success and advance the run: O(out-degree of the node), never a scan.
+-- Record a node's success and advance the run: O(out-degree of the node), never a scan
+-- (its dependents are decided by their run_if rules, see settle_dependents).
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] output JSON.
 -- ARGV[6] the node-duration counter's bucket field ('' counts nothing), ARGV[7] its sum
 -- field, ARGV[8] the attempt's seconds; SHARED[1] the node-duration counters hash (see
@@ -13,12 +14,7 @@ redis.call('HSET', K.output, node, ARGV[5])
 set_final(node, 'succeeded')
 emit('node.succeeded', node)
 local ready = {}
-for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, node))) do
-  if redis.call('HINCRBY', K.remaining, child, -1) == 0
-      and redis.call('HGET', K.state, child) == 'pending' then
-    queue_node(child, ready)
-  end
-end
+settle_dependents(node, 'succeeded', ready)
 if ARGV[6] ~= '' then
   -- pcall: a metric must never fail the work it counts (the node is recorded by now).
   redis.pcall('HINCRBY', SHARED[1], ARGV[6], 1)

@@ -3,7 +3,7 @@
 -- reconciler publishes them if the submitter dies before it does.
 --
 -- KEYS: run, plan, spec, deps, dependents, remaining, dispatch, state, fence, attempts,
---       queued, outbox, events (the run's, see keys.RUN_KEY_NAMES), run index, active
+--       queued, outbox, events, run_if (the run's, see keys.RUN_KEY_NAMES), run index, active
 --       runs, and the idempotency key if there is one.
 -- ARGV: events stream cap, run id, the run hash's fields (JSON object of strings), the
 --       plan (JSON), the per-node columns (JSON object: column -> [node, value, ...] in
@@ -13,8 +13,8 @@
 -- is written).
 local K = {}
 for i, name in ipairs({'run', 'plan', 'spec', 'deps', 'dependents', 'remaining', 'dispatch',
-    'state', 'fence', 'attempts', 'queued', 'outbox', 'events', 'run_index', 'active_runs',
-    'idempotency'}) do
+    'state', 'fence', 'attempts', 'queued', 'outbox', 'events', 'run_if', 'run_index',
+    'active_runs', 'idempotency'}) do
   K[name] = KEYS[i]
 end
 local EVENTS_MAXLEN, RUN_ID = ARGV[1], ARGV[2]

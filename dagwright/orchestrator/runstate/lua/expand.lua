@@ -4,7 +4,8 @@
 -- the new nodes only), ARGV[7] JSON list of the run's output node ids ('' = unchanged),
 -- ARGV[8] JSON list of failed/blocked nodes this plan replaces ('[]' for a first plan).
 -- A new node may depend on existing nodes: one that succeeded is already satisfied, one
--- still open gets the new node as a dependent, and one that has failed since blocks it.
+-- still open gets the new node as a dependent, and one that has ended otherwise counts
+-- as its rule says (a failed one blocks an all_succeeded node).
 -- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
 -- {{node, fence, dispatch}...}} or {'status', 'stale'}.
 local planner, fence = ARGV[3], ARGV[4]
@@ -22,7 +23,24 @@ end
 local new_nodes = cjson.decode(ARGV[6])
 local is_new = {}
 for _, node in ipairs(new_nodes) do is_new[node.id] = true end
-local dead = {}  -- new nodes depending on an existing node that can no longer succeed
+-- A new node counts its existing dependencies' outcomes now (settle_dependents does it
+-- for those still open when they end); it is registered as a dependent of every one
+-- not succeeded, so that a replay of a failed one re-opens it.
+-- 1 if the existing `dep` is still open; else 0, its outcome counted in `node`'s counters.
+local function count_existing(node, dep)
+  local state = redis.call('HGET', K.state, dep)
+  if state == 'succeeded' then return 0 end
+  local children = cjson.decode(redis.call('HGET', K.dependents, dep))
+  children[#children + 1] = node.id
+  redis.call('HSET', K.dependents, dep, cjson.encode(children))
+  if state == 'pending' or state == 'queued' or state == 'running' or state == 'retry_wait'
+      or state == 'waiting_approval' then
+    return 1
+  end
+  local key = state == 'skipped' and K.skipped_deps or K.failed_deps
+  redis.call('HINCRBY', key, node.id, 1)
+  return 0
+end
 for _, node in ipairs(new_nodes) do
   redis.call('HSET', K.spec, node.id, node.spec)
   redis.call('HSET', K.deps, node.id, cjson.encode(node.deps))
@@ -31,21 +49,15 @@ for _, node in ipairs(new_nodes) do
   redis.call('HSET', K.state, node.id, 'pending')
   redis.call('HSET', K.fence, node.id, 0)
   redis.call('HSET', K.attempts, node.id, 0)
+  local rule = cjson.decode(node.spec).run_if
+  if type(rule) == 'string' and rule ~= 'all_succeeded' then
+    redis.call('HSET', K.run_if, node.id, rule)
+    redis.call('HSET', K.run, 'trigger_rules', '1')
+    rules_in_run = true
+  end
   local waiting = 0
   for _, dep in ipairs(node.deps) do
-    local state = redis.call('HGET', K.state, dep)
-    if is_new[dep] then
-      waiting = waiting + 1
-    elseif state ~= 'succeeded' then
-      waiting = waiting + 1
-      local children = cjson.decode(redis.call('HGET', K.dependents, dep))
-      children[#children + 1] = node.id
-      redis.call('HSET', K.dependents, dep, cjson.encode(children))
-      if state ~= 'pending' and state ~= 'queued' and state ~= 'running'
-          and state ~= 'retry_wait' and state ~= 'waiting_approval' then
-        dead[#dead + 1] = node.id
-      end
-    end
+    waiting = waiting + (is_new[dep] and 1 or count_existing(node, dep))
   end
   redis.call('HSET', K.remaining, node.id, waiting)
 end
@@ -56,11 +68,17 @@ if redis.call('HGET', K.run, 'status') == 'planning' then
   redis.call('HSET', K.run, 'status', 'running')
   emit('run.planned', false, 'nodes', #new_nodes)
 end
-for _, node in ipairs(dead) do
-  if redis.call('HGET', K.state, node) == 'pending' then
-    set_final(node, 'blocked')
-    emit('node.blocked', node, 'by', 'a failed dependency')
-    block_downstream(node)
+local ready = {}
+for _, node in ipairs(new_nodes) do
+  if redis.call('HGET', K.state, node.id) == 'pending' then
+    local verdict = fate(node.id, tonumber(redis.call('HGET', K.remaining, node.id)))
+    if verdict == 'queue' then
+      queue_node(node.id, ready)
+    elseif verdict then
+      set_final(node.id, verdict)
+      emit('node.' .. verdict, node.id, 'by', 'a dependency that did not succeed')
+      settle_dependents(node.id, verdict, ready)
+    end
   end
 end
 release(planner)
@@ -68,11 +86,4 @@ redis.call('HDEL', K.deliveries, planner)
 redis.call('HSET', K.output, planner, ARGV[5])
 set_final(planner, 'succeeded')
 emit('node.succeeded', planner)
-local ready = {}
-for _, node in ipairs(new_nodes) do
-  if redis.call('HGET', K.state, node.id) == 'pending'
-      and tonumber(redis.call('HGET', K.remaining, node.id)) == 0 then
-    queue_node(node.id, ready)
-  end
-end
 return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready}

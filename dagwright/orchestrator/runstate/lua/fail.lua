@@ -1,5 +1,7 @@
--- Record a node's final failure and its dead letter; every node downstream of it
--- becomes BLOCKED. Independent branches keep running, so their work is kept for a replay.
+-- Record a node's final failure and its dead letter; its dependents are decided by their
+-- run_if rules (settle_dependents): an all_succeeded one, and every such node after it,
+-- becomes BLOCKED; an any_failed or all_done handler runs once its dependencies have all
+-- ended. Independent branches keep running, so their work is kept for a replay.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] error JSON; to re-plan the failed subgraph, also
 -- ARGV[6] the re-planners' id prefix, ARGV[7] a re-planner's spec with __replan_id__ for
 -- its id, ARGV[8] its dispatch (else ''). The re-planner is added in the same step, so
@@ -39,8 +41,8 @@ redis.call('HSET', K.error, node, ARGV[5])
 set_final(node, 'failed')
 local entry = dead_letter()
 emit('node.failed', node, 'dead_letter', entry)
-block_downstream(node)
 local ready = {}
+settle_dependents(node, 'failed', ready)
 if ARGV[6] ~= '' then
   local run = redis.call('HMGET', K.run, 'replans', 'replan_max')
   if tonumber(run[1] or 0) < tonumber(run[2] or 0) then

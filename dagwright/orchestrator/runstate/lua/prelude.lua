@@ -79,16 +79,78 @@ local function set_final(node, state)
   redis.call('HINCRBY', K.run, state, 1)
 end
 
--- Every pending node downstream of `node` can no longer run: BLOCKED (by `node`).
-local function block_downstream(node)
-  local stack = cjson.decode(redis.call('HGET', K.dependents, node))
+-- Trigger rules. A node's rule (K.run_if, kept only for nodes whose rule is not
+-- all_succeeded) decides its fate from three counters over its dependencies, kept by
+-- every final transition of a dependency (settle_dependents) and counted again from the
+-- dependencies' states by a replay (replay.lua): K.remaining (not yet final), K.failed_deps (failed or blocked)
+-- and K.skipped_deps (skipped). Deciding is O(1) per dependent: advancing stays
+-- O(out-degree) of the node that finished.
+local rules_in_run = nil
+local function run_has_rules()
+  if rules_in_run == nil then
+    rules_in_run = redis.call('HEXISTS', K.run, 'trigger_rules') == 1
+  end
+  return rules_in_run
+end
+
+local function counter(key, node)
+  return tonumber(redis.call('HGET', key, node) or 0)
+end
+
+local function rule_of(node)
+  if not run_has_rules() then return 'all_succeeded' end
+  return redis.call('HGET', K.run_if, node) or 'all_succeeded'
+end
+
+-- What becomes of a not-yet-run node with `remaining` dependencies still open: 'queue',
+-- 'blocked', 'skipped', or false (it waits). all_succeeded: blocked at the first failed
+-- or blocked dependency (at once, as Airflow's upstream_failed), skipped if a dependency
+-- was skipped; all_done: runs once all are final; any_failed: once all are final, runs
+-- if one failed or was blocked, else is skipped. `outcome`: the final state just counted
+-- (nil: any); after a success, an all_succeeded node still pending has no failure to
+-- look for (the first one would have blocked it), which keeps the hot path short.
+local function fate(node, remaining, outcome)
+  if remaining > 0 and outcome == 'succeeded' then return false end  -- no rule decides yet
+  local rule = rule_of(node)
+  if rule == 'all_succeeded' then
+    if outcome ~= 'succeeded' and counter(K.failed_deps, node) > 0 then return 'blocked' end
+    if remaining > 0 then return false end
+    if run_has_rules() and counter(K.skipped_deps, node) > 0 then return 'skipped' end
+    return 'queue'
+  end
+  if remaining > 0 then return false end
+  if rule == 'all_done' or counter(K.failed_deps, node) > 0 then return 'queue' end
+  return 'skipped'
+end
+
+-- Count a dependency's final `outcome` in `child`'s counters; returns its remaining count.
+local function count_outcome(child, outcome)
+  if outcome == 'failed' or outcome == 'blocked' then
+    redis.call('HINCRBY', K.failed_deps, child, 1)
+  elseif outcome == 'skipped' then
+    redis.call('HINCRBY', K.skipped_deps, child, 1)
+  end
+  return redis.call('HINCRBY', K.remaining, child, -1)
+end
+
+-- `node` reached the final state `outcome`: count it in each dependent's counters and
+-- decide every pending dependent: queue it (appended to `ready`) or make it final
+-- (blocked or skipped), which settles its own dependents in turn, 'by' `node`.
+local function settle_dependents(node, outcome, ready)
+  local stack = {{node, outcome}}
   while #stack > 0 do
-    local child = table.remove(stack)
-    if redis.call('HGET', K.state, child) == 'pending' then
-      set_final(child, 'blocked')
-      emit('node.blocked', child, 'by', node)
-      for _, next_child in ipairs(cjson.decode(redis.call('HGET', K.dependents, child))) do
-        stack[#stack + 1] = next_child
+    local item = table.remove(stack)
+    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, item[1]))) do
+      local remaining = count_outcome(child, item[2])
+      if redis.call('HGET', K.state, child) == 'pending' then
+        local verdict = fate(child, remaining, item[2])
+        if verdict == 'queue' then
+          queue_node(child, ready)
+        elseif verdict then
+          set_final(child, verdict)
+          emit('node.' .. verdict, child, 'by', node)
+          stack[#stack + 1] = {child, verdict}
+        end
       end
     end
   end
@@ -116,7 +178,7 @@ local function stop_open_nodes()
       queued[#queued + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
     end
     if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled'
-        and state ~= 'replaced' then
+        and state ~= 'skipped' and state ~= 'replaced' then
       set_final(node, 'cancelled')
       emit('node.cancelled', node, 'was', state)
     end

@@ -1,6 +1,9 @@
 -- Replay a dead letter: its failed node goes back to QUEUED under a new fence, every node
--- its failure blocked (and no other failure still blocks) goes back to PENDING, and a
--- finished run re-opens. Completed nodes are kept as they are, and so is the node's
+-- whose fate its failure decided goes back to PENDING (a node it blocked and no other
+-- failure still blocks; a handler that ran or was skipped after it, and whatever came
+-- after that handler: they are decided again when the node ends this time), and a
+-- finished run re-opens. A replay is refused while a node downstream of the failed one
+-- is still at work (a handler queued or running): it is replayed once that has ended. Completed nodes are kept as they are, and so is the node's
 -- checkpoint unless ARGV[5] is '1': an agent resumes after its last paid-for LLM call.
 -- ARGV[3] node, ARGV[4] the dead letter's fence, ARGV[5] fresh, ARGV[6] the dead letter's
 -- id, ARGV[7] how long its status is kept (s), ARGV[8] the run id; SHARED[1] the dead
@@ -9,6 +12,7 @@
 -- publishes its node even if this caller dies right after).
 -- Returns {'status', 'ok', 'reopened', 0/1, 'ready', {{node, fence, dispatch}}},
 -- {'status', 'done', 'was', status} if the dead letter was replayed or purged already,
+-- {'status', 'busy', 'node', id, 'state', state} if a node downstream still works,
 -- or {'status', 'refused', 'why', why}.
 local node, fence = ARGV[3], ARGV[4]
 local done = redis.call('GET', SHARED[1])
@@ -25,6 +29,28 @@ end
 if redis.call('HGET', K.fence, node) ~= fence then
   return {'status', 'refused', 'why', 'a later failure of the node supersedes it: replay the newest dead letter'}
 end
+
+-- A node downstream of `node` still at work (queued, running, waiting): its name and
+-- state, or nil. Such a node ran because of the failure (a handler, or a node after one).
+local function busy_downstream()
+  local stack, seen = {node}, {}
+  while #stack > 0 do
+    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, table.remove(stack)))) do
+      if not seen[child] then
+        seen[child] = true
+        local child_state = redis.call('HGET', K.state, child)
+        if child_state == 'queued' or child_state == 'running' or child_state == 'retry_wait'
+            or child_state == 'waiting_approval' then
+          return child, child_state
+        end
+        stack[#stack + 1] = child
+      end
+    end
+  end
+  return nil
+end
+local busy, busy_state = busy_downstream()
+if busy then return {'status', 'busy', 'node', busy, 'state', busy_state} end
 
 local reopened = 0
 if not is_open(status) then
@@ -45,16 +71,53 @@ local function reopen(child, state)
   redis.call('HINCRBY', K.run, state, -1)
 end
 
--- Whether any dependency of `child` has failed or is blocked (it stays blocked then).
-local function still_blocked(child)
+-- A dependent's counters, counted again from its dependencies' states rather than
+-- adjusted by one: right whatever counted them before (a run written before trigger
+-- rules never counted its blocked nodes, nor does an older worker's fail.lua).
+-- Returns its remaining count.
+local function recount(child)
+  local remaining, failed, skipped = 0, 0, 0
   for _, dep in ipairs(cjson.decode(redis.call('HGET', K.deps, child))) do
     local dep_state = redis.call('HGET', K.state, dep)
-    if dep_state == 'failed' or dep_state == 'blocked' or dep_state == 'cancelled'
+    if dep_state == 'skipped' then
+      skipped = skipped + 1
+    elseif dep_state == 'failed' or dep_state == 'blocked' or dep_state == 'cancelled'
         or dep_state == 'replaced' then
-      return true
+      failed = failed + 1
+    elseif dep_state ~= 'succeeded' then
+      remaining = remaining + 1
     end
   end
-  return false
+  redis.call('HSET', K.remaining, child, remaining)
+  for key, n in pairs({[K.failed_deps] = failed, [K.skipped_deps] = skipped}) do
+    if n > 0 then redis.call('HSET', key, child, n) else redis.call('HDEL', key, child) end
+  end
+  return remaining
+end
+
+-- `node` left its final state: every dependent is counted again, and each whose fate it
+-- decided (final, and undecided now) goes back to PENDING, its output or error dropped,
+-- its own dependents looked at in turn.
+local function unsettle_dependents()
+  local stack = {node}
+  while #stack > 0 do
+    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, table.remove(stack)))) do
+      local remaining = recount(child)
+      local state = redis.call('HGET', K.state, child)
+      if (state == 'blocked' or state == 'skipped' or state == 'succeeded' or state == 'failed')
+          and not fate(child, remaining) then
+        reopen(child, state)
+        redis.call('HSET', K.state, child, 'pending')
+        redis.call('HDEL', K.output, child)
+        redis.call('HDEL', K.error, child)
+        redis.call('HDEL', K.checkpoint, child)  -- its inputs will differ
+        redis.call('HDEL', K.first_failure, child)
+        redis.call('HSET', K.attempts, child, 0)
+        emit(state == 'blocked' and 'node.unblocked' or 'node.reopened', child, 'was', state)
+        stack[#stack + 1] = child
+      end
+    end
+  end
 end
 
 reopen(node, 'failed')
@@ -67,20 +130,6 @@ if ARGV[5] == '1' then redis.call('HDEL', K.checkpoint, node) end
 emit('node.replayed', node, 'dead_letter', ARGV[6])
 local ready = {}
 queue_node(node, ready)
-
--- Unblock downstream: a child is looked at again each time one of its blockers reopens,
--- so one blocked by two replayed branches waits for the second.
-local stack = cjson.decode(redis.call('HGET', K.dependents, node))
-while #stack > 0 do
-  local child = table.remove(stack)
-  if redis.call('HGET', K.state, child) == 'blocked' and not still_blocked(child) then
-    reopen(child, 'blocked')
-    redis.call('HSET', K.state, child, 'pending')
-    emit('node.unblocked', child)
-    for _, next_child in ipairs(cjson.decode(redis.call('HGET', K.dependents, child))) do
-      stack[#stack + 1] = next_child
-    end
-  end
-end
+unsettle_dependents()
 redis.call('SET', SHARED[1], 'replayed', 'EX', ARGV[7])
 return {'status', 'ok', 'reopened', reopened, 'ready', ready}
