@@ -21,6 +21,7 @@ export const STATUS_ORDER = [
   "queued",
   "blocked",
   "cancelled",
+  "skipped",
   "replaced",
   "pending",
   "succeeded",

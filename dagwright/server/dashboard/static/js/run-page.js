@@ -12,14 +12,14 @@ const runPath = `/api/v1/runs/${encodeURIComponent(runId)}`;
 const FINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
 const NODE_STATUSES = new Set([
   "pending", "queued", "running", "retry_wait", "waiting_approval",
-  "succeeded", "failed", "blocked", "cancelled", "replaced",
+  "succeeded", "failed", "blocked", "cancelled", "skipped", "replaced",
 ]);
 const KIND_STATUS = { "node.retrying": "retry_wait", "node.lease_expired": "queued", "node.replayed": "queued", "node.unblocked": "pending" };
 // The stream names each event by its kind; EventSource hears only the names it listens to.
 const KINDS = [
   ...[...NODE_STATUSES].map((s) => `node.${s}`),
   ...Object.keys(KIND_STATUS),
-  "node.added", "node.attempt", "node.parked", "node.retry", "node.takeover", "node.waiting",
+  "node.added", "node.reopened", "node.attempt", "node.parked", "node.retry", "node.takeover", "node.waiting",
   "node.approved", "node.rejected", "node.decided",
   "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
