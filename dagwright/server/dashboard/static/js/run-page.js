@@ -14,12 +14,18 @@ const NODE_STATUSES = new Set([
   "pending", "queued", "running", "retry_wait", "waiting_approval",
   "succeeded", "failed", "blocked", "cancelled", "skipped", "replaced",
 ]);
-const KIND_STATUS = { "node.retrying": "retry_wait", "node.lease_expired": "queued", "node.replayed": "queued", "node.unblocked": "pending" };
+const KIND_STATUS = {
+  "node.retrying": "retry_wait",
+  "node.lease_expired": "queued",
+  "node.replayed": "queued",
+  "node.unblocked": "pending",
+};
 // The stream names each event by its kind; EventSource hears only the names it listens to.
 const KINDS = [
   ...[...NODE_STATUSES].map((s) => `node.${s}`),
   ...Object.keys(KIND_STATUS),
-  "node.added", "node.reopened", "node.attempt", "node.parked", "node.retry", "node.takeover", "node.waiting",
+  "node.added", "node.reopened", "node.attempt", "node.parked", "node.retry", "node.takeover",
+  "node.waiting",
   "node.approved", "node.rejected", "node.decided",
   "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
@@ -27,7 +33,14 @@ const KINDS = [
 
 // `readAtMs`: the server's clock at the last read of the run; events older than that (by
 // more than the Date header's second) are history the read already holds.
-const view = { run: null, readAtMs: 0, expanded: new Set(), page: 0, graph: null, boxes: new Map() };
+const view = {
+  run: null,
+  readAtMs: 0,
+  expanded: new Set(), // signatures of the groups opened in place
+  page: 0, // the window of layers shown, when the graph is paged
+  graph: null,
+  boxes: new Map(),
+};
 
 async function readRun() {
   const answer = await reported(() => getJsonDated(runPath));
