@@ -9,8 +9,6 @@ is how docs/images/dashboard-run.png is made).
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,22 @@ import pytest
 from dagwright import Client, Plan, PlanBuilder, RunStatus, Settings
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer, running_server
-from tests.support.browser import browser, chromium  # noqa: F401 (fixtures)
+from tests.support.browser import (  # noqa: F401 (browser, chromium: fixtures)
+    alert_of,
+    body_data,
+    browser,
+    chromium,
+    drawn_nodes,
+    find_soon,
+    flash_text,
+    listed_runs,
+    log_in,
+    node_fill,
+    node_status,
+    open_run,
+    save_screenshot,
+    wait_for_node,
+)
 from tests.support.functions import fixed_key
 from tests.support.llm_script import agent_node, answers, planned
 from tests.support.waiting import wait_until
@@ -35,74 +48,6 @@ WAITING_FILL = "rgb(246, 224, 94)"  # --st-waiting_approval
 def server(api: ApiServer, worker: Any) -> ApiServer:
     """The session's server over the in-process worker's databases (emptied for this test)."""
     return api
-
-
-def log_in(driver: Any, server: ApiServer, scope: str = "operate", path: str = "/") -> None:
-    """Through the login form, as a person pastes a token."""
-    from selenium.webdriver.common.by import By
-
-    driver.get(f"{server.url}{path}")
-    wait_until(lambda: "/login" in driver.current_url, timeout=10, what="the login page")
-    driver.find_element(By.ID, "token").send_keys(server.token(scope))
-    driver.find_element(By.ID, "login").click()
-    wait_until(lambda: "/login" not in driver.current_url, timeout=10, what="logged in")
-
-
-def body_data(driver: Any, name: str) -> Any:
-    return driver.execute_script(f"return document.body.dataset.{name} || null")
-
-
-def open_run(driver: Any, server: ApiServer, run_id: str) -> None:
-    driver.get(f"{server.url}/runs/{run_id}")
-    wait_until(lambda: body_data(driver, "graphDrawnMs"), timeout=30, what="the graph drawn")
-
-
-def node_status(driver: Any, node: str) -> str | None:
-    return driver.execute_script(
-        "const box = document.querySelector(`[data-node='${arguments[0]}']`);"
-        "return box ? box.dataset.status : null;",
-        node,
-    )
-
-
-def node_fill(driver: Any, node: str) -> str:
-    return str(
-        driver.execute_script(
-            "const rect = document.querySelector(`[data-node='${arguments[0]}'] rect`);"
-            "return getComputedStyle(rect).fill;",
-            node,
-        )
-    )
-
-
-def wait_for_node(driver: Any, node: str, status: str, timeout: float = 30) -> None:
-    wait_until(
-        lambda: node_status(driver, node) == status, timeout=timeout, what=f"{node} {status}"
-    )
-
-
-def find_soon(driver: Any, css: str, timeout: float = 15) -> Any:
-    """The first element matching ``css`` once the page's scripts have put it there."""
-    return wait_until(
-        lambda: next(iter(driver.find_elements("css selector", css)), None),
-        timeout=timeout,
-        what=css,
-    )
-
-
-def flash_text(driver: Any) -> str:
-    return str(driver.execute_script("return document.getElementById('flash').textContent"))
-
-
-def save_screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
-    """The page as a PNG under tmp, and in DAGWRIGHT_SCREENSHOT_DIR when that is set."""
-    shot = tmp_path / name
-    assert driver.save_screenshot(str(shot))
-    assert shot.stat().st_size > 10_000  # a drawn page, not a blank one
-    if directory := os.environ.get("DAGWRIGHT_SCREENSHOT_DIR"):
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(directory) / name)
-    return shot
 
 
 def gated_release() -> Plan:
@@ -131,14 +76,6 @@ def waiting_for_approval(client: Client, run_id: str) -> None:
         lambda: any(a.node == "deploy" for a in client.approvals.list(run_id)),
         timeout=30,
         what="deploy waiting for approval",
-    )
-
-
-def listed_runs(driver: Any) -> list[str]:
-    return list(
-        driver.execute_script(
-            "return [...document.querySelectorAll('#runs tr[data-run]')].map((r) => r.dataset.run)"
-        )
     )
 
 
@@ -216,15 +153,6 @@ def test_node_colours_change_live_without_a_reload(
         lambda: browser.find_element("id", "run-status").text == "succeeded",
         timeout=10,
         what="the run's status updated",
-    )
-
-
-def drawn_nodes(driver: Any) -> set[str]:
-    return set(
-        driver.execute_script(
-            "return [...document.querySelectorAll('#graph [data-node]')]"
-            ".map((box) => box.dataset.node);"
-        )
     )
 
 
@@ -329,15 +257,6 @@ def test_cancelling_a_run_from_its_page(browser: Any, server: ApiServer) -> None
     )
     assert run.status().status == RunStatus.CANCELLED
     wait_for_node(browser, "announce", "cancelled")
-
-
-def alert_of(driver: Any) -> Any:
-    from selenium.common.exceptions import NoAlertPresentException
-
-    try:
-        return driver.switch_to.alert
-    except NoAlertPresentException:
-        return None
 
 
 def test_replaying_a_dead_letter_from_the_dlq_page(
