@@ -156,3 +156,37 @@ def test_the_session_cookie_is_http_only_strict_and_secure_over_https(api: ApiSe
     end_session(api.client, session.session_id)
     with httpx.Client(base_url=api.url, cookies={SESSION_COOKIE: session.session_id}) as http:
         assert_problem(http.get("/api/v1/whoami"), 401)
+
+
+PLAN = {"plan": {"nodes": [{"id": "a", "type": "function", "function": "concat"}]}}
+ANOTHER_SITE = {"Sec-Fetch-Site": "cross-site"}
+
+
+def test_a_page_of_another_site_cannot_use_loopback_anonymity_or_dns_rebinding(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    with running_server(settings, allow_anonymous=True) as server, server.http(None) as http:
+        # What any page the user opens could make the browser send to 127.0.0.1:
+        assert_problem(http.post("/api/v1/runs", json=PLAN, headers=ANOTHER_SITE), 403)
+        foreign_origin = {"Origin": "https://evil.example"}
+        assert assert_problem(http.post("/api/v1/runs", json=PLAN, headers=foreign_origin), 403)[
+            "error"
+        ] == "CSRFError"
+        # A rebinding name resolving to 127.0.0.1: same-origin for the page, not loopback.
+        assert_problem(http.get("/api/v1/runs", headers={"Host": "evil.example"}), 401)
+        # The user's own tools (curl: no browser headers) and own pages still work.
+        assert http.post("/api/v1/runs", json=PLAN).status_code == 201
+        own = {"Sec-Fetch-Site": "same-origin", "Origin": server.url}
+        assert http.post("/api/v1/runs", json=PLAN, headers=own).status_code == 201
+
+
+def test_cached_basic_credentials_change_nothing_for_another_site_but_a_bearer_token_does(
+    api: ApiServer,
+) -> None:
+    token = api.token("operate")
+    with httpx.Client(base_url=api.url) as http:
+        basic = http.post("/api/v1/runs", json=PLAN, auth=("", token), headers=ANOTHER_SITE)
+        assert assert_problem(basic, 403)["error"] == "CSRFError"
+        assert http.get("/api/v1/runs", auth=("", token), headers=ANOTHER_SITE).status_code == 200
+        bearer = {"Authorization": f"Bearer {token}", **ANOTHER_SITE}  # only code holding it
+        assert http.post("/api/v1/runs", json=PLAN, headers=bearer).status_code == 201

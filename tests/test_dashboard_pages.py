@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from dagwright import PlanBuilder
+from dagwright.server.sessions import SESSION_COOKIE
 from tests.support import browser as browser_support
 from tests.support.api_server import ApiServer
 
@@ -127,3 +128,12 @@ def test_a_missing_browser_skips_the_browser_tests_unless_ci_requires_it(
     monkeypatch.setenv("DAGWRIGHT_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="DAGWRIGHT_REQUIRE_BROWSER=1 but"):
         browser_support.skip_or_fail_without_browser()
+
+
+def test_a_login_posted_by_another_site_is_refused(api: ApiServer) -> None:
+    """Login CSRF: another site must not log the visitor in with the attacker's token."""
+    form = {"token": api.token("read"), "next": "/"}
+    with httpx.Client(base_url=api.url) as http:
+        forged = http.post("/login", data=form, headers={"Sec-Fetch-Site": "cross-site"})
+        assert forged.status_code == 403 and SESSION_COOKIE not in forged.cookies
+        assert http.post("/login", data=form).status_code == 303

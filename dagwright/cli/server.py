@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated
 
 import typer
@@ -10,6 +9,7 @@ import typer
 from dagwright.cli.options import ImportOption, settings_from
 from dagwright.cli.output import stderr
 from dagwright.errors import ConfigurationError
+from dagwright.server.origins import is_loopback
 
 
 def register(app: typer.Typer) -> None:
@@ -53,16 +53,6 @@ def server(
         soft_wrap=True,
     )
     serve(settings, allow_anonymous=allow_anonymous)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (or ``localhost``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_anonymous(host: str, allow_anonymous: bool) -> None:

@@ -24,6 +24,7 @@ from fastapi import Request
 
 from dagwright.client.tokens import Scope
 from dagwright.server.blocking import in_thread
+from dagwright.server.origins import addressed_to_loopback, asked_by_another_site
 from dagwright.server.problems import Problem
 from dagwright.server.sessions import CSRF_FORM_FIELD, CSRF_HEADER, SESSION_COOKIE
 
@@ -95,7 +96,9 @@ async def _authenticate(request: Request) -> Principal | None:
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
         return await _from_session(client, cookie)
-    return ANONYMOUS if request.app.state.allow_anonymous else None
+    if request.app.state.allow_anonymous and addressed_to_loopback(request):
+        return ANONYMOUS
+    return None
 
 
 async def _from_header(client: Client, header: str) -> Principal:
@@ -148,11 +151,24 @@ def require(scope: Scope) -> Callable[[Request], Awaitable[Principal]]:
             raise Problem(
                 403, f"this needs the {scope.value} scope; your token has {principal.scope.value}"
             )
-        if principal.via == "session" and request.method in UNSAFE_METHODS:
-            await check_csrf(request, principal)
+        if request.method in UNSAFE_METHODS and principal.via != "bearer":
+            refuse_other_sites(request)
+            if principal.via == "session":
+                await check_csrf(request, principal)
         return principal
 
     return principal_with_scope
+
+
+def refuse_other_sites(request: Request) -> None:
+    """A change made with a credential the browser attaches by itself (cookie, cached
+    Basic, anonymity on loopback) must not be asked by a page of another site
+    (``server/origins.py``)."""
+    if asked_by_another_site(request):
+        raise Problem(
+            403, "a change asked by another site's page is refused: send it from this site",
+            error="CSRFError",
+        )
 
 
 async def check_csrf(request: Request, principal: Principal) -> None:

@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from dagwright.server.dashboard.rendering import render
 from dagwright.server.dashboard.visitors import LoginRefused, log_in, log_out, visitor_of
+from dagwright.server.origins import asked_by_another_site
 
 
 def safe_next(value: str | None) -> str:
@@ -52,6 +53,8 @@ def login_router() -> APIRouter:
         token: Annotated[str, Form()],
         next_path: Annotated[str, Form(alias="next")] = "/",
     ) -> Response:
+        if asked_by_another_site(request):  # login CSRF: a session of the attacker's token
+            return login_page(safe_next(next_path), "log in from this site", status_code=403)
         response = RedirectResponse(safe_next(next_path), status_code=303)
         try:
             await log_in(request, token.strip(), response)
