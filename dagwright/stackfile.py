@@ -26,6 +26,8 @@ class StackRecord:
     imports: tuple[str, ...] = ()  # the modules the stack's worker imports (--import)
     log: str = ""  # where the stack's worker logs, if not to a terminal
     note: str = ""  # what its start had to clean up, for the command that asked for it
+    server_pid: int = 0  # `up`'s HTTP API and dashboard (dagwright server), if any
+    server_url: str = ""  # its URL on 127.0.0.1, empty until it answers
 
 
 def stack_file(data_dir: Path) -> Path:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -209,3 +210,80 @@ def test_a_killed_runs_lease_expires_and_its_stack_stops(tmp_path: Path) -> None
     wait_gone(record.valkey_pid, "Valkey")
     wait_gone(record.worker_pid, "the worker")
     assert read_stack_record(data) is None and not os.listdir(data / "leases")
+
+
+def get_health(url: str) -> int:
+    """The status of ``url``'s health, fetched without any credential."""
+    import httpx
+
+    return httpx.get(f"{url}api/v1/health", timeout=10, trust_env=False).status_code
+
+
+def test_up_serves_the_api_on_loopback_and_its_server_dies_with_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with socket.socket() as taken:  # the configured port is in use: the next free is taken
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        up = start_up(cli_env(None, data, DAGWRIGHT_SERVER_PORT=str(port)))
+        try:
+            record = wait_for_stack(data, "up")
+            assert up.stderr is not None
+            lines = read_until(up.stderr, "dashboard and API at")
+            assert record.server_url.startswith("http://127.0.0.1:")
+            assert not record.server_url.endswith(f":{port}/")
+            # Loopback: no token needed (the anonymous principal of `up`).
+            assert get_health(record.server_url) == 200
+            whoami = dagwright_whoami(record.server_url)
+            assert whoami["anonymous"] is True and whoami["scope"] == "admin"
+        finally:
+            up.kill()
+            up.communicate(timeout=30)
+    assert lines[0].startswith("dagwright is up"), lines
+    assert lines[-1].startswith(f"dashboard and API at {record.server_url} "), lines
+    assert f"(port {port} was in use: DAGWRIGHT_SERVER_PORT sets another)" in lines[-1], lines
+    wait_gone(record.server_pid, "the server")  # kill -9 of up: its server goes too
+    wait_gone(record.worker_pid, "the worker")
+
+
+def read_until(stream: IO[str], start: str) -> list[str]:
+    """Lines of ``stream`` up to the first that starts with ``start`` (which it prints
+    on one line, however wide)."""
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith(start):
+        line = stream.readline()
+        assert line, f"no line starting with {start!r}: {lines}"
+        lines.append(line)
+    return lines
+
+
+def dagwright_whoami(url: str) -> dict[str, object]:
+    import httpx
+
+    response = httpx.get(f"{url}api/v1/whoami", timeout=10, trust_env=False)
+    assert response.status_code == 200, response.text
+    found: dict[str, object] = response.json()
+    return found
+
+
+def test_a_dead_ups_orphan_server_is_reclaimed(tmp_path: Path) -> None:
+    """As a platform without parent-death signals leaves it: the next start stops it."""
+    data = tmp_path / "data"
+    # A long-lived stand-in whose command line names dagwright, as the server's does.
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", "dagwright", "server"]
+    )
+    dead_owner = subprocess.Popen([sys.executable, "-c", ""])
+    dead_owner.wait()
+    write_stack(
+        data, StackRecord(redis_url="", pid=dead_owner.pid, owner="up", server_pid=stand_in.pid)
+    )
+    try:
+        result = dagwright("run", DIAMOND, env=cli_env(None, data), timeout=180)
+        assert result.returncode == 0, result.stderr
+        stand_in.wait(timeout=30)
+    finally:
+        if stand_in.poll() is None:
+            stand_in.kill()
+    [line] = [line for line in result.stderr.splitlines() if "reclaimed" in line]
+    assert f"stopped its server (pid {stand_in.pid})" in line

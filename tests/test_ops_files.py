@@ -12,8 +12,10 @@ metric names and labels the code exports.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,7 +189,8 @@ def test_no_flower_starts_without_auth() -> None:
 def test_compose_parses_and_has_every_service() -> None:
     compose = load_compose()
     assert "version" not in compose  # the Compose Specification has none
-    expected = {"valkey", "orchestrator", "beat", "reconciler", "flower", "metrics", "prometheus"}
+    expected = {"valkey", "orchestrator", "beat", "reconciler", "server", "flower", "metrics"}
+    expected.add("prometheus")
     assert expected | WORKER_TYPES <= set(compose["services"])
     assert compose["services"]["grafana"]["profiles"] == ["grafana"]
     overlay = load_compose(REPO / "ops" / "compose" / "docker-sandbox.yml")
@@ -314,6 +317,61 @@ def test_health_checks_connect_without_scraping() -> None:
     assert container["readinessProbe"]["tcpSocket"] == {"port": 9464}
 
 
+def test_the_server_needs_tokens_and_is_checked_over_http() -> None:
+    """The API server of compose and Kubernetes: on all interfaces of its container (the
+    port is what limits who reaches it), never anonymous (the CLI refuses that off
+    loopback anyway), port 8400 published to this host only, a health check that proves
+    it serves HTTP without holding a token (the health route answers 401 without one)."""
+    server = services()["server"]
+    command = server["command"]
+    assert command[:1] == ["server"] and "--allow-anonymous" not in command
+    assert command[command.index("--host") + 1] == "0.0.0.0"
+    assert command[command.index("--port") + 1] == "8400"
+    assert server["ports"] == ["127.0.0.1:8400:8400"]
+    test = server["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python3", "-c"]
+    assert "http://127.0.0.1:8400/api/v1/health" in test[3] and "401" in test[3]
+    assert "ANTHROPIC_API_KEY" not in server.get("environment", {})
+    deployment = k8s_objects("Deployment")["dagwright-server"]
+    [container] = containers(deployment)
+    assert container["args"] == command
+    assert container["readinessProbe"]["tcpSocket"] == {"port": 8400}
+    assert container["ports"] == [{"name": "http", "containerPort": 8400}]
+    flower = containers(k8s_objects("Deployment")["dagwright-flower"])[0]
+    assert container["securityContext"] == flower["securityContext"]  # read-only root, no caps
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert "ANTHROPIC_API_KEY" not in {e["name"] for e in container["env"]}
+    [port] = k8s_objects("Service")["dagwright-server"]["spec"]["ports"]
+    assert port["port"] == port["targetPort"] == 8400
+    assert "8400" in (REPO / "ops" / "docker" / "dagwright.Dockerfile").read_text()
+
+
+def test_the_server_health_check_tells_a_serving_server_from_none(tmp_path: Path) -> None:
+    """The compose health check's script, run for real: it fails while nothing listens,
+    passes against a server that refuses it for want of a token."""
+    script = services()["server"]["healthcheck"]["test"][3]
+    port = free_port()
+    check = script.replace(":8400/", f":{port}/")
+    refused = subprocess.run(["python3", "-c", check], capture_output=True, check=False)
+    assert refused.returncode != 0
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "server", "--port", str(port)],
+        cwd=REPO,
+        env={**os.environ, "DAGWRIGHT_REDIS_URL": "redis://127.0.0.1:1/0"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(
+            lambda: subprocess.run(["python3", "-c", check], check=False).returncode == 0,
+            timeout=60,
+            what="the health check to pass",
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_grafana_needs_a_password_of_its_own() -> None:
     grafana = services()["grafana"]
     assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "${GRAFANA_ADMIN_PASSWORD:-}"
@@ -426,11 +484,11 @@ def test_k8s_manifests_parse_and_have_the_expected_kinds() -> None:
     kinds: dict[str, int] = {}
     for doc in documents:
         kinds[doc["kind"]] = kinds.get(doc["kind"], 0) + 1
-    components = {"orchestrator", "reconciler", "beat", "flower", "metrics"}
+    components = {"orchestrator", "reconciler", "beat", "server", "flower", "metrics"}
     assert kinds == {
         "Namespace": 1,
         "ConfigMap": 2,  # dagwright-config, valkey-config
-        "Service": 3,  # valkey, flower, metrics
+        "Service": 4,  # valkey, server, flower, metrics
         "StatefulSet": 1,  # valkey
         "Deployment": len(components) + len(WORKER_TYPES),
         "TriggerAuthentication": 1,

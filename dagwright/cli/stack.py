@@ -164,12 +164,20 @@ def up(
             "--verbose", "-v", help="Celery's banner and warnings, and a line per task (INFO)."
         ),
     ] = False,
+    server: Annotated[
+        bool,
+        typer.Option(
+            "--server/--no-server",
+            help="Also serve the HTTP API and dashboard on 127.0.0.1 (port: "
+            "DAGWRIGHT_SERVER_PORT, or the next free one), without tokens.",
+        ),
+    ] = True,
     imports: ImportOption = None,
 ) -> None:
-    """Run the local stack in the foreground until Ctrl-C: an embedded Valkey and a
-    worker for every queue, reconciler included. Other dagwright commands on this machine
-    find it by themselves. Its processes end with it, even if it is killed or its terminal
-    closes."""
+    """Run the local stack in the foreground until Ctrl-C: an embedded Valkey, a worker
+    for every queue (reconciler included), and the HTTP API and dashboard on 127.0.0.1.
+    Other dagwright commands on this machine find it by themselves. Its processes end with
+    it, even if it is killed or its terminal closes."""
     settings = settings_from(imports)
     if settings.redis_url:
         raise ConfigurationError(
@@ -180,7 +188,13 @@ def up(
     signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))  # its terminal closed
     level = (loglevel or ("INFO" if verbose else "WARNING")).upper()
     with EmbeddedStack(
-        settings, owner="up", concurrency=concurrency, loglevel=level, beat=True, verbose=verbose
+        settings,
+        owner="up",
+        concurrency=concurrency,
+        loglevel=level,
+        beat=True,
+        server=server,
+        verbose=verbose,
     ) as stack:
         try:
             announce(stack, settings)
@@ -202,6 +216,21 @@ def announce(stack: EmbeddedStack, settings: Settings) -> None:
         f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
         "beat for the schedules. "
         "Ctrl-C stops it."
+    )
+    if stack.server_url:
+        stderr.print(server_line(stack.server_url, settings), soft_wrap=True)
+
+
+def server_line(url: str, settings: Settings) -> str:
+    """The ready line of the server: its URL, and why it is not the configured port."""
+    moved = (
+        ""
+        if url.endswith(f":{settings.server_port}/")
+        else (f" (port {settings.server_port} was in use: DAGWRIGHT_SERVER_PORT sets another)")
+    )
+    return (
+        f"dashboard and API at [bold]{url}[/] (API: {url}api/v1, docs: {url}api/v1/docs; "
+        f"no token needed on this loopback address){moved}"
     )
 
 

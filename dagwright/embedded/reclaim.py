@@ -39,6 +39,9 @@ def reclaim_stale_stack(data_dir: Path, socket_path: Path) -> str:
 
 def stop_recorded_orphans(record: StackRecord) -> list[str]:
     stopped = []
+    if is_live(record.server_pid, "dagwright"):
+        stop_orphan(record.server_pid, 5.0)
+        stopped.append(f"its server (pid {record.server_pid})")
     if is_live(record.worker_pid, "dagwright"):
         # Its running nodes finish, or their leases expire and they are queued again.
         stop_orphan(record.worker_pid, WORKER_STOP_TIMEOUT_S)

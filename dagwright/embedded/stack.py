@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
+from dagwright.embedded.api_server import ApiServerProcess, server_log, start_api_server
 from dagwright.embedded.children import spawn_owned, stop_gracefully
 from dagwright.embedded.leases import STACK_LOCK
 from dagwright.embedded.reclaim import reclaim_stale_stack
@@ -45,12 +46,14 @@ class EmbeddedStack:
         worker_log: Path | None = None,
         loglevel: str = "WARNING",
         beat: bool = False,
+        server: bool = False,
         verbose: bool = False,
         wait_for_lock_s: float = 0.0,
         shown_log: Path | None = None,
     ) -> None:
         self.settings = settings
         self.beat = beat  # the worker also runs beat, which fires the schedules
+        self.serve_api = server  # also the HTTP API and dashboard (api_server.py)
         self.owner = owner
         self.concurrency = concurrency
         self.worker_log = worker_log  # None: the worker writes to our own stdout/stderr
@@ -62,6 +65,8 @@ class EmbeddedStack:
         self._valkey: subprocess.Popen[bytes] | None = None
         self._worker: subprocess.Popen[bytes] | None = None
         self._worker_log_fh: IO[bytes] | None = None
+        self._server: ApiServerProcess | None = None
+        self._server_log_fh: IO[bytes] | None = None
         self.redis_url = ""
         self.note = ""  # what starting had to reclaim, one line
         self._record = StackRecord(
@@ -94,6 +99,8 @@ class EmbeddedStack:
             self.redis_url = f"unix://{socket_path}?db=0"
             self._record_as(valkey_pid=self._valkey.pid)
             self.start_worker()
+            if self.serve_api:
+                self.start_server()
             self._record_as(redis_url=self.redis_url, state="ready")
         except BaseException:
             self.stop()
@@ -150,6 +157,21 @@ class EmbeddedStack:
         )
         self._record_as(worker_pid=self._worker.pid)
 
+    def start_server(self) -> None:
+        """Start the HTTP API and dashboard on 127.0.0.1 (its output: logs/server.log)."""
+        log_path = server_log(self.data_dir)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._server_log_fh = open(log_path, "ab")  # noqa: SIM115 (the child writes to it)
+        self._server = start_api_server(
+            self.redis_url, self.settings.imports, self.settings.server_port, self._server_log_fh
+        )
+        self._record_as(server_pid=self._server.process.pid, server_url=self._server.url)
+
+    @property
+    def server_url(self) -> str:
+        """The server's URL (trailing slash), "" if this stack runs none."""
+        return self._server.url if self._server else ""
+
     def worker_exit_code(self) -> int | None:
         """None while the worker runs; its exit code once it has stopped."""
         return self._worker.poll() if self._worker else None
@@ -163,6 +185,12 @@ class EmbeddedStack:
         if self._lock_file is not None:
             # Gone from the file first: nothing finds a stack that is stopping.
             remove_stack(self.data_dir, os.getpid())
+        server, self._server = self._server, None
+        if server is not None:  # first: nothing is submitted to a stack that is stopping
+            server.stop()
+        if self._server_log_fh is not None:
+            self._server_log_fh.close()
+            self._server_log_fh = None
         worker, self._worker = self._worker, None
         if worker is not None:
             stop_gracefully(worker, WORKER_STOP_TIMEOUT_S)

@@ -40,6 +40,6 @@ USER 10001:10001
 WORKDIR /app
 
 # Flower (dagwright flower), Prometheus metrics (dagwright metrics-server).
-EXPOSE 5555 9464
+EXPOSE 5555 8400 9464
 ENTRYPOINT ["dagwright"]
 CMD ["--help"]
