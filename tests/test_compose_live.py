@@ -1,6 +1,6 @@
 """docker-compose.yml run for real: Valkey, the orchestrator, the worker types that need
 no LLM (function, python) and coder (its sandbox), beat, the reconciler, Flower and the
-metrics server, as `docker compose up` starts them.
+metrics server and the API server, as `docker compose up` starts them.
 
 Needs a Docker engine (ops/docker/start-test-dockerd.sh), Compose v2 and the images
 (ops/docker/offline-compose.sh builds them with no registry and prints DAGWRIGHT_COMPOSE).
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.compose, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = ["orchestrator", "function", "python", "coder"]  # `dagwright worker` services
-SERVICES = ["valkey", *WORKERS, "beat", "reconciler", "flower", "metrics"]
+SERVICES = ["valkey", *WORKERS, "beat", "reconciler", "server", "flower", "metrics"]
 IMAGES = ["dagwright:latest", "valkey/valkey:8.0"]
 PROJECT_PREFIX = "dwtest"  # + the pid of the pytest process that started it
 
@@ -205,6 +205,41 @@ print(status({{}}), status({{"Authorization": "Basic " + login}}))
             return False
 
     wait_until(answers, timeout=60, what="Flower answering 401 without the login, 200 with")
+
+
+SERVER_PROBE = """
+import json, sys, urllib.request, urllib.error
+def get(path, token=None):
+    headers = {{"Authorization": "Bearer " + token}} if token else {{}}
+    request = urllib.request.Request("http://127.0.0.1:8400" + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+anonymous, problem = get("/api/v1/health")
+allowed, health = get("/api/v1/health", {token!r})
+print(anonymous, problem["status"], allowed, health["status"])
+"""
+
+
+def test_the_server_wants_a_token(stack: Stack) -> None:
+    """No anonymous access off loopback: 401 without a token, 200 with one made as the
+    compose file's header says (`docker compose run --rm server token create ...`)."""
+    created = stack.run(
+        "run", "--rm", "-T", "server", "token", "create", "compose-test", "-s", "read"
+    )
+    token = created.strip().splitlines()[-1]
+    assert token.startswith("dw_"), token
+    probe = SERVER_PROBE.format(token=token)
+    assert stack.python("server", probe) == "401 401 200 ok"
+    # Published on this host's loopback too; the token travels only in the header.
+    container = stack.run("ps", "-q", "server").split()[0]
+    inspected = subprocess.run(
+        ["docker", "inspect", "--format", "{{json .Args}} {{json .Config.Env}}", container],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert token not in inspected and "--allow-anonymous" not in inspected
 
 
 METRIC_SAMPLES = """
