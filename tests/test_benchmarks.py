@@ -23,3 +23,21 @@ def test_every_benchmark_script_imports() -> None:
         [sys.executable, "-c", imports], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.subprocess
+def test_the_api_latency_benchmark_runs_with_tiny_arguments() -> None:
+    """It starts its own Valkey and server: a run proves they still start as it starts
+    them, and that both sides of each comparison are printed."""
+    args = ["--submits", "5", "--events", "5"]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/api_latency.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for line in ("Client.submit", "POST /api/v1/runs", "the API adds", "Client.next_events"):
+        assert line in done.stdout, done.stdout
+    assert "SSE /events" in done.stdout
