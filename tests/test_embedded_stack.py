@@ -236,6 +236,10 @@ def test_up_serves_the_api_on_loopback_and_its_server_dies_with_it(tmp_path: Pat
             assert get_health(record.server_url) == 200
             whoami = dagwright_whoami(record.server_url)
             assert whoami["anonymous"] is True and whoami["scope"] == "admin"
+            # A run on up's stack says where to watch it.
+            run = dagwright("run", DIAMOND, env=cli_env(None, data), timeout=180)
+            assert run.returncode == 0, run.stderr
+            assert f"(pid {record.pid}); dashboard at {record.server_url}" in run.stderr
         finally:
             up.kill()
             up.communicate(timeout=30)

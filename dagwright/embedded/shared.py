@@ -68,7 +68,8 @@ def shared_stack(settings: Settings, *, say: Callable[[str], None]) -> Iterator[
         shared = SharedStack(data_dir, record, started_here=host is not None)
         require_imports(record, settings.imports)
         if host is None:
-            say(f"using the local stack of `dagwright {record.owner}` (pid {record.pid})")
+            where = f"; dashboard at {record.server_url}" if record.server_url else ""
+            say(f"using the local stack of `dagwright {record.owner}` (pid {record.pid}){where}")
         else:
             say(f"no Redis configured: started the embedded stack (worker log: {log_file})")
             if record.note:
