@@ -3,7 +3,7 @@
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',
 -- 'deliveries', n, 'max_concurrent_nodes', n or '', 'response_cache', '1' or '',
--- 'inputs', {dep1, out1, ...}},
+-- 'run_inputs', JSON or '', 'inputs', {dep1, out1, ...}},
 -- {'status', 'held', 'holder', holder} or {'status', 'stale', 'why', why}. deliveries counts the claims since the node last
 -- recorded an outcome: each one more means a worker died running it (the poison guard).
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
@@ -45,4 +45,5 @@ return {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', att
         'checkpoint', redis.call('HGET', K.checkpoint, node) or '', 'deliveries', deliveries,
         'max_concurrent_nodes', redis.call('HGET', K.run, 'max_concurrent_nodes') or '',
         'response_cache', redis.call('HGET', K.run, 'response_cache') or '',
+        'run_inputs', redis.call('HGET', K.run, 'inputs') or '',
         'inputs', inputs}
