@@ -377,3 +377,17 @@ def test_a_goal_runs_inputs_reach_its_planned_plan(
     assert state.inputs == {"name": "Eve"}
     planning = text_of(fake_llm.requests[0].body["messages"][0]["content"])
     assert 'The run was given these inputs: {"name": "Eve"}' in planning
+
+
+def test_hostile_params_with_templates_are_refused_by_size_not_expanded(client: Client) -> None:
+    parts: Any = ["{{ inputs.topic }}"] * 10
+    for _ in range(19):
+        parts = [parts] * 10  # 10^20 strings, by shared references
+    plan = plan_of(
+        {"id": "a", "type": "function", "function": "concat", "params": {"parts": parts}}
+    )
+    with pytest.raises(PlanError, match="DAGWRIGHT_MAX_PARAMS_BYTES"):
+        client.submit(plan, inputs={"topic": "t"})
+    unclosed = plan_of({"id": "a", "type": "writer", "instruction": "{{ inputs" * 50_000})
+    assert bind_inputs(unclosed, {"topic": "t"}, 1000).plan == unclosed
+    assert client.list_runs() == []

@@ -19,31 +19,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from dagwright.errors import RunInputError
+from pydantic import ValidationError
+
+from dagwright.errors import PlanError, RunInputError
 from dagwright.models import Node, Plan
-from dagwright.plans.files import parse_plan
 from dagwright.shown_ids import shown_id
 
 NAME = r"[A-Za-z0-9_-]+"
 REFERENCE = re.compile(r"\{\{\s*inputs\.(" + NAME + r"(?:\." + NAME + r")*)\s*\}\}")
-# Anything that looks like a reference to inputs, well-formed or not.
-LOOKS_LIKE_REFERENCE = re.compile(r"\{\{\s*inputs\b[^}]*\}\}")
-
-
-@dataclass(frozen=True)
-class Reference:
-    """One ``{{ inputs.… }}`` of a plan: where it is and the path it names."""
-
-    node: str
-    field: str  # "instruction" or "params"
-    path: tuple[str, ...]
-
-    @property
-    def shown(self) -> str:
-        return "inputs." + ".".join(self.path)
+# Anything that looks like a reference to inputs, well-formed or not (bounded: an unclosed
+# `{{ inputs` repeated through a long text must not make each match scan to its end).
+LOOKS_LIKE_REFERENCE = re.compile(r"\{\{\s{0,20}inputs\b[^}]{0,200}\}\}")
 
 
 def template_texts(node: Node) -> Iterator[tuple[str, str]]:
@@ -55,14 +44,17 @@ def template_texts(node: Node) -> Iterator[tuple[str, str]]:
 
 
 def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+    """Every string in ``value``, each container visited once: a hostile plan's params may
+    share one list a billion times over (``json_shapes``), which a plain walk would expand."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict | list) and id(item) not in seen:
+            seen.add(id(item))
+            stack.extend(reversed(list(item.values() if isinstance(item, dict) else item)))
 
 
 def template_problems(plan: Plan, declared: list[str]) -> list[str]:
@@ -70,9 +62,9 @@ def template_problems(plan: Plan, declared: list[str]) -> list[str]:
     plan does not declare (in ``inputs:``)."""
     problems: list[str] = []
     for node in plan.nodes:
-        for field, text in template_texts(node):
+        for where, text in template_texts(node):
             for found in LOOKS_LIKE_REFERENCE.finditer(text):
-                problem = _reference_problem(node.id, field, found.group(0), declared)
+                problem = _reference_problem(node.id, where, found.group(0), declared)
                 if problem and problem not in problems:
                     problems.append(problem)
     return problems
@@ -102,31 +94,49 @@ def substituted(plan: Plan, inputs: dict[str, Any]) -> Plan:
         raise RunInputError(list(dict.fromkeys(missing)))
     if all(new is old for new, old in zip(nodes, plan.nodes, strict=True)):
         return plan
-    data = plan.model_dump(mode="json", exclude_defaults=True)
-    data["nodes"] = [node.model_dump(mode="json", exclude_defaults=True) for node in nodes]
-    return parse_plan(data)
+    # Not through a dump: a hostile plan's params may share one list a billion times,
+    # which only the size checks that follow measure without expanding.
+    return plan.model_copy(update={"nodes": nodes})
 
 
 def _node_with_values(node: Node, inputs: dict[str, Any], missing: list[str]) -> Node:
     if not any(REFERENCE.search(text) for _, text in template_texts(node)):
         return node
-    update: dict[str, Any] = {"params": _value_of(node.params, node.id, inputs, missing)}
+    filler = _Filler(node.id, inputs, missing)
+    update: dict[str, Any] = {"params": filler.value_of(node.params)}
     if node.instruction:
         update["instruction"] = _text_with_values(node.instruction, node.id, inputs, missing)
-    return node.model_copy(update=update)
+    try:  # validated again (the params' depth), from its fields as they are: no dump
+        return Node.model_validate({**dict(node), **update})
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise PlanError([f"node {shown_id(node.id)!r} with its inputs: {problem}"]) from None
 
 
-def _value_of(value: Any, node_id: str, inputs: dict[str, Any], missing: list[str]) -> Any:
-    if isinstance(value, str):
-        whole = REFERENCE.fullmatch(value.strip())
-        if whole is not None:
-            return _lookup(whole.group(1), node_id, inputs, missing)
-        return _text_with_values(value, node_id, inputs, missing)
-    if isinstance(value, dict):
-        return {key: _value_of(item, node_id, inputs, missing) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_value_of(item, node_id, inputs, missing) for item in value]
-    return value
+@dataclass
+class _Filler:
+    """Puts the values in one node's params. A container met twice (shared references)
+    is filled once and shared again: the result is no bigger than what was given."""
+
+    node_id: str
+    inputs: dict[str, Any]
+    missing: list[str]
+    done: dict[int, Any] = field(default_factory=dict)
+
+    def value_of(self, value: Any) -> Any:
+        if isinstance(value, str):
+            whole = REFERENCE.fullmatch(value.strip())
+            if whole is not None:
+                return _lookup(whole.group(1), self.node_id, self.inputs, self.missing)
+            return _text_with_values(value, self.node_id, self.inputs, self.missing)
+        if not isinstance(value, dict | list) or id(value) in self.done:
+            return self.done.get(id(value), value)
+        if isinstance(value, dict):
+            filled: Any = {key: self.value_of(item) for key, item in value.items()}
+        else:
+            filled = [self.value_of(item) for item in value]
+        self.done[id(value)] = filled
+        return filled
 
 
 def _text_with_values(text: str, node_id: str, inputs: dict[str, Any], missing: list[str]) -> str:

@@ -19,11 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.exceptions import ValidationError as SchemaMismatch
+from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import InputError, PlanError, RunInputError
 from dagwright.json_shapes import json_shape
@@ -35,6 +31,9 @@ from dagwright.plans.input_templates import (
     template_texts,
 )
 
+if TYPE_CHECKING:  # jsonschema is imported by the checks, when a plan has inputs
+    from jsonschema.exceptions import ValidationError as SchemaMismatch
+
 MAX_INPUTS_DEPTH = 32  # as a node's params: inputs end up in them
 SHOWN_VALUE_CHARS = 120  # of a value quoted in a problem
 
@@ -43,6 +42,9 @@ def schema_problems(schema: dict[str, Any] | None) -> list[str]:
     """What is wrong with a plan's ``inputs:`` schema (none for no schema)."""
     if schema is None:
         return []
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     if schema.get("type") != "object":
         return ["inputs: the schema must say `type: object` (with `properties:`)"]
     properties = schema.get("properties", {})
@@ -82,6 +84,8 @@ def input_problems(
         return [shape_problem]
     if schema is None:
         return [_undeclared(name, []) for name in inputs]
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(_closed(schema))
     errors = sorted(validator.iter_errors(inputs), key=lambda e: list(e.absolute_path))
     return [line for error in errors for line in _describe(error, schema)]
