@@ -279,6 +279,7 @@ FLAGS = {
 
 
 def load_plan_file(plan_file: Path, settings: Settings) -> Plan:
+    """A plan file, read within the settings' limit (not yet validated)."""
     from dagwright.plans.files import load_plan
 
     return load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
