@@ -5,6 +5,7 @@
     DagwrightError
     ├── InputError                 the caller must fix something (CLI exit code 2)
     │   ├── PlanError              a plan file or plan object is malformed or invalid
+    │   │   └── RunInputError      a run's inputs do not fit the plan's ``inputs:`` schema
     │   ├── UnknownRunError        no run with that id (or it expired)
     │   ├── UnknownNodeError       the run has no node with that id
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
@@ -98,6 +99,12 @@ class PlanError(InputError):
         more = len(self.problems) - 1
         line = f"{head} (and {more} more problem{'s' if more > 1 else ''})" if more else head
         return f"{self.source}: {line}" if self.source else line
+
+
+class RunInputError(PlanError):
+    """A run's inputs do not fit its plan's ``inputs:`` schema (a missing required input,
+    a value of the wrong type, one the plan does not declare), or a ``{{ inputs.… }}``
+    of the plan names a value the run lacks. ``problems``: one line each."""
 
 
 class UnknownRunError(InputError):

@@ -65,6 +65,7 @@ def run_json(state: RunState) -> dict[str, Any]:
         "budget": state.budget.model_dump(exclude_none=True) if state.budget else None,
         "reason": state.reason,
         "response_cache": state.response_cache,
+        "inputs": state.inputs,
     }
 
 

@@ -187,6 +187,20 @@ class Plan(BaseModel):
     """Answer the run's agent calls (planner included) from the cross-run response cache
     when the very same request was answered before, at 0 tokens (``llm/cache.py``). A
     ``response_cache`` given at submit wins; a planner's plan cannot set it."""
+    inputs: dict[str, Any] | None = None
+    """The run's arguments, as a JSON Schema (Draft 2020-12) of an object: ``type:
+    object``, ``properties`` with their types and ``default``s, ``required``. A run gives
+    them at submit (``inputs={...}``, ``--input k=v``, a schedule's); they are checked
+    before anything is written (an input not listed is refused unless the schema sets
+    ``additionalProperties``), and ``{{ inputs.<name> }}`` in params and instructions is
+    replaced by the value (``plans/input_templates.py``). Unset: the plan takes none."""
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs_are_json(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None and json_shape(schema).depth > MAX_PARAMS_DEPTH:
+            raise ValueError(f"nested too deep; the limit is {MAX_PARAMS_DEPTH} levels")
+        return schema
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink of the
@@ -420,6 +434,8 @@ class RunState(BaseModel):
     """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
     response_cache: bool = False
     """The run's agents use the cross-run response cache (asked at submit or by its plan)."""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    """The run's inputs as its nodes read them: as given, with the plan's defaults."""
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}

@@ -189,3 +189,29 @@ def test_a_malformed_last_event_id_is_a_422(api: ApiServer) -> None:
     with api.http("read") as http:
         bad = http.get(f"/api/v1/runs/{run_id}/events", headers={"Last-Event-ID": "zzz"})
     assert problem(bad, 422)["error"] == "RequestValidationError"
+
+
+def test_a_plan_with_inputs_runs_with_them_and_a_bad_input_is_a_422(api: ApiServer) -> None:
+    plan = {
+        "inputs": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "greeting": {"default": "hello"}},
+            "required": ["name"],
+        },
+        "nodes": [
+            {
+                "id": "greet",
+                "type": "function",
+                "function": "concat",
+                "params": {"parts": ["{{ inputs.greeting }}", "{{ inputs.name }}"]},
+            }
+        ],
+    }
+    with api.http("operate") as http:
+        submitted = http.post("/api/v1/runs", json={"plan": plan, "inputs": {"name": "Ada"}})
+        assert submitted.status_code == 201, submitted.text
+        run = finished(http, submitted.json()["run_id"])
+        assert run["inputs"] == {"name": "Ada", "greeting": "hello"}
+        assert run["nodes"]["greet"]["output"] == "hello Ada"
+        refused = problem(http.post("/api/v1/runs", json={"plan": plan, "inputs": {}}), 422)
+        assert refused["detail"].startswith("input 'name' is required")

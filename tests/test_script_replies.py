@@ -18,6 +18,7 @@ def test_a_claim_reply_decodes_by_name_whatever_the_order() -> None:
         "inputs", ["dep", '{"x": 1}'],
         "max_concurrent_nodes", "",
         "response_cache", "1",
+        "run_inputs", '{"n": 3}',
         "status", "ok",
         "checkpoint", '{"step": 2}',
         "attempt", 3,
@@ -29,6 +30,7 @@ def test_a_claim_reply_decodes_by_name_whatever_the_order() -> None:
     assert claim.node == spec and claim.attempt == 3 and claim.deliveries == 1
     assert claim.inputs == {"dep": {"x": 1}} and claim.checkpoint == {"step": 2}
     assert claim.run_max_concurrent == 0 and claim.run_response_cache
+    assert claim.run_inputs == {"n": 3}
     assert Claim.from_reply(["status", "held", "holder", "host:12"]) == Held("host:12")
     assert Claim.from_reply(["status", "stale", "why", "fence"]) is None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -121,3 +122,38 @@ def budget_from(
         max_cost_usd=usd,
     )
     return budget if budget.is_set else None
+
+
+InputOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input",
+        help="A run input, key=value (repeatable): the value is read as JSON if it parses, "
+        "else as text (always as text for an input the plan types as a string).",
+    ),
+]
+InputsFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--inputs", help="The run's inputs from a JSON or YAML file (--input wins per key)."
+    ),
+]
+
+
+def inputs_from(
+    pairs: list[str] | None,
+    inputs_file: Path | None,
+    schema: dict[str, Any] | None,
+    settings: Settings,
+) -> dict[str, Any] | None:
+    """The run inputs the --inputs FILE and --input key=value flags give (None: neither)."""
+    if not pairs and inputs_file is None:
+        return None
+    from dagwright.plans.files import load_inputs_file
+    from dagwright.plans.run_inputs import parse_input_pairs
+
+    given: dict[str, Any] = {}
+    if inputs_file is not None:
+        given.update(load_inputs_file(inputs_file, max_bytes=settings.max_params_bytes))
+    given.update(parse_input_pairs(pairs or [], schema))
+    return given

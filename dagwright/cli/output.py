@@ -253,11 +253,27 @@ def print_status(state: RunState) -> None:
         stdout.print(f"goal: {escape(state.goal)}")
     if state.budget is not None:
         stdout.print(f"budget: {budget_spent(state.budget, state.usage)}")
+    if state.inputs:
+        stdout.print(f"inputs: {escape(inputs_line(state.inputs))}", soft_wrap=True)
     if state.response_cache:
         stdout.print("response cache: on (repeated agent calls are answered at 0 tokens)")
     if state.reason:
         stdout.print(f"stopped: {escape(state.reason)}")
     print_table(stdout, node_table(state.nodes))
+
+
+INPUT_VALUE_CHARS = 40  # of each input shown by `status` (--json gives them whole)
+
+
+def inputs_line(inputs: dict[str, Any]) -> str:
+    """``n=3, topic="cats"``: each input as JSON, long values cut."""
+    shown = []
+    for name, value in inputs.items():
+        text = json.dumps(value, ensure_ascii=False)
+        if len(text) > INPUT_VALUE_CHARS:
+            text = text[: INPUT_VALUE_CHARS - 1] + "…"
+        shown.append(f"{name}={text}")
+    return ", ".join(shown)
 
 
 def print_runs(states: list[RunState]) -> None:

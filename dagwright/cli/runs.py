@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,12 +18,15 @@ from dagwright.cli.options import (
     BudgetUsdOption,
     ContextOption,
     ImportOption,
+    InputOption,
+    InputsFileOption,
     JsonOption,
     MaxDepthOption,
     MaxNodesOption,
     WorkerTypeOption,
     budget_from,
     client_from,
+    inputs_from,
     settings_from,
 )
 from dagwright.cli.output import (
@@ -39,9 +42,15 @@ from dagwright.cli.output import (
     stderr,
 )
 from dagwright.embedded import SharedStack, shared_stack
-from dagwright.errors import ConfigurationError, InputError, PlanError, RunNotFinishedError
+from dagwright.errors import (
+    ConfigurationError,
+    InputError,
+    PlanError,
+    RunInputError,
+    RunNotFinishedError,
+)
 from dagwright.json_views import run_json
-from dagwright.models import RunCounts, RunState, RunStatus
+from dagwright.models import Plan, RunCounts, RunState, RunStatus
 from dagwright.stackfile import read_stack
 
 # The client, the planner and plan checking load in the commands that use them, so that
@@ -116,6 +125,8 @@ def run(
             "was answered before (0 tokens); default: the plan file's response_cache.",
         ),
     ] = None,
+    input_pairs: InputOption = None,
+    inputs_file: InputsFileOption = None,
     imports: ImportOption = None,
     as_goal: Annotated[
         bool,
@@ -145,16 +156,21 @@ def run(
         replan=replan,
         budget=budget,
     )
-    submission = submission_for(  # checked now
-        target,
-        settings,
-        goal_options,
-        idempotency_key,
-        max_concurrent,
-        run_timeout_s,
-        response_cache,
-        as_goal=as_goal,
-    )
+    try:
+        submission = submission_for(  # checked now
+            target,
+            settings,
+            goal_options,
+            idempotency_key,
+            max_concurrent,
+            run_timeout_s,
+            response_cache,
+            as_goal=as_goal,
+            given_inputs=(input_pairs, inputs_file),
+        )
+    except RunInputError as exc:  # every problem, one line each
+        report_plan_problems(exc, target, json_output=json_output)
+        raise typer.Exit(ExitCode.INPUT_ERROR) from None
     if settings.redis_url or (no_wait and up_is_running(settings)):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
@@ -213,8 +229,11 @@ def submission_for(
     response_cache: bool | None = None,
     *,
     as_goal: bool = False,
+    given_inputs: tuple[list[str] | None, Path | None] = (None, None),
 ) -> Callable[[Client], RunHandle]:
-    """How to submit ``target``: a checked plan file, or a goal for the planner."""
+    """How to submit ``target``: a checked plan file, or a goal for the planner.
+    ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
+    schema and checked now, before any stack starts."""
     from dagwright.orchestrator.control.submission import run_timeout
 
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
@@ -226,17 +245,22 @@ def submission_for(
             raise InputError(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
-        plan = check_plan_file(Path(target), settings).plan
+        plan = load_plan_file(Path(target), settings)
+        inputs = inputs_from(*given_inputs, plan.inputs, settings)
+        check_plan_file(Path(target), settings, plan=plan, inputs=inputs)
         return lambda client: client.submit(
             plan,
+            inputs=inputs,
             budget=options.budget,
             idempotency_key=idempotency_key,
             max_concurrent_nodes=max_concurrent,
             timeout_s=run_timeout_s,
             response_cache=response_cache,
         )
+    inputs = inputs_from(*given_inputs, None, settings)
     return lambda client: client.submit(
         goal=target,
+        inputs=inputs,
         idempotency_key=idempotency_key,
         max_concurrent_nodes=max_concurrent,
         timeout_s=run_timeout_s,
@@ -254,15 +278,32 @@ FLAGS = {
 }
 
 
-def check_plan_file(plan_file: Path, settings: Settings) -> PlanGraph:
-    """Load and validate a plan file; problems name the file."""
-    from dagwright.orchestrator.control.submission import check_plan
+def load_plan_file(plan_file: Path, settings: Settings) -> Plan:
+    """A plan file, read within the settings' limit (not yet validated)."""
     from dagwright.plans.files import load_plan
+
+    return load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
+
+
+def check_plan_file(
+    plan_file: Path,
+    settings: Settings,
+    *,
+    plan: Plan | None = None,
+    inputs: dict[str, Any] | None = None,
+) -> PlanGraph:
+    """Load (unless given) and validate a plan file as it would run with ``inputs``
+    (its templates filled in); problems name the file. RunInputError for the inputs."""
+    from dagwright.orchestrator.control.submission import check_plan
+    from dagwright.plans.run_inputs import bind_inputs
     from dagwright.registry import build_registry
 
-    plan = load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
+    plan = plan or load_plan_file(plan_file, settings)
     try:
-        return check_plan(plan, settings, build_registry(settings))
+        bound = bind_inputs(plan, inputs, settings.max_params_bytes)
+        return check_plan(bound.plan, settings, build_registry(settings))
+    except RunInputError as exc:
+        raise RunInputError(exc.problems, source=str(plan_file)) from None
     except PlanError as exc:
         raise PlanError(exc.problems, source=str(plan_file)) from None
 
@@ -358,13 +399,18 @@ def validate(
         Path, typer.Argument(help="A plan file (YAML or JSON).", show_default=False)
     ],
     json_output: JsonOption = False,
+    input_pairs: InputOption = None,
+    inputs_file: InputsFileOption = None,
     imports: ImportOption = None,
 ) -> None:
     """Check a plan file without running it (exit 2 and every problem if it is invalid:
-    one line each; with --json, ``{"valid": false, "problems": [...]}``)."""
+    one line each; with --json, ``{"valid": false, "problems": [...]}``). A plan taking
+    inputs is checked with those given (--input, --inputs) and its defaults."""
     settings = settings_from(imports)
     try:
-        graph = check_plan_file(plan_file, settings)
+        plan = load_plan_file(plan_file, settings)
+        inputs = inputs_from(input_pairs, inputs_file, plan.inputs, settings)
+        graph = check_plan_file(plan_file, settings, plan=plan, inputs=inputs)
     except PlanError as exc:
         report_plan_problems(exc, str(plan_file), json_output=json_output)
         raise typer.Exit(ExitCode.INPUT_ERROR) from None

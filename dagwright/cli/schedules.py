@@ -15,10 +15,13 @@ from dagwright.cli.options import (
     BudgetOutputOption,
     BudgetUsdOption,
     ImportOption,
+    InputOption,
+    InputsFileOption,
     JsonOption,
     WorkerTypeOption,
     budget_from,
     client_from,
+    inputs_from,
 )
 from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
 from dagwright.errors import InputError
@@ -84,20 +87,33 @@ def add(
     replace: Annotated[
         bool, typer.Option("--replace", help="Replace a schedule of that name.")
     ] = False,
+    input_pairs: InputOption = None,
+    inputs_file: InputsFileOption = None,
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
     """Add a schedule. It fires from its next tick on, wherever `dagwright beat` (or
-    `dagwright up`) runs."""
+    `dagwright up`) runs. Its runs get the inputs given (--input, --inputs), checked now."""
+    from dagwright.plans.files import load_plan
+
     if (goal is None) == (plan_file is None):
         raise InputError("give either a goal or --plan FILE")
-    schedule = client_from(imports).schedules.add(
+    client = client_from(imports)
+    settings = client.settings
+    plan = (
+        load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
+        if plan_file is not None
+        else None
+    )
+    inputs = inputs_from(input_pairs, inputs_file, plan.inputs if plan else None, settings)
+    schedule = client.schedules.add(
         name,
         cron=cron,
         every_s=every,
         timezone=timezone,
         goal=goal,
-        plan=plan_file,  # read by the client, within its settings' limits
+        plan=plan,
+        inputs=inputs,
         worker_types=worker_types,
         budget=budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd),
         overlap=overlap,

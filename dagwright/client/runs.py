@@ -131,11 +131,17 @@ class Client:
         max_concurrent_nodes: int | None = None,
         timeout_s: float | None = None,
         response_cache: bool | None = None,
+        inputs: dict[str, Any] | None = None,
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
         same ``idempotency_key`` (within ``settings.idempotency_ttl_s``) returns the run
         the first one started.
+
+        ``inputs`` are the run's arguments: checked against the plan's ``inputs:`` schema
+        (its defaults filled in), they replace ``{{ inputs.<name> }}`` in its params and
+        instructions, and function nodes read them as ``run_inputs`` (RunInputError,
+        with every problem, if they do not fit). A goal's go to its planner.
 
         A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
         nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
@@ -186,6 +192,7 @@ class Client:
             response_cache=response_cache,
             live_workers=self.live_workers,
             run_id=new_id,
+            inputs=inputs,
         )
         return RunHandle(self, run_id, created=run_id == new_id)
 

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from dagwright.client.redis_errors import SubClient, translated
 from dagwright.errors import ScheduleError
 from dagwright.models import Budget, Plan, RunStatus
-from dagwright.orchestrator.control.submission import check_plan
+from dagwright.orchestrator.control.submission import check_plan, goal_inputs
 from dagwright.planning.goals import plan_request, requested_budget
 from dagwright.plans.files import coerce_plan
+from dagwright.plans.run_inputs import bind_inputs
 from dagwright.schedules.definition import Catchup, Overlap, Schedule, parse_schedule
 from dagwright.schedules.firing import fire_schedule, manual_tick
 from dagwright.schedules.store import Fire, schedule_store
@@ -67,12 +68,15 @@ class ScheduleClient(SubClient):
         max_followups: int = 0,
         followup_depth: int = 1,
         replace: bool = False,
+        inputs: dict[str, Any] | None = None,
     ) -> Schedule:
         """Start ``goal`` or ``plan`` on a cron expression (in ``timezone``) or every
         ``every_s`` seconds, from the next tick on. Its runs' writers may queue up to
         ``max_followups`` follow-up runs each (``propose_followup``), follow-ups of
-        follow-ups up to ``followup_depth`` deep. ScheduleError if anything is invalid
-        (nothing is stored then), or if the name is taken and not ``replace``."""
+        follow-ups up to ``followup_depth`` deep. Each run is given ``inputs`` (checked
+        now against the plan's ``inputs:`` schema, as a submit checks them: RunInputError).
+        ScheduleError if anything is invalid (nothing is stored then), or if the name is
+        taken and not ``replace``."""
         from dagwright.tasks.beat import sync_entry
 
         schedule = parse_schedule(
@@ -93,6 +97,7 @@ class ScheduleClient(SubClient):
                 "catchup": catchup,
                 "max_followups": max_followups,
                 "followup_depth": followup_depth,
+                "inputs": inputs,
             }
         )
         self._check(schedule)
@@ -110,9 +115,12 @@ class ScheduleClient(SubClient):
         if schedule.cron is not None:
             parse_cron(schedule.cron, schedule.timezone)
         runtime = self._client.runtime
+        max_bytes = runtime.settings.max_params_bytes
         if schedule.plan is not None:
-            check_plan(schedule.plan, runtime.settings, runtime.registry)
+            bound = bind_inputs(schedule.plan, schedule.inputs, max_bytes)
+            check_plan(bound.plan, runtime.settings, runtime.registry)
         if schedule.goal is not None:
+            goal_inputs(schedule.inputs, max_bytes)
             plan_request(runtime.settings, runtime.registry, schedule.goal, schedule.options())
 
     @translated

@@ -35,6 +35,7 @@ from dagwright.planning.planner import (
     PlanRequest,
     needs_synthesis,
     run_planner,
+    with_run_inputs,
 )
 from dagwright.plans.validation import PlanGraph, validate_plan
 from dagwright.settings import Settings
@@ -85,9 +86,14 @@ def requested_budget(
 
 
 def plan_request(
-    settings: Settings, registry: WorkerRegistry, goal: str, options: GoalOptions
+    settings: Settings,
+    registry: WorkerRegistry,
+    goal: str,
+    options: GoalOptions,
+    inputs: dict[str, Any] | None = None,
 ) -> PlanRequest:
-    """A planning request, or InputError saying what is wrong with it."""
+    """A planning request, or InputError saying what is wrong with it. ``inputs``: the
+    run's, checked already, which its plan may use."""
     goal = goal.strip()
     if not goal:
         raise InputError("the goal is empty: say what the run must achieve")
@@ -120,6 +126,7 @@ def plan_request(
         max_nodes=options.max_nodes or settings.planner_max_nodes,
         max_depth=options.max_depth or settings.planner_max_depth,
         budget=options.budget,
+        inputs=inputs or None,
     )
 
 
@@ -132,9 +139,11 @@ def planner_graph(request: PlanRequest) -> PlanGraph:
     return PlanGraph(plan=plan, dependents={PLAN_NODE_ID: []}, topological_order=[PLAN_NODE_ID])
 
 
-def planned_plan(output: Any) -> Plan:
-    """A planner's plan, without run options of its own: the run's are the submitter's."""
-    return Plan.model_validate(output).model_copy(update={"budget": None, "response_cache": False})
+def planned_plan(output: Any, request: PlanRequest, settings: Settings) -> Plan:
+    """A planner's plan, without run options of its own (the run's are the submitter's),
+    with the run's inputs in its templates."""
+    plan = Plan.model_validate(output).model_copy(update={"budget": None, "response_cache": False})
+    return with_run_inputs(plan, request, settings)
 
 
 def with_synthesis(plan: Plan) -> Plan:
@@ -173,7 +182,10 @@ def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: An
     """The nodes planner ``node``'s output adds to the run (PermanentError if it is not a
     valid plan: the planner checked it, so this is a safety net)."""
     request = PlanRequest.model_validate(node.params)
-    plan = planned_plan(output)
+    try:
+        plan = planned_plan(output, request, runtime.settings)
+    except PlanError as exc:
+        raise PermanentError(f"the planner's plan cannot be added: {exc}") from exc
     limits = request.limits(runtime.settings)
     if not request.is_replan:
         plan = with_synthesis(plan)
@@ -309,5 +321,5 @@ def plan_locally(
     services = MemoryServices(llm, run_budget=request.budget)  # no workspace when planning
     ctx = services.context(settings=settings, run_id="local", node_id=PLAN_NODE_ID)
     node = planner_graph(request).plan.nodes[0]
-    plan = with_synthesis(planned_plan(run_planner(ctx, node, registry)))
+    plan = with_synthesis(planned_plan(run_planner(ctx, node, registry), request, settings))
     return plan, services.usage

@@ -12,6 +12,7 @@ gives planning the claim, lease, checkpoint, retry and crash recovery of any nod
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from dagwright.errors import AgentToolErrorsError, PlanError, PlanningFailedErro
 from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
 from dagwright.models import Budget, Node, Plan, RetryPolicy
 from dagwright.planning.bounds import bounds_problems, bounds_summary, planned_types
+from dagwright.plans.run_inputs import bind_inputs
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
 from dagwright.settings import PlannerBounds, Settings
@@ -37,6 +39,7 @@ PLAN_NODE_ID = "_plan"
 REPLAN_NODE_PREFIX = "_replan-"
 SUBMIT_PLAN_TOOL = "submit_plan"
 PLANNER_RETRY = RetryPolicy(max_attempts=3, backoff_s=5, backoff_max_s=60)
+MAX_SHOWN_INPUTS_CHARS = 4000  # of the run's inputs in the planning message
 
 
 class PlanRequest(BaseModel):
@@ -60,6 +63,9 @@ class PlanRequest(BaseModel):
     open: list[str] = Field(default_factory=list)
     """The run's nodes still to finish outside the failed branch: new nodes may wait for them."""
     run_outputs: list[str] = Field(default_factory=list)
+    inputs: dict[str, Any] | None = None
+    """The run's inputs (``submit(goal=..., inputs=...)``): the plan may put them in its
+    params and instructions as ``{{ inputs.<name> }}``."""
 
     @property
     def is_replan(self) -> bool:
@@ -147,11 +153,23 @@ def plan_problems(
     """Everything wrong with a submitted plan (empty: it is accepted), all at once."""
     problems = []
     try:
+        plan = with_run_inputs(plan, request, settings)
         validate_plan(plan, catalog, request.limits(settings), request.run_context())
-    except PlanError as exc:
+    except PlanError as exc:  # its inputs' problems first: the rest is checked once they fit
         problems += exc.problems
     problems += bounds_problems(plan, settings.planner_bounds)
     return problems + output_problems(plan, request, catalog)
+
+
+def with_run_inputs(plan: Plan, request: PlanRequest, settings: Settings) -> Plan:
+    """A planned plan with the run's inputs in its ``{{ inputs.… }}`` (PlanError, with
+    RunInputError's lines, if they do not fit). A plan declaring no ``inputs:`` takes
+    those the run was given, whatever they are: the planner saw them."""
+    given = request.inputs or {}
+    if plan.inputs is None and given:
+        declared = {"type": "object", "properties": {name: {} for name in given}}
+        plan = plan.model_copy(update={"inputs": declared})
+    return bind_inputs(plan, given, settings.max_params_bytes).plan
 
 
 def output_problems(plan: Plan, request: PlanRequest, catalog: RestrictedCatalog) -> list[str]:
@@ -257,9 +275,23 @@ def planning_message(
     if request.budget is not None:
         limits += f"; the whole run's LLM calls may spend at most {budget_words(request.budget)}"
     parts.append(limits + ". " + bounds_summary(bounds))
+    if request.inputs:
+        parts.append(inputs_part(request.inputs))
     if request.is_replan:
         parts.append(replanning_part(request))
     return "\n\n".join(parts)
+
+
+def inputs_part(inputs: dict[str, Any]) -> str:
+    """The run's inputs, and how a plan uses them."""
+    shown = json.dumps(inputs, ensure_ascii=False)
+    if len(shown) > MAX_SHOWN_INPUTS_CHARS:
+        shown = shown[:MAX_SHOWN_INPUTS_CHARS] + "…"
+    return (
+        f"The run was given these inputs: {shown}. Write `{{{{ inputs.<name> }}}}` in a node's "
+        "params or instruction to use one: it is replaced by the value before the plan runs "
+        "(a param that is only the reference keeps the value's JSON type)."
+    )
 
 
 def replanning_data(request: PlanRequest) -> list[DataGroup]:

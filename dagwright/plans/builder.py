@@ -18,12 +18,41 @@ class PlanBuilder:
         plan.agent("report", "writer", "Write a report.", depends_on=[left, right])
         run = client.submit(plan.build())
 
-    Each method returns the node id, to pass in ``depends_on``.
+    Each method returns the node id, to pass in ``depends_on``. A plan taking inputs
+    declares each with ``input`` (or gives the whole JSON Schema as ``inputs=``) and
+    uses them as ``{{ inputs.<name> }}`` in params and instructions::
+
+        plan = PlanBuilder("Greet someone")
+        plan.input("name", "string", required=True)
+        plan.input("times", "integer", default=1)
+        plan.function("greet", "concat", params={"parts": ["hello", "{{ inputs.name }}"]})
+        run = client.submit(plan.build(), inputs={"name": "Ada"})
     """
 
-    def __init__(self, goal: str = "") -> None:
+    def __init__(self, goal: str = "", *, inputs: dict[str, Any] | None = None) -> None:
         self.goal = goal
         self._nodes: list[dict[str, Any]] = []
+        self._inputs = inputs
+
+    def input(
+        self,
+        name: str,
+        type: str | None = None,
+        *,
+        required: bool = False,
+        description: str | None = None,
+        **schema: Any,
+    ) -> str:
+        """Declare the input ``name``: its JSON Schema ``type`` (``string``, ``integer``,
+        ``number``, ``boolean``, ``array``, ``object``), whether it is ``required``, and
+        any other keyword of its schema (``default=``, ``enum=``...). Returns the name."""
+        inputs = self._inputs or {"type": "object", "properties": {}}
+        prop = {**_without_none({"type": type, "description": description}), **schema}
+        inputs = {**inputs, "properties": {**inputs.get("properties", {}), name: prop}}
+        if required:
+            inputs["required"] = [*inputs.get("required", []), name]
+        self._inputs = inputs
+        return name
 
     def node(
         self, node_id: str, type: str, *, depends_on: list[str] | None = None, **fields: Any
@@ -76,7 +105,11 @@ class PlanBuilder:
     def build(self, output: str | list[str] | None = None) -> Plan:
         """The plan, checked like a plan file (PlanError names what is wrong)."""
         nodes = [_without_none(node) for node in self._nodes]
-        return parse_plan(_without_none({"goal": self.goal, "output": output, "nodes": nodes}))
+        return parse_plan(
+            _without_none(
+                {"goal": self.goal, "output": output, "nodes": nodes, "inputs": self._inputs}
+            )
+        )
 
 
 def plan_to_json(plan: Plan) -> str:

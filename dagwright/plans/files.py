@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dagwright.errors import PlanError
+from dagwright.errors import InputError, PlanError
 from dagwright.models import Plan
 from dagwright.plans.documents import parse_plan_text, read_plan_text
 from dagwright.settings import Settings
@@ -94,3 +94,28 @@ def _message(error: Any) -> str:
         given = shown_id(str(error["input"]))
         return f"{given!r} is not a valid id: use lowercase letters, digits, _ and -"
     return " ".join(str(error["msg"]).split())
+
+
+def load_inputs_file(path: str | Path, *, max_bytes: int) -> dict[str, Any]:
+    """A run's inputs from a file (``--inputs FILE``): a mapping, in JSON (``.json``) or
+    YAML, read as safely as a plan file and at most ``max_bytes`` (that of params)."""
+    source, path = str(path), Path(path)
+    try:
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise InputError(
+                f"{source}: the inputs file is over {max_bytes} bytes, the limit "
+                "(DAGWRIGHT_MAX_PARAMS_BYTES): pass large data as a file a node reads"
+            )
+        inputs = parse_plan_text(data.decode("utf-8"), json_file=path.suffix.lower() == ".json")
+    except FileNotFoundError:
+        raise InputError(f"no such inputs file: {source}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the inputs file {source}: {exc}") from None
+    except PlanError as exc:
+        raise InputError(f"{source}: {exc.summary()}") from None
+    if not isinstance(inputs, dict):
+        found = type(inputs).__name__ if inputs is not None else "nothing"
+        raise InputError(f"{source}: inputs are a mapping of names to values; found {found}")
+    return inputs

@@ -53,6 +53,7 @@ class Schedule(BaseModel):
     worker_types: list[str] | None = None
     budget: Budget | None = None  # of each run
     budget_tokens: int | None = Field(None, ge=1)  # schedules stored before `budget`
+    inputs: dict[str, Any] | None = None  # each run's inputs (the plan's defaults fill in)
     overlap: Overlap = Overlap.SKIP
     catchup: Catchup = Catchup.SKIP
     catchup_grace_s: float = Field(60.0, ge=0, le=MAX_DURATION_S)

@@ -129,7 +129,9 @@ class NodeContext:
     (``timed_out`` then, its failure recorded already). Its result would be discarded
     anyway: check it (or use ``sleep``) in long loops. ``response_cache``: the run asked
     that its agents' LLM calls use the cross-run response cache (``submit(...,
-    response_cache=True)``).
+    response_cache=True)``). ``inputs`` are the outputs of the node's dependencies, by
+    node id; ``run_inputs`` the run's own inputs (``submit(plan, inputs=...)``, with the
+    plan's defaults), the same for every node of the run.
     """
 
     run_id: str
@@ -141,6 +143,7 @@ class NodeContext:
     services: NodeServices
     last_checkpoint: Any = None
     response_cache: bool = False
+    run_inputs: dict[str, Any] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # set (before ``stop``) when the node ran past its timeout_s
 

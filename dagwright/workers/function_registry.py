@@ -27,7 +27,7 @@ from dagwright.workers.signatures import (
     validated_kwargs,
 )
 
-RESERVED_PARAMS = frozenset({"inputs", "ctx"})
+RESERVED_PARAMS = frozenset({"inputs", "run_inputs", "ctx"})
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class RegisteredFunction:
     params_model: type[BaseModel]
     wants_inputs: bool
     wants_ctx: bool
+    wants_run_inputs: bool = False
 
     @property
     def description(self) -> str:
@@ -56,6 +57,8 @@ class RegisteredFunction:
             raise PermanentError(describe_validation_error(exc, "params")) from exc
         if self.wants_inputs:
             kwargs["inputs"] = ctx.inputs
+        if self.wants_run_inputs:
+            kwargs["run_inputs"] = ctx.run_inputs
         if self.wants_ctx:
             kwargs["ctx"] = ctx
         return run_to_completion(self.func(**kwargs))
@@ -73,6 +76,7 @@ class FunctionRegistry:
             params_model=params_model(func, f"{name}_params", reserved=RESERVED_PARAMS),
             wants_inputs=accepts(func, "inputs"),
             wants_ctx=accepts(func, "ctx"),
+            wants_run_inputs=accepts(func, "run_inputs"),
         )
         existing = self._functions.get(name)
         if existing is not None and existing.func is not func:

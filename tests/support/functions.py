@@ -213,3 +213,9 @@ def log_a_library_failure(ctx: NodeContext) -> str:
     except ConnectionError:
         logging.getLogger("somelibrary.pool").exception("connection pool failed")
     return "logged"
+
+
+@dagwright.function
+def run_inputs_of(run_inputs: dict[str, Any], name: str | None = None) -> Any:
+    """The run's inputs as a function node reads them (``run_inputs``), or the one ``name``d."""
+    return run_inputs if name is None else run_inputs.get(name)

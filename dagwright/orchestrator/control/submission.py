@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
-from dagwright.orchestrator.runstate.creation import Creation, KeyClaim, NewRun
+from dagwright.orchestrator.runstate.creation import (
+    RUN_INPUTS_FIELD,
+    Creation,
+    KeyClaim,
+    NewRun,
+)
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
@@ -21,6 +28,7 @@ from dagwright.plans.priced_models import (
     models_of_goal,
     models_of_plan,
 )
+from dagwright.plans.run_inputs import bind_inputs, check_inputs
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
@@ -58,6 +66,7 @@ def start_run(
     response_cache: bool | None = None,
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
     new one; another if an idempotency key names an earlier run). PlanError (with every
@@ -71,7 +80,11 @@ def start_run(
     ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
     (read back by claim.lua with each node, so it costs no round trip). Given
     ``live_workers``, UnrunnablePlanError if workers are live and none can run some
-    node (a scheduled run is not checked: nobody is there to read the refusal)."""
+    node (a scheduled run is not checked: nobody is there to read the refusal).
+    ``inputs``: the run's inputs, checked against the plan's ``inputs:`` schema (its
+    defaults filled in) and put in its ``{{ inputs.… }}`` templates before the plan is
+    validated and stored (RunInputError, one line per problem); a goal's are handed to
+    its planner, whose plan may use them the same way."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -79,6 +92,9 @@ def start_run(
     if plan is not None and misplaced:
         raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
     fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
+    settings = runtime.settings
+    plan, inputs = with_inputs(plan, inputs, settings.max_params_bytes)
+    fields.update(inputs_fields(inputs))
     budget = run_budget(plan, options.budget)
     fields.update(run_fields(budget))
     fields.update(concurrency_fields(max_concurrent_nodes))
@@ -87,11 +103,10 @@ def start_run(
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
-    settings = runtime.settings
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
     if goal is not None:  # checked first: a refused submit must not take its key
-        request = plan_request(settings, runtime.registry, goal, options)
+        request = plan_request(settings, runtime.registry, goal, options, inputs)
         replan = settings.replan_enabled if options.replan is None else options.replan
         fields = {
             "request": request.model_dump_json(),
@@ -126,6 +141,31 @@ def start_run(
                 f"{exc}; run {run_id} is written, and its first nodes go out once it answers"
             ) from None
     return creation.owner
+
+
+def with_inputs(
+    plan: Plan | None, inputs: dict[str, Any] | None, max_bytes: int
+) -> tuple[Plan | None, dict[str, Any]]:
+    """The plan as it runs (its templates filled in) and the run's inputs (defaults
+    included); a goal's inputs as given, for its planner."""
+    if plan is None:
+        return None, goal_inputs(inputs, max_bytes)
+    bound = bind_inputs(plan, inputs, max_bytes)
+    return bound.plan, bound.inputs
+
+
+def inputs_fields(inputs: dict[str, Any]) -> dict[str, str | int]:
+    """The run hash's field of the run's inputs (none without any); keys sorted, so the
+    same inputs make the same request digest."""
+    if not inputs:
+        return {}
+    return {RUN_INPUTS_FIELD: json.dumps(inputs, sort_keys=True, ensure_ascii=False)}
+
+
+def goal_inputs(inputs: dict[str, Any] | None, max_bytes: int) -> dict[str, Any]:
+    """A goal run's inputs: any mapping of JSON values (its planner's plan declares what
+    it takes), within the size limit of params."""
+    return check_inputs({"type": "object", "additionalProperties": True}, inputs, max_bytes)
 
 
 def concurrency_fields(max_concurrent_nodes: int | None) -> dict[str, str | int]:

@@ -137,6 +137,7 @@ def attempt_node(
         services=env.services,
         last_checkpoint=claim.checkpoint,
         response_cache=claim.run_response_cache,
+        run_inputs=claim.run_inputs,
     )
     outcome = run_within_limits(env, ctx, claim, eager)
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:

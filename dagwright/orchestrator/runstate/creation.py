@@ -52,6 +52,10 @@ PROMPT_NONCE_FIELD = "prompt_nonce"
 # What a keyed submit asked for, hashed (NewRun.request_digest): a later submit with the
 # same key and another request is refused instead of being given this run.
 REQUEST_DIGEST_FIELD = "request_digest"
+# The run's inputs (plans/run_inputs.py), as JSON with sorted keys: given at submit, the
+# plan's defaults filled in. In the request digest with the other fields, so a keyed
+# submit with other inputs is another request. claim.lua returns it with each claim.
+RUN_INPUTS_FIELD = "inputs"
 
 
 @dataclass(frozen=True)

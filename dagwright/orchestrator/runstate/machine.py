@@ -116,6 +116,7 @@ class Claim:
     deliveries: int = 1  # claims since the node last recorded an outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
     run_response_cache: bool = False  # the run asked its agents to use the response cache
+    run_inputs: dict[str, Any] = field(default_factory=dict)  # the run's inputs (submit's)
     claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
 
     @classmethod
@@ -141,6 +142,7 @@ class Claim:
             deliveries=int(fields["deliveries"]),
             run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
             run_response_cache=fields["response_cache"] == "1",
+            run_inputs=json.loads(fields["run_inputs"] or "{}"),
         )
 
 

@@ -32,6 +32,7 @@ from dagwright.models import (
 from dagwright.orchestrator.runstate.creation import (
     CREATE_RUN_KEYS,
     REQUEST_DIGEST_FIELD,
+    RUN_INPUTS_FIELD,
     Creation,
     KeyClaim,
     NewRun,
@@ -266,6 +267,7 @@ def _state(run_id: str, data: dict[str, dict[str, str]]) -> RunState:
         budget=budget_of_run(run),
         reason=run.get("stop_reason"),
         response_cache=run.get("response_cache") == "1",
+        inputs=json.loads(run.get(RUN_INPUTS_FIELD) or "{}"),
     )
 
 

@@ -37,6 +37,8 @@ class SubmitRequest(BaseModel):
     max_concurrent_nodes: int | None = None
     timeout_s: float | None = None
     response_cache: bool | None = None
+    inputs: dict[str, Any] | None = None
+    """The run's inputs, checked against the plan's ``inputs`` schema."""
     idempotency_key: str | None = Field(None, max_length=512)
     """A repeat of the same submit with this key returns the first one's run."""
 
