@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -125,6 +125,15 @@ def run(
             "word without spaces is taken for a plan file).",
         ),
     ] = False,
+    webhook_urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook",
+            metavar="URL",
+            help="POST a signed JSON to URL when the run ends, whatever the end (repeat for "
+            "more); signed with DAGWRIGHT_WEBHOOK_SECRET. See `dagwright webhooks`.",
+        ),
+    ] = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
     result, showing progress.
@@ -154,6 +163,7 @@ def run(
         run_timeout_s,
         response_cache,
         as_goal=as_goal,
+        webhook_urls=webhook_urls or [],
     )
     if settings.redis_url or (no_wait and up_is_running(settings)):
         code = submit_and_wait(
@@ -213,11 +223,14 @@ def submission_for(
     response_cache: bool | None = None,
     *,
     as_goal: bool = False,
+    webhook_urls: Sequence[str] = (),
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner."""
+    from dagwright.client.webhooks import coerce_webhooks
     from dagwright.orchestrator.control.submission import run_timeout
 
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
+    webhooks = coerce_webhooks(webhook_urls)
     if not target.strip():
         raise InputError("nothing to run: give a plan file, or a goal in words")
     if is_plan_file(target, as_goal=as_goal):
@@ -234,6 +247,7 @@ def submission_for(
             max_concurrent_nodes=max_concurrent,
             timeout_s=run_timeout_s,
             response_cache=response_cache,
+            webhooks=webhooks,
         )
     return lambda client: client.submit(
         goal=target,
@@ -241,6 +255,7 @@ def submission_for(
         max_concurrent_nodes=max_concurrent,
         timeout_s=run_timeout_s,
         response_cache=response_cache,
+        webhooks=webhooks,
         **dataclasses.asdict(options),
     )
 

@@ -84,6 +84,14 @@ def add(
     replace: Annotated[
         bool, typer.Option("--replace", help="Replace a schedule of that name.")
     ] = False,
+    webhook_urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook",
+            metavar="URL",
+            help="POST a signed JSON to URL when each of its runs ends (repeat for more).",
+        ),
+    ] = None,
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
@@ -105,6 +113,7 @@ def add(
         max_followups=max_followups,
         followup_depth=followup_depth,
         replace=replace,
+        webhooks=webhook_urls or [],
     )
     if json_output:
         print_json(schedule.model_dump(mode="json", exclude_none=True))

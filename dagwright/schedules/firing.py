@@ -43,6 +43,7 @@ def fire_schedule(
             goal=schedule.goal,
             options=schedule.options(),
             extra={SCHEDULE_FIELD: name, DEPTH_FIELD: 0},
+            webhooks=schedule.webhooks,
         )
         fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
     store.record(name, fire)

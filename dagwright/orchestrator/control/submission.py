@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
-from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus
+from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.runstate.creation import Creation, KeyClaim, NewRun
@@ -58,6 +59,7 @@ def start_run(
     response_cache: bool | None = None,
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
+    webhooks: Sequence[Webhook] = (),
 ) -> str:
     """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
     new one; another if an idempotency key names an earlier run). PlanError (with every
@@ -71,7 +73,8 @@ def start_run(
     ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
     (read back by claim.lua with each node, so it costs no round trip). Given
     ``live_workers``, UnrunnablePlanError if workers are live and none can run some
-    node (a scheduled run is not checked: nobody is there to read the refusal)."""
+    node (a scheduled run is not checked: nobody is there to read the refusal).
+    ``webhooks``: told when the run ends, with the plan's own (dagwright/webhooks/)."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -84,6 +87,7 @@ def start_run(
     fields.update(concurrency_fields(max_concurrent_nodes))
     if run_response_cache(response_cache, plan):
         fields["response_cache"] = 1
+    fields.update(webhook_fields(plan, webhooks))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
@@ -126,6 +130,15 @@ def start_run(
                 f"{exc}; run {run_id} is written, and its first nodes go out once it answers"
             ) from None
     return creation.owner
+
+
+def webhook_fields(plan: Plan | None, webhooks: Sequence[Webhook]) -> dict[str, str | int]:
+    """The run hash's ``webhooks`` (the plan's, then the submit's), read by forget.lua
+    when the run ends; none: no field."""
+    hooks = [*(plan.webhooks if plan else ()), *webhooks]
+    if not hooks:
+        return {}
+    return {"webhooks": json.dumps([hook.model_dump(mode="json") for hook in hooks])}
 
 
 def concurrency_fields(max_concurrent_nodes: int | None) -> dict[str, str | int]:
