@@ -4,17 +4,22 @@ real receiver on loopback that is down for its first two attempts, real signatur
 from __future__ import annotations
 
 import json
+import re
+import socket
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
+from pydantic import SecretStr
 
 from dagwright import Client, RunStatus
 from dagwright.settings import Settings
 from dagwright.webhooks import verify_signature
 from dagwright.webhooks.signing import SIGNATURE_HEADER, signature_header
 from tests.support.cli import cli_env, dagwright, json_out
-from tests.support.processes import Workers
+from tests.support.processes import REPO_ROOT, Workers
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Received, WebhookReceiver
 
@@ -145,3 +150,65 @@ def test_verify_signature_checks_body_key_and_age() -> None:
     assert not verify_signature(SECRET, headers, b'{"run_id":"x"}', now=1_000_100)
     assert not verify_signature(SECRET, {}, body)
     assert not verify_signature(SECRET, {"Dagwright-Signature": "t=abc,v1=00"}, body)
+
+
+def test_a_schedule_and_the_command_line_give_their_runs_webhooks(
+    hook_settings: Settings, workers: Workers, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    settings = hook_settings.model_copy(
+        update={"webhook_secret": SecretStr(SECRET), "webhook_max_attempts": 2}
+    )
+    with WebhookReceiver() as receiver:
+        workers.start(settings, pool="threads")
+        client = Client(settings)
+        plan = {"nodes": [{"id": "n", "type": "function", "function": "noop"}]}
+        client.schedules.add(
+            "hooked", plan=plan, every_s=3600, webhooks=[f"{receiver.url}/scheduled"]
+        )
+        fired = client.schedules.run_now("hooked")
+        assert fired.run_id is not None
+        wait_until(lambda: delivered(client, fired.run_id), timeout=60, what="its delivery")
+        (received,) = receiver.accepted("/scheduled")
+        assert json.loads(received.body)["run_id"] == fired.run_id
+        assert_signed(received)  # with the global secret: no secret_env
+
+        (tmp_path / "plan.json").write_text(json.dumps(plan))
+        env = cli_env(settings, tmp_path)
+        nowhere = f"http://127.0.0.1:{closed_port()}/down"
+        started = dagwright(
+            "run", str(tmp_path / "plan.json"), "--webhook", nowhere, "--json", env=env
+        )
+        run_id = json_out(started)["run_id"]
+        wait_until(lambda: given_up(client, run_id), timeout=60, what="the delivery given up")
+        (delivery,) = client.webhooks.deliveries(run_id)
+        assert [a.attempt for a in delivery.attempts] == [1, 2]  # webhook_max_attempts
+        assert all(
+            a.status_code is None and "Connect" in (a.error or "") for a in delivery.attempts
+        )
+        assert not any(SECRET in value for value in every_value(redis_client))
+
+
+def given_up(client: Client, run_id: str) -> bool:
+    deliveries = client.webhooks.deliveries(run_id)
+    return bool(deliveries) and deliveries[0].state == "failed"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (connections are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_documented_verification_agrees_with_verify_signature() -> None:
+    guide = (REPO_ROOT / "docs" / "client-guide.md").read_text()
+    (code,) = re.findall(r"```python\n(import hashlib.*?def verify\(.*?)```", guide, re.S)
+    namespace: dict[str, object] = {}
+    exec(compile(code, "client-guide.md", "exec"), namespace)
+    verify = namespace["verify"]
+    body = b'{"run_id":"r","status":"succeeded"}'
+    header = signature_header(SECRET, int(time.time()), body)
+    assert verify(SECRET, header, body) is True  # type: ignore[operator]
+    assert verify(SECRET, header, body + b" ") is False  # type: ignore[operator]
+    assert verify(SECRET, signature_header(SECRET, int(time.time()) - 600, body), body) is False  # type: ignore[operator]
+    assert verify_signature(SECRET, {SIGNATURE_HEADER: header}, body)

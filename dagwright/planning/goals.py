@@ -134,7 +134,9 @@ def planner_graph(request: PlanRequest) -> PlanGraph:
 
 def planned_plan(output: Any) -> Plan:
     """A planner's plan, without run options of its own: the run's are the submitter's."""
-    return Plan.model_validate(output).model_copy(update={"budget": None, "response_cache": False})
+    return Plan.model_validate(output).model_copy(
+        update={"budget": None, "response_cache": False, "webhooks": []}
+    )
 
 
 def with_synthesis(plan: Plan) -> Plan:
