@@ -106,6 +106,17 @@ class Keys:
         return f"{self.prefix}otlp:pending"
 
     @property
+    def webhooks_due(self) -> str:
+        """Sorted set delivery id -> epoch ms its next attempt is due: the webhook
+        deliveries not yet delivered nor given up (``dagwright/webhooks/``)."""
+        return f"{self.prefix}webhooks:due"
+
+    def webhook_log(self, run_id: str) -> str:
+        """Hash delivery id -> JSON of one webhook delivery of the run and its attempts
+        (expires with the run's keys)."""
+        return f"{self.prefix}{{{run_id}}}:webhook-log"
+
+    @property
     def stop_channel(self) -> str:
         """Pub/sub channel: a run id published when the run is stopped (cancelled or timed
         out), so the workers running its nodes stop them at once."""

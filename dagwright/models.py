@@ -165,6 +165,29 @@ class Node(BaseModel):
         return params
 
 
+WebhookEvent = Literal["succeeded", "failed", "cancelled"]
+WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("succeeded", "failed", "cancelled")
+"""The run-final events a webhook can be told of (``run.<status>``)."""
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+
+
+class Webhook(BaseModel):
+    """An HTTP endpoint told when a run ends (``dagwright/webhooks/``): a signed JSON POST,
+    delivered at least once by the reconciler. The URL is trusted configuration (it comes
+    from an authenticated user); only ``http`` and ``https`` are accepted."""
+
+    model_config = PLAN_MODEL_CONFIG
+
+    url: str = Field(min_length=8, max_length=2000, pattern=r"^https?://[^\s]+$")
+    """Where the POST goes (``http://`` or ``https://``)."""
+    on: list[WebhookEvent] = Field(default_factory=lambda: list(WEBHOOK_EVENTS), min_length=1)
+    """Which run ends to send (default: all of ``succeeded``, ``failed``, ``cancelled``)."""
+    secret_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
+    """Name of the environment variable, on the processes that send (the workers running
+    the reconciler), holding the signing secret; unset: ``DAGWRIGHT_WEBHOOK_SECRET``. The
+    secret itself is never stored nor sent."""
+
+
 class Plan(BaseModel):
     """A dependency DAG of nodes, and which of them hold the run's result."""
 
@@ -201,6 +224,9 @@ class Plan(BaseModel):
         if schema is not None and json_shape(schema).depth > MAX_PARAMS_DEPTH:
             raise ValueError(f"nested too deep; the limit is {MAX_PARAMS_DEPTH} levels")
         return schema
+
+    webhooks: list[Webhook] = Field(default_factory=list, max_length=20)
+    """Endpoints told when a run of this plan ends (with the submit's own)."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink of the

@@ -634,6 +634,25 @@ class Settings(BaseSettings):
     """OTLP/HTTP endpoint (e.g. ``http://collector:4318``) to export spans to as well; needs
     the ``opentelemetry`` extra. Unset: spans stay in Redis only."""
 
+    webhook_secret: SecretStr | None = None
+    """Key that signs webhooks whose ``secret_env`` is unset (``DAGWRIGHT_WEBHOOK_SECRET``);
+    a webhook with neither is sent unsigned (its receiver cannot tell it from a forgery)."""
+
+    webhook_timeout_s: float = Field(10.0, gt=0, le=120)
+    """Bound of one webhook delivery attempt (connect, send and read the answer)."""
+
+    webhook_max_attempts: int = Field(8, ge=1, le=100)
+    """Attempts of one webhook delivery before it is given up (then ``redeliver`` it)."""
+
+    webhook_backoff_s: float = Field(5.0, gt=0)
+    """Delay after a delivery's first failed attempt; doubled after each one."""
+
+    webhook_backoff_max_s: float = Field(3600.0, gt=0)
+    """Longest delay between two attempts of a delivery."""
+
+    webhook_max_age_s: float = Field(24 * 3600.0, gt=0)
+    """A delivery still failing this long after its run ended is given up."""
+
     flower_basic_auth: SecretStr | None = None
     """``user:password`` (comma-separated for several) that ``dagwright flower`` requires."""
 

@@ -31,6 +31,7 @@ from dagwright.cli import (
     tokens,
     traces,
     watch,
+    webhooks,
 )
 from dagwright.cli.exits import ExitCode, exit_code_for
 from dagwright.cli.output import print_error
@@ -79,6 +80,7 @@ traces.register(app)
 metrics.register(app)
 server.register(app)
 tokens.register(app)
+webhooks.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -136,6 +136,15 @@ def run(
             "word without spaces is taken for a plan file).",
         ),
     ] = False,
+    webhook_urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook",
+            metavar="URL",
+            help="POST a signed JSON to URL when the run ends, whatever the end (repeat for "
+            "more); signed with DAGWRIGHT_WEBHOOK_SECRET. See `dagwright webhooks`.",
+        ),
+    ] = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
     result, showing progress.
@@ -167,6 +176,7 @@ def run(
             response_cache,
             as_goal=as_goal,
             given_inputs=(input_pairs, inputs_file),
+            webhook_urls=webhook_urls or [],
         )
     except RunInputError as exc:  # every problem, one line each
         report_plan_problems(exc, target, json_output=json_output)
@@ -230,13 +240,16 @@ def submission_for(
     *,
     as_goal: bool = False,
     given_inputs: tuple[list[str] | None, Path | None] = (None, None),
+    webhook_urls: Sequence[str] = (),
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner.
     ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
     schema and checked now, before any stack starts."""
+    from dagwright.client.webhooks import coerce_webhooks
     from dagwright.orchestrator.control.submission import run_timeout
 
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
+    webhooks = coerce_webhooks(webhook_urls)
     if not target.strip():
         raise InputError("nothing to run: give a plan file, or a goal in words")
     if is_plan_file(target, as_goal=as_goal):
@@ -256,6 +269,7 @@ def submission_for(
             max_concurrent_nodes=max_concurrent,
             timeout_s=run_timeout_s,
             response_cache=response_cache,
+            webhooks=webhooks,
         )
     inputs = inputs_from(*given_inputs, None, settings)
     return lambda client: client.submit(
@@ -265,6 +279,7 @@ def submission_for(
         max_concurrent_nodes=max_concurrent,
         timeout_s=run_timeout_s,
         response_cache=response_cache,
+        webhooks=webhooks,
         **dataclasses.asdict(options),
     )
 

@@ -89,6 +89,14 @@ def add(
     ] = False,
     input_pairs: InputOption = None,
     inputs_file: InputsFileOption = None,
+    webhook_urls: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook",
+            metavar="URL",
+            help="POST a signed JSON to URL when each of its runs ends (repeat for more).",
+        ),
+    ] = None,
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
@@ -121,6 +129,7 @@ def add(
         max_followups=max_followups,
         followup_depth=followup_depth,
         replace=replace,
+        webhooks=webhook_urls or [],
     )
     if json_output:
         print_json(schedule.model_dump(mode="json", exclude_none=True))

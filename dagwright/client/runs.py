@@ -9,7 +9,7 @@ first use, and the worker registry is built by the runtime only when something n
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from dagwright.models import (
     RunCounts,
     RunState,
     RunStatus,
+    Webhook,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from dagwright.client.run_pages import RunPage
     from dagwright.client.schedules import ScheduleClient
     from dagwright.client.tokens import TokenClient
+    from dagwright.client.webhooks import WebhookClient
     from dagwright.orchestrator.broker import Broker
     from dagwright.orchestrator.control.runnable import LiveCapabilities
     from dagwright.telemetry.run_trace import Trace
@@ -114,6 +116,13 @@ class Client:
 
         return TokenClient(self)
 
+    @cached_property
+    def webhooks(self) -> WebhookClient:
+        """A run's webhook deliveries: ``deliveries``, ``redeliver``."""
+        from dagwright.client.webhooks import WebhookClient
+
+        return WebhookClient(self)
+
     @translated
     def submit(
         self,
@@ -132,6 +141,7 @@ class Client:
         timeout_s: float | None = None,
         response_cache: bool | None = None,
         inputs: dict[str, Any] | None = None,
+        webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -154,7 +164,10 @@ class Client:
         ``timeout_s``) is the run's wall-clock limit: past it, the run is stopped and
         fails. ``response_cache=True`` (else the plan's ``response_cache``) answers the
         run's agent calls, its planner's included, from the cross-run response cache when
-        the very same request was answered before: no model call, 0 tokens. Raises
+        the very same request was answered before: no model call, 0 tokens.
+        ``webhooks`` (Webhook, its dict, or a URL for every run end) are told when the run
+        ends, with the plan's own: a signed POST per end, at least once
+        (docs/client-guide.md, "Webhooks"). Raises
         PlanError (with every problem) or InputError before anything is written:
         UnrunnablePlanError when workers are live and none of them can run some node (a
         function or worker type they do not import, no LLM endpoint for an agent), and
@@ -162,6 +175,7 @@ class Client:
         another plan or goal. The handle's ``created`` is False when the key named an
         earlier run.
         """
+        from dagwright.client.webhooks import coerce_webhooks
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.orchestrator.runstate.store import new_run_id
         from dagwright.planning.goals import GoalOptions, requested_budget
@@ -193,6 +207,7 @@ class Client:
             live_workers=self.live_workers,
             run_id=new_id,
             inputs=inputs,
+            webhooks=coerce_webhooks(webhooks),
         )
         return RunHandle(self, run_id, created=run_id == new_id)
 

@@ -7,14 +7,16 @@ only by the methods that change or read an entry: listing schedules' definitions
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagwright.client.redis_errors import SubClient, translated
+from dagwright.client.webhooks import coerce_webhooks
 from dagwright.errors import ScheduleError
-from dagwright.models import Budget, Plan, RunStatus
+from dagwright.models import Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.control.submission import check_plan, goal_inputs
 from dagwright.planning.goals import plan_request, requested_budget
 from dagwright.plans.files import coerce_plan
@@ -69,12 +71,14 @@ class ScheduleClient(SubClient):
         followup_depth: int = 1,
         replace: bool = False,
         inputs: dict[str, Any] | None = None,
+        webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
     ) -> Schedule:
         """Start ``goal`` or ``plan`` on a cron expression (in ``timezone``) or every
         ``every_s`` seconds, from the next tick on. Its runs' writers may queue up to
         ``max_followups`` follow-up runs each (``propose_followup``), follow-ups of
         follow-ups up to ``followup_depth`` deep. Each run is given ``inputs`` (checked
         now against the plan's ``inputs:`` schema, as a submit checks them: RunInputError).
+        ``webhooks`` are told when each of its runs ends (as ``submit``'s).
         ScheduleError if anything is invalid (nothing is stored then), or if the name is
         taken and not ``replace``."""
         from dagwright.tasks.beat import sync_entry
@@ -98,6 +102,7 @@ class ScheduleClient(SubClient):
                 "max_followups": max_followups,
                 "followup_depth": followup_depth,
                 "inputs": inputs,
+                "webhooks": coerce_webhooks(webhooks),
             }
         )
         self._check(schedule)

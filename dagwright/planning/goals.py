@@ -140,9 +140,12 @@ def planner_graph(request: PlanRequest) -> PlanGraph:
 
 
 def planned_plan(output: Any, request: PlanRequest, settings: Settings) -> Plan:
-    """A planner's plan, without run options of its own (the run's are the submitter's),
-    with the run's inputs in its templates."""
-    plan = Plan.model_validate(output).model_copy(update={"budget": None, "response_cache": False})
+    """A planner's plan, without run options of its own (the run's are the submitter's:
+    budget, response cache, webhooks — no model output picks where run data goes), with
+    the run's inputs in its templates."""
+    plan = Plan.model_validate(output).model_copy(
+        update={"budget": None, "response_cache": False, "webhooks": []}
+    )
     return with_run_inputs(plan, request, settings)
 
 

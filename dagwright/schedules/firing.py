@@ -44,6 +44,7 @@ def fire_schedule(
             options=schedule.options(),
             extra={SCHEDULE_FIELD: name, DEPTH_FIELD: 0},
             inputs=schedule.inputs,
+            webhooks=schedule.webhooks,
         )
         fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
     store.record(name, fire)

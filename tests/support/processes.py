@@ -40,6 +40,11 @@ PASSED_SETTINGS = (
     "sandbox_python",
     "web_search",
     "web_fetch",
+    "webhook_timeout_s",
+    "webhook_max_attempts",
+    "webhook_backoff_s",
+    "webhook_backoff_max_s",
+    "webhook_max_age_s",
 )
 # How to reach Redis beyond its URL (TLS files, ACL user), passed when set.
 PASSED_REDIS_ACCESS_SETTINGS = (
@@ -86,6 +91,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
     if settings.metrics_port is not None:
         env["DAGWRIGHT_METRICS_PORT"] = str(settings.metrics_port)
         env["DAGWRIGHT_METRICS_HOST"] = settings.metrics_host
+    if settings.webhook_secret:
+        env["DAGWRIGHT_WEBHOOK_SECRET"] = settings.webhook_secret.get_secret_value()
     if settings.anthropic_base_url:
         env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
     if settings.anthropic_api_key:

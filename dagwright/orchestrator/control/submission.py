@@ -7,11 +7,11 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
-from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus
+from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.runstate.creation import (
@@ -67,6 +67,7 @@ def start_run(
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
     inputs: dict[str, Any] | None = None,
+    webhooks: Sequence[Webhook] = (),
 ) -> str:
     """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
     new one; another if an idempotency key names an earlier run). PlanError (with every
@@ -84,7 +85,8 @@ def start_run(
     ``inputs``: the run's inputs, checked against the plan's ``inputs:`` schema (its
     defaults filled in) and put in its ``{{ inputs.… }}`` templates before the plan is
     validated and stored (RunInputError, one line per problem); a goal's are handed to
-    its planner, whose plan may use them the same way."""
+    its planner, whose plan may use them the same way. ``webhooks``: told when the run
+    ends, with the plan's own (dagwright/webhooks/)."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -100,6 +102,7 @@ def start_run(
     fields.update(concurrency_fields(max_concurrent_nodes))
     if run_response_cache(response_cache, plan):
         fields["response_cache"] = 1
+    fields.update(webhook_fields(plan, webhooks))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
@@ -166,6 +169,15 @@ def goal_inputs(inputs: dict[str, Any] | None, max_bytes: int) -> dict[str, Any]
     """A goal run's inputs: any mapping of JSON values (its planner's plan declares what
     it takes), within the size limit of params."""
     return check_inputs({"type": "object", "additionalProperties": True}, inputs, max_bytes)
+
+
+def webhook_fields(plan: Plan | None, webhooks: Sequence[Webhook]) -> dict[str, str | int]:
+    """The run hash's ``webhooks`` (the plan's, then the submit's), read by forget.lua
+    when the run ends; none: no field."""
+    hooks = [*(plan.webhooks if plan else ()), *webhooks]
+    if not hooks:
+        return {}
+    return {"webhooks": json.dumps([hook.model_dump(mode="json") for hook in hooks])}
 
 
 def concurrency_fields(max_concurrent_nodes: int | None) -> dict[str, str | int]:

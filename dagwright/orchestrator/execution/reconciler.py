@@ -20,11 +20,11 @@ from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.telemetry.trace_export import TraceExport
+from dagwright.webhooks.sender import WebhookSender
 
 log = logging.getLogger(__name__)
 
 ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
-
 
 
 @dataclass
@@ -35,6 +35,7 @@ class ReconcileReport:
     republished: int = 0
     finished: list[str] = field(default_factory=list)
     exported: int = 0  # traces sent over OTLP
+    webhooks_due: int = 0  # webhook deliveries handed to the sending thread
 
 
 class Reconciler:
@@ -44,6 +45,7 @@ class Reconciler:
         self.token = uuid.uuid4().hex
         self.limits = NodeLimits.for_runtime(runtime)
         self.trace_export = TraceExport.for_runtime(runtime)
+        self.webhooks = WebhookSender(runtime)
         self._release_lock = load_script(
             runtime.client, "dagwright.orchestrator.execution", "reconciler_release_lock"
         )
@@ -66,6 +68,7 @@ class Reconciler:
         report.exported = self.trace_export.export_due()
         if report.exported:
             log.info("exported %d run trace(s) over OTLP", report.exported)
+        report.webhooks_due = self.webhooks.send_due()
         return report
 
     def _reject_overdue_approvals(self, report: ReconcileReport) -> None:

@@ -648,9 +648,18 @@ class RunStateMachine:
 
     def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
-        with ``export_trace``, queue its trace's OTLP export in the same step."""
-        shared = (self.keys.active_runs, *((self.keys.trace_exports,) if export_trace else ()))
-        reply = self._call("forget", run_id, run_id, shared_keys=shared)
+        in the same step, queue its webhook deliveries and, with ``export_trace``, its
+        trace's OTLP export."""
+        keys = self.keys
+        shared = (
+            keys.active_runs,
+            keys.trace_exports,
+            keys.webhooks_due,
+            keys.webhook_log(run_id),
+        )
+        reply = self._call(
+            "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
+        )
         return bool(int(named_reply(reply)["forgotten"]))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:

@@ -39,6 +39,8 @@ class SubmitRequest(BaseModel):
     response_cache: bool | None = None
     inputs: dict[str, Any] | None = None
     """The run's inputs, checked against the plan's ``inputs`` schema."""
+    webhooks: list[dict[str, Any] | str] = Field(default_factory=list)
+    """Told when the run ends: ``{"url", "on", "secret_env"}`` or a URL (signed POSTs)."""
     idempotency_key: str | None = Field(None, max_length=512)
     """A repeat of the same submit with this key returns the first one's run."""
 

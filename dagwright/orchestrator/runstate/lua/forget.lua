@@ -1,9 +1,40 @@
 -- Drop a run from the active set (SHARED[1]) unless it is open: a replay may have
--- re-opened it since its caller saw it end. ARGV[3] the run id. Returns {'forgotten', 1}
--- if dropped, else {'forgotten', 0}.
--- With SHARED[2] (the OTLP export queue), an ended run joins it in the same step, so
--- its trace is exported whichever process saw it end (orchestrator/trace_export.py).
+-- re-opened it since its caller saw it end. ARGV[3] the run id, ARGV[4] '1' to queue its
+-- trace's export. Returns {'forgotten', 1} if dropped, else {'forgotten', 0}.
+-- The steps an ended run owes are queued here, in the same step, so whichever process
+-- saw it end (its last worker, a cancel, or the reconciler after a crash) queues them and
+-- a crash cannot lose them (the run stays in the active set until this runs):
+-- - SHARED[2] (the OTLP export queue): its trace (telemetry/trace_export.py);
+-- - SHARED[3] (webhooks due) and SHARED[4] (the run's webhook log): one delivery per
+--   webhook of the run hash's `webhooks` whose `on` names the end (dagwright/webhooks/).
+--   Its id names the end (finished_at), so queueing twice is once and a replayed run
+--   that ends again is told again.
 local status = run_status()
 if is_open(status) then return {'forgotten', 0} end
-if SHARED[2] and status then redis.call('ZADD', SHARED[2], 'NX', NOW, ARGV[3]) end
+if status and ARGV[4] == '1' then redis.call('ZADD', SHARED[2], 'NX', NOW, ARGV[3]) end
+
+local function wants(hook, event)
+  for _, wanted in ipairs(hook.on or {}) do
+    if wanted == event then return true end
+  end
+  return false
+end
+
+local function queue_webhooks()
+  local fields = redis.call('HMGET', K.run, 'webhooks', 'finished_at')
+  if not fields[1] or not fields[2] then return end
+  for i, hook in ipairs(cjson.decode(fields[1])) do
+    if wants(hook, status) then
+      local id = ARGV[3] .. '.' .. fields[2] .. '.' .. i
+      local record = cjson.encode({id = id, run_id = ARGV[3], hook = i - 1, url = hook.url,
+        event = 'run.' .. status, state = 'pending', queued_ms = NOW})
+      if redis.call('HSETNX', SHARED[4], id, record) == 1 then
+        redis.call('ZADD', SHARED[3], NOW, id)
+      end
+    end
+  end
+  redis.call('EXPIRE', SHARED[4], RETENTION_S)
+end
+
+if status and SHARED[3] then queue_webhooks() end
 return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3])}

@@ -1,0 +1,76 @@
+"""``dagwright webhooks list RUN`` and ``dagwright webhooks redeliver RUN [DELIVERY]``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from dagwright.cli.options import ImportOption, JsonOption, client_from
+from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.webhooks.records import Delivery
+
+app = typer.Typer(
+    help="A run's webhook deliveries: what was sent, what each attempt got, sending again.",
+    no_args_is_help=True,
+)
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="webhooks")
+
+
+@app.command("list")
+def list_deliveries(
+    run_id: str, json_output: JsonOption = False, imports: ImportOption = None
+) -> None:
+    """The run's deliveries, each with its attempts (answer or error, duration)."""
+    deliveries = client_from(imports).webhooks.deliveries(run_id)
+    if json_output:
+        print_json([delivery.model_dump(mode="json") for delivery in deliveries])
+        return
+    if not deliveries:
+        stderr.print(f"run {run_id} has no webhook delivery")
+        return
+    print_table(stdout, deliveries_table(deliveries))
+
+
+@app.command("redeliver")
+def redeliver(
+    run_id: str,
+    delivery_id: Annotated[
+        str | None, typer.Argument(help="Only this delivery (default: all of the run's).")
+    ] = None,
+    json_output: JsonOption = False,
+    imports: ImportOption = None,
+) -> None:
+    """Send the run's deliveries (or one) again, with a fresh number of attempts."""
+    queued = client_from(imports).webhooks.redeliver(run_id, delivery_id)
+    if json_output:
+        print_json([delivery.model_dump(mode="json") for delivery in queued])
+        return
+    stderr.print(f"queued {len(queued)} delivery(ies): the reconciler sends them at its next pass")
+
+
+def deliveries_table(deliveries: list[Delivery]) -> Table:
+    table = Table()
+    intact_column(table, "delivery", [delivery.id for delivery in deliveries])
+    for name in ("event", "url", "state", "attempts"):
+        table.add_column(name)
+    for delivery in deliveries:
+        table.add_row(
+            delivery.id, delivery.event, delivery.url, delivery.state, attempts_text(delivery)
+        )
+    return table
+
+
+def attempts_text(delivery: Delivery) -> str:
+    """One line per attempt: when, what answered (or why nothing did), how long it took."""
+    lines = []
+    for attempt in delivery.attempts:
+        at = datetime.fromtimestamp(attempt.at_ms / 1000, UTC).strftime("%H:%M:%S")
+        outcome = str(attempt.status_code) if attempt.status_code else attempt.error or "?"
+        lines.append(f"#{attempt.attempt} {at} {outcome} {attempt.duration_ms} ms")
+    return "\n".join(lines) or "none yet"
