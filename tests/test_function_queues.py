@@ -9,6 +9,8 @@ import pytest
 import redis
 
 from dagwright import Client, PlanBuilder, Settings
+from dagwright.client.catalog import describe_worker_types
+from dagwright.doctor import registered_queues
 from dagwright.errors import ConfigurationError, UnrunnablePlanError
 from dagwright.keys import Keys
 from dagwright.models import RunStatus
@@ -120,3 +122,11 @@ def test_a_queue_name_that_cannot_be_one_is_refused() -> None:
 
     with pytest.raises(ConfigurationError, match="'GPU please' is not a queue name"):
         add_declared(WorkerRegistry(), [function(queue="GPU please")(crunch)])
+
+
+def test_worker_types_and_doctor_show_the_function_queues() -> None:
+    settings = Settings(imports=[NODES])
+    rows = {row["name"]: row for row in describe_worker_types(settings)}
+    assert rows["function"]["function_queues"] == {"dw.function:gpu": ["where_it_ran"]}
+    assert rows["python"]["function_queues"] == {}
+    assert registered_queues(build_registry(settings))["dw.function:gpu"] == ["function:gpu"]
