@@ -5,6 +5,14 @@ a node and its result flows to a dependent node."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 import redis
 
@@ -79,7 +87,7 @@ def test_a_plan_on_a_function_queue_no_live_worker_serves_is_refused(
 
 
 def test_an_unmodified_celery_task_runs_as_a_node_feeding_a_dependent(
-    subprocess_settings: Settings, workers: Workers
+    subprocess_settings: Settings, workers: Workers, tmp_path: Path
 ) -> None:
     """Acceptance: ``dagwright.function(add)`` is the one line; ``add`` is the user's."""
     start_serving(workers, subprocess_settings, "function")
@@ -89,6 +97,38 @@ def test_an_unmodified_celery_task_runs_as_a_node_feeding_a_dependent(
     plan.function("total", "total", depends_on=["add", "scale"])
     run = Client(with_nodes(subprocess_settings)).submit(plan.build())
     assert run.result(timeout=60) == 5 + 10 + 20, workers.log_tails()
+
+    # The user's app still sends its task to its own queue on the shared broker, where
+    # dagwright's workers (consuming dw.* only) leave it for the user's workers.
+    broker_url = subprocess_settings.broker_url or ""
+    with celery_user_app.app.connection_for_write(broker_url) as connection:
+        celery_user_app.add.apply_async((1, 2), connection=connection)
+    broker = redis.Redis.from_url(broker_url)
+    assert run.wait(timeout=5).status == RunStatus.SUCCEEDED  # dagwright's workers ran on
+    assert broker.llen("user") == 1
+    assert json.loads(broker.lindex("user", 0) or "{}")["headers"]["task"] == ADD
+    with users_worker(broker_url, tmp_path / "user-worker.log") as log:  # and it runs there
+        wait_until(
+            lambda: f"{ADD}[" in log.read_text() and "succeeded" in log.read_text(),
+            timeout=60,
+            what="the user's worker running add",
+        )
+    assert broker.llen("user") == 0
+
+
+@contextmanager
+def users_worker(broker_url: str, log_path: Path) -> Iterator[Path]:
+    """``celery -A tests.support.celery_user_app worker -Q user``: the user's own worker."""
+    env = {**os.environ, "USER_APP_BROKER_URL": broker_url}
+    command = [sys.executable, "-m", "celery", "-A", "tests.support.celery_user_app"]
+    command += ["worker", "-Q", "user", "-P", "solo", "-l", "INFO", "--without-mingle"]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield log_path
+        finally:
+            process.terminate()
+            process.wait(15)
 
 
 def test_the_users_task_is_left_as_it_was() -> None:
