@@ -335,10 +335,11 @@ def check_capabilities(
 
 
 def registered_queues(registry: WorkerRegistry) -> dict[str, list[str]]:
-    """The orchestrator queue (planning, reconciling) and one per public worker type."""
+    """The orchestrator queue (planning, reconciling), one per public worker type and one
+    per function queue (``function:<queue>``)."""
     queues: dict[str, list[str]] = {ORCHESTRATOR_QUEUE: []}
-    for worker_type in registry.types():
-        queues.setdefault(worker_type.queue, []).append(worker_type.name)
+    for name, queue in registry.served_queues().items():
+        queues.setdefault(queue, []).append(name)  # function:<queue> for a function queue
     return queues
 
 

@@ -22,6 +22,9 @@ SCHEDULE_FIRE_TASK = "dagwright.schedule.fire"
 ORCHESTRATOR_QUEUE = "dw.orchestrator"
 ORCHESTRATOR_TYPE = "orchestrator"  # what `dagwright worker --type` calls that queue
 QUEUE_PREFIX = "dw."
+# `dagwright worker --type function:<queue>` serves the functions declared with
+# `@dagwright.function(queue=<queue>)`, on the Celery queue `dw.function:<queue>`.
+FUNCTION_QUEUE_TYPE_PREFIX = "function:"
 
 # The order is part of the contract with the Lua prelude, which names KEYS[i] after it.
 RUN_KEY_NAMES: tuple[str, ...] = (
@@ -32,6 +35,7 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "dependents",  # hash node -> JSON list of the nodes depending on it
     "remaining",  # hash node -> count of dependencies not yet final (see run_if)
     "dispatch",  # hash node -> JSON {"queue", "time_limit_s", "task", "worker_type"} to publish it
+    #             (queue: its type's, or dw.function:<q> for a function declared with queue=q)
     "state",  # hash node -> NodeStatus value
     "fence",  # hash node -> fencing token, +1 on every QUEUED transition
     "attempts",  # hash node -> how many times it was claimed
@@ -65,6 +69,12 @@ RUN_KEY_NAMES: tuple[str, ...] = (
 def queue_for(worker_type: str) -> str:
     """The Celery queue a worker type consumes."""
     return f"{QUEUE_PREFIX}{worker_type}"
+
+
+def function_queue_type(queue: str) -> str:
+    """What ``dagwright worker --type`` calls the queue of the functions declared with
+    ``queue=`` ``queue``: ``function:<queue>`` (its Celery queue is ``dw.function:<queue>``)."""
+    return f"{FUNCTION_QUEUE_TYPE_PREFIX}{queue}"
 
 
 def node_task_id(run_id: str, node_id: str, fence: int) -> str:

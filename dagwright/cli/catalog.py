@@ -43,7 +43,8 @@ def fake_llm(
 
 
 def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:
-    """List every registered worker type: kind, queue, model and tools. The MCP servers
+    """List every registered worker type: kind, queue (for `function`, also the queues of
+    functions declared with their own: `dw.function:<queue>`), model and tools. The MCP servers
     attached to agent types are started to list their tools (and stopped): a server that
     does not answer shows as such."""
     from dagwright.client.catalog import describe_worker_types
@@ -62,7 +63,7 @@ def worker_types(json_output: JsonOption = False, imports: ImportOption = None) 
         table.add_row(
             row["name"],
             row["kind"],
-            row["queue"],
+            "\n".join([row["queue"], *row.get("function_queues", {})]),
             row["model"] or "",
             ",\n".join([*shown_tools(row), *unanswered(row["mcp_servers"])]),
             row["description"],

@@ -40,7 +40,8 @@ def worker(
             "--type",
             "-t",
             help="Serve only this worker type's queue (repeatable; `orchestrator` is the "
-            "planner's queue; default: every queue).",
+            "planner's queue; `function:<queue>` the queue of the functions declared with "
+            "@dagwright.function(queue=...); default: every queue).",
         ),
     ] = None,
     concurrency: Annotated[

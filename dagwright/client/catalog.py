@@ -1,10 +1,13 @@
 """The worker types as ``dagwright worker-types --json`` and ``GET /api/v1/worker-types``
-show them: kind, queue, model, tools (those of attached MCP servers that answered too)."""
+show them: kind, queue, model, tools (those of attached MCP servers that answered too),
+and for ``function`` the queues of functions declared with their own (``function_queues``:
+Celery queue -> the functions on it)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dagwright.keys import function_queue_type, queue_for
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
@@ -17,9 +20,20 @@ def describe_worker_types(settings: Settings) -> list[dict[str, Any]]:
     to list their tools, and stopped)."""
     from dagwright.registry import build_registry
 
-    worker_types = build_registry(settings).types()
+    registry = build_registry(settings)
+    worker_types = registry.types()
     probes = probe_attached_servers(settings, worker_types)
-    return [describe(worker_type, settings, probes) for worker_type in worker_types]
+    function_queues = {
+        queue_for(function_queue_type(queue)): functions
+        for queue, functions in registry.functions.queues().items()
+    }
+    return [
+        {
+            **describe(worker_type, settings, probes),
+            "function_queues": function_queues if worker_type.kind == "function" else {},
+        }
+        for worker_type in worker_types
+    ]
 
 
 def describe(

@@ -163,7 +163,7 @@ class MetricsReader:
 
 def queues_of(registry: WorkerRegistry) -> list[str]:
     """The orchestrator's queue and the queue of every registered worker type."""
-    return sorted({ORCHESTRATOR_QUEUE, *(worker_type.queue for worker_type in registry.types())})
+    return sorted({ORCHESTRATOR_QUEUE, *registry.served_queues().values()})
 
 
 def is_redis_url(url: str) -> bool:

@@ -108,7 +108,7 @@ class Runtime:
     def dispatch_for(self, node: Node) -> Dispatch:
         worker_type = self.registry.get(node.type)
         return Dispatch(
-            queue=worker_type.queue,
+            queue=worker_type.queue_of(node),
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,
             task=worker_type.task,
             worker_type=worker_type.name,

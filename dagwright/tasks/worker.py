@@ -10,7 +10,7 @@ import warnings
 from celery.exceptions import SecurityWarning
 
 from dagwright.errors import ConfigurationError
-from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
+from dagwright.keys import FUNCTION_QUEUE_TYPE_PREFIX, ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
 from dagwright.tasks.app_factory import build_app
@@ -20,24 +20,25 @@ from dagwright.workers import WorkerRegistry
 
 
 def queues_for(worker_types: list[str] | None, registry: WorkerRegistry) -> list[str]:
-    """The queues a worker serves: all of them by default (the orchestrator queue and one
-    per worker type), else exactly those named, ``orchestrator`` naming the planner's
-    queue. A deployment runs one orchestrator service and one service per worker type,
-    each scaled on its own queue, so naming a type must not add the orchestrator queue."""
-    registered = registry.type_names()
+    """The queues a worker serves: all of them by default (the orchestrator queue, one
+    per worker type and one per function queue), else exactly those named, ``orchestrator``
+    naming the planner's queue and ``function:<queue>`` the queue of the functions declared
+    with ``queue=<queue>``. A deployment runs one orchestrator service and one service per
+    worker type, each scaled on its own queue, so naming a type must not add the
+    orchestrator queue."""
+    served = registry.served_queues()
     if not worker_types:
-        return [ORCHESTRATOR_QUEUE, *(registry.get(name).queue for name in registered)]
-    unknown = sorted(set(worker_types) - {ORCHESTRATOR_TYPE, *registered})
+        return [ORCHESTRATOR_QUEUE, *served.values()]
+    unknown = sorted(set(worker_types) - {ORCHESTRATOR_TYPE, *served})
     if unknown:
         raise ConfigurationError(
             f"unknown worker type(s) {', '.join(unknown)}; registered: "
-            f"{', '.join(registered)} (and {ORCHESTRATOR_TYPE}, for the planner's queue)"
+            f"{', '.join(served)} (and {ORCHESTRATOR_TYPE}, for the planner's queue; "
+            f"`{FUNCTION_QUEUE_TYPE_PREFIX}<queue>` for the functions declared with "
+            "@dagwright.function(queue=...) in the --import modules)"
         )
     chosen = dict.fromkeys(worker_types)  # the order given, without repeats
-    return [
-        ORCHESTRATOR_QUEUE if name == ORCHESTRATOR_TYPE else registry.get(name).queue
-        for name in chosen
-    ]
+    return [ORCHESTRATOR_QUEUE if name == ORCHESTRATOR_TYPE else served[name] for name in chosen]
 
 
 def run_worker(

@@ -39,7 +39,8 @@ class WorkerCapabilities:
     """What one worker can run: a node needs a live worker whose capabilities cover it."""
 
     worker_types: frozenset[str]
-    """The worker types whose queue it consumes (``planner`` for the orchestrator queue)."""
+    """The worker types whose queue it consumes (``planner`` for the orchestrator queue),
+    and ``function:<queue>`` for each function queue it consumes."""
     functions: frozenset[str]
     """The functions ``function`` nodes may call in it (when it serves ``function``)."""
     imports: tuple[str, ...]
@@ -54,8 +55,12 @@ class WorkerCapabilities:
         """The capabilities of a worker built from ``registry`` and consuming ``queues``."""
         consumed = set(queues)
         types = registry.types(include_internal=True)
+        function_queues = registry.served_queues().items()
         return cls(
-            worker_types=frozenset(wt.name for wt in types if wt.queue in consumed),
+            worker_types=frozenset(
+                {wt.name for wt in types if wt.queue in consumed}
+                | {name for name, queue in function_queues if queue in consumed}
+            ),
             functions=frozenset(registry.functions.names()),
             imports=tuple(settings.imports),
             llm=llm_endpoint(settings.llm),

@@ -38,10 +38,11 @@ DECLARATION_ATTRIBUTE = "__dagwright_declaration__"
 
 @dataclass(frozen=True)
 class FunctionDeclaration:
-    """A function ``function`` nodes may call, by ``name``."""
+    """A function ``function`` nodes may call, by ``name``; on its own ``queue`` if given."""
 
     func: Callable[..., Any]
     name: str
+    queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,23 +65,43 @@ def mark(target: F, declaration: FunctionDeclaration | ToolDeclaration | WorkerT
 
 
 @overload
-def function(func: F, /) -> F: ...
+def function(func: F, /, *, name: str | None = None, queue: str | None = None) -> F: ...
 
 
 @overload
-def function(*, name: str | None = None) -> Callable[[F], F]: ...
+def function(*, name: str | None = None, queue: str | None = None) -> Callable[[F], F]: ...
 
 
-def function(func: F | None = None, /, *, name: str | None = None) -> F | Callable[[F], F]:
+def function(
+    func: F | None = None, /, *, name: str | None = None, queue: str | None = None
+) -> F | Callable[[F], F]:
     """Declare a function that ``function`` nodes can call by name (its own, or ``name``).
 
-    Usable bare (``@function``) or with a name (``@function(name="fetch")``).
+    Usable bare (``@function``), with a name (``@function(name="fetch")``), or on a queue
+    of its own (``@function(queue="gpu")``: its nodes go to ``dw.function:gpu``, served by
+    ``dagwright worker --type function:gpu``). Given an existing Celery task
+    (``dagwright.function(my_task)``, the task unchanged), it declares the task's body
+    under the task's name: the body runs in the dagwright worker, as a node.
     """
 
     def declare(target: F) -> F:
-        return mark(target, FunctionDeclaration(target, name or target.__name__))
+        body, own_name = celery_task_body(target) or (target, target.__name__)
+        return mark(target, FunctionDeclaration(body, name or own_name, queue))
 
     return declare(func) if func is not None else declare
+
+
+def celery_task_body(target: object) -> tuple[Callable[..., Any], str] | None:
+    """A Celery task's body (its ``run``: the decorated function, bound for ``bind=True``
+    tasks) and its name, if ``target`` is a task; told by its ``apply_async`` and its name,
+    without importing Celery. Rejected: a ``celery`` node type sending the task to the
+    user's own app, which would need that app's broker, queues and result backend here."""
+    if not callable(getattr(target, "apply_async", None)):
+        return None
+    name, run = getattr(target, "name", None), getattr(target, "run", None)
+    if not isinstance(name, str) or not callable(run):
+        return None
+    return run, name
 
 
 @overload
@@ -172,7 +193,7 @@ def declaration_or_error(item: object) -> Declaration:
 
 def add_one(registry: WorkerRegistry, declared: Declaration) -> None:
     if isinstance(declared, FunctionDeclaration):
-        registry.functions.register(declared.func, declared.name)
+        registry.functions.register(declared.func, declared.name, queue=declared.queue)
     elif isinstance(declared, ToolDeclaration):
         registry.tools.register(
             declared.func,

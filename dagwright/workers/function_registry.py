@@ -5,10 +5,15 @@ by a pydantic model built from it (so a plan with wrong params is refused before
 and the planner can be shown a JSON schema). Two parameter names are reserved: ``inputs``
 receives the outputs of the node's dependencies keyed by node id, in ``depends_on`` order,
 and ``ctx`` receives the ``NodeContext``.
+
+A function may have a queue of its own (``queue=``): its nodes are then published to
+``dw.function:<queue>``, served by ``dagwright worker --type function:<queue>``, so CPU- or
+GPU-heavy functions scale on their own workers and never take the default workers' slots.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +34,9 @@ from dagwright.workers.signatures import (
 
 RESERVED_PARAMS = frozenset({"inputs", "run_inputs", "ctx"})
 
+# A function queue's name: part of a Celery queue name and of a `--type` value.
+QUEUE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
 
 @dataclass(frozen=True)
 class RegisteredFunction:
@@ -38,6 +46,7 @@ class RegisteredFunction:
     wants_inputs: bool
     wants_ctx: bool
     wants_run_inputs: bool = False
+    queue: str | None = None  # its own queue (``dw.function:<queue>``); None: ``dw.function``
 
     @property
     def description(self) -> str:
@@ -68,8 +77,16 @@ class FunctionRegistry:
     def __init__(self) -> None:
         self._functions: dict[str, RegisteredFunction] = {}
 
-    def register(self, func: Callable[..., Any], name: str | None = None) -> RegisteredFunction:
+    def register(
+        self, func: Callable[..., Any], name: str | None = None, *, queue: str | None = None
+    ) -> RegisteredFunction:
+        """Add ``func`` under ``name`` (its own by default), on its own ``queue`` if given."""
         name = name or func.__name__
+        if queue is not None and not QUEUE_NAME.fullmatch(queue):
+            raise ConfigurationError(
+                f"function {name!r}: queue {queue!r} is not a queue name: use lowercase "
+                "letters, digits, '_' and '-' (at most 40), e.g. queue=\"gpu\""
+            )
         registered = RegisteredFunction(
             name=name,
             func=func,
@@ -77,6 +94,7 @@ class FunctionRegistry:
             wants_inputs=accepts(func, "inputs"),
             wants_ctx=accepts(func, "ctx"),
             wants_run_inputs=accepts(func, "run_inputs"),
+            queue=queue,
         )
         existing = self._functions.get(name)
         if existing is not None and existing.func is not func:
@@ -92,3 +110,12 @@ class FunctionRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._functions)
+
+    def queues(self) -> dict[str, list[str]]:
+        """Each function queue (``queue=``) -> the functions declared on it, sorted."""
+        found: dict[str, list[str]] = {}
+        for name in self.names():
+            queue = self._functions[name].queue
+            if queue is not None:
+                found.setdefault(queue, []).append(name)
+        return dict(sorted(found.items()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dagwright.errors import PermanentError
+from dagwright.keys import function_queue_type, queue_for
 from dagwright.models import Node
 from dagwright.workers.context import NodeContext
 from dagwright.workers.function_registry import FunctionRegistry
@@ -38,10 +39,17 @@ def function_worker_type(functions: FunctionRegistry) -> WorkerType:
             )
         return registered.call(node.params, ctx)
 
+    def own_queue_of(node: Node) -> str | None:
+        registered = functions.get(node.function or "")
+        if registered is None or registered.queue is None:
+            return None
+        return queue_for(function_queue_type(registered.queue))
+
     return WorkerType(
         name=FUNCTION_TYPE,
         kind="function",
         description="Calls a registered Python function with the node's params and its inputs.",
         run=run,
         check_node=check_node,
+        own_queue_of=own_queue_of,
     )

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from dagwright.errors import ConfigurationError
-from dagwright.keys import NODE_EXECUTE_TASK, queue_for
+from dagwright.keys import NODE_EXECUTE_TASK, function_queue_type, queue_for
 from dagwright.models import Node, RetryPolicy
 from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
@@ -49,10 +49,17 @@ class WorkerType:
     queue_name: str | None = None  # None: dw.<name>
     task: str = NODE_EXECUTE_TASK  # the Celery task its nodes are published as
     mcp_servers: tuple[str, ...] = ()  # agents: MCP servers whose tools it is offered
+    own_queue_of: Callable[[Node], str | None] = lambda node: None
+    """The queue of a node that does not go to the type's (a function declared with its
+    own ``queue=``); None: the type's."""
 
     @property
     def queue(self) -> str:
         return self.queue_name or queue_for(self.name)
+
+    def queue_of(self, node: Node) -> str:
+        """The queue ``node`` is published to: its own if it has one, else the type's."""
+        return self.own_queue_of(node) or self.queue
 
 
 class WorkerRegistry:
@@ -102,6 +109,14 @@ class WorkerRegistry:
     def type_names(self) -> list[str]:
         """The types a plan may use."""
         return [wt.name for wt in self.types()]
+
+    def served_queues(self) -> dict[str, str]:
+        """What ``dagwright worker --type`` may name -> the Celery queue it consumes: each
+        type a plan may use, and ``function:<queue>`` for each function queue."""
+        served = {wt.name: wt.queue for wt in self.types()}
+        for queue in self.functions.queues():
+            served[function_queue_type(queue)] = queue_for(function_queue_type(queue))
+        return served
 
     def registered_type_names(self) -> list[str]:
         """Every type a plan could use here (the same: a run that allows fewer narrows it)."""

@@ -112,6 +112,7 @@ class WorkerProcess:
         name: str = "w",
         command: list[str] | None = None,
         pool: str = "prefork",
+        args: tuple[str, ...] = (),
     ) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
@@ -119,6 +120,7 @@ class WorkerProcess:
             "worker",
             *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
             *("--pool", pool),
+            *args,
         ]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "dagwright", *args],
@@ -160,11 +162,22 @@ class Workers(list[WorkerProcess]):
         self.log_dir = log_dir
 
     def start(
-        self, settings: Settings, *, concurrency: int = 2, pool: str = "prefork"
+        self,
+        settings: Settings,
+        *,
+        concurrency: int = 2,
+        pool: str = "prefork",
+        args: tuple[str, ...] = (),
     ) -> WorkerProcess:
+        """``dagwright worker``; ``args``: more of its options (``-t function:gpu``...)."""
         name = f"w{len(self)}"
         worker = WorkerProcess(
-            settings, self.log_dir / f"{name}.log", concurrency=concurrency, name=name, pool=pool
+            settings,
+            self.log_dir / f"{name}.log",
+            concurrency=concurrency,
+            name=name,
+            pool=pool,
+            args=args,
         )
         self.append(worker)
         return worker

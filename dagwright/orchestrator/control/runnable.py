@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from dagwright.errors import UnrunnablePlanError
-from dagwright.models import Plan
+from dagwright.keys import FUNCTION_QUEUE_TYPE_PREFIX, function_queue_type
+from dagwright.models import Node, Plan
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.planner import PLANNER_TYPE
 from dagwright.workers import FUNCTION_TYPE, WorkerRegistry
@@ -38,7 +39,7 @@ CAPABILITIES_FRESH_S = 2.0  # how long a client reuses its reading of the capabi
 class NodeNeed:
     """What a live worker must offer for a node to run."""
 
-    worker_type: str
+    worker_type: str  # or ``function:<queue>``, for a function declared with its own queue
     function: str | None = None  # ``function`` nodes: the function it calls
     llm: bool = False  # agents and the planner: an LLM endpoint
 
@@ -47,13 +48,24 @@ def needs_of_plan(plan: Plan, registry: WorkerRegistry) -> list[NodeNeed]:
     """The distinct needs of a plan's nodes, in the plan's order."""
     needs = (
         NodeNeed(
-            worker_type=node.type,
+            worker_type=served_type(node, registry),
             function=node.function if node.type == FUNCTION_TYPE else None,
             llm=registry.get(node.type).kind in LLM_KINDS,
         )
         for node in plan.nodes
     )
     return list(dict.fromkeys(needs))
+
+
+def served_type(node: Node, registry: WorkerRegistry) -> str:
+    """What a worker that runs ``node`` serves: its type, or ``function:<queue>`` for a
+    function declared with its own queue (the one its node is published to)."""
+    if node.type != FUNCTION_TYPE:
+        return node.type
+    registered = registry.functions.get(node.function or "")
+    if registered is None or registered.queue is None:
+        return node.type
+    return function_queue_type(registered.queue)
 
 
 def needs_of_goal() -> list[NodeNeed]:
@@ -125,6 +137,7 @@ class Gap(enum.Enum):
     PLANNER = "planner"  # nothing serves the orchestrator queue
     TYPE_NOT_IMPORTED = "type not imported"  # a type from a module only the client imports
     TYPE_NOT_SERVED = "type not served"  # a type no worker consumes the queue of
+    FUNCTION_QUEUE = "function queue"  # a function queue (queue=) no worker consumes
     FUNCTION = "function"  # a function no worker serving `function` has
     LLM = "llm"  # a type whose workers have no LLM endpoint
 
@@ -139,6 +152,8 @@ def gap(
     if not serving:
         if need.worker_type == PLANNER_TYPE:
             return Gap.PLANNER, need.worker_type
+        if need.worker_type.startswith(FUNCTION_QUEUE_TYPE_PREFIX):
+            return Gap.FUNCTION_QUEUE, need.worker_type
         if unimported(workers, client_imports):
             return Gap.TYPE_NOT_IMPORTED, need.worker_type
         return Gap.TYPE_NOT_SERVED, need.worker_type
@@ -163,6 +178,14 @@ def describe(
         return (
             f"no live worker serves worker type{'s' if several else ''} {quoted}: start one "
             f"with `dagwright worker {flags}`"
+        )
+    if kind is Gap.FUNCTION_QUEUE:
+        queues = ", ".join(repr(name.removeprefix(FUNCTION_QUEUE_TYPE_PREFIX)) for name in names)
+        flags = " ".join(f"-t {name}" for name in names)
+        imports = " ".join(f"--import {module}" for module in client_imports) or "--import MODULE"
+        return (
+            f"no live worker serves function queue{'s' if several else ''} {queues}: start one "
+            f"with `dagwright worker {flags} {imports}`"
         )
     if kind is Gap.LLM:
         return (
