@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dagwright.shown_ids import shown_id
+
 # str() refuses ints of over 4300 digits (CVE-2020-10735): longer ones are estimated
 _DIGITS_PER_BIT = math.log10(2)
 _MAX_STR_INT_BITS = 14_000
@@ -82,7 +84,7 @@ def _is_container(value: Any) -> bool:
 
 def _key_bytes(key: Any) -> int:
     if not isinstance(key, str):
-        raise ValueError(f"has a key that is not a string: {short_repr(key)}")
+        raise ValueError(f"has a key that is not a string: {shown_id(repr(key))}")
     return scalar_bytes(key)
 
 
@@ -112,9 +114,3 @@ def _utf8_bytes(text: str) -> int:
         return len(text.encode("utf-8"))
     except UnicodeEncodeError:  # "\ud800" in JSON, or a caller's str: no encoder takes it
         raise ValueError("holds text that is not valid Unicode (a lone surrogate)") from None
-
-
-def short_repr(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters: for messages about hostile input."""
-    text = repr(value[:limit] if isinstance(value, str) else value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

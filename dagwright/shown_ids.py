@@ -7,6 +7,9 @@ refuses it ("no run ... here"). Echoed whole, a 1 MB id makes that one line a me
 on a terminal, in a log pipeline, in a dead letter. The id is cut where it is shown, not
 where it enters: the lookup stays exact (an id is refused for not existing, not for its
 length), and every way in is covered by the few places that echo.
+
+Any other value from outside that a message quotes (a duplicate key of a plan file, a
+number too large) is shown the same way, as ``shown_id(repr(value))``: one cut for all.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ from typing import Any, NoReturn
 import yaml
 
 from dagwright.errors import PlanError
-from dagwright.json_shapes import json_shape, short_repr
+from dagwright.json_shapes import json_shape
+from dagwright.shown_ids import shown_id
 
 MAX_DOCUMENT_DEPTH = 40
 """Levels of nesting of a plan file: the plan, its nodes and their params
@@ -96,7 +97,7 @@ def _mapping_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     mapping = dict(pairs)
     if len(mapping) < len(pairs):
         duplicate = _first_duplicate(key for key, _ in pairs)
-        raise ValueError(f"duplicate key {short_repr(duplicate)}: give each key once")
+        raise ValueError(f"duplicate key {shown_id(repr(duplicate))}: give each key once")
     return mapping
 
 
@@ -116,7 +117,7 @@ def _refuse_constant(name: str) -> NoReturn:
 def _finite_float(text: str) -> float:
     number = float(text)
     if not math.isfinite(number):
-        raise ValueError(f"{short_repr(text)} is too large a number: only finite numbers")
+        raise ValueError(f"{shown_id(repr(text))} is too large a number: only finite numbers")
     return number
 
 
@@ -173,7 +174,7 @@ class PlanYamlLoader(BaseSafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node)  # built already: this looks it up
             if key in seen:
-                problem = f"duplicate key {short_repr(key)}: give each key once"
+                problem = f"duplicate key {shown_id(repr(key))}: give each key once"
                 raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
             seen.add(key)
         raise AssertionError("a mapping shorter than its node has a duplicate key")
