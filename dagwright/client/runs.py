@@ -14,10 +14,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.handle import ProgressCallback, RunHandle, result_of
+from dagwright.client.handle import ProgressCallback, RunHandle, result_of, still_running
 from dagwright.client.redis_errors import translated
 from dagwright.connection import require_redis_url
-from dagwright.errors import RunNotFinishedError
 from dagwright.models import (
     AuditEntry,
     Budget,
@@ -256,11 +255,7 @@ class Client:
                 return store.read_state(run_id)
             remaining = interval if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
-                raise RunNotFinishedError(
-                    f"run {run_id} is still {status.value} after {timeout:g}s "
-                    f"({counts.done}/{counts.total} nodes done); it keeps running",
-                    run_id=run_id,
-                )
+                raise still_running(run_id, status, counts, timeout)
             store.wait_until_done(run_id, min(remaining, interval))
 
     def result(self, run_id: str, timeout: float | None = None) -> Any:
