@@ -22,6 +22,7 @@ from dagwright import (
     Settings,
     UnknownRunError,
 )
+from dagwright.keys import Keys
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -123,3 +124,29 @@ def test_an_unreachable_redis_raises_broker_unavailable(settings: Settings) -> N
                 await client.status("any")
 
     asyncio.run(scenario())
+
+
+def test_a_submit_writes_what_the_sync_client_writes(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    async def submit() -> str:
+        async with AsyncClient(settings) as client:
+            run = await client.submit(greetings(), max_concurrent_nodes=1)
+            await run.wait(timeout=60)
+            return run.run_id
+
+    async_id = asyncio.run(submit())
+    sync_run = Client(settings).submit(greetings(), max_concurrent_nodes=1)
+    sync_run.wait(timeout=60)
+    keys = Keys(settings.key_prefix)
+    for name in ("spec", "deps", "state"):
+        assert redis_client.hgetall(keys.run_key(async_id, name)) == redis_client.hgetall(
+            keys.run_key(sync_run.run_id, name)
+        ), name
+    drawn_anew = {"created_at", "finished_at", "prompt_nonce"}
+    async_run = redis_client.hgetall(keys.run_key(async_id, "run"))
+    sync_fields = redis_client.hgetall(keys.run_key(sync_run.run_id, "run"))
+    assert set(async_run) == set(sync_fields)
+    assert {k: v for k, v in async_run.items() if k not in drawn_anew} == {
+        k: v for k, v in sync_fields.items() if k not in drawn_anew
+    }

@@ -8,16 +8,19 @@
             print(event.kind, event.node)
         print(await run.result(timeout=60))
 
-Reads are native: status, counts, wait, result, events, next_events, get_run and
-list_runs send their commands on ``redis.asyncio`` (orchestrator/runstate/async_reads.py)
-and decode the replies with the sync store's functions (runstate/snapshots.py); events
-follow the sync follower's rule (client/following.py ``FollowCursor``) and a wait's
-timeout is the same error (client/handle.py ``still_running``).
+Native: status, counts, wait, result, events, next_events, get_run and list_runs send
+their commands on ``redis.asyncio`` (orchestrator/runstate/async_store.py) and decode the
+replies with the sync store's functions (runstate/snapshots.py); events follow the sync
+follower's rule (client/following.py ``FollowCursor``) and a wait's timeout is the same
+error (client/handle.py ``still_running``). ``submit`` awaits the create-run script, its
+keys and arguments built by the sync store's ``create_call`` (runstate/creation.py).
 
-Run in a thread (``asyncio.to_thread``) on the sync ``Client``: ``submit`` (validation,
-the planner's request, the create-run script and the Celery publish, which kombu does
-synchronously), ``cancel`` (the cancel script, then revoking messages through Celery)
-and ``find_runs`` (paged scans of the run index). One rule each, not a second copy.
+In a thread (``asyncio.to_thread``): ``submit``'s checks (``Client.run_request`` and
+``prepare_run``: reading a plan file, validation, a goal's planner request, the live
+workers' capabilities over the sync Redis client) and its publish to Celery (kombu is
+synchronous); a keyed submit (``idempotency_key``) whole; ``cancel`` (the cancel script,
+then revoking messages through Celery) and ``find_runs`` (paged scans of the run index),
+on the sync ``Client``. One rule each, not a second copy.
 
 A client belongs to the event loop it is first used on (redis-py's asyncio pool does):
 make it inside ``asyncio.run``'s coroutine and ``aclose()`` it (or ``async with``).
@@ -26,6 +29,7 @@ make it inside ``asyncio.run``'s coroutine and ``aclose()`` it (or ``async with`
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
@@ -38,7 +42,7 @@ from dagwright.client.runs import PROGRESS_INTERVAL_S, SAFETY_WAKE_UP_S, WAKE_UP
 from dagwright.connection import connect_async, translate_redis_errors
 from dagwright.keys import Keys
 from dagwright.models import Event, RunCounts, RunState, RunStatus
-from dagwright.orchestrator.runstate.async_reads import AsyncRunReader
+from dagwright.orchestrator.runstate.async_store import AsyncRunStore
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
@@ -47,13 +51,15 @@ if TYPE_CHECKING:
     import redis.asyncio
 
     from dagwright.client.run_pages import RunPage
+    from dagwright.orchestrator.runstate.creation import NewRun
 
 
 class AsyncClient:
     """``Client``'s run methods as coroutines; ``events`` an async iterator.
 
-    ``submit``, ``cancel`` and ``find_runs`` run the sync client's in a thread (see the
-    module docstring); everything else is native asyncio.
+    ``cancel``, ``find_runs`` and a keyed ``submit`` run the sync client's in a thread,
+    and ``submit`` checks and publishes its plan in one (see the module docstring);
+    everything else is native asyncio.
     """
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -67,8 +73,10 @@ class AsyncClient:
         return connect_async(self.redis_url, self.settings.redis_access)
 
     @cached_property
-    def reader(self) -> AsyncRunReader:
-        return AsyncRunReader(self.redis, Keys(self.settings.key_prefix))
+    def store(self) -> AsyncRunStore:
+        return AsyncRunStore(
+            self.redis, Keys(self.settings.key_prefix), events_maxlen=self.settings.events_maxlen
+        )
 
     async def aclose(self) -> None:
         """Close the asyncio connections."""
@@ -86,25 +94,53 @@ class AsyncClient:
     ) -> None:
         await self.aclose()
 
-    async def submit(self, plan: Any = None, **options: Any) -> AsyncRunHandle:
-        """``Client.submit`` (same arguments, same errors), run in a thread."""
-        handle = await asyncio.to_thread(self.sync.submit, plan, **options)
-        return AsyncRunHandle(self, handle.run_id, created=handle.created)
+    async def submit(
+        self, plan: Any = None, *, idempotency_key: str | None = None, **options: Any
+    ) -> AsyncRunHandle:
+        """``Client.submit``: the same arguments (``options``: goal, inputs, budget,
+        webhooks...), the same checks and errors, the same script writing the run.
+
+        Checking the plan (which may read a file, build the worker registry and ask Redis
+        which workers are live) and publishing its roots to Celery run in a thread; the
+        create-run script is awaited here. A keyed submit (``idempotency_key``), which may
+        wait for an earlier submitter, runs ``Client.submit`` in a thread whole."""
+        if idempotency_key is not None:
+            keyed = functools.partial(self.sync.submit, idempotency_key=idempotency_key)
+            handle = await asyncio.to_thread(keyed, plan, **options)
+            return AsyncRunHandle(self, handle.run_id, created=handle.created)
+        from dagwright.orchestrator.control.submission import publish_roots
+        from dagwright.orchestrator.runstate.store import new_run_id
+
+        new_run = await asyncio.to_thread(self._prepare, plan, options)
+        run_id = new_run_id()
+        with translate_redis_errors(self.redis_url):
+            creation = await self.store.create_run(run_id, new_run)
+        runtime, broker = self.sync.runtime, self.sync.broker
+        await asyncio.to_thread(publish_roots, runtime, broker, run_id, creation.ready)
+        return AsyncRunHandle(self, run_id)
+
+    def _prepare(self, plan: Any, options: dict[str, Any]) -> NewRun:
+        """The checked run a submit writes (``prepare_run``), for a thread."""
+        from dagwright.orchestrator.control.submission import prepare_run
+
+        request = self.sync.run_request(plan, **options)
+        with translate_redis_errors(self.redis_url):
+            return prepare_run(self.sync.runtime, **request)
 
     @translated_async
     async def get_run(self, run_id: str) -> AsyncRunHandle:
         """A handle on an existing run (UnknownRunError if there is none)."""
-        await self.reader.run_status(run_id)
+        await self.store.run_status(run_id)
         return AsyncRunHandle(self, run_id)
 
     @translated_async
     async def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
         """A snapshot of the run and its nodes (outputs and result too, unless told not to)."""
-        return await self.reader.read_state(run_id, include_outputs=include_outputs)
+        return await self.store.read_state(run_id, include_outputs=include_outputs)
 
     @translated_async
     async def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
-        return await self.reader.counts(run_id)
+        return await self.store.counts(run_id)
 
     @translated_async
     async def wait(
@@ -119,15 +155,15 @@ class AsyncClient:
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = PROGRESS_INTERVAL_S if on_progress else SAFETY_WAKE_UP_S
         while True:
-            status, counts = await self.reader.counts(run_id)
+            status, counts = await self.store.counts(run_id)
             if on_progress is not None:
                 on_progress(status, counts)
             if status.is_final:
-                return await self.reader.read_state(run_id)
+                return await self.store.read_state(run_id)
             remaining = interval if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 raise still_running(run_id, status, counts, timeout)
-            await self.reader.wait_until_done(run_id, min(remaining, interval))
+            await self.store.wait_until_done(run_id, min(remaining, interval))
 
     async def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for the run and return its result, or raise RunFailedError/RunCancelledError."""
@@ -140,17 +176,17 @@ class AsyncClient:
         iterates them; with ``follow``, until the run has ended (``Client.events``'
         rule: blocking reads of at most WAKE_UP_S). UnknownRunError at the first step."""
         with translate_redis_errors(self.redis_url):
-            await self.reader.run_status(run_id)
+            await self.store.run_status(run_id)
         position = FollowCursor(after)
         while not position.finished:
             with translate_redis_errors(self.redis_url):
-                batch = await self.reader.read_events(
+                batch = await self.store.read_events(
                     run_id,
                     after=position.cursor,
                     block_ms=position.block_ms(WAKE_UP_S if follow else None),
                 )
                 if position.took(batch):
-                    position.saw_final((await self.reader.run_status(run_id)).is_final)
+                    position.saw_final((await self.store.run_status(run_id)).is_final)
             for event in batch:
                 yield event
             if not batch and not follow:
@@ -163,7 +199,7 @@ class AsyncClient:
         """The run's events after stream id ``after`` in one batch, waiting up to
         ``wait_s`` for the first (``Client.next_events``)."""
         block_ms = max(1, int(wait_s * 1000))
-        return await self.reader.read_events(run_id, after=after, block_ms=block_ms)
+        return await self.store.read_events(run_id, after=after, block_ms=block_ms)
 
     async def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:
         """``Client.cancel``, run in a thread (its revokes go through Celery)."""
@@ -173,9 +209,9 @@ class AsyncClient:
     async def list_runs(self, limit: int = 20) -> list[RunState]:
         """The most recent runs, newest first, as summaries (no nodes)."""
         return [
-            await self.reader.read_state(run_id, include_nodes=False)
-            for run_id in await self.reader.list_runs(limit)
-            if await self.reader.exists(run_id)
+            await self.store.read_state(run_id, include_nodes=False)
+            for run_id in await self.store.list_runs(limit)
+            if await self.store.exists(run_id)
         ]
 
     async def find_runs(self, **where: Any) -> RunPage:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import secrets
 import time
 from collections.abc import Callable
@@ -23,11 +22,13 @@ from dagwright.models import (
     from_ms,
 )
 from dagwright.orchestrator.runstate.creation import (
-    CREATE_RUN_KEYS,
     REQUEST_DIGEST_FIELD,
     Creation,
     KeyClaim,
     NewRun,
+    create_call,
+    creation_of,
+    key_claims,
 )
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.orchestrator.runstate.snapshots import (
@@ -38,7 +39,7 @@ from dagwright.orchestrator.runstate.snapshots import (
     status_of,
     waits_of,
 )
-from dagwright.redis_scripts import load_script, lua_source, named_reply
+from dagwright.redis_scripts import load_script, named_reply
 
 if TYPE_CHECKING:  # a created run is given its validated plan; reads never import plans
     from dagwright.plans.validation import PlanGraph
@@ -62,9 +63,8 @@ class RunStore:
         self.client = client
         self.keys = keys
         self.events_maxlen = events_maxlen
-        claims = functools.partial(lua_source, PACKAGE, "key_claim")
-        self._create_run = load_script(client, PACKAGE, "create_run", prelude=claims)
-        self._claim_key = load_script(client, PACKAGE, "claim_key", prelude=claims)
+        self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
+        self._claim_key = load_script(client, PACKAGE, "claim_key", prelude=key_claims)
 
     def server_time_ms(self) -> int:
         seconds, micros = self.client.time()
@@ -93,16 +93,8 @@ class RunStore:
         The run joins the active set in the same step: if this process dies before
         publishing, the reconciler still finds the queued roots and publishes them.
         """
-        keys = [self._key(run_id, name) for name in CREATE_RUN_KEYS]
-        keys += [self.keys.run_index, self.keys.active_runs]
-        args: list[str | int] = [self.events_maxlen, run_id, *new_run.to_args()]
-        if claim is not None:
-            keys.append(claim.key)
-            args += [claim.ttl_s, claim.stale_owner]
-        owner = str(named_reply(self._create_run(keys=keys, args=args))["owner"])
-        if owner != run_id:
-            return Creation(owner, [])
-        return Creation(owner, new_run.ready(run_id))
+        keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen, claim)
+        return creation_of(run_id, new_run, self._create_run(keys=keys, args=args))
 
     def claim_key(self, claim: KeyClaim, run_id: str) -> str:
         """Take an idempotency key for ``run_id`` alone (lua/claim_key.lua), unless it

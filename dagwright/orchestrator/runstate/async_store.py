@@ -1,8 +1,10 @@
-"""Reading runs over ``redis.asyncio``: the asyncio twin of the store's reads.
+"""Runs over ``redis.asyncio``: the asyncio twin of the store's reads and of its write
+of a new run.
 
-Each method sends the same commands as its namesake of ``RunStore`` and decodes the
-replies with the same functions (snapshots.py), so the two clients cannot disagree on
-what a run's hashes or events mean.
+Each method sends the same commands as its namesake of ``RunStore``, built and decoded
+by the same functions (snapshots.py for reads, creation.py's ``create_call`` and
+``creation_of`` for the create-run script), so the two clients cannot disagree on what
+a run's hashes or events mean, nor on what a submit writes.
 """
 
 from __future__ import annotations
@@ -11,6 +13,14 @@ from typing import TYPE_CHECKING
 
 from dagwright.keys import Keys
 from dagwright.models import Event, RunCounts, RunState, RunStatus
+from dagwright.orchestrator.runstate.creation import (
+    PACKAGE,
+    Creation,
+    NewRun,
+    create_call,
+    creation_of,
+    key_claims,
+)
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
     events_of,
@@ -18,17 +28,27 @@ from dagwright.orchestrator.runstate.snapshots import (
     state_of,
     status_of,
 )
+from dagwright.redis_scripts import load_script
 
 if TYPE_CHECKING:
     import redis.asyncio
 
 
-class AsyncRunReader:
-    """The reads an asyncio client needs: status, counts, snapshots, events, the index."""
+class AsyncRunStore:
+    """What an asyncio client needs of the store: status, counts, snapshots, events, the
+    index, and writing a new run."""
 
-    def __init__(self, client: redis.asyncio.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.asyncio.Redis, keys: Keys, *, events_maxlen: int) -> None:
         self.client = client
         self.keys = keys
+        self.events_maxlen = events_maxlen
+        self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
+
+    async def create_run(self, run_id: str, new_run: NewRun) -> Creation:
+        """Write a run and queue its roots in one step, as ``RunStore.create_claimed_run``
+        (without an idempotency key: a keyed submit goes through the sync client)."""
+        keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen)
+        return creation_of(run_id, new_run, await self._create_run(keys=keys, args=args))
 
     def _key(self, run_id: str, name: str) -> str:
         return self.keys.run_key(run_id, name)
