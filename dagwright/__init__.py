@@ -40,7 +40,7 @@ from dagwright.models import (
 )
 
 if TYPE_CHECKING:
-    from dagwright.client import Client, RunHandle
+    from dagwright.client import AsyncClient, Client, RunHandle
     from dagwright.plans.builder import PlanBuilder
     from dagwright.plans.files import load_plan
     from dagwright.settings import Settings
@@ -56,6 +56,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "AgentSpec": "dagwright.workers",
+    "AsyncClient": "dagwright.client",
     "Client": "dagwright.client",
     "NodeContext": "dagwright.workers",
     "PlanBuilder": "dagwright.plans.builder",
@@ -71,9 +72,9 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
-
 __all__ = [
     "AgentSpec",
+    "AsyncClient",
     "BrokerUnavailableError",
     "Budget",
     "Client",

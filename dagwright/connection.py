@@ -29,6 +29,7 @@ from dagwright.stackfile import process_alive, read_stack, read_stack_record
 
 if TYPE_CHECKING:
     import redis
+    import redis.asyncio
 
     from dagwright.settings import RedisAccess, Settings
 
@@ -103,27 +104,60 @@ def connect(
     primary its Sentinels name, found again after a failover. ``overrides`` replace the
     default options (a probe's shorter timeouts)."""
     import redis
-    from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    options: dict[str, Any] = {
+    options = client_options(Retry, decode_responses=decode_responses, **overrides)
+    try:
+        if is_sentinel_url(url):
+            return sentinel_client(url, access, options)
+        options.update(endpoint_options(url, access))
+        return redis.Redis.from_url(url, **options)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
+
+
+def connect_async(url: str, access: RedisAccess | None = None) -> redis.asyncio.Redis:
+    """``connect``'s asyncio twin (``AsyncClient``): the same options, TLS and
+    credentials, replies decoded to str. A ``sentinel://`` URL is refused for now."""
+    import redis.asyncio
+    from redis.asyncio.retry import Retry
+
+    if is_sentinel_url(url):
+        raise ConfigurationError(
+            f"AsyncClient does not support Sentinel URLs yet ({redact_url(url)}): "
+            "use Client, or the primary's redis:// URL"
+        )
+    options = client_options(Retry, decode_responses=True)
+    try:
+        options.update(endpoint_options(url, access))
+        return redis.asyncio.Redis.from_url(url, **options)
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
+
+
+def client_options(retry_class: Any, *, decode_responses: bool, **overrides: Any) -> dict[str, Any]:
+    """The options every client gets: timeouts, health checks and a short reconnect-retry
+    (``retry_class``: redis-py's Retry of the sync or the asyncio client)."""
+    import redis
+    from redis.backoff import ExponentialBackoff
+
+    return {
         "decode_responses": decode_responses,
         "socket_timeout": 10,
         "socket_connect_timeout": 5,
         "health_check_interval": 15,
-        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
+        "retry": retry_class(ExponentialBackoff(cap=2.0, base=0.05), retries=5),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
         **overrides,
     }
-    try:
-        if is_sentinel_url(url):
-            return sentinel_client(url, access, options)
-        options.update(credential_options(url, access))
-        if uses_tls(url) and access is not None:
-            options.update(tls_options(access))
-        return redis.Redis.from_url(url, **options)
-    except ValueError as exc:
-        raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
+
+
+def endpoint_options(url: str, access: RedisAccess | None) -> dict[str, Any]:
+    """The credentials (and TLS files, for a rediss:// URL) of a direct connection."""
+    options = credential_options(url, access)
+    if uses_tls(url) and access is not None:
+        options.update(tls_options(access))
+    return options
 
 
 def sentinel_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> redis.Redis:

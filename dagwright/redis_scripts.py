@@ -4,7 +4,8 @@ Every script lives in a ``.lua`` file beside the module that calls it (``<packag
 never in a Python string. ``load_script`` binds one to a client as a redis-py ``Script``:
 each call sends EVALSHA with the script's digest, and on NOSCRIPT (a restarted or flushed
 server) loads the source and calls again, in pipelines too. So no call sends the source
-on the hot path.
+on the hot path. An asyncio client (``redis.asyncio``) gets an ``AsyncScript``, awaited
+the same way.
 
 Replies are decoded by name, never by position: a script returns a flat list of
 ``name, value`` pairs (``{'status', 'ok', 'fence', 3}``) and ``named_reply`` turns it into a
@@ -16,10 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import redis
 from redis.commands.core import Script
+
+if TYPE_CHECKING:
+    import redis.asyncio
+    from redis.commands.core import AsyncScript
 
 
 @cache
@@ -28,15 +33,32 @@ def lua_source(package: str, name: str) -> str:
     return (resources.files(package) / "lua" / f"{name}.lua").read_text()
 
 
+@overload
 def load_script(
-    client: redis.Redis,
+    client: redis.Redis, package: str, name: str, *, prelude: Callable[[], str] | None = None
+) -> Script: ...
+
+
+@overload
+def load_script(
+    client: redis.asyncio.Redis,
     package: str,
     name: str,
     *,
     prelude: Callable[[], str] | None = None,
-) -> Script:
+) -> AsyncScript: ...
+
+
+def load_script(
+    client: redis.Redis | redis.asyncio.Redis,
+    package: str,
+    name: str,
+    *,
+    prelude: Callable[[], str] | None = None,
+) -> Script | AsyncScript:
     """``<package>/lua/<name>.lua`` bound to ``client`` (EVALSHA, NOSCRIPT fallback);
-    ``prelude`` gives text to put before it (shared helpers of a family of scripts)."""
+    ``prelude`` gives text to put before it (shared helpers of a family of scripts).
+    An asyncio client (``redis.asyncio.Redis``) gets a script to ``await``."""
     source = lua_source(package, name)
     if prelude is not None:
         source = prelude() + "\n" + source

@@ -9,6 +9,7 @@ def test_public_api_is_pinned() -> None:
     assert dagwright.__all__ == sorted(dagwright.__all__)
     assert set(dagwright.__all__) == {
         "AgentSpec",
+        "AsyncClient",
         "BrokerUnavailableError",
         "Budget",
         "Client",

@@ -10,7 +10,8 @@
 
 ``Client`` holds the runs; ``client.dlq``, ``client.schedules``, ``client.approvals`` and
 ``client.tokens`` (the HTTP API's tokens) are sub-clients over the same runtime.
-``plan_goal`` plans a goal without Redis or a run.
+``plan_goal`` plans a goal without Redis or a run. ``AsyncClient`` has the run
+methods as coroutines, for asyncio applications.
 
 Rejected: one facade with every domain's methods (``dlq_list``, ``add_schedule``...): 38
 methods in one class, and every caller of one domain read past the other four.
@@ -24,6 +25,7 @@ from dagwright.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from dagwright.client.approvals import ApprovalClient
+    from dagwright.client.async_runs import AsyncClient, AsyncRunHandle
     from dagwright.client.dead_letters import DeadLetterClient
     from dagwright.client.handle import RunHandle, result_of
     from dagwright.client.planning import PlannedGoal, plan_goal
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 # (``plan_goal``) nor the schedules, dead letters and approvals.
 _LAZY = {
     "ApprovalClient": "dagwright.client.approvals",
+    "AsyncClient": "dagwright.client.async_runs",
+    "AsyncRunHandle": "dagwright.client.async_runs",
     "Client": "dagwright.client.runs",
     "DeadLetterClient": "dagwright.client.dead_letters",
     "PlannedGoal": "dagwright.client.planning",
@@ -52,6 +56,8 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 __all__ = [
     "ApprovalClient",
+    "AsyncClient",
+    "AsyncRunHandle",
     "Client",
     "DeadLetterClient",
     "PlannedGoal",

@@ -61,6 +61,17 @@ def result_of(state: RunState) -> Any:
     )
 
 
+def still_running(
+    run_id: str, status: RunStatus, counts: RunCounts, timeout: float | None
+) -> RunNotFinishedError:
+    """The error of a wait whose ``timeout`` passed before the run ended."""
+    return RunNotFinishedError(
+        f"run {run_id} is still {status.value} after {timeout:g}s "
+        f"({counts.done}/{counts.total} nodes done); it keeps running",
+        run_id=run_id,
+    )
+
+
 def describe_failure(state: RunState) -> str:
     if state.reason:  # stopped by its run timeout
         return f"run {state.run_id} failed: {state.reason}"

@@ -1,9 +1,9 @@
-"""Redis connection errors leave every client method as BrokerUnavailableError; the
-sub-clients' common part."""
+"""Redis connection errors leave every client method (sync or async) as
+BrokerUnavailableError; the sub-clients' common part."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
@@ -31,6 +31,18 @@ def translated(method: Callable[P, T]) -> Callable[P, T]:
         part: ConnectedPart = args[0]  # type: ignore[assignment]
         with translate_redis_errors(part.redis_url):
             return method(*args, **kwargs)
+
+    return wrapper
+
+
+def translated_async(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """``translated`` for a coroutine method (``AsyncClient``'s): the same errors."""
+
+    @wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        part: ConnectedPart = args[0]  # type: ignore[assignment]
+        with translate_redis_errors(part.redis_url):
+            return await method(*args, **kwargs)
 
     return wrapper
 

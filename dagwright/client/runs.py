@@ -14,10 +14,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.handle import ProgressCallback, RunHandle, result_of
+from dagwright.client.handle import ProgressCallback, RunHandle, result_of, still_running
 from dagwright.client.redis_errors import translated
 from dagwright.connection import require_redis_url
-from dagwright.errors import RunNotFinishedError
 from dagwright.models import (
     AuditEntry,
     Budget,
@@ -175,9 +174,57 @@ class Client:
         another plan or goal. The handle's ``created`` is False when the key named an
         earlier run.
         """
-        from dagwright.client.webhooks import coerce_webhooks
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.orchestrator.runstate.store import new_run_id
+
+        request = self.run_request(
+            plan,
+            goal=goal,
+            context=context,
+            worker_types=worker_types,
+            max_nodes=max_nodes,
+            max_depth=max_depth,
+            replan=replan,
+            budget=budget,
+            budget_tokens=budget_tokens,
+            max_concurrent_nodes=max_concurrent_nodes,
+            timeout_s=timeout_s,
+            response_cache=response_cache,
+            inputs=inputs,
+            webhooks=webhooks,
+        )
+        new_id = new_run_id()
+        run_id = start_run(
+            self.runtime,
+            self.broker,
+            run_id=new_id,
+            idempotency_key=idempotency_key,
+            **request,
+        )
+        return RunHandle(self, run_id, created=run_id == new_id)
+
+    def run_request(
+        self,
+        plan: Plan | dict[str, Any] | str | Path | None = None,
+        *,
+        goal: str | None = None,
+        context: str = "",
+        worker_types: list[str] | None = None,
+        max_nodes: int | None = None,
+        max_depth: int | None = None,
+        replan: bool | None = None,
+        budget: Budget | dict[str, Any] | None = None,
+        budget_tokens: int | None = None,
+        max_concurrent_nodes: int | None = None,
+        timeout_s: float | None = None,
+        response_cache: bool | None = None,
+        inputs: dict[str, Any] | None = None,
+        webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
+    ) -> dict[str, Any]:
+        """``submit``'s arguments (less the idempotency key) as ``start_run`` and
+        ``prepare_run`` take them: the plan read, the goal's options and webhooks
+        coerced. Shared with ``AsyncClient.submit``."""
+        from dagwright.client.webhooks import coerce_webhooks
         from dagwright.planning.goals import GoalOptions, requested_budget
         from dagwright.plans.files import coerce_plan
 
@@ -189,27 +236,18 @@ class Client:
             replan=replan,
             budget=requested_budget(budget, budget_tokens),
         )
-        new_id = new_run_id()
-        run_id = start_run(
-            self.runtime,
-            self.broker,
-            plan=(
-                coerce_plan(plan, max_file_bytes=self.settings.max_plan_file_bytes)
-                if plan is not None
-                else None
-            ),
-            goal=goal,
-            options=options,
-            idempotency_key=idempotency_key,
-            max_concurrent_nodes=max_concurrent_nodes,
-            timeout_s=timeout_s,
-            response_cache=response_cache,
-            live_workers=self.live_workers,
-            run_id=new_id,
-            inputs=inputs,
-            webhooks=coerce_webhooks(webhooks),
-        )
-        return RunHandle(self, run_id, created=run_id == new_id)
+        max_bytes = self.settings.max_plan_file_bytes
+        return {
+            "plan": coerce_plan(plan, max_file_bytes=max_bytes) if plan is not None else None,
+            "goal": goal,
+            "options": options,
+            "max_concurrent_nodes": max_concurrent_nodes,
+            "timeout_s": timeout_s,
+            "response_cache": response_cache,
+            "live_workers": self.live_workers,
+            "inputs": inputs,
+            "webhooks": coerce_webhooks(webhooks),
+        }
 
     @translated
     def get_run(self, run_id: str) -> RunHandle:
@@ -256,11 +294,7 @@ class Client:
                 return store.read_state(run_id)
             remaining = interval if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
-                raise RunNotFinishedError(
-                    f"run {run_id} is still {status.value} after {timeout:g}s "
-                    f"({counts.done}/{counts.total} nodes done); it keeps running",
-                    run_id=run_id,
-                )
+                raise still_running(run_id, status, counts, timeout)
             store.wait_until_done(run_id, min(remaining, interval))
 
     def result(self, run_id: str, timeout: float | None = None) -> Any:

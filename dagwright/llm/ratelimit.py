@@ -48,7 +48,6 @@ WAITER_TTL_S = 3.0  # a waiter that has not asked again for this long has died
 TOTAL = "=total"  # the tokens hash's running sum (reservation ids are hex)
 
 
-
 @dataclass(frozen=True)
 class RoomAnswer:
     """The answer of ``lua/ratelimit_reserve.lua``: room was reserved (``granted``), or

@@ -166,7 +166,8 @@ def refuse_other_sites(request: Request) -> None:
     (``server/origins.py``)."""
     if asked_by_another_site(request):
         raise Problem(
-            403, "a change asked by another site's page is refused: send it from this site",
+            403,
+            "a change asked by another site's page is refused: send it from this site",
             error="CSRFError",
         )
 

@@ -20,6 +20,7 @@ from dagwright.orchestrator.runstate.creation import (
     KeyClaim,
     NewRun,
 )
+from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
@@ -87,6 +88,38 @@ def start_run(
     validated and stored (RunInputError, one line per problem); a goal's are handed to
     its planner, whose plan may use them the same way. ``webhooks``: told when the run
     ends, with the plan's own (dagwright/webhooks/)."""
+    new_run = prepare_run(
+        runtime,
+        plan=plan,
+        goal=goal,
+        options=options,
+        extra=extra,
+        max_concurrent_nodes=max_concurrent_nodes,
+        timeout_s=timeout_s,
+        response_cache=response_cache,
+        live_workers=live_workers,
+        inputs=inputs,
+        webhooks=webhooks,
+    )
+    return write_run(runtime, broker, run_id or new_run_id(), new_run, idempotency_key)
+
+
+def prepare_run(
+    runtime: Runtime,
+    *,
+    plan: Plan | None = None,
+    goal: str | None = None,
+    options: GoalOptions | None = None,
+    extra: dict[str, str | int] | None = None,
+    max_concurrent_nodes: int | None = None,
+    timeout_s: float | None = None,
+    response_cache: bool | None = None,
+    live_workers: LiveCapabilities | None = None,
+    inputs: dict[str, Any] | None = None,
+    webhooks: Sequence[Webhook] = (),
+) -> NewRun:
+    """What ``start_run`` writes, checked (the same arguments, the same errors) and
+    nothing written: the part a submit shares with ``AsyncClient``'s."""
     options = options or GoalOptions()
     if (plan is None) == (goal is None):
         raise InputError("give either a plan or a goal")
@@ -128,22 +161,33 @@ def start_run(
     check_usd_budget_is_priced(budget, models, settings)
     if live_workers is not None:
         live_workers.require(needs, settings.imports)
-    new_run = NewRun.of(
+    return NewRun.of(
         graph, runtime.dispatch_for, status=status, output_nodes=output_nodes, extra=fields
     )
-    run_id = run_id or new_run_id()
+
+
+def write_run(
+    runtime: Runtime, broker: Broker, run_id: str, new_run: NewRun, idempotency_key: str | None
+) -> str:
+    """Write a prepared run (unless its idempotency key names an earlier one) and publish
+    its roots; the run the submit answers with."""
     if idempotency_key is None:
         creation = runtime.store.create_claimed_run(run_id, new_run)
     else:
         creation = IdempotencyKeys(runtime).create(idempotency_key, run_id, new_run)
     if creation.owner == run_id:
-        try:
-            dispatch(broker, runtime.machine, creation.ready)
-        except ConfigurationError as exc:  # written: it goes out once the broker answers
-            raise ConfigurationError(
-                f"{exc}; run {run_id} is written, and its first nodes go out once it answers"
-            ) from None
+        publish_roots(runtime, broker, run_id, creation.ready)
     return creation.owner
+
+
+def publish_roots(runtime: Runtime, broker: Broker, run_id: str, ready: list[ReadyNode]) -> None:
+    """Publish a new run's roots (a failed publish is the reconciler's to retry)."""
+    try:
+        dispatch(broker, runtime.machine, ready)
+    except ConfigurationError as exc:  # written: it goes out once the broker answers
+        raise ConfigurationError(
+            f"{exc}; run {run_id} is written, and its first nodes go out once it answers"
+        ) from None
 
 
 def with_inputs(

@@ -16,11 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dagwright.keys import Keys
 from dagwright.models import DEFAULT_RUN_IF, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.redis_scripts import lua_source, named_reply
 
 if TYPE_CHECKING:  # a created run is given its validated plan; reads never import plans
     from dagwright.plans.validation import PlanGraph
+
+PACKAGE = "dagwright.orchestrator.runstate"
 
 # The run's keys create_run.lua writes, in the order it names them (after them: the run
 # index, the active set and, with a claim, the idempotency key).
@@ -155,6 +159,34 @@ class NewRun:
     def ready(self, run_id: str) -> list[ReadyNode]:
         """The roots, queued under fence 1, to publish."""
         return [ReadyNode(run_id, root, 1, self.dispatch[root]) for root in self.roots]
+
+
+def key_claims() -> str:
+    """lua/key_claim.lua: the helpers create_run.lua and claim_key.lua share (a prelude)."""
+    return lua_source(PACKAGE, "key_claim")
+
+
+def create_call(
+    keys: Keys, run_id: str, new_run: NewRun, events_maxlen: int, claim: KeyClaim | None = None
+) -> tuple[list[str], list[str | int]]:
+    """The keys and arguments of lua/create_run.lua writing ``new_run`` as ``run_id``
+    (taking ``claim``'s key, if given): what the sync store and the asyncio one send."""
+    names = [keys.run_key(run_id, name) for name in CREATE_RUN_KEYS]
+    names += [keys.run_index, keys.active_runs]
+    args: list[str | int] = [events_maxlen, run_id, *new_run.to_args()]
+    if claim is not None:
+        names.append(claim.key)
+        args += [claim.ttl_s, claim.stale_owner]
+    return names, args
+
+
+def creation_of(run_id: str, new_run: NewRun, reply: object) -> Creation:
+    """What lua/create_run.lua answered: the run the key names, and the roots to publish
+    if that is the new run (none if the key named another run: nothing was written)."""
+    owner = str(named_reply(reply)["owner"])
+    if owner != run_id:
+        return Creation(owner, [])
+    return Creation(owner, new_run.ready(run_id))
 
 
 def _flat(column: dict[str, str]) -> list[str]:
