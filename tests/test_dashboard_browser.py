@@ -87,7 +87,7 @@ def test_logging_in_with_a_token_shows_the_runs(browser: Any, server: ApiServer)
     browser.get(f"{server.url}/login")
     browser.find_element(By.ID, "token").send_keys("dw_not-a-token")
     browser.find_element(By.ID, "login").click()
-    assert "not valid" in browser.find_element(By.CSS_SELECTOR, ".flash-error").text
+    assert "not valid" in find_soon(browser, ".flash-error").text  # once the answer loaded
 
     log_in(browser, server, scope="read")
     wait_until(lambda: body_data(browser, "loaded"), timeout=10, what="the runs list")
