@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -14,8 +13,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 
+from tests.support.loopback_http import LoopbackServer
 
-class OtlpReceiver:
+
+class OtlpReceiver(LoopbackServer):
     """Serves POST /v1/traces on 127.0.0.1; refuses the first ``refuse_first`` requests
     (HTTP 500), keeps the others' parsed bodies."""
 
@@ -23,21 +24,7 @@ class OtlpReceiver:
         self.accepted: list[ExportTraceServiceRequest] = []
         self.refused = 0
         self._refuse_left = refuse_first
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> OtlpReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__()
 
     def requests_with(self, trace_id: int) -> list[list[OtlpSpan]]:
         """The spans of ``trace_id`` in each accepted request that had any."""

@@ -3,9 +3,10 @@ receiver that is down), then 200, and keeps every request it got."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.loopback_http import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -16,25 +17,11 @@ class Received:
     answered: int
 
 
-class WebhookReceiver:
+class WebhookReceiver(LoopbackServer):
     def __init__(self, down_for: int = 0) -> None:
         self.requests: list[Received] = []
         self._down_left = down_for
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> WebhookReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__()
 
     def accepted(self, path: str) -> list[Received]:
         with self._lock:
