@@ -63,6 +63,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "run_if",  # hash node -> its trigger rule, for the nodes whose rule is not all_succeeded
     "failed_deps",  # hash node -> count of its dependencies failed or blocked
     "skipped_deps",  # hash node -> count of its dependencies skipped
+    "pool",  # zset "<queue>\t<node>" -> 0: queued nodes left unpublished for the workers of
+    #          their queue to pull (execution/pool.py); all scored 0, so a queue's nodes are
+    #          one lexicographic range. The run hash's pool_pulled_at: epoch ms of the last pull
 )
 
 

@@ -92,7 +92,7 @@ class PresenceStep(bootsteps.StartStopStep):
             runtime = execution_env(parent.app).runtime
             key = runtime.keys.worker_heartbeat(parent.hostname)
             consumed = sorted(parent.app.amqp.queues.consume_from)
-            capabilities = self._capabilities_of(runtime, consumed)
+            capabilities = self._capabilities_of(runtime, consumed, pool_size(parent))
             now = time.time()
             pipe = runtime.client.pipeline(transaction=False)
             pipe.hset(
@@ -115,11 +115,21 @@ class PresenceStep(bootsteps.StartStopStep):
         except Exception:
             log.warning("could not refresh the worker's presence record", exc_info=True)
 
-    def _capabilities_of(self, runtime: Runtime, queues: list[str]) -> WorkerCapabilities:
+    def _capabilities_of(
+        self, runtime: Runtime, queues: list[str], slots: int
+    ) -> WorkerCapabilities:
         """Built once: the registry and the settings do not change while the worker runs."""
         if self._capabilities is None:
-            self._capabilities = WorkerCapabilities.of(runtime.registry, runtime.settings, queues)
+            self._capabilities = WorkerCapabilities.of(
+                runtime.registry, runtime.settings, queues, slots
+            )
         return self._capabilities
+
+
+def pool_size(consumer: Any) -> int:
+    """How many tasks the worker runs at once (0 if it cannot tell)."""
+    concurrency = getattr(getattr(consumer, "controller", None), "concurrency", None)
+    return concurrency if isinstance(concurrency, int) else 0
 
 
 def forget_dead_workers(runtime: Runtime, entries: dict[str, str], now: float) -> None:

@@ -47,12 +47,20 @@ class WorkerCapabilities:
     """The modules it imported (``--import`` / ``DAGWRIGHT_IMPORTS``)."""
     llm: str
     """How it reaches the models (see ``llm_endpoint``); "" if it cannot."""
+    queues: frozenset[str] = frozenset()
+    """The Celery queues it consumes."""
+    slots: int = 0
+    """How many nodes it runs at once (its pool's processes); 0 if unknown."""
+    pulls: bool = False
+    """Whether it pulls pooled nodes as it finishes nodes (``eager_dispatch``; see
+    orchestrator/execution/pool.py)."""
 
     @classmethod
     def of(
-        cls, registry: WorkerRegistry, settings: Settings, queues: Iterable[str]
+        cls, registry: WorkerRegistry, settings: Settings, queues: Iterable[str], slots: int = 0
     ) -> WorkerCapabilities:
-        """The capabilities of a worker built from ``registry`` and consuming ``queues``."""
+        """The capabilities of a worker built from ``registry``, consuming ``queues`` with
+        ``slots`` processes."""
         consumed = set(queues)
         types = registry.types(include_internal=True)
         function_queues = registry.served_queues().items()
@@ -64,6 +72,9 @@ class WorkerCapabilities:
             functions=frozenset(registry.functions.names()),
             imports=tuple(settings.imports),
             llm=llm_endpoint(settings.llm),
+            queues=frozenset(consumed),
+            slots=slots,
+            pulls=settings.eager_dispatch,
         )
 
     def runs(self, worker_type: str, *, function: str | None = None, llm: bool = False) -> bool:
@@ -82,6 +93,9 @@ class WorkerCapabilities:
                 "functions": sorted(self.functions),
                 "imports": list(self.imports),
                 "llm": self.llm,
+                "queues": sorted(self.queues),
+                "slots": self.slots,
+                "pulls": self.pulls,
                 "expires_at": expires_at,
             }
         )
@@ -95,5 +109,18 @@ class WorkerCapabilities:
             functions=frozenset(entry.get("functions", [])),
             imports=tuple(entry.get("imports", [])),
             llm=str(entry.get("llm", "")),
+            queues=frozenset(entry.get("queues", [])),
+            slots=int(entry.get("slots", 0)),
+            pulls=bool(entry.get("pulls", False)),
         )
         return capabilities, float(entry.get("expires_at", 0))
+
+
+def live_entries(entries: dict[str, str], now: float) -> dict[str, WorkerCapabilities]:
+    """The entries of the capabilities hash (hostname -> JSON) that have not expired."""
+    live = {}
+    for hostname, raw in entries.items():
+        capabilities, expires_at = WorkerCapabilities.from_json(raw)
+        if expires_at > now:
+            live[hostname] = capabilities
+    return live

@@ -29,7 +29,7 @@ from dagwright.errors import (
     RetryableError,
 )
 from dagwright.models import ErrorInfo, Node, RetryPolicy
-from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.execution.backoff import compute_backoff
 from dagwright.orchestrator.execution.eager import EagerSlot
@@ -41,7 +41,14 @@ from dagwright.orchestrator.execution.limits import (
     node_limits,
     publish_waiters,
 )
-from dagwright.orchestrator.runstate.machine import BreakerWait, Claim, Held, LeaseRef
+from dagwright.orchestrator.execution.pool import PullingSlots, dispatch_or_pool
+from dagwright.orchestrator.runstate.machine import (
+    BreakerWait,
+    Claim,
+    Held,
+    LeaseRef,
+    ReadyNode,
+)
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import (
     Expansion,
@@ -75,6 +82,9 @@ class Outcome(enum.StrEnum):
     PARKED = "parked"  # a concurrency limit is full: queued again, waiting for a slot
 
 
+# The outcomes after which a worker pulls from the run's pool itself (a success pulls
+# as it is recorded; a stale attempt freed nothing, a parked one's siblings would park).
+PULLS_AFTER = frozenset({Outcome.FAILED, Outcome.RETRYING, Outcome.WAITING})
 # Not in the node-duration metric: a stale attempt recorded nothing, a parked one ran
 # nothing (a timeout is counted when it is recorded, as TIMEOUT_OUTCOME); a success is
 # counted by the step that records it (record_success), at no extra round trip.
@@ -95,6 +105,11 @@ class ExecutionEnv:
     def holder(self) -> str:
         return process_holder(os.getpid())
 
+    @functools.cached_property
+    def pulling(self) -> PullingSlots:
+        """The worker slots pulling from each queue (pool.py), read every few seconds."""
+        return PullingSlots(self.runtime)
+
 
 @functools.cache
 def process_holder(pid: int) -> str:
@@ -110,13 +125,24 @@ def execute_node(
     that ``eager`` kept for this worker to run itself (see ``eager.py``). Returns the
     outcome of the named node."""
     outcome = attempt_node(env, run_id, node_id, fence, eager)
+    pull_after(env, run_id, outcome, eager)
     while eager is not None and (kept := eager.take()) is not None:
         log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
         started_at, started = time.time(), time.monotonic()
         ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager)
+        pull_after(env, kept.run_id, ran, eager)
         if ran not in UNMEASURED_OUTCOMES:  # a stale or parked node ran nothing to show
             eager.record(kept, ran.value, started_at, time.monotonic() - started)
     return outcome
+
+
+def pull_after(env: ExecutionEnv, run_id: str, outcome: Outcome, eager: EagerSlot | None) -> None:
+    """A success pulls from its run's pool in the step that records it (complete.lua);
+    an attempt that freed this worker otherwise pulls here, so a pooled fan-out whose
+    nodes fail keeps its workers (pool.py)."""
+    if eager is None or eager.kept is not None or outcome not in PULLS_AFTER:
+        return
+    dispatch_readied(env, env.runtime.machine.pull(run_id, sorted(eager.queues)), eager)
 
 
 def attempt_node(
@@ -317,12 +343,16 @@ def record_success(
     else:
         duration = attempt_duration(claim, Outcome.SUCCEEDED.value)
         advance = runtime.machine.complete(
-            ctx.run_id, ctx.node_id, ctx.fence, output_json, duration=duration
+            ctx.run_id,
+            ctx.node_id,
+            ctx.fence,
+            output_json,
+            duration=duration,
+            pull_from=sorted(eager.queues) if eager is not None else (),
         )
     if advance is None:
         return Outcome.STALE
-    ready = eager.keep_one(advance.ready) if eager is not None else advance.ready
-    dispatch(env.broker, runtime.machine, ready)
+    dispatch_readied(env, advance.ready, eager)
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED
@@ -378,10 +408,19 @@ def fail_for_good(
     log.error(
         "node %s/%s failed for good: dead letter %s", ctx.run_id, ctx.node_id, advance.dead_letter
     )
-    dispatch(env.broker, runtime.machine, advance.ready)
+    dispatch_readied(env, advance.ready, None)
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.FAILED
+
+
+def dispatch_readied(env: ExecutionEnv, ready: list[ReadyNode], eager: EagerSlot | None) -> None:
+    """Of the nodes a step readied, ``eager`` keeps one for this worker to run next; the
+    others are published, or pooled for the workers of their queue to pull (pool.py)."""
+    if eager is not None:
+        ready = eager.keep_one(ready)
+    kept = eager.kept if eager is not None else None
+    dispatch_or_pool(env.broker, env.runtime.machine, env.pulling, ready, kept)
 
 
 def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s: float) -> None:

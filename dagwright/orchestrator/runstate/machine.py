@@ -384,9 +384,12 @@ class RunStateMachine:
         output_json: str,
         *,
         duration: NodeDuration | None = None,
+        pull_from: Sequence[str] = (),
     ) -> Advance | None:
         """Record success, and count the attempt's ``duration`` in the same step; None if
-        this worker no longer owns the node (nothing is counted then)."""
+        this worker no longer owns the node (nothing is counted then). With ``pull_from``
+        (the queues of a worker that runs on) and no node of them readied, one node of the
+        run's pool is taken too, and is among the ready (see ``pool``)."""
         counted = duration.fields() if duration is not None else ("", "", 0.0)
         reply = self._call(
             "complete",
@@ -395,9 +398,24 @@ class RunStateMachine:
             fence,
             output_json,
             *counted,
+            *pull_from,
             shared_keys=(self.keys.metrics(NODE_DURATION),),
         )
         return Advance.from_reply(run_id, reply)
+
+    def pool(self, run_id: str, nodes: list[ReadyNode]) -> int:
+        """Leave these queued nodes of one run unpublished, in the run's pool, for the
+        workers of their queues to pull as they finish nodes (``complete(pull_from=)``,
+        ``pull``); the reconciler publishes a pool nobody pulls from. Returns how many
+        were pooled (a node already claimed or published is left alone)."""
+        pairs = [item for node in nodes for item in (node.dispatch.queue, node.node_id)]
+        fields = named_reply(self._call("pool", run_id, *pairs))
+        return int(fields.get("pooled", 0))
+
+    def pull(self, run_id: str, queues: Sequence[str]) -> list[ReadyNode]:
+        """One node of the run's pool on one of ``queues`` (none if it has none): for a
+        worker whose node ended otherwise than by a success."""
+        return _ready_nodes(run_id, named_reply(self._call("pull", run_id, *queues))["ready"])
 
     def fail(
         self,

@@ -35,6 +35,8 @@ SCRIPT_NAMES = (
     "decide",
     "reserve",
     "park",
+    "pool",
+    "pull",
 )
 
 

@@ -1,6 +1,8 @@
 -- Record a node's success and advance the run: O(out-degree of the node), never a scan
 -- (its dependents are decided by their run_if rules, see settle_dependents).
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] output JSON.
+-- ARGV[9..] the queues the worker pulls from: with no node of them readied, it takes one
+-- from the run's pool (pull_from_pool), appended to ready.
 -- ARGV[6] the node-duration counter's bucket field ('' counts nothing), ARGV[7] its sum
 -- field, ARGV[8] the attempt's seconds; SHARED[1] the node-duration counters hash (see
 -- telemetry/counters.py). Counted here, the metric costs no round trip of its own.
@@ -15,6 +17,10 @@ set_final(node, 'succeeded')
 emit('node.succeeded', node)
 local ready = {}
 settle_dependents(node, 'succeeded', ready)
+if #ARGV >= 9 then
+  local queues = {unpack(ARGV, 9)}
+  if not readies_one_of(ready, queues) then pull_from_pool(queues, ready) end
+end
 if ARGV[6] ~= '' then
   -- pcall: a metric must never fail the work it counts (the node is recorded by now).
   redis.pcall('HINCRBY', SHARED[1], ARGV[6], 1)

@@ -63,6 +63,49 @@ local function queue_node(node, ready)
   ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node)}
 end
 
+-- The run's pool (pool.lua, execution/pool.py): queued nodes of a big fan-out left
+-- unpublished, which the workers of their queue pull as they finish a node. A member is
+-- '<queue>\t<node>', all scored 0, so one queue's nodes are one lexicographic range.
+local function pool_member(queue, node)
+  return queue .. '\t' .. node
+end
+
+local function pooled_node(member)
+  return string.sub(member, string.find(member, '\t', 1, true) + 1)
+end
+
+-- Take one pooled node of one of `queues` (in their order) and append it to `ready` as a
+-- queued node to dispatch: back in the outbox, so a worker dying before its claim loses
+-- nothing (the reconciler publishes it). Every pull stamps pool_pulled_at: a pool nobody
+-- pulls from for a while has lost its workers (reconcile.lua publishes it).
+local function pull_from_pool(queues, ready)
+  for _, queue in ipairs(queues) do
+    local prefix = pool_member(queue, '')
+    while true do
+      local found = redis.call('ZRANGEBYLEX', K.pool, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
+      if #found == 0 then break end
+      redis.call('ZREM', K.pool, found[1])
+      redis.call('HSET', K.run, 'pool_pulled_at', NOW)
+      local node = pooled_node(found[1])
+      if redis.call('HGET', K.state, node) == 'queued' then
+        redis.call('ZADD', K.outbox, NOW, node)
+        ready[#ready + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+        return
+      end
+    end
+  end
+end
+
+-- Whether `ready` holds a node of one of `queues` (the worker keeps it: no pull needed).
+local function readies_one_of(ready, queues)
+  local wanted = {}
+  for _, queue in ipairs(queues) do wanted[queue] = true end
+  for _, item in ipairs(ready) do
+    if wanted[cjson.decode(item[3]).queue] then return true end
+  end
+  return false
+end
+
 -- A running node stops running (it finished, failed, will retry, or lost its worker).
 -- Its reservation of the run's budget (reserve.lua) goes with it.
 local function release(node)
@@ -183,7 +226,7 @@ local function stop_open_nodes()
       emit('node.cancelled', node, 'was', state)
     end
   end
-  for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry, K.holder}) do
+  for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder}) do
     redis.call('DEL', key)
   end
   redis.call('HSET', K.run, 'running', 0, 'waiting_approval', 0)

@@ -4,6 +4,7 @@
 -- their queue is empty (their message was lost with a broker or in a dead worker's
 -- prefetch). ARGV[6..] name the queues that are empty now; with none, no queued node is
 -- looked at, so a long backlog costs nothing. At most ARGV[5] nodes of each kind per pass.
+-- A pool left idle for ARGV[3] ms is published too (from_idle_pool), with the unpublished.
 -- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...},
 -- lists of {node, fence, dispatch}. A run past its run timeout (`timeout_ms` after
 -- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
@@ -52,10 +53,30 @@ local empty_queues = {}
 for i = 6, #ARGV do empty_queues[ARGV[i]] = true end
 local function any() return true end
 local function stranded(node, dispatch)
-  return not redis.call('ZSCORE', K.outbox, node) and empty_queues[cjson.decode(dispatch).queue]
+  local queue = cjson.decode(dispatch).queue
+  return not redis.call('ZSCORE', K.outbox, node) and empty_queues[queue]
+      and not redis.call('ZSCORE', K.pool, pool_member(queue, node))
+end
+
+-- A pool nobody pulled from for ARGV[3] ms has lost its workers (or they are all busy
+-- for that long): its nodes are published like unconfirmed ones, ARGV[5] per pass.
+local function from_idle_pool(found)
+  if redis.call('EXISTS', K.pool) == 0 then return end
+  local pulled_at = tonumber(redis.call('HGET', K.run, 'pool_pulled_at') or 0)
+  if NOW - pulled_at < tonumber(ARGV[3]) then return end
+  redis.call('HSET', K.run, 'pool_pulled_at', NOW)
+  for _, member in ipairs(redis.call('ZRANGE', K.pool, 0, tonumber(limit) - 1)) do
+    redis.call('ZREM', K.pool, member)
+    local node = pooled_node(member)
+    if redis.call('HGET', K.state, node) == 'queued' then
+      redis.call('ZADD', K.outbox, NOW, node)
+      found[#found + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+    end
+  end
 end
 
 local unpublished = overdue(K.outbox, ARGV[3], any)
+from_idle_pool(unpublished)
 local stranded_nodes = {}
 if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], stranded) end
 return {'status', status, 'requeued', requeued, 'unpublished', unpublished,

@@ -1,0 +1,92 @@
+"""Pulled fan-outs: the nodes of a big fan-out wait in Redis for their workers to pull them.
+
+When a success readies many nodes of one queue at once, a message for each costs the
+broker, and each worker's main process, about a millisecond of CPU a node: on a small
+machine that is the whole fan-out's time (Celery's chord pays it too). So only as many
+messages go out as the queue has worker slots, to wake them; the other nodes stay queued
+in the run's pool (pool.lua). A worker that finishes a node of the run takes the next
+one from the pool in the script that records its success (complete.lua) and runs it
+next, eagerly: through its claim, with its fence, limits, lease and timeout (eager.py).
+
+Nothing is lost: a pulled node is in the outbox until its claim, and a pool nobody pulled
+from for ``publish_grace_s`` is published by the reconciler (reconcile.lua). Nodes are
+pooled only when every live worker of their queue pulls and told its slots: one that
+does not (``eager_dispatch`` off, or an older version) would never take its share.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.runstate.machine import ReadyNode, RunStateMachine
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.workers.capabilities import WorkerCapabilities, live_entries
+
+SLOTS_FRESH_S = 2.0  # how long a worker reuses its reading of the workers' slots
+
+
+class PullingSlots:
+    """How many live worker slots pull from each queue, read from the workers'
+    capabilities (one HGETALL) at most every ``SLOTS_FRESH_S``."""
+
+    def __init__(self, runtime: Runtime, clock: Callable[[], float] = time.time) -> None:
+        self.runtime = runtime
+        self.clock = clock
+        self._workers: list[WorkerCapabilities] = []
+        self._read_at = float("-inf")
+
+    def of(self, queue: str) -> int:
+        """The slots pulling from ``queue``; 0 when a worker serving it does not pull or
+        does not tell its slots (then every node gets its message)."""
+        serving = [worker for worker in self._live() if queue in worker.queues]
+        if not serving or not all(worker.pulls and worker.slots > 0 for worker in serving):
+            return 0
+        return sum(worker.slots for worker in serving)
+
+    def _live(self) -> list[WorkerCapabilities]:
+        now = self.clock()
+        if now - self._read_at > SLOTS_FRESH_S:
+            entries = self.runtime.client.hgetall(self.runtime.keys.worker_capabilities)
+            self._workers = list(live_entries(entries, now).values())
+            self._read_at = now
+        return self._workers
+
+
+def wake_or_pool(
+    ready: list[ReadyNode], slots: Callable[[str], int], kept: ReadyNode | None
+) -> tuple[list[ReadyNode], list[ReadyNode]]:
+    """Split nodes to dispatch into those to publish and those to pool: per queue, a
+    message for each pulling slot but the one already busy with ``kept`` (this worker's),
+    the rest pooled; every node is published where no slot pulls."""
+    by_queue: dict[str, list[ReadyNode]] = {}
+    for node in ready:
+        by_queue.setdefault(node.dispatch.queue, []).append(node)
+    publish: list[ReadyNode] = []
+    pool: list[ReadyNode] = []
+    for queue, nodes in by_queue.items():
+        pulling = slots(queue)
+        wake = max(pulling - (kept is not None and kept.dispatch.queue == queue), 0)
+        if not pulling or len(nodes) <= wake:
+            publish += nodes
+        else:
+            publish += nodes[:wake]
+            pool += nodes[wake:]
+    return publish, pool
+
+
+def dispatch_or_pool(
+    broker: Broker,
+    machine: RunStateMachine,
+    slots: PullingSlots,
+    ready: list[ReadyNode],
+    kept: ReadyNode | None,
+) -> None:
+    """Dispatch the nodes a worker's step readied (and did not keep), pooling what
+    ``wake_or_pool`` says. The pool is filled before the wake-up messages go out, so a
+    woken worker finds it; the nodes are all of one run (one step readied them)."""
+    publish, pool = wake_or_pool(ready, slots.of, kept)
+    if pool:
+        machine.pool(pool[0].run_id, pool)
+    dispatch(broker, machine, publish)

@@ -1,0 +1,249 @@
+"""Pulled fan-outs (orchestrator/execution/pool.py): a big fan-out publishes a message per
+pulling worker slot and leaves the other nodes in the run's pool, which the workers drain
+as they finish nodes; nothing is lost when they die, a cancel empties the pool, and a
+queue served by a worker that does not pull gets a message per node."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.worker import state as worker_state
+
+from dagwright import Client, PlanBuilder, RunStatus
+from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX
+from dagwright.orchestrator.execution import attempt
+from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
+from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.execution.pool import PullingSlots, wake_or_pool
+from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.settings import Settings
+from dagwright.tasks import build_app
+from dagwright.tasks.env import execution_env
+from dagwright.workers.capabilities import WorkerCapabilities
+from tests.support.round_trips import counting_round_trips
+from tests.support.runstate import start
+from tests.support.waiting import wait_until
+
+QUEUE = f"{QUEUE_PREFIX}function"
+OTHER_QUEUE = f"{QUEUE_PREFIX}coder"
+
+
+def ready(node_id: str, queue: str = QUEUE) -> ReadyNode:
+    return ReadyNode("run", node_id, 1, Dispatch(queue=queue, time_limit_s=60))
+
+
+def ids(nodes: list[ReadyNode]) -> list[str]:
+    return [node.node_id for node in nodes]
+
+
+# -- what is published and what is pooled ------------------------------------------
+
+
+def test_a_fan_out_wakes_each_pulling_slot_but_the_busy_one_and_pools_the_rest() -> None:
+    nodes = [ready(f"n{i}") for i in range(10)]
+    publish, pool = wake_or_pool(nodes[1:], {QUEUE: 3}.get, kept=nodes[0])
+    assert ids(publish) == ["n1", "n2"]  # three slots, one of them this worker's
+    assert ids(pool) == [f"n{i}" for i in range(3, 10)]
+
+
+def test_without_pulling_slots_or_beyond_a_small_fan_out_every_node_is_published() -> None:
+    nodes = [ready("a"), ready("b"), ready("c", OTHER_QUEUE)]
+    slots = {QUEUE: 0, OTHER_QUEUE: 4}.get
+    assert wake_or_pool(nodes, slots, kept=None) == (nodes, [])
+    few = [ready("a"), ready("b")]
+    assert wake_or_pool(few, {QUEUE: 2}.get, kept=None) == (few, [])
+
+
+def test_each_queue_is_split_on_its_own() -> None:
+    nodes = [ready("a"), ready("b"), ready("x", OTHER_QUEUE), ready("y", OTHER_QUEUE)]
+    publish, pool = wake_or_pool(nodes, {QUEUE: 1, OTHER_QUEUE: 1}.get, kept=ready("k"))
+    assert ids(publish) == ["x"]  # QUEUE's only slot is this worker's, busy with k
+    assert ids(pool) == ["a", "b", "y"]
+
+
+# -- who pulls ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
+    """What a worker process runs nodes with (no worker consumes this broker database)."""
+    env = execution_env(build_app(no_worker_settings))
+    yield env
+    env.leases.close()
+
+
+def announce(
+    env: ExecutionEnv, name: str, *, slots: int, pulls: bool = True, queue: str = QUEUE
+) -> None:
+    """A live worker's capabilities entry, as its presence step writes it."""
+    capabilities = WorkerCapabilities(
+        worker_types=frozenset({"function"}),
+        functions=frozenset(),
+        imports=(),
+        llm="",
+        queues=frozenset({queue}),
+        slots=slots,
+        pulls=pulls,
+    )
+    env.runtime.client.hset(
+        env.runtime.keys.worker_capabilities, name, capabilities.to_json(time.time() + 60)
+    )
+
+
+def test_the_slots_of_a_queue_are_those_of_its_live_pulling_workers(env: ExecutionEnv) -> None:
+    announce(env, "a", slots=2)
+    announce(env, "b", slots=3)
+    announce(env, "c", slots=8, queue=OTHER_QUEUE)
+    assert PullingSlots(env.runtime).of(QUEUE) == 5
+    announce(env, "d", slots=1, pulls=False)  # it would never take its share of a pool
+    assert PullingSlots(env.runtime).of(QUEUE) == 0
+    assert PullingSlots(env.runtime).of(f"{QUEUE_PREFIX}writer") == 0  # nobody serves it
+
+
+# -- the pool in a run ----------------------------------------------------------------
+
+
+def long_slot() -> EagerSlot:
+    return EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 24 * 3600)
+
+
+def fan_out(width: int, function: str = "noop") -> list[dict[str, Any]]:
+    children = [
+        {"id": f"c{i}", "depends_on": ["root"], "function": function} for i in range(width)
+    ]
+    join = {"id": "join", "depends_on": [c["id"] for c in children], "run_if": "all_done"}
+    return [{"id": "root"}, *children, join]
+
+
+def pool_members(env: ExecutionEnv, run_id: str) -> list[str]:
+    key = env.runtime.keys.run_key(run_id, "pool")
+    return [str(member) for member in env.runtime.client.zrange(key, 0, -1)]
+
+
+def test_a_worker_drains_the_pool_at_two_round_trips_a_node_and_wakes_the_other_slot(
+    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    announce(env, "two-slots", slots=2)
+    warm_up, _ = start(env.runtime, fan_out(3))  # the scripts loaded, the slots read
+    assert execute_node(env, warm_up, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    run_id, _ = start(env.runtime, fan_out(10))
+    messages = env.broker.queue_depth(QUEUE) or 0  # the warm-up's
+    with counting_round_trips(monkeypatch) as sent:
+        assert execute_node(env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    # one message, for the other slot; this worker ran every other child and the pool is empty
+    assert env.broker.queue_depth(QUEUE) == messages + 1
+    assert pool_members(env, run_id) == []
+    states = env.runtime.store.read_state(run_id).nodes
+    waiting = [node_id for node_id, node in states.items() if node.status.value == "queued"]
+    assert len(waiting) == 1
+    # the root: claim, complete, pool, publish, confirm; each of the 9 pulled: claim and a
+    # complete that pulls the next
+    assert sent == ["EVALSHA"] * 3 + ["LPUSH+PUBLISH", "ZREM"] + ["EVALSHA"] * 2 * 9, sent
+    # the woken slot runs its node; its success readies the join, run at once
+    assert execute_node(env, run_id, waiting[0], 1, long_slot()) == Outcome.SUCCEEDED
+    assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+
+
+def test_a_pooled_fan_out_whose_nodes_fail_keeps_its_worker_pulling(env: ExecutionEnv) -> None:
+    announce(env, "one-slot", slots=1)
+    run_id, _ = start(env.runtime, fan_out(6, function="fail"))
+    assert execute_node(env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    state = env.runtime.store.read_state(run_id)
+    assert sorted(n.status.value for k, n in state.nodes.items() if k.startswith("c")) == [
+        "failed"
+    ] * 6
+    # no child had a message (the only slot was this worker's); the join, readied by the
+    # last failure, has one, and runs after them (all_done)
+    assert env.broker.queue_depth(QUEUE) == 1
+    assert execute_node(env, run_id, "join", 1, long_slot()) == Outcome.SUCCEEDED
+    assert env.runtime.store.run_status(run_id) == RunStatus.FAILED
+
+
+def test_a_pool_whose_workers_died_is_published_by_the_reconciler(
+    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    announce(env, "two-slots", slots=2)
+    run_id, _ = start(env.runtime, fan_out(6))
+    claim_node = attempt.claim_node
+
+    def dies_before_its_kept_node(env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
+        if node != "root":
+            raise SystemExit("killed")
+        return claim_node(env, run, node, fence)
+
+    monkeypatch.setattr(attempt, "claim_node", dies_before_its_kept_node)
+    with pytest.raises(SystemExit):
+        execute_node(env, run_id, "root", 1, long_slot())
+    pooled = [member.split("\t")[1] for member in pool_members(env, run_id)]
+    assert len(pooled) == 4  # six children: one kept, one published, four pooled
+    machine = env.runtime.machine
+    # its queue empty and the nodes old: still, pooled nodes are not "stranded"
+    time.sleep(0.01)  # (the pool and the outbox are scored in server milliseconds)
+    found = machine.reconcile_run(
+        run_id, publish_grace_s=60, stranded_after_s=0.001, empty_queues=[QUEUE]
+    )
+    assert not set(pooled) & {node.node_id for node in found.stranded}
+    # nobody pulled for the grace: the kept node and the pool are published
+    found = machine.reconcile_run(run_id, publish_grace_s=0.001, stranded_after_s=60)
+    assert sorted(node.node_id for node in found.unpublished) == sorted(["c0", *pooled])
+    assert pool_members(env, run_id) == []
+
+
+def test_a_cancel_empties_the_pool(
+    env: ExecutionEnv, client_for_env: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    announce(env, "one-slot", slots=1)
+    run_id, _ = start(env.runtime, fan_out(5))
+    claim_node = attempt.claim_node
+
+    def claims_only_the_root(env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
+        return claim_node(env, run, node, fence) if node == "root" else None
+
+    monkeypatch.setattr(attempt, "claim_node", claims_only_the_root)
+    execute_node(env, run_id, "root", 1, long_slot())
+    assert len(pool_members(env, run_id)) == 4  # five children: one kept, no other slot
+    client_for_env.cancel(run_id)
+    assert pool_members(env, run_id) == []
+    assert env.runtime.store.run_status(run_id) == RunStatus.CANCELLED
+
+
+@pytest.fixture
+def client_for_env(no_worker_settings: Settings) -> Client:
+    return Client(no_worker_settings)
+
+
+def test_a_queue_served_by_a_worker_that_does_not_pull_gets_a_message_per_node(
+    env: ExecutionEnv,
+) -> None:
+    announce(env, "puller", slots=4)
+    announce(env, "old", slots=4, pulls=False)
+    run_id, _ = start(env.runtime, fan_out(10))
+    slot = long_slot()
+    slot.deadline = time.monotonic()  # this worker keeps nothing either
+    assert execute_node(env, run_id, "root", 1, slot) == Outcome.SUCCEEDED
+    assert env.broker.queue_depth(QUEUE) == 10
+    assert pool_members(env, run_id) == []
+
+
+# -- on a real worker -----------------------------------------------------------------
+
+
+def test_a_wide_fan_out_runs_on_a_few_messages(worker: Any, client: Client) -> None:
+    # the worker's presence (its slots) is written every few seconds: the test's set-up
+    # emptied the database after the worker's first
+    wait_until(
+        lambda: PullingSlots(client.runtime).of(QUEUE) == 4, timeout=15, what="its slots"
+    )
+    plan = PlanBuilder("wide")
+    plan.function("root", "noop")
+    children = [plan.function(f"c{i}", "noop", depends_on=["root"]) for i in range(40)]
+    plan.function("join", "noop", depends_on=children)
+    before = worker_state.total_count[NODE_EXECUTE_TASK]
+    state = client.submit(plan.build()).wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED
+    # the root's message and one per other slot of the worker (4 threads); a reconciler
+    # pass finding the pool idle under a slow machine may publish a few more
+    assert worker_state.total_count[NODE_EXECUTE_TASK] - before <= 10
