@@ -419,10 +419,27 @@ def test_names_kubernetes_cannot_take_are_refused(helm: str, tmp_path: Path) -> 
 def test_the_optional_components_switch_off(helm: str, tmp_path: Path) -> None:
     off = {"enabled": False}
     values = {"server": off, "flower": off, "metrics": off, "valkey": off}
-    values["namespace"] = {"create": False}
     rendered = render(helm, values, tmp=tmp_path)
     assert set(rendered.objects("Deployment")) == {
         f"dagwright-{name}" for name in {"orchestrator", "reconciler", "beat"} | WORKER_TYPES
     }
     assert rendered.objects("Service") == rendered.objects("StatefulSet") == {}
-    assert rendered.objects("Namespace") == {}
+
+
+def test_the_sandbox_types_can_have_a_namespace_of_their_own(helm: str, tmp_path: Path) -> None:
+    """values.yaml's recipe for keeping the main namespace at Baseline: a second release
+    running python and coder alone, on the first one's Valkey."""
+    off = {"enabled": False}
+    components = ("orchestrator", "reconciler", "beat", "server", "flower", "metrics", "valkey")
+    values: dict[str, Any] = {name: off for name in components}
+    values["workers"] = {name: None for name in WORKER_TYPES - SANDBOX_TYPES}
+    values["namespace"] = {"name": "dagwright-sandbox"}
+    values["redis"] = {"host": "valkey.dagwright.svc"}
+    rendered = render(helm, values, tmp=tmp_path)
+    names = {f"dagwright-{name}" for name in SANDBOX_TYPES}
+    assert set(rendered.objects("Deployment")) == set(rendered.objects("ScaledObject")) == names
+    assert set(rendered.objects("Namespace")) == {"dagwright-sandbox"}
+    for deployment in rendered.objects("Deployment").values():
+        [container] = containers(deployment)
+        url = env_of(container)["DAGWRIGHT_REDIS_URL"]["value"]
+        assert url == "redis://:$(VALKEY_PASSWORD)@valkey.dagwright.svc:6379/0"
