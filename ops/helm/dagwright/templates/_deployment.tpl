@@ -50,7 +50,7 @@ spec:
   template:
     metadata:
       labels:
-        {{- include "dagwright.commonLabels" $root | nindent 8 }}
+        {{- include "dagwright.podLabels" $root | nindent 8 }}
         {{- toYaml .labels | nindent 8 }}
     spec:
       {{- if .sandbox }}

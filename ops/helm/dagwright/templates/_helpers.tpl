@@ -10,10 +10,16 @@ _deployment.tpl's; workers.yaml turns the `workers:` map into one per entry.
 
 {{/* Labels on every object: what Helm and `kubectl get -l` group them by. */}}
 {{- define "dagwright.commonLabels" -}}
-app.kubernetes.io/part-of: dagwright
+{{ include "dagwright.podLabels" . }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* The part of them pods carry too: not the chart's version, which would restart
+every pod at a chart upgrade that changes nothing of theirs. */}}
+{{- define "dagwright.podLabels" -}}
+app.kubernetes.io/part-of: dagwright
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/* The Secret the pods read, by reference: yours (secret.existingSecret) or the chart's. */}}
