@@ -417,13 +417,19 @@ def test_names_kubernetes_cannot_take_are_refused(helm: str, tmp_path: Path) -> 
 
 
 def test_the_optional_components_switch_off(helm: str, tmp_path: Path) -> None:
+    """Without the chart's Valkey, pods reach the Redis of `redis:`."""
     off = {"enabled": False}
-    values = {"server": off, "flower": off, "metrics": off, "valkey": off}
+    values: dict[str, Any] = {"server": off, "flower": off, "metrics": off, "valkey": off}
+    managed = "rediss://:$(VALKEY_PASSWORD)@redis.example.com:6380/0"
+    values["redis"] = {"url": managed}
     rendered = render(helm, values, tmp=tmp_path)
     assert set(rendered.objects("Deployment")) == {
         f"dagwright-{name}" for name in {"orchestrator", "reconciler", "beat"} | WORKER_TYPES
     }
     assert rendered.objects("Service") == rendered.objects("StatefulSet") == {}
+    for deployment in rendered.objects("Deployment").values():
+        [container] = containers(deployment)
+        assert env_of(container)["DAGWRIGHT_REDIS_URL"]["value"] == managed
 
 
 def test_the_sandbox_types_can_have_a_namespace_of_their_own(helm: str, tmp_path: Path) -> None:

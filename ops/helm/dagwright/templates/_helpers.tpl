@@ -51,7 +51,9 @@ A worker type's name in Kubernetes names and label values: function queues' ':' 
 - name: VALKEY_PASSWORD
   valueFrom: {secretKeyRef: {name: {{ include "dagwright.secretName" . }}, key: redis-password}}
 - name: DAGWRIGHT_REDIS_URL
-  value: {{ printf "%s://:$(VALKEY_PASSWORD)@%s:%v/%v" .Values.redis.scheme .Values.redis.host .Values.redis.port .Values.redis.database }}
+  {{- with .Values.redis }}
+  value: {{ .url | default (printf "%s://:$(VALKEY_PASSWORD)@%s:%v/%v" .scheme .host .port .database) | quote }}
+  {{- end }}
 {{- end }}
 
 {{/* The API key, for what calls the LLM only (the planner, the agent types). */}}
