@@ -1,5 +1,5 @@
 # The image of every dagwright process: workers, beat, the reconciler, Flower and the
-# metrics server (docker-compose.yml, ops/k8s/). Built from the repository root:
+# metrics server (docker-compose.yml, ops/helm/dagwright/). Built from the repository root:
 #   docker build -t dagwright:latest -f ops/docker/dagwright.Dockerfile .
 # Your functions, tools and worker types: build FROM this image, COPY or pip install
 # your package, and name its modules in DAGWRIGHT_IMPORTS (the working directory /app
