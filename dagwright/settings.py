@@ -324,7 +324,9 @@ class Settings(BaseSettings):
     """A worker runs a node that a success readied itself, without publishing its message,
     when it serves that node's queue and the message it serves has time left (see
     orchestrator/execution/eager.py; Flower still lists such a node, from the task events
-    the worker sends for it). Off: every node is a Celery message of its own."""
+    the worker sends for it); and it pulls the nodes of a big fan-out, which get a message
+    only per worker slot (orchestrator/execution/pool.py). Off: every node is a Celery
+    message of its own."""
 
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""
