@@ -169,9 +169,12 @@ def test_a_page_of_another_site_cannot_use_loopback_anonymity_or_dns_rebinding(
         # What any page the user opens could make the browser send to 127.0.0.1:
         assert_problem(http.post("/api/v1/runs", json=PLAN, headers=ANOTHER_SITE), 403)
         foreign_origin = {"Origin": "https://evil.example"}
-        assert assert_problem(http.post("/api/v1/runs", json=PLAN, headers=foreign_origin), 403)[
-            "error"
-        ] == "CSRFError"
+        assert (
+            assert_problem(http.post("/api/v1/runs", json=PLAN, headers=foreign_origin), 403)[
+                "error"
+            ]
+            == "CSRFError"
+        )
         # A rebinding name resolving to 127.0.0.1: same-origin for the page, not loopback.
         assert_problem(http.get("/api/v1/runs", headers={"Host": "evil.example"}), 401)
         # The user's own tools (curl: no browser headers) and own pages still work.

@@ -159,8 +159,10 @@ def test_a_stop_announcement_stops_only_that_run_s_nodes_and_survives_a_reconnec
             # ...and it subscribes again on a new connection (redis-py may reconnect at once,
             # so "not listening" in between is not observable reliably).
             wait_until(
-                lambda: listening(runtime.client, channel)
-                and not killed & pubsub_connections(runtime.client),
+                lambda: (
+                    listening(runtime.client, channel)
+                    and not killed & pubsub_connections(runtime.client)
+                ),
                 what="a new subscription",
             )
             announced = time.monotonic()

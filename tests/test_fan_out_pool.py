@@ -17,7 +17,7 @@ from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import EagerSlot
-from dagwright.orchestrator.execution.pool import PullingSlots, wake_or_pool
+from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
@@ -111,9 +111,7 @@ def long_slot() -> EagerSlot:
 
 
 def fan_out(width: int, function: str = "noop") -> list[dict[str, Any]]:
-    children = [
-        {"id": f"c{i}", "depends_on": ["root"], "function": function} for i in range(width)
-    ]
+    children = [{"id": f"c{i}", "depends_on": ["root"], "function": function} for i in range(width)]
     join = {"id": "join", "depends_on": [c["id"] for c in children], "run_if": "all_done"}
     return [{"id": "root"}, *children, join]
 
@@ -129,22 +127,76 @@ def test_a_worker_drains_the_pool_at_two_round_trips_a_node_and_wakes_the_other_
     announce(env, "two-slots", slots=2)
     warm_up, _ = start(env.runtime, fan_out(3))  # the scripts loaded, the slots read
     assert execute_node(env, warm_up, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    purge(env)  # the warm-up's message: a message waiting would keep the other slot busy
+    env.backlog = QueueBacklog(env.broker)  # (and its reading of the queue is forgotten)
     run_id, _ = start(env.runtime, fan_out(10))
-    messages = env.broker.queue_depth(QUEUE) or 0  # the warm-up's
     with counting_round_trips(monkeypatch) as sent:
         assert execute_node(env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
     # one message, for the other slot; this worker ran every other child and the pool is empty
-    assert env.broker.queue_depth(QUEUE) == messages + 1
+    assert env.broker.queue_depth(QUEUE) == 1
     assert pool_members(env, run_id) == []
     states = env.runtime.store.read_state(run_id).nodes
     waiting = [node_id for node_id, node in states.items() if node.status.value == "queued"]
     assert len(waiting) == 1
-    # the root: claim, complete, pool, publish, confirm; each of the 9 pulled: claim and a
-    # complete that pulls the next
-    assert sent == ["EVALSHA"] * 3 + ["LPUSH+PUBLISH", "ZREM"] + ["EVALSHA"] * 2 * 9, sent
+    # the root: claim, complete, the queue's backlog (kombu: whether the queue exists, and
+    # if so its length), pool, publish, confirm; each of the 9 pulled: claim and a complete
+    # that pulls the next
+    tail = ["EVALSHA", "LPUSH+PUBLISH", "ZREM"] + ["EVALSHA"] * 2 * 9
+    backlog = sent[2 : -len(tail)]
+    assert sent[:2] == ["EVALSHA"] * 2 and sent[-len(tail) :] == tail, sent
+    assert 1 <= len(backlog) <= 2 and "EVALSHA" not in backlog, sent
     # the woken slot runs its node; its success readies the join, run at once
     assert execute_node(env, run_id, waiting[0], 1, long_slot()) == Outcome.SUCCEEDED
     assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+
+
+def purge(env: ExecutionEnv) -> None:
+    """Drop the messages waiting in the test's queue."""
+    with env.broker.app.connection_or_acquire() as connection:  # type: ignore[attr-defined]
+        connection.default_channel.queue_purge(QUEUE)
+
+
+def test_when_messages_wait_for_every_slot_the_worker_runs_the_branches_itself(
+    env: ExecutionEnv,
+) -> None:
+    announce(env, "two-slots", slots=2)
+    other_run, _ = start(env.runtime, [{"id": "x"}])
+    env.broker.publish([ReadyNode(other_run, "x", 1, Dispatch(queue=QUEUE, time_limit_s=60))])
+    diamond = [
+        {"id": "a"},
+        {"id": "b", "depends_on": ["a"]},
+        {"id": "c", "depends_on": ["a"]},
+        {"id": "d", "depends_on": ["b", "c"]},
+    ]
+    run_id, _ = start(env.runtime, diamond)
+    # b is kept; the other slot has a message to run first: c is pooled, not published,
+    # and this worker pulls it after b, then runs d
+    assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    assert env.broker.queue_depth(QUEUE) == 1  # only the other run's message
+
+
+def test_in_a_burst_a_node_waking_another_slot_stays_within_four_round_trips(
+    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    announce(env, "two-slots", slots=2)
+    diamond = [
+        {"id": "a"},
+        {"id": "b", "depends_on": ["a"]},
+        {"id": "c", "depends_on": ["a"]},
+        {"id": "d", "depends_on": ["b", "c"]},
+    ]
+    warm_up, _ = start(env.runtime, diamond)
+    assert execute_node(env, warm_up, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    purge(env)
+    env.backlog = QueueBacklog(env.broker, clock=lambda: 0.0)  # one reading, reused
+    assert env.backlog.of(QUEUE) == 0
+    run_id, _ = start(env.runtime, diamond)
+    with counting_round_trips(monkeypatch) as sent:
+        assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    # a: claim, complete, c's message (the other slot is idle: the backlog read a moment
+    # ago is reused), confirm; then b, kept: claim, complete
+    assert sent == ["EVALSHA", "EVALSHA", "LPUSH+PUBLISH", "ZREM", "EVALSHA", "EVALSHA"], sent
 
 
 def test_a_pooled_fan_out_whose_nodes_fail_keeps_its_worker_pulling(env: ExecutionEnv) -> None:
@@ -152,9 +204,10 @@ def test_a_pooled_fan_out_whose_nodes_fail_keeps_its_worker_pulling(env: Executi
     run_id, _ = start(env.runtime, fan_out(6, function="fail"))
     assert execute_node(env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
     state = env.runtime.store.read_state(run_id)
-    assert sorted(n.status.value for k, n in state.nodes.items() if k.startswith("c")) == [
-        "failed"
-    ] * 6
+    assert (
+        sorted(n.status.value for k, n in state.nodes.items() if k.startswith("c"))
+        == ["failed"] * 6
+    )
     # no child had a message (the only slot was this worker's); the join, readied by the
     # last failure, has one, and runs after them (all_done)
     assert env.broker.queue_depth(QUEUE) == 1
@@ -234,9 +287,7 @@ def test_a_queue_served_by_a_worker_that_does_not_pull_gets_a_message_per_node(
 def test_a_wide_fan_out_runs_on_a_few_messages(worker: Any, client: Client) -> None:
     # the worker's presence (its slots) is written every few seconds: the test's set-up
     # emptied the database after the worker's first
-    wait_until(
-        lambda: PullingSlots(client.runtime).of(QUEUE) == 4, timeout=15, what="its slots"
-    )
+    wait_until(lambda: PullingSlots(client.runtime).of(QUEUE) == 4, timeout=15, what="its slots")
     plan = PlanBuilder("wide")
     plan.function("root", "noop")
     children = [plan.function(f"c{i}", "noop", depends_on=["root"]) for i in range(40)]

@@ -41,7 +41,7 @@ from dagwright.orchestrator.execution.limits import (
     node_limits,
     publish_waiters,
 )
-from dagwright.orchestrator.execution.pool import PullingSlots, dispatch_or_pool
+from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
 from dagwright.orchestrator.runstate.machine import (
     BreakerWait,
     Claim,
@@ -109,6 +109,11 @@ class ExecutionEnv:
     def pulling(self) -> PullingSlots:
         """The worker slots pulling from each queue (pool.py), read every few seconds."""
         return PullingSlots(self.runtime)
+
+    @functools.cached_property
+    def backlog(self) -> QueueBacklog:
+        """The messages waiting in each queue (pool.py), read at most every 0.1 s."""
+        return QueueBacklog(self.broker)
 
 
 @functools.cache
@@ -420,7 +425,7 @@ def dispatch_readied(env: ExecutionEnv, ready: list[ReadyNode], eager: EagerSlot
     if eager is not None:
         ready = eager.keep_one(ready)
     kept = eager.kept if eager is not None else None
-    dispatch_or_pool(env.broker, env.runtime.machine, env.pulling, ready, kept)
+    dispatch_or_pool(env.broker, env.runtime.machine, env.pulling, env.backlog, ready, kept)
 
 
 def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s: float) -> None:

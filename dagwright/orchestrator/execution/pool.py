@@ -25,6 +25,10 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.workers.capabilities import WorkerCapabilities, live_entries
 
 SLOTS_FRESH_S = 2.0  # how long a worker reuses its reading of the workers' slots
+# How long a worker reuses its reading of a queue's backlog. A stale "busy" may pool a
+# branch that an idle slot could have started: it runs after this worker's node, or is
+# published once its pool has been idle for publish_grace_s.
+BACKLOG_FRESH_S = 0.1
 
 
 class PullingSlots:
@@ -54,12 +58,38 @@ class PullingSlots:
         return self._workers
 
 
+class QueueBacklog:
+    """How many messages wait in a queue, as the broker says, reused for
+    ``BACKLOG_FRESH_S``: in a burst, a step that readies nodes for other workers asks
+    once per burst, not once per node (the hot path stays at 4 round trips)."""
+
+    def __init__(self, broker: Broker, clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker = broker
+        self.clock = clock
+        self._readings: dict[str, tuple[int, float]] = {}
+
+    def of(self, queue: str) -> int:
+        """The messages waiting in ``queue`` (0 if the broker cannot tell)."""
+        now = self.clock()
+        depth, read_at = self._readings.get(queue, (0, float("-inf")))
+        if now - read_at > BACKLOG_FRESH_S:
+            depth = self.broker.queue_depth(queue) or 0
+            self._readings[queue] = (depth, now)
+        return depth
+
+
 def wake_or_pool(
-    ready: list[ReadyNode], slots: Callable[[str], int], kept: ReadyNode | None
+    ready: list[ReadyNode],
+    slots: Callable[[str], int],
+    kept: ReadyNode | None,
+    backlog: Callable[[str], int] = lambda queue: 0,
 ) -> tuple[list[ReadyNode], list[ReadyNode]]:
     """Split nodes to dispatch into those to publish and those to pool: per queue, a
-    message for each pulling slot but the one already busy with ``kept`` (this worker's),
-    the rest pooled; every node is published where no slot pulls."""
+    message for each idle pulling slot, the rest pooled; every node is published where no
+    slot pulls. Not idle: the slot of this worker, busy with ``kept``, and as many as the
+    queue has messages waiting (its ``backlog``, asked only when a node would be pooled).
+    A queue this worker does not run on next gets at least one message: one worker of the
+    run must be there to pull."""
     by_queue: dict[str, list[ReadyNode]] = {}
     for node in ready:
         by_queue.setdefault(node.dispatch.queue, []).append(node)
@@ -67,12 +97,16 @@ def wake_or_pool(
     pool: list[ReadyNode] = []
     for queue, nodes in by_queue.items():
         pulling = slots(queue)
-        wake = max(pulling - (kept is not None and kept.dispatch.queue == queue), 0)
-        if not pulling or len(nodes) <= wake:
+        if not pulling:
             publish += nodes
-        else:
-            publish += nodes[:wake]
-            pool += nodes[wake:]
+            continue
+        runs_on = kept is not None and kept.dispatch.queue == queue
+        idle = pulling - runs_on
+        if len(nodes) > idle or runs_on:  # something may be pooled: ask how busy they are
+            idle -= backlog(queue)
+        wake = min(max(idle, 0 if runs_on else 1), len(nodes))
+        publish += nodes[:wake]
+        pool += nodes[wake:]
     return publish, pool
 
 
@@ -80,13 +114,14 @@ def dispatch_or_pool(
     broker: Broker,
     machine: RunStateMachine,
     slots: PullingSlots,
+    backlog: QueueBacklog,
     ready: list[ReadyNode],
     kept: ReadyNode | None,
 ) -> None:
     """Dispatch the nodes a worker's step readied (and did not keep), pooling what
     ``wake_or_pool`` says. The pool is filled before the wake-up messages go out, so a
     woken worker finds it; the nodes are all of one run (one step readied them)."""
-    publish, pool = wake_or_pool(ready, slots.of, kept)
+    publish, pool = wake_or_pool(ready, slots.of, kept, backlog.of)
     if pool:
         machine.pool(pool[0].run_id, pool)
     dispatch(broker, machine, publish)
