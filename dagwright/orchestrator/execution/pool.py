@@ -3,8 +3,9 @@
 When a success readies many nodes of one queue at once, a message for each costs the
 broker, and each worker's main process, about a millisecond of CPU a node: on a small
 machine that is the whole fan-out's time (Celery's chord pays it too). So only as many
-messages go out as the queue has worker slots, to wake them; the other nodes stay queued
-in the run's pool (pool.lua). A worker that finishes a node of the run takes the next
+messages go out as the queue has idle worker slots, to wake them (its pulling slots, less
+this worker's and less the messages already waiting for one); the other nodes stay
+queued in the run's pool (pool.lua). A worker that finishes a node of the run takes the next
 one from the pool in the script that records its success (complete.lua) and runs it
 next, eagerly: through its claim, with its fence, limits, lease and timeout (eager.py).
 
