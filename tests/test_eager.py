@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,6 @@ from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
-from dagwright.tasks.env import execution_env
 from dagwright.tasks.node import eager_slot_for
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import start
@@ -64,69 +62,65 @@ def test_no_slot_without_known_queues_or_time_limit() -> None:
     assert eager_slot([QUEUE], 60) is not None
 
 
-@pytest.fixture
-def env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
-    """What a worker process runs nodes with (no worker consumes this broker database)."""
-    env = execution_env(build_app(no_worker_settings))
-    yield env
-    env.leases.close()
-
-
 def long_slot() -> EagerSlot:
     return EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 24 * 3600)
 
 
 def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
-    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    warm_up, _ = start(env.runtime, [{"id": "w"}])
-    assert execute_node(env, warm_up, "w", 1) == Outcome.SUCCEEDED
+    warm_up, _ = start(worker_env.runtime, [{"id": "w"}])
+    assert execute_node(worker_env, warm_up, "w", 1) == Outcome.SUCCEEDED
     chain = [{"id": "a"}, *({"id": b, "depends_on": [a]} for a, b in ("ab", "bc", "cd"))]
-    run_id, _ = start(env.runtime, chain)
+    run_id, _ = start(worker_env.runtime, chain)
     with counting_round_trips(monkeypatch) as sent:
-        assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
-    assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+        assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
     # claim + complete for each node (no publish, no confirmation), and once the run has
     # ended, dropping it from the active runs
     assert sent == ["EVALSHA"] * (2 * len(chain) + 1), sent
-    assert env.broker.queue_depth(QUEUE) == 0
+    assert worker_env.broker.queue_depth(QUEUE) == 0
 
 
 def test_of_two_nodes_a_success_readies_one_is_kept_and_the_other_published(
-    env: ExecutionEnv,
+    worker_env: ExecutionEnv,
 ) -> None:
     run_id, _ = start(
-        env.runtime,
+        worker_env.runtime,
         [{"id": "a"}, {"id": "b", "depends_on": ["a"]}, {"id": "c", "depends_on": ["a"]}],
     )
-    assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
-    state = env.runtime.store.read_state(run_id)
+    assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    state = worker_env.runtime.store.read_state(run_id)
     assert sorted(node.status.value for node in state.nodes.values()) == [
         "queued",
         "succeeded",
         "succeeded",
     ]
-    assert env.broker.queue_depth(QUEUE) == 1  # the other one's message
+    assert worker_env.broker.queue_depth(QUEUE) == 1  # the other one's message
 
 
 def test_a_worker_that_dies_before_running_its_kept_node_loses_nothing(
-    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_id, _ = start(env.runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    run_id, _ = start(worker_env.runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
     claim_node = attempt.claim_node
 
-    def dies_before_the_second_claim(env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
+    def dies_before_the_second_claim(
+        worker_env: ExecutionEnv, run: str, node: str, fence: int
+    ) -> Any:
         if node == "b":
             raise SystemExit("killed")
-        return claim_node(env, run, node, fence)
+        return claim_node(worker_env, run, node, fence)
 
     monkeypatch.setattr(attempt, "claim_node", dies_before_the_second_claim)
     with pytest.raises(SystemExit):
-        execute_node(env, run_id, "a", 1, long_slot())
-    assert env.broker.queue_depth(QUEUE) == 0  # b was kept: no message went out
+        execute_node(worker_env, run_id, "a", 1, long_slot())
+    assert worker_env.broker.queue_depth(QUEUE) == 0  # b was kept: no message went out
     # b is still in the run's outbox: the reconciler publishes it once its grace is over
     time.sleep(0.01)  # (the outbox is scored in server milliseconds)
-    found = env.runtime.machine.reconcile_run(run_id, publish_grace_s=0.001, stranded_after_s=60)
+    found = worker_env.runtime.machine.reconcile_run(
+        run_id, publish_grace_s=0.001, stranded_after_s=60
+    )
     assert [node.node_id for node in found.unpublished] == ["b"]
 
 

@@ -6,7 +6,6 @@ queue served by a worker that does not pull gets a message per node."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,8 +19,6 @@ from dagwright.orchestrator.execution.eager import EagerSlot
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.settings import Settings
-from dagwright.tasks import build_app
-from dagwright.tasks.env import execution_env
 from dagwright.workers.capabilities import WorkerCapabilities
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import start
@@ -29,6 +26,12 @@ from tests.support.waiting import wait_until
 
 QUEUE = f"{QUEUE_PREFIX}function"
 OTHER_QUEUE = f"{QUEUE_PREFIX}coder"
+DIAMOND = [
+    {"id": "a"},
+    {"id": "b", "depends_on": ["a"]},
+    {"id": "c", "depends_on": ["a"]},
+    {"id": "d", "depends_on": ["b", "c"]},
+]
 
 
 def ready(node_id: str, queue: str = QUEUE) -> ReadyNode:
@@ -67,16 +70,8 @@ def test_each_queue_is_split_on_its_own() -> None:
 # -- who pulls ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
-    """What a worker process runs nodes with (no worker consumes this broker database)."""
-    env = execution_env(build_app(no_worker_settings))
-    yield env
-    env.leases.close()
-
-
 def announce(
-    env: ExecutionEnv, name: str, *, slots: int, pulls: bool = True, queue: str = QUEUE
+    worker_env: ExecutionEnv, name: str, *, slots: int, pulls: bool = True, queue: str = QUEUE
 ) -> None:
     """A live worker's capabilities entry, as its presence step writes it."""
     capabilities = WorkerCapabilities(
@@ -88,19 +83,21 @@ def announce(
         slots=slots,
         pulls=pulls,
     )
-    env.runtime.client.hset(
-        env.runtime.keys.worker_capabilities, name, capabilities.to_json(time.time() + 60)
+    worker_env.runtime.client.hset(
+        worker_env.runtime.keys.worker_capabilities, name, capabilities.to_json(time.time() + 60)
     )
 
 
-def test_the_slots_of_a_queue_are_those_of_its_live_pulling_workers(env: ExecutionEnv) -> None:
-    announce(env, "a", slots=2)
-    announce(env, "b", slots=3)
-    announce(env, "c", slots=8, queue=OTHER_QUEUE)
-    assert PullingSlots(env.runtime).of(QUEUE) == 5
-    announce(env, "d", slots=1, pulls=False)  # it would never take its share of a pool
-    assert PullingSlots(env.runtime).of(QUEUE) == 0
-    assert PullingSlots(env.runtime).of(f"{QUEUE_PREFIX}writer") == 0  # nobody serves it
+def test_the_slots_of_a_queue_are_those_of_its_live_pulling_workers(
+    worker_env: ExecutionEnv,
+) -> None:
+    announce(worker_env, "a", slots=2)
+    announce(worker_env, "b", slots=3)
+    announce(worker_env, "c", slots=8, queue=OTHER_QUEUE)
+    assert PullingSlots(worker_env.runtime).of(QUEUE) == 5
+    announce(worker_env, "d", slots=1, pulls=False)  # it would never take its share of a pool
+    assert PullingSlots(worker_env.runtime).of(QUEUE) == 0
+    assert PullingSlots(worker_env.runtime).of(f"{QUEUE_PREFIX}writer") == 0  # nobody serves it
 
 
 # -- the pool in a run ----------------------------------------------------------------
@@ -116,26 +113,28 @@ def fan_out(width: int, function: str = "noop") -> list[dict[str, Any]]:
     return [{"id": "root"}, *children, join]
 
 
-def pool_members(env: ExecutionEnv, run_id: str) -> list[str]:
-    key = env.runtime.keys.run_key(run_id, "pool")
-    return [str(member) for member in env.runtime.client.zrange(key, 0, -1)]
+def pool_members(worker_env: ExecutionEnv, run_id: str) -> list[str]:
+    key = worker_env.runtime.keys.run_key(run_id, "pool")
+    return [str(member) for member in worker_env.runtime.client.zrange(key, 0, -1)]
 
 
 def test_a_worker_drains_the_pool_at_two_round_trips_a_node_and_wakes_the_other_slot(
-    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    announce(env, "two-slots", slots=2)
-    warm_up, _ = start(env.runtime, fan_out(3))  # the scripts loaded, the slots read
-    assert execute_node(env, warm_up, "root", 1, long_slot()) == Outcome.SUCCEEDED
-    purge(env)  # the warm-up's message: a message waiting would keep the other slot busy
-    env.backlog = QueueBacklog(env.broker)  # (and its reading of the queue is forgotten)
-    run_id, _ = start(env.runtime, fan_out(10))
+    announce(worker_env, "two-slots", slots=2)
+    warm_up, _ = start(worker_env.runtime, fan_out(3))  # the scripts loaded, the slots read
+    assert execute_node(worker_env, warm_up, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    purge(worker_env)  # the warm-up's message: a message waiting would keep the other slot busy
+    worker_env.backlog = QueueBacklog(
+        worker_env.broker
+    )  # (and its reading of the queue is forgotten)
+    run_id, _ = start(worker_env.runtime, fan_out(10))
     with counting_round_trips(monkeypatch) as sent:
-        assert execute_node(env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
+        assert execute_node(worker_env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
     # one message, for the other slot; this worker ran every other child and the pool is empty
-    assert env.broker.queue_depth(QUEUE) == 1
-    assert pool_members(env, run_id) == []
-    states = env.runtime.store.read_state(run_id).nodes
+    assert worker_env.broker.queue_depth(QUEUE) == 1
+    assert pool_members(worker_env, run_id) == []
+    states = worker_env.runtime.store.read_state(run_id).nodes
     waiting = [node_id for node_id, node in states.items() if node.status.value == "queued"]
     assert len(waiting) == 1
     # the root: claim, complete, the queue's backlog (kombu: whether the queue exists, and
@@ -146,93 +145,85 @@ def test_a_worker_drains_the_pool_at_two_round_trips_a_node_and_wakes_the_other_
     assert sent[:2] == ["EVALSHA"] * 2 and sent[-len(tail) :] == tail, sent
     assert 1 <= len(backlog) <= 2 and "EVALSHA" not in backlog, sent
     # the woken slot runs its node; its success readies the join, run at once
-    assert execute_node(env, run_id, waiting[0], 1, long_slot()) == Outcome.SUCCEEDED
-    assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    assert execute_node(worker_env, run_id, waiting[0], 1, long_slot()) == Outcome.SUCCEEDED
+    assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
 
 
-def purge(env: ExecutionEnv) -> None:
+def purge(worker_env: ExecutionEnv) -> None:
     """Drop the messages waiting in the test's queue."""
-    with env.broker.app.connection_or_acquire() as connection:  # type: ignore[attr-defined]
+    with worker_env.broker.app.connection_or_acquire() as connection:  # type: ignore[attr-defined]
         connection.default_channel.queue_purge(QUEUE)
 
 
 def test_when_messages_wait_for_every_slot_the_worker_runs_the_branches_itself(
-    env: ExecutionEnv,
+    worker_env: ExecutionEnv,
 ) -> None:
-    announce(env, "two-slots", slots=2)
-    other_run, _ = start(env.runtime, [{"id": "x"}])
-    env.broker.publish([ReadyNode(other_run, "x", 1, Dispatch(queue=QUEUE, time_limit_s=60))])
-    diamond = [
-        {"id": "a"},
-        {"id": "b", "depends_on": ["a"]},
-        {"id": "c", "depends_on": ["a"]},
-        {"id": "d", "depends_on": ["b", "c"]},
-    ]
-    run_id, _ = start(env.runtime, diamond)
+    announce(worker_env, "two-slots", slots=2)
+    other_run, _ = start(worker_env.runtime, [{"id": "x"}])
+    worker_env.broker.publish(
+        [ReadyNode(other_run, "x", 1, Dispatch(queue=QUEUE, time_limit_s=60))]
+    )
+    run_id, _ = start(worker_env.runtime, DIAMOND)
     # b is kept; the other slot has a message to run first: c is pooled, not published,
     # and this worker pulls it after b, then runs d
-    assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
-    assert env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
-    assert env.broker.queue_depth(QUEUE) == 1  # only the other run's message
+    assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    assert worker_env.broker.queue_depth(QUEUE) == 1  # only the other run's message
 
 
 def test_in_a_burst_a_node_waking_another_slot_stays_within_four_round_trips(
-    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    announce(env, "two-slots", slots=2)
-    diamond = [
-        {"id": "a"},
-        {"id": "b", "depends_on": ["a"]},
-        {"id": "c", "depends_on": ["a"]},
-        {"id": "d", "depends_on": ["b", "c"]},
-    ]
-    warm_up, _ = start(env.runtime, diamond)
-    assert execute_node(env, warm_up, "a", 1, long_slot()) == Outcome.SUCCEEDED
-    purge(env)
-    env.backlog = QueueBacklog(env.broker, clock=lambda: 0.0)  # one reading, reused
-    assert env.backlog.of(QUEUE) == 0
-    run_id, _ = start(env.runtime, diamond)
+    announce(worker_env, "two-slots", slots=2)
+    warm_up, _ = start(worker_env.runtime, DIAMOND)
+    assert execute_node(worker_env, warm_up, "a", 1, long_slot()) == Outcome.SUCCEEDED
+    purge(worker_env)
+    worker_env.backlog = QueueBacklog(worker_env.broker, clock=lambda: 0.0)  # one reading, reused
+    assert worker_env.backlog.of(QUEUE) == 0
+    run_id, _ = start(worker_env.runtime, DIAMOND)
     with counting_round_trips(monkeypatch) as sent:
-        assert execute_node(env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
+        assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
     # a: claim, complete, c's message (the other slot is idle: the backlog read a moment
     # ago is reused), confirm; then b, kept: claim, complete
     assert sent == ["EVALSHA", "EVALSHA", "LPUSH+PUBLISH", "ZREM", "EVALSHA", "EVALSHA"], sent
 
 
-def test_a_pooled_fan_out_whose_nodes_fail_keeps_its_worker_pulling(env: ExecutionEnv) -> None:
-    announce(env, "one-slot", slots=1)
-    run_id, _ = start(env.runtime, fan_out(6, function="fail"))
-    assert execute_node(env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
-    state = env.runtime.store.read_state(run_id)
+def test_a_pooled_fan_out_whose_nodes_fail_keeps_its_worker_pulling(
+    worker_env: ExecutionEnv,
+) -> None:
+    announce(worker_env, "one-slot", slots=1)
+    run_id, _ = start(worker_env.runtime, fan_out(6, function="fail"))
+    assert execute_node(worker_env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    state = worker_env.runtime.store.read_state(run_id)
     assert (
         sorted(n.status.value for k, n in state.nodes.items() if k.startswith("c"))
         == ["failed"] * 6
     )
     # no child had a message (the only slot was this worker's); the join, readied by the
     # last failure, has one, and runs after them (all_done)
-    assert env.broker.queue_depth(QUEUE) == 1
-    assert execute_node(env, run_id, "join", 1, long_slot()) == Outcome.SUCCEEDED
-    assert env.runtime.store.run_status(run_id) == RunStatus.FAILED
+    assert worker_env.broker.queue_depth(QUEUE) == 1
+    assert execute_node(worker_env, run_id, "join", 1, long_slot()) == Outcome.SUCCEEDED
+    assert worker_env.runtime.store.run_status(run_id) == RunStatus.FAILED
 
 
 def test_a_pool_whose_workers_died_is_published_by_the_reconciler(
-    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    announce(env, "two-slots", slots=2)
-    run_id, _ = start(env.runtime, fan_out(6))
+    announce(worker_env, "two-slots", slots=2)
+    run_id, _ = start(worker_env.runtime, fan_out(6))
     claim_node = attempt.claim_node
 
-    def dies_before_its_kept_node(env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
+    def dies_before_its_kept_node(worker_env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
         if node != "root":
             raise SystemExit("killed")
-        return claim_node(env, run, node, fence)
+        return claim_node(worker_env, run, node, fence)
 
     monkeypatch.setattr(attempt, "claim_node", dies_before_its_kept_node)
     with pytest.raises(SystemExit):
-        execute_node(env, run_id, "root", 1, long_slot())
-    pooled = [member.split("\t")[1] for member in pool_members(env, run_id)]
+        execute_node(worker_env, run_id, "root", 1, long_slot())
+    pooled = [member.split("\t")[1] for member in pool_members(worker_env, run_id)]
     assert len(pooled) == 4  # six children: one kept, one published, four pooled
-    machine = env.runtime.machine
+    machine = worker_env.runtime.machine
     # its queue empty and the nodes old: still, pooled nodes are not "stranded"
     time.sleep(0.01)  # (the pool and the outbox are scored in server milliseconds)
     found = machine.reconcile_run(
@@ -242,25 +233,25 @@ def test_a_pool_whose_workers_died_is_published_by_the_reconciler(
     # nobody pulled for the grace: the kept node and the pool are published
     found = machine.reconcile_run(run_id, publish_grace_s=0.001, stranded_after_s=60)
     assert sorted(node.node_id for node in found.unpublished) == sorted(["c0", *pooled])
-    assert pool_members(env, run_id) == []
+    assert pool_members(worker_env, run_id) == []
 
 
 def test_a_cancel_empties_the_pool(
-    env: ExecutionEnv, client_for_env: Client, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, client_for_env: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    announce(env, "one-slot", slots=1)
-    run_id, _ = start(env.runtime, fan_out(5))
+    announce(worker_env, "one-slot", slots=1)
+    run_id, _ = start(worker_env.runtime, fan_out(5))
     claim_node = attempt.claim_node
 
-    def claims_only_the_root(env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
-        return claim_node(env, run, node, fence) if node == "root" else None
+    def claims_only_the_root(worker_env: ExecutionEnv, run: str, node: str, fence: int) -> Any:
+        return claim_node(worker_env, run, node, fence) if node == "root" else None
 
     monkeypatch.setattr(attempt, "claim_node", claims_only_the_root)
-    execute_node(env, run_id, "root", 1, long_slot())
-    assert len(pool_members(env, run_id)) == 4  # five children: one kept, no other slot
+    execute_node(worker_env, run_id, "root", 1, long_slot())
+    assert len(pool_members(worker_env, run_id)) == 4  # five children: one kept, no other slot
     client_for_env.cancel(run_id)
-    assert pool_members(env, run_id) == []
-    assert env.runtime.store.run_status(run_id) == RunStatus.CANCELLED
+    assert pool_members(worker_env, run_id) == []
+    assert worker_env.runtime.store.run_status(run_id) == RunStatus.CANCELLED
 
 
 @pytest.fixture
@@ -269,16 +260,16 @@ def client_for_env(no_worker_settings: Settings) -> Client:
 
 
 def test_a_queue_served_by_a_worker_that_does_not_pull_gets_a_message_per_node(
-    env: ExecutionEnv,
+    worker_env: ExecutionEnv,
 ) -> None:
-    announce(env, "puller", slots=4)
-    announce(env, "old", slots=4, pulls=False)
-    run_id, _ = start(env.runtime, fan_out(10))
+    announce(worker_env, "puller", slots=4)
+    announce(worker_env, "old", slots=4, pulls=False)
+    run_id, _ = start(worker_env.runtime, fan_out(10))
     slot = long_slot()
     slot.deadline = time.monotonic()  # this worker keeps nothing either
-    assert execute_node(env, run_id, "root", 1, slot) == Outcome.SUCCEEDED
-    assert env.broker.queue_depth(QUEUE) == 10
-    assert pool_members(env, run_id) == []
+    assert execute_node(worker_env, run_id, "root", 1, slot) == Outcome.SUCCEEDED
+    assert worker_env.broker.queue_depth(QUEUE) == 10
+    assert pool_members(worker_env, run_id) == []
 
 
 # -- on a real worker -----------------------------------------------------------------

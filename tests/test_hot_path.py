@@ -8,7 +8,6 @@ round trip (a pipeline sends all of its commands in one).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,9 +17,6 @@ from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, exec
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.validation import PlanLimits, validate_plan
-from dagwright.settings import Settings
-from dagwright.tasks import build_app
-from dagwright.tasks.env import execution_env
 from dagwright.workers import builtin_registry
 from tests.support.round_trips import counting_round_trips
 
@@ -38,27 +34,19 @@ def noop(node_id: str, *deps: str) -> dict[str, Any]:
     return {"id": node_id, "type": "function", "function": "noop", "depends_on": list(deps)}
 
 
-@pytest.fixture
-def env(no_worker_settings: Settings) -> Iterator[ExecutionEnv]:
-    """What a worker process runs nodes with (no worker consumes this broker database)."""
-    env = execution_env(build_app(no_worker_settings))
-    yield env
-    env.leases.close()
-
-
 def test_a_noop_node_takes_at_most_four_round_trips(
-    env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Warm up: once per process, the lease threads start, the scripts are loaded and the
     # broker's connection is made.
-    warm_up = start_run(env.runtime, {"nodes": [noop("w1"), noop("w2", "w1")]})
+    warm_up = start_run(worker_env.runtime, {"nodes": [noop("w1"), noop("w2", "w1")]})
     for node_id in ("w1", "w2"):
-        assert execute_node(env, warm_up, node_id, 1) == Outcome.SUCCEEDED
-    run_id = start_run(env.runtime, {"nodes": [noop("a"), noop("b", "a")]})
+        assert execute_node(worker_env, warm_up, node_id, 1) == Outcome.SUCCEEDED
+    run_id = start_run(worker_env.runtime, {"nodes": [noop("a"), noop("b", "a")]})
     with counting_round_trips(monkeypatch) as middle:
-        assert execute_node(env, run_id, "a", 1) == Outcome.SUCCEEDED
+        assert execute_node(worker_env, run_id, "a", 1) == Outcome.SUCCEEDED
     with counting_round_trips(monkeypatch) as last:
-        assert execute_node(env, run_id, "b", 1) == Outcome.SUCCEEDED
+        assert execute_node(worker_env, run_id, "b", 1) == Outcome.SUCCEEDED
     print("middle node:", *middle, sep="\n  ")
     print("last node:", *last, sep="\n  ")
     assert len(middle) <= MAX_ROUND_TRIPS_PER_NODE, middle

@@ -74,24 +74,29 @@ local function pooled_node(member)
   return string.sub(member, string.find(member, '\t', 1, true) + 1)
 end
 
--- Take one pooled node of one of `queues` (in their order) and append it to `ready` as a
--- queued node to dispatch: back in the outbox, so a worker dying before its claim loses
--- nothing (the reconciler publishes it). Every pull stamps pool_pulled_at: a pool nobody
--- pulls from for a while has lost its workers (reconcile.lua publishes it).
+-- Take `member` out of the pool; if its node is still queued, append it to `ready` as a
+-- node to dispatch, back in the outbox, so a worker dying before its claim loses nothing
+-- (the reconciler publishes it). Returns whether it was appended.
+local function unpool(member, ready)
+  redis.call('ZREM', K.pool, member)
+  local node = pooled_node(member)
+  if redis.call('HGET', K.state, node) ~= 'queued' then return false end
+  redis.call('ZADD', K.outbox, NOW, node)
+  ready[#ready + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+  return true
+end
+
+-- Take one pooled node of one of `queues` (in their order) into `ready`. Every pull
+-- stamps pool_pulled_at: a pool nobody pulls from for a while has lost its workers
+-- (reconcile.lua publishes it).
 local function pull_from_pool(queues, ready)
   for _, queue in ipairs(queues) do
     local prefix = pool_member(queue, '')
     while true do
       local found = redis.call('ZRANGEBYLEX', K.pool, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
       if #found == 0 then break end
-      redis.call('ZREM', K.pool, found[1])
       redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-      local node = pooled_node(found[1])
-      if redis.call('HGET', K.state, node) == 'queued' then
-        redis.call('ZADD', K.outbox, NOW, node)
-        ready[#ready + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
-        return
-      end
+      if unpool(found[1], ready) then return end
     end
   end
 end

@@ -66,12 +66,7 @@ local function from_idle_pool(found)
   if NOW - pulled_at < tonumber(ARGV[3]) then return end
   redis.call('HSET', K.run, 'pool_pulled_at', NOW)
   for _, member in ipairs(redis.call('ZRANGE', K.pool, 0, tonumber(limit) - 1)) do
-    redis.call('ZREM', K.pool, member)
-    local node = pooled_node(member)
-    if redis.call('HGET', K.state, node) == 'queued' then
-      redis.call('ZADD', K.outbox, NOW, node)
-      found[#found + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
-    end
+    unpool(member, found)
   end
 end
 
