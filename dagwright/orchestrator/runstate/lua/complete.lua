@@ -1,11 +1,11 @@
 -- Record a node's success and advance the run: O(out-degree of the node), never a scan
 -- (its dependents are decided by their run_if rules, see settle_dependents).
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] output JSON.
--- ARGV[9..] the queues the worker pulls from: with no node of them readied, it takes one
--- from the run's pool (pull_from_pool), appended to ready.
 -- ARGV[6] the node-duration counter's bucket field ('' counts nothing), ARGV[7] its sum
 -- field, ARGV[8] the attempt's seconds; SHARED[1] the node-duration counters hash (see
 -- telemetry/counters.py). Counted here, the metric costs no round trip of its own.
+-- ARGV[9..] the queues the worker pulls from: with no node of them readied, it takes one
+-- from the run's pool (pull_from_pool), appended to ready.
 -- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
 -- {{node, fence, dispatch}...}} or {'status', 'stale'}.
 local node, fence = ARGV[3], ARGV[4]
