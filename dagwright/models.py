@@ -384,7 +384,7 @@ class NodeWait(BaseModel):
     """The kind of wait: an open circuit breaker (the node is ``retry_wait``), or a free slot
     of a concurrency limit (the node is ``queued``; it is woken when a slot frees)."""
     name: str
-    """What it waits on, e.g. the breaker ``model:claude-sonnet-4-5`` or the limit
+    """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5`` or the limit
     ``type:researcher``."""
     since: datetime
     """When this node began waiting on it (through one open period after another)."""

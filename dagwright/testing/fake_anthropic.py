@@ -56,7 +56,7 @@ Or in a test::
 
     with FakeAnthropicServer(Script.load("script.yaml")) as server:
         client = anthropic.Anthropic(api_key="test", base_url=server.base_url, max_retries=0)
-        client.messages.create(model="claude-sonnet-4-5", max_tokens=100, messages=[...])
+        client.messages.create(model="claude-sonnet-5-5", max_tokens=100, messages=[...])
         assert server.requests[0].entry_index == 0
 
 It is at least as strict as the real API (:mod:`dagwright.testing.fake_anthropic_rules`):

@@ -29,7 +29,7 @@ def node_control_problems(node: Node, spec: AgentSpec) -> list[str]:
     if node.model is not None and not is_known_model(node.model):
         problems.append(
             f"`model: {node.model}` is not a Claude model id dagwright knows "
-            "(e.g. claude-sonnet-4-5); leave it out to use the type's"
+            "(e.g. claude-sonnet-5-5); leave it out to use the type's"
         )
     problems += _max_tokens_problems(node, spec)
     problems += _tools_problems(node, spec)
