@@ -33,15 +33,22 @@ import functools
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Unpack
 
 from dagwright.client.following import FollowCursor
 from dagwright.client.handle import ProgressCallback, result_of, still_running
 from dagwright.client.redis_errors import translated_async
-from dagwright.client.runs import PROGRESS_INTERVAL_S, SAFETY_WAKE_UP_S, WAKE_UP_S, Client
+from dagwright.client.runs import (
+    PROGRESS_INTERVAL_S,
+    SAFETY_WAKE_UP_S,
+    WAKE_UP_S,
+    Client,
+    RunOptions,
+)
 from dagwright.connection import connect_async, translate_redis_errors
 from dagwright.keys import Keys
-from dagwright.models import Event, RunCounts, RunState, RunStatus
+from dagwright.models import Event, Plan, RunCounts, RunState, RunStatus
 from dagwright.orchestrator.runstate.async_store import AsyncRunStore
 from dagwright.settings import Settings
 
@@ -95,7 +102,11 @@ class AsyncClient:
         await self.aclose()
 
     async def submit(
-        self, plan: Any = None, *, idempotency_key: str | None = None, **options: Any
+        self,
+        plan: Plan | dict[str, Any] | str | Path | None = None,
+        *,
+        idempotency_key: str | None = None,
+        **options: Unpack[RunOptions],
     ) -> AsyncRunHandle:
         """``Client.submit``: the same arguments (``options``: goal, inputs, budget,
         webhooks...), the same checks and errors, the same script writing the run.
@@ -119,7 +130,9 @@ class AsyncClient:
         await asyncio.to_thread(publish_roots, runtime, broker, run_id, creation.ready)
         return AsyncRunHandle(self, run_id)
 
-    def _prepare(self, plan: Any, options: dict[str, Any]) -> NewRun:
+    def _prepare(
+        self, plan: Plan | dict[str, Any] | str | Path | None, options: RunOptions
+    ) -> NewRun:
         """The checked run a submit writes (``prepare_run``), for a thread."""
         from dagwright.orchestrator.control.submission import prepare_run
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from dagwright.client.handle import ProgressCallback, RunHandle, result_of, still_running
 from dagwright.client.redis_errors import translated
@@ -48,6 +48,25 @@ if TYPE_CHECKING:
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
 PROGRESS_INTERVAL_S = 0.25  # how often wait() reports progress when asked to
 SAFETY_WAKE_UP_S = 5.0  # wait() re-reads the status this often even with no news
+
+
+class RunOptions(TypedDict, total=False):
+    """What a submit may say besides its plan and idempotency key: ``Client.submit``
+    documents each; ``AsyncClient.submit`` takes the same."""
+
+    goal: str | None
+    context: str
+    worker_types: list[str] | None
+    max_nodes: int | None
+    max_depth: int | None
+    replan: bool | None
+    budget: Budget | dict[str, Any] | None
+    budget_tokens: int | None
+    max_concurrent_nodes: int | None
+    timeout_s: float | None
+    response_cache: bool | None
+    inputs: dict[str, Any] | None
+    webhooks: Sequence[Webhook | dict[str, Any] | str]
 
 
 class Client:
@@ -127,20 +146,8 @@ class Client:
         self,
         plan: Plan | dict[str, Any] | str | Path | None = None,
         *,
-        goal: str | None = None,
-        context: str = "",
-        worker_types: list[str] | None = None,
-        max_nodes: int | None = None,
-        max_depth: int | None = None,
-        replan: bool | None = None,
-        budget: Budget | dict[str, Any] | None = None,
-        budget_tokens: int | None = None,
         idempotency_key: str | None = None,
-        max_concurrent_nodes: int | None = None,
-        timeout_s: float | None = None,
-        response_cache: bool | None = None,
-        inputs: dict[str, Any] | None = None,
-        webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
+        **options: Unpack[RunOptions],
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
         ``goal``, which the planner first turns into a plan. A repeated submit with the
@@ -177,22 +184,7 @@ class Client:
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.orchestrator.runstate.store import new_run_id
 
-        request = self.run_request(
-            plan,
-            goal=goal,
-            context=context,
-            worker_types=worker_types,
-            max_nodes=max_nodes,
-            max_depth=max_depth,
-            replan=replan,
-            budget=budget,
-            budget_tokens=budget_tokens,
-            max_concurrent_nodes=max_concurrent_nodes,
-            timeout_s=timeout_s,
-            response_cache=response_cache,
-            inputs=inputs,
-            webhooks=webhooks,
-        )
+        request = self.run_request(plan, **options)
         new_id = new_run_id()
         run_id = start_run(
             self.runtime,
@@ -206,20 +198,7 @@ class Client:
     def run_request(
         self,
         plan: Plan | dict[str, Any] | str | Path | None = None,
-        *,
-        goal: str | None = None,
-        context: str = "",
-        worker_types: list[str] | None = None,
-        max_nodes: int | None = None,
-        max_depth: int | None = None,
-        replan: bool | None = None,
-        budget: Budget | dict[str, Any] | None = None,
-        budget_tokens: int | None = None,
-        max_concurrent_nodes: int | None = None,
-        timeout_s: float | None = None,
-        response_cache: bool | None = None,
-        inputs: dict[str, Any] | None = None,
-        webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
+        **options: Unpack[RunOptions],
     ) -> dict[str, Any]:
         """``submit``'s arguments (less the idempotency key) as ``start_run`` and
         ``prepare_run`` take them: the plan read, the goal's options and webhooks
@@ -228,25 +207,25 @@ class Client:
         from dagwright.planning.goals import GoalOptions, requested_budget
         from dagwright.plans.files import coerce_plan
 
-        options = GoalOptions(
-            context=context,
-            worker_types=worker_types,
-            max_nodes=max_nodes,
-            max_depth=max_depth,
-            replan=replan,
-            budget=requested_budget(budget, budget_tokens),
+        goal_options = GoalOptions(
+            context=options.get("context", ""),
+            worker_types=options.get("worker_types"),
+            max_nodes=options.get("max_nodes"),
+            max_depth=options.get("max_depth"),
+            replan=options.get("replan"),
+            budget=requested_budget(options.get("budget"), options.get("budget_tokens")),
         )
         max_bytes = self.settings.max_plan_file_bytes
         return {
             "plan": coerce_plan(plan, max_file_bytes=max_bytes) if plan is not None else None,
-            "goal": goal,
-            "options": options,
-            "max_concurrent_nodes": max_concurrent_nodes,
-            "timeout_s": timeout_s,
-            "response_cache": response_cache,
+            "goal": options.get("goal"),
+            "options": goal_options,
+            "max_concurrent_nodes": options.get("max_concurrent_nodes"),
+            "timeout_s": options.get("timeout_s"),
+            "response_cache": options.get("response_cache"),
             "live_workers": self.live_workers,
-            "inputs": inputs,
-            "webhooks": coerce_webhooks(webhooks),
+            "inputs": options.get("inputs"),
+            "webhooks": coerce_webhooks(options.get("webhooks", ())),
         }
 
     @translated
