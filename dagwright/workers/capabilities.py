@@ -114,13 +114,3 @@ class WorkerCapabilities:
             pulls=bool(entry.get("pulls", False)),
         )
         return capabilities, float(entry.get("expires_at", 0))
-
-
-def live_entries(entries: dict[str, str], now: float) -> dict[str, WorkerCapabilities]:
-    """The entries of the capabilities hash (hostname -> JSON) that have not expired."""
-    live = {}
-    for hostname, raw in entries.items():
-        capabilities, expires_at = WorkerCapabilities.from_json(raw)
-        if expires_at > now:
-            live[hostname] = capabilities
-    return live

@@ -30,7 +30,7 @@ from dagwright.models import Node, Plan
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.planner import PLANNER_TYPE
 from dagwright.workers import FUNCTION_TYPE, WorkerRegistry
-from dagwright.workers.capabilities import LLM_KINDS, WorkerCapabilities, live_entries
+from dagwright.workers.capabilities import LLM_KINDS, WorkerCapabilities
 
 CAPABILITIES_FRESH_S = 2.0  # how long a client reuses its reading of the capabilities
 
@@ -101,6 +101,16 @@ class LiveCapabilities:
         problems = unmet(needs, self.read(fresh=True), imports)
         if problems:
             raise UnrunnablePlanError(problems)
+
+
+def live_entries(entries: dict[str, str], now: float) -> dict[str, WorkerCapabilities]:
+    """The entries of the capabilities hash that have not expired."""
+    live = {}
+    for hostname, raw in entries.items():
+        capabilities, expires_at = WorkerCapabilities.from_json(raw)
+        if expires_at > now:
+            live[hostname] = capabilities
+    return live
 
 
 def unmet(

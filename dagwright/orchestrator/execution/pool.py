@@ -21,11 +21,10 @@ import time
 from collections.abc import Callable
 
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runstate.machine import ReadyNode, RunStateMachine
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.workers.capabilities import WorkerCapabilities, live_entries
 
-SLOTS_FRESH_S = 2.0  # how long a worker reuses its reading of the workers' slots
 # How long a worker reuses its reading of a queue's backlog. A stale "busy" may pool a
 # branch that an idle slot could have started: it runs after this worker's node, or is
 # published once its pool has been idle for publish_grace_s.
@@ -33,30 +32,19 @@ BACKLOG_FRESH_S = 0.1
 
 
 class PullingSlots:
-    """How many live worker slots pull from each queue, read from the workers'
-    capabilities (one HGETALL) at most every ``SLOTS_FRESH_S``."""
+    """How many live worker slots pull from each queue, from the workers' capabilities
+    (read as a submit reads them: ``LiveCapabilities``, at most every few seconds)."""
 
     def __init__(self, runtime: Runtime, clock: Callable[[], float] = time.time) -> None:
-        self.runtime = runtime
-        self.clock = clock
-        self._workers: list[WorkerCapabilities] = []
-        self._read_at = float("-inf")
+        self.workers = LiveCapabilities(runtime, clock)
 
     def of(self, queue: str) -> int:
         """The slots pulling from ``queue``; 0 when a worker serving it does not pull or
         does not tell its slots (then every node gets its message)."""
-        serving = [worker for worker in self._live() if queue in worker.queues]
+        serving = [worker for worker in self.workers.read().values() if queue in worker.queues]
         if not serving or not all(worker.pulls and worker.slots > 0 for worker in serving):
             return 0
         return sum(worker.slots for worker in serving)
-
-    def _live(self) -> list[WorkerCapabilities]:
-        now = self.clock()
-        if now - self._read_at > SLOTS_FRESH_S:
-            entries = self.runtime.client.hgetall(self.runtime.keys.worker_capabilities)
-            self._workers = list(live_entries(entries, now).values())
-            self._read_at = now
-        return self._workers
 
 
 class QueueBacklog:
