@@ -80,6 +80,11 @@ def function_queue_type(queue: str) -> str:
     return f"{FUNCTION_QUEUE_TYPE_PREFIX}{queue}"
 
 
+def function_queue(queue: str) -> str:
+    """The Celery queue of the functions declared with ``queue=`` ``queue``."""
+    return queue_for(function_queue_type(queue))
+
+
 def node_task_id(run_id: str, node_id: str, fence: int) -> str:
     """The Celery task id of a node's message: one per (run, node, fence), so a cancel
     can revoke the messages of the nodes it finds queued without having stored them."""

@@ -258,9 +258,7 @@ def submission_for(
             raise InputError(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
-        plan = load_plan_file(Path(target), settings)
-        inputs = inputs_from(*given_inputs, plan.inputs, settings)
-        check_plan_file(Path(target), settings, plan=plan, inputs=inputs)
+        plan, inputs, _ = check_plan_file(Path(target), settings, given_inputs)
         return lambda client: client.submit(
             plan,
             inputs=inputs,
@@ -293,34 +291,27 @@ FLAGS = {
 }
 
 
-def load_plan_file(plan_file: Path, settings: Settings) -> Plan:
-    """A plan file, read within the settings' limit (not yet validated)."""
-    from dagwright.plans.files import load_plan
-
-    return load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
-
-
 def check_plan_file(
     plan_file: Path,
     settings: Settings,
-    *,
-    plan: Plan | None = None,
-    inputs: dict[str, Any] | None = None,
-) -> PlanGraph:
-    """Load (unless given) and validate a plan file as it would run with ``inputs``
-    (its templates filled in); problems name the file. RunInputError for the inputs."""
+    given_inputs: tuple[list[str] | None, Path | None] = (None, None),
+) -> tuple[Plan, dict[str, Any] | None, PlanGraph]:
+    """Load a plan file and validate it as it would run with the inputs given (--input
+    pairs, --inputs file: read against its schema, its templates filled in); problems
+    name the file (RunInputError for the inputs). Returns the plan, those inputs and the
+    validated graph."""
     from dagwright.orchestrator.control.submission import check_plan
+    from dagwright.plans.files import load_plan
     from dagwright.plans.run_inputs import bind_inputs
     from dagwright.registry import build_registry
 
-    plan = plan or load_plan_file(plan_file, settings)
+    plan = load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
+    inputs = inputs_from(*given_inputs, plan.inputs, settings)
     try:
         bound = bind_inputs(plan, inputs, settings.max_params_bytes)
-        return check_plan(bound.plan, settings, build_registry(settings))
-    except RunInputError as exc:
-        raise RunInputError(exc.problems, source=str(plan_file)) from None
-    except PlanError as exc:
-        raise PlanError(exc.problems, source=str(plan_file)) from None
+        return plan, inputs, check_plan(bound.plan, settings, build_registry(settings))
+    except PlanError as exc:  # RunInputError included: the same class, naming the file
+        raise type(exc)(exc.problems, source=str(plan_file)) from None
 
 
 def submit_and_wait(
@@ -423,9 +414,7 @@ def validate(
     inputs is checked with those given (--input, --inputs) and its defaults."""
     settings = settings_from(imports)
     try:
-        plan = load_plan_file(plan_file, settings)
-        inputs = inputs_from(input_pairs, inputs_file, plan.inputs, settings)
-        graph = check_plan_file(plan_file, settings, plan=plan, inputs=inputs)
+        _, _, graph = check_plan_file(plan_file, settings, (input_pairs, inputs_file))
     except PlanError as exc:
         report_plan_problems(exc, str(plan_file), json_output=json_output)
         raise typer.Exit(ExitCode.INPUT_ERROR) from None

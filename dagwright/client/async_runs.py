@@ -101,6 +101,7 @@ class AsyncClient:
     ) -> None:
         await self.aclose()
 
+    @translated_async
     async def submit(
         self,
         plan: Plan | dict[str, Any] | str | Path | None = None,
@@ -124,10 +125,11 @@ class AsyncClient:
 
         new_run = await asyncio.to_thread(self._prepare, plan, options)
         run_id = new_run_id()
-        with translate_redis_errors(self.redis_url):
-            creation = await self.store.create_run(run_id, new_run)
-        runtime, broker = self.sync.runtime, self.sync.broker
-        await asyncio.to_thread(publish_roots, runtime, broker, run_id, creation.ready)
+        creation = await self.store.create_run(run_id, new_run)
+        # in the thread too: the first publish builds the Celery app (imports and all)
+        await asyncio.to_thread(
+            lambda: publish_roots(self.sync.runtime, self.sync.broker, run_id, creation.ready)
+        )
         return AsyncRunHandle(self, run_id)
 
     def _prepare(
@@ -137,8 +139,7 @@ class AsyncClient:
         from dagwright.orchestrator.control.submission import prepare_run
 
         request = self.sync.run_request(plan, **options)
-        with translate_redis_errors(self.redis_url):
-            return prepare_run(self.sync.runtime, **request)
+        return prepare_run(self.sync.runtime, **request)
 
     @translated_async
     async def get_run(self, run_id: str) -> AsyncRunHandle:

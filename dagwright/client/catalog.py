@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dagwright.keys import function_queue_type, queue_for
+from dagwright.keys import function_queue
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
@@ -24,8 +24,7 @@ def describe_worker_types(settings: Settings) -> list[dict[str, Any]]:
     worker_types = registry.types()
     probes = probe_attached_servers(settings, worker_types)
     function_queues = {
-        queue_for(function_queue_type(queue)): functions
-        for queue, functions in registry.functions.queues().items()
+        function_queue(queue): functions for queue, functions in registry.functions.queues().items()
     }
     return [
         {

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dagwright.errors import PermanentError
-from dagwright.keys import function_queue_type, queue_for
+from dagwright.keys import function_queue
 from dagwright.models import Node
 from dagwright.workers.context import NodeContext
 from dagwright.workers.function_registry import FunctionRegistry
@@ -43,7 +43,7 @@ def function_worker_type(functions: FunctionRegistry) -> WorkerType:
         registered = functions.get(node.function or "")
         if registered is None or registered.queue is None:
             return None
-        return queue_for(function_queue_type(registered.queue))
+        return function_queue(registered.queue)
 
     return WorkerType(
         name=FUNCTION_TYPE,

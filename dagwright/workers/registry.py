@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from dagwright.errors import ConfigurationError
-from dagwright.keys import NODE_EXECUTE_TASK, function_queue_type, queue_for
+from dagwright.keys import NODE_EXECUTE_TASK, function_queue, function_queue_type, queue_for
 from dagwright.models import Node, RetryPolicy
 from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
@@ -115,7 +115,7 @@ class WorkerRegistry:
         type a plan may use, and ``function:<queue>`` for each function queue."""
         served = {wt.name: wt.queue for wt in self.types()}
         for queue in self.functions.queues():
-            served[function_queue_type(queue)] = queue_for(function_queue_type(queue))
+            served[function_queue_type(queue)] = function_queue(queue)
         return served
 
     def registered_type_names(self) -> list[str]:

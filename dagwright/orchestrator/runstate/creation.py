@@ -112,7 +112,8 @@ class NewRun:
             "skipped",
             "replaced",
         )
-        rules = {n.id: n.run_if for n in plan.nodes if n.run_if != DEFAULT_RUN_IF}
+        dispatch = {node.id: dispatch_for(node) for node in plan.nodes}
+        columns = _columns(graph, dispatch)
         fields = {
             **{name: str(value) for name, value in (extra or {}).items()},
             "status": status.value,
@@ -121,13 +122,12 @@ class NewRun:
             **dict.fromkeys(counters, "0"),
             "output_nodes": json.dumps(outputs),
             PROMPT_NONCE_FIELD: secrets.token_hex(16),
-            **({TRIGGER_RULES_FIELD: "1"} if rules else {}),
+            **({TRIGGER_RULES_FIELD: "1"} if columns["run_if"] else {}),
         }
-        dispatch = {node.id: dispatch_for(node) for node in plan.nodes}
         return cls(
             fields=fields,
             plan_json=plan.model_dump_json(exclude_defaults=True),
-            columns=_columns(graph, dispatch),
+            columns=columns,
             roots=list(graph.roots),
             dispatch=dispatch,
         )

@@ -2,7 +2,7 @@
 into Events, its status and counts.
 
 Pure functions over redis-py replies (decoded to str), so the synchronous store
-(store.py) and the asyncio reader (async_reads.py) send their own commands and share one
+(store.py) and the asyncio reader (async_store.py) send their own commands and share one
 reading of what comes back.
 """
 
