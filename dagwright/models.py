@@ -168,7 +168,10 @@ class Node(BaseModel):
 WebhookEvent = Literal["succeeded", "failed", "cancelled"]
 WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("succeeded", "failed", "cancelled")
 """The run-final events a webhook can be told of (``run.<status>``)."""
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+MAX_WEBHOOKS = 20  # of a run, all told (its plan's and its submit's): forget.lua loops on them
+# A webhook's own signing key: a variable of this family only, so that whoever may submit
+# cannot have the workers sign with (and so reveal HMACs of) any other of their secrets.
+WEBHOOK_SECRET_ENV_PATTERN = r"^DAGWRIGHT_WEBHOOK_SECRET_[A-Z0-9_]{1,100}$"
 
 
 class Webhook(BaseModel):
@@ -182,10 +185,10 @@ class Webhook(BaseModel):
     """Where the POST goes (``http://`` or ``https://``)."""
     on: list[WebhookEvent] = Field(default_factory=lambda: list(WEBHOOK_EVENTS), min_length=1)
     """Which run ends to send (default: all of ``succeeded``, ``failed``, ``cancelled``)."""
-    secret_env: str | None = Field(None, pattern=ENV_NAME_PATTERN)
+    secret_env: str | None = Field(None, pattern=WEBHOOK_SECRET_ENV_PATTERN)
     """Name of the environment variable, on the processes that send (the workers running
-    the reconciler), holding the signing secret; unset: ``DAGWRIGHT_WEBHOOK_SECRET``. The
-    secret itself is never stored nor sent."""
+    the reconciler), holding the signing secret: ``DAGWRIGHT_WEBHOOK_SECRET_<NAME>``;
+    unset: ``DAGWRIGHT_WEBHOOK_SECRET``. The secret itself is never stored nor sent."""
 
 
 class Plan(BaseModel):
@@ -225,7 +228,7 @@ class Plan(BaseModel):
             raise ValueError(f"nested too deep; the limit is {MAX_PARAMS_DEPTH} levels")
         return schema
 
-    webhooks: list[Webhook] = Field(default_factory=list, max_length=20)
+    webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
     """Endpoints told when a run of this plan ends (with the submit's own)."""
 
     def output_nodes(self) -> list[str]:

@@ -434,3 +434,27 @@ def test_a_planner_plan_over_the_size_limits_is_sent_back() -> None:
     catalog = RestrictedCatalog(builtin_registry())
     problems = plan_problems(big, request, catalog, Settings(max_plan_bytes=4096))
     assert problems and "(DAGWRIGHT_MAX_PLAN_BYTES)" in problems[0]
+
+
+def test_a_webhook_may_sign_only_with_a_variable_of_the_webhook_secrets_family() -> None:
+    """Whoever may submit must not have the workers sign with (and so reveal HMACs of)
+    another of their secrets, nor learn which variables they have."""
+    hook = {"url": "https://hooks.example.com/x", "secret_env": "DAGWRIGHT_REDIS_URL"}
+    plan = {"nodes": [{"id": "a", "type": "function", "function": "noop"}], "webhooks": [hook]}
+    with pytest.raises(PlanError) as refused:
+        parse_plan(plan, source="plan.json")
+    assert "webhooks.0.secret_env" in str(refused.value)
+    assert "not a valid id" not in str(refused.value)  # the id wording is for node ids
+    hook["secret_env"] = "DAGWRIGHT_WEBHOOK_SECRET_PAGER"
+    assert parse_plan(plan, source="plan.json").webhooks[0].secret_env == hook["secret_env"]
+
+
+def test_a_run_has_at_most_twenty_webhooks_its_plans_and_its_submits_together(
+    no_worker_settings: Settings,
+) -> None:
+    hooks = [{"url": f"https://hooks.example.com/{i}"} for i in range(15)]
+    plan = {"nodes": [{"id": "a", "type": "function", "function": "noop"}], "webhooks": hooks}
+    with pytest.raises(InputError, match="at most 20 webhooks"):
+        Client(no_worker_settings).submit(
+            plan, webhooks=[f"https://other.example/{i}" for i in range(6)]
+        )

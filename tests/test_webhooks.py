@@ -24,7 +24,7 @@ from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import Received, WebhookReceiver
 
 SECRET = "whsec-test-7f3c9a1e5b"
-SECRET_ENV = "DW_TEST_WEBHOOK_SECRET"
+SECRET_ENV = "DAGWRIGHT_WEBHOOK_SECRET_TEST"
 FAST_RETRIES = {
     "webhook_backoff_s": 0.3,
     "webhook_backoff_max_s": 1.0,

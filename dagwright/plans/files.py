@@ -90,10 +90,15 @@ def _node_name(node_id: object, index: int) -> str:
 def _message(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown field (check its spelling)"
-    if error["type"] == "string_pattern_mismatch":
+    if error["type"] == "string_pattern_mismatch" and _names_a_node(error["loc"]):
         given = shown_id(str(error["input"]))
         return f"{given!r} is not a valid id: use lowercase letters, digits, _ and -"
     return " ".join(str(error["msg"]).split())
+
+
+def _names_a_node(loc: tuple[Any, ...]) -> bool:
+    """Whether a field's location is a node id (its own, a dependency, an output)."""
+    return bool({"id", "depends_on", "output"} & {part for part in loc if isinstance(part, str)})
 
 
 def load_inputs_file(path: str | Path, *, max_bytes: int) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dagwright.errors import ScheduleError
-from dagwright.models import MAX_DURATION_S, Budget, Plan, Webhook
+from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, Webhook
 from dagwright.planning.goals import GoalOptions, requested_budget
 
 HISTORY_MAX = 100  # fires kept per schedule
@@ -59,7 +59,7 @@ class Schedule(BaseModel):
     catchup_grace_s: float = Field(60.0, ge=0, le=MAX_DURATION_S)
     max_followups: int = Field(0, ge=0, le=20)  # follow-up runs one run may queue (0: none)
     followup_depth: int = Field(1, ge=1, le=5)  # follow-ups of follow-ups, at most this deep
-    webhooks: list[Webhook] = Field(default_factory=list, max_length=20)  # told of each end
+    webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)  # each end
     paused: bool = False
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

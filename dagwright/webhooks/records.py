@@ -7,7 +7,6 @@ attempts; ``redeliver`` queues it again. Records hold the URL, never a secret.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,9 +66,13 @@ def read_delivery(runtime: Runtime, delivery_id: str) -> Delivery | None:
 
 
 def save_delivery(runtime: Runtime, delivery: Delivery) -> None:
-    """Write the record back (only while the log exists: an expired run stays gone)."""
+    """Write the record back. Should the log have expired meanwhile (with its run), the
+    write makes it again, and it expires as the run's keys do."""
     key = runtime.keys.webhook_log(delivery.run_id)
-    runtime.client.hset(key, delivery.id, delivery.model_dump_json())
+    pipe = runtime.client.pipeline(transaction=True)
+    pipe.hset(key, delivery.id, delivery.model_dump_json())
+    pipe.expire(key, runtime.settings.retention_s, nx=True)
+    pipe.execute()
 
 
 def list_deliveries(runtime: Runtime, run_id: str) -> list[Delivery]:
@@ -86,7 +89,7 @@ def redeliver(runtime: Runtime, run_id: str, delivery_id: str | None = None) -> 
     chosen = [d for d in list_deliveries(runtime, run_id) if delivery_id in (None, d.id)]
     if not chosen:
         what = f"no delivery {delivery_id}" if delivery_id else "no webhook delivery"
-        raise InputError(f"run {run_id} has {what}; `dagwright webhooks {run_id}` lists them")
+        raise InputError(f"run {run_id} has {what}; `dagwright webhooks list {run_id}` lists them")
     now = runtime.store.server_time_ms()
     queued = [
         d.model_copy(update={"state": "pending", "queued_ms": now, "round_start": len(d.attempts)})
@@ -100,15 +103,9 @@ def redeliver(runtime: Runtime, run_id: str, delivery_id: str | None = None) -> 
     return queued
 
 
-def deliveries_json(deliveries: list[Delivery]) -> str:
-    """The log as JSON (for ``--json``)."""
-    return json.dumps([d.model_dump(mode="json") for d in deliveries], indent=2)
-
-
 __all__ = [
     "Delivery",
     "DeliveryAttempt",
-    "deliveries_json",
     "list_deliveries",
     "read_delivery",
     "redeliver",

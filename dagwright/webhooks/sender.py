@@ -117,7 +117,9 @@ class WebhookSender:
         status_code, error = None, None
         try:
             headers = self._headers(hook, delivery, body)
-            status_code = http.post(delivery.url, content=body, headers=headers).status_code
+            # streamed and never read: a receiver's body, however big or slow, holds nothing
+            with http.stream("POST", delivery.url, content=body, headers=headers) as answer:
+                status_code = answer.status_code
         except (httpx.HTTPError, ConfigurationError) as exc:
             error = f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]
         duration_ms = round((time.monotonic() - clock) * 1000)

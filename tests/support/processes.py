@@ -67,9 +67,17 @@ PASSED_JSON_SETTINGS = (
 )
 
 
+HOOK_SECRETS = "DAGWRIGHT_WEBHOOK_SECRET_"  # models.Webhook.secret_env
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment of a dagwright process using ``settings`` (nothing inherited)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGWRIGHT_", "ANTHROPIC_"))}
+    """The environment of a dagwright process using ``settings``: no setting inherited,
+    only the webhooks' own signing keys (not settings: a test sets them for its workers)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DAGWRIGHT_", "ANTHROPIC_")) or k.startswith(HOOK_SECRETS)
+    }
     env.update(
         DAGWRIGHT_REDIS_URL=settings.redis_url or "",
         DAGWRIGHT_BROKER_URL=settings.broker_url or "",

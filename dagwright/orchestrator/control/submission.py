@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
-from dagwright.models import MAX_DURATION_S, Budget, Plan, RunStatus, Webhook
+from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.runstate.creation import (
@@ -221,6 +221,11 @@ def webhook_fields(plan: Plan | None, webhooks: Sequence[Webhook]) -> dict[str, 
     hooks = [*(plan.webhooks if plan else ()), *webhooks]
     if not hooks:
         return {}
+    if len(hooks) > MAX_WEBHOOKS:
+        raise InputError(
+            f"a run may have at most {MAX_WEBHOOKS} webhooks, its plan's and its submit's "
+            f"together; this one would have {len(hooks)}"
+        )
     return {"webhooks": json.dumps([hook.model_dump(mode="json") for hook in hooks])}
 
 
