@@ -14,7 +14,6 @@ than a dashboard on another port).
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from dagwright.embedded.children import spawn_owned, stop_gracefully
+from dagwright.embedded.children import spawn_owned, stack_env, stop_gracefully
 from dagwright.embedded.valkey import EmbeddedStackError
 from dagwright.errors import ConfigurationError
 
@@ -93,10 +92,7 @@ def start_api_server(
 def spawn_server(
     redis_url: str, imports: list[str], port: int, output: IO[bytes]
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DAGWRIGHT_REDIS_URL": redis_url}
-    env.pop("DAGWRIGHT_BROKER_URL", None)
-    if imports:
-        env["DAGWRIGHT_IMPORTS"] = ",".join(imports)
+    env = stack_env(redis_url, imports)
     command = [sys.executable, "-m", "dagwright", "server", "--host", LOOPBACK]
     command += ["--port", str(port), "--allow-anonymous"]
     # SIGKILL if we die: it keeps no state, and open event streams would stall a

@@ -41,6 +41,16 @@ def die_with_parent(signum: int) -> Callable[[], None] | None:
     return preexec
 
 
+def stack_env(redis_url: str, imports: list[str]) -> dict[str, str]:
+    """The environment of a stack's child (its worker, its server): this one, pointed at
+    the stack's Valkey (which is its broker too), importing the stack's modules."""
+    env = {**os.environ, "DAGWRIGHT_REDIS_URL": redis_url}
+    env.pop("DAGWRIGHT_BROKER_URL", None)
+    if imports:
+        env["DAGWRIGHT_IMPORTS"] = ",".join(imports)
+    return env
+
+
 def spawn_owned(
     command: list[str],
     *,

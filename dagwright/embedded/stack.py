@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from dagwright.embedded.api_server import ApiServerProcess, server_log, start_api_server
-from dagwright.embedded.children import spawn_owned, stop_gracefully
+from dagwright.embedded.children import spawn_owned, stack_env, stop_gracefully
 from dagwright.embedded.leases import STACK_LOCK
 from dagwright.embedded.reclaim import reclaim_stale_stack
 from dagwright.embedded.valkey import EmbeddedStackError, socket_path_in, start_valkey
@@ -132,10 +132,7 @@ class EmbeddedStack:
 
     def start_worker(self) -> None:
         """Start (or restart) the worker process for every queue, reconciler included."""
-        env = {**os.environ, "DAGWRIGHT_REDIS_URL": self.redis_url}
-        env.pop("DAGWRIGHT_BROKER_URL", None)
-        if self.settings.imports:
-            env["DAGWRIGHT_IMPORTS"] = ",".join(self.settings.imports)
+        env = stack_env(self.redis_url, list(self.settings.imports))
         command = [sys.executable, "-m", "dagwright", "worker", "--loglevel", self.loglevel]
         if self.concurrency:
             command += ["--concurrency", str(self.concurrency)]
