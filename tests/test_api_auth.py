@@ -3,6 +3,8 @@ CSRF, and the ``dagwright token`` and ``dagwright server`` commands."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -88,6 +90,40 @@ def test_anonymous_access_is_off_unless_allowed(
         assert http.get("/api/v1/whoami").json()["scope"] == "admin"
         bad = http.get("/api/v1/whoami", headers={"Authorization": "Bearer dw_wrong"})
         assert_problem(bad, 401)  # a wrong token is not read as no token
+
+
+OTHER_USER = 65534  # nobody
+SYSTEM_PYTHON = Path("/usr/bin/python3")  # one another user may run (no venv under /root)
+STATUS_OF = """
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=20).status)
+except urllib.error.HTTPError as refused:
+    print(refused.code)
+"""
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not SYSTEM_PYTHON.exists() or not Path("/proc/net/tcp").exists(),
+    reason="needs root (to act as another user), /usr/bin/python3 and Linux's /proc/net/tcp",
+)
+def test_anonymous_access_is_only_for_the_user_who_started_the_server(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """A loopback port is open to every user of the machine: another one is asked for a
+    token, as if the server were not anonymous at all."""
+    with running_server(settings, allow_anonymous=True) as server, server.http(None) as http:
+        assert http.get("/api/v1/whoami").status_code == 200  # this user's process
+        as_other_user = subprocess.run(
+            [str(SYSTEM_PYTHON), "-c", STATUS_OF, f"{server.url}/api/v1/whoami"],
+            user=OTHER_USER,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert as_other_user.stdout.strip() == "401", as_other_user.stderr
 
 
 def test_dagwright_server_refuses_anonymous_access_off_loopback(tmp_path: Path) -> None:

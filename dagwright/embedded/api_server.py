@@ -1,8 +1,8 @@
 """The HTTP API and dashboard of ``dagwright up``: ``dagwright server`` as a child process.
 
 It listens on 127.0.0.1 only, whatever DAGWRIGHT_SERVER_HOST says, and lets requests
-without a token in (anonymous admin): only this machine's users can reach a loopback
-port, as only this user can reach the Valkey socket. Like Valkey and the worker it dies
+without a token in (anonymous admin) from this user's own processes only
+(server/peers.py): as only this user can reach the Valkey socket. Like Valkey and the worker it dies
 with ``up`` (children.py) and is recorded in the stack file for the next start to reclaim.
 
 A port in use (DAGWRIGHT_SERVER_PORT, 8400 by default) is not an error: the next free

@@ -4,8 +4,9 @@ Credentials, the first present wins: ``Authorization: Bearer <token>``; HTTP Bas
 the token as the password (any user name: ``curl -u :$TOKEN``); the dashboard's session
 cookie. With none, the request is anonymous, which only a server started with
 ``allow_anonymous`` on a loopback address lets through (as admin: it is the user's own
-laptop, ``dagwright up``). A credential that is present but wrong is refused (401), even
-where anonymous access is allowed: a typo must not pass silently.
+laptop, ``dagwright up``), and only from a process of the server's own user (peers.py).
+A credential that is present but wrong is refused (401), even where anonymous access is
+allowed: a typo must not pass silently.
 
 Scopes: read < operate < admin (``client.tokens.Scope``). Each route depends on
 ``require(scope)``; a cookie-authenticated POST/PUT/PATCH/DELETE must also carry the
@@ -25,6 +26,7 @@ from fastapi import Request
 from dagwright.client.tokens import Scope
 from dagwright.server.blocking import in_thread
 from dagwright.server.origins import addressed_to_loopback, asked_by_another_site
+from dagwright.server.peers import opened_by_this_user
 from dagwright.server.problems import Problem
 from dagwright.server.sessions import CSRF_FORM_FIELD, CSRF_HEADER, SESSION_COOKIE
 
@@ -96,9 +98,19 @@ async def _authenticate(request: Request) -> Principal | None:
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
         return await _from_session(client, cookie)
-    if request.app.state.allow_anonymous and addressed_to_loopback(request):
+    if request.app.state.allow_anonymous and anonymous_may(request):
         return ANONYMOUS
     return None
+
+
+def anonymous_may(request: Request) -> bool:
+    """Whether a request without a credential is the anonymous admin: addressed to a
+    loopback host (no DNS rebinding), from a process of the server's own user (no other
+    user of the machine: peers.py)."""
+    client, server = request.scope.get("client"), request.scope.get("server")
+    if not addressed_to_loopback(request) or not client or not server:
+        return False
+    return opened_by_this_user(client[1], server[1])
 
 
 async def _from_header(client: Client, header: str) -> Principal:
