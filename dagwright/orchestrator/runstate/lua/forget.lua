@@ -36,5 +36,5 @@ local function queue_webhooks()
   redis.call('EXPIRE', SHARED[4], RETENTION_S)
 end
 
-if status and SHARED[3] then queue_webhooks() end
+if status then queue_webhooks() end
 return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3])}
