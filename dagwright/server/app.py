@@ -59,4 +59,21 @@ def create_app(
     install_problem_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
+    install_front_middleware(app, app.state.client.settings, allow_anonymous=allow_anonymous)
     return app
+
+
+def install_front_middleware(app: FastAPI, settings: Settings, *, allow_anonymous: bool) -> None:
+    """What runs before routing, authentication and parsing: the body limit (an
+    oversized body costs nothing), and, outside it, the trusted proxies' headers.
+
+    No proxy headers on a server with anonymous access (``dagwright up``'s, on loopback,
+    with no proxy in front): a forged X-Forwarded-For would choose the client address
+    that anonymous access is decided on."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from dagwright.server.body_limit import BodyLimit
+
+    app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
+    if settings.server_trusted_proxies and not allow_anonymous:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)
