@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from dagwright.client.webhooks import WebhookClient
     from dagwright.orchestrator.broker import Broker
     from dagwright.orchestrator.control.runnable import LiveCapabilities
+    from dagwright.orchestrator.runstate.store import RunStore
     from dagwright.telemetry.run_trace import Trace
 
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
@@ -299,13 +300,16 @@ class Client:
             if not batch and not follow:
                 return
 
-    def follow_events(self, run_id: str, *, after: str = "0") -> EventFollower:
+    def follow_events(
+        self, run_id: str, *, after: str = "0", store: RunStore | None = None
+    ) -> EventFollower:
         """A cursor on the run's events after stream id ``after``, read a bounded wait at a
         time (``step(wait_s)``) until ``finished``: the run ended and all its events were
-        read. What ``events`` iterates, for callers that must not block for long."""
+        read. What ``events`` iterates, for callers that must not block for long.
+        ``store``: read with it rather than the client's own connection pool."""
         from dagwright.client.following import EventFollower
 
-        return EventFollower(self, run_id, after=after)
+        return EventFollower(self, run_id, after=after, store=store)
 
     @translated
     def next_events(
