@@ -47,7 +47,7 @@ def server(
 
     stderr.print(
         f"dagwright server at http://{url_host(settings.server_host)}:{settings.server_port}"
-        f"/ (API: /api/v1, docs: /api/v1/docs)"
+        f"/ (API: /api/v1, OpenAPI: /api/v1/openapi.json)"
         + (" · [bold yellow]anonymous access on[/]" if allow_anonymous else "")
         + "; Ctrl-C stops it",
         soft_wrap=True,

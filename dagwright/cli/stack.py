@@ -230,8 +230,8 @@ def server_line(url: str, settings: Settings) -> str:
         else (f" (port {settings.server_port} was in use: DAGWRIGHT_SERVER_PORT sets another)")
     )
     return (
-        f"dashboard and API at [bold]{url}[/] (API: {url}api/v1, docs: {url}api/v1/docs; "
-        f"no token needed on this loopback address){moved}"
+        f"dashboard and API at [bold]{url}[/] (API: {url}api/v1, OpenAPI: "
+        f"{url}api/v1/openapi.json; no token needed on this loopback address){moved}"
     )
 
 

@@ -1,8 +1,11 @@
 """``create_app``: the FastAPI application of ``dagwright server``.
 
 Why FastAPI: request bodies and query parameters are typed (pydantic, which dagwright's
-models already are), and the OpenAPI document and its Swagger UI come from the routes
-themselves, so they cannot drift from what is served. It runs on Starlette, whose
+models already are), and the OpenAPI document comes from the routes themselves, so it
+cannot drift from what is served. It is served at ``/api/v1/openapi.json`` to callers
+with the read scope, like every route; there is no docs page: FastAPI's loads Swagger UI
+from a CDN (a third-party script in our origin), and no well-kept package ships its
+files to serve ourselves. Any OpenAPI viewer opens the document. It runs on Starlette, whose
 StreamingResponse carries the event stream and whose thread pool runs the client's
 blocking calls. Rejected: Flask (WSGI: one thread per open event stream, no OpenAPI),
 bare Starlette (the same server, with the schema and the validation written by hand).
@@ -35,8 +38,8 @@ def create_app(
     allow_anonymous: bool = False,
     client: Client | None = None,
 ) -> FastAPI:
-    """The API under ``/api/v1`` (OpenAPI at ``/api/v1/openapi.json``, Swagger UI at
-    ``/api/v1/docs``) and the dashboard's pages, over one ``Client``.
+    """The API under ``/api/v1`` (its OpenAPI document at ``/api/v1/openapi.json``, read
+    scope) and the dashboard's pages, over one ``Client``.
 
     ``allow_anonymous`` lets requests without a credential act as admin: only for a
     server bound to a loopback address (``dagwright server`` checks; ``dagwright up``
@@ -50,8 +53,8 @@ def create_app(
         title="dagwright",
         version=version("dagwright"),
         summary="Submit and follow runs of dependency DAGs of tasks and LLM agents.",
-        openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        openapi_url=None,  # served by routes/system.py, behind authentication
+        docs_url=None,
         redoc_url=None,
     )
     app.state.client = client or Client(settings)

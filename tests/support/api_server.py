@@ -44,9 +44,15 @@ class ApiServer:
         client = Client(settings)
         app = create_app(settings, allow_anonymous=allow_anonymous, client=client)
         port = free_port()
-        # The event loop `dagwright server` runs (server/running.py): asyncio.
+        # As `dagwright server` runs it (server/running.py): asyncio, and no proxy headers
+        # from uvicorn (the app believes them only from server_trusted_proxies).
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio"
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            loop="asyncio",
+            proxy_headers=False,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name=f"api-server-{port}", daemon=True)

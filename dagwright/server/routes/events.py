@@ -18,6 +18,7 @@ sent as ``event: error`` with its public line, then it ends.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Annotated
@@ -32,10 +33,13 @@ from dagwright.json_views import event_json
 from dagwright.models import Event
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
+from dagwright.server.problems import public_line, status_of
 from dagwright.server.stream_slots import EventStreams
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["runs"])
 
@@ -130,7 +134,9 @@ async def stream(
         async for chunk in sse_chunks(follower, request, reads, follow, keepalive_s):
             yield chunk
     except DagwrightError as exc:
-        yield f"event: error\ndata: {json.dumps({'detail': error_line(exc)})}\n\n"
+        if status_of(exc) >= 500:
+            log.warning("event stream of %s: %s", request.url.path, error_line(exc))
+        yield f"event: error\ndata: {json.dumps({'detail': public_line(exc)})}\n\n"
 
 
 async def sse_chunks(
