@@ -42,8 +42,16 @@ RunIf = Literal["all_succeeded", "all_done", "any_failed"]
 """A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
 DEFAULT_RUN_IF: RunIf = "all_succeeded"
 
-# The plan models: what a plan file, the builder, a caller or the planner gives.
-PLAN_MODEL_CONFIG = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
+# The plan models: what a plan file, the builder, a caller or the planner gives. Their
+# fields' docstrings are their JSON Schema's descriptions: the planner model reads the
+# schema as its manual of the plan language, and generated API clients read it too.
+PLAN_MODEL_CONFIG = ConfigDict(
+    defer_build=True,
+    frozen=True,
+    extra="forbid",
+    allow_inf_nan=False,
+    use_attribute_docstrings=True,
+)
 
 
 class RetryPolicy(BaseModel):
@@ -121,7 +129,9 @@ class Node(BaseModel):
     code: str | None = None
     """``python`` nodes: the program to run in the sandbox."""
     instruction: str | None = None
-    """LLM agent nodes: what the agent must do."""
+    """LLM agent nodes: what the agent must do, self-contained: the agent sees this, the
+    run's goal and context, and the outputs of its ``depends_on`` nodes, nothing else
+    of the plan."""
     retry: RetryPolicy | None = None
     """Retry policy; unset means the worker type's default."""
     timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
