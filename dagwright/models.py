@@ -393,9 +393,10 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker", "slot"]
-    """The kind of wait: an open circuit breaker (the node is ``retry_wait``), or a free slot
-    of a concurrency limit (the node is ``queued``; it is woken when a slot frees)."""
+    on: Literal["breaker", "slot", "batch"]
+    """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
+    of a concurrency limit (the node is ``queued``; it is woken when a slot frees), or the
+    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``)."""
     name: str
     """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5`` or the limit
     ``type:researcher``."""
@@ -407,13 +408,18 @@ class NodeWait(BaseModel):
     """The failure that last counted against the dependency (``"<class>: <message>"``)."""
 
     def describe(self, now: datetime | None = None) -> str:
-        """One line: ``waiting on breaker model:x, open 25 s more: last error ...`` or
-        ``waiting for a slot of type:researcher (full for 12 s)``."""
+        """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
+        ``waiting for a slot of type:researcher (full for 12 s)`` or ``waiting on batch
+        msgbatch_x for 300 s, polled again in 25 s``."""
         now = now or datetime.now(UTC)
+        waited_s = max((now - self.since).total_seconds(), 0.0)
         if self.until is None:
-            waited_s = max((now - self.since).total_seconds(), 0.0)
             return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
         left_s = max((self.until - now).total_seconds(), 0.0)
+        if self.on == "batch":
+            return (
+                f"waiting on batch {self.name} for {waited_s:.0f} s, polled again in {left_s:.0f} s"
+            )
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
 

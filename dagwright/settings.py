@@ -491,6 +491,19 @@ class Settings(BaseSettings):
     refusal``), for agent types that name no ``fallback_model``; unset: a refusal fails
     the node."""
 
+    llm_batch_types: list[str] = Field(default_factory=list)
+    """Agent types whose LLM calls always go through the Message Batches API, at half
+    the price and with answers within 24 hours (``llm/batches.py``); a run or schedule
+    asks for it with ``llm_batch`` / ``--batch``. For work nobody waits on."""
+
+    llm_batch_poll_s: float = Field(60.0, gt=0, le=3600)
+    """How long a node waiting on its Message Batch stays parked between two polls."""
+
+    llm_batch_max_wait_s: float = Field(24 * 3600.0, gt=0, le=7 * 24 * 3600)
+    """Longest a node waits on one Message Batch; past it the batch is cancelled and the
+    node dead-lettered (``BatchWaitExpiredError``). The API itself expires a batch after
+    24 hours (the node then sends its call again, as a retry)."""
+
     llm_rate_limits: dict[str, LLMRateLimit] = Field(default_factory=dict)
     """Requests and tokens per minute by model id, over every worker, e.g.
     ``DAGWRIGHT_LLM_RATE_LIMITS='{"claude-sonnet-5-5": {"tokens_per_minute": 400000}}'``;
@@ -874,6 +887,9 @@ class Settings(BaseSettings):
             max_tokens_cap=self.llm_max_tokens_cap,
             refusal_fallback_model=self.llm_refusal_fallback_model,
             web_search_usd_per_1k=self.web_search_usd_per_1k,
+            batch_types=tuple(self.llm_batch_types),
+            batch_poll_s=self.llm_batch_poll_s,
+            batch_max_wait_s=self.llm_batch_max_wait_s,
         )
 
     @property
@@ -1004,6 +1020,9 @@ class LLMSettings:
     max_tokens_cap: int
     refusal_fallback_model: str | None
     web_search_usd_per_1k: float
+    batch_types: tuple[str, ...]
+    batch_poll_s: float
+    batch_max_wait_s: float
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ class RunOptions(TypedDict, total=False):
     max_concurrent_nodes: int | None
     timeout_s: float | None
     response_cache: bool | None
+    llm_batch: bool
     inputs: dict[str, Any] | None
     webhooks: Sequence[Webhook | dict[str, Any] | str]
 
@@ -172,6 +173,9 @@ class Client:
         fails. ``response_cache=True`` (else the plan's ``response_cache``) answers the
         run's agent calls, its planner's included, from the cross-run response cache when
         the very same request was answered before: no model call, 0 tokens.
+        ``llm_batch=True`` sends the run's agent calls, its planner's included, through the
+        Message Batches API at half the price, each answered within 24 hours (nodes wait
+        parked meanwhile, "waiting on batch ..."): for runs nobody waits on.
         ``webhooks`` (Webhook, its dict, or a URL for every run end) are told when the run
         ends, with the plan's own: a signed POST per end, at least once
         (docs/client-guide.md, "Webhooks"). Raises
@@ -224,6 +228,7 @@ class Client:
             "max_concurrent_nodes": options.get("max_concurrent_nodes"),
             "timeout_s": options.get("timeout_s"),
             "response_cache": options.get("response_cache"),
+            "llm_batch": bool(options.get("llm_batch", False)),
             "live_workers": self.live_workers,
             "inputs": options.get("inputs"),
             "webhooks": coerce_webhooks(options.get("webhooks", ())),
@@ -246,7 +251,8 @@ class Client:
 
     @translated
     def waits(self, run_id: str) -> dict[str, NodeWait]:
-        """What each node parked in RETRY_WAIT waits on (an open breaker), by node id."""
+        """What each node parked waits on (an open breaker, a Message Batch, a slot), by
+        node id."""
         return self.runtime.store.waits(run_id)
 
     @translated
