@@ -1,9 +1,11 @@
 """The HTTP API and dashboard of ``dagwright up``: ``dagwright server`` as a child process.
 
-It listens on 127.0.0.1 only, whatever DAGWRIGHT_SERVER_HOST says, and lets requests
-without a token in (anonymous admin) from this user's own processes only
-(server/peers.py): as only this user can reach the Valkey socket. Like Valkey and the worker it dies
-with ``up`` (children.py) and is recorded in the stack file for the next start to reclaim.
+It listens on 127.0.0.1 only, whatever DAGWRIGHT_SERVER_HOST says, with local access
+(``--local-access``): it makes an admin token that only this user can read, in the data
+directory, and takes one-time login links made with it (``server/local_access.py``);
+every request without a credential is refused, since a loopback port is open to every
+user of the machine. Like Valkey and the worker it dies with ``up`` (children.py) and is
+recorded in the stack file for the next start to reclaim.
 
 A port in use (DAGWRIGHT_SERVER_PORT, 8400 by default) is not an error: the next free
 one of the following few is taken and the URL printed says which, so a second ``up``
@@ -94,7 +96,7 @@ def spawn_server(
 ) -> subprocess.Popen[bytes]:
     env = stack_env(redis_url, imports)
     command = [sys.executable, "-m", "dagwright", "server", "--host", LOOPBACK]
-    command += ["--port", str(port), "--allow-anonymous"]
+    command += ["--port", str(port), "--local-access"]
     # SIGKILL if we die: it keeps no state, and open event streams would stall a
     # graceful stop with nobody left to wait for it.
     return spawn_owned(

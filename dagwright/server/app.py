@@ -10,11 +10,16 @@ bare Starlette (the same server, with the schema and the validation written by h
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, FastAPI
 
 from dagwright.client import Client
 from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
+
+if TYPE_CHECKING:
+    from dagwright.server.local_access import LocalAccess
 
 API_PREFIX = "/api/v1"
 
@@ -32,15 +37,15 @@ def api_router() -> APIRouter:
 def create_app(
     settings: Settings | None = None,
     *,
-    allow_anonymous: bool = False,
+    local_access: LocalAccess | None = None,
     client: Client | None = None,
 ) -> FastAPI:
     """The API under ``/api/v1`` (OpenAPI at ``/api/v1/openapi.json``, Swagger UI at
     ``/api/v1/docs``) and the dashboard's pages, over one ``Client``.
 
-    ``allow_anonymous`` lets requests without a credential act as admin: only for a
-    server bound to a loopback address (``dagwright server`` checks; ``dagwright up``
-    sets it).
+    ``local_access``: the token this server made for its own user, whose one-time login
+    links ``/login/local`` takes (``server/local_access.py``; ``dagwright up`` and
+    ``dagwright server --local-access``); None: no such links.
     """
     from importlib.metadata import version
 
@@ -55,7 +60,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.client = client or Client(settings)
-    app.state.allow_anonymous = allow_anonymous
+    app.state.local_access = local_access
     install_problem_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
