@@ -8,17 +8,27 @@ import os
 import socket
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
-from dagwright.server.local_access import login_url, read_token, token_file, write_private
+from dagwright.server.local_access import (
+    answers,
+    login_url,
+    read_token,
+    token_file,
+    token_name,
+    write_private,
+)
 from dagwright.server.origins import host_is_loopback
 from dagwright.server.sessions import SESSION_COOKIE
 from dagwright.settings import Settings
-from tests.support.api_server import ApiServer, running_server
+from tests.support.api_server import ApiServer, free_port, running_server
+from tests.support.cli import cli_env
+from tests.support.waiting import wait_until
 
 OTHER_USER = 65534  # nobody
 SYSTEM_PYTHON = Path("/usr/bin/python3")  # one another user may run (no venv under /root)
@@ -133,6 +143,48 @@ def test_the_token_file_is_its_users_alone_and_lets_them_in(
     # Stopped: the file is gone and the token revoked.
     assert not path.exists()
     assert all(info.name != me["name"] for info in server.client.tokens.list())
+
+
+def test_tokens_killed_servers_left_behind_are_revoked_by_the_next(
+    settings: Settings, redis_client: redis.Redis, api: ApiServer
+) -> None:
+    """As ``kill -9`` of ``up`` leaves them: the file, and the token in Valkey's data; a
+    file whose port answers (a live server's) is left alone."""
+    client = api.client
+    dead_port = free_port()
+    left = client.tokens.create(token_name(dead_port), scope="admin").token
+    write_private(token_file(settings.data_dir, dead_port), left)
+    live = client.tokens.create(token_name(api.port), scope="admin").token
+    write_private(token_file(settings.data_dir, api.port), live)
+    with running_server(settings, local_access=True) as server:
+        assert whoami(server, headers={"Authorization": f"Bearer {left}"}).status_code == 401
+        assert not token_file(settings.data_dir, dead_port).exists()
+        assert whoami(server, headers={"Authorization": f"Bearer {live}"}).status_code == 200
+    token_file(settings.data_dir, api.port).unlink()
+
+
+def test_dagwright_server_stopped_revokes_its_token_and_removes_its_file(
+    settings: Settings, redis_client: redis.Redis, api: ApiServer, tmp_path: Path
+) -> None:
+    """SIGTERM (``up`` stopping it): uvicorn re-raises the signal once it has shut down,
+    so the app's shutdown is where this happens."""
+    port = free_port()
+    env = cli_env(settings, settings.data_dir)
+    command = [sys.executable, "-m", "dagwright", "server", "--local-access", "--port", str(port)]
+    path = token_file(settings.data_dir, port)
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as server:
+        try:
+            wait_until(lambda: server.poll() is not None or path.exists(), timeout=60)
+            token = read_token(settings.data_dir, port)
+            wait_until(lambda: answers(port), timeout=30, what="the server to listen")
+            url = f"http://127.0.0.1:{port}/api/v1/whoami"
+            mine = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, trust_env=False)
+            assert mine.status_code == 200
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    assert not path.exists(), server.stderr.read() if server.stderr else ""
+    assert api.client.tokens.authenticate(str(token)) is None
 
 
 def test_the_token_file_is_made_private_whatever_the_umask_and_what_was_there(

@@ -105,7 +105,7 @@ def spawn_server(
 
 
 def wait_until_serving(process: subprocess.Popen[bytes], url: str) -> bool:
-    """True once ``url``'s health answers 200; False if the process exits first."""
+    """True once ``url``'s health answers; False if the process exits first."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -118,11 +118,15 @@ def wait_until_serving(process: subprocess.Popen[bytes], url: str) -> bool:
 
 
 def answers_health(url: str) -> bool:
+    """Whether the health answers: 200, or 401 (it asks for a token; this process does
+    not read the server's)."""
     # No proxy: an http_proxy of the environment must not be asked for a loopback URL.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url.rstrip("/") + HEALTH_PATH, timeout=2) as response:
             return bool(response.status == 200)
+    except urllib.error.HTTPError as refused:
+        return refused.code == 401
     except (urllib.error.URLError, OSError):
         return False
 

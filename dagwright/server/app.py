@@ -10,11 +10,14 @@ bare Starlette (the same server, with the schema and the validation written by h
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
 
 from dagwright.client import Client
+from dagwright.server.blocking import in_thread
 from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
 
@@ -45,7 +48,8 @@ def create_app(
 
     ``local_access``: the token this server made for its own user, whose one-time login
     links ``/login/local`` takes (``server/local_access.py``; ``dagwright up`` and
-    ``dagwright server --local-access``); None: no such links.
+    ``dagwright server --local-access``); None: no such links. The app closes it when
+    it shuts down (uvicorn then re-raises SIGTERM: no ``finally`` after it would run).
     """
     from importlib.metadata import version
 
@@ -58,6 +62,7 @@ def create_app(
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url=f"{API_PREFIX}/docs",
         redoc_url=None,
+        lifespan=closing_local_access,
     )
     app.state.client = client or Client(settings)
     app.state.local_access = local_access
@@ -65,3 +70,14 @@ def create_app(
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
     return app
+
+
+@asynccontextmanager
+async def closing_local_access(app: FastAPI) -> AsyncIterator[None]:
+    """Revoke the local-access token and remove its file when the server stops."""
+    try:
+        yield
+    finally:
+        access: LocalAccess | None = app.state.local_access
+        if access is not None:
+            await in_thread(access.close, app.state.client)

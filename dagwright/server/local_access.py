@@ -134,13 +134,37 @@ class LocalAccess:
 
 
 def open_local_access(client: Client, data_dir: Path, port: int) -> LocalAccess:
-    """Make the server's token (revoking one a server on this port, killed, left) and
-    write it to its file."""
+    """Make the server's token and write it to its file, first revoking those that
+    servers killed before they could (``kill -9`` of ``up``) left behind."""
     name = token_name(port)
     revoke_named(client, name)
+    revoke_left_behind(client, data_dir)
     new = client.tokens.create(name, scope=Scope.ADMIN)
     write_private(token_file(data_dir, port), new.token + "\n")
     return LocalAccess(new.token, new.info.id, data_dir, port)
+
+
+def revoke_left_behind(client: Client, data_dir: Path) -> None:
+    """Revoke the token of each token file whose server no longer answers, and remove
+    the file. A port something answers on is left alone (it may be a live server's)."""
+    for path in data_dir.glob("server-*.token"):
+        port = path.name.removeprefix("server-").removesuffix(".token")
+        if not port.isdigit() or answers(int(port)):
+            continue
+        token = read_token(data_dir, int(port))
+        info = client.tokens.authenticate(token) if token else None
+        if info is not None:
+            client.tokens.revoke(info.id)
+        path.unlink(missing_ok=True)
+
+
+def answers(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port``."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
 
 
 def revoke_named(client: Client, name: str) -> None:
