@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dagwright.client.tokens import Scope
 from dagwright.errors import InputError
 
 if TYPE_CHECKING:
@@ -139,7 +138,7 @@ def open_local_access(client: Client, data_dir: Path, port: int) -> LocalAccess:
     name = token_name(port)
     revoke_named(client, name)
     revoke_left_behind(client, data_dir)
-    new = client.tokens.create(name, scope=Scope.ADMIN)
+    new = client.tokens.create(name, scope="admin")
     write_private(token_file(data_dir, port), new.token + "\n")
     return LocalAccess(new.token, new.info.id, data_dir, port)
 
