@@ -27,7 +27,7 @@ from dagwright.server.origins import host_is_loopback
 from dagwright.server.sessions import SESSION_COOKIE
 from dagwright.settings import Settings
 from tests.support.api_server import ApiServer, free_port, running_server
-from tests.support.cli import cli_env
+from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.waiting import wait_until
 
 OTHER_USER = 65534  # nobody
@@ -228,6 +228,19 @@ def test_a_login_link_opens_one_session_then_nothing(
             assert history.get(fresh).status_code == 303  # the same link, untaken: works
 
 
+def test_a_login_link_opens_nothing_once_the_servers_token_is_revoked(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    with running_server(settings, local_access=True) as server:
+        assert server.local_access is not None
+        link = login_url(server.url, server.local_access.token)
+        server.client.tokens.revoke(server.local_access.token_id)  # dagwright token revoke
+        with httpx.Client(timeout=10, trust_env=False) as browser:
+            answer = browser.get(link)
+            assert answer.status_code == 401 and "revoked" in answer.text
+            assert SESSION_COOKIE not in browser.cookies
+
+
 def test_a_server_without_local_access_takes_no_login_link(api: ApiServer) -> None:
     link = login_url(api.url, api.token("admin"))
     with httpx.Client(timeout=10, trust_env=False) as browser:
@@ -251,3 +264,9 @@ def test_a_loopback_host_header_is_exactly_one(host: str) -> None:
 @pytest.mark.parametrize("host", HOSTILE_HOSTS)
 def test_a_hostile_host_header_is_not_loopback(host: str) -> None:
     assert not host_is_loopback(host)
+
+
+def test_dagwright_dashboard_without_a_local_stack_says_how_to_start_one(tmp_path: Path) -> None:
+    result = dagwright("dashboard", env=cli_env(None, tmp_path))
+    assert result.returncode == 2
+    assert "start one with `dagwright up`" in one_error_line(result)

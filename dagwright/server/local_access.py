@@ -19,8 +19,8 @@ history, opens nothing more. Codes are 32 characters, so the link fits in 80 col
 Rejected: telling the user by the connection. Linux's ``/proc/net/tcp`` names the uid
 of a connecting socket only by its port, and another user can connect from the same port
 on another loopback address, or behind a TIME_WAIT row (uid 0) of a server running as
-root: both were borrowed, 7 to 22 in 30 and 60 in 60 tries. SO_PEERCRED would be exact, on a
-unix socket that no browser can use.
+root: both were borrowed, 7 to 22 in 30 and 60 in 60 tries. SO_PEERCRED would be exact,
+on a unix socket that no browser can use.
 
 Imported by the CLI: nothing here loads FastAPI.
 """
@@ -57,7 +57,7 @@ def token_file(data_dir: Path, port: int) -> Path:
 
 def token_name(port: int) -> str:
     """The local-access token's name: ``dagwright token list`` shows it."""
-    return f"local access of the server on 127.0.0.1:{port} of {socket.gethostname()}"
+    return f"local access of the server on port {port} of {socket.gethostname()}"
 
 
 def write_private(path: Path, text: str) -> None:

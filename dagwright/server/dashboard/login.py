@@ -23,6 +23,7 @@ USED_LINK = (
     "this login link was used already, or is not this server's: "
     "`dagwright dashboard` prints a new one"
 )
+REVOKED = "this server's own token was revoked: restart it, or log in with another token"
 
 
 def safe_next(value: str | None) -> str:
@@ -52,6 +53,24 @@ def local_access_of(request: Request) -> LocalAccess | None:
     return access
 
 
+async def take_login_link(request: Request, code: str) -> Response:
+    """A one-time link opens a session with the server's token, then the dashboard:
+    the link left in the browser's history opens nothing more."""
+    access = local_access_of(request)
+    if access is None or not addressed_to_loopback(request) or not access.take_code(code):
+        if await visitor_of(request) is not None:  # the link again, logged in already
+            return RedirectResponse("/", status_code=303)
+        return login_page("/", USED_LINK, status_code=401, local=access is not None)
+    response = RedirectResponse("/", status_code=303)
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    try:
+        await log_in(request, access.token, response)
+    except LoginRefused:  # revoked by hand (dagwright token revoke)
+        return login_page("/", REVOKED, status_code=401, local=True)
+    return response
+
+
 def login_router() -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
@@ -67,18 +86,7 @@ def login_router() -> APIRouter:
     async def local_login(
         request: Request, code: Annotated[str, Query(max_length=CODE_CHARS)] = ""
     ) -> Response:
-        """A one-time link opens a session with the server's token, then the dashboard:
-        the link left in the browser's history opens nothing more."""
-        access = local_access_of(request)
-        if access is None or not addressed_to_loopback(request) or not access.take_code(code):
-            if await visitor_of(request) is not None:  # the link again, logged in already
-                return RedirectResponse("/", status_code=303)
-            return login_page("/", USED_LINK, status_code=401, local=access is not None)
-        response = RedirectResponse("/", status_code=303)
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        await log_in(request, access.token, response)
-        return response
+        return await take_login_link(request, code)
 
     @router.post("/login")
     async def submit_login(
