@@ -295,7 +295,7 @@ def test_the_server_needs_tokens_and_is_checked_over_tcp(chart: Rendered) -> Non
     deployment = chart.objects("Deployment")["dagwright-server"]
     [container] = containers(deployment)
     assert container["args"] == services()["server"]["command"]
-    assert "--allow-anonymous" not in container["args"]
+    assert "--local-access" not in container["args"]
     assert container["readinessProbe"]["tcpSocket"] == {"port": 8400}
     assert container["ports"] == [{"name": "http", "containerPort": 8400}]
     [port] = chart.objects("Service")["dagwright-server"]["spec"]["ports"]

@@ -13,11 +13,19 @@ bare Starlette (the same server, with the schema and the validation written by h
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, FastAPI
 
 from dagwright.client import Client
+from dagwright.server.blocking import in_thread
 from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
+
+if TYPE_CHECKING:
+    from dagwright.server.local_access import LocalAccess
 
 API_PREFIX = "/api/v1"
 
@@ -35,15 +43,16 @@ def api_router() -> APIRouter:
 def create_app(
     settings: Settings | None = None,
     *,
-    allow_anonymous: bool = False,
+    local_access: LocalAccess | None = None,
     client: Client | None = None,
 ) -> FastAPI:
     """The API under ``/api/v1`` (its OpenAPI document at ``/api/v1/openapi.json``, read
     scope) and the dashboard's pages, over one ``Client``.
 
-    ``allow_anonymous`` lets requests without a credential act as admin: only for a
-    server bound to a loopback address (``dagwright server`` checks; ``dagwright up``
-    sets it).
+    ``local_access``: the token this server made for its own user, whose one-time login
+    links ``/login/local`` takes (``server/local_access.py``; ``dagwright up`` and
+    ``dagwright server --local-access``); None: no such links. The app closes it when
+    it shuts down (uvicorn then re-raises SIGTERM: no ``finally`` after it would run).
     """
     from importlib.metadata import version
 
@@ -56,27 +65,41 @@ def create_app(
         openapi_url=None,  # served by routes/system.py, behind authentication
         docs_url=None,
         redoc_url=None,
+        lifespan=closing_local_access,
     )
     app.state.client = client or Client(settings)
-    app.state.allow_anonymous = allow_anonymous
+    app.state.local_access = local_access
     install_problem_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
-    install_front_middleware(app, app.state.client.settings, allow_anonymous=allow_anonymous)
+    install_front_middleware(
+        app, app.state.client.settings, local_access=local_access is not None
+    )
     return app
 
 
-def install_front_middleware(app: FastAPI, settings: Settings, *, allow_anonymous: bool) -> None:
+def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: bool) -> None:
     """What runs before routing, authentication and parsing: the body limit (an
     oversized body costs nothing), and, outside it, the trusted proxies' headers.
 
-    No proxy headers on a server with anonymous access (``dagwright up``'s, on loopback,
-    with no proxy in front): a forged X-Forwarded-For would choose the client address
-    that anonymous access is decided on."""
+    No proxy headers on a server with local access (``dagwright up``'s, on loopback,
+    with no proxy in front): nothing there may be decided on a forwarded address or
+    scheme."""
     from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
     from dagwright.server.body_limit import BodyLimit
 
     app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
-    if settings.server_trusted_proxies and not allow_anonymous:
+    if settings.server_trusted_proxies and not local_access:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)
+
+
+@asynccontextmanager
+async def closing_local_access(app: FastAPI) -> AsyncIterator[None]:
+    """Revoke the local-access token and remove its file when the server stops."""
+    try:
+        yield
+    finally:
+        access: LocalAccess | None = app.state.local_access
+        if access is not None:
+            await in_thread(access.close, app.state.client)
