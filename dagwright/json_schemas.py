@@ -339,8 +339,12 @@ def schema_validator(schema: dict[str, Any] | bool) -> Validator:
 
 def schema_errors(validator: Validator, instance: Any) -> list[ValidationError]:
     """Every way ``instance`` fails the validator's schema. A value nested so deep that
-    checking it would exhaust Python's stack fails with one error saying so."""
+    checking it would exhaust Python's stack fails with one error saying so; so does a
+    schema ``schema_problems`` never saw (a reference outside it, a pattern RE2 refuses):
+    refused here too, never fetched nor run by ``re``."""
     try:
         return list(validator.iter_errors(instance))
     except RecursionError:
         return [ValidationError("it is nested too deep for its schema to be checked")]
+    except (Unresolvable, PatternError) as exc:
+        return [ValidationError(f"its schema cannot be used: {str(exc)[:200]}")]

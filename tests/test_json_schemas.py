@@ -382,3 +382,14 @@ def test_an_id_naming_a_url_fetches_nothing(listener: RecordingListener) -> None
     [mismatch] = schema_errors(schema_validator(schema), {"a": 1})
     assert mismatch.message == "1 is not of type 'string'"
     assert listener.paths == []
+
+
+def test_a_schema_never_checked_still_fetches_nothing(listener: RecordingListener) -> None:
+    # A node's output_schema reaches the worker checked; a plan stored by an older
+    # version may not have been.
+    unchecked = schema_validator({"$ref": f"{listener.url}/x.json"})
+    [error] = schema_errors(unchecked, {"a": 1})
+    assert error.message.startswith("its schema cannot be used: Unresolvable: http://127.0.0.1:")
+    [error] = schema_errors(schema_validator({"pattern": "(?<=a)b"}), "ab")
+    assert error.message.startswith("its schema cannot be used: invalid perl operator")
+    assert listener.paths == []
