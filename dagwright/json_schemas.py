@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,17 @@ if TYPE_CHECKING:
 MAX_SCHEMA_BYTES = 64 * 1024  # of one schema's JSON: a plan holds several, the plan file 4 MiB
 MAX_SCHEMA_DEPTH = 32  # levels of nesting, as a node's params
 MAX_PATTERN_CHARS = 1000
-RE2_MAX_MEM = 8 * 1024 * 1024  # bytes RE2 may use for one compiled pattern (its default)
+MAX_PATTERN_PROGRAM = 4000  # RE2 instructions: `[a-z]{1,1000}` is 2004, `.{0,1000}` 9000
+RE2_MAX_MEM = 4 * 1024 * 1024  # bytes RE2 may use for one compiled pattern (program, DFA)
+# RE2 matches in time linear in the text, times the program's size when its DFA gives
+# up (13 to 60 ns a unit on a busy 2-core machine). So the work of one validation is
+# bounded: characters matched times instructions, at most about half a second.
+MAX_MATCH_WORK = 10_000_000
+TOO_MUCH_MATCHING = (
+    "it is too long to be matched against the schema's patterns (characters matched times "
+    f"the patterns' sizes over {MAX_MATCH_WORK:,}): shorten the text or the patterns"
+)
+SHOWN_VALUE_CHARS = 120
 MAX_SCHEMA_REFERENCES = 100  # each hop of a chain of them is a few frames of Python's stack
 REFERENCE_KEYWORDS = ("$ref", "$dynamicRef")
 NO_FETCHING: Registry[Any] = Registry()  # resolves nothing outside a document
@@ -66,6 +77,14 @@ IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSc
 
 class PatternError(ValueError):
     """A pattern RE2 cannot compile; the message says why."""
+
+
+class TooMuchMatchingError(Exception):
+    """Matching would pass ``MAX_MATCH_WORK``: the validation stops."""
+
+
+# The work of the validation under way (``schema_errors``): one counter each.
+_match_work: ContextVar[list[int] | None] = ContextVar("json_schemas_match_work", default=None)
 
 
 # -- checking a schema -------------------------------------------------------------
@@ -178,8 +197,8 @@ def _pattern_problem(where: str, pattern: Any) -> str | None:
         compiled_pattern(pattern)
     except PatternError as exc:
         return (
-            f"{where}: {pattern[:120]!r} is not a pattern dagwright can match in linear time "
-            f"({exc}); backreferences and lookarounds are not supported"
+            f"{where}: {pattern[:120]!r} is refused: {exc} (patterns are matched by RE2, in "
+            "linear time: no backreferences, no lookarounds)"
         )
     return None
 
@@ -251,20 +270,44 @@ def _in_place_steps(part: _Part, parts: dict[int, _Part]) -> Iterator[_Part]:
 # -- patterns ----------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=64)  # each up to RE2_MAX_MEM
 def compiled_pattern(pattern: str) -> re2._Regexp:
     """``pattern`` compiled by RE2 (matching takes time linear in the text); PatternError
-    if RE2 cannot compile it (backreferences, lookarounds) or it is too long."""
+    if RE2 cannot compile it (backreferences, lookarounds) or it is too big."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"it is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
     options = re2.Options()
     options.log_errors = False  # RE2 would print each refused pattern to stderr
     options.max_mem = RE2_MAX_MEM
+    options.never_capture = True  # match or not: lets RE2 use its DFA (100x faster)
     try:
-        return re2.compile(pattern, options)
+        compiled = re2.compile(pattern, options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "RE2 refuses it"
         raise PatternError(reason.decode() if isinstance(reason, bytes) else str(reason)) from None
+    if compiled.programsize > MAX_PATTERN_PROGRAM:
+        size = compiled.programsize
+        raise PatternError(
+            f"it compiles to {size} instructions; the limit is {MAX_PATTERN_PROGRAM}"
+        )
+    return compiled
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text`` (JSON Schema's unanchored
+    search), its work counted against ``MAX_MATCH_WORK``: TooMuchMatchingError past it."""
+    compiled = compiled_pattern(pattern)
+    _charge(len(text) * compiled.programsize)
+    return compiled.search(text) is not None
+
+
+def _charge(work: int) -> None:
+    spent = _match_work.get()
+    if spent is None:  # outside schema_errors: each match on its own
+        spent = [0]
+    spent[0] += work
+    if spent[0] > MAX_MATCH_WORK:
+        raise TooMuchMatchingError
 
 
 # The metaschema's formats but ``regex`` (Python's ``re``): the patterns are RE2's, and
@@ -277,8 +320,12 @@ _SCHEMA_FORMATS = FormatChecker([name for name in FormatChecker.checkers if name
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
-    if validator.is_type(instance, "string") and not compiled_pattern(pattern).search(instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+    if validator.is_type(instance, "string") and not matches(pattern, instance):
+        yield ValidationError(f"{_shown(instance)} does not match {pattern!r}")
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…")
 
 
 def _pattern_properties(
@@ -288,7 +335,7 @@ def _pattern_properties(
         return
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
-            if compiled_pattern(pattern).search(key):
+            if matches(pattern, key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
@@ -303,16 +350,16 @@ def _additional_properties(
             yield from validator.descend(instance[extra], additional, path=extra)
     elif additional is False and extras:
         verb = "was" if len(extras) == 1 else "were"
-        listed = ", ".join(repr(extra) for extra in extras)
+        listed = ", ".join(_shown(extra) for extra in extras)
         yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
 
 
 def _extras(instance: dict[str, Any], schema: dict[str, Any]) -> Iterator[str]:
     """The keys neither ``properties`` nor a pattern of ``patternProperties`` name."""
     properties = schema.get("properties", {})
-    patterns = [compiled_pattern(pattern) for pattern in schema.get("patternProperties", {})]
+    patterns = schema.get("patternProperties", {})
     for key in instance:
-        if key not in properties and not any(pattern.search(key) for pattern in patterns):
+        if key not in properties and not any(matches(pattern, key) for pattern in patterns):
             yield key
 
 
@@ -339,12 +386,18 @@ def schema_validator(schema: dict[str, Any] | bool) -> Validator:
 
 def schema_errors(validator: Validator, instance: Any) -> list[ValidationError]:
     """Every way ``instance`` fails the validator's schema. A value nested so deep that
-    checking it would exhaust Python's stack fails with one error saying so; so does a
-    schema ``schema_problems`` never saw (a reference outside it, a pattern RE2 refuses):
-    refused here too, never fetched nor run by ``re``."""
+    checking it would exhaust Python's stack fails with one error saying so; so does one
+    whose matching would pass ``MAX_MATCH_WORK`` (its text times the patterns' sizes),
+    and a schema ``schema_problems`` never saw (a reference outside it, a pattern RE2
+    refuses): refused here too, never fetched nor run by ``re``."""
+    work = _match_work.set([0])
     try:
         return list(validator.iter_errors(instance))
+    except TooMuchMatchingError:
+        return [ValidationError(TOO_MUCH_MATCHING)]
     except RecursionError:
         return [ValidationError("it is nested too deep for its schema to be checked")]
     except (Unresolvable, PatternError) as exc:
         return [ValidationError(f"its schema cannot be used: {str(exc)[:200]}")]
+    finally:
+        _match_work.reset(work)

@@ -301,17 +301,35 @@ def test_a_catastrophic_pattern_is_matched_in_a_fraction_of_a_second() -> None:
 
 @pytest.mark.parametrize(
     ("pattern", "reason"),
-    [(r"(a)\1", r"invalid escape sequence: \1"), ("(?=a)b", "invalid perl operator: (?=")],
+    [
+        (r"(a)\1", r"invalid escape sequence: \1"),
+        ("(?=a)b", "invalid perl operator: (?="),
+        (".{0,1000}x.{0,1000}y", "it compiles to 18006 instructions; the limit is 4000"),
+    ],
 )
 def test_a_pattern_re2_cannot_run_is_a_schema_problem(pattern: str, reason: str) -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}}
     assert schema_problems(schema, "inputs") == [
-        f"inputs.properties.a.pattern: {pattern!r} is not a pattern dagwright can match in "
-        f"linear time ({reason}); backreferences and lookarounds are not supported"
+        f"inputs.properties.a.pattern: {pattern!r} is refused: {reason} (patterns are matched "
+        "by RE2, in linear time: no backreferences, no lookarounds)"
     ]
     keyed = {"type": "object", "patternProperties": {pattern: {}}}
     [problem] = schema_problems(keyed, "output_schema")
-    assert problem.startswith(f"output_schema.patternProperties.{pattern}: {pattern!r} is not")
+    assert problem.startswith(f"output_schema.patternProperties.{pattern}: {pattern!r} is ref")
+
+
+def test_matching_is_bounded_by_text_times_pattern_size() -> None:
+    # RE2's DFA gives up on some patterns; its NFA takes text x program time (here a 1 MiB
+    # string against .{0,1000}x.{0,1000}y took 250 s).
+    schema = {"type": "object", "additionalProperties": {"pattern": "[a-z]{1,1000}1"}}
+    assert schema_problems(schema, "inputs") == []
+    validator = schema_validator(schema)
+    assert schema_errors(validator, {"a": "x" * 4_000 + "1"}) == []
+    started = time.monotonic()
+    # 100 times the bound: 5 to 25 s unbounded.
+    [error] = schema_errors(validator, {str(n): "x" * 2_000 for n in range(250)})
+    assert time.monotonic() - started < 2
+    assert error.message.startswith("it is too long to be matched against the schema's patterns")
 
 
 @settings(max_examples=300, deadline=None)
