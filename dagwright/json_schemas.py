@@ -45,7 +45,7 @@ from dagwright.json_shapes import json_shape
 if TYPE_CHECKING:
     from referencing._core import Resolver
 
-MAX_SCHEMA_BYTES = 64 * 1024  # of one schema's JSON: a plan holds several, the plan file 4 MiB
+MAX_SCHEMA_BYTES = 32 * 1024  # of one schema: jsonschema checks 20 KiB of properties a second
 MAX_SCHEMA_DEPTH = 32  # levels of nesting, as a node's params
 MAX_PATTERN_CHARS = 1000
 MAX_PATTERN_PROGRAM = 4000  # RE2 instructions: `[a-z]{1,1000}` is 2004, `.{0,1000}` 9000
