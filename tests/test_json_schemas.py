@@ -23,6 +23,7 @@ from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.errors import PlanError
 from dagwright.json_schemas import (
     MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_MAPPINGS,
     MAX_SCHEMA_REFERENCES,
     schema_errors,
     schema_problems,
@@ -365,6 +366,11 @@ def test_a_schema_is_bounded_in_size_depth_and_references() -> None:
         deep = {"type": "object", "properties": {"x": deep}}
     assert schema_problems(deep, "inputs") == [
         "inputs: the schema is nested 41 levels deep; the limit is 32"
+    ]
+    wide = {"type": "object", "properties": {f"p{n}": {} for n in range(MAX_SCHEMA_MAPPINGS)}}
+    assert schema_problems(wide, "inputs") == [
+        f"inputs: the schema has {MAX_SCHEMA_MAPPINGS + 2} mappings (subschemas and the like); "
+        f"the limit is {MAX_SCHEMA_MAPPINGS}"
     ]
     count = MAX_SCHEMA_REFERENCES + 1
     chain = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(count)}
