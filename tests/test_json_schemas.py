@@ -330,7 +330,7 @@ def test_matching_is_bounded_by_text_times_pattern_size() -> None:
     started = time.monotonic()
     # 100 times the bound: 5 to 25 s unbounded.
     [error] = schema_errors(validator, {str(n): "x" * 2_000 for n in range(250)})
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 3
     assert error.message.startswith("it is too long to be matched against the schema's patterns")
 
 
