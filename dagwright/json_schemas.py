@@ -110,6 +110,9 @@ def schema_problems(schema: Any, name: str) -> list[str]:
     problems += _mixing_problems(parts, name) + _reference_count_problems(parts, name)
     if problems:
         return problems
+    problems = _unwalked_target_problems(parts)
+    if problems:
+        return problems
     try:
         return _loop_problems(parts)
     except RecursionError:  # a chain of references and in-place keywords that long
@@ -216,6 +219,27 @@ def _reference_problem(part: _Part, keyword: str) -> str | None:
     except Unresolvable:
         return f"{where}: {reference[:120]!r} names no part of the schema"
     return None
+
+
+def _unwalked_target_problems(parts: list[_Part]) -> list[str]:
+    """References whose target is not a subschema the checks walked (``{"x": {...},
+    "$ref": "#/x"}``: ``x`` sits under no keyword). Its keywords and patterns were never
+    checked, so validating through it could run anything, Python's ``re`` included.
+    (Every reference resolves: checked before.)"""
+    walked = {id(part.contents) for part in parts}
+    problems = []
+    for part in parts:
+        for keyword in REFERENCE_KEYWORDS:
+            reference = part.contents.get(keyword)
+            if not isinstance(reference, str):
+                continue
+            target = part.resolver.lookup(reference).contents
+            if isinstance(target, dict) and id(target) not in walked:
+                problems.append(
+                    f"{part.where}.{keyword}: {reference[:120]!r} names a part of the schema "
+                    "that is not a subschema (put it under `$defs`)"
+                )
+    return problems
 
 
 def _pattern_problem(where: str, pattern: Any) -> str | None:

@@ -359,6 +359,20 @@ def test_unevaluated_properties_beside_patterns_is_refused() -> None:
 # -- the schema itself, bounded ----------------------------------------------------
 
 
+def test_a_reference_into_a_part_no_keyword_holds_is_refused() -> None:
+    """Found by review: ``$ref`` can reach a mapping under no keyword, which the checks
+    never walk; there, ``unevaluatedProperties`` beside a pattern would run Python's
+    ``re`` on the value (one key of 40 ``a``s: over a minute)."""
+    hidden = {"unevaluatedProperties": False, "patternProperties": {"^(a|aa)+$": {}}}
+    problems = schema_problems({"x": hidden, "$ref": "#/x"}, "inputs")
+    assert problems == [
+        "inputs.$ref: '#/x' names a part of the schema that is not a subschema "
+        "(put it under `$defs`)"
+    ]
+    defined = {"$defs": {"x": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/x"}}}
+    assert schema_problems({"type": "object", **defined}, "inputs") == []
+
+
 def test_a_schema_is_bounded_in_size_depth_and_references() -> None:
     big = {"type": "object", "description": "x" * MAX_SCHEMA_BYTES}
     [too_big] = schema_problems(big, "inputs")

@@ -53,7 +53,7 @@ def test_a_batched_run_waits_visibly_sends_its_call_once_and_pays_half(
 ) -> None:
     settings = batched(subprocess_settings)
     fake_llm.add(ANSWER)
-    fake_llm.batches.processing_s = 4.0
+    fake_llm.batches.processing_s = 3600.0  # until the test has looked
     workers.start(settings)
     client = Client(settings)
     run = client.submit(one_agent("batched").build(), llm_batch=True)
@@ -65,6 +65,7 @@ def test_a_batched_run_waits_visibly_sends_its_call_once_and_pays_half(
     assert shown["nodes"]["research"]["waiting"]["description"].startswith(
         f"waiting on batch {wait.name} for "
     )
+    assert fake_llm.batches.finish_all() == 1
 
     state = run.wait(timeout=120)
     assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
@@ -171,3 +172,24 @@ def test_the_fake_refuses_a_malformed_batch_as_the_api_does(
     )
     results = {line.custom_id: line.result for line in api.messages.batches.results(done.id)}
     assert {result.type for result in results.values()} == {"errored"}  # checked when processed
+
+
+def test_each_turn_of_a_batched_agent_waits_on_its_own_batch(
+    subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer
+) -> None:
+    """Three turns, each batch taking 2.5 s, under a 6 s bound per batch: the bound is
+    each batch's, not the sum of a node's waits (found by review: retry.lua kept the
+    first wait's start across batches, and would have dead-lettered this node)."""
+    settings = batched(subprocess_settings, llm_batch_max_wait_s=6.0)
+    tool_call = {"type": "tool_use", "name": "workspace_list", "input": {}}
+    fake_llm.add(
+        {"match": {"messages_count": 1}, "reply": {"content": [tool_call]}},
+        {"match": {"messages_count": 3}, "reply": {"content": [tool_call]}},
+        ANSWER,
+    )
+    fake_llm.batches.processing_s = 2.5
+    workers.start(settings)
+    state = Client(settings).submit(one_agent("turns").build(), llm_batch=True).wait(timeout=180)
+    assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
+    assert len(fake_llm.batched_requests) == 3
+    assert state.nodes["research"].attempts == 1

@@ -48,7 +48,7 @@ from dagwright.errors import (
     LLMResponseError,
     LLMUnavailableError,
 )
-from dagwright.llm.batches import PendingBatch, submitted_now
+from dagwright.llm.batches import BatchFailed, PendingBatch, submitted_now
 from dagwright.llm.call_limits import (
     POOL_TIMEOUT_S,
     WRITE_TIMEOUT_S,
@@ -188,11 +188,14 @@ class AnthropicLLM:
         message, request_id = self.retried(lambda: self._create(request))
         return self.response(message, request, request_id, time.monotonic() - started)
 
-    def retried(self, call: Callable[[], T]) -> T:
-        """``call`` (an SDK call) under this module's retries; its failure translated."""
+    def retried(
+        self, call: Callable[[], T], retry_on: Callable[[BaseException], bool] = is_retryable
+    ) -> T:
+        """``call`` (an SDK call) under this module's retries (of what ``retry_on`` says
+        may succeed once more); its failure translated."""
         started = time.monotonic()
         retrying = Retrying(
-            retry=retry_if_exception(is_retryable),
+            retry=retry_if_exception(retry_on),
             stop=stop_after_attempt(self._attempts),
             wait=self._wait,
             reraise=True,
@@ -355,27 +358,39 @@ class AnthropicBatches:
 
     def submit(self, request: LLMRequest, custom_id: str) -> PendingBatch:
         one = {"custom_id": custom_id, "params": batch_params(request)}
-        batch = self._llm.retried(lambda: self._sdk.create(requests=[one]))  # type: ignore[list-item]
+        # Retried only on answers that say no batch was made: a timed-out create may have
+        # made one, and a second would be billed too.
+        batch = self._llm.retried(
+            lambda: self._sdk.create(requests=[one]),  # type: ignore[list-item]
+            retry_on=refused_before_processing,
+        )
         return submitted_now(batch.id, custom_id)
 
-    def answer(self, pending: PendingBatch, request: LLMRequest) -> LLMResponse | None:
+    def answer(
+        self, pending: PendingBatch, request: LLMRequest
+    ) -> LLMResponse | BatchFailed | None:
         batch = self._llm.retried(lambda: self._sdk.retrieve(pending.id))
         if batch.processing_status != "ended":
             return None
         lines = self._llm.retried(lambda: list(self._sdk.results(pending.id)))
         result = next((line.result for line in lines if line.custom_id == pending.custom_id), None)
         if result is None:
-            raise LLMResponseError(
-                f"Message Batch {pending.id} ended without a result for {pending.custom_id}"
-            )
+            missing = f"Message Batch {pending.id} ended without a result for {pending.custom_id}"
+            return BatchFailed(LLMResponseError(missing))
         if result.type != "succeeded":
-            raise batch_failure(pending, result)
+            return BatchFailed(batch_failure(pending, result))
         latency_s = max(time.time() - pending.submitted_at, 0.0)
         return self._llm.response(result.message, request, None, latency_s, batch=True)
 
-    def cancel(self, pending: PendingBatch) -> None:
+    def cancel(self, batch_id: str) -> None:
         with contextlib.suppress(anthropic.AnthropicError):
-            self._sdk.cancel(pending.id)
+            self._sdk.cancel(batch_id)
+
+
+def refused_before_processing(exc: BaseException) -> bool:
+    """A retryable answer to a create that says it made nothing: a status, not a
+    connection that broke after the request was sent."""
+    return isinstance(exc, anthropic.APIStatusError) and is_retryable(exc)
 
 
 def batch_params(request: LLMRequest) -> dict[str, Any]:

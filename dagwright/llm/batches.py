@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -39,6 +40,15 @@ class PendingBatch(BaseModel):
     """When it was sent (``time.time()``)."""
 
 
+@dataclass(frozen=True)
+class BatchFailed:
+    """The batch ended without an answer to the call (the request errored, expired or was
+    cancelled): the error that amounts to. The call must be sent again, if at all; a
+    failure to *read* the batch is raised instead, and the batch kept."""
+
+    error: Exception
+
+
 class MessageBatches(Protocol):
     """What the agent loop needs of the Message Batches API."""
 
@@ -46,13 +56,15 @@ class MessageBatches(Protocol):
         """Send ``request`` as a batch of one; LLM errors as ``complete`` raises them."""
         ...
 
-    def answer(self, pending: PendingBatch, request: LLMRequest) -> LLMResponse | None:
+    def answer(
+        self, pending: PendingBatch, request: LLMRequest
+    ) -> LLMResponse | BatchFailed | None:
         """The batch's answer to ``request`` (priced at the batch rate); None while it is
-        processing. An errored, expired or cancelled request raises the LLM error it
-        amounts to (retryable or not)."""
+        processing; BatchFailed if it ended without one. LLM errors reading it (an
+        outage) are raised as ``complete`` raises them: the batch is still there."""
         ...
 
-    def cancel(self, pending: PendingBatch) -> None:
+    def cancel(self, batch_id: str) -> None:
         """Cancel the batch (best effort: one that already ended stays as it is)."""
         ...
 

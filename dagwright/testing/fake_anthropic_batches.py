@@ -9,8 +9,8 @@ of the batch. The fake decides every request's answer at creation (through the s
 playback, rules and script as ``POST /v1/messages``, logged with ``endpoint: batch``) and
 holds the answers back until the batch has been processing for ``processing_s``: a poll
 before then sees ``in_progress``, as a real batch keeps a caller waiting. A batch can be
-cancelled (its undelivered requests ``canceled``) or expired by the test
-(``expire_all``: ``expired`` results, as the API's 24-hour limit plays).
+cancelled (its undelivered requests ``canceled``), finished early (``finish_all``) or
+expired by the test (``expire_all``: ``expired`` results, as the API's 24-hour limit plays).
 
 Results come as JSON Lines (``application/x-jsonl``) from the batch's ``results_url``,
 absolute, as the SDK follows it; asking for them before the batch ended is a 400.
@@ -136,6 +136,15 @@ class MessageBatches:
                 batch.overridden = dict.fromkeys(batch.results, "canceled")
                 batch.ended = batch.cancel_initiated
             return json_answer(200, _batch_object(batch, base_url))
+
+    def finish_all(self) -> int:
+        """Let every batch still processing end now, with the answers it was given; how
+        many batches that was (a test holds batches with a long ``processing_s``)."""
+        with self._lock:
+            processing = [batch for batch in self._batches.values() if not batch.is_over()]
+            for batch in processing:
+                batch.ready_at = time.monotonic()
+            return len(processing)
 
     def expire_all(self) -> int:
         """End every batch still processing with all its requests ``expired`` (the API's

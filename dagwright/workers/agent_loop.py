@@ -49,13 +49,12 @@ from dagwright.errors import (
     AgentOutputError,
     AgentToolErrorsError,
     BatchWaitExpiredError,
-    DagwrightError,
     LLMBatchPendingError,
     NodeLostError,
     PermanentError,
     ToolPolicyError,
 )
-from dagwright.llm.batches import MessageBatches, PendingBatch, custom_id_of
+from dagwright.llm.batches import BatchFailed, MessageBatches, PendingBatch, custom_id_of
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.llm.server_tools import WEB_SEARCH
@@ -188,7 +187,8 @@ class AgentLoop:
     # -- one LLM call ---------------------------------------------------------------
 
     def _take_turn(self) -> None:
-        self._check_limits()
+        if self.state.batch is None:  # a call waiting in a batch was checked when sent
+            self._check_limits()
         request = self._request()
         response = self._batched(request) if self._uses_batch else self.ctx.llm().complete(request)
         problem = self._absorb(response)
@@ -291,23 +291,22 @@ class AgentLoop:
         """The call, through a Message Batch of one: sent once (the pending batch is
         checkpointed before anything else), then polled; LLMBatchPendingError parks the
         node while the batch processes. A batch that did not answer is forgotten before
-        its error is raised, so the node's next attempt sends the call again."""
+        its error is raised, so the node's next attempt sends the call again; one that
+        could not be read (an outage) is kept, to be polled again."""
         batches = self.ctx.llm_batches()
         if self.state.batch is None:
             custom_id = custom_id_of(self.ctx.run_id, self.ctx.node_id, self.state.turn)
             self.state.batch = batches.submit(request, custom_id)
             self.ctx.checkpoint(self._snapshot())
         pending = self.state.batch
-        try:
-            response = batches.answer(pending, request)
-        except DagwrightError:
-            self.state.batch = None
-            self.ctx.checkpoint(self._snapshot())
-            raise
-        if response is None:
+        answer = batches.answer(pending, request)  # an outage to read it keeps the batch
+        if answer is None:
             raise self._still_waiting(pending, batches)
-        self.state.batch = None  # saved with the call's usage (record_llm_call)
-        return response
+        self.state.batch = None  # saved with the call's usage (record_llm_call), or now:
+        if isinstance(answer, BatchFailed):
+            self.ctx.checkpoint(self._snapshot())
+            raise answer.error
+        return answer
 
     def _still_waiting(self, pending: PendingBatch, batches: MessageBatches) -> Exception:
         """The node waits for its batch, unless it has waited ``llm_batch_max_wait_s``:
@@ -316,7 +315,7 @@ class AgentLoop:
         waited_s = time.time() - pending.submitted_at
         if waited_s < settings.batch_max_wait_s:
             return LLMBatchPendingError(pending.id, settings.batch_poll_s, pending.submitted_at)
-        batches.cancel(pending)
+        batches.cancel(pending.id)
         self.state.batch = None
         self.ctx.checkpoint(self._snapshot())
         return BatchWaitExpiredError(

@@ -492,8 +492,8 @@ def wait_for_batch(
 ) -> Outcome:
     """Park the node until its Message Batch is polled again (the attempt given back: a
     batch processing is not the node failing). The agent loop bounds the wait on one
-    batch (``llm_batch_max_wait_s``); this bounds the waits of a node on batches in all
-    the same way, so a node cannot wait on batch after batch for ever."""
+    batch (``llm_batch_max_wait_s``, from when it was sent); retry.lua bounds it too, from
+    the node's first wait on it, should the loop's clock and the server's disagree."""
     settings = env.runtime.settings
     waited = env.runtime.machine.wait_on(
         ctx.run_id,
@@ -507,9 +507,11 @@ def wait_for_batch(
         max_wait_s=settings.llm_batch_max_wait_s,
     )
     if waited == BreakerWait.EXPIRED:
+        ctx.llm_batches().cancel(exc.batch_id)  # or it goes on, and is billed
         expired = BatchWaitExpiredError(
-            f"waited {settings.llm_batch_max_wait_s:g} s on Message Batches "
-            f"(DAGWRIGHT_LLM_BATCH_MAX_WAIT_S), the last {exc.batch_id}; replay it to try again"
+            f"Message Batch {exc.batch_id} did not answer within "
+            f"{settings.llm_batch_max_wait_s:g} s (DAGWRIGHT_LLM_BATCH_MAX_WAIT_S): "
+            "cancelled; replay the node to send the call again"
         )
         described = describe_error(expired, known_secrets(settings))
         return fail_for_good(env, ctx, claim, described, Classification.TRANSIENT)

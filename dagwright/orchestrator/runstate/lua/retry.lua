@@ -19,6 +19,8 @@ local function waiting_since(max_wait_ms)
   if not previous then return NOW end
   local wait = cjson.decode(previous)
   if wait.on ~= kind or NOW - wait.until_ms > max_wait_ms then return NOW end
+  -- A batch's wait is its own: the next turn's batch starts afresh.
+  if kind == 'batch' and wait.name ~= breaker then return NOW end
   return wait.since_ms
 end
 
@@ -36,7 +38,11 @@ else
   redis.call('HDEL', K.waits, node)
 end
 
+-- A call waiting in a batch was sent: its worst case stays held against the run's budget
+-- (reserve.lua), or other nodes could spend it while the batch processes.
+local held = kind == 'batch' and redis.call('HGET', K.reserved, node)
 release(node)
+if held then redis.call('HSET', K.reserved, node, held) end
 redis.call('HDEL', K.deliveries, node)
 redis.call('HSET', K.error, node, ARGV[5])
 redis.call('HSET', K.state, node, 'retry_wait')
