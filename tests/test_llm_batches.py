@@ -51,7 +51,8 @@ def sdk(fake_llm: FakeAnthropicServer) -> anthropic.Anthropic:
 def test_a_batched_run_waits_visibly_sends_its_call_once_and_pays_half(
     subprocess_settings: Settings, workers: Workers, fake_llm: FakeAnthropicServer, tmp_path: Path
 ) -> None:
-    settings = batched(subprocess_settings)
+    # Parked most of the time: between two polls the node is queued, then running.
+    settings = batched(subprocess_settings, llm_batch_poll_s=3.0)
     fake_llm.add(ANSWER)
     fake_llm.batches.processing_s = 3600.0  # until the test has looked
     workers.start(settings)
@@ -61,10 +62,14 @@ def test_a_batched_run_waits_visibly_sends_its_call_once_and_pays_half(
     wait_until(lambda: client.waits(run.run_id), timeout=90, what="the node waiting")
     wait = client.waits(run.run_id)["research"]
     assert wait.on == "batch" and wait.name.startswith("msgbatch_")
-    shown = json_out(dagwright("status", run.run_id, "--json", env=cli_env(settings, tmp_path)))
-    assert shown["nodes"]["research"]["waiting"]["description"].startswith(
-        f"waiting on batch {wait.name} for "
-    )
+    env = cli_env(settings, tmp_path)
+
+    def shown_wait() -> str:
+        shown = json_out(dagwright("status", run.run_id, "--json", env=env))
+        return str((shown["nodes"]["research"]["waiting"] or {}).get("description", ""))
+
+    described = wait_until(shown_wait, timeout=60, interval=0.5, what="status --json's wait")
+    assert described.startswith(f"waiting on batch {wait.name} for ")
     assert fake_llm.batches.finish_all() == 1
 
     state = run.wait(timeout=120)
