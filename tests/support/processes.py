@@ -64,6 +64,7 @@ PASSED_JSON_SETTINGS = (
     "mcp_servers",
     "agent_mcp",
     "web_search_allowed_domains",
+    "egress_allow",  # the loopback receivers of webhook tests, allow-listed
 )
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dagwright.egress import EgressPolicy
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
@@ -33,6 +34,7 @@ from dagwright.plans.run_inputs import bind_inputs, check_inputs
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
+from dagwright.webhooks.urls import check_webhooks
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.budgets import run_fields
 
@@ -135,7 +137,7 @@ def prepare_run(
     fields.update(concurrency_fields(max_concurrent_nodes))
     if run_response_cache(response_cache, plan):
         fields["response_cache"] = 1
-    fields.update(webhook_fields(plan, webhooks))
+    fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
@@ -215,12 +217,16 @@ def goal_inputs(inputs: dict[str, Any] | None, max_bytes: int) -> dict[str, Any]
     return check_inputs({"type": "object", "additionalProperties": True}, inputs, max_bytes)
 
 
-def webhook_fields(plan: Plan | None, webhooks: Sequence[Webhook]) -> dict[str, str | int]:
+def webhook_fields(
+    plan: Plan | None, webhooks: Sequence[Webhook], egress: EgressPolicy
+) -> dict[str, str | int]:
     """The run hash's ``webhooks`` (the plan's, then the submit's), read by forget.lua
-    when the run ends; none: no field."""
+    when the run ends; none: no field. InputError for a URL the egress filter refuses
+    (webhooks/urls.py)."""
     hooks = [*(plan.webhooks if plan else ()), *webhooks]
     if not hooks:
         return {}
+    check_webhooks(hooks, egress)
     if len(hooks) > MAX_WEBHOOKS:
         raise InputError(
             f"a run may have at most {MAX_WEBHOOKS} webhooks, its plan's and its submit's "
