@@ -18,6 +18,7 @@ import redis
 
 from dagwright import Client, RunStatus
 from dagwright.egress import EgressPolicy, check_url, checked_addresses, refused_kind
+from dagwright.egress.transport import egress_client
 from dagwright.errors import EgressRefusedError, InputError
 from dagwright.settings import Settings
 from dagwright.webhooks.records import Delivery
@@ -105,8 +106,28 @@ def test_a_name_is_checked_on_the_addresses_it_resolves_to() -> None:
     assert ipaddress.ip_address("127.0.0.1") in allowed
 
 
+def test_the_client_connects_to_the_checked_address_and_keeps_the_name(
+    receiver: WebhookReceiver,
+) -> None:
+    # The name resolved once, by the check; the connection made to the address it
+    # checked, the request still naming the host (Host header; TLS's server name alike).
+    port = receiver.url.rsplit(":", 1)[1]
+    loopback = EgressPolicy.of(["127.0.0.0/8", "::1"])  # localhost may resolve to both
+    with egress_client(loopback, timeout_s=5) as http:
+        answer = http.post(f"http://localhost:{port}/named", content=b"{}")
+        assert answer.status_code == 200
+        with pytest.raises(EgressRefusedError):
+            http.post(f"http://10.255.255.1:{port}/private", content=b"{}")  # not listed
+    (received,) = receiver.to("/named")
+    assert received.headers["Host"] == f"localhost:{port}"
+    with egress_client(EgressPolicy(), timeout_s=5) as http, pytest.raises(EgressRefusedError):
+        http.post(f"{receiver.url}/default", content=b"{}")
+    assert receiver.to("/default") == []
+
+
 def _plan(url: str) -> dict[str, object]:
-    return {"nodes": [{"id": "n", "type": "function", "function": "noop"}], "webhooks": [{"url": url}]}
+    node = {"id": "n", "type": "function", "function": "noop"}
+    return {"nodes": [node], "webhooks": [{"url": url}]}
 
 
 def test_a_run_aiming_a_webhook_inside_is_refused_when_submitted(

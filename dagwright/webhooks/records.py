@@ -28,7 +28,7 @@ class DeliveryAttempt(BaseModel):
 
     attempt: int
     at_ms: int
-    duration_ms: int
+    duration_ms: int  # 0 when nothing answered: how long would tell closed from filtered
     status_code: int | None = None
     error: str | None = None
 

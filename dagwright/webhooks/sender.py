@@ -46,19 +46,17 @@ log = logging.getLogger(__name__)
 DELIVERIES_PER_PASS = 50
 EVENT_HEADER = "Dagwright-Event"
 ERROR_MAX_CHARS = 300
+NO_ANSWER = "no answer (why is in the sending worker's log)"
+REFUSED = (
+    "not sent: its host is, or resolves to, an address the egress filter refuses "
+    "(DAGWRIGHT_EGRESS_ALLOW)"
+)
 
 
 def retry_delay_s(tries: int, backoff_s: float, backoff_max_s: float) -> float:
     """Delay before the next attempt after ``tries`` failed ones (1-based): doubling
     from ``backoff_s``, capped at ``backoff_max_s``."""
     return min(backoff_max_s, backoff_s * 2 ** max(tries - 1, 0))
-
-
-NO_ANSWER = "no answer (why is in the sending worker's log)"
-REFUSED = (
-    "not sent: its host is, or resolves to, an address the egress filter refuses "
-    "(DAGWRIGHT_EGRESS_ALLOW)"
-)
 
 
 def shown_error(exc: Exception) -> str:

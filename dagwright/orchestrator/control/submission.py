@@ -226,12 +226,12 @@ def webhook_fields(
     hooks = [*(plan.webhooks if plan else ()), *webhooks]
     if not hooks:
         return {}
-    check_webhooks(hooks, egress)
     if len(hooks) > MAX_WEBHOOKS:
         raise InputError(
             f"a run may have at most {MAX_WEBHOOKS} webhooks, its plan's and its submit's "
             f"together; this one would have {len(hooks)}"
         )
+    check_webhooks(hooks, egress)
     return {"webhooks": json.dumps([hook.model_dump(mode="json") for hook in hooks])}
 
 
