@@ -16,6 +16,7 @@
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
     │   ├── IdempotencyConflictError  the key names a run started with another request
+    │   ├── EgressRefusedError     a URL points at loopback, private or metadata addresses
     │   └── ConfigurationError     settings are missing or contradictory
     │       └── MissingExtraError  a feature's optional dependency is not installed
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
@@ -144,6 +145,12 @@ class DeadLetterError(InputError):
 
 class UnknownDeadLetterError(DeadLetterError):
     """No dead letter has this id (purged, expired, or a typo)."""
+
+
+class EgressRefusedError(InputError):
+    """A URL points where this deployment sends nothing: a loopback, private, link-local,
+    unique-local, multicast, reserved or cloud-metadata address (or a name resolving to
+    one) that ``DAGWRIGHT_EGRESS_ALLOW`` does not list (``dagwright/egress/``)."""
 
 
 class ConfigurationError(InputError):

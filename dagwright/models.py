@@ -186,8 +186,9 @@ WEBHOOK_SECRET_ENV_PATTERN = r"^DAGWRIGHT_WEBHOOK_SECRET_[A-Z0-9_]{1,100}$"
 
 class Webhook(BaseModel):
     """An HTTP endpoint told when a run ends (``dagwright/webhooks/``): a signed JSON POST,
-    delivered at least once by the reconciler. The URL is trusted configuration (it comes
-    from an authenticated user); only ``http`` and ``https`` are accepted."""
+    delivered at least once by the reconciler. Only ``http`` and ``https`` URLs, without a
+    user name or password, to destinations the egress filter allows (``dagwright/egress/``:
+    checked when the run is submitted and again, after resolution, when sending)."""
 
     model_config = PLAN_MODEL_CONFIG
 

@@ -6,9 +6,9 @@ agent (what the model sees, and what its checkpoint keeps), node errors and trac
 remembers, audit entries. Two layers: the secret values this process knows
 (``known_secrets``: its API key, the passwords of its Redis, broker, API and OTLP URLs
 and the Redis passwords set apart from a URL, Flower's basic auth, what MCP servers are
-given from the environment), replaced wherever they appear; and patterns of secrets it
-cannot know (an API key in an exception from a user's function, a password in a URL,
-``token=...``).
+given from the environment, the webhook signing keys), replaced wherever they appear; and
+patterns of secrets it cannot know (an API key in an exception from a user's function, a
+password in a URL, ``token=...``).
 
 Rejected: redacting the request at the LLM client, just before it is sent. The checkpoint
 (kept for the run's retention) would still hold the secret, and so would every later
@@ -18,10 +18,12 @@ request built from it; a text is cleaned once, where it enters the conversation.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable
 from urllib.parse import unquote
 
+from dagwright.models import WEBHOOK_SECRET_ENV_PATTERN
 from dagwright.settings import Settings
 
 MASK = "***"
@@ -62,8 +64,8 @@ def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
 def known_secrets(settings: Settings) -> tuple[str, ...]:
     """The secret values in ``settings``: the API key, the passwords in the Redis, broker,
     API and OTLP URLs, the Redis and Sentinel passwords set apart from them, Flower's
-    basic-auth credentials, and the values of the environment variables given to MCP
-    servers (their ``env`` and ``headers``)."""
+    basic-auth credentials, the values of the environment variables given to MCP
+    servers (their ``env`` and ``headers``), and the webhook signing keys."""
     found: list[str] = []
     if settings.anthropic_api_key is not None:
         found.append(settings.anthropic_api_key.get_secret_value())
@@ -82,7 +84,18 @@ def known_secrets(settings: Settings) -> tuple[str, ...]:
         found.extend(basic_auth_secrets(settings.flower_basic_auth.get_secret_value()))
     for server in settings.mcp_servers.values():  # what it is given from the environment
         found.extend(server.secret_values())
+    found.extend(webhook_secrets(settings))
     return tuple(dict.fromkeys(secret for secret in found if secret))
+
+
+def webhook_secrets(settings: Settings) -> list[str]:
+    """The keys that sign webhooks: ``webhook_secret`` and the values of this process's
+    ``DAGWRIGHT_WEBHOOK_SECRET_<NAME>`` variables (a webhook's ``secret_env``), which a
+    user's function or a tool could quote as well as any other secret."""
+    found = [settings.webhook_secret.get_secret_value()] if settings.webhook_secret else []
+    pattern = re.compile(WEBHOOK_SECRET_ENV_PATTERN)
+    found.extend(value for name, value in os.environ.items() if pattern.match(name))
+    return found
 
 
 def url_password_spellings(url: str) -> tuple[str, str]:

@@ -650,6 +650,17 @@ class Settings(BaseSettings):
     """OTLP/HTTP endpoint (e.g. ``http://collector:4318``) to export spans to as well; needs
     the ``opentelemetry`` extra. Unset: spans stay in Redis only."""
 
+    egress_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Where webhooks and the http_get tool may go though the egress filter refuses it by
+    default (loopback, private, link-local, unique-local, multicast, reserved and cloud
+    metadata addresses, ``localhost``): CIDRs (``10.0.0.0/8``, ``127.0.0.1``) and host
+    names (trusted whatever they resolve to), comma-separated. Empty: only public
+    addresses."""
+
+    egress_resolve_timeout_s: float = Field(5.0, gt=0, le=60)
+    """Bound of resolving the host of a webhook or http_get request (the egress filter
+    checks every address it resolves to before connecting to one of them)."""
+
     webhook_secret: SecretStr | None = None
     """Key that signs webhooks whose ``secret_env`` is unset (``DAGWRIGHT_WEBHOOK_SECRET``);
     a webhook with neither is sent unsigned (its receiver cannot tell it from a forgery)."""
@@ -735,6 +746,7 @@ class Settings(BaseSettings):
         "imports",
         "server_trusted_proxies",
         "http_allowed_domains",
+        "egress_allow",
         "web_search_allowed_domains",
         "web_search_blocked_domains",
         "web_fetch_allowed_domains",
@@ -782,6 +794,7 @@ class Settings(BaseSettings):
         "web_search_blocked_domains",
         "web_fetch_allowed_domains",
         "web_fetch_blocked_domains",
+        "egress_allow",
     )
     @classmethod
     def _bare_domains(cls, domains: list[str]) -> list[str]:

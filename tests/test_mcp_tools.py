@@ -234,6 +234,36 @@ def test_what_a_server_is_given_from_the_environment_is_masked_in_its_tools_resu
 
 
 @pytest.mark.subprocess
+def test_a_huge_error_of_a_server_is_cut_at_its_output_limit_as_a_result_is(
+    tmp_path: Path,
+) -> None:
+    from dagwright.testing import MemoryServices
+    from dagwright.workers.mcp.attach import server_tools
+    from dagwright.workers.mcp.pool import McpServers
+    from tests.support.agents import agent_context
+
+    # The git server quotes a revision it cannot find: 300,000 characters of isError text.
+    repository = git_repository(tmp_path / "repo")
+    git = {
+        "command": sys.executable,
+        "args": ["-m", "mcp_server_git", "--repository", str(repository)],
+        "max_output_chars": 2_000,
+    }
+    settings = Settings(mcp_servers={"git": git})
+    pool = McpServers(settings.mcp_servers)
+    try:
+        tools = {tool.name: tool for tool in server_tools(("git",), settings.mcp_servers, pool)}
+        ctx = agent_context(MemoryServices(None, tmp_path), settings=settings)
+        show = tools["mcp__git__git_show"]
+        outcome = show.call(ctx, {"repo_path": str(repository), "revision": "x" * 300_000})
+    finally:
+        pool.close()
+    assert outcome.is_error and "git_show" in outcome.text
+    assert len(outcome.text) < 2_100
+    assert outcome.text.endswith(" characters]") and "[... truncated " in outcome.text
+
+
+@pytest.mark.subprocess
 def test_worker_types_and_doctor_show_each_servers_tools_and_whether_it_answers(
     tmp_path: Path,
 ) -> None:

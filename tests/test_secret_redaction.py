@@ -24,7 +24,7 @@ from dagwright.redaction import (
 )
 from dagwright.testing import FakeAnthropicServer
 from dagwright.workers.tools.base import redacted_output
-from tests.support.functions import LEAKED_REDIS_PASSWORD, LEAKY
+from tests.support.functions import LEAKED_REDIS_PASSWORD, LEAKY, WEBHOOK_SECRET_VARIABLE
 from tests.support.llm_script import call, turn
 from tests.support.processes import Workers
 from tests.support.settings import TEST_API_KEY
@@ -32,26 +32,58 @@ from tests.support.settings import TEST_API_KEY
 SECRETS = (TEST_API_KEY, LEAKED_REDIS_PASSWORD)
 
 
+# TYPE and the read in one step: a key that expires (or is deleted by a worker still at
+# work) between SCAN and the read is "none", which holds nothing, rather than a race
+# between TYPE and the read of a key that is no longer there.
+READ_ANY_KEY = """
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'string' then return {kind, redis.call('GET', KEYS[1])} end
+if kind == 'hash' then return {kind, redis.call('HGETALL', KEYS[1])} end
+if kind == 'list' then return {kind, redis.call('LRANGE', KEYS[1], 0, -1)} end
+if kind == 'set' then return {kind, redis.call('SMEMBERS', KEYS[1])} end
+if kind == 'zset' then return {kind, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')} end
+if kind == 'stream' then return {kind, redis.call('XRANGE', KEYS[1], '-', '+')} end
+return {kind}
+"""
+
+
 def everything_in(client: redis.Redis) -> str:
-    """Every key of a database and its whole value, whatever its type, as one text."""
+    """Every key of a database and its whole value, whatever its type, as one text. A
+    key gone by the time it is read is left out (nothing is left in it to leak); a key
+    of a type this does not read fails the test."""
     dumped: dict[str, Any] = {}
+    read = client.register_script(READ_ANY_KEY)
     for key in client.scan_iter():
-        kind = client.type(key)
-        if kind == "string":
-            dumped[key] = client.get(key)
-        elif kind == "hash":
-            dumped[key] = client.hgetall(key)
-        elif kind == "list":
-            dumped[key] = client.lrange(key, 0, -1)
-        elif kind == "set":
-            dumped[key] = sorted(client.smembers(key))
-        elif kind == "zset":
-            dumped[key] = client.zrange(key, 0, -1, withscores=True)
-        elif kind == "stream":
-            dumped[key] = client.xrange(key)
-        else:
+        kind, *value = read(keys=[key])
+        if kind == "none":
+            continue
+        if not value:
             raise AssertionError(f"{key}: a {kind} this scan does not read")
+        dumped[key] = value[0]
     return json.dumps(dumped, default=str)
+
+
+class VanishingKeys(redis.Redis):
+    """A client whose SCAN deletes each ``vanishing*`` key right after returning it: the
+    race of a key expiring between SCAN and its read, made to happen every time."""
+
+    def scan_iter(self, *args: Any, **kwargs: Any) -> Any:
+        for key in super().scan_iter(*args, **kwargs):
+            if key.startswith("vanishing"):
+                self.delete(key)
+            yield key
+
+
+def test_the_scan_reads_every_key_and_tolerates_one_vanishing(redis_client: redis.Redis) -> None:
+    redis_client.set("vanishing:a", "gone before its read")
+    redis_client.hset("kept:hash", "field", "a value")
+    redis_client.xadd("kept:stream", {"event": "an entry"})
+    redis_client.zadd("kept:zset", {"member": 1})
+    vanishing = VanishingKeys(connection_pool=redis_client.connection_pool)
+    text = everything_in(vanishing)
+    assert "gone before its read" not in text and "vanishing" not in text
+    for value in ("a value", "an entry", "member"):
+        assert value in text
 
 
 def assert_no_secret(where: str, text: str) -> None:
@@ -122,7 +154,32 @@ def test_a_tool_error_quoting_the_api_key_leaks_it_nowhere(
     assert_no_secret("the log records", "\n".join(r.getMessage() for r in caplog.records))
 
 
-def test_known_secrets_are_every_credential_in_the_settings() -> None:
+@pytest.mark.usefixtures("worker")
+def test_a_webhook_signing_key_quoted_by_a_node_is_masked_in_its_error_and_dead_letter(
+    client: Client,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    key = "pager-signing-key-5Rw8"  # shaped like no secret pattern: only knowing it masks it
+    monkeypatch.setenv(WEBHOOK_SECRET_VARIABLE, key)
+    caplog.set_level(logging.INFO)
+    plan = PlanBuilder()
+    plan.function("quote", "quote_the_webhook_secret")
+    run = client.submit(plan.build())
+    state = run.wait(timeout=60)
+    assert state.status == RunStatus.FAILED
+    error = state.nodes["quote"].error
+    assert error is not None and f"pager refused signature key {MASK}" in error.message
+    [letter] = client.dlq.list(run_id=run.run_id)
+    assert key not in letter.model_dump_json() and MASK in letter.message
+    assert key not in everything_in(redis_client)
+    assert key not in caplog.text
+
+
+def test_known_secrets_are_every_credential_in_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     settings = Settings(
         anthropic_api_key=SecretStr("api-key-value-1"),
         redis_url="redis://:state-pw-2@db:6379/0",
@@ -130,7 +187,9 @@ def test_known_secrets_are_every_credential_in_the_settings() -> None:
         anthropic_base_url="https://proxy:proxy-pw-4@llm.internal",
         otlp_endpoint="http://otel:otlp-pw-5@collector:4318",
         flower_basic_auth=SecretStr("admin:flower-pw-6,ops:flower-pw-7"),
+        webhook_secret=SecretStr("webhook-key-8"),
     )
+    monkeypatch.setenv("DAGWRIGHT_WEBHOOK_SECRET_PAGER", "pager-key-9")
     found = known_secrets(settings)
     for secret in (
         "api-key-value-1",
@@ -140,6 +199,8 @@ def test_known_secrets_are_every_credential_in_the_settings() -> None:
         "otlp-pw-5",
         "flower-pw-6",
         "flower-pw-7",
+        "webhook-key-8",
+        "pager-key-9",
     ):
         assert secret in found
         assert redact(f"it said {secret}.", found) == f"it said {MASK}."

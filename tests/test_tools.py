@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dagwright.errors import ConfigurationError
+from dagwright.errors import ConfigurationError, ToolError
 from dagwright.registry import build_registry
 from dagwright.settings import Settings
 from dagwright.testing import ScriptedLLM
@@ -62,7 +62,13 @@ def call(name: str, args: dict[str, Any], tmp_path: Path, **settings: Any) -> An
 
 
 def test_http_get_fetches_allowed_domains_only(site: str, tmp_path: Path) -> None:
-    ok = call("http_get", {"url": f"{site}/"}, tmp_path, http_allowed_domains=["127.0.0.1"])
+    ok = call(
+        "http_get",
+        {"url": f"{site}/"},
+        tmp_path,
+        http_allowed_domains=["127.0.0.1"],
+        egress_allow=["127.0.0.1"],
+    )
     assert not ok.is_error
     assert ok.text == f"HTTP 200 text/plain {site}/\n\nhello page"
     refused = call("http_get", {"url": f"{site}/"}, tmp_path, http_allowed_domains=["example.com"])
@@ -70,22 +76,68 @@ def test_http_get_fetches_allowed_domains_only(site: str, tmp_path: Path) -> Non
     nothing = call("http_get", {"url": f"{site}/"}, tmp_path)
     assert nothing.is_error and "may not fetch any domain" in nothing.text
     scheme = call(
-        "http_get", {"url": "file:///etc/passwd"}, tmp_path, http_allowed_domains=["127.0.0.1"]
+        "http_get",
+        {"url": "file:///etc/passwd"},
+        tmp_path,
+        http_allowed_domains=["127.0.0.1"],
+        egress_allow=["127.0.0.1"],
     )
     assert scheme.is_error and "only http and https" in scheme.text
 
 
+def test_http_get_goes_through_the_egress_filter(site: str, tmp_path: Path) -> None:
+    # An allowed domain is not an allowed address: loopback stays refused unless the
+    # deployment allow-lists it, whatever the URL calls it.
+    port = site.rsplit(":", 1)[1]
+    for host in ("127.0.0.1", "localhost", "2130706433", "0x7f.0.0.1", "127.1"):
+        refused = call(
+            "http_get", {"url": f"http://{host}:{port}/"}, tmp_path, http_allowed_domains=[host]
+        )
+        assert refused.is_error and "DAGWRIGHT_EGRESS_ALLOW" in refused.text, host
+        assert "hello page" not in refused.text
+
+
 def test_http_get_checks_every_redirect_and_caps_the_size(site: str, tmp_path: Path) -> None:
-    away = call("http_get", {"url": f"{site}/away"}, tmp_path, http_allowed_domains=["127.0.0.1"])
+    away = call(
+        "http_get",
+        {"url": f"{site}/away"},
+        tmp_path,
+        http_allowed_domains=["127.0.0.1"],
+        egress_allow=["127.0.0.1"],
+    )
     assert away.is_error and "'example.invalid' is not an allowed domain" in away.text
     big = call(
         "http_get",
         {"url": f"{site}/big"},
         tmp_path,
         http_allowed_domains=["127.0.0.1"],
+        egress_allow=["127.0.0.1"],
         http_max_bytes=1024,
     )
     assert big.text.endswith("x" * 1024 + "\n[... the page is larger than 1024 bytes: cut here]")
+
+
+def test_an_error_is_cut_at_the_output_limit_as_a_result_is(tmp_path: Path) -> None:
+    registry = WorkerRegistry()
+
+    def refuses() -> str:
+        raise ToolError("r" * 100)
+
+    def crashes() -> str:
+        raise RuntimeError("c" * 100)
+
+    def takes(count: int) -> str:
+        return str(count)
+
+    for func in (refuses, crashes, takes):
+        registry.tools.register(func, max_output_chars=10)
+    ctx = agent_context(MemoryServices(ScriptedLLM([]), tmp_path))
+    refused = registry.tools.get("refuses").call(ctx, {})  # type: ignore[union-attr]
+    assert refused.is_error and refused.text == "r" * 10 + "\n[... truncated 90 characters]"
+    crashed = registry.tools.get("crashes").call(ctx, {})  # type: ignore[union-attr]
+    assert crashed.is_error and crashed.text.startswith("RuntimeErr\n[... truncated 104")
+    invalid = registry.tools.get("takes").call(ctx, {"count": "z" * 1000})  # type: ignore[union-attr]
+    assert invalid.is_error and len(invalid.text) < 100
 
 
 def test_a_slow_tool_times_out_and_long_output_is_truncated(tmp_path: Path) -> None:

@@ -67,10 +67,13 @@ def deliveries_table(deliveries: list[Delivery]) -> Table:
 
 
 def attempts_text(delivery: Delivery) -> str:
-    """One line per attempt: when, what answered (or why nothing did), how long it took."""
+    """One line per attempt: when, what answered and how long it took (or why nothing
+    answered: no duration is kept then)."""
     lines = []
     for attempt in delivery.attempts:
         at = datetime.fromtimestamp(attempt.at_ms / 1000, UTC).strftime("%H:%M:%S")
-        outcome = str(attempt.status_code) if attempt.status_code else attempt.error or "?"
-        lines.append(f"#{attempt.attempt} {at} {outcome} {attempt.duration_ms} ms")
+        if attempt.status_code:
+            lines.append(f"#{attempt.attempt} {at} {attempt.status_code} {attempt.duration_ms} ms")
+        else:
+            lines.append(f"#{attempt.attempt} {at} {attempt.error or '?'}")
     return "\n".join(lines) or "none yet"

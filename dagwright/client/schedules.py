@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagwright.client.redis_errors import SubClient, translated
 from dagwright.client.webhooks import coerce_webhooks
+from dagwright.egress import EgressPolicy
 from dagwright.errors import ScheduleError
 from dagwright.models import Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.control.submission import check_plan, goal_inputs
@@ -24,6 +25,7 @@ from dagwright.plans.run_inputs import bind_inputs
 from dagwright.schedules.definition import Catchup, Overlap, Schedule, parse_schedule
 from dagwright.schedules.firing import fire_schedule, manual_tick
 from dagwright.schedules.store import Fire, schedule_store
+from dagwright.webhooks.urls import check_webhooks
 
 if TYPE_CHECKING:
     pass
@@ -125,6 +127,9 @@ class ScheduleClient(SubClient):
             parse_cron(schedule.cron, schedule.timezone)
         runtime = self._client.runtime
         max_bytes = runtime.settings.max_params_bytes
+        egress = EgressPolicy.from_settings(runtime.settings)
+        plan_hooks = schedule.plan.webhooks if schedule.plan else []
+        check_webhooks([*plan_hooks, *schedule.webhooks], egress)
         if schedule.plan is not None:
             bound = bind_inputs(schedule.plan, schedule.inputs, max_bytes)
             check_plan(bound.plan, runtime.settings, runtime.registry)

@@ -2,16 +2,18 @@
 
 A record is created by ``forget.lua`` when the run ends (the hash ``keys.webhook_log``,
 field = delivery id, with its id in ``keys.webhooks_due``); the sender appends its
-attempts; ``redeliver`` queues it again. Records hold the URL, never a secret.
+attempts; ``redeliver`` queues it again. Records hold the URL (user information masked),
+never a secret.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dagwright.errors import InputError
+from dagwright.webhooks.urls import shown_url
 
 if TYPE_CHECKING:  # the reconciler and the client pass their runtime in
     from dagwright.orchestrator.runtime import Runtime
@@ -26,7 +28,7 @@ class DeliveryAttempt(BaseModel):
 
     attempt: int
     at_ms: int
-    duration_ms: int
+    duration_ms: int  # 0 when nothing answered: how long would tell closed from filtered
     status_code: int | None = None
     error: str | None = None
 
@@ -44,11 +46,18 @@ class Delivery(BaseModel):
     run_id: str
     hook: int  # index in the run's webhooks
     url: str
+    """Where it goes, as shown: a user name or password masked (a run from before such
+    URLs were refused may hold one; the sender reads the run's own webhook)."""
     event: str  # run.succeeded | run.failed | run.cancelled
     state: DeliveryState = "pending"
     queued_ms: int  # when it was (last) queued: its max age counts from here
     round_start: int = 0  # attempts before the last redeliver (not counted again)
     attempts: list[DeliveryAttempt] = Field(default_factory=list)
+
+    @field_validator("url")
+    @classmethod
+    def _masked(cls, url: str) -> str:
+        return shown_url(url)
 
     @property
     def tries_this_round(self) -> int:

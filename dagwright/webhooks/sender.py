@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from dagwright.connection import redact_url
-from dagwright.errors import ConfigurationError, UnknownRunError
+from dagwright.egress import EgressPolicy
+from dagwright.egress.transport import egress_client
+from dagwright.errors import ConfigurationError, EgressRefusedError, UnknownRunError
 from dagwright.models import Webhook
 from dagwright.webhooks.payload import delivery_body
 from dagwright.webhooks.records import Delivery, DeliveryAttempt, read_delivery, save_delivery
@@ -45,12 +46,30 @@ log = logging.getLogger(__name__)
 DELIVERIES_PER_PASS = 50
 EVENT_HEADER = "Dagwright-Event"
 ERROR_MAX_CHARS = 300
+NO_ANSWER = "no answer (why is in the sending worker's log)"
+REFUSED = (
+    "not sent: its host is, or resolves to, an address the egress filter refuses "
+    "(DAGWRIGHT_EGRESS_ALLOW)"
+)
 
 
 def retry_delay_s(tries: int, backoff_s: float, backoff_max_s: float) -> float:
     """Delay before the next attempt after ``tries`` failed ones (1-based): doubling
     from ``backoff_s``, capped at ``backoff_max_s``."""
     return min(backoff_max_s, backoff_s * 2 ** max(tries - 1, 0))
+
+
+def shown_error(exc: Exception) -> str:
+    """What a delivery record says of an attempt that got no answer. Whoever can read
+    the record may have aimed the webhook: a refused connection, a timeout and a dropped
+    packet read the same (else the records would map a network's open ports), and only
+    the sender's log has the detail. A missing secret variable is the deployment's
+    own mistake, and is said."""
+    if isinstance(exc, EgressRefusedError):
+        return REFUSED
+    if isinstance(exc, ConfigurationError):
+        return f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]
+    return NO_ANSWER
 
 
 class WebhookSender:
@@ -82,8 +101,9 @@ class WebhookSender:
             self._batch.join(timeout_s)
 
     def _send_batch(self, due: list[str]) -> None:
-        timeout = httpx.Timeout(self.runtime.settings.webhook_timeout_s)
-        with httpx.Client(timeout=timeout, follow_redirects=False) as http:
+        settings = self.runtime.settings
+        policy = EgressPolicy.from_settings(settings)
+        with egress_client(policy, settings.webhook_timeout_s) as http:
             for delivery_id in due:
                 try:
                     self._send(http, delivery_id)
@@ -98,7 +118,8 @@ class WebhookSender:
             client.zrem(keys.webhooks_due, delivery_id)
             return
         now = self.runtime.store.server_time_ms()
-        lease_ms = int(2 * self.runtime.settings.webhook_timeout_s * 1000)
+        settings = self.runtime.settings
+        lease_ms = int((2 * settings.webhook_timeout_s + settings.egress_resolve_timeout_s) * 1000)
         client.zadd(keys.webhooks_due, {delivery_id: now + lease_ms}, xx=True)
         try:
             attempt = self._attempt(http, delivery)
@@ -118,11 +139,13 @@ class WebhookSender:
         try:
             headers = self._headers(hook, delivery, body)
             # streamed and never read: a receiver's body, however big or slow, holds nothing
-            with http.stream("POST", delivery.url, content=body, headers=headers) as answer:
+            with http.stream("POST", hook.url, content=body, headers=headers) as answer:
                 status_code = answer.status_code
-        except (httpx.HTTPError, ConfigurationError) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:ERROR_MAX_CHARS]
-        duration_ms = round((time.monotonic() - clock) * 1000)
+        except (httpx.HTTPError, OSError, ConfigurationError, EgressRefusedError) as exc:
+            error = shown_error(exc)
+            log.info("webhook %s to %s: %s", delivery.id, delivery.url, exc)
+        # How long a failure took would tell a closed port from a filtered one: not shown.
+        duration_ms = round((time.monotonic() - clock) * 1000) if status_code else 0
         return DeliveryAttempt(
             attempt=number,
             at_ms=started_ms,
@@ -183,7 +206,7 @@ class WebhookSender:
         self.runtime.client.zadd(key, {delivery.id: attempt.at_ms + delay_ms}, xx=True)
 
     def _log_outcome(self, delivery: Delivery, attempt: DeliveryAttempt, state: str) -> None:
-        url = redact_url(delivery.url)
+        url = delivery.url  # shown: its user information masked
         if state == "delivered":
             log.info("webhook %s delivered to %s", delivery.id, url)
         else:

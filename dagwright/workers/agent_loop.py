@@ -80,7 +80,13 @@ from dagwright.workers.agent_tool_calls import ToolCaller
 from dagwright.workers.agent_tools import offered_tools, unregistered
 from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_tokens, worst_case
 from dagwright.workers.context import NodeContext
-from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
+from dagwright.workers.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    ToolOutcome,
+    ToolRegistry,
+    redacted_output,
+    truncate,
+)
 from dagwright.workers.tools.policy import ToolPolicy
 from dagwright.workers.untrusted import DataFence
 
@@ -477,7 +483,10 @@ class AgentLoop:
         assert self.contract is not None
         _, problems = self.contract.check(args)
         if problems:  # check_output is the user's code: it may quote anything
-            return ToolOutcome(redact("rejected: " + "; ".join(problems), self.secrets), True)
+            rejection = "rejected: " + "; ".join(problems)
+            return ToolOutcome(
+                redacted_output(rejection, DEFAULT_MAX_OUTPUT_CHARS, self.secrets), True
+            )
         return ToolOutcome("accepted", is_error=False)
 
     def _too_many_tool_errors(self, last: ToolOutcome | None = None) -> Exception | None:

@@ -219,3 +219,13 @@ def log_a_library_failure(ctx: NodeContext) -> str:
 def run_inputs_of(run_inputs: dict[str, Any], name: str | None = None) -> Any:
     """The run's inputs as a function node reads them (``run_inputs``), or the one ``name``d."""
     return run_inputs if name is None else run_inputs.get(name)
+
+
+WEBHOOK_SECRET_VARIABLE = "DAGWRIGHT_WEBHOOK_SECRET_PAGER"
+
+
+@dagwright.function
+def quote_the_webhook_secret() -> str:
+    """Fails as careless code does, quoting the key that signs a webhook (it is in this
+    worker's environment: the worker sends webhooks). Never retried: it fails for good."""
+    raise PermanentError(f"pager refused signature key {os.environ[WEBHOOK_SECRET_VARIABLE]}")

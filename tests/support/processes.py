@@ -67,6 +67,7 @@ PASSED_JSON_SETTINGS = (
     "agent_mcp",
     "web_search_allowed_domains",
     "llm_batch_types",
+    "egress_allow",  # the loopback receivers of webhook tests, allow-listed
 )
 
 

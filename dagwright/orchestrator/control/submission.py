@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dagwright.egress import EgressPolicy
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
@@ -33,6 +34,7 @@ from dagwright.plans.run_inputs import bind_inputs, check_inputs
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
+from dagwright.webhooks.urls import check_webhooks
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.budgets import run_fields
 
@@ -141,7 +143,7 @@ def prepare_run(
         fields["response_cache"] = 1
     if llm_batch:
         fields["llm_batch"] = 1
-    fields.update(webhook_fields(plan, webhooks))
+    fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
@@ -221,9 +223,12 @@ def goal_inputs(inputs: dict[str, Any] | None, max_bytes: int) -> dict[str, Any]
     return check_inputs({"type": "object", "additionalProperties": True}, inputs, max_bytes)
 
 
-def webhook_fields(plan: Plan | None, webhooks: Sequence[Webhook]) -> dict[str, str | int]:
+def webhook_fields(
+    plan: Plan | None, webhooks: Sequence[Webhook], egress: EgressPolicy
+) -> dict[str, str | int]:
     """The run hash's ``webhooks`` (the plan's, then the submit's), read by forget.lua
-    when the run ends; none: no field."""
+    when the run ends; none: no field. InputError for a URL the egress filter refuses
+    (webhooks/urls.py)."""
     hooks = [*(plan.webhooks if plan else ()), *webhooks]
     if not hooks:
         return {}
@@ -232,6 +237,7 @@ def webhook_fields(plan: Plan | None, webhooks: Sequence[Webhook]) -> dict[str, 
             f"a run may have at most {MAX_WEBHOOKS} webhooks, its plan's and its submit's "
             f"together; this one would have {len(hooks)}"
         )
+    check_webhooks(hooks, egress)
     return {"webhooks": json.dumps([hook.model_dump(mode="json") for hook in hooks])}
 
 

@@ -16,6 +16,7 @@ a timeout or an unexpected exception is the tool failing, and does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable
@@ -92,15 +93,23 @@ class Tool:
 
     def call(self, ctx: NodeContext, args: dict[str, Any]) -> ToolOutcome:
         """Run the tool under its timeout and breaker; its outcome (error included)
-        redacted. Raises only BreakerOpenError (the node then waits for the tool to come
-        back, without spending an attempt) and NodeLostError (the node must stop:
-        cancelled, timed out, taken over)."""
-        secrets = known_secrets(ctx.settings)
+        redacted and cut at ``max_output_chars``. Raises only BreakerOpenError (the node
+        then waits for the tool to come back, without spending an attempt) and
+        NodeLostError (the node must stop: cancelled, timed out, taken over)."""
+        outcome = self._outcome(ctx, args)
+        # One exit for every kind of tool (built-in, function, MCP) and every outcome,
+        # error or not: an error's text (an MCP server's isError content, an exception's
+        # message) may be as big as any output, and is cut at the same limit.
+        text = redacted_output(outcome.text, self.max_output_chars, known_secrets(ctx.settings))
+        return dataclasses.replace(outcome, text=text)
+
+    def _outcome(self, ctx: NodeContext, args: dict[str, Any]) -> ToolOutcome:
+        """What the call gave, as text, neither redacted nor cut (``call`` does both)."""
         try:
             kwargs = validated_kwargs(self.args_model, args)
         except ValidationError as exc:
             refusal = f"invalid arguments: {describe_validation_error(exc, 'input')}"
-            return ToolOutcome(redact(refusal, secrets), is_error=True, refused_by_tool=True)
+            return ToolOutcome(refusal, is_error=True, refused_by_tool=True)
         if self.wants_ctx:
             kwargs["ctx"] = ctx
         try:
@@ -109,10 +118,10 @@ class Tool:
             raise
         except ToolError as exc:
             refused = not isinstance(exc, ToolTimeoutError)  # a timeout is the tool failing
-            return ToolOutcome(redact(str(exc), secrets), is_error=True, refused_by_tool=refused)
+            return ToolOutcome(str(exc), is_error=True, refused_by_tool=refused)
         except Exception as exc:  # a tool's own message may quote anything: keys, URLs
-            return ToolOutcome(redact(f"{type(exc).__name__}: {exc}", secrets), is_error=True)
-        return ToolOutcome(redacted_output(as_text(value), self.max_output_chars, secrets))
+            return ToolOutcome(f"{type(exc).__name__}: {exc}", is_error=True)
+        return ToolOutcome(as_text(value))
 
     def _guarded_call(self, ctx: NodeContext, kwargs: dict[str, Any]) -> Any:
         return ctx.guard(

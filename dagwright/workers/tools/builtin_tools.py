@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
-from dagwright.errors import ToolError
+from dagwright.egress import EgressPolicy
+from dagwright.errors import EgressRefusedError, ToolError
 from dagwright.settings import HttpToolSettings, Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
@@ -85,22 +86,27 @@ def workspace_list(ctx: NodeContext) -> list[str]:
 def http_get(ctx: NodeContext, url: str) -> str:
     """Fetch a web page (HTTP GET) from an allowed domain: its status, content type and
     text, cut at the tool's output limit. Redirects are followed while they stay on
-    allowed domains.
+    allowed domains (and public addresses).
 
     Args:
         url: The page's absolute http or https URL.
     """
-    import httpx  # 70 ms (and rich, via its CLI) that only an agent fetching a page pays
+    # httpx: 70 ms (and rich, via its CLI) that only an agent fetching a page pays
+    from dagwright.egress.transport import egress_client
 
     settings = ctx.settings.http_tool
-    with httpx.Client(timeout=settings.timeout_s, follow_redirects=False) as client:
+    policy = EgressPolicy.from_settings(ctx.settings)
+    with egress_client(policy, settings.timeout_s) as client:
         for _ in range(MAX_REDIRECTS + 1):
             check_allowed_url(url, settings.allowed_domains)
-            with client.stream("GET", url, headers={"user-agent": "dagwright"}) as response:
-                if response.is_redirect and "location" in response.headers:
-                    url = urljoin(url, response.headers["location"])
-                    continue  # each hop is checked against the allow-list again
-                return _page(url, response, settings)
+            try:
+                with client.stream("GET", url, headers={"user-agent": "dagwright"}) as response:
+                    if response.is_redirect and "location" in response.headers:
+                        url = urljoin(url, response.headers["location"])
+                        continue  # each hop is checked against the allow-lists again
+                    return _page(url, response, settings)
+            except EgressRefusedError as exc:  # an allowed domain resolving to a private address
+                raise ToolError(str(exc)) from None
     raise ToolError(f"more than {MAX_REDIRECTS} redirects")
 
 
