@@ -15,6 +15,7 @@ tests name only what it uses.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -113,7 +114,7 @@ DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
     "claude-opus-4-5": _price(5, 25),
     "claude-opus-4-1": _price(15, 75),
     "claude-opus-4": _price(15, 75),
-    "claude-sonnet-5-5": _price(2, 10, 0.2),
+    "claude-sonnet-5-5": _price(2, 10, 0.1),  # reads at 0.05x input (the migration guide)
     "claude-sonnet-5": _price(2, 10),
     "claude-sonnet-4-6": _price(3, 15),
     "claude-sonnet-4-5": _price(3, 15),
@@ -352,6 +353,12 @@ class Settings(BaseSettings):
 
     default_model: str = "claude-sonnet-5-5"
     """Model of the agent worker types that name none."""
+
+    model_lifecycle_date: dt.date | None = None
+    """The day models' end of life is judged on (None: today, in UTC). A model within 30
+    days of its end of life is warned about by ``doctor``, ``run``/``submit`` and the
+    worker; one past it is refused, naming its replacement. Set a later day to rehearse a
+    coming retirement (DAGWRIGHT_MODEL_LIFECYCLE_DATE=2026-12-01)."""
 
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
     """USD per million tokens by model, for the cost of every call, node and run: ``input``,
@@ -841,6 +848,7 @@ class Settings(BaseSettings):
             prompt_cache_ttl=self.llm_prompt_cache_ttl,
             max_tokens_cap=self.llm_max_tokens_cap,
             refusal_fallback_model=self.llm_refusal_fallback_model,
+            model_lifecycle_date=self.model_lifecycle_date,
             web_search_usd_per_1k=self.web_search_usd_per_1k,
         )
 
@@ -972,6 +980,7 @@ class LLMSettings:
     max_tokens_cap: int
     refusal_fallback_model: str | None
     web_search_usd_per_1k: float
+    model_lifecycle_date: dt.date | None = None
 
 
 @dataclass(frozen=True)

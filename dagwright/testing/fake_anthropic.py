@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import logging
 import os
 import signal
@@ -103,7 +104,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -251,7 +252,9 @@ class FakeAnthropicServer:
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. With ``port=0``
     (the default) the system picks a free port; :attr:`base_url` names it once started.
-    ``extra_models`` are model ids to accept besides the SDK's and the script's ``models``.
+    ``extra_models`` are model ids to accept besides the SDK's and the script's ``models``;
+    a model past its end of life on ``today()`` (default: the UTC date) is refused as the
+    real API refuses it, with a 404.
     """
 
     def __init__(
@@ -261,9 +264,10 @@ class FakeAnthropicServer:
         host: str = "127.0.0.1",
         port: int = 0,
         extra_models: Sequence[str] = (),
+        today: Callable[[], dt.date] | None = None,
     ) -> None:
         script = script if script is not None else Script()
-        self._playback = Playback(script, extra_models=extra_models)
+        self._playback = Playback(script, extra_models=extra_models, today=today)
         self._address = (host, port)
         self._http: _FakeHTTPServer | None = None
         self._thread: threading.Thread | None = None
