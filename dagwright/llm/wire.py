@@ -56,9 +56,20 @@ def message_body(request: LLMRequest) -> dict[str, Any]:
         body["thinking"] = thinking
     if request.effort is not None:
         body["output_config"] = {"effort": request.effort}
-    if request.temperature is not None and not refuses_sampling(request.model):
+    if takes_temperature(request.model, thinking, request.temperature):
         body["extra_body"] = {"temperature": request.temperature}
     return body
+
+
+def takes_temperature(
+    model: str, thinking: dict[str, Any] | None, temperature: float | None
+) -> bool:
+    """Whether ``temperature`` goes in the body: not to a model that refuses sampling
+    parameters, nor (unless it is 1) beside thinking, which takes no other."""
+    if temperature is None or refuses_sampling(model):
+        return False
+    thinks = thinking is not None and thinking.get("type") != "disabled"
+    return temperature == 1 or not thinks
 
 
 def thinking_for(
