@@ -155,8 +155,7 @@ def test_a_call_of_a_tool_the_type_is_not_offered_is_answered_and_audited(
     refusal = fake_llm.requests[1].body["messages"][-1]["content"][0]
     # Not the policy's business: a name the model got wrong, with the names it may use.
     assert refusal["is_error"] and refusal["content"] == (
-        "no such tool: workspace_write; the tools are: read_input, workspace_read, "
-        "workspace_list"
+        "no such tool: workspace_write; the tools are: read_input, workspace_read, workspace_list"
     )
     audit = client.audit(state.run_id)
     assert [(e.node, e.tool, e.action, e.rule) for e in audit] == [
