@@ -21,7 +21,18 @@ from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.waiting import wait_until
 
-CHECKS = ["redis", "broker", "workers", "reconciler", "breakers", "dlq", "beat", "sandbox", "llm"]
+CHECKS = [
+    "redis",
+    "broker",
+    "workers",
+    "reconciler",
+    "breakers",
+    "dlq",
+    "beat",
+    "sandbox",
+    "llm",
+    "models",
+]
 UNREACHABLE = "redis://:s3cret@127.0.0.1:1/0"
 
 
