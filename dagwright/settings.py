@@ -440,7 +440,7 @@ class Settings(BaseSettings):
     ``anthropic_base_url``), Amazon Bedrock (AWS credentials from the environment: keys,
     ``AWS_PROFILE``...) or Google Vertex AI (application default credentials). Retries,
     breakers, rate limits and accounting are the same for each; model ids are the
-    provider's (e.g. ``anthropic.claude-sonnet-4-5-20250929-v1:0`` on Bedrock)."""
+    provider's (e.g. ``anthropic.claude-sonnet-5-5`` on Bedrock)."""
 
     llm_region: str | None = None
     """Region of Bedrock or Vertex AI (default: the SDK's, from ``AWS_REGION`` or
