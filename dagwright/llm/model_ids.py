@@ -9,8 +9,10 @@ names no family in the table is unpriced: its cost is unknown, never 0.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from dagwright.settings import ModelPrice
+if TYPE_CHECKING:  # names a type only: the fake API reads this module without settings
+    from dagwright.settings import ModelPrice
 
 SNAPSHOT_SUFFIX = re.compile(r"(?:-|@)\d{8}$")
 ALIAS_SUFFIX = "-latest"

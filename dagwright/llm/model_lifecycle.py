@@ -19,12 +19,15 @@ import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dagwright.errors import LLMRequestError, ModelEndOfLifeWarning, RetiredModelError
 from dagwright.llm import messages_api_rules as api
 from dagwright.llm.model_ids import model_family
 from dagwright.llm.sdk_models import sdk_end_of_life
-from dagwright.settings import Settings
+
+if TYPE_CHECKING:  # a type only: the fake API reads this module without loading settings
+    from dagwright.settings import Settings
 
 logger = logging.getLogger(__name__)
 
