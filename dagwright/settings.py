@@ -92,7 +92,7 @@ def _price(
 
 
 # Published list prices (platform.claude.com/docs/en/about-claude/pricing, November 2026),
-# one row per model family: dated ids (``claude-haiku-4-5-20251001``) and ``-latest``
+# one row per model family: dated ids (``claude-opus-4-5-20251101``) and ``-latest``
 # aliases are priced as their family (dagwright/llm/model_ids.py). A test checks that
 # every model id of the installed anthropic SDK has a row. Override with
 # DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or in dagwright.toml.
