@@ -7,7 +7,7 @@ client could build, and each must fail offline as it would against the real API.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
@@ -481,6 +481,10 @@ def test_a_retired_model_is_the_real_apis_404_though_the_sdk_still_lists_it(
     }
 
 
+def calendar_on(day: dt.date) -> Callable[[], dt.date]:
+    return lambda: day
+
+
 def test_a_model_is_served_until_its_end_of_life_day_then_refused() -> None:
     """claude-sonnet-4-5: end of life 2026-11-30, by the SDK's list (a deliberate use of a
     deprecated model)."""
@@ -489,5 +493,5 @@ def test_a_model_is_served_until_its_end_of_life_day_then_refused() -> None:
         {"default": {"reply": {"content": [{"type": "text", "text": "ok"}]}}}
     )
     for day, status in ((dt.date(2026, 11, 29), 200), (dt.date(2026, 11, 30), 404)):
-        with FakeAnthropicServer(script, today=lambda day=day: day) as fake:
+        with FakeAnthropicServer(script, today=calendar_on(day)) as fake:
             assert post_messages(fake, body, **{"x-api-key": "k"})[0] == status

@@ -67,7 +67,7 @@ def test_every_request_dagwright_builds_is_taken_by_every_current_model(
             tools=TOOLS,
             max_tokens=4096,
             thinking=thinking,
-            effort=effort,  # type: ignore[arg-type]
+            effort=effort,
             temperature=temperature,
             prompt_cache_ttl="5m",
         )
