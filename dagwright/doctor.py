@@ -31,13 +31,15 @@ from dagwright.connection import (
     resolve_redis_url,
 )
 from dagwright.dlq import DeadLetterStats, DeadLetterStatus
-from dagwright.errors import ConfigurationError
+from dagwright.errors import ConfigurationError, RetiredModelError
 from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.llm.model_ids import unpriced
+from dagwright.llm.model_lifecycle import check_configured_models
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.replay import dead_letters
 from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.plans.priced_models import models_of_types
 from dagwright.redaction import known_secrets
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.choice import candidate_names, probe
@@ -101,7 +103,7 @@ def healthy(checks: list[Check]) -> bool:
 
 def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
-    reconciler, breakers, dlq, beat, sandbox, llm, then one per MCP server."""
+    reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url, settings.redis_access)
     reachable = redis_check.status != Status.FAIL
@@ -120,6 +122,7 @@ def diagnose(settings: Settings) -> list[Check]:
         broker_check,
         *state,
         *local,
+        *guarded("models", lambda: [check_model_lifecycle(settings, configured_models(settings))]),
         *guarded("mcp", lambda: mcp_checks(settings)),
     ]
 
@@ -498,6 +501,31 @@ def check_llm(settings: Settings) -> Check:
             "add its USD per million tokens to model_prices (DAGWRIGHT_MODEL_PRICES)",
         )
     return ok("llm", " · ".join(parts))
+
+
+def configured_models(settings: Settings) -> dict[str, str]:
+    """The model of each user of one: the default, the planner, every agent type."""
+    from dagwright.registry import build_registry  # imports the user's modules
+
+    types = build_registry(settings).types(include_internal=True)
+    return {
+        "default_model": settings.default_model,
+        "planner": settings.planner_model or settings.default_model,
+        **models_of_types(types, settings),
+    }
+
+
+def check_model_lifecycle(settings: Settings, models_by_user: dict[str, str]) -> Check:
+    """Fails for a model past its end of life (every call to it fails), warns for one
+    within 30 days of it; each line names the replacement."""
+    try:
+        warnings = check_configured_models(models_by_user.values(), settings)
+    except RetiredModelError as exc:
+        return fail("models", str(exc), "configure the replacement it names")
+    if warnings:
+        return warn("models", "; ".join(warnings), "move to the replacement before that day")
+    models = sorted(set(models_by_user.values()))
+    return ok("models", f"{', '.join(models)}: none near its end of life")
 
 
 def mcp_checks(settings: Settings) -> list[Check]:

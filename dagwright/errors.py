@@ -162,6 +162,16 @@ class ConfigurationError(InputError):
 EXTRA_OF_MODULE = {"docker": "docker", "flower": "flower", "PIL": "charts", "mcp": "mcp"}
 
 
+class RetiredModelError(ConfigurationError):
+    """A configured model is past its end of life: the API refuses every call to it. The
+    message names the replacement (dagwright.llm.model_lifecycle)."""
+
+
+class ModelEndOfLifeWarning(UserWarning):
+    """A configured model retires within 30 days: it works today, and fails every call
+    from its end-of-life day on. The message names the replacement."""
+
+
 class MissingExtraError(ConfigurationError):
     """A feature needs an optional dependency that is not installed: says which extra
     installs it."""

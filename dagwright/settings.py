@@ -15,6 +15,7 @@ tests name only what it uses.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import json
 import os
@@ -92,7 +93,7 @@ def _price(
 
 
 # Published list prices (platform.claude.com/docs/en/about-claude/pricing, November 2026),
-# one row per model family: dated ids (``claude-haiku-4-5-20251001``) and ``-latest``
+# one row per model family: dated ids (``claude-opus-4-5-20251101``) and ``-latest``
 # aliases are priced as their family (dagwright/llm/model_ids.py). A test checks that
 # every model id of the installed anthropic SDK has a row. Override with
 # DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or in dagwright.toml.
@@ -114,7 +115,7 @@ DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
     "claude-opus-4-5": _price(5, 25),
     "claude-opus-4-1": _price(15, 75),
     "claude-opus-4": _price(15, 75),
-    "claude-sonnet-5-5": _price(2, 10, 0.2),
+    "claude-sonnet-5-5": _price(2, 10, 0.1),  # reads at 0.05x input (the migration guide)
     "claude-sonnet-5": _price(2, 10),
     "claude-sonnet-4-6": _price(3, 15),
     "claude-sonnet-4-5": _price(3, 15),
@@ -354,6 +355,12 @@ class Settings(BaseSettings):
     default_model: str = "claude-sonnet-5-5"
     """Model of the agent worker types that name none."""
 
+    model_lifecycle_date: dt.date | None = None
+    """The day models' end of life is judged on (None: today, in UTC). A model within 30
+    days of its end of life is warned about by ``doctor``, ``run``/``submit`` and the
+    worker; one past it is refused, naming its replacement. Set a later day to rehearse a
+    coming retirement (DAGWRIGHT_MODEL_LIFECYCLE_DATE=2026-12-01)."""
+
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
     """USD per million tokens by model, for the cost of every call, node and run: ``input``,
     ``output``, and optionally ``cache_read``, ``cache_write`` (5-minute) and
@@ -434,7 +441,7 @@ class Settings(BaseSettings):
     ``anthropic_base_url``), Amazon Bedrock (AWS credentials from the environment: keys,
     ``AWS_PROFILE``...) or Google Vertex AI (application default credentials). Retries,
     breakers, rate limits and accounting are the same for each; model ids are the
-    provider's (e.g. ``anthropic.claude-sonnet-4-5-20250929-v1:0`` on Bedrock)."""
+    provider's (e.g. ``anthropic.claude-sonnet-5-5`` on Bedrock)."""
 
     llm_region: str | None = None
     """Region of Bedrock or Vertex AI (default: the SDK's, from ``AWS_REGION`` or
@@ -899,6 +906,7 @@ class Settings(BaseSettings):
             prompt_cache_ttl=self.llm_prompt_cache_ttl,
             max_tokens_cap=self.llm_max_tokens_cap,
             refusal_fallback_model=self.llm_refusal_fallback_model,
+            model_lifecycle_date=self.model_lifecycle_date,
             web_search_usd_per_1k=self.web_search_usd_per_1k,
             batch_types=tuple(self.llm_batch_types),
             batch_poll_s=self.llm_batch_poll_s,
@@ -1036,6 +1044,7 @@ class LLMSettings:
     batch_types: tuple[str, ...]
     batch_poll_s: float
     batch_max_wait_s: float
+    model_lifecycle_date: dt.date | None = None
 
 
 @dataclass(frozen=True)

@@ -127,10 +127,33 @@ def test_tool_errors_ending_in_a_policy_refusal_are_a_policy_failure(tmp_path: P
     script = [
         tool_use("read_input", {"node": "missing"}),
         tool_use("read_input", {"node": "missing"}),
-        tool_use("http_get", {"url": "https://example.com"}),
+        tool_use("workspace_write", {"path": "a.md", "content": "x"}),
     ]
+    denying = dataclasses.replace(SPEC, policy=ToolPolicy.allowing("read_input"))
     with pytest.raises(ToolPolicyError, match="refused by the tool policy"):
+        run(script, tmp_path, spec=denying)
+
+
+def test_a_tool_that_was_not_offered_is_answered_with_the_tools_there_are(
+    tmp_path: Path,
+) -> None:
+    # A made-up name is the model's mistake, which it can correct: not a policy refusal.
+    script = [tool_use("http_get", {"url": "https://example.com"}), text("done")]
+    output, llm, services = run(script, tmp_path)
+    assert output == "done"
+    [result] = tool_results(llm.requests[1].messages)
+    assert result["is_error"] is True
+    assert result["content"] == (
+        "no such tool: http_get; the tools are: read_input, workspace_write, workspace_read"
+    )
+    assert [(a["tool"], a["action"]) for a in services.audits] == [("http_get", "refused")]
+
+
+def test_unknown_tool_names_end_as_tool_errors_not_as_a_policy_failure(tmp_path: Path) -> None:
+    script = [tool_use("http_get", {"url": "https://example.com"})] * 3
+    with pytest.raises(AgentToolErrorsError, match="no such tool: http_get") as raised:
         run(script, tmp_path)
+    assert not isinstance(raised.value, ToolPolicyError)
 
 
 def test_a_successful_tool_call_resets_the_error_streak(tmp_path: Path) -> None:
@@ -197,11 +220,11 @@ def test_denied_and_unlisted_tools_are_refused_and_audited(tmp_path: Path) -> No
     results = tool_results(llm.requests[1].messages)
     assert [r["is_error"] for r in results] == [False, True, True]
     assert "refused by the tool policy: notes only" in results[1]["content"]
-    assert "deny by default" in results[2]["content"]
+    assert results[2]["content"].startswith("no such tool: http_get; the tools are: ")
     assert [(a["tool"], a["action"], a["rule"]) for a in services.audits] == [
         ("workspace_write", "allow", "0"),
         ("workspace_write", "deny", "1"),
-        ("http_get", "deny", "default"),
+        ("http_get", "refused", "default"),
     ]
     assert (tmp_path / "run1" / "notes" / "a.md").exists()
     assert not (tmp_path / "run1" / "secret.md").exists()

@@ -28,7 +28,7 @@ SPEC = AgentSpec(
     system_prompt="You test.",
     tools=("read_input",),
     policy=ToolPolicy.allowing("read_input"),
-    model="claude-sonnet-4-5",
+    model="claude-sonnet-4-6",
 )
 
 

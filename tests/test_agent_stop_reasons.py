@@ -141,10 +141,10 @@ def test_a_refusal_without_a_fallback_fails_permanently(tmp_path: Path) -> None:
 def test_a_refusal_falls_back_to_the_configured_model(tmp_path: Path) -> None:
     refused = reply(text_block("I can't"), stop_reason="refusal")
     output, llm, _ = run(
-        [refused, text("Here.")], tmp_path, llm_refusal_fallback_model="claude-haiku-4-5"
+        [refused, text("Here.")], tmp_path, llm_refusal_fallback_model="claude-haiku-5-5"
     )
     assert output == "Here."
-    assert [r.model for r in llm.requests] == ["claude-test", "claude-haiku-4-5"]
+    assert [r.model for r in llm.requests] == ["claude-test", "claude-haiku-5-5"]
     assert llm.requests[1].messages == llm.requests[0].messages  # the refusal is not kept
 
 
@@ -154,7 +154,7 @@ def test_an_agent_types_fallback_wins_and_is_not_retried_when_it_refuses_too(
     spec = dataclasses.replace(SPEC, fallback_model="claude-opus-5-5")
     refusals = [reply(stop_reason="refusal"), reply(stop_reason="refusal")]
     with pytest.raises(AgentOutputError, match=r"\(claude-opus-5-5\) refused"):
-        run(refusals, tmp_path, spec=spec, llm_refusal_fallback_model="claude-haiku-4-5")
+        run(refusals, tmp_path, spec=spec, llm_refusal_fallback_model="claude-haiku-5-5")
 
 
 def test_thinking_blocks_go_back_unchanged_before_the_tool_results(tmp_path: Path) -> None:

@@ -380,6 +380,9 @@ def test_the_goal_example_is_planned_and_run_offline(tmp_path: Path) -> None:
     assert set(out["nodes"]) == {"_plan", "redis-streams", "kafka", "synthesis"}
     assert out["result"].startswith("Choose Redis streams for a modest")
     assert out["usage"]["llm_calls"] == 4
+    # Each researcher gets its own answer, though the goal (naming both) reaches each.
+    assert out["nodes"]["redis-streams"]["output"].startswith("Redis streams: simple to run")
+    assert out["nodes"]["kafka"]["output"].startswith("Kafka: partitioned, disk-backed")
 
 
 def fake_llm_log(base_url: str) -> list[dict[str, Any]]:

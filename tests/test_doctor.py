@@ -21,7 +21,18 @@ from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.waiting import wait_until
 
-CHECKS = ["redis", "broker", "workers", "reconciler", "breakers", "dlq", "beat", "sandbox", "llm"]
+CHECKS = [
+    "redis",
+    "broker",
+    "workers",
+    "reconciler",
+    "breakers",
+    "dlq",
+    "beat",
+    "sandbox",
+    "llm",
+    "models",
+]
 UNREACHABLE = "redis://:s3cret@127.0.0.1:1/0"
 
 
@@ -181,12 +192,12 @@ def test_the_llm_check_names_the_models_and_never_the_key() -> None:
     settings = Settings(
         anthropic_api_key=SecretStr("sk-very-secret"),
         anthropic_base_url=None,
-        default_model="claude-haiku-4-5",
+        default_model="claude-haiku-5-5",
         planner_model="claude-opus-5-5",
     )
     check = check_llm(settings)
     assert check.status == Status.OK
-    assert check.detail == "API key set · model claude-haiku-4-5 · planner model claude-opus-5-5"
+    assert check.detail == "API key set · model claude-haiku-5-5 · planner model claude-opus-5-5"
     assert "sk-very-secret" not in str(check)
 
 
@@ -195,7 +206,7 @@ def test_the_llm_check_warns_of_a_model_with_no_price() -> None:
     check = check_llm(settings)
     assert check.status == Status.WARN
     assert "no price for claude-unpriced-9" in check.detail and "model_prices" in check.hint
-    dated = Settings(anthropic_base_url="http://fake", default_model="claude-haiku-4-5-20251001")
+    dated = Settings(anthropic_base_url="http://fake", default_model="claude-opus-4-5-20251101")
     assert check_llm(dated).status == Status.OK  # priced as its family
 
 

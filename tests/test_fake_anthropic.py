@@ -31,7 +31,7 @@ from dagwright.testing import FakeAnthropicServer, Script, ScriptEntry
 from dagwright.testing.fake_anthropic import main
 from tests.support.processes import REPO_ROOT
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 
 
 def text_entry(text: str, **fields: Any) -> dict[str, Any]:

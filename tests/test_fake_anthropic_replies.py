@@ -21,8 +21,8 @@ from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer, Script
 from dagwright.testing.fake_anthropic_tokens import PromptCache, prompt_blocks
 
-MODEL = "claude-sonnet-4-5"  # caches prefixes from 1024 tokens on
-LONG_TEXT = "The same long instructions, word for word. " * 120  # about 1300 tokens
+MODEL = "claude-sonnet-4-6"  # caches prefixes from 2048 tokens on
+LONG_TEXT = "The same long instructions, word for word. " * 240  # about 2600 tokens
 OK = {"reply": {"content": [{"type": "text", "text": "ok"}]}}
 
 

@@ -6,7 +6,8 @@ client could build, and each must fail offline as it would against the real API.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime as dt
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anthropic
@@ -17,8 +18,11 @@ from dagwright.llm.sdk_models import sdk_model_ids
 from dagwright.testing import FakeAnthropicServer, Script
 from tests.test_fake_anthropic import post_messages
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"  # takes sampling parameters (one at a time) and budgets
 NO_SAMPLING_MODEL = "claude-sonnet-5-5"
+# Writes at most 64k and takes a prefill; retires on 2027-01-22, after the fake's TODAY.
+OLDER_MODEL = "claude-opus-4-5"
+TODAY = dt.date(2026, 11, 28)  # the fake's calendar: which models are retired is fixed
 EMPTY = "messages.0: all messages must have non-empty content"
 UNANSWERED = (
     "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: "
@@ -51,7 +55,7 @@ def server() -> Iterator[FakeAnthropicServer]:
             "default": {"reply": {"content": [{"type": "text", "text": "ok"}]}},
         }
     )
-    with FakeAnthropicServer(script, extra_models=["from-the-cli"]) as fake:
+    with FakeAnthropicServer(script, extra_models=["from-the-cli"], today=lambda: TODAY) as fake:
         yield fake
 
 
@@ -83,8 +87,8 @@ def refusal(client: anthropic.Anthropic, **overrides: Any) -> str:
 def test_the_sdks_models_and_the_scripts_and_the_clis_are_accepted(
     client: anthropic.Anthropic,
 ) -> None:
-    assert {"claude-sonnet-4-5", "claude-opus-4-7"} <= sdk_model_ids()
-    for model in ("claude-haiku-4-5-20251001", "my-finetune", "from-the-cli"):
+    assert {"claude-sonnet-5-5", "claude-opus-4-7"} <= sdk_model_ids()
+    for model in ("claude-haiku-5-5", "my-finetune", "from-the-cli"):
         assert send(client, model=model).content[0].text == "ok"
 
 
@@ -120,14 +124,14 @@ def test_the_cli_env_var_adds_models(monkeypatch: pytest.MonkeyPatch) -> None:
         (
             64_001,  # the SDK itself refuses to send this without streaming
             "max_tokens: 64001 > 64000, which is the maximum allowed number of output tokens "
-            "for claude-sonnet-4-5",
+            "for claude-opus-4-5",
         ),
     ],
 )
 def test_max_tokens_missing_or_out_of_range_is_refused(
     server: FakeAnthropicServer, max_tokens: object, message: str
 ) -> None:
-    body: dict[str, Any] = {"model": MODEL, "messages": [user("hi")]}
+    body: dict[str, Any] = {"model": OLDER_MODEL, "messages": [user("hi")]}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
 
@@ -282,11 +286,12 @@ def test_a_server_tool_needs_no_input_schema(client: anthropic.Anthropic) -> Non
 def test_a_conversation_the_api_refuses_is_refused(
     client: anthropic.Anthropic, messages: list[dict[str, Any]], message: str
 ) -> None:
-    assert refusal(client, messages=messages).startswith(message)
+    assert refusal(client, model=OLDER_MODEL, messages=messages).startswith(message)
 
 
 def test_an_empty_final_assistant_turn_is_a_prefill(client: anthropic.Anthropic) -> None:
-    assert send(client, messages=[user("hi"), assistant("")]).content[0].text == "ok"
+    prefill = [user("hi"), assistant("")]
+    assert send(client, model=OLDER_MODEL, messages=prefill).content[0].text == "ok"
     answered = [user("hi"), assistant([call()]), user([result(), {"type": "text", "text": "go"}])]
     assert send(client, messages=answered).content[0].text == "ok"
 
@@ -353,3 +358,140 @@ def test_a_stream_request_is_checked_like_any_other(server: FakeAnthropicServer)
     status, answer = post_messages(server, body, **{"x-api-key": "k"})
 
     assert status == 400 and answer["error"]["type"] == "invalid_request_error"  # not a stream
+
+
+# Per-model refusals (the migration guides' 400s) and retired models
+
+
+ALWAYS_THINKING = (
+    '"thinking.type.disabled" is not supported for this model. Use "thinking.type.adaptive" '
+    'and "output_config.effort" to control thinking behavior.'
+)
+FORCED = (
+    "Forced tool use is not supported for this model: tool_choice.type may be 'auto' or 'none'."
+)
+PREFILL = "Prefilling assistant messages is not supported for this model."
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (
+            {"thinking": {"type": "disabled"}},
+            '"thinking.type.disabled" is not supported for this model. Use '
+            '"thinking.type.between_tools" to turn off up-front thinking, or '
+            '"thinking.type.adaptive" and "output_config.effort" to control thinking behavior.',
+        ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+            "thinking.type.enabled is not supported for this model. Use thinking.type.adaptive "
+            "and output_config.effort to control thinking behavior.",
+        ),
+        ({"temperature": 0.5}, "`temperature` is deprecated for this model."),
+        ({"messages": [user("List three colours as JSON."), assistant("{")]}, PREFILL),
+        ({"tools": [TOOL], "tool_choice": {"type": "any"}}, FORCED),
+        ({"tools": [TOOL], "tool_choice": {"type": "tool", "name": "search"}}, FORCED),
+        (
+            {"thinking": {"type": "between_tools"}, "output_config": {"effort": "xhigh"}},
+            "\"thinking.type.between_tools\" is not supported with output_config.effort 'xhigh'. "
+            'Use "thinking.type.adaptive" to run at xhigh or max effort.',
+        ),
+    ],
+)
+def test_sonnet_5_5_refuses_the_five_settings_of_its_migration_guide(
+    client: anthropic.Anthropic, request_: dict[str, Any], message: str
+) -> None:
+    assert refusal(client, model="claude-sonnet-5-5", **request_) == message
+
+
+def test_sonnet_5_5_takes_between_tools_auto_tool_choice_and_no_thinking_field(
+    client: anthropic.Anthropic,
+) -> None:
+    model = "claude-sonnet-5-5"
+    lowest = {"thinking": {"type": "between_tools"}, "output_config": {"effort": "medium"}}
+    assert send(client, model=model, **lowest).content[0].text == "ok"
+    auto = {"tools": [TOOL], "tool_choice": {"type": "auto"}}
+    assert send(client, model=model, **auto).content[0].text == "ok"
+    assert send(client, model=model, tool_choice={"type": "none"}, tools=[TOOL])
+    assert send(client, model=model).content[0].text == "ok"
+
+
+@pytest.mark.parametrize(
+    ("model", "request_", "message"),
+    [
+        ("claude-opus-5-5", {"thinking": {"type": "disabled"}}, ALWAYS_THINKING),
+        ("claude-opus-4-7", {"thinking": {"type": "disabled"}}, ALWAYS_THINKING),
+        ("claude-fable-5-1", {"thinking": {"type": "disabled"}}, ALWAYS_THINKING),
+        ("claude-opus-5-5", {"tools": [TOOL], "tool_choice": {"type": "any"}}, FORCED),
+        ("claude-haiku-5-5", {"tools": [TOOL], "tool_choice": {"type": "any"}}, FORCED),
+        ("claude-fable-5-1", {"tools": [TOOL], "tool_choice": {"type": "any"}}, FORCED),
+        ("claude-opus-4-6", {"messages": [user("hi"), assistant("Sure")]}, PREFILL),
+        ("claude-haiku-5-5", {"messages": [user("hi"), assistant("Sure")]}, PREFILL),
+        (
+            "claude-sonnet-5",
+            {"thinking": {"type": "between_tools"}},
+            "thinking: Input tag 'between_tools' found using 'type' does not match any of the "
+            "expected tags: 'enabled', 'disabled', 'adaptive'",
+        ),
+    ],
+)
+def test_each_model_refuses_what_its_migration_guide_says(
+    client: anthropic.Anthropic, model: str, request_: dict[str, Any], message: str
+) -> None:
+    assert refusal(client, model=model, **request_) == message
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"thinking": {"type": "disabled"}},  # Sonnet 5 may still turn thinking off
+        {"tools": [TOOL], "tool_choice": {"type": "any"}},  # and force a tool
+        {"tools": [TOOL], "tool_choice": {"type": "tool", "name": "search"}},
+    ],
+)
+def test_what_a_newer_model_refuses_an_older_one_takes(
+    client: anthropic.Anthropic, request_: dict[str, Any]
+) -> None:
+    assert send(client, model="claude-sonnet-5", **request_).content[0].text == "ok"
+
+
+def test_a_tool_choice_of_no_known_type_is_refused(client: anthropic.Anthropic) -> None:
+    message = refusal(client, tools=[TOOL], tool_choice={"type": "required"})
+    assert message == (
+        "tool_choice: Input tag 'required' found using 'type' does not match any of the "
+        "expected tags: 'auto', 'any', 'tool', 'none'"
+    )
+
+
+def retired_404(server: FakeAnthropicServer, model: str) -> dict[str, Any]:
+    status, answer = post_messages(
+        server, {"model": model, "max_tokens": 8, "messages": [user("hi")]}, **{"x-api-key": "k"}
+    )
+    assert status == 404
+    return dict(answer["error"])
+
+
+def test_a_retired_model_is_the_real_apis_404_though_the_sdk_still_lists_it(
+    server: FakeAnthropicServer,
+) -> None:
+    assert "claude-mythos-preview" in sdk_model_ids()  # retired on 2026-06-30
+    assert retired_404(server, "claude-mythos-preview") == {
+        "type": "not_found_error",
+        "message": "model: claude-mythos-preview",
+    }
+
+
+def calendar_on(day: dt.date) -> Callable[[], dt.date]:
+    return lambda: day
+
+
+def test_a_model_is_served_until_its_end_of_life_day_then_refused() -> None:
+    """claude-sonnet-4-5: end of life 2026-11-30, by the SDK's list (a deliberate use of a
+    deprecated model)."""
+    body = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 8, "messages": [user("hi")]}
+    script = Script.model_validate(
+        {"default": {"reply": {"content": [{"type": "text", "text": "ok"}]}}}
+    )
+    for day, status in ((dt.date(2026, 11, 29), 200), (dt.date(2026, 11, 30), 404)):
+        with FakeAnthropicServer(script, today=calendar_on(day)) as fake:
+            assert post_messages(fake, body, **{"x-api-key": "k"})[0] == status

@@ -14,7 +14,7 @@ from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.fake_anthropic_script import Script
 
 BODY = {
-    "model": "claude-sonnet-4-5",
+    "model": "claude-sonnet-5-5",
     "max_tokens": 100,
     "messages": [{"role": "user", "content": "hi"}],
 }

@@ -16,7 +16,7 @@ from dagwright.testing.scripted import text
 from tests.support.llm_script import UNPRICED_MODEL
 
 REQUEST = LLMRequest(
-    model="claude-haiku-4-5", system="s", messages=[{"role": "user", "content": "hi"}]
+    model="claude-sonnet-4-6", system="s", messages=[{"role": "user", "content": "hi"}]
 )
 
 
@@ -46,7 +46,7 @@ def test_a_response_is_typed_and_priced(fake_llm: FakeAnthropicServer) -> None:
     )
     response = llm_for(fake_llm).complete(REQUEST)
     assert response.text() == "hello" and response.stop_reason == "end_turn"
-    assert response.usage.cost_usd == pytest.approx(1 + 5)  # haiku-4-5: $1 in, $5 out per MTok
+    assert response.usage.cost_usd == pytest.approx(3 + 15)  # sonnet-4-6: $3 in, $15 out per MTok
     assert fake_llm.requests[0].body["max_tokens"] == 4096
     assert "temperature" not in fake_llm.requests[0].body  # never sent unless asked for
 
@@ -109,7 +109,7 @@ def test_the_cache_key_of_a_request_without_new_fields_is_unchanged() -> None:
     # The key as computed before thinking, effort and delivery fields existed.
     legacy = (
         '{"max_tokens":4096,"messages":[{"content":"hi","role":"user"}],'
-        '"model":"claude-haiku-4-5","system":"s","temperature":null,"tools":[]}'
+        '"model":"claude-sonnet-4-6","system":"s","temperature":null,"tools":[]}'
     )
     assert REQUEST.canonical_json() == legacy
     assert REQUEST.model_copy(update={"prompt_cache_ttl": "5m"}).digest() == REQUEST.digest()

@@ -151,14 +151,14 @@ def test_the_run_progress_line_names_what_a_node_waits_on() -> None:
     now = datetime.now(UTC)
     wait = NodeWait(
         on="breaker",
-        name="model:claude-sonnet-4-5",
+        name="model:claude-sonnet-5-5",
         since=now - timedelta(seconds=5),
         until=now + timedelta(seconds=25.4),
         last_failure="LLMUnavailableError: the Anthropic API answered 529",
     )
     line = progress_line("r1", RunStatus.RUNNING, RunCounts(total=2), 3.0, {"a": wait, "b": wait})
     assert line.endswith(
-        " · a waiting on breaker model:claude-sonnet-4-5, open 25 s more: last error "
+        " · a waiting on breaker model:claude-sonnet-5-5, open 25 s more: last error "
         "LLMUnavailableError: the Anthropic API answered 529 (+1 more waiting)"
     )
 

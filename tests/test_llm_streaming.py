@@ -22,7 +22,7 @@ from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer
 
-MODEL = "claude-haiku-4-5"
+MODEL = "claude-haiku-5-5"
 BREAKER = f"model:{MODEL}"
 REQUEST = LLMRequest(model=MODEL, system="s", messages=[{"role": "user", "content": "hi"}])
 LONG_TEXT = "word " * 60  # 300 characters: 30 deltas of 10

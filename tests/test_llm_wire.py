@@ -112,7 +112,7 @@ def test_thinking_and_effort_are_sent_as_the_api_names_them() -> None:
         ("claude-mythos-preview", True),
         ("claude-sonnet-4-6", False),
         ("claude-opus-4-6", False),
-        ("claude-haiku-4-5", False),
+        ("claude-haiku-4-6", True),  # a Haiku from 4.6 on: the cutoff, not a list of ids
         ("claude-sonnet-4-20250514", False),
         ("claude-3-5-sonnet-20241022", False),
         ("scripted", False),

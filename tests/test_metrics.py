@@ -37,7 +37,7 @@ from tests.support.valkey import RestartableValkey, free_port
 from tests.support.waiting import wait_until
 
 WRITER = "You are the writer"
-SONNET, HAIKU = "claude-sonnet-5-5", "claude-haiku-4-5"
+SONNET, HAIKU = "claude-sonnet-5-5", "claude-haiku-5-5"
 Samples = dict[str, dict[frozenset[tuple[str, str]], float]]
 
 

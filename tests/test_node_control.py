@@ -31,7 +31,7 @@ def problems(**fields: Any) -> list[str]:
 
 
 def test_per_node_fields_are_checked_as_plan_problems() -> None:
-    assert problems(type="writer", output_schema=BOOK, model="claude-haiku-4-5") == []
+    assert problems(type="writer", output_schema=BOOK, model="claude-haiku-5-5") == []
     assert problems(type="writer", output_schema={"type": "array"}) == [
         "`output_schema` must describe a JSON object (`type: object`)"
     ]
@@ -39,14 +39,14 @@ def test_per_node_fields_are_checked_as_plan_problems() -> None:
     assert bad_schema.startswith("output_schema.required: not a valid JSON Schema: 'x' is not")
     [unknown] = problems(type="writer", model="gpt-4o")
     assert "`model: gpt-4o` is not a Claude model id dagwright knows" in unknown
-    assert problems(type="writer", model="claude-haiku-4-5", max_tokens=64_000) == []
-    assert problems(type="writer", model="claude-haiku-4-5", max_tokens=64_001) == [
-        "`max_tokens: 64001` is above the 64000 that claude-haiku-4-5 can write"
+    assert problems(type="writer", model="claude-haiku-5-5", max_tokens=128_000) == []
+    assert problems(type="writer", model="claude-haiku-5-5", max_tokens=128_001) == [
+        "`max_tokens: 128001` is above the 128000 that claude-haiku-5-5 can write"
     ]
     [foreign] = problems(type="writer", tools=["read_input", "run_python"])
     assert foreign.startswith("`tools` may only narrow the writer's tools (read_input, ")
     assert foreign.endswith("not theirs: run_python")
-    assert problems(type="function", function="concat", model="claude-haiku-4-5", tools=[]) == [
+    assert problems(type="function", function="concat", model="claude-haiku-5-5", tools=[]) == [
         "`model:` is for LLM calls, which a function node does not make",
         "`tools:` is for LLM calls, which a function node does not make",
     ]
@@ -107,7 +107,7 @@ def test_a_node_s_model_max_tokens_and_tools_reach_the_api(
         "narrow",
         "researcher",
         "Research Alpha.",
-        model="claude-haiku-4-5",
+        model="claude-haiku-5-5",
         max_tokens=2000,
         tools=["read_input"],
     )
@@ -119,9 +119,9 @@ def test_a_node_s_model_max_tokens_and_tools_reach_the_api(
         "Alpha" if "Alpha" in str(r.body["messages"]) else "Beta": r.body for r in fake_llm.requests
     }
     narrow, plain = by_topic["Alpha"], by_topic["Beta"]
-    assert (narrow["model"], narrow["max_tokens"]) == ("claude-haiku-4-5", 2000)
+    assert (narrow["model"], narrow["max_tokens"]) == ("claude-haiku-5-5", 2000)
     assert [tool["name"] for tool in narrow["tools"]] == ["read_input"]
-    assert plain["model"] != "claude-haiku-4-5" and plain["max_tokens"] != 2000
+    assert plain["model"] != "claude-haiku-5-5" and plain["max_tokens"] != 2000
     # acceptance: with no DAGWRIGHT_HTTP_ALLOWED_DOMAINS the researcher is not offered http_get
     plain_tools = [tool["name"] for tool in plain["tools"]]
     assert "read_input" in plain_tools and "http_get" not in plain_tools

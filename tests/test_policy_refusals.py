@@ -58,7 +58,7 @@ def test_calls_the_tool_refuses_are_audited_as_refusals_with_their_reason(
         ("workspace_read", "refused", True),
     ]
     assert "'..' is refused" in audit[0].reason
-    assert audit[1].reason.startswith("no tool 'http_get'; the tools are: read_input,")
+    assert audit[1].reason.startswith("no such tool: http_get; the tools are: read_input,")
     assert audit[3].reason.startswith("invalid arguments")
 
 

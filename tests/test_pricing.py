@@ -21,14 +21,15 @@ from dagwright.testing import FakeAnthropicServer
 # 1 USD per million tokens in, 10 out: a million tokens of each kind are easy to read.
 ROUND = ModelPrice(input=1, output=10)
 HELLO = [{"role": "user", "content": "Hello."}]
+SNAPSHOT = "claude-sonnet-5-20260630"  # a dated id of claude-sonnet-5 (the SDK lists none)
 
 
 @pytest.mark.parametrize(
     ("model_id", "family"),
     [
-        ("claude-haiku-4-5-20251001", "claude-haiku-4-5"),
         ("claude-opus-4-5-20251101", "claude-opus-4-5"),
-        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),  # Vertex spells it with @
+        ("claude-sonnet-5-5-20260928", "claude-sonnet-5-5"),
+        ("claude-opus-4-5@20251101", "claude-opus-4-5"),  # Vertex spells it with @
         ("claude-sonnet-5-5-latest", "claude-sonnet-5-5"),
         ("claude-opus-5", "claude-opus-5"),
         ("claude-mythos-preview", "claude-mythos-preview"),
@@ -39,19 +40,19 @@ def test_a_dated_id_or_an_alias_resolves_to_its_family(model_id: str, family: st
 
 
 def test_a_dated_id_is_priced_as_its_family_unless_it_has_its_own_row() -> None:
-    prices = {"claude-haiku-4-5": ROUND, "claude-x-1-20990101": ModelPrice(input=7, output=7)}
-    assert price_of("claude-haiku-4-5-20251001", prices) == ROUND
-    assert price_of("claude-haiku-4-5-latest", prices) == ROUND
+    prices = {"claude-haiku-5-5": ROUND, "claude-x-1-20990101": ModelPrice(input=7, output=7)}
+    assert price_of("claude-haiku-5-5-20261015", prices) == ROUND
+    assert price_of("claude-haiku-5-5-latest", prices) == ROUND
     assert price_of("claude-x-1-20990101", prices) == ModelPrice(input=7, output=7)
     assert price_of("claude-unknown-9", prices) is None
-    assert unpriced({"claude-unknown-9", "claude-haiku-4-5-20251001"}, prices) == [
+    assert unpriced({"claude-unknown-9", "claude-haiku-5-5-20261015"}, prices) == [
         "claude-unknown-9"
     ]
 
 
 def test_every_model_the_sdk_knows_has_a_price() -> None:
     ids = sdk_model_ids()
-    assert "claude-haiku-4-5-20251001" in ids and len(ids) > 5
+    assert "claude-sonnet-5-5" in ids and len(ids) > 5
     assert unpriced(set(ids), DEFAULT_MODEL_PRICES) == []
     for model_id in ids:
         price = price_of(model_id, DEFAULT_MODEL_PRICES)
@@ -104,7 +105,7 @@ def test_an_unpriced_model_costs_unknown_never_zero() -> None:
 def test_prices_given_in_settings_are_added_to_the_published_ones() -> None:
     given = Settings(model_prices={"claude-x-1": ModelPrice(input=2, output=10)})
     assert given.model_prices["claude-x-1"].input == 2
-    assert given.model_prices["claude-haiku-4-5"] == DEFAULT_MODEL_PRICES["claude-haiku-4-5"]
+    assert given.model_prices["claude-haiku-5-5"] == DEFAULT_MODEL_PRICES["claude-haiku-5-5"]
 
 
 def answer(model: str) -> dict[str, Any]:
@@ -116,15 +117,27 @@ def test_a_call_is_priced_as_requested_resolved_to_its_family(
     settings: Settings, fake_llm: FakeAnthropicServer
 ) -> None:
     llm = AnthropicLLM(settings.llm)
-    # The answer names the snapshot: priced as the family asked for (haiku 4.5, $1 in).
-    fake_llm.add(answer("claude-haiku-4-5-20251001"))
-    dated = llm.complete(LLMRequest(model="claude-haiku-4-5", system="s", messages=HELLO))
-    assert dated.usage.cost_usd == pytest.approx(1.0) and dated.usage.cost_is_known
-    # A dated id asked for: priced as its family.
-    fake_llm.add(answer("claude-haiku-4-5-20251001"))
-    snapshot = LLMRequest(model="claude-haiku-4-5-20251001", system="s", messages=HELLO)
-    assert llm.complete(snapshot).usage.cost_usd == pytest.approx(1.0)
+    # The answer names a snapshot: priced as the family asked for (sonnet 5, $2 in).
+    fake_llm.add(answer("claude-sonnet-5-20260630"))
+    dated = llm.complete(LLMRequest(model="claude-sonnet-5", system="s", messages=HELLO))
+    assert dated.usage.cost_usd == pytest.approx(2.0) and dated.usage.cost_is_known
+    # A dated id asked for: priced as its family (a snapshot the fake is told of).
+    with FakeAnthropicServer(extra_models=[SNAPSHOT]) as fake:
+        fake.add(answer(SNAPSHOT))
+        at_fake = settings.model_copy(update={"anthropic_base_url": fake.base_url})
+        snapshot = LLMRequest(model=SNAPSHOT, system="s", messages=HELLO)
+        assert AnthropicLLM(at_fake.llm).complete(snapshot).usage.cost_usd == pytest.approx(2.0)
     # A model the table lacks, whatever the answer says: unknown, not $0.
     fake_llm.add(answer("claude-unpriced-9"))
     missing = llm.complete(LLMRequest(model="claude-unpriced-9", system="s", messages=HELLO))
     assert missing.usage.unpriced_tokens == 1_000_000 and missing.usage.known_cost_usd is None
+
+
+def test_sonnet_5_5_cache_reads_cost_the_published_10_cents() -> None:
+    # The Sonnet 5.5 migration guide: "prompt cache reads, which cost $0.10 USD per million
+    # tokens, half the Claude Sonnet 5 rate".
+    sonnet = DEFAULT_MODEL_PRICES["claude-sonnet-5-5"]
+    assert (sonnet.input, sonnet.output, sonnet.cache_read_rate) == (2, 10, 0.1)
+    assert DEFAULT_MODEL_PRICES["claude-sonnet-5"].cache_read_rate == pytest.approx(0.2)
+    read = priced(Usage(cache_read_input_tokens=1_000_000), sonnet)
+    assert read.cost_usd == pytest.approx(0.10)

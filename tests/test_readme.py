@@ -36,6 +36,6 @@ def test_the_custom_agent_example_registers_its_type(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "dw.triager agent claude-haiku-4-5 read_input,lookup_ticket",
+        "dw.triager agent claude-haiku-5-5 read_input,lookup_ticket",
         "['ticket_id']",
     ]

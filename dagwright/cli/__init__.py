@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from typing import Any
 
 import typer
@@ -34,8 +35,8 @@ from dagwright.cli import (
     webhooks,
 )
 from dagwright.cli.exits import ExitCode, exit_code_for
-from dagwright.cli.output import print_error
-from dagwright.errors import DagwrightError, error_line
+from dagwright.cli.output import print_error, print_warning
+from dagwright.errors import DagwrightError, ModelEndOfLifeWarning, error_line
 from dagwright.redaction import RedactingFormatter
 
 app = typer.Typer(
@@ -107,9 +108,25 @@ def configure_logging(debug: bool) -> None:
     logging.basicConfig(level=os.environ.get("DAGWRIGHT_LOGLEVEL", "WARNING"), handlers=[handler])
 
 
+def show_model_warnings() -> None:
+    """A model near its end of life as one line on stderr (``warning: ...``), each time a
+    command meets it; other warnings as Python shows them."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+        if issubclass(category, ModelEndOfLifeWarning):
+            print_warning(str(message))
+        else:
+            shown(message, category, *args, **kw)
+
+    warnings.showwarning = show
+    warnings.simplefilter("always", ModelEndOfLifeWarning)
+
+
 def main() -> None:
     debug = bool(os.environ.get("DAGWRIGHT_DEBUG"))
     configure_logging(debug)
+    show_model_warnings()
     # Ctrl-C must stop the command even when started with SIGINT ignored (a background
     # job of a non-interactive shell), where Python would install no handler of its own.
     signal.signal(signal.SIGINT, signal.default_int_handler)

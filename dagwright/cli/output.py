@@ -61,6 +61,10 @@ def print_error(message: str) -> None:
     stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
+def print_warning(message: str) -> None:
+    stderr.print(f"[bold yellow]warning:[/] {escape(message)}", soft_wrap=True)
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, default=str) + "\n")
     sys.stdout.flush()

@@ -6,7 +6,7 @@ import logging
 import signal
 import threading
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import urlsplit
 
 import typer
@@ -14,13 +14,16 @@ from rich.markup import escape
 
 from dagwright.cli.exits import interrupt_on_sigterm
 from dagwright.cli.options import ImportOption, settings_from
-from dagwright.cli.output import stderr
+from dagwright.cli.output import print_warning, stderr
 from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE
 from dagwright.server.local_access import login_url, read_token, token_file
 from dagwright.settings import Settings
+
+if TYPE_CHECKING:
+    from dagwright.workers import WorkerRegistry
 
 # Celery (dagwright.tasks) and prometheus_client are imported by the commands that run
 # them, so that every other command starts without them.
@@ -81,7 +84,9 @@ def worker(
     from dagwright.tasks import queues_for, run_worker
 
     settings = settings_from(imports)
-    queues = queues_for(worker_types, build_registry(settings))
+    registry = build_registry(settings)
+    queues = queues_for(worker_types, registry)
+    warn_of_models(settings, registry)
     if ORCHESTRATOR_QUEUE not in queues:  # goals and schedules need one somewhere
         stderr.print(
             f"[dim]this worker does not serve {ORCHESTRATOR_QUEUE} (goal planning, "
@@ -107,6 +112,21 @@ def worker(
         if endpoint is not None:
             endpoint.stop()
     raise typer.Exit(code)
+
+
+def warn_of_models(settings: Settings, registry: WorkerRegistry) -> None:
+    """One line per model the worker may call that is near or past its end of life (a
+    node on a retired one fails at once, naming the replacement: llm/model_lifecycle)."""
+    from dagwright.llm.model_lifecycle import end_of_life_lines
+    from dagwright.plans.priced_models import models_of_types
+
+    models = {
+        settings.default_model,
+        settings.planner_model or settings.default_model,
+        *models_of_types(registry.types(include_internal=True), settings).values(),
+    }
+    for line in end_of_life_lines(models, settings):
+        print_warning(line)
 
 
 def beat(

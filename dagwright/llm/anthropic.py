@@ -56,6 +56,7 @@ from dagwright.llm.call_limits import (
     unreachable_cause,
 )
 from dagwright.llm.model_ids import price_of
+from dagwright.llm.model_lifecycle import LifecycleGuard
 from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.llm.wire import message_body
@@ -177,6 +178,7 @@ class AnthropicLLM:
         self._guard = breakers.call if breakers is not None else call_directly
         self._attempts = settings.max_attempts
         self._wait = RetryAfterOrBackoff(settings.retry_after_cap_s, settings.retry_backoff_s)
+        self._lifecycle = LifecycleGuard(settings.provider, settings.model_lifecycle_date)
 
     @property
     def endpoint(self) -> str:
@@ -184,6 +186,7 @@ class AnthropicLLM:
         return self._endpoint
 
     def complete(self, request: LLMRequest) -> LLMResponse:
+        self._lifecycle.check(request.model)
         started = time.monotonic()
         message, request_id = self.retried(lambda: self._create(request))
         return self.response(message, request, request_id, time.monotonic() - started)

@@ -151,3 +151,103 @@ def server_tool_name(tool_type: str) -> str | None:
         (name for name, versions in SERVER_TOOL_VERSIONS.items() if tool_type in versions),
         None,
     )
+
+
+# --- What each model refuses (the migration guides' 400s), and when models retire ----------
+#
+# Sources: the Sonnet 5.5 migration guide and "What's new in Claude Sonnet 5.5" (five
+# settings return 400 there: thinking budgets, sampling parameters, assistant prefill,
+# forced tool choice, ``thinking: {"type": "disabled"}``; ``between_tools`` is its lowest
+# thinking setting, refused at effort xhigh and max), the Claude 4.6 migration notes
+# (prefill is a 400 from the 4.6 models on), the adaptive thinking page (Opus 4.7, Mythos
+# Preview and the Fable/Mythos 5 families think only adaptively: ``disabled`` is a 400)
+# and the Opus 5.5 / Fable 5.1 notes (thinking always on, forced tool use refused). As
+# with FIRST_WITHOUT_SAMPLING, a version cutoff covers a new model the day it appears.
+
+# From these versions on, a conversation may not end with an assistant turn (a prefill).
+FIRST_WITHOUT_PREFILL = {"opus": (4, 6), "sonnet": (4, 6), "haiku": (5, 5)}
+# From these versions on, ``tool_choice`` ``any`` or ``tool`` (forced tool use) is a 400.
+FIRST_WITHOUT_FORCED_TOOL_CHOICE = {"opus": (5, 5), "sonnet": (5, 5), "haiku": (5, 5)}
+# Version ranges (first, last; None: every later one) where thinking cannot be turned off.
+ALWAYS_THINKING = {
+    "opus": (((4, 7), (4, 7)), ((5, 5), None)),
+    "sonnet": (((5, 5), None),),
+}
+# Models whose lowest thinking setting is ``between_tools`` (and which alone accept it).
+FIRST_WITH_BETWEEN_TOOLS = {"sonnet": (5, 5)}
+BETWEEN_TOOLS_REFUSED_EFFORTS = frozenset({"xhigh", "max"})
+# The Fable and Mythos families: every model refuses prefill and thinking turned off;
+# from 5.1 on, forced tool use too.
+UNVERSIONED_FORCED_TOOL_CUTOFF = (5, 1)
+
+# The recommended replacement of each deprecated or retired model family (the model
+# deprecations page). The end-of-life dates come from the installed anthropic SDK
+# (``anthropic._data.DEPRECATED_MODELS``, read by dagwright.llm.model_lifecycle); the SDK
+# drops a model once it is retired, so RETIRED_MODELS keeps the dates of those.
+MODEL_REPLACEMENTS = {
+    "claude-mythos-preview": "claude-mythos-5-2",
+    "claude-opus-4-5": "claude-opus-5-5",
+    "claude-sonnet-4-5": "claude-sonnet-5-5",
+    "claude-opus-4": "claude-opus-5-5",
+    "claude-sonnet-4": "claude-sonnet-5-5",
+    "claude-3-7-sonnet": "claude-sonnet-5-5",
+}
+# End of life (ISO date) of models the SDK no longer lists: the release notes' retirements.
+RETIRED_MODELS = {
+    "claude-opus-4": "2026-06-15",
+    "claude-sonnet-4": "2026-06-15",
+    "claude-3-7-sonnet": "2026-02-19",
+}
+END_OF_LIFE_WARNING_DAYS = 30
+
+
+def claude_version(model: str) -> tuple[str, tuple[int, int]] | None:
+    """The family (``opus``, ``fable``...) and version of a Claude id; None for an id that
+    is no ``claude-<family>-<major>[-<minor>]`` (a proxy's alias, ``claude-3-...``)."""
+    model = model.lower().removeprefix("anthropic.")
+    found = CLAUDE_ID.match(model)
+    if found is None or LEGACY_CLAUDE_ID.match(model):
+        return None
+    return found["family"], (int(found["major"]), int(found["minor"] or 0))
+
+
+def _unversioned(model: str) -> bool:
+    """A Fable or Mythos model (``claude-mythos-preview`` included)."""
+    return model.lower().removeprefix("anthropic.").startswith(UNVERSIONED_FAMILIES)
+
+
+def _from_version(model: str, cutoffs: dict[str, tuple[int, int]]) -> bool:
+    found = claude_version(model)
+    return found is not None and found[0] in cutoffs and found[1] >= cutoffs[found[0]]
+
+
+def refuses_prefill(model: str) -> bool:
+    """Whether ``model`` answers 400 to a conversation ending with an assistant turn."""
+    return _unversioned(model) or _from_version(model, FIRST_WITHOUT_PREFILL)
+
+
+def refuses_forced_tool_choice(model: str) -> bool:
+    """Whether ``model`` answers 400 to ``tool_choice`` ``any`` or ``tool``."""
+    if _unversioned(model):
+        found = claude_version(model)
+        return found is not None and found[1] >= UNVERSIONED_FORCED_TOOL_CUTOFF
+    return _from_version(model, FIRST_WITHOUT_FORCED_TOOL_CHOICE)
+
+
+def refuses_thinking_disabled(model: str) -> bool:
+    """Whether ``model`` answers 400 to ``thinking: {"type": "disabled"}``."""
+    if _unversioned(model):
+        return True
+    found = claude_version(model)
+    if found is None:
+        return False
+    family, version = found
+    return any(
+        first <= version and (last is None or version <= last)
+        for first, last in ALWAYS_THINKING.get(family, ())
+    )
+
+
+def takes_between_tools(model: str) -> bool:
+    """Whether ``model`` accepts ``thinking: {"type": "between_tools"}``."""
+    return _from_version(model, FIRST_WITH_BETWEEN_TOOLS)

@@ -1,7 +1,7 @@
 """Model ids as the price table knows them: a dated id or an alias resolved to its family.
 
-The API accepts a family id (``claude-haiku-4-5``), a dated snapshot of it
-(``claude-haiku-4-5-20251001``; ``@20251001`` on Vertex) and ``-latest`` aliases; all
+The API accepts a family id (``claude-opus-4-5``), a dated snapshot of it
+(``claude-opus-4-5-20251101``; ``@20251101`` on Vertex) and ``-latest`` aliases; all
 of one family cost the same, so the price table has one row per family. An id that
 names no family in the table is unpriced: its cost is unknown, never 0.
 """
@@ -9,8 +9,10 @@ names no family in the table is unpriced: its cost is unknown, never 0.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from dagwright.settings import ModelPrice
+if TYPE_CHECKING:  # names a type only: the fake API reads this module without settings
+    from dagwright.settings import ModelPrice
 
 SNAPSHOT_SUFFIX = re.compile(r"(?:-|@)\d{8}$")
 ALIAS_SUFFIX = "-latest"

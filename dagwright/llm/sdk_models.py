@@ -26,3 +26,14 @@ def _literals(annotation: object) -> set[str]:
     for argument in typing.get_args(annotation):
         found |= _literals(argument)
     return found
+
+
+@functools.cache
+def sdk_end_of_life() -> dict[str, str]:
+    """The end-of-life date (as the SDK words it: "November 30th, 2026") of each model the
+    installed SDK marks deprecated; empty if this SDK carries no such list."""
+    try:  # a private module of the SDK: its warning on each call reads it too
+        from anthropic._data import DEPRECATED_MODELS
+    except ImportError:
+        return {}
+    return dict(DEPRECATED_MODELS)

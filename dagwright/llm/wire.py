@@ -26,7 +26,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dagwright.llm.messages_api_rules import refuses_sampling
+from dagwright.llm.messages_api_rules import (
+    BETWEEN_TOOLS_REFUSED_EFFORTS,
+    refuses_budget_thinking,
+    refuses_sampling,
+    refuses_thinking_disabled,
+    takes_between_tools,
+)
 from dagwright.llm.protocol import LLMRequest
 
 MAX_BREAKPOINTS = 4
@@ -45,13 +51,43 @@ def message_body(request: LLMRequest) -> dict[str, Any]:
     }
     if request.tools:
         body["tools"] = marked_tools(request.tools, marker)
-    if request.thinking is not None:
-        body["thinking"] = request.thinking
+    thinking = thinking_for(request.model, request.thinking, request.effort)
+    if thinking is not None:
+        body["thinking"] = thinking
     if request.effort is not None:
         body["output_config"] = {"effort": request.effort}
-    if request.temperature is not None and not refuses_sampling(request.model):
+    if takes_temperature(request.model, thinking, request.temperature):
         body["extra_body"] = {"temperature": request.temperature}
     return body
+
+
+def takes_temperature(
+    model: str, thinking: dict[str, Any] | None, temperature: float | None
+) -> bool:
+    """Whether ``temperature`` goes in the body: not to a model that refuses sampling
+    parameters, nor (unless it is 1) beside thinking, which takes no other."""
+    if temperature is None or refuses_sampling(model):
+        return False
+    thinks = thinking is not None and thinking.get("type") != "disabled"
+    return temperature == 1 or not thinks
+
+
+def thinking_for(
+    model: str, thinking: dict[str, Any] | None, effort: str | None = None
+) -> dict[str, Any] | None:
+    """``thinking`` as ``model`` takes it (the migration guides' 400s never sent): a budget
+    where the model thinks only adaptively becomes adaptive; thinking turned off where it
+    cannot be becomes ``between_tools`` (the lowest setting, where the model has it and
+    the effort allows it) or is left out (the model's default). None: no field."""
+    kind = thinking.get("type") if thinking is not None else None
+    if kind == "enabled" and refuses_budget_thinking(model):
+        return {"type": "adaptive"}
+    between_tools = takes_between_tools(model) and effort not in BETWEEN_TOOLS_REFUSED_EFFORTS
+    if kind == "disabled" and refuses_thinking_disabled(model):
+        return {"type": "between_tools"} if between_tools else None
+    if kind == "between_tools" and not between_tools:
+        return None  # adaptive, the default, is the nearest setting the model takes here
+    return thinking
 
 
 def cache_marker(request: LLMRequest) -> dict[str, str] | None:

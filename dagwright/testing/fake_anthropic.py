@@ -98,6 +98,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import logging
 import os
 import signal
@@ -105,7 +106,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -280,7 +281,9 @@ class FakeAnthropicServer:
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. With ``port=0``
     (the default) the system picks a free port; :attr:`base_url` names it once started.
-    ``extra_models`` are model ids to accept besides the SDK's and the script's ``models``.
+    ``extra_models`` are model ids to accept besides the SDK's and the script's ``models``;
+    a model past its end of life on ``today()`` (default: the UTC date) is refused as the
+    real API refuses it, with a 404.
     """
 
     def __init__(
@@ -290,9 +293,10 @@ class FakeAnthropicServer:
         host: str = "127.0.0.1",
         port: int = 0,
         extra_models: Sequence[str] = (),
+        today: Callable[[], dt.date] | None = None,
     ) -> None:
         script = script if script is not None else Script()
-        self._playback = Playback(script, extra_models=extra_models)
+        self._playback = Playback(script, extra_models=extra_models, today=today)
         self.batches = MessageBatches()
         """The Message Batches the fake holds: set ``batches.processing_s`` to keep a
         batch ``in_progress`` that long; ``batches.expire_all()`` plays the 24-hour limit."""

@@ -8,12 +8,13 @@ cache accounting in :mod:`dagwright.testing.fake_anthropic_tokens`.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -100,9 +101,15 @@ class Playback:
     """
 
     def __init__(
-        self, script: Script, *, extra_models: Sequence[str] = (), cache: PromptCache | None = None
+        self,
+        script: Script,
+        *,
+        extra_models: Sequence[str] = (),
+        cache: PromptCache | None = None,
+        today: Callable[[], dt.date] | None = None,
     ) -> None:
         self._script = script
+        self._today = today  # None: the UTC date (models retire on the real calendar)
         self._models = sdk_model_ids() | set(script.models) | set(extra_models)
         self._cache = cache if cache is not None else PromptCache()
         self._lock = threading.Lock()
@@ -202,7 +209,10 @@ class Playback:
             return self._rejected(Rejection(message, 401, "authentication_error"))
         if body is None:
             return self._rejected(Rejection("body must be a JSON object"))
-        rejection = request_rejection(body, self._models, counting_tokens=counting_tokens)
+        today = self._today() if self._today is not None else None
+        rejection = request_rejection(
+            body, self._models, counting_tokens=counting_tokens, today=today
+        )
         return self._rejected(rejection) if rejection is not None else None
 
     def _rejected(self, rejection: Rejection) -> _Verdict:

@@ -13,12 +13,14 @@ the conversation and the cache breakpoints.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dagwright.llm import messages_api_rules as api
+from dagwright.llm.model_lifecycle import retired_problem, utc_today
 from dagwright.testing.fake_anthropic_conversation import (
     conversation_problem,
     thinking_turn_problem,
@@ -35,6 +37,26 @@ BUDGET_THINKING_GONE = (
     "thinking.type.enabled is not supported for this model. Use thinking.type.adaptive and "
     "output_config.effort to control thinking behavior."
 )
+# The wording reported from the live API for Opus 5.5; on Sonnet 5.5 the guide says the
+# message points to between_tools (its exact wording is not published).
+THINKING_ALWAYS_ON = (
+    '"thinking.type.disabled" is not supported for this model. Use "thinking.type.adaptive" '
+    'and "output_config.effort" to control thinking behavior.'
+)
+THINKING_OFF_IS_BETWEEN_TOOLS = (
+    '"thinking.type.disabled" is not supported for this model. Use '
+    '"thinking.type.between_tools" to turn off up-front thinking, or "thinking.type.adaptive" '
+    'and "output_config.effort" to control thinking behavior.'
+)
+BETWEEN_TOOLS_EFFORT = (
+    '"thinking.type.between_tools" is not supported with output_config.effort {effort!r}. '
+    'Use "thinking.type.adaptive" to run at xhigh or max effort.'
+)
+PREFILL_REFUSED = "Prefilling assistant messages is not supported for this model."
+FORCED_TOOL_CHOICE_REFUSED = (
+    "Forced tool use is not supported for this model: tool_choice.type may be 'auto' or 'none'."
+)
+TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
 
 
 @dataclass(frozen=True)
@@ -50,17 +72,22 @@ Body = Mapping[str, Any]
 
 
 def request_rejection(
-    body: Body, known_models: Collection[str], *, counting_tokens: bool = False
+    body: Body,
+    known_models: Collection[str],
+    *,
+    counting_tokens: bool = False,
+    today: dt.date | None = None,
 ) -> Rejection | None:
     """Why the real API would refuse ``body``; None if it would take it.
 
     ``counting_tokens`` checks it as ``/v1/messages/count_tokens`` does: ``max_tokens``
-    is neither needed nor looked at.
+    is neither needed nor looked at. A model past its end of life on ``today`` (None:
+    the UTC date) is no model, as on the real API.
     """
     shape = _shape_problem(body, counting_tokens)
     if shape is not None:
         return Rejection(shape)
-    if body["model"] not in known_models:
+    if body["model"] not in known_models or _retired(body["model"], today):
         return Rejection(f"model: {body['model']}", 404, "not_found_error")
     rules = _PARAMETER_RULES[1:] if counting_tokens else _PARAMETER_RULES
     for rule in (*rules, _tools_problem, _conversation, _cache_problem):
@@ -68,6 +95,10 @@ def request_rejection(
         if problem is not None:
             return Rejection(problem)
     return None
+
+
+def _retired(model: str, today: dt.date | None) -> bool:
+    return retired_problem(model, today or utc_today()) is not None
 
 
 def _shape_problem(body: Body, counting_tokens: bool) -> str | None:
@@ -132,10 +163,12 @@ def _thinking_problem(body: Body) -> str | None:
     if thinking is None:
         return None
     kind = thinking.get("type") if isinstance(thinking, dict) else None
-    if kind not in ("enabled", "disabled", "adaptive"):
+    tags = _thinking_tags(body["model"])
+    if kind not in tags:
+        expected = ", ".join(f"'{tag}'" for tag in tags)
         return (
             f"thinking: Input tag '{kind}' found using 'type' does not match any of the "
-            "expected tags: 'enabled', 'disabled', 'adaptive'"
+            f"expected tags: {expected}"
         )
     if kind == "enabled":
         problem = _budget_problem(body, thinking)
@@ -252,8 +285,67 @@ def _cache_problem(body: Body) -> str | None:
     return None
 
 
+def _thinking_tags(model: str) -> tuple[str, ...]:
+    tags = ("enabled", "disabled", "adaptive")
+    return (*tags, "between_tools") if api.takes_between_tools(model) else tags
+
+
+# --- The per-model refusals of the migration guides (messages_api_rules' second table) ---
+
+
+def _model_thinking_problem(body: Body) -> str | None:
+    """Thinking turned off where the model always thinks; between_tools at high effort."""
+    thinking, model = body.get("thinking"), body["model"]
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "disabled" and api.refuses_thinking_disabled(model):
+        return (
+            THINKING_OFF_IS_BETWEEN_TOOLS
+            if api.takes_between_tools(model)
+            else (THINKING_ALWAYS_ON)
+        )
+    effort = _effort(body)
+    if kind == "between_tools" and effort in api.BETWEEN_TOOLS_REFUSED_EFFORTS:
+        return BETWEEN_TOOLS_EFFORT.format(effort=effort)
+    return None
+
+
+def _effort(body: Body) -> object:
+    output_config = body.get("output_config")
+    return output_config.get("effort") if isinstance(output_config, dict) else None
+
+
+def _tool_choice_problem(body: Body) -> str | None:
+    """A ``tool_choice`` of no known type, or forcing tool use where the model refuses it."""
+    tool_choice = body.get("tool_choice")
+    if tool_choice is None:
+        return None
+    kind = tool_choice.get("type") if isinstance(tool_choice, dict) else None
+    if kind not in TOOL_CHOICE_TYPES:
+        return (
+            f"tool_choice: Input tag '{kind}' found using 'type' does not match any of the "
+            "expected tags: 'auto', 'any', 'tool', 'none'"
+        )
+    if kind == "tool" and not isinstance(tool_choice.get("name"), str):
+        return "tool_choice.tool.name: Field required"
+    if kind in ("any", "tool") and api.refuses_forced_tool_choice(body["model"]):
+        return FORCED_TOOL_CHOICE_REFUSED
+    return None
+
+
+def _prefill_problem(body: Body) -> str | None:
+    """A conversation ending with an assistant turn, where the model takes no prefill."""
+    messages = body["messages"]
+    last = messages[-1] if messages else None
+    if isinstance(last, dict) and last.get("role") == "assistant":
+        return PREFILL_REFUSED if api.refuses_prefill(body["model"]) else None
+    return None
+
+
 _PARAMETER_RULES: tuple[Callable[[Body], str | None], ...] = (
     _max_tokens_problem,  # first: count_tokens skips it
     _sampling_problem,
+    _model_thinking_problem,
     _thinking_problem,
+    _tool_choice_problem,
+    _prefill_problem,
 )

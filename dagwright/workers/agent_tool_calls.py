@@ -68,6 +68,8 @@ class ToolCaller:
             input_bytes=json_bytes(args),
             outcome="error",
         ) as span:
+            if name not in self.offered:  # a name the model made up: no policy question
+                return self._no_such_tool(name, args, span)
             decision = self.spec.policy.decide(name, args)
             span.attributes["decision"] = decision.action.value
             outcome = self._decide(name, args, call_id, decision, span, reasoning)
@@ -76,6 +78,17 @@ class ToolCaller:
             if outcome.is_error:
                 span.status = "error"
             return outcome
+
+    def _no_such_tool(self, name: str, args: dict[str, Any], span: OpenSpan) -> ToolOutcome:
+        """The answer to a call of a tool this node was not offered: which tools it has,
+        so that the model can correct the name (an error result, never a policy refusal)."""
+        shown = self._redact(name[:MAX_TOOL_NAME_CHARS])
+        text = f"no such tool: {shown}; the tools are: {', '.join(self.offered) or 'none'}"
+        refusal = PolicyDecision(PolicyAction.DENY, None, text)
+        self._audit(shown, args, refusal, action=REFUSED)
+        span.attributes.update(decision="unknown", outcome="error", output_bytes=len(text))
+        span.status = "error"
+        return ToolOutcome(text, is_error=True, refused_by_tool=True)
 
     def _decide(
         self,
@@ -173,7 +186,7 @@ class ToolCaller:
         """Run the tool (its outcome comes redacted: ``Tool.call``)."""
         tool = self.tools.get(name) if name in self.offered else None
         if tool is None:
-            refusal = f"no tool {name!r}; the tools are: {', '.join(self.offered) or 'none'}"
+            refusal = f"no such tool: {name}; the tools are: {', '.join(self.offered) or 'none'}"
             return ToolOutcome(refusal, is_error=True, refused_by_tool=True)
         return tool.call(self.ctx, args)
 

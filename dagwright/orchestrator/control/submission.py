@@ -12,6 +12,7 @@ from typing import Any
 
 from dagwright.egress import EgressPolicy
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
+from dagwright.llm.model_lifecycle import warn_of_end_of_life
 from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
@@ -167,6 +168,7 @@ def prepare_run(
         models = models_of_plan(plan, runtime.registry, settings)
         needs = needs_of_plan(plan, runtime.registry)
     check_usd_budget_is_priced(budget, models, settings)
+    warn_of_end_of_life(models.values(), settings)
     if live_workers is not None:
         live_workers.require(needs, settings.imports)
     return NewRun.of(
