@@ -241,7 +241,8 @@ class AnthropicLLM:
         """One streamed call, assembled by the SDK; ended at the call's deadline."""
         deadline_s = self._limits.deadline_s(kwargs["max_tokens"])
         ends_at = time.monotonic() + deadline_s
-        with self._client.messages.stream(**kwargs) as stream:
+        messages = self._client.beta.messages if "betas" in kwargs else self._client.messages
+        with messages.stream(**kwargs) as stream:
             try:
                 for _event in stream:
                     if time.monotonic() > ends_at:
@@ -315,9 +316,18 @@ class AnthropicLLM:
                 ),
                 request_id=request_id,
                 latency_s=latency_s,
+                context_edits=applied_edits(message),
             )
         except (AttributeError, TypeError, ValueError) as exc:
             raise LLMResponseError(f"unusable message from the Anthropic API: {exc}") from exc
+
+
+def applied_edits(message: Any) -> list[dict[str, Any]]:
+    """The context edits the API applied to the prompt (a beta message's
+    ``context_management``; none on a plain message)."""
+    managed = getattr(message, "context_management", None)
+    edits = getattr(managed, "applied_edits", None) or []
+    return [edit.model_dump(mode="json") for edit in edits]
 
 
 def one_hour_cache_writes(usage: Any) -> int:

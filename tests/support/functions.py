@@ -219,3 +219,22 @@ def log_a_library_failure(ctx: NodeContext) -> str:
 def run_inputs_of(run_inputs: dict[str, Any], name: str | None = None) -> Any:
     """The run's inputs as a function node reads them (``run_inputs``), or the one ``name``d."""
     return run_inputs if name is None else run_inputs.get(name)
+
+
+@dagwright.function
+def write_file(ctx: NodeContext, path: str, chars: int) -> int:
+    """Write ``chars`` characters of numbered lines to ``path`` in the run's workspace."""
+    lines = (f"line {n:05d}: the quick brown fox jumps over the lazy dog" for n in range(10**5))
+    text = "\n".join(lines)[:chars]
+    return ctx.workspace().write(path, text)
+
+
+REREADER = "You are the rereader"
+rereader = AgentSpec(
+    name="rereader",
+    description="Reads one workspace file again every turn (a long agent).",
+    system_prompt=REREADER,
+    tools=("workspace_read",),
+    policy=ToolPolicy.allowing("workspace_read"),
+    max_turns=70,
+)

@@ -1,0 +1,108 @@
+"""Context that lasts: long agents on a real worker against the strict fake Messages API,
+which clears tool results as the real API's context editing does.
+
+The acceptance of issue 26: an agent re-reading a 19k-character file each turn for 40
+turns finishes under the default budget, and a 60-turn tool loop's input per turn stays
+bounded once past the trigger. Each prints what it measured (``-s`` shows it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dagwright import Client, PlanBuilder, RunStatus
+from dagwright.llm.context_management import CONTEXT_MANAGEMENT_BETA
+from dagwright.settings import Settings
+from dagwright.testing import FakeAnthropicServer
+from dagwright.testing.fake_anthropic_context import managed_prompt
+from dagwright.testing.fake_anthropic_tokens import count_input_tokens
+from dagwright.workers.agent_spec import AgentSpec
+from tests.support.functions import REREADER
+from tests.support.llm_script import call, text
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+FILE = "big.txt"
+
+
+def rereads(turns: int) -> list[dict[str, Any]]:
+    """The rereader's script: read the file, then read it again, ``turns`` turns in all."""
+    read = call("workspace_read", path=FILE)
+    return [
+        {"match": {"system_contains": REREADER, "messages_count": 1}, "reply": {"content": [read]}},
+        {
+            "match": {"system_contains": REREADER, "tool_result_for": "workspace_read"},
+            "reply": {"content": [text("Once more."), read]},
+            "times": turns - 2,
+        },
+        {"match": {"system_contains": REREADER}, "reply": {"content": [text("The file is read.")]}},
+    ]
+
+
+def reread_plan(chars: int) -> PlanBuilder:
+    plan = PlanBuilder("Read a big file many times")
+    seed = plan.function("seed", "write_file", params={"path": FILE, "chars": chars})
+    plan.agent("reader", "rereader", f"Read {FILE} again and again.", depends_on=[seed])
+    return plan
+
+
+def read_per_turn(fake: FakeAnthropicServer) -> list[int]:
+    """Input tokens the model read on each call, as the fake counted them (after its
+    context edits)."""
+    bodies = [r.body for r in fake.requests if REREADER in str(r.body.get("system"))]
+    return [count_input_tokens(managed_prompt(body)[0]) for body in bodies]
+
+
+def run_rereader(
+    client: Client, fake: FakeAnthropicServer, turns: int, chars: int
+) -> tuple[Any, list[int]]:
+    fake.add(*rereads(turns))
+    run = client.submit(reread_plan(chars).build())
+    state = run.wait(timeout=240)
+    return state, read_per_turn(fake)
+
+
+def report(name: str, state: Any, per_turn: list[int]) -> None:
+    usage = state.nodes["reader"].usage
+    print(
+        f"\n{name}: {state.status.value}, {len(per_turn)} turns, input tokens read per turn "
+        f"{per_turn}, {usage.read_input_tokens:,} read in all, {usage.billed_total_tokens:,} "
+        f"billed-equivalent tokens of the {AgentSpec.token_budget:,} budget, "
+        f"{usage.cache_read_input_tokens:,} of them cache reads, ${usage.cost_usd:.4f}"
+    )
+
+
+def test_an_agent_rereading_a_19k_file_for_40_turns_finishes_under_the_default_budget(
+    client: Client, fake_llm: FakeAnthropicServer, settings: Settings
+) -> None:
+    state, per_turn = run_rereader(client, fake_llm, turns=40, chars=19_000)
+    report("19k re-read, 40 turns", state, per_turn)
+    assert state.status == RunStatus.SUCCEEDED, state.nodes["reader"].error
+    assert state.nodes["reader"].output == "The file is read."
+    assert len(per_turn) == 40
+    usage = state.nodes["reader"].usage
+    assert usage.billed_total_tokens < AgentSpec.token_budget
+    # the API cleared older results: no call read more than the trigger and a batch
+    assert max(per_turn) < settings.llm_context_trigger_tokens + 8 * 5_000
+    sent = fake_llm.requests[-1]
+    assert CONTEXT_MANAGEMENT_BETA in sent.headers.get("anthropic-beta", "")
+
+
+def test_a_60_turn_tool_loop_reads_a_bounded_prompt_every_turn_after_the_trigger(
+    client: Client, fake_llm: FakeAnthropicServer, settings: Settings
+) -> None:
+    state, per_turn = run_rereader(client, fake_llm, turns=60, chars=6_000)
+    report("6k re-read, 60 turns", state, per_turn)
+    assert state.status == RunStatus.SUCCEEDED, state.nodes["reader"].error
+    trigger = settings.llm_context_trigger_tokens
+    cleared = next(i for i in range(1, len(per_turn)) if per_turn[i] < per_turn[i - 1])
+    after = per_turn[cleared:]
+    assert len(after) > 30  # most of the loop runs past the trigger
+    # bounded: never past the trigger; and flat: the last turns read about what the first
+    # ones after the trigger did (each cleared call leaves a few tokens of placeholder)
+    assert max(per_turn) < trigger
+    assert max(after[-10:]) < 1.3 * max(after[:10])
+    # what it would be without clearing: the whole conversation, growing every turn
+    bodies = [r.body for r in fake_llm.requests if REREADER in str(r.body.get("system"))]
+    assert count_input_tokens(bodies[-1]) > 2 * max(after)
