@@ -241,8 +241,7 @@ class AnthropicLLM:
         """One streamed call, assembled by the SDK; ended at the call's deadline."""
         deadline_s = self._limits.deadline_s(kwargs["max_tokens"])
         ends_at = time.monotonic() + deadline_s
-        messages = self._client.beta.messages if "betas" in kwargs else self._client.messages
-        with messages.stream(**kwargs) as stream:
+        with self._open_stream(kwargs) as stream:
             try:
                 for _event in stream:
                     if time.monotonic() > ends_at:
@@ -254,6 +253,14 @@ class AnthropicLLM:
             except httpx2.TransportError as exc:
                 raise stream_broken(exc, stream.response.request) from exc
             return assembled(stream), stream.request_id
+
+    def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        """The SDK's stream of the call: its beta messages when the call names betas
+        (context management, ``llm/wire.py``), which also read the beta fields back."""
+        if "betas" in kwargs:
+            beta: Any = self._client.beta  # each provider's client has its own class
+            return beta.messages.stream(**kwargs)
+        return self._client.messages.stream(**kwargs)
 
     def _outage(self, exc: BaseException) -> str:
         """What a failure that counted against the breaker says, for the waiting nodes."""

@@ -35,8 +35,8 @@ CLEAR_TOOL_USES = "clear_tool_uses_20250919"
 CLEAR_THINKING = "clear_thinking_20251015"
 COMPACT = "compact_20260112"
 EDIT_TYPES = (CLEAR_TOOL_USES, CLEAR_THINKING, COMPACT)
-DEFAULT_TRIGGER = {"type": "input_tokens", "value": 100_000}
-DEFAULT_KEEP = {"type": "tool_uses", "value": 3}
+DEFAULT_TRIGGER: dict[str, Any] = {"type": "input_tokens", "value": 100_000}
+DEFAULT_KEEP: dict[str, Any] = {"type": "tool_uses", "value": 3}
 TRIGGER_TYPES = ("input_tokens", "tool_uses")
 CLEAR_TOOL_USES_FIELDS = frozenset(
     {"type", "trigger", "keep", "clear_at_least", "exclude_tools", "clear_tool_inputs"}
@@ -101,18 +101,29 @@ def cleared(
     _clear_results(edited, ids)
     _clear_inputs(edited, ids, edit.get("clear_tool_inputs"))
     saved = before - count(edited)
-    least = (edit.get("clear_at_least") or {}).get("value", 0)
-    if not ids or saved < least:
+    if not ids or saved < _value(edit.get("clear_at_least")):
         return messages, None
-    applied = {"type": CLEAR_TOOL_USES, "cleared_tool_uses": len(ids), "cleared_input_tokens": saved}
+    applied = {
+        "type": CLEAR_TOOL_USES,
+        "cleared_tool_uses": len(ids),
+        "cleared_input_tokens": saved,
+    }
     return edited, applied
+
+
+def _value(threshold: object, default: int = 0) -> int:
+    """The ``value`` of a ``{"type": ..., "value": n}`` threshold (``default`` if unset)."""
+    if not isinstance(threshold, Mapping):
+        return default
+    return int(threshold.get("value", default))
 
 
 def _triggered(messages: list[dict[str, Any]], edit: Mapping[str, Any], prompt_tokens: int) -> bool:
     trigger = edit.get("trigger") or DEFAULT_TRIGGER
-    if trigger["type"] == "tool_uses":
-        return len(_tool_uses(messages)) > trigger["value"]
-    return prompt_tokens > trigger["value"]
+    limit = _value(trigger, DEFAULT_TRIGGER["value"])
+    if trigger.get("type") == "tool_uses":
+        return len(_tool_uses(messages)) > limit
+    return prompt_tokens > limit
 
 
 def _tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -127,18 +138,20 @@ def _tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _clearable_ids(messages: list[dict[str, Any]], edit: Mapping[str, Any]) -> set[str]:
     """The tool uses to clear: all but the ``keep`` latest, less the excluded tools."""
-    keep = (edit.get("keep") or DEFAULT_KEEP)["value"]
+    keep = _value(edit.get("keep"), DEFAULT_KEEP["value"])
     uses = _tool_uses(messages)
     older = uses[: max(len(uses) - keep, 0)]
     spared = set(edit.get("exclude_tools") or ())
     answered = _answered_ids(messages)
     return {
-        str(use.get("id")) for use in older if use.get("name") not in spared and use.get("id") in answered
+        str(use.get("id"))
+        for use in older
+        if use.get("name") not in spared and use.get("id") in answered
     }
 
 
 def _answered_ids(messages: list[dict[str, Any]]) -> set[str]:
-    return {block.get("tool_use_id") for block in _results(messages)}
+    return {str(block.get("tool_use_id")) for block in _results(messages)}
 
 
 def _results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

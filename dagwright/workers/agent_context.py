@@ -137,7 +137,9 @@ def batched_keep(uses: int, keep: int, batch: int) -> int:
 def summary_request_text(messages: list[dict[str, Any]], split: int, fence: DataFence) -> str:
     """What the summary is written from: the first message's earlier summary, then the
     turns ``messages[1:split]``, as one block of untrusted data."""
-    earlier = [text for text in texts(messages[0].get("content")) if text.startswith(SUMMARY_HEADER)]
+    earlier = [
+        text for text in texts(messages[0].get("content")) if text.startswith(SUMMARY_HEADER)
+    ]
     pieces = earlier + [piece for message in messages[1:split] for piece in record_of(message)]
     record = "\n\n".join(pieces)[-MAX_RECORD_CHARS:]
     return (
@@ -161,7 +163,9 @@ def record_of(message: dict[str, Any]) -> list[str]:
         if kind == "text" and block.get("text"):
             lines.append(f"[{role}] {str(block['text'])[:PIECE_CHARS]}")
         elif kind in ("tool_use", "server_tool_use"):
-            lines.append(f"[call] {block.get('name')} {json.dumps(block.get('input'))[:PIECE_CHARS]}")
+            lines.append(
+                f"[call] {block.get('name')} {json.dumps(block.get('input'))[:PIECE_CHARS]}"
+            )
         elif kind == "tool_result":
             lines.append(f"[result] {result_text(block)[:PIECE_CHARS]}")
     return lines
@@ -177,7 +181,9 @@ def texts(content: object) -> list[str]:
         return [content]
     if not isinstance(content, list):
         return []
-    return [str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return [
+        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
+    ]
 
 
 def summarised(messages: list[dict[str, Any]], split: int, summary: str) -> list[dict[str, Any]]:
