@@ -19,7 +19,7 @@ from dagwright.testing.fake_anthropic_context import managed_prompt
 from dagwright.testing.fake_anthropic_tokens import count_input_tokens
 from dagwright.workers.agent_spec import AgentSpec
 from tests.support.functions import REREADER
-from tests.support.llm_script import call, text
+from tests.support.llm_script import UNPRICED_MODEL, call, text
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -40,10 +40,10 @@ def rereads(turns: int) -> list[dict[str, Any]]:
     ]
 
 
-def reread_plan(chars: int) -> PlanBuilder:
+def reread_plan(chars: int, **reader: Any) -> PlanBuilder:
     plan = PlanBuilder("Read a big file many times")
     seed = plan.function("seed", "write_file", params={"path": FILE, "chars": chars})
-    plan.agent("reader", "rereader", f"Read {FILE} again and again.", depends_on=[seed])
+    plan.agent("reader", "rereader", f"Read {FILE} again and again.", depends_on=[seed], **reader)
     return plan
 
 
@@ -107,3 +107,30 @@ def test_a_60_turn_tool_loop_reads_a_bounded_prompt_every_turn_after_the_trigger
     # what it would be without clearing: the whole conversation, growing every turn
     bodies = [r.body for r in fake_llm.requests if REREADER in str(r.body.get("system"))]
     assert count_input_tokens(bodies[-1]) > 2 * max(after)
+
+
+def test_without_context_editing_older_turns_are_summarised_and_the_agent_goes_on(
+    client: Client, fake_llm: FakeAnthropicServer, settings: Settings
+) -> None:
+    fake_llm.add(
+        *rereads(30),
+        {
+            "match": {"system_contains": "You condense the record"},
+            "reply": {"content": [text("Read big.txt many times; it holds numbered lines.")]},
+            "times": -1,
+        },
+    )
+    # a model the context editing page does not list: the client summarises instead
+    run = client.submit(reread_plan(6_000, model=UNPRICED_MODEL).build())
+    state = run.wait(timeout=240)
+    per_turn = read_per_turn(fake_llm)
+    report("6k re-read, 30 turns, summarised", state, per_turn)
+    assert state.status == RunStatus.SUCCEEDED, state.nodes["reader"].error
+    summaries = [r for r in fake_llm.requests if "You condense" in str(r.body.get("system"))]
+    assert len(summaries) == 1 and "context_management" not in summaries[0].body
+    assert summaries[0].body["max_tokens"] == settings.llm_context_summary_max_tokens
+    after = [r.body for r in fake_llm.requests if REREADER in str(r.body.get("system"))][-1]
+    first = after["messages"][0]["content"]
+    assert "Read big.txt many times" in first[-1]["text"]  # the summary follows the task
+    assert max(per_turn) < settings.llm_context_trigger_tokens + 2_000
+    assert min(per_turn[20:]) < settings.llm_context_trigger_tokens / 2  # it dropped
