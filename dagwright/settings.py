@@ -486,7 +486,7 @@ class Settings(BaseSettings):
     ``max_tokens`` is made with (twice the turn's); also never more than the model's
     output limit. A cut text answer is continued instead."""
 
-    llm_context_management: Literal["auto", "api", "summary", "off"] = "auto"
+    agent_context_management: Literal["auto", "api", "summary", "off"] = "auto"
     """How an agent's conversation is kept within bounds as it grows: ``api`` clears older
     tool results through the Messages API's context editing (``clear_tool_uses``, beta);
     ``summary`` replaces older turns by a summary the model writes (one bounded call,
@@ -494,19 +494,19 @@ class Settings(BaseSettings):
     others; ``off`` keeps every turn (the context window, ``max_turns`` and the budget
     are then the only bounds)."""
 
-    llm_context_trigger_tokens: int = Field(30_000, ge=1_000)
+    agent_context_trigger_tokens: int = Field(30_000, ge=1_000)
     """Input tokens of an agent's prompt past which its older tool results are cleared
     (``api``) or its older turns summarised (``summary``)."""
 
-    llm_context_keep_tool_uses: int = Field(2, ge=0)
+    agent_context_keep_tool_uses: int = Field(2, ge=0)
     """The latest tool calls whose results are always kept whole."""
 
-    llm_context_clear_batch: int = Field(6, ge=1)
+    agent_context_clear_batch: int = Field(6, ge=1)
     """Tool results cleared together: the cleared part of the prompt then stays the same
     (and is read from the prompt cache) for that many turns, instead of changing, and
     being written again, every turn."""
 
-    llm_context_summary_max_tokens: int = Field(4_096, ge=256)
+    agent_context_summary_max_tokens: int = Field(4_096, ge=256)
     """``max_tokens`` of the call that summarises older turns (``summary``)."""
 
     llm_refusal_fallback_model: str | None = None

@@ -30,7 +30,7 @@ SPEC = AgentSpec(
     model="claude-test",  # listed by no context editing page: the summary fallback
     max_tokens=1000,
 )
-SMALL_CONTEXT = {"llm_context_trigger_tokens": 1_000, "llm_context_keep_tool_uses": 1}
+SMALL_CONTEXT = {"agent_context_trigger_tokens": 1_000, "agent_context_keep_tool_uses": 1}
 
 
 def writes(*paths: str, read: int = 10) -> list[Any]:
@@ -48,7 +48,7 @@ def test_past_the_trigger_older_turns_become_a_summary(tmp_path: Path) -> None:
     summary_call, after = llm.requests[2], llm.requests[3]
     assert summary_call.system == SUMMARY_SYSTEM and summary_call.tools == []
     assert "[call] workspace_write" in summary_call.messages[0]["content"]
-    assert summary_call.max_tokens == Settings().llm_context_summary_max_tokens
+    assert summary_call.max_tokens == Settings().agent_context_summary_max_tokens
     task, summary = after.messages[0]["content"]
     assert "Do the task." in task["text"]  # the first message, as it was
     assert summary["text"] == f"{SUMMARY_HEADER}\n\nWrote a.txt."
@@ -86,7 +86,7 @@ def test_context_management_off_keeps_every_turn(tmp_path: Path) -> None:
     script = [*writes("a.txt"), *writes("b.txt", read=5_000), text("Done.")]
     llm = ScriptedLLM(script)
     services = MemoryServices(llm, tmp_path)
-    settings = Settings(**SMALL_CONTEXT, llm_context_management="off")
+    settings = Settings(**SMALL_CONTEXT, agent_context_management="off")
     assert (
         run_agent(
             agent_context(services, settings=settings), agent_node(), SPEC, builtin_registry().tools
@@ -100,7 +100,7 @@ def test_a_model_with_context_editing_is_sent_a_batched_clearing_edit(tmp_path: 
     llm = ScriptedLLM([*writes("a.txt", "b.txt", "c.txt"), text("Done.")])
     services = MemoryServices(llm, tmp_path)
     spec = dataclasses.replace(SPEC, model="claude-sonnet-5-5")
-    settings = Settings(llm_context_keep_tool_uses=1, llm_context_clear_batch=2)
+    settings = Settings(agent_context_keep_tool_uses=1, agent_context_clear_batch=2)
     run_agent(
         agent_context(services, settings=settings), agent_node(), spec, builtin_registry().tools
     )
@@ -109,7 +109,7 @@ def test_a_model_with_context_editing_is_sent_a_batched_clearing_edit(tmp_path: 
     assert [e["keep"]["value"] for e in edits] == [0, 1, 2, 1]  # cleared two at a time
     assert edits[0]["trigger"] == {
         "type": "input_tokens",
-        "value": settings.llm_context_trigger_tokens,
+        "value": settings.agent_context_trigger_tokens,
     }
 
 

@@ -1,18 +1,18 @@
 """Context that lasts: how an agent's conversation is kept within bounds as it grows.
 
-Two ways, by ``llm_context_management`` (``auto`` picks by model):
+Two ways, by ``agent_context_management`` (``auto`` picks by model):
 
 - ``api``: every request carries the Messages API's ``context_management`` with a
   ``clear_tool_uses_20250919`` edit (``llm/context_management.py``). Past
-  ``llm_context_trigger_tokens`` the API replaces older tool results by a placeholder
+  ``agent_context_trigger_tokens`` the API replaces older tool results by a placeholder
   before the model reads the prompt; the conversation kept (and checkpointed) stays
-  whole. Its ``keep`` is chosen so that results are cleared ``llm_context_clear_batch``
+  whole. Its ``keep`` is chosen so that results are cleared ``agent_context_clear_batch``
   at a time: the cleared prefix then stays the same, and is read from the prompt cache,
   for that many turns, instead of changing (and being written again) every turn. At
-  least ``llm_context_keep_tool_uses`` of the latest results are always kept.
+  least ``agent_context_keep_tool_uses`` of the latest results are always kept.
 - ``summary`` (models without context editing): once the last call read more than the
   trigger, the turns before the latest ``keep`` tool calls are replaced by a summary the
-  model writes in one bounded call (``llm_context_summary_max_tokens``), which is
+  model writes in one bounded call (``agent_context_summary_max_tokens``), which is
   checkpointed with the conversation it produced, like any other call: a node resumed
   after its worker died goes on from the summary, and makes neither call again. With
   ``api``, the same summary is made if the prompt read after clearing still passes twice
@@ -69,14 +69,14 @@ class ContextKeeper:
     settings: Settings
 
     def mode(self, model: str) -> Mode:
-        chosen = self.settings.llm_context_management
+        chosen = self.settings.agent_context_management
         if chosen == "auto":
             return "api" if takes_context_editing(model) else "summary"
         return chosen
 
     @property
     def trigger(self) -> int:
-        return self.settings.llm_context_trigger_tokens
+        return self.settings.agent_context_trigger_tokens
 
     # -- api: tool-result clearing ------------------------------------------------------
 
@@ -86,8 +86,8 @@ class ContextKeeper:
             return None
         keep = batched_keep(
             tool_use_count(messages),
-            self.settings.llm_context_keep_tool_uses,
-            self.settings.llm_context_clear_batch,
+            self.settings.agent_context_keep_tool_uses,
+            self.settings.agent_context_clear_batch,
         )
         return {"edits": [clear_tool_uses_edit(self.trigger, keep, 0)]}
 
@@ -111,7 +111,7 @@ class ContextKeeper:
         if mode not in threshold or read <= threshold[mode]:
             return None
         turns = [i for i, message in enumerate(messages) if message.get("role") == "assistant"]
-        kept = max(self.settings.llm_context_keep_tool_uses, 1)
+        kept = max(self.settings.agent_context_keep_tool_uses, 1)
         if len(turns) <= kept or turns[-kept] <= 1:
             return None
         return turns[-kept]

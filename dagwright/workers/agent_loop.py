@@ -279,7 +279,7 @@ class AgentLoop:
                     "content": summary_request_text(self.state.messages, split, self.fence),
                 }
             ],
-            max_tokens=settings.llm_context_summary_max_tokens,
+            max_tokens=settings.agent_context_summary_max_tokens,
             volatile_token=self.fence.token,
         )
         self._check_budgets(request)
@@ -296,7 +296,7 @@ class AgentLoop:
         if not summary:
             raise AgentOutputError(
                 f"the model ({self._model}) wrote no summary of the conversation, which "
-                f"passed llm_context_trigger_tokens ({settings.llm_context_trigger_tokens})"
+                f"passed agent_context_trigger_tokens ({settings.agent_context_trigger_tokens})"
             )
 
     def _node_hint(self, dimension: Dimension) -> str:
