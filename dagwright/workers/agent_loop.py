@@ -5,12 +5,22 @@ call's usage (one fenced write), then answer its tool calls one by one, checkpoi
 after each. A node redelivered after its worker died resumes from the last checkpoint:
 no LLM call that returned is made again, no tool that answered is called again.
 
-Each ``stop_reason`` has its handling (``_STOP_REASONS``): ``max_tokens`` drops the cut
-answer, whose tool call is never run, and makes the turn again with twice the
-``max_tokens`` (up to ``llm_max_tokens_cap``); ``pause_turn`` sends the paused turn back
-so it goes on; ``refusal`` makes the turn again with the fallback model, if any;
+Each ``stop_reason`` has its handling (``_STOP_REASONS``): ``max_tokens`` continues a cut
+text answer (the cut text stays, a user turn asks for the rest: the newer models refuse an
+assistant prefill) and drops a cut tool call, never run, making the turn once more with
+twice the ``max_tokens`` (up to ``llm_max_tokens_cap`` and the model's limit), then fails
+naming what the cut answers spent; ``pause_turn`` sends the paused turn back so it goes
+on; ``refusal`` makes the turn again with the fallback model, if any;
 ``model_context_window_exceeded`` fails; an empty answer gets one nudge. No request
 carries an empty message or text block, and thinking blocks go back as they came.
+
+Context that lasts (``agent_context.py``): on the models that take it, every request asks
+the API to clear older tool results past ``agent_context_trigger_tokens``, a batch at a
+time so the cleared prefix stays cached; the checkpoint keeps the whole conversation. On
+others, older turns are replaced by a summary the model writes in one bounded call,
+checked against the budgets and checkpointed like any other, so a resumed node repeats
+neither it nor any call before it. Budgets count the calls' tokens as billed
+(``budgets.py``) and estimate the next call as the model will read it.
 
 The loop ends with a final answer (text, or the input of a ``final_answer`` tool checked
 against the type's output model), or with a distinct error: AgentMaxTurnsError,
@@ -34,7 +44,9 @@ A call a tool refuses (a domain not allowed, a bad path) still counts toward
 the model was told how to correct, and repeating it is being stuck.
 
 A node's ``model``, ``max_tokens`` and ``output_schema`` (the answer validated by
-``jsonschema`` through the result tool, ``agent_answers``) override its type's.
+``jsonschema`` through the result tool, ``agent_answers``) override its type's. The
+types' ``max_tokens`` and ``effort`` are sized for models that think by default
+(``builtin_agents.THINKING_ROOM``); effort goes only to models that take it.
 """
 
 from __future__ import annotations
