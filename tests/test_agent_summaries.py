@@ -33,9 +33,12 @@ SPEC = AgentSpec(
 SMALL_CONTEXT = {"agent_context_trigger_tokens": 1_000, "agent_context_keep_tool_uses": 1}
 
 
-def writes(*paths: str, read: int = 10) -> list[Any]:
+def writes(*paths: str, read: int = 10, chars: int = 2_000) -> list[Any]:
+    """Tool calls writing ``chars`` characters each; each response says it read ``read``."""
+    content = "x" * chars
     return [
-        tool_use("workspace_write", {"path": p, "content": "x"}, input_tokens=read) for p in paths
+        tool_use("workspace_write", {"path": path, "content": content}, input_tokens=read)
+        for path in paths
     ]
 
 
@@ -116,3 +119,14 @@ def test_a_model_with_context_editing_is_sent_a_batched_clearing_edit(tmp_path: 
 def test_older_tool_uses_are_cleared_a_batch_at_a_time_never_the_latest() -> None:
     kept = [batched_keep(uses, 2, 6) for uses in range(20)]
     assert kept == [0, 1, 2, 3, 4, 5, 6, 7, 2, 3, 4, 5, 6, 7, 2, 3, 4, 5, 6, 7]
+
+
+def test_older_turns_too_small_to_matter_are_not_summarised(tmp_path: Path) -> None:
+    # the prompt is past the trigger, but not for its older turns (the first message, or
+    # the system prompt, is most of it): a summary would gain nothing, turn after turn
+    script = [*writes("a.txt", "b.txt", "c.txt", read=5_000, chars=10), text("Done.")]
+    llm = ScriptedLLM(script)
+    services = MemoryServices(llm, tmp_path)
+    ctx = agent_context(services, settings=Settings(**SMALL_CONTEXT))
+    assert run_agent(ctx, agent_node(), SPEC, builtin_registry().tools) == "Done."
+    assert all(request.system != SUMMARY_SYSTEM for request in llm.requests)
