@@ -60,6 +60,10 @@ def run_rereader(
     fake.add(*rereads(turns))
     run = client.submit(reread_plan(chars).build())
     state = run.wait(timeout=240)
+    calls = [e.typed_data() for e in run.events(follow=False) if e.kind == "llm.call"]
+    cleared = [call.get("cleared_tool_uses", 0) for call in calls]
+    print(f"\ncleared tool uses per call (llm.call events): {cleared}")
+    assert any(cleared), "no llm.call event shows what the API cleared"
     return state, read_per_turn(fake)
 
 
