@@ -77,17 +77,22 @@ class Budget(BaseModel):
 
     Enforced before every LLM call: a call whose worst case (its estimated input plus
     ``max_tokens`` of output, at the model's price) would pass a limit is not made.
-    Input tokens count cache reads and writes too.
+    Token limits count tokens as they are billed (``Usage.billed_input_tokens``): a
+    fresh input or output token counts 1, a prompt-cache read counts its price over the
+    input price (0.1 by default, 0.05 on Sonnet 5.5), a cache write 1.25 (5-minute) or 2
+    (1-hour); so a conversation re-read from the cache costs its budget a tenth of a
+    fresh one. The worst case of the next call counts its whole input as fresh.
     """
 
     model_config = PLAN_MODEL_CONFIG
 
     max_input_tokens: int | None = Field(None, ge=1)
-    """Input tokens (prompt, cache reads and writes) of all the calls together."""
+    """Input tokens of all the calls together, as billed (cache reads and writes weighted
+    by their price)."""
     max_output_tokens: int | None = Field(None, ge=1)
     """Output tokens of all the calls together."""
     max_total_tokens: int | None = Field(None, ge=1)
-    """Input and output tokens together (``budget_tokens``)."""
+    """Input (as billed) and output tokens together (``budget_tokens``)."""
     max_cost_usd: float | None = Field(None, gt=0)
     """Cost in USD, priced from ``settings.model_prices``. A run submitted with one must
     use priced models only: it is refused otherwise."""
@@ -342,6 +347,11 @@ class Usage(BaseModel):
     """Searches the API's server-side web search made (billed per 1,000, in ``cost_usd``)."""
     web_fetch_requests: int = 0
     """Pages the API's server-side web fetch read (their content is billed as input)."""
+    cache_discount_tokens: int = 0
+    """How many fewer input tokens were billed than read, in fresh-input tokens: a cache
+    read billed at a tenth of an input token saves nine tenths of one, a write billed at
+    1.25x costs a quarter more (negative). Set when the call is priced
+    (``llm/pricing.py``); ``billed_input_tokens`` is what budgets count."""
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
@@ -376,6 +386,22 @@ class Usage(BaseModel):
             + self.cache_read_input_tokens
             + self.cache_creation_input_tokens
         )
+
+    @property
+    def read_input_tokens(self) -> int:
+        """Every input token the model read: fresh, cache reads and cache writes."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
+
+    @property
+    def billed_input_tokens(self) -> int:
+        """The input as billed, in fresh-input tokens: cache reads and writes weighted by
+        their price (what token budgets count, so a cached re-read is not a fresh one)."""
+        return self.read_input_tokens - self.cache_discount_tokens
+
+    @property
+    def billed_total_tokens(self) -> int:
+        """``billed_input_tokens`` plus the output tokens."""
+        return self.billed_input_tokens + self.output_tokens
 
 
 class ErrorInfo(BaseModel):
@@ -596,7 +622,8 @@ class Event(BaseModel):
 # Event fields that hold numbers: integers, except ``cost_usd``.
 NUMERIC_EVENT_FIELDS = frozenset(
     {"attempt", "fence", "nodes", "delay_ms", "timeout_ms", "latency_ms", "cached",
-     "input_tokens", "output_tokens", "unpriced_tokens", "cost_usd"}
+     "input_tokens", "output_tokens", "unpriced_tokens", "cost_usd",
+     "cleared_tool_uses", "cleared_input_tokens"}
 )  # fmt: skip
 
 

@@ -489,9 +489,33 @@ class Settings(BaseSettings):
     by every read), ``1h`` (writes cost 2x; for agents whose turns are minutes apart, such
     as those waiting on approvals or slow tools) or ``off``."""
 
-    llm_max_tokens_cap: int = Field(32_000, ge=1)
-    """Largest ``max_tokens`` an agent turn is retried with after its answer was cut at
-    ``max_tokens`` (each retry doubles it); past it the node fails."""
+    llm_max_tokens_cap: int = Field(64_000, ge=1)
+    """Largest ``max_tokens`` the one retry of an agent turn whose tool call was cut at
+    ``max_tokens`` is made with (twice the turn's); also never more than the model's
+    output limit. A cut text answer is continued instead."""
+
+    agent_context_management: Literal["auto", "api", "summary", "off"] = "auto"
+    """How an agent's conversation is kept within bounds as it grows: ``api`` clears older
+    tool results through the Messages API's context editing (``clear_tool_uses``, beta);
+    ``summary`` replaces older turns by a summary the model writes (one bounded call,
+    checkpointed); ``auto`` uses ``api`` on the models that take it and ``summary`` on
+    others; ``off`` keeps every turn (the context window, ``max_turns`` and the budget
+    are then the only bounds)."""
+
+    agent_context_trigger_tokens: int = Field(30_000, ge=1_000)
+    """Input tokens of an agent's prompt past which its older tool results are cleared
+    (``api``) or its older turns summarised (``summary``)."""
+
+    agent_context_keep_tool_uses: int = Field(2, ge=0)
+    """The latest tool calls whose results are always kept whole."""
+
+    agent_context_clear_batch: int = Field(6, ge=1)
+    """Tool results cleared together: the cleared part of the prompt then stays the same
+    (and is read from the prompt cache) for that many turns, instead of changing, and
+    being written again, every turn."""
+
+    agent_context_summary_max_tokens: int = Field(4_096, ge=256)
+    """``max_tokens`` of the call that summarises older turns (``summary``)."""
 
     llm_refusal_fallback_model: str | None = None
     """Model an agent turn is retried with when the model refuses (``stop_reason:

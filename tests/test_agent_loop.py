@@ -329,7 +329,7 @@ def test_a_structured_answer_is_checked_against_its_model(tmp_path: Path) -> Non
 def test_a_truncated_answer_at_the_cap_is_an_error_after_its_cost_is_recorded(
     tmp_path: Path,
 ) -> None:
-    llm = ScriptedLLM([reply(text_block("half an ans"), stop_reason="max_tokens")])
+    llm = ScriptedLLM([reply(tool_use_block("workspace_list", {}), stop_reason="max_tokens")])
     services = MemoryServices(llm, tmp_path)
     settings = Settings(llm_max_tokens_cap=SPEC.max_tokens)
     with pytest.raises(AgentOutputError, match="cut at max_tokens"):

@@ -99,5 +99,5 @@ def test_a_tool_call_cut_at_max_tokens_is_retried_not_run(
     cut["reply"]["stop_reason"] = "max_tokens"
     fake_llm.add(cut, turn(RESEARCHER, 1, text("Short answer.")))
     assert researcher_run(fake_llm, tmp_path) == "Short answer."
-    assert [r.body["max_tokens"] for r in fake_llm.requests] == [4096, 8192]
+    assert [r.body["max_tokens"] for r in fake_llm.requests] == [16_000, 32_000]
     assert not (tmp_path / "run1" / "cut.md").exists()

@@ -15,7 +15,7 @@ from dagwright.llm.protocol import LLMRequest
 from dagwright.settings import Settings
 from dagwright.testing.scripted import ScriptedLLM, reply, text, text_block, tool_use_block
 from dagwright.workers import builtin_registry
-from dagwright.workers.agent_loop import NUDGE, AgentSpec, run_agent
+from dagwright.workers.agent_loop import CONTINUE, NUDGE, AgentSpec, run_agent
 from dagwright.workers.tools.policy import ToolPolicy
 from tests.support.agents import MemoryServices, agent_context, agent_node
 
@@ -73,23 +73,60 @@ def test_a_tool_call_cut_at_max_tokens_is_never_run_and_the_turn_is_retried_larg
     assert_nothing_empty(llm.requests)
 
 
-def test_max_tokens_doubles_up_to_the_cap_then_fails_clearly(tmp_path: Path) -> None:
-    cut = [reply(write_call(), stop_reason="max_tokens") for _ in range(3)]
-    with pytest.raises(AgentOutputError, match=r"cut at max_tokens \(2500\).*llm_max_tokens_cap"):
-        run(cut, tmp_path, llm_max_tokens_cap=2500)
+def test_a_tool_call_cut_twice_fails_after_one_retry_naming_what_it_spent(
+    tmp_path: Path,
+) -> None:
+    # 4k, 8k, 16k and 32k before failing (61,440 output tokens) was the old way
+    cut = [reply(write_call(), stop_reason="max_tokens", output_tokens=1000) for _ in range(3)]
+    with pytest.raises(
+        AgentOutputError,
+        match=r"cut at max_tokens \(2000\).*after one retry.*2,000 output tokens spent",
+    ) as failed:
+        run(cut, tmp_path)
+    assert "llm_max_tokens_cap" not in str(failed.value)
     assert not (tmp_path / "run1" / "a.txt").exists()
 
 
-def test_a_resumed_loop_keeps_the_raised_max_tokens(tmp_path: Path) -> None:
-    first = ScriptedLLM([reply(text_block("ha"), stop_reason="max_tokens"), NodeLostError("x")])
+def test_a_cut_tool_call_is_not_retried_past_the_cap(tmp_path: Path) -> None:
+    cut = [reply(write_call(), stop_reason="max_tokens") for _ in range(2)]
+    with pytest.raises(AgentOutputError, match=r"cut at max_tokens \(1000\).*llm_max_tokens_cap"):
+        run(cut, tmp_path, llm_max_tokens_cap=1000)
+
+
+def test_a_cut_text_answer_is_continued_not_regenerated(tmp_path: Path) -> None:
+    cut = reply(THINKING, text_block("The first half, "), stop_reason="max_tokens")
+    output, llm, _ = run([cut, text("and the second half.")], tmp_path)
+    assert output == "The first half, and the second half."
+    assert [r.max_tokens for r in llm.requests] == [1000, 1000]  # no more room asked
+    sent = llm.requests[1].messages
+    assert sent[-2] == {"role": "assistant", "content": [THINKING, text_block("The first half, ")]}
+    assert sent[-1] == {"role": "user", "content": CONTINUE}  # the API takes no prefill
+    assert_nothing_empty(llm.requests)
+
+
+def test_a_text_answer_continued_too_often_fails(tmp_path: Path) -> None:
+    cuts = [reply(text_block(f"part {n} "), stop_reason="max_tokens") for n in range(5)]
+    with pytest.raises(AgentOutputError, match=r"cut at max_tokens"):
+        run([*cuts, write_call_reply()], tmp_path)
+
+
+def test_a_resumed_loop_keeps_the_cut_text_and_the_raised_max_tokens(tmp_path: Path) -> None:
+    first = ScriptedLLM(
+        [
+            reply(write_call(), stop_reason="max_tokens"),
+            reply(text_block("ha"), stop_reason="max_tokens"),
+            NodeLostError("x"),
+        ]
+    )
     crashed = MemoryServices(first, tmp_path)
     with pytest.raises(NodeLostError):
         run_agent(agent_context(crashed), agent_node(), SPEC, builtin_registry().tools)
-    second = ScriptedLLM([text("Whole.")])
+    second = ScriptedLLM([text("ha!")])
     resumed = MemoryServices(second, tmp_path)
     ctx = agent_context(resumed, checkpoint=crashed.checkpoints[-1])
-    assert run_agent(ctx, agent_node(), SPEC, builtin_registry().tools) == "Whole."
+    assert run_agent(ctx, agent_node(), SPEC, builtin_registry().tools) == "haha!"
     assert second.requests[0].max_tokens == 2000
+    assert len(first.requests) == 3 and len(second.requests) == 1  # nothing made twice
 
 
 def test_a_paused_turn_is_sent_back_as_it_is_and_continues(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.dlq import Classification
 from dagwright.errors import BudgetExceededError, InputError, PlanError
-from dagwright.models import Budget, ErrorInfo, Node, Plan
+from dagwright.llm.pricing import priced
+from dagwright.models import Budget, ErrorInfo, Node, Plan, Usage
 from dagwright.orchestrator.control.submission import run_budget
 from dagwright.orchestrator.runstate.machine import Claim, LeaseRef
 from dagwright.orchestrator.runstate.store import new_run_id
@@ -100,6 +101,28 @@ def test_a_schedule_gives_each_run_its_budget() -> None:
     assert schedule.options().budget == Budget(max_cost_usd=0.5)
     older = parse_schedule({"name": "old", "every_s": 60, "goal": "g", "budget_tokens": 900})
     assert older.options().budget == Budget(max_total_tokens=900)
+
+
+def test_token_budgets_count_cache_reads_and_writes_as_billed() -> None:
+    sonnet = ModelPrice(input=2, output=10, cache_read=0.1)  # reads a twentieth of an input
+    usage = Usage(
+        input_tokens=1_000,
+        output_tokens=500,
+        cache_read_input_tokens=100_000,
+        cache_creation_input_tokens=8_000,
+        cache_creation_1h_input_tokens=4_000,
+    )
+    billed = priced(usage, sonnet)
+    # 1,000 fresh + 100,000 x 0.05 + 4,000 x 1.25 + 4,000 x 2
+    assert billed.billed_input_tokens == 1_000 + 5_000 + 5_000 + 8_000
+    assert {d.name: d.used(billed) for d in DIMENSIONS if d.name != "cost_usd"} == {
+        "input_tokens": 19_000,
+        "output_tokens": 500,
+        "total_tokens": 19_500,
+    }
+    assert billed.total_tokens == 109_500  # what was read and written, still shown whole
+    # a usage never priced (an old checkpoint's) counts every token whole: never less
+    assert usage.billed_input_tokens == 109_000
 
 
 def test_a_calls_worst_case_is_priced_at_the_models_rates() -> None:
@@ -252,6 +275,19 @@ def reserved(runtime: Runtime, run_id: str) -> dict[str, str]:
     return dict(runtime.client.hgetall(runtime.keys.run_key(run_id, "reserved")))
 
 
+def test_a_cached_reread_weighs_on_a_run_budget_at_its_price(runtime: Runtime) -> None:
+    run_id = start_run(runtime, Budget(max_input_tokens=50_000), "a", "b")
+    scheduler = runtime.machine
+    # 100k tokens read from the prompt cache, billed as 10k fresh ones (the published 0.1x)
+    read = priced(Usage(cache_read_input_tokens=100_000, llm_calls=1), None)
+    assert read.cache_discount_tokens == 90_000
+    lease = LeaseRef(run_id, "a", 1)
+    assert scheduler.record_progress(lease, lease_s=30, usage_json=read.model_dump_json())
+    assert scheduler.reserve_budget(LeaseRef(run_id, "b", 1), call_of(60_000)).refusal is None
+    refused = scheduler.reserve_budget(LeaseRef(run_id, "b", 1), call_of(90_000)).refusal
+    assert refused is not None and (refused.dimension, refused.spent) == ("input_tokens", 10_000)
+
+
 def test_a_reservation_holds_the_budget_against_other_nodes(runtime: Runtime) -> None:
     run_id = start_run(runtime, Budget(max_total_tokens=1000), "a", "b")
     scheduler = runtime.machine
@@ -344,20 +380,21 @@ def test_a_run_over_its_token_budget_stops_before_the_call_that_would_exceed_it(
     client: Client, fake_llm: FakeAnthropicServer
 ) -> None:
     fake_llm.add(
-        researcher_says(LIST_FILES, usage={"input_tokens": 3000, "output_tokens": 500}),
+        researcher_says(LIST_FILES, usage={"input_tokens": 9000, "output_tokens": 500}),
         researcher_says(DONE, usage={"input_tokens": 10, "output_tokens": 1}),
     )
-    # The first call's worst case (~260 in + 4,096 out) fits in 8,000; the second reads
-    # the 3,500 tokens again and may write 4,096 more: 3,500 spent + ~7,600 > 8,000.
-    handle = client.submit(one_researcher(), budget_tokens=8000)
+    # The first call's worst case (~900 in + 16,000 out, the researcher's max_tokens) fits
+    # in 25,000; the second reads the 9,500 tokens again and may write 16,000 more:
+    # 9,500 spent + ~26,400 > 25,000.
+    handle = client.submit(one_researcher(), budget_tokens=25000)
     state = handle.wait(timeout=60)
     assert len(fake_llm.requests) == 1  # the refused call never reached the API
     message = assert_refused_for_budget(client, handle.run_id, "research")
-    assert message.startswith("run budget 8,000 tokens: the next LLM call could use ")
-    assert "3,500 tokens spent: the call was not made" in message
+    assert message.startswith("run budget 25,000 tokens: the next LLM call could use ")
+    assert "9,500 tokens spent: the call was not made" in message
     assert message.endswith("raise it with --budget-tokens or the plan's budget.max_total_tokens")
-    assert state.usage.total_tokens == 3500 <= 8000
-    assert state.budget == Budget(max_total_tokens=8000)
+    assert state.usage.total_tokens == 9500 <= 25000
+    assert state.budget == Budget(max_total_tokens=25000)
     # A replay under the same budget is told it will stop again, and it does, for free.
     [letter] = client.dlq.list(run_id=handle.run_id)
     replayed = client.dlq.replay(letter.id)
@@ -371,36 +408,36 @@ def test_a_usd_budget_refuses_the_call_that_could_cost_too_much(
     client: Client, fake_llm: FakeAnthropicServer
 ) -> None:
     fake_llm.add(
-        researcher_says(LIST_FILES, usage={"input_tokens": 5000, "output_tokens": 1000}),
+        researcher_says(LIST_FILES, usage={"input_tokens": 20000, "output_tokens": 5000}),
         researcher_says(DONE, usage={"input_tokens": 10, "output_tokens": 1}),
     )
-    # claude-sonnet-5-5: $2 in, $10 out per MTok. First call: about $0.042 at worst, and
-    # $0.02 spent; the second could cost about $0.053 more: past $0.06.
-    handle = client.submit(one_researcher(max_cost_usd=0.06))  # the plan's own budget
+    # claude-sonnet-5-5: $2 in, $10 out per MTok. First call: about $0.162 at worst (16,000
+    # out), and $0.09 spent; the second could cost about $0.21 more: past $0.25.
+    handle = client.submit(one_researcher(max_cost_usd=0.25))  # the plan's own budget
     state = handle.wait(timeout=60)
     assert len(fake_llm.requests) == 1
     message = assert_refused_for_budget(client, handle.run_id, "research")
-    assert message.startswith("run budget $0.06: the next LLM call could use $0.05")
-    assert "$0.02 spent" in message and "--budget-usd" in message
-    assert state.usage.cost_usd == pytest.approx(0.02)
+    assert message.startswith("run budget $0.25: the next LLM call could use $0.21")
+    assert "$0.09 spent" in message and "--budget-usd" in message
+    assert state.usage.cost_usd == pytest.approx(0.09)
 
 
 @pytest.mark.usefixtures("worker")
 def test_two_nodes_wanting_the_last_of_the_budget_make_one_call(
     client: Client, fake_llm: FakeAnthropicServer
 ) -> None:
-    # Both first calls fit alone (~4,350 tokens at worst each), not together in 7,000.
+    # Both first calls fit alone (~16,900 tokens at worst each), not together in 30,000.
     # The answer is slow, so the second node asks while the first call is in flight;
-    # its usage (3,100) would leave no room for the second either way.
+    # its usage (15,100) would leave no room for the second either way.
     fake_llm.add(
         researcher_says(
-            DONE, usage={"input_tokens": 3000, "output_tokens": 100}, delay_s=5, times=2
+            DONE, usage={"input_tokens": 15000, "output_tokens": 100}, delay_s=5, times=2
         )
     )
     plan = PlanBuilder(goal="both")
     plan.agent("left", "researcher", "Find the left half.")
     plan.agent("right", "researcher", "Find the right half.")
-    handle = client.submit(plan.build(), budget={"max_total_tokens": 7000})
+    handle = client.submit(plan.build(), budget={"max_total_tokens": 30000})
     state = handle.wait(timeout=60)
     assert len(fake_llm.requests) == 1  # one call made; the other refused, never sent
     statuses = sorted(node.status.value for node in state.nodes.values())
@@ -408,7 +445,7 @@ def test_two_nodes_wanting_the_last_of_the_budget_make_one_call(
     [refused] = [n for n, s in state.nodes.items() if s.status == "failed"]
     message = assert_refused_for_budget(client, handle.run_id, refused)
     assert "held by calls in flight" in message  # the reservation refused it
-    assert state.usage.total_tokens == 3100
+    assert state.usage.total_tokens == 15100
 
 
 @pytest.mark.usefixtures("worker")
@@ -472,7 +509,7 @@ def test_cli_run_with_a_tiny_usd_budget_fails_with_one_clear_line(
     assert fake_llm.requests == []
     assert "Traceback" not in result.stderr
     [line] = [line for line in result.stderr.splitlines() if "the call was not made" in line]
-    assert "run budget $0.0001: the next LLM call could use $0.04" in line
+    assert "run budget $0.0001: the next LLM call could use $0.16" in line
     assert "raise it with --budget-usd" in line
     [state] = Client(settings).list_runs(1)
     status = dagwright("status", state.run_id, env=env)

@@ -427,7 +427,9 @@ def test_fifty_runs_at_once_never_exceed_the_concurrency_or_the_tokens_per_windo
         workers.start(settings, concurrency=6, pool="threads")
     client = Client(settings)
     plan = PlanBuilder("one researcher")
-    plan.agent("research", "researcher", "Collect facts.")
+    # the estimate a call reserves counts its max_tokens: 4,096 (not the researcher's
+    # 16,000), so that several fit in a window at once
+    plan.agent("research", "researcher", "Collect facts.", max_tokens=4096)
     started = time.monotonic()
     handles = [client.submit(plan.build()) for _ in range(50)]
     for handle in handles:

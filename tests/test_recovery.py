@@ -7,8 +7,8 @@ import signal
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.testing import FakeAnthropicServer
-from tests.support.functions import executions_key
-from tests.support.llm_script import RESEARCHER, text, turn, write
+from tests.support.functions import REREADER, executions_key
+from tests.support.llm_script import RESEARCHER, UNPRICED_MODEL, text, turn, write
 from tests.support.processes import Workers
 from tests.support.waiting import wait_until
 
@@ -111,3 +111,57 @@ def test_an_agent_killed_mid_loop_resumes_without_repeating_a_finished_llm_call(
     workspace = client.runtime.client.hkeys(client.runtime.keys.run_key(run.run_id, "workspace"))
     assert sorted(workspace) == ["a.md", "b.md", "c.md"]
     assert state.nodes["research"].usage.llm_calls == 4  # the lost call's answer never arrived
+
+
+def test_an_agent_killed_after_summarising_resumes_from_its_summary(
+    subprocess_settings: Settings,
+    workers: Workers,
+    fake_llm: FakeAnthropicServer,
+) -> None:
+    """Context management's client-side fallback under SIGKILL: the summary call is saved
+    with the conversation it made, so the resumed agent neither summarises again nor
+    repeats any call that returned, only the one in flight at the kill."""
+    read = {"type": "tool_use", "name": "workspace_read", "input": {"path": "big.txt"}}
+    fake_llm.add(
+        {"match": {"system_contains": REREADER, "messages_count": 1}, "reply": {"content": [read]}},
+        {
+            "match": {"system_contains": REREADER, "tool_result_for": "workspace_read"},
+            "reply": {"content": [read]},
+            "times": 26,
+            "delay_s": 0.3,  # slow enough that the kill lands during a call
+        },
+        {"match": {"system_contains": REREADER}, "reply": {"content": [text("read")]}},
+        {
+            "match": {"system_contains": "You condense"},
+            "reply": {"content": [text("Read it.")]},
+            "times": -1,
+        },
+    )
+    first = workers.start(subprocess_settings)
+    client = Client(subprocess_settings)
+    plan = PlanBuilder("Read a big file many times")
+    seed = plan.function("seed", "write_file", params={"path": "big.txt", "chars": 6_000})
+    plan.agent("reader", "rereader", "Read it.", depends_on=[seed], model=UNPRICED_MODEL)
+    run = client.submit(plan.build())
+
+    def reading_on_from_the_summary() -> bool:
+        systems = [str(r.body.get("system")) for r in fake_llm.requests]
+        done = [i for i, system in enumerate(systems) if "You condense" in system]
+        return bool(done) and len(systems) > done[0] + 1  # the call after it was made
+
+    wait_until(reading_on_from_the_summary, timeout=120, what="a call after the summary")
+    first.kill_all()
+    workers.start(subprocess_settings)
+
+    state = run.wait(timeout=120)
+    assert state.status == RunStatus.SUCCEEDED, workers[1].log_tail()
+    assert state.result == "read" and state.nodes["reader"].attempts == 2
+    digests = [request.body_sha256 for request in fake_llm.requests]
+    assert len(digests) - len(set(digests)) <= 1  # at most the call in flight, again
+    assert len(summaries(fake_llm)) == 1  # summarised once, before the kill
+    last = fake_llm.requests[-1].body["messages"][0]["content"]
+    assert "Read it." in last[-1]["text"]  # the resumed conversation starts from it
+
+
+def summaries(fake: FakeAnthropicServer) -> list[object]:
+    return [r for r in fake.requests if "You condense" in str(r.body.get("system"))]

@@ -27,6 +27,7 @@ an open breaker would make the nodes behind it wait instead of saying what is wr
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -262,7 +263,7 @@ class AnthropicLLM:
         """One streamed call, assembled by the SDK; ended at the call's deadline."""
         deadline_s = self._limits.deadline_s(kwargs["max_tokens"])
         ends_at = time.monotonic() + deadline_s
-        with self._client.messages.stream(**kwargs) as stream:
+        with self._open_stream(kwargs) as stream:
             try:
                 for _event in stream:
                     if time.monotonic() > ends_at:
@@ -274,6 +275,14 @@ class AnthropicLLM:
             except httpx2.TransportError as exc:
                 raise stream_broken(exc, stream.response.request) from exc
             return assembled(stream), stream.request_id
+
+    def _open_stream(self, kwargs: dict[str, Any]) -> Any:
+        """The SDK's stream of the call: its beta messages when the call names betas
+        (context management, ``llm/wire.py``), which also read the beta fields back."""
+        if "betas" in kwargs:
+            beta: Any = self._client.beta  # each provider's client has its own class
+            return beta.messages.stream(**kwargs)
+        return self._client.messages.stream(**kwargs)
 
     def _outage(self, exc: BaseException) -> str:
         """What a failure that counted against the breaker says, for the waiting nodes."""
@@ -347,6 +356,7 @@ class AnthropicLLM:
                 ),
                 request_id=request_id,
                 latency_s=latency_s,
+                context_edits=applied_edits(message),
             )
         except (AttributeError, TypeError, ValueError) as exc:
             raise LLMResponseError(f"unusable message from the Anthropic API: {exc}") from exc
@@ -360,11 +370,19 @@ class AnthropicBatches:
         self._sdk = llm._client.messages.batches
 
     def submit(self, request: LLMRequest, custom_id: str) -> PendingBatch:
-        one = {"custom_id": custom_id, "params": batch_params(request)}
+        params = batch_params(request)
+        betas = params.pop("betas", None)  # a header of the batch, not a request field
+        one = {"custom_id": custom_id, "params": params}
+        create = self._sdk.create
+        if betas:
+            beta = getattr(self._llm._client.beta.messages, "batches", None)
+            if beta is None:  # Bedrock and Vertex AI batch otherwise, or not at all
+                raise LLMRequestError(f"this provider takes no Message Batch with {betas}")
+            create = functools.partial(beta.create, betas=betas)
         # Retried only on answers that say no batch was made: a timed-out create may have
         # made one, and a second would be billed too.
         batch = self._llm.retried(
-            lambda: self._sdk.create(requests=[one]),  # type: ignore[list-item]
+            lambda: create(requests=[one]),  # type: ignore[list-item]
             retry_on=refused_before_processing,
         )
         return submitted_now(batch.id, custom_id)
@@ -430,6 +448,14 @@ def batch_failure(pending: PendingBatch, result: Any) -> Exception:
     if result.type == "expired":
         return LLMUnavailableError(f"{where} expired before it answered (the API's 24 hours)")
     return LLMUnavailableError(f"{where} was cancelled before it answered")
+
+
+def applied_edits(message: Any) -> list[dict[str, Any]]:
+    """The context edits the API applied to the prompt (a beta message's
+    ``context_management``; none on a plain message)."""
+    managed = getattr(message, "context_management", None)
+    edits = getattr(managed, "applied_edits", None) or []
+    return [edit.model_dump(mode="json") for edit in edits]
 
 
 def one_hour_cache_writes(usage: Any) -> int:

@@ -4,6 +4,9 @@ A call to a model missing from the table is not free: its tokens are counted as
 ``unpriced_tokens`` and every view of the cost says "unknown" (``Usage.cost_words``).
 Server-side web searches are billed per 1,000 whatever the model, so their cost is known
 even when the tokens' is not; web fetches cost only the tokens of what they read.
+
+Pricing also weighs the call's prompt-cache tokens as billed (``cache_discount_tokens``):
+token budgets count a cache read as the fraction of an input token it costs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ PER_TOKEN = 1 / 1_000_000
 BATCH_PRICE_FACTOR = 0.5
 PER_SEARCH = 1 / 1_000
 WEB_SEARCH_USD_PER_1K = 10.0  # the published price; settings.web_search_usd_per_1k
+# An unpriced model's cache reads and writes weigh as the published multiples of input.
+PUBLISHED_MULTIPLES = ModelPrice(input=1.0, output=1.0)
 
 
 def priced(
@@ -30,12 +35,16 @@ def priced(
     None. Web searches cost ``search_usd_per_1k`` per 1,000 either way. A call answered
     in a Message Batch (``batch``) pays ``BATCH_PRICE_FACTOR`` of its tokens' price."""
     searches = round(usage.web_search_requests * search_usd_per_1k * PER_SEARCH, 9)
+    discount = cache_discount(usage, price or PUBLISHED_MULTIPLES)
     if price is None:
         return usage.model_copy(
-            update={"cost_usd": searches, "unpriced_tokens": usage.total_tokens}
+            update={
+                "cost_usd": searches,
+                "unpriced_tokens": usage.total_tokens,
+                "cache_discount_tokens": discount,
+            }
         )
-    one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
-    five_minutes = usage.cache_creation_input_tokens - one_hour
+    one_hour, five_minutes = cache_writes(usage)
     cost = (
         PER_TOKEN
         * (
@@ -47,4 +56,31 @@ def priced(
         )
         * (BATCH_PRICE_FACTOR if batch else 1.0)
     )
-    return usage.model_copy(update={"cost_usd": round(cost, 9) + searches, "unpriced_tokens": 0})
+    return usage.model_copy(
+        update={
+            "cost_usd": round(cost, 9) + searches,
+            "unpriced_tokens": 0,
+            "cache_discount_tokens": discount,
+        }
+    )
+
+
+def cache_writes(usage: Usage) -> tuple[int, int]:
+    """The call's cache writes: (1-hour, 5-minute)."""
+    one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
+    return one_hour, usage.cache_creation_input_tokens - one_hour
+
+
+def cache_discount(usage: Usage, price: ModelPrice) -> int:
+    """How many fresh-input tokens fewer the call's cache reads and writes were billed as
+    (``Usage.cache_discount_tokens``): each weighted by its rate over the input rate. A
+    model with no price is weighted by the published multiples (0.1, 1.25, 2)."""
+    if price.input <= 0:
+        return 0
+    one_hour, five_minutes = cache_writes(usage)
+    billed = (
+        usage.cache_read_input_tokens * price.cache_read_rate
+        + five_minutes * price.cache_write_5m_rate
+        + one_hour * price.cache_write_1h_rate
+    ) / price.input
+    return round(usage.cache_read_input_tokens + usage.cache_creation_input_tokens - billed)

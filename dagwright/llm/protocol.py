@@ -30,7 +30,7 @@ DELIVERY_FIELDS = frozenset({"prompt_cache_ttl", "response_cache", "volatile_tok
 VOLATILE_PLACEHOLDER = "VOLATILE"
 # Fields added after requests were first cached: left out of the key while unset, so a
 # request that does not use them keeps the key it always had.
-KEYED_WHEN_SET = ("thinking", "effort")
+KEYED_WHEN_SET = ("thinking", "effort", "context_management")
 
 
 class LLMRequest(BaseModel):
@@ -54,6 +54,9 @@ class LLMRequest(BaseModel):
     """The Messages API's ``thinking`` object, e.g. ``{"type": "adaptive"}``; None: not sent."""
     effort: Effort | None = None
     """``output_config.effort``; None: the model's default."""
+    context_management: dict[str, Any] | None = None
+    """The Messages API's ``context_management`` (``{"edits": [...]}``, sent with its beta
+    header, ``llm/context_management.py``); None: not sent."""
     prompt_cache_ttl: PromptCacheTTL | None = None
     """Prompt-cache breakpoints on tools, system and the conversation's tail, kept this long;
     None: no breakpoints."""
@@ -93,6 +96,9 @@ class LLMResponse(BaseModel):
     request_id: str | None = None
     latency_s: float = 0.0
     cached: bool = False
+    context_edits: list[dict[str, Any]] = Field(default_factory=list)
+    """The ``context_management.applied_edits`` the API reports: what it cleared from the
+    prompt before the model read it (``cleared_tool_uses``, ``cleared_input_tokens``)."""
 
     def tool_uses(self) -> list[dict[str, Any]]:
         return [block for block in self.content if block.get("type") == "tool_use"]

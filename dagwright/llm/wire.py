@@ -1,5 +1,5 @@
 """An LLMRequest as the Messages API body: prompt-cache breakpoints, thinking, effort, and
-sampling parameters only where the model takes them.
+sampling parameters only where the model takes them; context management (beta) as asked.
 
 Prompt caching. The API caches the prefix of a request up to each ``cache_control``
 breakpoint (tools, then system, then messages, in that order) and, on a later request,
@@ -26,6 +26,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dagwright.llm.context_management import CONTEXT_MANAGEMENT_BETA
+from dagwright.llm.effort import takes_effort
 from dagwright.llm.messages_api_rules import (
     BETWEEN_TOOLS_REFUSED_EFFORTS,
     refuses_budget_thinking,
@@ -54,10 +56,11 @@ def message_body(request: LLMRequest) -> dict[str, Any]:
     thinking = thinking_for(request.model, request.thinking, request.effort)
     if thinking is not None:
         body["thinking"] = thinking
-    if request.effort is not None:
+    if request.effort is not None and takes_effort(request.model):
         body["output_config"] = {"effort": request.effort}
     if takes_temperature(request.model, thinking, request.temperature):
         body["extra_body"] = {"temperature": request.temperature}
+    body.update(context_management_fields(request))
     return body
 
 
@@ -88,6 +91,18 @@ def thinking_for(
     if kind == "between_tools" and not between_tools:
         return None  # adaptive, the default, is the nearest setting the model takes here
     return thinking
+
+
+def context_management_fields(request: LLMRequest) -> dict[str, Any]:
+    """The beta fields of ``request``'s context management: ``betas`` names the header,
+    and their presence sends the call through the SDK's beta messages
+    (``llm/context_management.py``). Empty when the request asks for none."""
+    if request.context_management is None:
+        return {}
+    return {
+        "betas": [CONTEXT_MANAGEMENT_BETA],
+        "context_management": request.context_management,
+    }
 
 
 def cache_marker(request: LLMRequest) -> dict[str, str] | None:

@@ -60,9 +60,14 @@ class IdMint:
 
 
 def entry_answer(
-    entry: ScriptEntry, request: Mapping[str, Any], ids: IdMint, input_usage: InputUsage
+    entry: ScriptEntry,
+    request: Mapping[str, Any],
+    ids: IdMint,
+    input_usage: InputUsage,
+    context_management: dict[str, Any] | None = None,
 ) -> Answer:
-    """What ``entry`` answers to a (valid) request body, its own headers winning."""
+    """What ``entry`` answers to a (valid) request body, its own headers winning;
+    ``context_management``: the edits applied, for a request that asked for them."""
     stream = None
     if entry.status is not None:
         answer = error_answer(ids, entry.status, f"fake-anthropic: scripted {entry.status}")
@@ -71,6 +76,8 @@ def entry_answer(
     else:
         assert entry.reply is not None  # ScriptEntry's validator demands one of the three
         message = message_of(entry.reply, request, ids, input_usage)
+        if context_management is not None:
+            message["context_management"] = context_management
         answer = json_answer(200, message, ids.next("req"))
         stream = stream_play_for(request, entry.stream)
     headers = {**answer.headers, **{name.lower(): value for name, value in entry.headers.items()}}

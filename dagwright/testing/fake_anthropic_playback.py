@@ -27,6 +27,7 @@ from dagwright.testing.fake_anthropic_answers import (
     json_answer,
 )
 from dagwright.testing.fake_anthropic_batches import batch_result
+from dagwright.testing.fake_anthropic_context import context_management_problem, managed_prompt
 from dagwright.testing.fake_anthropic_rules import Rejection, request_rejection
 from dagwright.testing.fake_anthropic_script import (
     FaultInjection,
@@ -213,6 +214,8 @@ class Playback:
         rejection = request_rejection(
             body, self._models, counting_tokens=counting_tokens, today=today
         )
+        if rejection is None and (problem := context_management_problem(body, headers)):
+            rejection = Rejection(problem)
         return self._rejected(rejection) if rejection is not None else None
 
     def _rejected(self, rejection: Rejection) -> _Verdict:
@@ -237,15 +240,16 @@ class Playback:
 
     def _answer(self, entry: ScriptEntry, body: dict[str, Any]) -> Answer:
         """The entry's answer; only a reply reads and writes the prompt cache, as only a
-        request the model served does."""
+        request the model served does, and counts the prompt as its context edits left it."""
         usage = InputUsage(input_tokens=0)
+        seen, context_management = managed_prompt(body)
         if entry.reply is not None:
             unoffered = _unoffered_server_tool(entry, body)
             if unoffered is not None:  # the model can only call a server tool it is given
                 message = UNOFFERED.format(name=unoffered)
                 return error_answer(self._ids, 400, message)
-            usage = self._cache.account(body["model"], prompt_blocks(body))
-        return entry_answer(entry, body, self._ids, usage)
+            usage = self._cache.account(body["model"], prompt_blocks(seen))
+        return entry_answer(entry, body, self._ids, usage, context_management)
 
     def _take_entry(self, facts: RequestFacts) -> int | None:
         """Index of the first entry with uses left whose match holds, using one of its uses."""

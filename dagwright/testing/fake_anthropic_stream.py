@@ -64,6 +64,7 @@ def message_events(message: Mapping[str, Any], play: StreamPlay) -> Iterator[Eve
     """The events that stream ``message`` (the API's ``message`` object)."""
     usage = message["usage"]
     started = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    started.pop("context_management", None)  # the API reports it in message_delta
     started["usage"] = {**usage, "output_tokens": 1}
     yield "message_start", {"type": "message_start", "message": started}
     yield "ping", {"type": "ping"}
@@ -78,9 +79,17 @@ def message_events(message: Mapping[str, Any], play: StreamPlay) -> Iterator[Eve
                 "stop_sequence": message.get("stop_sequence"),
             },
             "usage": _final_usage(usage),
+            **_context_management(message),
         },
     )
     yield "message_stop", {"type": "message_stop"}
+
+
+def _context_management(message: Mapping[str, Any]) -> dict[str, Any]:
+    """``message_delta``'s ``context_management``, for a request that asked for it."""
+    if "context_management" not in message:
+        return {}
+    return {"context_management": message["context_management"]}
 
 
 def _final_usage(usage: Mapping[str, Any]) -> dict[str, Any]:

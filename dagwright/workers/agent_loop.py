@@ -5,12 +5,22 @@ call's usage (one fenced write), then answer its tool calls one by one, checkpoi
 after each. A node redelivered after its worker died resumes from the last checkpoint:
 no LLM call that returned is made again, no tool that answered is called again.
 
-Each ``stop_reason`` has its handling (``_STOP_REASONS``): ``max_tokens`` drops the cut
-answer, whose tool call is never run, and makes the turn again with twice the
-``max_tokens`` (up to ``llm_max_tokens_cap``); ``pause_turn`` sends the paused turn back
-so it goes on; ``refusal`` makes the turn again with the fallback model, if any;
+Each ``stop_reason`` has its handling (``_STOP_REASONS``): ``max_tokens`` continues a cut
+text answer (the cut text stays, a user turn asks for the rest: the newer models refuse an
+assistant prefill) and drops a cut tool call, never run, making the turn once more with
+twice the ``max_tokens`` (up to ``llm_max_tokens_cap`` and the model's limit), then fails
+naming what the cut answers spent; ``pause_turn`` sends the paused turn back so it goes
+on; ``refusal`` makes the turn again with the fallback model, if any;
 ``model_context_window_exceeded`` fails; an empty answer gets one nudge. No request
 carries an empty message or text block, and thinking blocks go back as they came.
+
+Context that lasts (``agent_context.py``): on the models that take it, every request asks
+the API to clear older tool results past ``agent_context_trigger_tokens``, a batch at a
+time so the cleared prefix stays cached; the checkpoint keeps the whole conversation. On
+others, older turns are replaced by a summary the model writes in one bounded call,
+checked against the budgets and checkpointed like any other, so a resumed node repeats
+neither it nor any call before it. Budgets count the calls' tokens as billed
+(``budgets.py``) and estimate the next call as the model will read it.
 
 The loop ends with a final answer (text, or the input of a ``final_answer`` tool checked
 against the type's output model), or with a distinct error: AgentMaxTurnsError,
@@ -34,11 +44,14 @@ A call a tool refuses (a domain not allowed, a bad path) still counts toward
 the model was told how to correct, and repeating it is being stuck.
 
 A node's ``model``, ``max_tokens`` and ``output_schema`` (the answer validated by
-``jsonschema`` through the result tool, ``agent_answers``) override its type's.
+``jsonschema`` through the result tool, ``agent_answers``) override its type's. The
+types' ``max_tokens`` and ``effort`` are sized for models that think by default
+(``builtin_agents.THINKING_ROOM``); effort goes only to models that take it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -55,12 +68,20 @@ from dagwright.errors import (
     ToolPolicyError,
 )
 from dagwright.llm.batches import BatchFailed, MessageBatches, PendingBatch, custom_id_of
+from dagwright.llm.messages_api_rules import max_output_tokens
 from dagwright.llm.model_ids import price_of
-from dagwright.llm.protocol import LLMRequest, LLMResponse
+from dagwright.llm.protocol import LLMRequest, LLMResponse, rough_tokens
 from dagwright.llm.server_tools import WEB_SEARCH
 from dagwright.models import Budget, Node
 from dagwright.redaction import known_secrets, redact
 from dagwright.workers.agent_answers import answer_contract
+from dagwright.workers.agent_context import (
+    SUMMARY_SYSTEM,
+    ContextKeeper,
+    summarised,
+    summary_request_text,
+    tokens_of,
+)
 from dagwright.workers.agent_prompt import (
     DataGroup,
     background_group,
@@ -108,6 +129,12 @@ LAST_TOOL_ERROR_CHARS = 500  # of the last failed call, in the node's error
 # Said once after an empty answer. The API's docs: an empty end_turn mostly follows tool
 # results, and sending the conversation back unchanged gets the same empty answer.
 NUDGE = "Your last turn ended without any answer. Continue the task and give your answer now."
+# Said after a text answer cut at max_tokens, which stays in the conversation.
+CONTINUE = (
+    "Your answer was cut off at the max_tokens limit. Continue it exactly where it stopped, "
+    "without repeating anything already written."
+)
+MAX_CONTINUATIONS = 3  # of one answer; a longer one fails as cut
 
 
 def run_agent(
@@ -148,6 +175,7 @@ class AgentLoop:
         self.tool_names = tuple(spec.tools if node.tools is None else node.tools)
         self.offered = offered_tools(self.tool_names, tools, ctx.settings)
         self.contract = answer_contract(spec, node)
+        self.keeper = ContextKeeper(ctx.settings)
         # Every text entering the conversation is redacted where it enters (the first
         # message, tool results): the requests and the checkpoints are built from it.
         self.secrets = known_secrets(ctx.settings)
@@ -194,6 +222,12 @@ class AgentLoop:
 
     def _take_turn(self) -> None:
         if self.state.batch is None:  # a call waiting in a batch was checked when sent
+            split = self.keeper.summary_split(
+                self._model, self.state.messages, self.state.last_call_tokens
+            )
+            if split is not None:
+                self._summarise(split)
+                return
             self._check_limits()
         request = self._request()
         response = self._batched(request) if self._uses_batch else self.ctx.llm().complete(request)
@@ -208,7 +242,10 @@ class AgentLoop:
 
     @property
     def _max_tokens(self) -> int:
-        return self.state.max_tokens or self.node.max_tokens or self.spec.max_tokens
+        """The node's, else the type's, raised after a cut tool call; never more than the
+        model may write in one answer."""
+        wanted = self.state.max_tokens or self.node.max_tokens or self.spec.max_tokens
+        return min(wanted, max_output_tokens(self._model))
 
     def _check_limits(self) -> None:
         state, spec = self.state, self.spec
@@ -218,19 +255,18 @@ class AgentLoop:
             )
         self._check_budgets()
 
-    def _check_budgets(self) -> None:
-        """Refuse the next call if its worst case could pass the node's budget or the
-        run's; the run's is held for it (reserved) when it fits."""
+    def _check_budgets(self, request: LLMRequest | None = None) -> None:
+        """Refuse the next call (``request``, default the next turn's) if its worst case
+        could pass the node's budget or the run's; the run's is held for it (reserved)
+        when it fits."""
         price = price_of(self._model, self.ctx.settings.model_prices)
-        request = self._request()
+        request = request or self._request()
         input_tokens = next_call_input_tokens(
-            request,
-            self.ctx.services.estimate_input_tokens(self.ctx, request),
-            self.state.last_call_tokens,
+            request, self._estimate_as_read(request), self.state.last_call_tokens
         )
         call = worst_case(
             input_tokens,
-            self._max_tokens,
+            request.max_tokens,
             price,
             searches=self._most_searches,
             search_usd_per_1k=self.ctx.settings.web_search_usd_per_1k,
@@ -244,6 +280,48 @@ class AgentLoop:
         ) or self.ctx.services.reserve_llm_call(self.ctx, call)
         if overrun is not None:
             raise overrun.error()
+
+    def _estimate_as_read(self, request: LLMRequest) -> int:
+        """The input tokens of ``request`` as the model will read them: less what the
+        API's context edits will clear from it."""
+        whole = self.ctx.services.estimate_input_tokens(self.ctx, request)
+        if request.context_management is None:
+            return whole
+        read = self.keeper.as_read(request.messages, request.context_management, whole)
+        return max(whole - (tokens_of(request.messages) - tokens_of(read)), 1)
+
+    def _summarise(self, split: int) -> None:
+        """Replace the turns before ``split`` by a summary the model writes (one bounded
+        call, checked against the budgets), saved with the call like any other."""
+        settings = self.ctx.settings
+        request = LLMRequest(
+            model=self._model,
+            system=SUMMARY_SYSTEM,
+            messages=[
+                {
+                    "role": "user",
+                    "content": summary_request_text(self.state.messages, split, self.fence),
+                }
+            ],
+            max_tokens=settings.agent_context_summary_max_tokens,
+            volatile_token=self.fence.token,
+        )
+        self._check_budgets(request)
+        response = self.ctx.llm().complete(request)
+        state = self.state
+        state.usage = state.usage.plus(response.usage)
+        summary = redact(response.text().strip(), self.secrets)
+        if summary:
+            state.messages = summarised(state.messages, split, summary)
+            state.summaries += 1
+        # What the next call will read, about: it must not look due for a summary again.
+        state.last_call_tokens = rough_tokens(json.dumps(state.messages))
+        self.ctx.record_llm_call(response, self._snapshot())
+        if not summary:
+            raise AgentOutputError(
+                f"the model ({self._model}) wrote no summary of the conversation, which "
+                f"passed agent_context_trigger_tokens ({settings.agent_context_trigger_tokens})"
+            )
 
     def _node_hint(self, dimension: Dimension) -> str:
         hint = f"raise the node's budget.{dimension.limit} in the plan"
@@ -274,6 +352,7 @@ class AgentLoop:
             temperature=spec.temperature,
             thinking=spec.thinking,
             effort=spec.effort,
+            context_management=self.keeper.request_config(self._model, self.state.messages),
             prompt_cache_ttl=None if ttl == "off" else ttl,
             response_cache=self._uses_response_cache,
             volatile_token=self.fence.token,
@@ -356,9 +435,12 @@ class AgentLoop:
                 add_assistant_turn(self.state, content)
             return self._empty_answer()
         add_assistant_turn(self.state, content)
+        self.state.cut_retried = False
         # Only tool_use is ours to run: a server_tool_use was run by the API, and its
         # result is already in the content, which goes back as it came.
         calls = [block for block in content if block.get("type") == "tool_use"]
+        if calls:  # a cut answer continued into tool calls was not the final answer
+            self.state.cut_text = ""
         if self._accept_final_answer(calls):
             return None
         if calls:
@@ -368,7 +450,8 @@ class AgentLoop:
             add_user_text(self.state, f"Give your result by calling {self.contract.tool_name}.")
             self.state.tool_errors_in_a_row += 1
             return self._too_many_tool_errors()
-        self.state.done, self.state.output = True, final_text(response.content)
+        answer = self.state.cut_text + final_text(response.content)
+        self.state.done, self.state.output = True, answer
         return None
 
     def _empty_answer(self) -> Exception | None:
@@ -384,16 +467,39 @@ class AgentLoop:
         return None
 
     def _cut_off(self, response: LLMResponse) -> Exception | None:
-        """``max_tokens``: the answer, or a tool call's arguments, stop mid-way. Nothing of
-        it is kept or run; the turn is made again with twice the room, up to the cap."""
-        cap = self.ctx.settings.llm.max_tokens_cap
-        if self._max_tokens >= cap:
+        """``max_tokens``: the answer stopped mid-way. A text answer is kept and continued:
+        the cut text joins the conversation and the model is asked to go on from it (a
+        user turn; an assistant prefill is refused by the newer models), up to
+        ``MAX_CONTINUATIONS`` times. A cut tool call (its input half-written) or cut
+        thinking cannot be sent back: nothing of it is kept or run, and the turn is made
+        once more with twice the room (up to ``llm_max_tokens_cap``); cut again, it fails."""
+        state = self.state
+        state.cut_output_tokens += response.usage.output_tokens
+        content = sendable(response.content)
+        if continuable(content) and state.continuations < MAX_CONTINUATIONS:
+            add_assistant_turn(state, content)
+            add_user_text(state, CONTINUE)
+            state.continuations += 1
+            state.cut_text += final_text(content)
+            return None
+        return self._more_room()
+
+    def _more_room(self) -> Exception | None:
+        """The cut turn made once more with twice the ``max_tokens``; None if it may be."""
+        cap = min(self.ctx.settings.llm.max_tokens_cap, max_output_tokens(self._model))
+        if self.state.cut_retried or self._max_tokens >= cap:
+            why = (
+                "even after one retry with twice the room"
+                if self.state.cut_retried
+                else f"which llm_max_tokens_cap ({cap}) does not let grow"
+            )
             return AgentOutputError(
-                f"the answer was cut at max_tokens ({self._max_tokens}) of {self.spec.name!r}, "
-                f"which llm_max_tokens_cap ({cap}) does not let grow: raise the cap, or ask "
-                "for less in one turn"
+                f"the answer was cut at max_tokens ({self._max_tokens}) of {self.spec.name!r} "
+                f"{why} ({self.state.cut_output_tokens:,} output tokens spent on cut "
+                "answers): raise the type's or node's max_tokens, or ask for less in one turn"
             )
         self.state.max_tokens = min(self._max_tokens * 2, cap)
+        self.state.cut_retried = True
         return None
 
     def _paused(self, response: LLMResponse) -> Exception | None:
@@ -507,6 +613,13 @@ class AgentLoop:
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+def continuable(content: list[dict[str, Any]]) -> bool:
+    """Whether a cut answer can be sent back and continued: it ends in text, and holds
+    no tool call (whose input was cut) nor cut thinking."""
+    calls = any(block.get("type") in ("tool_use", "server_tool_use") for block in content)
+    return bool(content) and content[-1].get("type") == "text" and not calls
 
 
 def final_text(content: list[dict[str, Any]]) -> str:

@@ -26,9 +26,11 @@ class AgentSpec:
     policy: ToolPolicy = field(default_factory=ToolPolicy)
     model: str | None = None  # None: settings.default_model
     max_turns: int = 12
-    max_tokens: int = 4096
-    """``max_tokens`` of each call; a turn cut there is retried with twice as many, up to
-    ``llm_max_tokens_cap``."""
+    max_tokens: int = 16_000
+    """``max_tokens`` of each call: thinking and answer together on the models that think
+    by default (Sonnet 5 and later), so sized for both. A text answer cut there is
+    continued; a cut tool call is made once more with twice as many, up to
+    ``llm_max_tokens_cap``, then fails."""
     token_budget: int = 400_000
     max_tool_errors: int = 3
     output_model: type[BaseModel] | None = None
@@ -43,7 +45,8 @@ class AgentSpec:
     """The Messages API's ``thinking`` object, e.g. ``{"type": "adaptive"}`` or
     ``{"type": "enabled", "budget_tokens": 4096}`` (below ``max_tokens``); None: not sent."""
     effort: Effort | None = None
-    """``output_config.effort`` (``low`` ... ``max``); None: the model's default."""
+    """``output_config.effort`` (``low`` ... ``max``), sent to the models that take it
+    (``llm/effort.py``); None: the model's default (``high`` on most)."""
     fallback_model: str | None = None
     """Model a turn is retried with when the model refuses; None:
     ``llm_refusal_fallback_model``."""

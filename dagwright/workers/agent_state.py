@@ -36,6 +36,15 @@ class AgentState(BaseModel):
     """Input + output tokens of the last call: the next one reads all of them again."""
     max_tokens: int | None = None
     """``max_tokens`` of the next call, once raised after a cut answer (None: the type's)."""
+    cut_retried: bool = False
+    """Whether the turn being made is the one retry of a turn cut at ``max_tokens``."""
+    continuations: int = 0
+    """How many times a text answer cut at ``max_tokens`` was continued."""
+    cut_text: str = ""
+    """The text of cut answers continued since the last tool call: the final answer
+    starts with it."""
+    cut_output_tokens: int = 0
+    """Output tokens of the answers cut at ``max_tokens`` (shown when the node fails)."""
     model: str | None = None
     """The model of the next call, once a refusal switched to the fallback (None: the
     type's)."""
@@ -44,6 +53,8 @@ class AgentState(BaseModel):
     batch: PendingBatch | None = None
     """The call waiting in a Message Batch (``llm/batches.py``): a resumed node polls it
     instead of sending the call again (None: no call is waiting)."""
+    summaries: int = 0
+    """How many times older turns were replaced by a summary (``agent_context.py``)."""
     data_fence: str = ""
     """The token of the tags of the node's untrusted data (``workers/untrusted.py``), so
     that tool results after a resume come in the tags the first message announced ("":

@@ -6,8 +6,13 @@ budget has left. A node's own budget is checked in the agent loop against the no
 usage. The run's is a reservation in Redis (``lua/reserve.lua``), since nodes running at
 once would otherwise each see room for themselves and pass it together.
 
-Four dimensions, each optional: input tokens (cache reads and writes included), output
-tokens, all tokens, cost in USD.
+Four dimensions, each optional: input tokens, output tokens, all tokens, cost in USD.
+Tokens count as they are billed (``Usage.billed_input_tokens``): a fresh input or output
+token 1, a prompt-cache read its price over the input price (0.1 of a token at the
+published rates), a cache write 1.25 (5-minute) or 2 (1-hour). So an agent that re-reads
+its conversation from the cache each turn spends a tenth of what a fresh read would,
+and a budget of N tokens buys about what N fresh tokens cost. The next call's worst case
+counts its whole estimated input as fresh.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from dagwright.settings import ModelPrice
 
 
 def input_tokens(usage: Usage) -> int:
-    return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+    """Input tokens as billed: cache reads and writes weighted by their price."""
+    return usage.billed_input_tokens
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ DIMENSIONS = (
     Dimension("output_tokens", "max_output_tokens", "budget_output_tokens",
               "--budget-output-tokens", lambda usage: usage.output_tokens),
     Dimension("total_tokens", "max_total_tokens", "budget_tokens", "--budget-tokens",
-              lambda usage: usage.total_tokens),
+              lambda usage: usage.billed_total_tokens),
     Dimension("cost_usd", "max_cost_usd", "budget_usd", "--budget-usd",
               lambda usage: usage.cost_usd, is_usd=True),
 )  # fmt: skip

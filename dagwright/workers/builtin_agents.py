@@ -27,6 +27,18 @@ WORKSPACE_TOOLS = ("workspace_read", "workspace_write", "workspace_list")
 # Each offered only where the settings let it reach something (``agent_tools``).
 WEB_TOOLS = ("web_search", "web_fetch", "http_get")
 AGENT_RETRY = RetryPolicy(max_attempts=3, backoff_s=5, backoff_max_s=120)
+# max_tokens and effort of each type. On the models that think by default (adaptive
+# thinking, Sonnet 5 and later) max_tokens holds the thinking and the answer together:
+# room for both, where 4,096 had a tool call cut mid-way. Effort (sent only to models that
+# take it) is the docs' control of how much a turn thinks: medium where the work is
+# gathering and writing, high where it is reasoning over data or code.
+THINKING_ROOM: dict[str, dict[str, Any]] = {
+    "researcher": {"max_tokens": 16_000, "effort": "medium"},
+    "writer": {"max_tokens": 16_000, "effort": "medium"},
+    "analyst": {"max_tokens": 24_000, "effort": "high"},
+    "coder": {"max_tokens": 32_000, "effort": "high"},
+    "reviewer": {"max_tokens": 12_000, "effort": "medium"},
+}
 
 
 @cache
@@ -61,28 +73,33 @@ def builtin_agents() -> list[AgentSpec]:
             "Gathers and checks facts, with sources, from its inputs and whatever web "
             "access its tools give it here.",
             ("read_input", *WEB_TOOLS, *WORKSPACE_TOOLS),
+            **THINKING_ROOM["researcher"],
         ),
         spec(
             "writer",
             "Writes clear prose from the material in its inputs; in a scheduled run it may "
             "propose follow-up goals.",
             ("read_input", *WORKSPACE_TOOLS, "propose_followup"),
+            **THINKING_ROOM["writer"],
         ),
         spec(
             "analyst",
             "Analyses data and evidence and draws careful conclusions.",
             ("read_input", *WORKSPACE_TOOLS),
+            **THINKING_ROOM["analyst"],
         ),
         spec(
             "coder",
             "Writes, runs (in the sandbox) and fixes code, keeping files in the workspace.",
             ("read_input", *WORKSPACE_TOOLS, "run_python"),
+            **THINKING_ROOM["coder"],
         ),
         spec(
             "reviewer",
             "Checks work against its instruction; returns approved, summary and issues.",
             ("read_input", "workspace_read", "workspace_list"),
             output_model=ReviewResult,
+            **THINKING_ROOM["reviewer"],
         ),
     ]
 

@@ -182,7 +182,9 @@ class NodeContext:
             "unpriced_tokens", response.usage.unpriced_tokens,
             "latency_ms", int(response.latency_s * 1000),
             "cached", int(response.cached),
+            "stop_reason", response.stop_reason,
         ]  # fmt: skip
+        event += context_edit_fields(response)
         try:
             self.services.record_progress(self, checkpoint=state, usage=response.usage, event=event)
         finally:  # paid for, even if this node is no longer this worker's
@@ -294,6 +296,17 @@ class OpenSpan:
 
 
 SPAN_ERROR_CHARS = 300
+
+
+def context_edit_fields(response: LLMResponse) -> list[str | int | float]:
+    """What the API's context edits cleared from the call's prompt, as event fields (none
+    when it cleared nothing)."""
+    edits = response.context_edits
+    if not edits:
+        return []
+    uses = sum(int(edit.get("cleared_tool_uses", 0)) for edit in edits)
+    tokens = sum(int(edit.get("cleared_input_tokens", 0)) for edit in edits)
+    return ["cleared_tool_uses", uses, "cleared_input_tokens", tokens]
 
 
 def error_attributes(exc: BaseException, settings: Settings) -> dict[str, AttributeValue | None]:

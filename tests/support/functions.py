@@ -229,3 +229,22 @@ def quote_the_webhook_secret() -> str:
     """Fails as careless code does, quoting the key that signs a webhook (it is in this
     worker's environment: the worker sends webhooks). Never retried: it fails for good."""
     raise PermanentError(f"pager refused signature key {os.environ[WEBHOOK_SECRET_VARIABLE]}")
+
+
+@dagwright.function
+def write_file(ctx: NodeContext, path: str, chars: int) -> int:
+    """Write ``chars`` characters of numbered lines to ``path`` in the run's workspace."""
+    lines = (f"line {n:05d}: the quick brown fox jumps over the lazy dog" for n in range(10**5))
+    text = "\n".join(lines)[:chars]
+    return ctx.workspace().write(path, text)
+
+
+REREADER = "You are the rereader"
+rereader = AgentSpec(
+    name="rereader",
+    description="Reads one workspace file again every turn (a long agent).",
+    system_prompt=REREADER,
+    tools=("workspace_read",),
+    policy=ToolPolicy.allowing("workspace_read"),
+    max_turns=70,
+)

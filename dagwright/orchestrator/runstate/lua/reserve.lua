@@ -13,10 +13,11 @@ local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'lost'} end
 local run = redis.call('HMGET', K.run, 'budget_input_tokens', 'budget_output_tokens',
   'budget_tokens', 'budget_usd', 'input_tokens', 'cache_read_input_tokens',
-  'cache_creation_input_tokens', 'output_tokens', 'cost_usd')
+  'cache_creation_input_tokens', 'output_tokens', 'cost_usd', 'cache_discount_tokens')
 if not (run[1] or run[2] or run[3] or run[4]) then return {'status', 'ok'} end
 local function number(value) return tonumber(value or 0) end
-local input = number(run[5]) + number(run[6]) + number(run[7])
+-- input as billed (workers/budgets.py): cache reads and writes weighted by their price
+local input = number(run[5]) + number(run[6]) + number(run[7]) - number(run[10])
 local spent = {input_tokens = input, output_tokens = number(run[8]),
                total_tokens = input + number(run[8]), cost_usd = number(run[9])}
 local held = {input_tokens = 0, output_tokens = 0, total_tokens = 0, cost_usd = 0}
