@@ -114,7 +114,11 @@ def diagnose(settings: Settings) -> list[Check]:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
         state = [skip(name, "not checked without Redis") for name in STATE_CHECKS]
-    local = [check_sandbox(sandbox_probes(settings)), check_llm(settings)]
+    local = [
+        check_sandbox(sandbox_probes(settings)),
+        *guarded("sandbox-memory", lambda: [check_sandbox_memory(settings)]),
+        check_llm(settings),
+    ]
     return [
         redis_check,
         broker_check,
@@ -468,6 +472,30 @@ def check_sandbox(probes: dict[str, str]) -> Check:
             "to the code: prefer the docker backend here (DAGWRIGHT_SANDBOX_BACKEND=docker)",
         )
     return ok("sandbox", works)
+
+
+def check_sandbox_memory(settings: Settings) -> Check:
+    """Which bound holds a run's memory: docker's container cgroup; for bubblewrap a
+    memory cgroup, else the split over tasks (it warns: each process gets a share), or
+    the refusal to run code (``sandbox/memory_fallback.py``)."""
+    from dagwright.sandbox.base import Limits
+    from dagwright.sandbox.bubblewrap import BubblewrapSandbox
+
+    name, sandbox = "sandbox-memory", settings.sandbox
+    if "bubblewrap" not in candidate_names(sandbox):
+        return ok(name, f"docker: the container's cgroup holds each run to {sandbox.memory_mb} MiB")
+    limits = Limits.from_settings(sandbox)
+    bound = BubblewrapSandbox.from_settings(sandbox).memory_bound(limits)
+    detail = f"bubblewrap: {bound.describe()}"
+    if bound.cgroup:
+        return ok(name, detail)
+    whole_tree = (
+        "set sandbox_cgroup_parent to a cgroup v2 directory delegated to the worker (memory "
+        "and pids controllers), or run the worker as root, for a whole-tree limit"
+    )
+    if bound.refused:
+        return warn(name, detail, f"bubblewrap refuses python nodes here: {whole_tree}")
+    return warn(name, detail, f"a process may use only its share: {whole_tree}")
 
 
 def check_llm(settings: Settings) -> Check:

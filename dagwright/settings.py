@@ -594,6 +594,19 @@ class Settings(BaseSettings):
     with no network, no secrets and the same limits; bubblewrap backend only (a docker
     image has its own interpreter)."""
 
+    sandbox_cgroup_parent: Path | None = None
+    """bubblewrap: a cgroup v2 directory delegated to the worker (memory and pids
+    controllers), made if missing, under which each run gets its cgroup. Unset: the
+    worker's own cgroup in each hierarchy (which, on a pure cgroups v2 host, rarely offers
+    controllers to children)."""
+
+    sandbox_memory_fallback_tasks: int = Field(4, ge=0, le=64)
+    """bubblewrap, where no memory cgroup can be made for a run: its memory is bounded as
+    this many tasks (processes and threads; bwrap's own are extra) of
+    ``sandbox_memory_mb`` / N address space each (RLIMIT_NPROC and RLIMIT_AS), so the whole
+    tree stays within ``sandbox_memory_mb``. 0: refuse to run code without a memory
+    cgroup. ``dagwright doctor`` says which bound is in force."""
+
     sandbox_wall_time_s: float = Field(30.0, gt=0)
     """Wall-clock limit of one execution."""
 
@@ -807,6 +820,8 @@ class Settings(BaseSettings):
             uid=self.sandbox_uid,
             python=self.sandbox_python,
             warm_pool=self.sandbox_warm_pool,
+            cgroup_parent=self.sandbox_cgroup_parent,
+            memory_fallback_tasks=self.sandbox_memory_fallback_tasks,
             wall_time_s=self.sandbox_wall_time_s,
             cpu_time_s=self.sandbox_cpu_time_s,
             memory_mb=self.sandbox_memory_mb,
@@ -936,6 +951,8 @@ class SandboxSettings:
     uid: int
     python: str
     warm_pool: int
+    cgroup_parent: Path | None
+    memory_fallback_tasks: int
     wall_time_s: float
     cpu_time_s: float
     memory_mb: int

@@ -166,11 +166,12 @@ def writes(path):
     except OSError:
         return False
 
+CAP_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 port = json.load(sys.stdin)
 status = dict(line.split(":", 1) for line in open("/proc/self/status"))
 print(json.dumps({
     "uid": os.getuid(),
-    "caps": int(status["CapEff"], 16),
+    "caps": [name for name in CAP_SETS if int(status[name], 16)],
     "env": sorted(os.environ),
     "interfaces": [name for _, name in socket.if_nameindex()],
     "network": reaches("127.0.0.1", port) or reaches("1.1.1.1", 53),
@@ -200,7 +201,7 @@ def probe_isolation(
     leaked = sorted(set(report["env"]) - allowed_env) if allowed_env is not None else []
     checks = {
         f"runs as uid {report['uid']}, not {uid}": report["uid"] == uid != 0,
-        "has capabilities": report["caps"] == 0,
+        f"has capabilities in {', '.join(report['caps'])}": not report["caps"],
         f"host environment variables reached it: {', '.join(leaked)}": not leaked,
         f"has network interfaces {report['interfaces']}": report["interfaces"] == ["lo"],
         "reached the network": not report["network"],
