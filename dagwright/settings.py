@@ -137,6 +137,12 @@ class LLMRateLimit(BaseModel):
 
 
 MCP_SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,19}$"
+_VERSION_CLAUSE = r"(===?|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+REQUIREMENT = re.compile(
+    rf"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"
+    rf"(\s*{_VERSION_CLAUSE}(\s*,\s*{_VERSION_CLAUSE})*)?"
+)
+"""A requirement of ``sandbox_packages``: a name on the index, its extras, its versions."""
 """Short, and without ``_``: ``mcp__<server>__<tool>`` must stay a valid, unambiguous tool
 name of the Messages API (``^[a-zA-Z0-9_-]{1,64}$``)."""
 
@@ -594,6 +600,21 @@ class Settings(BaseSettings):
     with no network, no secrets and the same limits; bubblewrap backend only (a docker
     image has its own interpreter)."""
 
+    sandbox_packages: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Packages the sandboxed code may import besides the standard library: requirement
+    specifiers (``six``, ``attrs==23.2.0``; comma-separated, or a JSON list for
+    specifiers with commas) installed ahead of time, never by the code (the sandbox has
+    no network): by ``dagwright sandbox install`` into ``sandbox_packages_dir`` for
+    bubblewrap, into the image for docker (``ops/docker/sandbox.Dockerfile``, build arg
+    ``SANDBOX_PACKAGES``). The tools and prompts list what is actually installed."""
+
+    sandbox_packages_dir: Path | None = None
+    """bubblewrap: the virtualenv ``dagwright sandbox install`` builds the packages into,
+    mounted read-only in the sandbox (default: ``<data_dir>/sandbox-packages``)."""
+
+    sandbox_install_timeout_s: float = Field(600.0, gt=0)
+    """How long ``dagwright sandbox install`` may take (pip included) before it stops."""
+
     sandbox_cgroup_parent: Path | None = None
     """bubblewrap: a cgroup v2 directory delegated to the worker (memory and pids
     controllers), made if missing, under which each run gets its cgroup. Unset: the
@@ -715,6 +736,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "imports",
+        "sandbox_packages",
         "http_allowed_domains",
         "web_search_allowed_domains",
         "web_search_blocked_domains",
@@ -730,6 +752,17 @@ class Settings(BaseSettings):
         if value.lstrip().startswith("["):
             return json.loads(value)
         return [part.strip() for part in value.split(",") if part.strip()]
+
+    @field_validator("sandbox_packages")
+    @classmethod
+    def _index_requirements(cls, packages: list[str]) -> list[str]:
+        # Names and versions from the package index only: no URL, path or pip option.
+        bad = [spec for spec in packages if not REQUIREMENT.fullmatch(spec.strip())]
+        if bad:
+            raise ValueError(
+                f"not a package of the index (name, optional extras and versions): {bad[0]!r}"
+            )
+        return [spec.strip() for spec in packages]
 
     @field_validator("model_prices")
     @classmethod
@@ -821,6 +854,8 @@ class Settings(BaseSettings):
             python=self.sandbox_python,
             warm_pool=self.sandbox_warm_pool,
             cgroup_parent=self.sandbox_cgroup_parent,
+            packages=tuple(self.sandbox_packages),
+            packages_dir=self.sandbox_packages_dir or self.data_dir / "sandbox-packages",
             memory_fallback_tasks=self.sandbox_memory_fallback_tasks,
             wall_time_s=self.sandbox_wall_time_s,
             cpu_time_s=self.sandbox_cpu_time_s,
@@ -952,6 +987,8 @@ class SandboxSettings:
     python: str
     warm_pool: int
     cgroup_parent: Path | None
+    packages: tuple[str, ...]
+    packages_dir: Path
     memory_fallback_tasks: int
     wall_time_s: float
     cpu_time_s: float

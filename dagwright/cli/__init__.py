@@ -25,6 +25,7 @@ from dagwright.cli import (
     metrics,
     planning,
     runs,
+    sandbox,
     schedules,
     server,
     stack,
@@ -81,6 +82,7 @@ metrics.register(app)
 server.register(app)
 tokens.register(app)
 webhooks.register(app)
+sandbox.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

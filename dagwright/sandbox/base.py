@@ -20,7 +20,9 @@ from typing import Protocol, runtime_checkable
 from dagwright.settings import SandboxSettings
 
 # Runs inside the sandbox. Reads "<code length>\n<code><input>" from stdin, gives the
-# program the input as sys.stdin, and runs it as __main__ (tracebacks name "<code>").
+# program the input as sys.stdin, and runs it as __main__ (tracebacks name "<code>"). An
+# import of a module the sandbox lacks ends with one line the model can act on: what is
+# missing, that nothing can be installed, and what the sandbox has (read here, inside).
 RUNNER = (
     "import io,sys\n"
     "_d=sys.stdin.buffer.read()\n"
@@ -30,7 +32,17 @@ RUNNER = (
     "sys.stdin=io.TextIOWrapper(io.BytesIO(_r[_n:]),encoding='utf-8')\n"
     "del _d,_r,_n\n"
     "_g={'__name__':'__main__','__builtins__':__builtins__}\n"
-    "exec(compile(_c,'<code>','exec'),_g)\n"
+    "try:\n"
+    " exec(compile(_c,'<code>','exec'),_g)\n"
+    "except ModuleNotFoundError as _e:\n"
+    " import importlib.metadata as _m,traceback as _t\n"
+    " _t.print_exc()\n"
+    " _a=sorted({f\"{d.metadata['Name']} {d.version}\" for d in _m.distributions()"
+    " if d.metadata['Name']})\n"
+    " print(f'module {_e.name!r} is not available in this sandbox, and nothing can be'"
+    " ' installed (no network); available: the standard library'"
+    "+(' and '+', '.join(_a) if _a else ' only'),file=sys.stderr)\n"
+    " sys.exit(1)\n"
 )
 
 MIB = 1024 * 1024

@@ -67,6 +67,7 @@ from dagwright.sandbox.bwrap_binary import executable_by, find_bwrap
 from dagwright.sandbox.cgroups import RunCgroup
 from dagwright.sandbox.interpreters import SandboxPython, sandbox_python, system_python
 from dagwright.sandbox.memory_fallback import MemoryBound, task_limit_preamble
+from dagwright.sandbox.packages import packages_python
 from dagwright.sandbox.private_mounts import bind_privately, mount_point_for
 from dagwright.sandbox.seccomp import deny_list_program, missing_filter_warning
 from dagwright.settings import SandboxSettings
@@ -309,7 +310,8 @@ class BubblewrapSandbox:
     def from_settings(cls, sandbox: SandboxSettings) -> BubblewrapSandbox:
         return cls(
             uid=sandbox.uid,
-            python=sandbox_python(sandbox.python),
+            python=(sandbox.python == "system" and packages_python(sandbox))
+            or sandbox_python(sandbox.python),
             cgroup_parent=sandbox.cgroup_parent,
             memory_fallback_tasks=sandbox.memory_fallback_tasks,
         )
