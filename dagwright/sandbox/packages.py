@@ -77,8 +77,7 @@ def _run(command: list[str], timeout_s: float, what: str) -> None:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise ConfigurationError(
-            f"sandbox install: {what} took longer than {timeout_s:g}s "
-            "(sandbox_install_timeout_s)"
+            f"sandbox install: {what} took longer than {timeout_s:g}s (sandbox_install_timeout_s)"
         ) from None
     except OSError as exc:
         raise ConfigurationError(f"sandbox install: {what} could not start: {exc}") from exc
