@@ -140,3 +140,25 @@ def test_a_failed_install_leaves_the_installed_packages_alone(
     [site] = settings.sandbox.packages_dir.glob("lib/python3*/site-packages")
     assert _version_in(site) == version
     assert [p.name for p in settings.sandbox.packages_dir.parent.iterdir()] == ["sandbox-packages"]
+
+
+def test_docker_reports_what_its_image_holds() -> None:
+    """The image of the test engine has python3 alone: its description says the standard
+    library only, read from a container; a missing module names the same."""
+    from dagwright.sandbox.environment import sandbox_environment
+
+    sandbox = sandbox_or_skip("docker")
+    forget_environments()
+    try:
+        found = sandbox_environment(Settings(sandbox_backend="docker").sandbox)
+    finally:
+        forget_environments()
+    assert found is not None and found.python.startswith("3.")
+    assert found.describe() == (
+        f"The sandbox has Python {found.python} with its standard library only: no other "
+        "package, and none can be installed (no network)."
+    )
+    result = sandbox.run("import fastapi\n", limits=LIMITS)
+    assert result.describe_failure().endswith(
+        "nothing can be installed (no network); available: the standard library only"
+    )
