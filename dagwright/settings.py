@@ -595,7 +595,8 @@ class Settings(BaseSettings):
 
     sandbox_python: Literal["system", "worker"] = "system"
     """Which interpreter python nodes and ``run_python`` get. ``system``: the host's
-    ``python3`` with its standard library only. ``worker``: the worker's own interpreter
+    ``python3`` with its standard library (and, bubblewrap, the ``sandbox_packages``
+    virtualenv once installed). ``worker``: the worker's own interpreter
     and environment (its virtualenv's packages), mounted read-only in the sandbox, still
     with no network, no secrets and the same limits; bubblewrap backend only (a docker
     image has its own interpreter)."""
