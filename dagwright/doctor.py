@@ -117,6 +117,7 @@ def diagnose(settings: Settings) -> list[Check]:
     local = [
         check_sandbox(sandbox_probes(settings)),
         *guarded("sandbox-memory", lambda: [check_sandbox_memory(settings)]),
+        *guarded("sandbox-packages", lambda: [check_sandbox_packages(settings)]),
         check_llm(settings),
     ]
     return [
@@ -496,6 +497,25 @@ def check_sandbox_memory(settings: Settings) -> Check:
     if bound.refused:
         return warn(name, detail, f"bubblewrap refuses python nodes here: {whole_tree}")
     return warn(name, detail, f"a process may use only its share: {whole_tree}")
+
+
+def check_sandbox_packages(settings: Settings) -> Check:
+    """``sandbox_packages`` declared but not installed for bubblewrap warns; else what the
+    sandbox says it has (the line run_python's description and the coder's prompt get)."""
+    from dagwright.sandbox.environment import describe_sandbox
+    from dagwright.sandbox.packages import packages_python
+
+    name, sandbox = "sandbox-packages", settings.sandbox
+    if not sandbox.packages:
+        return ok(name, "none declared (sandbox_packages): the standard library")
+    local = "bubblewrap" in candidate_names(sandbox) and sandbox.python == "system"
+    if local and packages_python(sandbox) is None:
+        return warn(
+            name,
+            f"declared but not installed in {sandbox.packages_dir}: {', '.join(sandbox.packages)}",
+            "run `dagwright sandbox install` (docker: build the image with SANDBOX_PACKAGES)",
+        )
+    return ok(name, describe_sandbox(sandbox))
 
 
 def check_llm(settings: Settings) -> Check:

@@ -19,6 +19,7 @@ from dagwright.doctor import (
     check_llm,
     check_sandbox,
     check_sandbox_memory,
+    check_sandbox_packages,
     fleet_checks,
 )
 from dagwright.errors import BreakerOpenError
@@ -39,6 +40,7 @@ CHECKS = [
     "beat",
     "sandbox",
     "sandbox-memory",
+    "sandbox-packages",
     "llm",
 ]
 UNREACHABLE = "redis://:s3cret@127.0.0.1:1/0"
@@ -257,6 +259,23 @@ def test_the_sandbox_memory_line_says_which_bound_holds() -> None:
         Status.OK,
         "docker: the container's cgroup holds each run to 300 MiB",
     )
+
+
+def test_packages_declared_but_not_installed_warn(tmp_path: Path) -> None:
+    none = check_sandbox_packages(Settings())
+    assert (none.status, none.detail) == (
+        Status.OK,
+        "none declared (sandbox_packages): the standard library",
+    )
+    declared = Settings(
+        sandbox_backend="bubblewrap",
+        sandbox_packages=["six"],
+        sandbox_packages_dir=tmp_path / "never-installed",
+    )
+    check = check_sandbox_packages(declared)
+    assert check.status == Status.WARN
+    assert check.detail == f"declared but not installed in {tmp_path / 'never-installed'}: six"
+    assert "dagwright sandbox install" in check.hint
 
 
 def test_a_half_open_breaker_or_one_whose_time_is_up_warns() -> None:
