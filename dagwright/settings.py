@@ -857,6 +857,7 @@ class Settings(BaseSettings):
             cgroup_parent=self.sandbox_cgroup_parent,
             packages=tuple(self.sandbox_packages),
             packages_dir=self.sandbox_packages_dir or self.data_dir / "sandbox-packages",
+            install_timeout_s=self.sandbox_install_timeout_s,
             memory_fallback_tasks=self.sandbox_memory_fallback_tasks,
             wall_time_s=self.sandbox_wall_time_s,
             cpu_time_s=self.sandbox_cpu_time_s,
@@ -989,7 +990,8 @@ class SandboxSettings:
     warm_pool: int
     cgroup_parent: Path | None
     packages: tuple[str, ...]
-    packages_dir: Path
+    packages_dir: Path  # sandbox_packages_dir, its default resolved
+    install_timeout_s: float
     memory_fallback_tasks: int
     wall_time_s: float
     cpu_time_s: float

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from dagwright.sandbox.packages import install_packages
 from dagwright.settings import Settings
 from dagwright.workers.agent_tools import offered_tools
 from dagwright.workers.builtin_agents import builtin_agents, with_sandbox_note
+from tests.support.cli import dagwright
 from tests.support.sandboxes import sandbox_or_skip
 
 pytestmark = pytest.mark.sandbox
@@ -162,3 +164,25 @@ def test_docker_reports_what_its_image_holds() -> None:
     assert result.describe_failure().endswith(
         "nothing can be installed (no network); available: the standard library only"
     )
+
+
+@pytest.mark.subprocess
+def test_the_install_command_installs_and_says_what_the_sandbox_has(tmp_path: Path) -> None:
+    sandbox_or_skip("bubblewrap")
+    env = {
+        **os.environ,
+        "DAGWRIGHT_CONFIG_FILE": "/dev/null",
+        "DAGWRIGHT_SANDBOX_BACKEND": "bubblewrap",
+        "DAGWRIGHT_SANDBOX_PACKAGES": PACKAGE,
+        "DAGWRIGHT_SANDBOX_PACKAGES_DIR": str(tmp_path / "pk"),
+    }
+    done = dagwright("sandbox", "install", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"installing {PACKAGE} into {tmp_path / 'pk'}" in done.stderr
+    assert re.fullmatch(
+        r"The sandbox has Python 3\.\S+ with its standard library and only "
+        r"these packages: six \S+\. Nothing else can be installed \(no network\)\.\n",
+        done.stdout,
+    ), done.stdout
+    refused = dagwright("sandbox", "install", env={**env, "DAGWRIGHT_SANDBOX_PACKAGES": "-r x"})
+    assert refused.returncode == 2 and "not a package of the index" in refused.stderr

@@ -26,6 +26,6 @@ def install(imports: ImportOption = None) -> None:
     settings = settings_from(imports)
     sandbox = settings.sandbox
     wanted = ", ".join(sandbox.packages) or "nothing"
-    stderr.print(f"installing {wanted} into {sandbox.packages_dir}", markup=False)
-    install_packages(sandbox, settings.sandbox_install_timeout_s)
-    stdout.print(describe_sandbox(sandbox), markup=False)
+    stderr.print(f"installing {wanted} into {sandbox.packages_dir}", markup=False, soft_wrap=True)
+    install_packages(sandbox, sandbox.install_timeout_s)
+    stdout.print(describe_sandbox(sandbox), markup=False, soft_wrap=True)
