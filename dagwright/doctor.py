@@ -116,7 +116,12 @@ def diagnose(settings: Settings) -> list[Check]:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
         state = [skip(name, "not checked without Redis") for name in STATE_CHECKS]
-    local = [check_sandbox(sandbox_probes(settings)), check_llm(settings)]
+    local = [
+        check_sandbox(sandbox_probes(settings)),
+        *guarded("sandbox-memory", lambda: [check_sandbox_memory(settings)]),
+        *guarded("sandbox-packages", lambda: [check_sandbox_packages(settings)]),
+        check_llm(settings),
+    ]
     return [
         redis_check,
         broker_check,
@@ -471,6 +476,49 @@ def check_sandbox(probes: dict[str, str]) -> Check:
             "to the code: prefer the docker backend here (DAGWRIGHT_SANDBOX_BACKEND=docker)",
         )
     return ok("sandbox", works)
+
+
+def check_sandbox_memory(settings: Settings) -> Check:
+    """Which bound holds a run's memory: docker's container cgroup; for bubblewrap a
+    memory cgroup, else the split over tasks (it warns: each process gets a share), or
+    the refusal to run code (``sandbox/memory_fallback.py``)."""
+    from dagwright.sandbox.base import Limits
+    from dagwright.sandbox.bubblewrap import BubblewrapSandbox
+
+    name, sandbox = "sandbox-memory", settings.sandbox
+    if "bubblewrap" not in candidate_names(sandbox):
+        return ok(name, f"docker: the container's cgroup holds each run to {sandbox.memory_mb} MiB")
+    limits = Limits.from_settings(sandbox)
+    bound = BubblewrapSandbox.from_settings(sandbox).memory_bound(limits)
+    detail = f"bubblewrap: {bound.describe()}"
+    if bound.cgroup:
+        return ok(name, detail)
+    whole_tree = (
+        "set sandbox_cgroup_parent to a cgroup v2 directory delegated to the worker (memory "
+        "and pids controllers), or run the worker as root, for a whole-tree limit"
+    )
+    if bound.refused:
+        return warn(name, detail, f"bubblewrap refuses python nodes here: {whole_tree}")
+    return warn(name, detail, f"a process may use only its share: {whole_tree}")
+
+
+def check_sandbox_packages(settings: Settings) -> Check:
+    """``sandbox_packages`` declared but not installed for bubblewrap warns; else what the
+    sandbox says it has (the line run_python's description and the coder's prompt get)."""
+    from dagwright.sandbox.environment import describe_sandbox
+    from dagwright.sandbox.packages import packages_python
+
+    name, sandbox = "sandbox-packages", settings.sandbox
+    if not sandbox.packages:
+        return ok(name, "none declared (sandbox_packages): the standard library")
+    local = "bubblewrap" in candidate_names(sandbox) and sandbox.python == "system"
+    if local and packages_python(sandbox) is None:
+        return warn(
+            name,
+            f"declared but not installed in {sandbox.packages_dir}: {', '.join(sandbox.packages)}",
+            "run `dagwright sandbox install` (docker: build the image with SANDBOX_PACKAGES)",
+        )
+    return ok(name, describe_sandbox(sandbox))
 
 
 def check_llm(settings: Settings) -> Check:

@@ -139,6 +139,12 @@ class LLMRateLimit(BaseModel):
 
 
 MCP_SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,19}$"
+_VERSION_CLAUSE = r"(===?|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+REQUIREMENT = re.compile(
+    rf"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"
+    rf"(\s*{_VERSION_CLAUSE}(\s*,\s*{_VERSION_CLAUSE})*)?"
+)
+"""A requirement of ``sandbox_packages``: a name on the index, its extras, its versions."""
 """Short, and without ``_``: ``mcp__<server>__<tool>`` must stay a valid, unambiguous tool
 name of the Messages API (``^[a-zA-Z0-9_-]{1,64}$``)."""
 
@@ -634,10 +640,39 @@ class Settings(BaseSettings):
 
     sandbox_python: Literal["system", "worker"] = "system"
     """Which interpreter python nodes and ``run_python`` get. ``system``: the host's
-    ``python3`` with its standard library only. ``worker``: the worker's own interpreter
+    ``python3`` with its standard library (and, bubblewrap, the ``sandbox_packages``
+    virtualenv once installed). ``worker``: the worker's own interpreter
     and environment (its virtualenv's packages), mounted read-only in the sandbox, still
     with no network, no secrets and the same limits; bubblewrap backend only (a docker
     image has its own interpreter)."""
+
+    sandbox_packages: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Packages the sandboxed code may import besides the standard library: requirement
+    specifiers (``six``, ``attrs==23.2.0``; comma-separated, or a JSON list for
+    specifiers with commas) installed ahead of time, never by the code (the sandbox has
+    no network): by ``dagwright sandbox install`` into ``sandbox_packages_dir`` for
+    bubblewrap, into the image for docker (``ops/docker/sandbox.Dockerfile``, build arg
+    ``SANDBOX_PACKAGES``). The tools and prompts list what is actually installed."""
+
+    sandbox_packages_dir: Path | None = None
+    """bubblewrap: the virtualenv ``dagwright sandbox install`` builds the packages into,
+    mounted read-only in the sandbox (default: ``<data_dir>/sandbox-packages``)."""
+
+    sandbox_install_timeout_s: float = Field(600.0, gt=0)
+    """How long ``dagwright sandbox install`` may take (pip included) before it stops."""
+
+    sandbox_cgroup_parent: Path | None = None
+    """bubblewrap: a cgroup v2 directory delegated to the worker (memory and pids
+    controllers), made if missing, under which each run gets its cgroup. Unset: the
+    worker's own cgroup in each hierarchy (which, on a pure cgroups v2 host, rarely offers
+    controllers to children)."""
+
+    sandbox_memory_fallback_tasks: int = Field(4, ge=0, le=64)
+    """bubblewrap, where no memory cgroup can be made for a run: its memory is bounded as
+    this many tasks (processes and threads; bwrap's own are extra) of
+    ``sandbox_memory_mb`` / N address space each (RLIMIT_NPROC and RLIMIT_AS), so the whole
+    tree stays within ``sandbox_memory_mb``. 0: refuse to run code without a memory
+    cgroup. ``dagwright doctor`` says which bound is in force."""
 
     sandbox_wall_time_s: float = Field(30.0, gt=0)
     """Wall-clock limit of one execution."""
@@ -776,6 +811,7 @@ class Settings(BaseSettings):
     @field_validator(
         "imports",
         "server_trusted_proxies",
+        "sandbox_packages",
         "http_allowed_domains",
         "egress_allow",
         "web_search_allowed_domains",
@@ -805,6 +841,17 @@ class Settings(BaseSettings):
                     f"server_trusted_proxies: {proxy!r} is not an IP address or network"
                 ) from None
         return proxies
+
+    @field_validator("sandbox_packages")
+    @classmethod
+    def _index_requirements(cls, packages: list[str]) -> list[str]:
+        # Names and versions from the package index only: no URL, path or pip option.
+        bad = [spec for spec in packages if not REQUIREMENT.fullmatch(spec.strip())]
+        if bad:
+            raise ValueError(
+                f"not a package of the index (name, optional extras and versions): {bad[0]!r}"
+            )
+        return [spec.strip() for spec in packages]
 
     @field_validator("model_prices")
     @classmethod
@@ -896,6 +943,11 @@ class Settings(BaseSettings):
             uid=self.sandbox_uid,
             python=self.sandbox_python,
             warm_pool=self.sandbox_warm_pool,
+            cgroup_parent=self.sandbox_cgroup_parent,
+            packages=tuple(self.sandbox_packages),
+            packages_dir=self.sandbox_packages_dir or self.data_dir / "sandbox-packages",
+            install_timeout_s=self.sandbox_install_timeout_s,
+            memory_fallback_tasks=self.sandbox_memory_fallback_tasks,
             wall_time_s=self.sandbox_wall_time_s,
             cpu_time_s=self.sandbox_cpu_time_s,
             memory_mb=self.sandbox_memory_mb,
@@ -1029,6 +1081,11 @@ class SandboxSettings:
     uid: int
     python: str
     warm_pool: int
+    cgroup_parent: Path | None
+    packages: tuple[str, ...]
+    packages_dir: Path  # sandbox_packages_dir, its default resolved
+    install_timeout_s: float
+    memory_fallback_tasks: int
     wall_time_s: float
     cpu_time_s: float
     memory_mb: int

@@ -12,7 +12,16 @@ import redis
 from pydantic import SecretStr
 
 from dagwright import Client, PlanBuilder, RunFailedError
-from dagwright.doctor import Fleet, Status, breaker_check, check_llm, check_sandbox, fleet_checks
+from dagwright.doctor import (
+    Fleet,
+    Status,
+    breaker_check,
+    check_llm,
+    check_sandbox,
+    check_sandbox_memory,
+    check_sandbox_packages,
+    fleet_checks,
+)
 from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
 from dagwright.orchestrator.runtime import Runtime
@@ -30,6 +39,8 @@ CHECKS = [
     "dlq",
     "beat",
     "sandbox",
+    "sandbox-memory",
+    "sandbox-packages",
     "llm",
     "models",
 ]
@@ -227,6 +238,45 @@ def test_doctor_reports_bubblewrap_without_a_filter(monkeypatch: pytest.MonkeyPa
     assert "docker backend" in check.hint
     only_docker = check_sandbox({"docker": "", "bubblewrap": "bubblewrap: no userns"})
     assert (only_docker.status, only_docker.detail) == (Status.OK, "works: docker")
+
+
+def test_the_sandbox_memory_line_says_which_bound_holds() -> None:
+    """A memory cgroup, the split over tasks where none can be made (a cgroup parent that
+    cannot be created: the path of a host without one), or the refusal; docker: its
+    container's cgroup."""
+    no_cgroup = {"sandbox_backend": "bubblewrap", "sandbox_cgroup_parent": "/proc/dw-none"}
+    split = check_sandbox_memory(Settings(**no_cgroup, sandbox_memory_mb=256))
+    assert split.status == Status.WARN
+    assert split.detail == (
+        "bubblewrap: no memory cgroup here: each run is held to 4 tasks of 64 MiB address "
+        "space each (RLIMIT_NPROC and RLIMIT_AS, 256 MiB in all)"
+    )
+    assert "sandbox_cgroup_parent" in split.hint
+    refused = check_sandbox_memory(Settings(**no_cgroup, sandbox_memory_fallback_tasks=0))
+    assert refused.status == Status.WARN and "refuses to run code" in refused.detail
+    assert refused.hint.startswith("bubblewrap refuses python nodes here")
+    docker = check_sandbox_memory(Settings(sandbox_backend="docker", sandbox_memory_mb=300))
+    assert (docker.status, docker.detail) == (
+        Status.OK,
+        "docker: the container's cgroup holds each run to 300 MiB",
+    )
+
+
+def test_packages_declared_but_not_installed_warn(tmp_path: Path) -> None:
+    none = check_sandbox_packages(Settings())
+    assert (none.status, none.detail) == (
+        Status.OK,
+        "none declared (sandbox_packages): the standard library",
+    )
+    declared = Settings(
+        sandbox_backend="bubblewrap",
+        sandbox_packages=["six"],
+        sandbox_packages_dir=tmp_path / "never-installed",
+    )
+    check = check_sandbox_packages(declared)
+    assert check.status == Status.WARN
+    assert check.detail == f"declared but not installed in {tmp_path / 'never-installed'}: six"
+    assert "dagwright sandbox install" in check.hint
 
 
 def test_a_half_open_breaker_or_one_whose_time_is_up_warns() -> None:

@@ -85,7 +85,7 @@ def test_container_args_are_pinned() -> None:
             {"name": "core", "soft": 0, "hard": 0},
         ],
         "cap_drop": ["ALL"],
-        "cap_add": ["SETUID", "SETGID"],
+        "cap_add": ["SETUID", "SETGID", "SETPCAP"],
         "security_opt": ["no-new-privileges", SECCOMP_OPTION],
         "init": True,
         "log_config": {"type": "none"},
@@ -136,7 +136,7 @@ def test_the_daemon_gets_stdin_once_and_real_ulimits(monkeypatch: pytest.MonkeyP
     assert (host["NetworkMode"], host["IpcMode"], host["ReadonlyRootfs"]) == ("none", "none", True)
     assert host["Memory"] == host["MemorySwap"] == 128 * MIB
     assert "Binds" not in host and "Devices" not in host and "OomKillDisable" not in host
-    assert (host["CapDrop"], host["CapAdd"]) == (["ALL"], ["SETUID", "SETGID"])
+    assert (host["CapDrop"], host["CapAdd"]) == (["ALL"], ["SETUID", "SETGID", "SETPCAP"])
     profile = json.loads(host["SecurityOpt"][1].removeprefix("seccomp="))
     assert profile["defaultAction"] == "SCMP_ACT_ALLOW" and profile["syscalls"][0]["errnoRet"] == 1
     assert {"ptrace", "io_uring_setup", "process_vm_readv"} <= set(profile["syscalls"][0]["names"])

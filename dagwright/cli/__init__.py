@@ -26,6 +26,7 @@ from dagwright.cli import (
     metrics,
     planning,
     runs,
+    sandbox,
     schedules,
     server,
     stack,
@@ -82,6 +83,7 @@ metrics.register(app)
 server.register(app)
 tokens.register(app)
 webhooks.register(app)
+sandbox.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

@@ -20,7 +20,9 @@ from typing import Protocol, runtime_checkable
 from dagwright.settings import SandboxSettings
 
 # Runs inside the sandbox. Reads "<code length>\n<code><input>" from stdin, gives the
-# program the input as sys.stdin, and runs it as __main__ (tracebacks name "<code>").
+# program the input as sys.stdin, and runs it as __main__ (tracebacks name "<code>"). An
+# import of a module the sandbox lacks ends with one line the model can act on: what is
+# missing, that nothing can be installed, and what the sandbox has (read here, inside).
 RUNNER = (
     "import io,sys\n"
     "_d=sys.stdin.buffer.read()\n"
@@ -30,7 +32,17 @@ RUNNER = (
     "sys.stdin=io.TextIOWrapper(io.BytesIO(_r[_n:]),encoding='utf-8')\n"
     "del _d,_r,_n\n"
     "_g={'__name__':'__main__','__builtins__':__builtins__}\n"
-    "exec(compile(_c,'<code>','exec'),_g)\n"
+    "try:\n"
+    " exec(compile(_c,'<code>','exec'),_g)\n"
+    "except ModuleNotFoundError as _e:\n"
+    " import importlib.metadata as _m,traceback as _t\n"
+    " _t.print_exc()\n"
+    " _a=sorted({f\"{d.metadata['Name']} {d.version}\" for d in _m.distributions()"
+    " if d.metadata['Name']})\n"
+    " print(f'module {_e.name!r} is not available in this sandbox, and nothing can be'"
+    " ' installed (no network); available: the standard library'"
+    "+(' and '+', '.join(_a) if _a else ' only'),file=sys.stderr)\n"
+    " sys.exit(1)\n"
 )
 
 MIB = 1024 * 1024
@@ -166,11 +178,12 @@ def writes(path):
     except OSError:
         return False
 
+CAP_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 port = json.load(sys.stdin)
 status = dict(line.split(":", 1) for line in open("/proc/self/status"))
 print(json.dumps({
     "uid": os.getuid(),
-    "caps": int(status["CapEff"], 16),
+    "caps": [name for name in CAP_SETS if int(status[name], 16)],
     "env": sorted(os.environ),
     "interfaces": [name for _, name in socket.if_nameindex()],
     "network": reaches("127.0.0.1", port) or reaches("1.1.1.1", 53),
@@ -200,7 +213,7 @@ def probe_isolation(
     leaked = sorted(set(report["env"]) - allowed_env) if allowed_env is not None else []
     checks = {
         f"runs as uid {report['uid']}, not {uid}": report["uid"] == uid != 0,
-        "has capabilities": report["caps"] == 0,
+        f"has capabilities in {', '.join(report['caps'])}": not report["caps"],
         f"host environment variables reached it: {', '.join(leaked)}": not leaked,
         f"has network interfaces {report['interfaces']}": report["interfaces"] == ["lo"],
         "reached the network": not report["network"],

@@ -15,18 +15,20 @@ What confines the program (docs/architecture.md §8):
   supplementary groups, and a seccomp deny-list (:mod:`dagwright.sandbox.seccomp`) on
   x86_64 and aarch64; on another architecture the backend says at start that it runs
   without one.
-* Resources: rlimits on every process (CPU time, address space = ``memory_mb``, open
-  files, file size, no core dumps) and, where this process may create cgroups, one
-  cgroup per run: memory (no swap) and pids limits for the whole tree, OOM kills seen in
-  its counters, and the whole tree killed at once. Both cgroups v2 (the memory and pids
-  controllers delegated to this process's cgroup) and v1 memory and pids hierarchies
+* Resources: rlimits on every process (CPU time, address space, open files, file size,
+  no core dumps) and, where this process may create cgroups, one cgroup per run: memory
+  (no swap) and pids limits for the whole tree, OOM kills seen in its counters, and the
+  whole tree killed at once. Both cgroups v2 (the memory and pids controllers delegated
+  to this process's cgroup, or to ``cgroup_parent``) and v1 memory and pids hierarchies
   work; a v2 cgroup without controllers still serves to kill the tree.
 
-**Without a writable memory cgroup, memory is bounded per process only** (RLIMIT_AS):
-N processes may use N times ``memory_mb``. Without a pids cgroup, RLIMIT_NPROC bounds
-the processes, but it counts every process of the uid on the host, so concurrent
-executions share ``pids`` (give the sandbox a uid nothing else uses). Run the worker as
-root (it drops to ``uid`` for bwrap) to get the whole-tree limits.
+**Without a writable memory cgroup**, RLIMIT_AS alone would bound each process, not the
+tree: the run is then split into ``memory_fallback_tasks`` tasks of ``memory_mb / N``
+address space each (:mod:`dagwright.sandbox.memory_fallback`), or refused when that
+setting is 0. Without a pids cgroup, RLIMIT_NPROC bounds the processes, but it counts
+every process of the uid on the host, so concurrent executions share ``pids`` (give the
+sandbox a uid nothing else uses). Run the worker as root (it drops to ``uid`` for bwrap)
+to get the whole-tree limits.
 
 Rejected: starting bwrap through a small root launcher program (one more interpreter
 start per run, for what a ``preexec_fn`` of five system calls does: join the cgroups,
@@ -64,6 +66,8 @@ from dagwright.sandbox.base import (
 from dagwright.sandbox.bwrap_binary import executable_by, find_bwrap
 from dagwright.sandbox.cgroups import RunCgroup
 from dagwright.sandbox.interpreters import SandboxPython, sandbox_python, system_python
+from dagwright.sandbox.memory_fallback import MemoryBound, task_limit_preamble
+from dagwright.sandbox.packages import packages_python
 from dagwright.sandbox.private_mounts import bind_privately, mount_point_for
 from dagwright.sandbox.seccomp import deny_list_program, missing_filter_warning
 from dagwright.settings import SandboxSettings
@@ -274,6 +278,8 @@ class BubblewrapSandbox:
             cgroup. Default: this process's own cgroup in each hierarchy, which on a
             pure cgroups v2 host rarely offers controllers (a cgroup holding processes
             cannot hand them on), so set this there for whole-tree memory limits.
+        memory_fallback_tasks: without a memory cgroup, the tasks a run is split into
+            (``memory_fallback.py``); 0 refuses to run code without one.
     """
 
     name = "bubblewrap"
@@ -284,7 +290,8 @@ class BubblewrapSandbox:
         *,
         uid: int = 65534,
         python: SandboxPython | None = None,
-        cgroup_parent: str | None = None,
+        cgroup_parent: str | os.PathLike[str] | None = None,
+        memory_fallback_tasks: int = 4,
     ) -> None:
         self.uid = uid
         # Root starts bwrap as ``uid``: it must be able to execute it (bwrap_binary.py).
@@ -293,6 +300,7 @@ class BubblewrapSandbox:
         self.python = self.interpreter.executable
         self._tree_sources = self.tree_sources()
         self.cgroup_parent = Path(cgroup_parent) if cgroup_parent else None
+        self.memory_fallback_tasks = memory_fallback_tasks
         self._root_links = _root_link_args()
         self._seccomp_program = deny_list_program()
         if warning := missing_filter_warning():  # once, here: not at every run
@@ -300,7 +308,13 @@ class BubblewrapSandbox:
 
     @classmethod
     def from_settings(cls, sandbox: SandboxSettings) -> BubblewrapSandbox:
-        return cls(uid=sandbox.uid, python=sandbox_python(sandbox.python))
+        return cls(
+            uid=sandbox.uid,
+            python=(sandbox.python == "system" and packages_python(sandbox))
+            or sandbox_python(sandbox.python),
+            cgroup_parent=sandbox.cgroup_parent,
+            memory_fallback_tasks=sandbox.memory_fallback_tasks,
+        )
 
     @property
     def host_uid(self) -> int:
@@ -311,18 +325,24 @@ class BubblewrapSandbox:
         path = self.bwrap
         return path is not None and os.path.isfile(path) and os.access(path, os.X_OK)
 
-    def bounds_tree_memory(self) -> bool:
-        """Whether memory is bounded for a run's whole process tree here (a writable memory
-        cgroup), rather than per process only."""
-        cgroup = RunCgroup.create(Limits(), self.cgroup_parent)
+    def memory_bound(self, limits: Limits) -> MemoryBound:
+        """How a run's memory is bounded here now: a memory cgroup, the split over tasks,
+        or a refusal (``dagwright doctor`` shows it)."""
+        cgroup = RunCgroup.create(limits, self.cgroup_parent)
         try:
-            return "memory" in cgroup.limited
+            return self._bound_for(cgroup, limits)
         finally:
             cgroup.remove()
+
+    def _bound_for(self, cgroup: RunCgroup, limits: Limits) -> MemoryBound:
+        has_memory = "memory" in cgroup.limited
+        return MemoryBound(has_memory, self.memory_fallback_tasks, limits.memory_mb)
 
     def self_test(self) -> None:
         if problem := self._setup_problem():
             raise SandboxUnavailableError(f"bubblewrap: {problem}")
+        if (bound := self.memory_bound(Limits())).refused:
+            raise SandboxUnavailableError(f"bubblewrap: {bound.describe()}")
         try:
             problems = probe_isolation(self, uid=self.host_uid, allowed_env=_ALLOWED_ENV)
         except SandboxFailedError as exc:
@@ -347,8 +367,12 @@ class BubblewrapSandbox:
                     return f"uid {self.uid} cannot execute {path}: make it and its directories o+x"
         return None
 
-    def command(self, limits: Limits, seccomp_fd: int | None = None) -> list[str]:
-        """The bwrap command line of one execution."""
+    def command(
+        self, limits: Limits, seccomp_fd: int | None = None, *, fallback_tasks: int | None = None
+    ) -> list[str]:
+        """The bwrap command line of one execution; ``fallback_tasks``: the run has no
+        memory cgroup, and its interpreter limits its tasks first."""
+        preamble = task_limit_preamble(fallback_tasks) if fallback_tasks else ""
         env = [arg for name, value in SANDBOX_ENV.items() for arg in ("--setenv", name, value)]
         seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         trees = [
@@ -365,15 +389,19 @@ class BubblewrapSandbox:
             *("--size", str(limits.scratch_mb * MIB), "--tmpfs", "/tmp", "--chdir", "/tmp"),
             *trees,  # after the tmpfs: a tree under /tmp would be hidden by it
             *("--remount-ro", "/", *seccomp),
-            *("--", self.python, "-c", RUNNER),
+            *("--", self.python, "-c", preamble + RUNNER),
         ]
 
-    def rlimits(self, limits: Limits, *, pids_cgroup: bool) -> list[tuple[int, tuple[int, int]]]:
+    def rlimits(
+        self, limits: Limits, *, pids_cgroup: bool, memory: MemoryBound | None = None
+    ) -> list[tuple[int, tuple[int, int]]]:
         """The rlimits (soft, hard) bwrap and the program start with. RLIMIT_NPROC only
-        without a pids cgroup: it counts every process of the uid on the host."""
+        without a pids cgroup: it counts every process of the uid on the host. The address
+        space is ``memory``'s per-process share (all of ``memory_mb`` under a cgroup)."""
         cpu = max(1, math.ceil(limits.cpu_time_s))
+        memory = memory or MemoryBound(True, 0, limits.memory_mb)
         same = {
-            resource.RLIMIT_AS: limits.memory_mb * MIB,
+            resource.RLIMIT_AS: memory.address_space_bytes,
             resource.RLIMIT_NOFILE: limits.open_files,
             resource.RLIMIT_FSIZE: limits.file_size_mb * MIB,
             resource.RLIMIT_CORE: 0,
@@ -398,10 +426,13 @@ class BubblewrapSandbox:
             raise SandboxUnavailableError(f"bubblewrap: {_AS_ROOT}")
         started = time.monotonic()
         cgroup = RunCgroup.create(limits, self.cgroup_parent)
+        if (bound := self._bound_for(cgroup, limits)).refused:
+            cgroup.remove()
+            raise SandboxUnavailableError(f"bubblewrap: {bound.describe()}")
         seccomp_fd = _seccomp_fd(self._seccomp_program)
         proc: subprocess.Popen[bytes] | None = None
         try:
-            proc = self._start(limits, cgroup, seccomp_fd)
+            proc = self._start(limits, cgroup, bound, seccomp_fd)
             exchange = _Exchange(proc, encode_stdin(code, input_json), limits.output_bytes)
             exchange.run(started + limits.wall_time_s, cancel)
             self._finish(proc, exchange, cgroup, started + limits.wall_time_s, cancel)
@@ -418,17 +449,18 @@ class BubblewrapSandbox:
         return _result(proc, exchange, oom, time.monotonic() - started)
 
     def _start(
-        self, limits: Limits, cgroup: RunCgroup, seccomp_fd: int | None
+        self, limits: Limits, cgroup: RunCgroup, memory: MemoryBound, seccomp_fd: int | None
     ) -> subprocess.Popen[bytes]:
         join_fds = cgroup.open_procs()
-        rlimits = self.rlimits(limits, pids_cgroup="pids" in cgroup.limited)
+        rlimits = self.rlimits(limits, pids_cgroup="pids" in cgroup.limited, memory=memory)
+        split = None if memory.cgroup else memory.tasks
         uid = self.uid if os.geteuid() == 0 else None
         private_binds = [
             (tree, source) for tree, source in self._tree_sources.items() if source != tree
         ]
         try:
             return subprocess.Popen(
-                self.command(limits, seccomp_fd),
+                self.command(limits, seccomp_fd, fallback_tasks=split),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -17,8 +17,8 @@ from dagwright.settings import SandboxSettings
 
 AUTO_ORDER = ("docker", "bubblewrap")
 
-# Keyed by every setting build_backend reads.
-_chosen: dict[tuple[str, str, int, str, int], Sandbox] = {}
+# Keyed by the settings build_backend reads (all of them: a frozen dataclass).
+_chosen: dict[SandboxSettings, Sandbox] = {}
 _lock = threading.Lock()
 
 
@@ -60,7 +60,7 @@ def probe(name: str, settings: SandboxSettings) -> Sandbox | str:
 
 def choose_sandbox(settings: SandboxSettings) -> Sandbox:
     """The sandbox code runs in; SandboxUnavailableError naming each backend's problem."""
-    key = (settings.backend, settings.image, settings.uid, settings.python, settings.warm_pool)
+    key = settings
     with _lock:
         if key in _chosen:
             return _chosen[key]

@@ -27,9 +27,14 @@ Choices, and what was rejected:
   it: the run then stalls until the wall limit, as the container ends only when its
   init does. Across uids the kernel refuses ptrace, ``/proc/1/mem``, ``process_vm_*``,
   ``prlimit`` and signals (no CAP_KILL); the seccomp profile refuses ptrace and
-  ``process_vm_*`` as well. So the container starts as root with only CAP_SETUID and
-  CAP_SETGID, and :func:`privilege_drop` gives up root and both before it execs the
-  runner. Rejected: the image's ``setpriv`` (one more binary the image must have), and
+  ``process_vm_*`` as well. So the container starts as root with only CAP_SETUID,
+  CAP_SETGID and CAP_SETPCAP, and :func:`privilege_drop` gives up root and all three
+  before it execs the runner. The engine makes the capabilities it grants the
+  container's *bounding* set as well, and a change of uid empties the effective,
+  permitted and ambient sets but never the bounding set: only ``PR_CAPBSET_DROP`` does,
+  which needs CAP_SETPCAP (hence the third). So the code runs with every set empty,
+  bounding included (before: ``CapBnd`` was ``00000000000000c0``, SETUID and SETGID).
+  Rejected: the image's ``setpriv`` (one more binary the image must have), and
   dropping without an exec (the process stays non-dumpable: /proc/self is root's).
 - The seccomp profile replaces the engine's default rather than extending it: see
   :mod:`dagwright.sandbox.seccomp` for why.
@@ -95,16 +100,21 @@ POOLED_LIMITS_MAX = 4  # the warm pool serves the first few Limits it sees, no m
 SECCOMP_OPTION = "seccomp=" + json.dumps(docker_profile(), separators=(",", ":"))
 """The ``security_opt`` entry that applies dagwright's seccomp profile (the JSON itself)."""
 ROOT_USER = "0:0"  # the init's; the code runs as the sandbox uid (see privilege_drop)
-PRIVILEGE_DROP_CAPS = ("SETUID", "SETGID")  # what privilege_drop needs, and gives up
+PRIVILEGE_DROP_CAPS = ("SETUID", "SETGID", "SETPCAP")  # what privilege_drop needs, gives up
+PR_CAPBSET_DROP = 24  # a prctl option (linux/prctl.h)
 
 
 def privilege_drop(uid: int) -> str:
-    """The container's first program (``python3 -I -S -c``): as root, become ``uid`` (no
-    groups, no capabilities left), then exec the runner. The exec makes the process
-    dumpable again: after a change of uid the kernel marks it not, which would give its
-    ``/proc/self`` files to root."""
+    """The container's first program (``python3 -I -S -c``): as root, empty the capability
+    bounding set (up to the kernel's last capability; a refusal ends the container before
+    the code runs), become ``uid`` (no groups, no capabilities left), then exec the
+    runner. The exec makes the process dumpable again: after a change of uid the kernel
+    marks it not, which would give its ``/proc/self`` files to root."""
     return (
-        "import os,sys\n"
+        "import ctypes,os,sys\n"
+        "_p=ctypes.CDLL(None,use_errno=True).prctl\n"
+        "for _c in range(int(open('/proc/sys/kernel/cap_last_cap').read())+1):\n"
+        f" if _p({PR_CAPBSET_DROP},_c,0,0,0):raise OSError(ctypes.get_errno(),'capbset')\n"
         "os.setgroups([])\n"
         f"os.setresgid({uid},{uid},{uid})\n"
         f"os.setresuid({uid},{uid},{uid})\n"

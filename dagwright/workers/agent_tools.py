@@ -80,7 +80,12 @@ def _offered(name: str, tools: ToolRegistry, settings: Settings) -> OfferedTool 
     tool = tools.get(name)
     if tool is None or not tool.offered(settings):
         return None
-    return OfferedTool(name, _first_line(tool.description), tool.schema())
+    summary, definition = _first_line(tool.description), tool.schema()
+    if tool.settings_note is not None:
+        note = tool.settings_note(settings)
+        summary += f" {note}"
+        definition = {**definition, "description": f"{tool.description}\n\n{note}"}
+    return OfferedTool(name, summary, definition)
 
 
 def capability_lines(offered: Sequence[OfferedTool], settings: Settings) -> list[str]:

@@ -7,6 +7,7 @@ limits. Users declare their own: an ``AgentSpec`` bound to a module-level name.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -108,7 +109,7 @@ def agent_worker_type(spec: AgentSpec, tools: ToolRegistry) -> WorkerType:
     """A worker type running ``spec``'s agent loop."""
 
     def run(ctx: NodeContext, node: Node) -> Any:
-        return run_agent(ctx, node, spec, tools)
+        return run_agent(ctx, node, with_sandbox_note(spec, tools, ctx.settings), tools)
 
     def check_node(node: Node) -> list[str]:
         problems = node_control_problems(node, spec)
@@ -127,6 +128,17 @@ def agent_worker_type(spec: AgentSpec, tools: ToolRegistry) -> WorkerType:
         model=spec.model,
         capabilities=lambda settings: agent_capabilities(spec, tools, settings),
     )
+
+
+def with_sandbox_note(spec: AgentSpec, tools: ToolRegistry, settings: Settings) -> AgentSpec:
+    """``spec`` whose prompt says what the sandbox has installed, when it offers
+    ``run_python`` here (the same sentence as the tool's description)."""
+    offered = offered_tools(spec.tools, tools, settings)
+    tool = tools.get("run_python")
+    if tool is None or tool.settings_note is None or "run_python" not in {t.name for t in offered}:
+        return spec
+    note = tool.settings_note(settings)
+    return replace(spec, system_prompt=f"{spec.system_prompt}\n\n## The sandbox\n\n{note}\n")
 
 
 def agent_capabilities(spec: AgentSpec, tools: ToolRegistry, settings: Settings) -> list[str]:

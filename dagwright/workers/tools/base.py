@@ -81,6 +81,9 @@ class Tool:
     """Whether the deployment's settings let the tool do anything (None: always): a
     tool that would refuse every call (``http_get`` with no allowed domain) is not
     offered to the model, nor listed in the planner's catalog."""
+    settings_note: Callable[[Settings], str] | None = None
+    """A sentence added to the description where it is offered, from the deployment
+    (``run_python``: what the sandbox has installed)."""
 
     def offered(self, settings: Settings) -> bool:
         return self.offered_when is None or self.offered_when(settings)
@@ -203,6 +206,7 @@ class ToolRegistry:
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         carries_outside_content: bool = False,
         offered_when: Callable[[Settings], bool] | None = None,
+        settings_note: Callable[[Settings], str] | None = None,
     ) -> Tool:
         name = name or func.__name__
         if name in self._tools and self._tools[name].func is not func:
@@ -222,6 +226,7 @@ class ToolRegistry:
             max_output_chars=max_output_chars,
             carries_outside_content=carries_outside_content,
             offered_when=offered_when,
+            settings_note=settings_note,
         )
         self._tools[name] = tool
         return tool

@@ -19,6 +19,7 @@ from dagwright.workers.tools.run_python import (
     RUN_PYTHON_MAX_CHARS,
     RUN_PYTHON_TIMEOUT_S,
     run_python,
+    sandbox_note,
 )
 
 if TYPE_CHECKING:
@@ -167,6 +168,9 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
         offered_when=can_fetch,
     )
     tools.register(
-        run_python, timeout_s=RUN_PYTHON_TIMEOUT_S, max_output_chars=RUN_PYTHON_MAX_CHARS
+        run_python,
+        timeout_s=RUN_PYTHON_TIMEOUT_S,
+        max_output_chars=RUN_PYTHON_MAX_CHARS,
+        settings_note=sandbox_note,
     )
     tools.register(propose_followup, timeout_s=60.0)

@@ -3,6 +3,8 @@ printed. Failing code is an answer the model can act on, not a failed tool call.
 
 from __future__ import annotations
 
+from dagwright.sandbox.environment import describe_sandbox
+from dagwright.settings import Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.sandboxed import run_code
 
@@ -16,6 +18,7 @@ def run_python(ctx: NodeContext, code: str, stdin: str = "") -> str:
     """Run a Python 3 program in an isolated sandbox (no network, no host files, bounded
     time and memory) with ``stdin`` as its standard input; returns its exit status,
     stdout and stderr. Failing code is an answer to read and fix, not a failed call.
+    Only the packages listed below can be imported: nothing can be installed.
 
     Args:
         code: The whole program, as the source of one Python 3 file; print what you want
@@ -33,3 +36,8 @@ def run_python(ctx: NodeContext, code: str, stdin: str = "") -> str:
     if result.stderr:
         parts.append(f"stderr:\n{result.stderr}")
     return "\n".join(parts)
+
+
+def sandbox_note(settings: Settings) -> str:
+    """What the sandbox has installed, added to the description where it is offered."""
+    return describe_sandbox(settings.sandbox)
