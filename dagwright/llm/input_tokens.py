@@ -45,7 +45,7 @@ class TokenCounter(Protocol):
 def rough_request_tokens(request: LLMRequest) -> int:
     """The input tokens of the whole request from its characters: system, tools, messages."""
     return (
-        rough_tokens(request.system)
+        sum(rough_tokens(text) for text in request.system_texts())
         + rough_tokens(json.dumps(request.tools))
         + rough_messages_tokens(request)
     )
@@ -78,7 +78,7 @@ class InputTokenEstimator:
         prefix = self._prefix_tokens(request)
         if prefix is None:
             return rough_request_tokens(request)
-        return prefix + rough_messages_tokens(request)
+        return prefix + rough_tokens(request.run_system or "") + rough_messages_tokens(request)
 
     def _prefix_tokens(self, request: LLMRequest) -> int | None:
         key = prefix_key(request)
@@ -97,7 +97,11 @@ class InputTokenEstimator:
 
     def _count_prefix(self, request: LLMRequest) -> int | None:
         assert self._counter is not None
-        prefix_only = request.model_copy(update={"messages": PLACEHOLDER_MESSAGES})
+        # The run's system block is left out: it changes from run to run, and a prefix
+        # counted per run would fill the table (it is estimated from its characters).
+        prefix_only = request.model_copy(
+            update={"messages": PLACEHOLDER_MESSAGES, "run_system": None}
+        )
         try:
             return self._counter.count_input_tokens(prefix_only)
         except DagwrightError as exc:
