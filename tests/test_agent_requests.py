@@ -1,6 +1,7 @@
-"""What an agent sends to the Messages API, through the real SDK to the fake server: a
-prompt-cache breakpoint on tools, system and the conversation's tail in every request,
-never an empty message or text block, and the one nudge after an empty answer."""
+"""What an agent sends to the Messages API, through the real SDK to the fake server:
+prompt-cache breakpoints on the system blocks and the conversation's tail where they are
+long enough to cache, never an empty message or text block, and the one nudge after an
+empty answer."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from dagwright.testing import FakeAnthropicServer
 from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import NUDGE, run_agent
 from dagwright.workers.builtin_agents import builtin_agents
+from dagwright.workers.context import RunBackground
 from tests.support.agents import MemoryServices, agent_context, agent_node
 from tests.support.llm_script import RESEARCHER, call, text, turn, write
 
 EPHEMERAL = {"type": "ephemeral"}
+# Long enough that the run's system block ends past Sonnet 5.5's 4,096-token minimum.
+CONTEXT = "We run three brokers in two regions. " * 600
 
 
 def researcher_run(fake_llm: FakeAnthropicServer, tmp_path: Path, **settings: Any) -> Any:
@@ -27,14 +31,16 @@ def researcher_run(fake_llm: FakeAnthropicServer, tmp_path: Path, **settings: An
         anthropic_base_url=fake_llm.base_url, anthropic_api_key=SecretStr("k"), **settings
     )
     services = MemoryServices(AnthropicLLM(config.llm), tmp_path)
+    services.background = RunBackground(goal="Weigh Redis streams", context=CONTEXT)
     [spec] = [spec for spec in builtin_agents() if spec.name == "researcher"]
     ctx = agent_context(services, inputs={"brief": "Redis streams"}, settings=config)
     return run_agent(ctx, agent_node("Collect facts."), spec, builtin_registry().tools)
 
 
 def assert_cache_breakpoints(body: dict[str, Any], ttl: dict[str, str] = EPHEMERAL) -> None:
-    assert body["system"][-1]["cache_control"] == ttl
-    assert body["tools"][-1]["cache_control"] == ttl
+    assert body["system"][-1]["cache_control"] == ttl  # the run's block: goal and context
+    assert "cache_control" not in body["system"][0]  # tools and the type's prompt: too short
+    assert "cache_control" not in body["tools"][-1]
     last = body["messages"][-1]["content"]
     assert isinstance(last, list) and last[-1]["cache_control"] == ttl
     assert breakpoints(body) <= MAX_BREAKPOINTS
@@ -73,7 +79,7 @@ def test_an_hour_ttl_and_caching_off(fake_llm: FakeAnthropicServer, tmp_path: Pa
     researcher_run(fake_llm, tmp_path, llm_prompt_cache_ttl="off")
     hour, off = (request.body for request in fake_llm.requests)
     assert_cache_breakpoints(hour, {"type": "ephemeral", "ttl": "1h"})
-    assert "cache_control" not in str(off) and isinstance(off["system"], str)
+    assert "cache_control" not in str(off) and breakpoints(off) == 0
 
 
 def test_an_empty_answer_after_tool_results_gets_one_nudge(
