@@ -11,11 +11,12 @@ from typing import Any
 from pydantic import SecretStr
 
 from dagwright.llm.anthropic import AnthropicLLM
+from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.llm.wire import MAX_BREAKPOINTS, breakpoints
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer
 from dagwright.workers import builtin_registry
-from dagwright.workers.agent_loop import NUDGE, run_agent
+from dagwright.workers.agent_loop import NUDGE, AgentSpec, run_agent
 from dagwright.workers.builtin_agents import builtin_agents
 from dagwright.workers.context import RunBackground
 from tests.support.agents import MemoryServices, agent_context, agent_node
@@ -71,6 +72,67 @@ def test_every_request_of_an_agent_carries_cache_breakpoints(
     # the previous request's tail is marked too: the prefix it wrote is read back
     assert bodies[2]["messages"][2]["content"][-1]["cache_control"] == EPHEMERAL
     assert "temperature" not in bodies[0]
+
+
+class CacheUsageLog:
+    """The LLM of the tests below: the API's, keeping the cache usage of each answer."""
+
+    def __init__(self, llm: AnthropicLLM) -> None:
+        self.llm = llm
+        self.calls: list[tuple[int, int]] = []
+        """(written, read) tokens of each call."""
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        response = self.llm.complete(request)
+        usage = response.usage
+        self.calls.append((usage.cache_creation_input_tokens, usage.cache_read_input_tokens))
+        return response
+
+
+def services_settings(fake_llm: FakeAnthropicServer) -> Settings:
+    return Settings(anthropic_base_url=fake_llm.base_url, anthropic_api_key=SecretStr("k"))
+
+
+def logged_services(fake_llm: FakeAnthropicServer, tmp_path: Path) -> MemoryServices:
+    config = services_settings(fake_llm)
+    services = MemoryServices(CacheUsageLog(AnthropicLLM(config.llm)), tmp_path)
+    services.background = RunBackground(goal="Weigh Redis streams", context=CONTEXT, nonce="n")
+    return services
+
+
+def cache_usage(services: MemoryServices) -> list[tuple[int, int]]:
+    llm = services._llm
+    assert isinstance(llm, CacheUsageLog)
+    return llm.calls
+
+
+def test_the_nodes_of_a_run_read_each_others_cached_background(
+    fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    fake_llm.add(turn(RESEARCHER, 1, text("Found.")), turn(RESEARCHER, 1, text("Checked.")))
+    services = logged_services(fake_llm, tmp_path)
+    config = services_settings(fake_llm)
+    [spec] = [spec for spec in builtin_agents() if spec.name == "researcher"]
+    for node_id, task in (("find", "Find facts."), ("check", "Check the facts.")):
+        ctx = services.context(inputs={"brief": "Redis"}, settings=config, node_id=node_id)
+        run_agent(ctx, agent_node(task), spec, builtin_registry().tools)
+    (first_written, first_read), (_, second_read) = cache_usage(services)
+    assert first_read == 0 and first_written > len(CONTEXT) // 4
+    assert second_read >= len(CONTEXT) // 4  # the second node reads what the first wrote
+
+
+def test_a_one_turn_node_writes_nothing_to_the_cache(
+    fake_llm: FakeAnthropicServer, tmp_path: Path
+) -> None:
+    """No tools: no second turn reads its prompt back, so nothing is written."""
+    fake_llm.add(turn("You answer.", 1, text("Answered.")))
+    services = logged_services(fake_llm, tmp_path)
+    config = services_settings(fake_llm)
+    spec = AgentSpec(name="answerer", description="d", system_prompt="You answer.")
+    ctx = agent_context(services, settings=config)
+    assert run_agent(ctx, agent_node(), spec, builtin_registry().tools) == "Answered."
+    assert cache_usage(services) == [(0, 0)]
+    assert breakpoints(fake_llm.requests[0].body) == 0
 
 
 def test_an_hour_ttl_and_caching_off(fake_llm: FakeAnthropicServer, tmp_path: Path) -> None:

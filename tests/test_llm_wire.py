@@ -109,9 +109,7 @@ def test_a_prefix_crossing_the_minimum_mid_conversation_is_marked_from_there() -
 def test_a_one_turn_node_writes_nothing_unless_the_runs_other_nodes_read_it() -> None:
     alone = message_body(request(conversation(0), cache_conversation=False))
     assert breakpoints(alone) == 0
-    shared = message_body(
-        request(conversation(0), cache_conversation=False, cache_run_prefix=True)
-    )
+    shared = message_body(request(conversation(0), cache_conversation=False, cache_run_prefix=True))
     assert [block.get("cache_control") for block in shared["system"]] == [EPHEMERAL] * 2
     assert shared["messages"] == conversation(0)  # its own message: read by no one
 
