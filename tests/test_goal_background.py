@@ -55,13 +55,17 @@ def test_every_worker_is_told_the_submitters_goal_as_instructions(
     assert len(requests) == 4  # the planner, two researchers, the synthesis writer
     planner, *workers = requests
     assert FRENCH_GOAL in text_of(planner.body["messages"][0]["content"])  # its task
+    assert "Today's date is " in text_of(planner.body["system"])
     for request in workers:
         system = text_of(request.body["system"])
         assert not FENCE_TOKEN.search(system)
         assert f"<goal>\n{FRENCH_GOAL}\n</goal>" in system
         assert f"<context>\n{CONTEXT}\n</context>" in system
         assert "Follow every requirement they state (the language, length" in system
+        assert "Today's date is " in system
         assert FRENCH_GOAL not in text_of(request.body["messages"][0]["content"])
+    researcher_system = text_of(workers[0].body["system"])  # no web tool is offered here
+    assert "no web tool, use your inputs and your own knowledge: say plainly" in (researcher_system)
     # every worker of the run sends the same system block (a prefix the run's nodes share)
     assert len({str(request.body["system"][-1]["text"]) for request in workers}) == 1
     synthesis = without_tokens(text_of(workers[-1].body["messages"][0]["content"]))
