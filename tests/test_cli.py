@@ -410,7 +410,9 @@ def test_the_readme_flows_run_again_and_again_against_one_fake_llm(tmp_path: Pat
     calls = [one for one in goal_log + research_log if one["endpoint"] == "messages"]
     assert len(calls) == 1 + 2 * 4 + 2 * 4  # plan; two goal runs; two research runs
     assert {one["status"] for one in goal_log + research_log} == {200}
-    assert all("cache_control" in json.dumps(one["body"]) for one in calls)
+    # Every prompt of these flows is under Sonnet 5.5's 4,096-token minimum: caching them
+    # would save nothing, so no request carries a breakpoint.
+    assert not any("cache_control" in json.dumps(one["body"]) for one in calls)
 
 
 @pytest.mark.subprocess
