@@ -1,10 +1,11 @@
 """Input tokens of a Messages API request, before it is sent (budgets, rate limits).
 
 Everything sent is input: the system prompt, the tool definitions and the messages. The
-static prefix of an agent's calls (its system prompt and tools: often more than its first
-message, and the same on every turn) is counted once by the API's ``count_tokens``
-endpoint and remembered; the messages, which change every turn, are estimated from their
-characters (``rough_tokens``). Where the endpoint is unreachable (an older proxy, a fake)
+static prefix of an agent's calls (its type's system prompt and tools: often more than its
+first message, and the same on every turn) is counted once by the API's ``count_tokens``
+endpoint and remembered; the run's system block (``LLMRequest.run_system``: another for
+every run) and the messages, which change every turn, are estimated from their characters
+(``rough_tokens``). Where the endpoint is unreachable (an older proxy, a fake)
 the whole request is estimated from its characters, and the endpoint is asked again only
 after ``RETRY_COUNT_AFTER_S``.
 
