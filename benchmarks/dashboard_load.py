@@ -68,11 +68,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(settings: Settings) -> tuple[str, uvicorn.Server, threading.Thread]:
+def start_server(settings: Settings) -> tuple[str, str, uvicorn.Server, threading.Thread]:
+    """The server, with local access (as `up`'s): its URL, a one-time login link."""
     from dagwright.server.app import create_app
+    from dagwright.server.local_access import login_url, open_local_access
 
-    app = create_app(settings, allow_anonymous=True)
     port = free_port()
+    access = open_local_access(Client(settings), settings.data_dir, port)
+    app = create_app(settings, local_access=access)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -81,7 +84,8 @@ def start_server(settings: Settings) -> tuple[str, uvicorn.Server, threading.Thr
         if time.monotonic() > deadline:
             raise SystemExit("the server did not start")
         time.sleep(0.05)
-    return f"http://127.0.0.1:{port}", server, thread
+    url = f"http://127.0.0.1:{port}"
+    return url, login_url(url, access.token), server, thread
 
 
 def new_driver() -> Any:
@@ -113,9 +117,10 @@ def load_once(driver: Any, url: str) -> tuple[float, float, str]:
     return float(drawn), float(layout), note
 
 
-def measure(url: str, client: Client, args: argparse.Namespace) -> None:
+def measure(url: str, login: str, client: Client, args: argparse.Namespace) -> None:
     driver = new_driver()
     try:
+        driver.get(login)  # the session cookie the pages' API calls send
         for name, plan in (
             ("sharded map", sharded_map(args.nodes)),
             ("lattice", lattice(args.nodes)),
@@ -149,9 +154,9 @@ def main() -> None:
                 data_dir=Path(scratch) / "data",
                 max_nodes=args.nodes + 10,
             )
-            url, server, thread = start_server(settings)
+            url, login, server, thread = start_server(settings)
             try:
-                measure(url, Client(settings), args)
+                measure(url, login, Client(settings), args)
             finally:
                 server.should_exit = True
                 thread.join(timeout=15)

@@ -32,6 +32,8 @@
         │   │                              out the open time, without spending an attempt
         │   ├── LLMRateLimitedError        the model's rate limit (llm_rate_limits) gave
         │   │                              no room within llm_rate_max_wait_s
+        │   ├── LLMBatchPendingError       the node's call waits in a Message Batch: the
+        │   │                              node is parked until the next poll, no attempt spent
         │   ├── NodeTimeoutError           the node ran past its timeout_s (recorded by the
         │   │                              worker's watchdog; not retried for python nodes)
         │   ├── SandboxFailedError         the sandbox backend broke (not the code): retried,
@@ -42,6 +44,7 @@
         │   ├── LLMEndpointUnreachableError  nothing answers at the configured endpoint
         │   │                              (refused, no such host) after the LLM retries
         │   ├── BreakerWaitExpiredError    waited breaker_max_wait_s on an open breaker
+        │   ├── BatchWaitExpiredError      waited llm_batch_max_wait_s on a Message Batch
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
         │   ├── LLMResponseError           the API answered something unusable
         │   ├── LLMCallTooLargeError       one call could never fit the model's
@@ -293,6 +296,27 @@ class LLMRateLimitedError(RetryableError):
     def __init__(self, message: str, *, retry_after_s: float) -> None:
         self.retry_after_s = max(retry_after_s, 0.0)
         super().__init__(message)
+
+
+class LLMBatchPendingError(RetryableError):
+    """The node's LLM call was sent in a Message Batch (the run, schedule or agent type
+    asked for half-price calls) that has not answered yet. The node is not failed: it
+    is parked (RETRY_WAIT) until ``retry_after_s``, when it polls the batch again, and
+    the wait does not count as an attempt; it is bounded by ``llm_batch_max_wait_s``."""
+
+    def __init__(self, batch_id: str, retry_after_s: float, submitted_at: float) -> None:
+        self.batch_id = batch_id
+        self.retry_after_s = max(retry_after_s, 0.0)
+        self.submitted_at = submitted_at
+        super().__init__(
+            f"waiting on Message Batch {batch_id}; polled again in {self.retry_after_s:.0f}s"
+        )
+
+
+class BatchWaitExpiredError(PermanentError):
+    """A node's Message Batch did not answer within ``llm_batch_max_wait_s``: the batch is
+    cancelled and the node dead-lettered rather than left waiting. A replay sends the
+    call again (in a new batch, or not, as the run then asks)."""
 
 
 class LLMCallTooLargeError(PermanentError):

@@ -42,8 +42,16 @@ RunIf = Literal["all_succeeded", "all_done", "any_failed"]
 """A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
 DEFAULT_RUN_IF: RunIf = "all_succeeded"
 
-# The plan models: what a plan file, the builder, a caller or the planner gives.
-PLAN_MODEL_CONFIG = ConfigDict(defer_build=True, frozen=True, extra="forbid", allow_inf_nan=False)
+# The plan models: what a plan file, the builder, a caller or the planner gives. Their
+# fields' docstrings are their JSON Schema's descriptions: the planner model reads the
+# schema as its manual of the plan language, and generated API clients read it too.
+PLAN_MODEL_CONFIG = ConfigDict(
+    defer_build=True,
+    frozen=True,
+    extra="forbid",
+    allow_inf_nan=False,
+    use_attribute_docstrings=True,
+)
 
 
 class RetryPolicy(BaseModel):
@@ -121,7 +129,9 @@ class Node(BaseModel):
     code: str | None = None
     """``python`` nodes: the program to run in the sandbox."""
     instruction: str | None = None
-    """LLM agent nodes: what the agent must do."""
+    """LLM agent nodes: what the agent must do, self-contained: the agent sees this, the
+    run's goal and context, and the outputs of its ``depends_on`` nodes, nothing else
+    of the plan."""
     retry: RetryPolicy | None = None
     """Retry policy; unset means the worker type's default."""
     timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
@@ -383,9 +393,10 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker", "slot"]
-    """The kind of wait: an open circuit breaker (the node is ``retry_wait``), or a free slot
-    of a concurrency limit (the node is ``queued``; it is woken when a slot frees)."""
+    on: Literal["breaker", "slot", "batch"]
+    """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
+    of a concurrency limit (the node is ``queued``; it is woken when a slot frees), or the
+    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``)."""
     name: str
     """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5`` or the limit
     ``type:researcher``."""
@@ -397,13 +408,18 @@ class NodeWait(BaseModel):
     """The failure that last counted against the dependency (``"<class>: <message>"``)."""
 
     def describe(self, now: datetime | None = None) -> str:
-        """One line: ``waiting on breaker model:x, open 25 s more: last error ...`` or
-        ``waiting for a slot of type:researcher (full for 12 s)``."""
+        """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
+        ``waiting for a slot of type:researcher (full for 12 s)`` or ``waiting on batch
+        msgbatch_x for 300 s, polled again in 25 s``."""
         now = now or datetime.now(UTC)
+        waited_s = max((now - self.since).total_seconds(), 0.0)
         if self.until is None:
-            waited_s = max((now - self.since).total_seconds(), 0.0)
             return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
         left_s = max((self.until - now).total_seconds(), 0.0)
+        if self.on == "batch":
+            return (
+                f"waiting on batch {self.name} for {waited_s:.0f} s, polled again in {left_s:.0f} s"
+            )
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
 

@@ -15,6 +15,7 @@ tests name only what it uses.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -490,6 +491,19 @@ class Settings(BaseSettings):
     refusal``), for agent types that name no ``fallback_model``; unset: a refusal fails
     the node."""
 
+    llm_batch_types: list[str] = Field(default_factory=list)
+    """Agent types whose LLM calls always go through the Message Batches API, at half
+    the price and with answers within 24 hours (``llm/batches.py``); a run or schedule
+    asks for it with ``llm_batch`` / ``--batch``. For work nobody waits on."""
+
+    llm_batch_poll_s: float = Field(60.0, gt=0, le=3600)
+    """How long a node waiting on its Message Batch stays parked between two polls."""
+
+    llm_batch_max_wait_s: float = Field(24 * 3600.0, gt=0, le=7 * 24 * 3600)
+    """Longest a node waits on one Message Batch; past it the batch is cancelled and the
+    node dead-lettered (``BatchWaitExpiredError``). The API itself expires a batch after
+    24 hours (the node then sends its call again, as a retry)."""
+
     llm_rate_limits: dict[str, LLMRateLimit] = Field(default_factory=dict)
     """Requests and tokens per minute by model id, over every worker, e.g.
     ``DAGWRIGHT_LLM_RATE_LIMITS='{"claude-sonnet-5-5": {"tokens_per_minute": 400000}}'``;
@@ -670,9 +684,26 @@ class Settings(BaseSettings):
     server_session_ttl_s: int = Field(8 * 3600, ge=60)
     """How long a dashboard login lasts (its session cookie and its record in Redis)."""
 
-    server_max_event_streams: int = Field(200, ge=1)
-    """Event streams (SSE) of ``dagwright server`` reading at once, each in a thread of
-    their own pool; more wait their turn (the API's other calls never wait on them)."""
+    server_max_event_streams: int = Field(100, ge=1, le=10_000)
+    """Event streams (SSE) ``dagwright server`` keeps open at once; one more is refused
+    (503 with Retry-After). Each reads Redis over a connection of the streams' own pool
+    (this many connections) in a thread of their own: open streams never take a
+    connection or a thread that the API's other calls need."""
+
+    server_max_event_streams_per_token: int = Field(20, ge=1)
+    """Event streams one API token (its dashboard sessions included) keeps open at once;
+    one more is refused (429 with Retry-After)."""
+
+    server_max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest request body ``dagwright server`` accepts, in bytes (the default is that of
+    ``max_plan_bytes``: a submit carries its plan; raise both together). Refused (413)
+    before the body is read, parsed or its sender authenticated."""
+
+    server_trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``; comma-separated in the
+    environment) of the reverse proxies in front of ``dagwright server``: only from these
+    are ``X-Forwarded-Proto`` and ``X-Forwarded-For`` believed, so that a request that
+    reached the proxy over https gets a ``Secure`` session cookie. Empty: none is."""
 
     server_keepalive_s: float = Field(15.0, gt=0)
     """Seconds between keep-alive comments of an idle event stream (SSE), so proxies and
@@ -702,6 +733,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "imports",
+        "server_trusted_proxies",
         "http_allowed_domains",
         "web_search_allowed_domains",
         "web_search_blocked_domains",
@@ -717,6 +749,19 @@ class Settings(BaseSettings):
         if value.lstrip().startswith("["):
             return json.loads(value)
         return [part.strip() for part in value.split(",") if part.strip()]
+
+    @field_validator("server_trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, proxies: list[str]) -> list[str]:
+        # Addresses only: a wildcard would let any client claim to be behind https.
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"server_trusted_proxies: {proxy!r} is not an IP address or network"
+                ) from None
+        return proxies
 
     @field_validator("model_prices")
     @classmethod
@@ -842,6 +887,9 @@ class Settings(BaseSettings):
             max_tokens_cap=self.llm_max_tokens_cap,
             refusal_fallback_model=self.llm_refusal_fallback_model,
             web_search_usd_per_1k=self.web_search_usd_per_1k,
+            batch_types=tuple(self.llm_batch_types),
+            batch_poll_s=self.llm_batch_poll_s,
+            batch_max_wait_s=self.llm_batch_max_wait_s,
         )
 
     @property
@@ -972,6 +1020,9 @@ class LLMSettings:
     max_tokens_cap: int
     refusal_fallback_model: str | None
     web_search_usd_per_1k: float
+    batch_types: tuple[str, ...]
+    batch_poll_s: float
+    batch_max_wait_s: float
 
 
 @dataclass(frozen=True)

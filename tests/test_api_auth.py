@@ -1,10 +1,8 @@
-"""The API's doors: tokens (Bearer and Basic), scopes, anonymous access, sessions and
+"""The API's doors: tokens (Bearer and Basic), scopes, no anonymous access, sessions and
 CSRF, and the ``dagwright token`` and ``dagwright server`` commands."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -83,55 +81,22 @@ def test_a_scope_too_low_is_forbidden(api: ApiServer, scope: str, method: str, p
     assert f"your token has {scope}" in str(body["detail"])
 
 
-def test_anonymous_access_is_off_unless_allowed(
+def test_no_server_lets_a_request_without_credentials_in(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
-    with running_server(settings, allow_anonymous=True) as server, server.http(None) as http:
-        assert http.get("/api/v1/whoami").json()["scope"] == "admin"
+    """Not even one with local access (``dagwright up``'s) from its own user: a loopback
+    port is open to every user of the machine (tests/test_local_access.py)."""
+    with running_server(settings, local_access=True) as server, server.http(None) as http:
+        assert_problem(http.get("/api/v1/whoami"), 401)
         bad = http.get("/api/v1/whoami", headers={"Authorization": "Bearer dw_wrong"})
-        assert_problem(bad, 401)  # a wrong token is not read as no token
+        assert_problem(bad, 401)
 
 
-OTHER_USER = 65534  # nobody
-SYSTEM_PYTHON = Path("/usr/bin/python3")  # one another user may run (no venv under /root)
-STATUS_OF = """
-import sys, urllib.error, urllib.request
-try:
-    print(urllib.request.urlopen(sys.argv[1], timeout=20).status)
-except urllib.error.HTTPError as refused:
-    print(refused.code)
-"""
-
-
-@pytest.mark.skipif(
-    os.getuid() != 0 or not SYSTEM_PYTHON.exists() or not Path("/proc/net/tcp").exists(),
-    reason="needs root (to act as another user), /usr/bin/python3 and Linux's /proc/net/tcp",
-)
-def test_anonymous_access_is_only_for_the_user_who_started_the_server(
-    settings: Settings, redis_client: redis.Redis
-) -> None:
-    """A loopback port is open to every user of the machine: another one is asked for a
-    token, as if the server were not anonymous at all."""
-    with running_server(settings, allow_anonymous=True) as server, server.http(None) as http:
-        assert http.get("/api/v1/whoami").status_code == 200  # this user's process
-        as_other_user = subprocess.run(
-            [str(SYSTEM_PYTHON), "-c", STATUS_OF, f"{server.url}/api/v1/whoami"],
-            user=OTHER_USER,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert as_other_user.stdout.strip() == "401", as_other_user.stderr
-
-
-def test_dagwright_server_refuses_anonymous_access_off_loopback(tmp_path: Path) -> None:
-    result = dagwright(
-        "server", "--host", "0.0.0.0", "--allow-anonymous", env=cli_env(None, tmp_path)
-    )
+@pytest.mark.parametrize("host", ["0.0.0.0", "evil.localhost", "127.1"])
+def test_dagwright_server_refuses_local_access_off_loopback(host: str, tmp_path: Path) -> None:
+    result = dagwright("server", "--host", host, "--local-access", env=cli_env(None, tmp_path))
     assert result.returncode == 2
-    assert "--allow-anonymous is refused on 0.0.0.0" in one_error_line(result)
+    assert f"--local-access is refused on {host}" in one_error_line(result)
 
 
 def test_a_revoked_token_is_refused(api: ApiServer, settings: Settings, tmp_path: Path) -> None:
@@ -198,24 +163,18 @@ PLAN = {"plan": {"nodes": [{"id": "a", "type": "function", "function": "concat"}
 ANOTHER_SITE = {"Sec-Fetch-Site": "cross-site"}
 
 
-def test_a_page_of_another_site_cannot_use_loopback_anonymity_or_dns_rebinding(
+def test_a_page_of_another_site_gets_nothing_of_a_local_access_server(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
-    with running_server(settings, allow_anonymous=True) as server, server.http(None) as http:
-        # What any page the user opens could make the browser send to 127.0.0.1:
-        assert_problem(http.post("/api/v1/runs", json=PLAN, headers=ANOTHER_SITE), 403)
+    """What any page the user opens could make the browser send to 127.0.0.1, or under a
+    DNS-rebinding name: no credential, so nothing; the user's own tools hold the token."""
+    with running_server(settings, local_access=True) as server, server.http(None) as http:
+        assert_problem(http.post("/api/v1/runs", json=PLAN, headers=ANOTHER_SITE), 401)
         foreign_origin = {"Origin": "https://evil.example"}
-        assert (
-            assert_problem(http.post("/api/v1/runs", json=PLAN, headers=foreign_origin), 403)[
-                "error"
-            ]
-            == "CSRFError"
-        )
-        # A rebinding name resolving to 127.0.0.1: same-origin for the page, not loopback.
+        assert_problem(http.post("/api/v1/runs", json=PLAN, headers=foreign_origin), 401)
         assert_problem(http.get("/api/v1/runs", headers={"Host": "evil.example"}), 401)
-        # The user's own tools (curl: no browser headers) and own pages still work.
-        assert http.post("/api/v1/runs", json=PLAN).status_code == 201
-        own = {"Sec-Fetch-Site": "same-origin", "Origin": server.url}
+        assert server.local_access is not None
+        own = {"Authorization": f"Bearer {server.local_access.token}"}
         assert http.post("/api/v1/runs", json=PLAN, headers=own).status_code == 201
 
 

@@ -151,8 +151,6 @@ def test_worker_types_health_and_the_openapi_document(api: ApiServer) -> None:
         assert {"function", "python", "researcher"} <= {row["name"] for row in types}
         assert http.get("/api/v1/health").json()["status"] == "ok"
         document = http.get("/api/v1/openapi.json").json()
-        docs = http.get("/api/v1/docs")
-    assert docs.status_code == 200 and "swagger" in docs.text.lower()
     paths = set(document["paths"])
     assert {
         "/api/v1/runs",

@@ -171,17 +171,17 @@ def test_node_detail_has_the_spec_inputs_transcript_and_llm_calls(
     assert {span["name"] for span in node["spans"]} >= {"node.attempt", "llm.call"}
 
 
-def test_an_unreachable_redis_is_a_503_naming_it_without_its_password(
+def test_an_unreachable_redis_is_a_503_naming_neither_its_address_nor_its_password(
     settings: Settings,
 ) -> None:
     dead = settings.model_copy(update={"redis_url": f"redis://:hunter2@127.0.0.1:{free_port()}/0"})
-    with running_server(dead, allow_anonymous=True) as server, server.http(None) as http:
-        anonymous = problem(http.get("/api/v1/runs/r1"), 503)
+    with running_server(dead) as server, server.http(None) as http:
+        basic = problem(http.get("/api/v1/runs/r1", auth=("", "x")), 503)
         with_token = problem(http.get("/api/v1/whoami", headers={"Authorization": "Bearer x"}), 503)
-    for body in (anonymous, with_token):
+    for body in (basic, with_token):
         assert body["error"] == "BrokerUnavailableError"
-        assert body["detail"].startswith("cannot reach Redis at redis://")
-        assert "hunter2" not in str(body)
+        assert body["detail"].startswith("the server cannot reach its Redis store")
+        assert "hunter2" not in str(body) and "127.0.0.1" not in str(body)
 
 
 def test_a_malformed_last_event_id_is_a_422(api: ApiServer) -> None:

@@ -239,7 +239,7 @@ def test_the_server_wants_a_token(stack: Stack) -> None:
         ["docker", "inspect", "--format", "{{json .Args}} {{json .Config.Env}}", container],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert token not in inspected and "--allow-anonymous" not in inspected
+    assert token not in inspected and "--local-access" not in inspected
 
 
 METRIC_SAMPLES = """

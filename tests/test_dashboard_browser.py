@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from dagwright import Client, Plan, PlanBuilder, RunStatus, Settings
+from dagwright.server.local_access import login_url, read_token
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer, running_server
 from tests.support.browser import (  # noqa: F401 (browser, chromium: fixtures)
@@ -130,6 +131,27 @@ def test_a_visitor_without_a_token_is_refused(browser: Any, server: ApiServer) -
         assert basic.status_code == 200
         assert "script-src 'self'" in basic.headers["content-security-policy"]
         assert "unsafe-inline" not in basic.headers["content-security-policy"]
+
+
+def test_the_one_time_link_of_up_opens_the_dashboard_once(
+    browser: Any,  # noqa: F811
+    settings: Settings,
+    redis_client: Any,
+) -> None:
+    """The link ``dagwright up`` prints, clicked: the runs, as admin, with no token
+    pasted; the same link from the browser's history opens nothing more."""
+    with running_server(settings, local_access=True) as server:
+        run = server.client.submit(gated_release())
+        link = login_url(server.url, str(read_token(settings.data_dir, server.port)))
+        browser.get(link)
+        wait_until(lambda: body_data(browser, "loaded"), timeout=10, what="the runs list")
+        assert browser.current_url == f"{server.url}/"
+        assert run.run_id in listed_runs(browser)
+        assert "admin" in browser.find_element("id", "who").text
+        browser.delete_all_cookies()
+        browser.get(link)
+        assert "used already" in find_soon(browser, ".flash-error").text
+        assert browser.get_cookie("dw_session") is None
 
 
 def test_node_colours_change_live_without_a_reload(

@@ -14,6 +14,7 @@ from typing import IO
 import pytest
 
 from dagwright.embedded.reclaim import is_live
+from dagwright.server.local_access import read_token
 from dagwright.stackfile import StackRecord, read_stack, read_stack_record, write_stack
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import REPO_ROOT
@@ -229,13 +230,18 @@ def test_up_serves_the_api_on_loopback_and_its_server_dies_with_it(tmp_path: Pat
         try:
             record = wait_for_stack(data, "up")
             assert up.stderr is not None
-            lines = read_until(up.stderr, "dashboard and API at")
+            lines = read_until(up.stderr, "your API token")
             assert record.server_url.startswith("http://127.0.0.1:")
             assert not record.server_url.endswith(f":{port}/")
-            # Loopback: no token needed (the anonymous principal of `up`).
-            assert get_health(record.server_url) == 200
-            whoami = dagwright_whoami(record.server_url)
-            assert whoami["anonymous"] is True and whoami["scope"] == "admin"
+            assert get_health(record.server_url) == 401  # it answers, and asks for a token
+            # No credential, no access, even on loopback: the token file is the way in.
+            assert dagwright_whoami(record.server_url, None) == 401
+            token = read_token(data, int(record.server_url.rstrip("/").rsplit(":", 1)[1]))
+            assert dagwright_whoami(record.server_url, token) == 200
+            # The printed one-time link logs a browser in; `dagwright dashboard` makes more.
+            assert logs_in(lines[-2].strip()) and not logs_in(lines[-2].strip())
+            link = dagwright("dashboard", env=cli_env(None, data))
+            assert link.returncode == 0 and logs_in(link.stdout.strip()), link.stderr
             # A run on up's stack says where to watch it.
             run = dagwright("run", DIAMOND, env=cli_env(None, data), timeout=180)
             assert run.returncode == 0, run.stderr
@@ -244,8 +250,10 @@ def test_up_serves_the_api_on_loopback_and_its_server_dies_with_it(tmp_path: Pat
             up.kill()
             up.communicate(timeout=30)
     assert lines[0].startswith("dagwright is up"), lines
-    assert lines[-1].startswith(f"dashboard and API at {record.server_url} "), lines
-    assert f"(port {port} was in use: DAGWRIGHT_SERVER_PORT sets another)" in lines[-1], lines
+    assert lines[-4].startswith(f"dashboard and API at {record.server_url} "), lines
+    assert f"(port {port} was in use: DAGWRIGHT_SERVER_PORT sets another)" in lines[-4], lines
+    assert lines[-2].startswith(f"  {record.server_url}login/local?code="), lines
+    assert all(len(line.rstrip("\n")) <= 80 for line in lines[-3:-1]), lines
     wait_gone(record.server_pid, "the server")  # kill -9 of up: its server goes too
     wait_gone(record.worker_pid, "the worker")
 
@@ -261,13 +269,23 @@ def read_until(stream: IO[str], start: str) -> list[str]:
     return lines
 
 
-def dagwright_whoami(url: str) -> dict[str, object]:
+def dagwright_whoami(url: str, token: str | None) -> int:
+    """The status of ``url``'s whoami, with ``token`` if one is given."""
     import httpx
 
-    response = httpx.get(f"{url}api/v1/whoami", timeout=10, trust_env=False)
-    assert response.status_code == 200, response.text
-    found: dict[str, object] = response.json()
-    return found
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = httpx.get(f"{url}api/v1/whoami", headers=headers, timeout=10, trust_env=False)
+    return response.status_code
+
+
+def logs_in(link: str) -> bool:
+    """Whether opening ``link`` gives a browser a session that the API accepts."""
+    import httpx
+
+    with httpx.Client(timeout=10, trust_env=False) as browser:
+        if browser.get(link).status_code != 303:
+            return False
+        return browser.get(link.split("/login/")[0] + "/api/v1/whoami").status_code == 200
 
 
 def test_a_dead_ups_orphan_server_is_reclaimed(tmp_path: Path) -> None:

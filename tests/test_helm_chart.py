@@ -100,6 +100,7 @@ def test_the_default_render_has_the_expected_objects(chart: Rendered) -> None:
         "Deployment": len(COMPONENTS) + len(WORKER_TYPES),
         "TriggerAuthentication": 1,
         "ScaledObject": len(WORKER_TYPES),
+        "NetworkPolicy": 3,  # deny all in, then valkey's and the server's way in
     }
     assert set(chart.objects("Deployment")) == {f"dagwright-{c}" for c in COMPONENTS | WORKER_TYPES}
     namespaced = [doc for doc in chart.documents if doc["kind"] != "Namespace"]
@@ -294,7 +295,7 @@ def test_the_server_needs_tokens_and_is_checked_over_tcp(chart: Rendered) -> Non
     deployment = chart.objects("Deployment")["dagwright-server"]
     [container] = containers(deployment)
     assert container["args"] == services()["server"]["command"]
-    assert "--allow-anonymous" not in container["args"]
+    assert "--local-access" not in container["args"]
     assert container["readinessProbe"]["tcpSocket"] == {"port": 8400}
     assert container["ports"] == [{"name": "http", "containerPort": 8400}]
     [port] = chart.objects("Service")["dagwright-server"]["spec"]["ports"]
@@ -311,6 +312,77 @@ def test_health_checks_connect_without_scraping(chart: Rendered) -> None:
     service = chart.objects("Service")["dagwright-metrics"]
     assert service["spec"]["ports"][0]["port"] == 9464
     assert service["metadata"]["annotations"]["prometheus.io/port"] == "9464"
+
+
+# -- network policies ----------------------------------------------------------------
+
+
+def pod_labels(rendered: Rendered) -> dict[str, dict[str, str]]:
+    """Every pod owner's name -> the labels of its pods."""
+    owners = {**rendered.objects("Deployment"), **rendered.objects("StatefulSet")}
+    return {name: owner["spec"]["template"]["metadata"]["labels"] for name, owner in owners.items()}
+
+
+def selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    wanted: dict[str, str] = policy["spec"]["podSelector"]["matchLabels"]
+    return wanted.items() <= labels.items()
+
+
+def ways_in(rendered: Rendered, labels: dict[str, str]) -> dict[int, list[dict[str, Any]]]:
+    """What the NetworkPolicies let in to a pod with ``labels``: port -> who, and whether
+    any policy isolates it (a pod no policy selects takes everything)."""
+    opened: dict[int, list[dict[str, Any]]] = {}
+    for policy in rendered.objects("NetworkPolicy").values():
+        if selects(policy, labels):
+            assert policy["spec"]["policyTypes"] == ["Ingress"]
+            for rule in policy["spec"].get("ingress", []):
+                for port in rule["ports"]:
+                    opened.setdefault(port["port"], []).extend(rule["from"])
+    return opened
+
+
+DAGWRIGHT_PODS = {
+    "matchLabels": {
+        "app.kubernetes.io/instance": "dagwright",
+        "app.kubernetes.io/name": "dagwright",
+        "app.kubernetes.io/part-of": "dagwright",
+    }
+}
+
+
+def namespace_peer(name: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}}
+
+
+def test_every_pod_is_isolated_and_each_opens_only_what_it_serves(chart: Rendered) -> None:
+    [deny] = [p for p in chart.objects("NetworkPolicy").values() if "ingress" not in p["spec"]]
+    pods = pod_labels(chart)
+    assert all(selects(deny, labels) for labels in pods.values()), "a pod takes any connection"
+    expected = {
+        "valkey": {6379: [{"podSelector": DAGWRIGHT_PODS}, namespace_peer("keda")]},
+        "dagwright-server": {8400: [namespace_peer("ingress-nginx")]},
+    }
+    for name, labels in pods.items():
+        assert ways_in(chart, labels) == expected.get(name, {}), name
+
+
+def test_flower_and_metrics_open_to_the_sources_configured(helm: str, tmp_path: Path) -> None:
+    prometheus = namespace_peer("monitoring")
+    operators = {"ipBlock": {"cidr": "10.20.0.0/16"}}
+    values = {
+        "networkPolicy": {"flower": {"from": [operators]}, "metrics": {"from": [prometheus]}},
+        "keda": {"enabled": False},
+    }
+    rendered = render(helm, values, tmp=tmp_path)
+    pods = pod_labels(rendered)
+    assert ways_in(rendered, pods["dagwright-flower"]) == {5555: [operators]}
+    assert ways_in(rendered, pods["dagwright-metrics"]) == {9464: [prometheus]}
+    assert ways_in(rendered, pods["valkey"]) == {6379: [{"podSelector": DAGWRIGHT_PODS}]}
+
+
+def test_network_policies_switch_off(helm: str, tmp_path: Path) -> None:
+    rendered = render(helm, {"networkPolicy": {"enabled": False}}, tmp=tmp_path)
+    assert rendered.objects("NetworkPolicy") == {}
 
 
 # -- KEDA ----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def test_per_node_fields_are_checked_as_plan_problems() -> None:
         "`output_schema` must describe a JSON object (`type: object`)"
     ]
     [bad_schema] = problems(type="writer", output_schema={"type": "object", "required": "x"})
-    assert bad_schema.startswith("`output_schema` is not a valid JSON Schema: 'x' is not")
+    assert bad_schema.startswith("output_schema.required: not a valid JSON Schema: 'x' is not")
     [unknown] = problems(type="writer", model="gpt-4o")
     assert "`model: gpt-4o` is not a Claude model id dagwright knows" in unknown
     assert problems(type="writer", model="claude-haiku-4-5", max_tokens=64_000) == []

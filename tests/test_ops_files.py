@@ -218,7 +218,7 @@ def test_the_server_needs_tokens_and_is_checked_over_http() -> None:
     it serves HTTP without holding a token (the health route answers 401 without one)."""
     server = services()["server"]
     command = server["command"]
-    assert command[:1] == ["server"] and "--allow-anonymous" not in command
+    assert command[:1] == ["server"] and "--local-access" not in command
     assert command[command.index("--host") + 1] == "0.0.0.0"
     assert command[command.index("--port") + 1] == "8400"
     assert server["ports"] == ["127.0.0.1:8400:8400"]

@@ -3,6 +3,7 @@ real worker and Valkey: parallel branches, synthesis, repairs, failure, re-plann
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -305,3 +306,52 @@ def test_a_planned_plan_with_knobs_out_of_bounds_is_repaired(
         assert f"(DAGWRIGHT_PLANNER_{bound})" in rejection["content"]  # all in one rejection
     assert rejection["content"].count("node '") == 4  # and nothing else
     assert state.nodes["report"].attempts == 1 and state.nodes["_plan"].attempts == 1
+
+
+def test_submit_plan_describes_every_field_and_offers_no_run_option(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    """The planner's manual of the plan language is submit_plan's schema: every field
+    described, and nothing offered that the run would then ignore (issue 26)."""
+    fake_llm.add(
+        submit_plan(node("a", "writer", "Do a."), output="a"), agent("writer", "ok", "Do a.")
+    )
+    assert client.submit(goal="Write the thing").wait(timeout=60).status == RunStatus.SUCCEEDED
+
+    planner_request = fake_llm.requests[0].body
+    tool = next(t for t in planner_request["tools"] if t["name"] == "submit_plan")
+    schema = tool["input_schema"]
+    assert not {"budget", "timeout_s", "response_cache", "inputs", "webhooks"} & set(
+        schema["properties"]
+    )
+    assert schema["properties"]["output"]["description"]
+    node_fields = schema["$defs"]["Node"]["properties"]
+    undescribed = [name for name, field in node_fields.items() if not field.get("description")]
+    assert undescribed == []
+    assert "self-contained" in node_fields["instruction"]["description"]
+    system = text_of(planner_request["system"])
+    for control in ("output_schema", "`tools`", "`model`", "max_tokens"):
+        assert control in system
+    first = text_of(planner_request["messages"][0]["content"])
+    assert f"Today's date is {datetime.now(UTC).date().isoformat()}." in first
+
+
+def test_a_planned_plan_setting_run_options_is_sent_back_not_stripped(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    """A model that writes webhooks or a budget into its plan is told they are not its
+    to set, and corrects the plan; nothing it wrote is dropped in silence."""
+    hooked = submit_plan(node("a", "writer", "Do a."), output="a", messages_count=1)
+    plan = hooked["reply"]["content"][0]["input"]
+    plan["webhooks"] = [{"url": "https://collector.example/x"}]
+    plan["budget"] = {"max_cost_usd": 1000}
+    fake_llm.add(
+        hooked,
+        submit_plan(node("a", "writer", "Do a."), output="a", messages_count=3),
+        agent("writer", "done", "Do a."),
+    )
+    state = client.submit(goal="Write the thing").wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED and state.result == "done"
+    rejection = fake_llm.requests[1].body["messages"][-1]["content"][0]
+    assert rejection["is_error"]
+    assert "`budget`, `webhooks`: run options are the submitter's" in rejection["content"]

@@ -125,6 +125,14 @@ def run(
             "was answered before (0 tokens); default: the plan file's response_cache.",
         ),
     ] = None,
+    llm_batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send the run's LLM calls through the Message Batches API: half the price, "
+            "each answered within 24 hours (nodes wait parked). For --no-wait runs.",
+        ),
+    ] = False,
     input_pairs: InputOption = None,
     inputs_file: InputsFileOption = None,
     imports: ImportOption = None,
@@ -177,6 +185,7 @@ def run(
             as_goal=as_goal,
             given_inputs=(input_pairs, inputs_file),
             webhook_urls=webhook_urls or [],
+            llm_batch=llm_batch,
         )
     except RunInputError as exc:  # every problem, one line each
         report_plan_problems(exc, target, json_output=json_output)
@@ -241,6 +250,7 @@ def submission_for(
     as_goal: bool = False,
     given_inputs: tuple[list[str] | None, Path | None] = (None, None),
     webhook_urls: Sequence[str] = (),
+    llm_batch: bool = False,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner.
     ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
@@ -267,6 +277,7 @@ def submission_for(
             max_concurrent_nodes=max_concurrent,
             timeout_s=run_timeout_s,
             response_cache=response_cache,
+            llm_batch=llm_batch,
             webhooks=webhooks,
         )
     inputs = inputs_from(*given_inputs, None, settings)
@@ -277,6 +288,7 @@ def submission_for(
         max_concurrent_nodes=max_concurrent,
         timeout_s=run_timeout_s,
         response_cache=response_cache,
+        llm_batch=llm_batch,
         webhooks=webhooks,
         **dataclasses.asdict(options),
     )

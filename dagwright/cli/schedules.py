@@ -97,6 +97,14 @@ def add(
             help="POST a signed JSON to URL when each of its runs ends (repeat for more).",
         ),
     ] = None,
+    llm_batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Its runs' LLM calls through the Message Batches API: half the price, "
+            "each answered within 24 hours.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
@@ -130,6 +138,7 @@ def add(
         followup_depth=followup_depth,
         replace=replace,
         webhooks=webhook_urls or [],
+        llm_batch=llm_batch,
     )
     if json_output:
         print_json(schedule.model_dump(mode="json", exclude_none=True))

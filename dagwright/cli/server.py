@@ -1,19 +1,24 @@
-"""``dagwright server``: the HTTP API (``/api/v1``) and the dashboard, on uvicorn."""
+"""``dagwright server``: the HTTP API (``/api/v1``) and the dashboard, on uvicorn; and
+``dagwright dashboard``: a one-time login link to the local stack's."""
 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
 from dagwright.cli.options import ImportOption, settings_from
-from dagwright.cli.output import stderr
+from dagwright.cli.output import stderr, stdout
 from dagwright.errors import ConfigurationError
+from dagwright.server.local_access import login_url, read_token, token_file
 from dagwright.server.origins import is_loopback
+from dagwright.stackfile import read_stack
 
 
 def register(app: typer.Typer) -> None:
     app.command()(server)
+    app.command()(dashboard)
 
 
 def server(
@@ -29,11 +34,13 @@ def server(
             "--port", "-p", min=1, max=65535, help="Port (default: DAGWRIGHT_SERVER_PORT, 8400)."
         ),
     ] = None,
-    allow_anonymous: Annotated[
+    local_access: Annotated[
         bool,
         typer.Option(
-            "--allow-anonymous",
-            help="Let requests without a token act as admin (loopback addresses only).",
+            "--local-access",
+            help="Let your own user in without making a token (loopback addresses only): "
+            "an admin token in <data dir>/server-<port>.token, readable by you alone, "
+            "revoked when the server stops; `dagwright dashboard` prints a login link.",
         ),
     ] = False,
     imports: ImportOption = None,
@@ -42,28 +49,52 @@ def server(
     dashboard. Every request needs an API token (`dagwright token create`), sent as
     `Authorization: Bearer <token>` or as the password of HTTP Basic; Ctrl-C stops it."""
     settings = settings_from(imports, server_host=host, server_port=port)
-    check_anonymous(settings.server_host, allow_anonymous)
+    check_local_access(settings.server_host, local_access)
     from dagwright.server.running import serve  # fastapi and uvicorn: only here
 
+    where = f"{url_host(settings.server_host)}:{settings.server_port}"
     stderr.print(
-        f"dagwright server at http://{url_host(settings.server_host)}:{settings.server_port}"
-        f"/ (API: /api/v1, docs: /api/v1/docs)"
-        + (" · [bold yellow]anonymous access on[/]" if allow_anonymous else "")
+        f"dagwright server at http://{where}/ (API: /api/v1, OpenAPI: /api/v1/openapi.json)"
+        + (
+            f" · your token: {token_file(settings.data_dir, settings.server_port)}"
+            if local_access
+            else ""
+        )
         + "; Ctrl-C stops it",
         soft_wrap=True,
+        markup=False,
     )
-    serve(settings, allow_anonymous=allow_anonymous)
+    serve(settings, local_access=local_access)
 
 
-def check_anonymous(host: str, allow_anonymous: bool) -> None:
-    """Anonymous access only on a loopback address: anyone else who can reach the port
-    would be admin."""
-    if allow_anonymous and not is_loopback(host):
+def check_local_access(host: str, local_access: bool) -> None:
+    """Local access only on a loopback address: its login links travel in clear http."""
+    if local_access and not is_loopback(host):
         raise ConfigurationError(
-            f"--allow-anonymous is refused on {host}: anyone who can reach it would be admin; "
-            "bind to 127.0.0.1, or drop --allow-anonymous and use tokens"
+            f"--local-access is refused on {host}: it is for this machine's user; "
+            "bind to 127.0.0.1, or drop --local-access and use tokens"
         )
 
 
 def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def dashboard(imports: ImportOption = None) -> None:
+    """Print a one-time login link to the dashboard of the local stack (`dagwright up`'s):
+    opening it logs your browser in; once used, it opens nothing more."""
+    settings = settings_from(imports)
+    record = read_stack(settings.data_dir)
+    if record is None or not record.server_url:
+        raise ConfigurationError(
+            f"no local stack with a dashboard runs for {settings.data_dir}: start one with "
+            "`dagwright up`"
+        )
+    port = urlsplit(record.server_url).port or 0
+    token = read_token(settings.data_dir, port)
+    if token is None:
+        raise ConfigurationError(
+            f"{token_file(settings.data_dir, port)} is missing or unreadable: restart "
+            "`dagwright up`, or log in with a token of `dagwright token create`"
+        )
+    stdout.print(login_url(record.server_url, token), markup=False)

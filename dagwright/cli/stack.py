@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 from rich.markup import escape
@@ -18,6 +19,7 @@ from dagwright.connection import redact_url, require_redis_url
 from dagwright.embedded import EmbeddedStack, EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.keys import ORCHESTRATOR_QUEUE
+from dagwright.server.local_access import login_url, read_token, token_file
 from dagwright.settings import Settings
 
 # Celery (dagwright.tasks) and prometheus_client are imported by the commands that run
@@ -170,7 +172,8 @@ def up(
         typer.Option(
             "--server/--no-server",
             help="Also serve the HTTP API and dashboard on 127.0.0.1 (port: "
-            "DAGWRIGHT_SERVER_PORT, or the next free one), without tokens.",
+            "DAGWRIGHT_SERVER_PORT, or the next free one), with a token for you alone and "
+            "a one-time login link.",
         ),
     ] = True,
     imports: ImportOption = None,
@@ -219,20 +222,29 @@ def announce(stack: EmbeddedStack, settings: Settings) -> None:
         "Ctrl-C stops it."
     )
     if stack.server_url:
-        stderr.print(server_line(stack.server_url, settings), soft_wrap=True)
+        for line in server_lines(stack.server_url, settings):
+            stderr.print(line, soft_wrap=True, markup=False)
 
 
-def server_line(url: str, settings: Settings) -> str:
-    """The ready line of the server: its URL, and why it is not the configured port."""
+def server_lines(url: str, settings: Settings) -> list[str]:
+    """The server's ready lines: its URL (and why it is not the configured port), a
+    one-time login link alone on its line (under 80 columns, to click or copy whole), and
+    where the API token of this user is."""
+    port = urlsplit(url).port or 0
     moved = (
         ""
-        if url.endswith(f":{settings.server_port}/")
+        if port == settings.server_port
         else (f" (port {settings.server_port} was in use: DAGWRIGHT_SERVER_PORT sets another)")
     )
-    return (
-        f"dashboard and API at [bold]{url}[/] (API: {url}api/v1, docs: {url}api/v1/docs; "
-        f"no token needed on this loopback address){moved}"
-    )
+    lines = [f"dashboard and API at {url} (API: api/v1, OpenAPI: api/v1/openapi.json){moved}"]
+    token = read_token(settings.data_dir, port)
+    if token is not None:
+        lines += [
+            "log in with this one-time link (`dagwright dashboard` prints another):",
+            f"  {login_url(url, token)}",
+            f"your API token (you alone can read it): {token_file(settings.data_dir, port)}",
+        ]
+    return lines
 
 
 def supervise(stack: EmbeddedStack) -> None:

@@ -18,6 +18,7 @@ from dagwright.models import Event
 
 if TYPE_CHECKING:
     from dagwright.client.runs import Client
+    from dagwright.orchestrator.runstate.store import RunStore
 
 
 class FollowCursor:
@@ -57,10 +58,15 @@ class EventFollower:
     ``wait_s`` for one), and ``finished`` turns true once the run has ended and every
     event up to its end was returned."""
 
-    def __init__(self, client: Client, run_id: str, *, after: str = "0") -> None:
+    def __init__(
+        self, client: Client, run_id: str, *, after: str = "0", store: RunStore | None = None
+    ) -> None:
+        """``store``: what to read with, if not the client's own (the HTTP API's event
+        streams read over a connection pool of their own: server/stream_slots.py)."""
         self.client = client
         self.run_id = run_id
         self.position = FollowCursor(after)
+        self.store = store or client.runtime.store
 
     @property
     def cursor(self) -> str:
@@ -80,10 +86,10 @@ class EventFollower:
 
     def _read(self, block_ms: int | None) -> list[Event]:
         with translate_redis_errors(self.client.redis_url):
-            return self.client.runtime.store.read_events(
+            return self.store.read_events(
                 self.run_id, after=self.position.cursor, block_ms=block_ms
             )
 
     def _run_is_final(self) -> bool:
         with translate_redis_errors(self.client.redis_url):
-            return self.client.runtime.store.run_status(self.run_id).is_final
+            return self.store.run_status(self.run_id).is_final

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from dagwright.client.webhooks import WebhookClient
     from dagwright.orchestrator.broker import Broker
     from dagwright.orchestrator.control.runnable import LiveCapabilities
+    from dagwright.orchestrator.runstate.store import RunStore
     from dagwright.telemetry.run_trace import Trace
 
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
@@ -65,6 +66,7 @@ class RunOptions(TypedDict, total=False):
     max_concurrent_nodes: int | None
     timeout_s: float | None
     response_cache: bool | None
+    llm_batch: bool
     inputs: dict[str, Any] | None
     webhooks: Sequence[Webhook | dict[str, Any] | str]
 
@@ -171,6 +173,9 @@ class Client:
         fails. ``response_cache=True`` (else the plan's ``response_cache``) answers the
         run's agent calls, its planner's included, from the cross-run response cache when
         the very same request was answered before: no model call, 0 tokens.
+        ``llm_batch=True`` sends the run's agent calls, its planner's included, through the
+        Message Batches API at half the price, each answered within 24 hours (nodes wait
+        parked meanwhile, "waiting on batch ..."): for runs nobody waits on.
         ``webhooks`` (Webhook, its dict, or a URL for every run end) are told when the run
         ends, with the plan's own: a signed POST per end, at least once
         (docs/client-guide.md, "Webhooks"). Raises
@@ -223,6 +228,7 @@ class Client:
             "max_concurrent_nodes": options.get("max_concurrent_nodes"),
             "timeout_s": options.get("timeout_s"),
             "response_cache": options.get("response_cache"),
+            "llm_batch": bool(options.get("llm_batch", False)),
             "live_workers": self.live_workers,
             "inputs": options.get("inputs"),
             "webhooks": coerce_webhooks(options.get("webhooks", ())),
@@ -245,7 +251,8 @@ class Client:
 
     @translated
     def waits(self, run_id: str) -> dict[str, NodeWait]:
-        """What each node parked in RETRY_WAIT waits on (an open breaker), by node id."""
+        """What each node parked waits on (an open breaker, a Message Batch, a slot), by
+        node id."""
         return self.runtime.store.waits(run_id)
 
     @translated
@@ -299,13 +306,16 @@ class Client:
             if not batch and not follow:
                 return
 
-    def follow_events(self, run_id: str, *, after: str = "0") -> EventFollower:
+    def follow_events(
+        self, run_id: str, *, after: str = "0", store: RunStore | None = None
+    ) -> EventFollower:
         """A cursor on the run's events after stream id ``after``, read a bounded wait at a
         time (``step(wait_s)``) until ``finished``: the run ended and all its events were
-        read. What ``events`` iterates, for callers that must not block for long."""
+        read. What ``events`` iterates, for callers that must not block for long.
+        ``store``: read with it rather than the client's own connection pool."""
         from dagwright.client.following import EventFollower
 
-        return EventFollower(self, run_id, after=after)
+        return EventFollower(self, run_id, after=after, store=store)
 
     @translated
     def next_events(

@@ -72,13 +72,16 @@ class ScheduleClient(SubClient):
         replace: bool = False,
         inputs: dict[str, Any] | None = None,
         webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
+        llm_batch: bool = False,
     ) -> Schedule:
         """Start ``goal`` or ``plan`` on a cron expression (in ``timezone``) or every
         ``every_s`` seconds, from the next tick on. Its runs' writers may queue up to
         ``max_followups`` follow-up runs each (``propose_followup``), follow-ups of
         follow-ups up to ``followup_depth`` deep. Each run is given ``inputs`` (checked
         now against the plan's ``inputs:`` schema, as a submit checks them: RunInputError).
-        ``webhooks`` are told when each of its runs ends (as ``submit``'s).
+        ``webhooks`` are told when each of its runs ends (as ``submit``'s); with
+        ``llm_batch`` its runs' LLM calls go through the Message Batches API, at half
+        the price, each answered within 24 hours.
         ScheduleError if anything is invalid (nothing is stored then), or if the name is
         taken and not ``replace``."""
         from dagwright.tasks.beat import sync_entry
@@ -103,6 +106,7 @@ class ScheduleClient(SubClient):
                 "followup_depth": followup_depth,
                 "inputs": inputs,
                 "webhooks": coerce_webhooks(webhooks),
+                "llm_batch": llm_batch,
             }
         )
         self._check(schedule)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dagwright.errors import (
     ApprovalRejectedError,
+    BatchWaitExpiredError,
     BudgetExceededError,
     NodeTimeoutError,
     PoisonMessageError,
@@ -49,6 +50,8 @@ def classify(exc: BaseException, *, retryable: bool) -> Classification:
         return Classification.POLICY
     if isinstance(exc, NodeTimeoutError):
         return Classification.TIMEOUT
+    if isinstance(exc, BatchWaitExpiredError):  # a slow API, not a bad node: replay it
+        return Classification.TRANSIENT
     return Classification.TRANSIENT if retryable else Classification.PERMANENT
 
 

@@ -1,9 +1,11 @@
 """The HTTP API and dashboard of ``dagwright up``: ``dagwright server`` as a child process.
 
-It listens on 127.0.0.1 only, whatever DAGWRIGHT_SERVER_HOST says, and lets requests
-without a token in (anonymous admin) from this user's own processes only
-(server/peers.py): as only this user can reach the Valkey socket. Like Valkey and the worker it dies
-with ``up`` (children.py) and is recorded in the stack file for the next start to reclaim.
+It listens on 127.0.0.1 only, whatever DAGWRIGHT_SERVER_HOST says, with local access
+(``--local-access``): it makes an admin token that only this user can read, in the data
+directory, and takes one-time login links made with it (``server/local_access.py``);
+every request without a credential is refused, since a loopback port is open to every
+user of the machine. Like Valkey and the worker it dies with ``up`` (children.py) and is
+recorded in the stack file for the next start to reclaim.
 
 A port in use (DAGWRIGHT_SERVER_PORT, 8400 by default) is not an error: the next free
 one of the following few is taken and the URL printed says which, so a second ``up``
@@ -94,7 +96,7 @@ def spawn_server(
 ) -> subprocess.Popen[bytes]:
     env = stack_env(redis_url, imports)
     command = [sys.executable, "-m", "dagwright", "server", "--host", LOOPBACK]
-    command += ["--port", str(port), "--allow-anonymous"]
+    command += ["--port", str(port), "--local-access"]
     # SIGKILL if we die: it keeps no state, and open event streams would stall a
     # graceful stop with nobody left to wait for it.
     return spawn_owned(
@@ -103,7 +105,7 @@ def spawn_server(
 
 
 def wait_until_serving(process: subprocess.Popen[bytes], url: str) -> bool:
-    """True once ``url``'s health answers 200; False if the process exits first."""
+    """True once ``url``'s health answers; False if the process exits first."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -116,11 +118,15 @@ def wait_until_serving(process: subprocess.Popen[bytes], url: str) -> bool:
 
 
 def answers_health(url: str) -> bool:
+    """Whether the health answers: 200, or 401 (it asks for a token; this process does
+    not read the server's)."""
     # No proxy: an http_proxy of the environment must not be asked for a loopback URL.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url.rstrip("/") + HEALTH_PATH, timeout=2) as response:
             return bool(response.status == 200)
+    except urllib.error.HTTPError as refused:
+        return refused.code == 401
     except (urllib.error.URLError, OSError):
         return False
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import redis
 
     from dagwright.keys import Keys
+    from dagwright.llm.batches import MessageBatches
     from dagwright.llm.cache import CachingLLM
     from dagwright.llm.input_tokens import InputTokenEstimator
     from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
@@ -70,6 +71,14 @@ def build_llm(
     return llm
 
 
+def build_batches(settings: LLMSettings, breakers: Breakers | None = None) -> MessageBatches:
+    """The Message Batches API of this process's endpoint (LLMNotConfiguredError at once
+    if none is configured), with the LLM layer's retries and price table."""
+    from dagwright.llm.anthropic import AnthropicLLM
+
+    return AnthropicLLM(settings, breakers).batches
+
+
 def build_input_estimator(settings: LLMSettings) -> InputTokenEstimator:
     """The estimator of requests' input tokens of this process: the API's ``count_tokens``
     for static prefixes where an endpoint is configured, characters otherwise."""
@@ -90,6 +99,7 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "RateLimitedLLM",
+    "build_batches",
     "build_input_estimator",
     "build_llm",
 ]

@@ -26,8 +26,10 @@ an open breaker would make the nodes behind it wait instead of saying what is wr
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anthropic
 import httpx2  # the SDK's HTTP client (anthropic 2.x), for the errors it lets out of a stream
@@ -46,6 +48,7 @@ from dagwright.errors import (
     LLMResponseError,
     LLMUnavailableError,
 )
+from dagwright.llm.batches import PendingBatch, submitted_now
 from dagwright.llm.call_limits import (
     POOL_TIMEOUT_S,
     WRITE_TIMEOUT_S,
@@ -59,6 +62,8 @@ from dagwright.llm.wire import message_body, system_blocks
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import LLMSettings, ModelPrice
+
+T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
 # Error events inside a 200 stream (the SDK raises them as APIStatusError with status 200).
@@ -180,6 +185,12 @@ class AnthropicLLM:
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         started = time.monotonic()
+        message, request_id = self.retried(lambda: self._create(request))
+        return self.response(message, request, request_id, time.monotonic() - started)
+
+    def retried(self, call: Callable[[], T]) -> T:
+        """``call`` (an SDK call) under this module's retries; its failure translated."""
+        started = time.monotonic()
         retrying = Retrying(
             retry=retry_if_exception(is_retryable),
             stop=stop_after_attempt(self._attempts),
@@ -187,7 +198,7 @@ class AnthropicLLM:
             reraise=True,
         )
         try:
-            message, request_id = retrying(self._create, request)
+            return retrying(call)
         except StreamDeadlineExceeded as exc:
             raise LLMUnavailableError(str(exc)) from exc
         except anthropic.AnthropicError as exc:
@@ -198,7 +209,11 @@ class AnthropicLLM:
             raise LLMResponseError(
                 f"the Anthropic API answered a body that is not JSON: {exc}"
             ) from exc
-        return self._response(message, request, request_id, time.monotonic() - started)
+
+    @property
+    def batches(self) -> AnthropicBatches:
+        """The Message Batches API, with this client's retries and price table."""
+        return AnthropicBatches(self)
 
     def _price(self, requested_model: str, answered_model: str) -> ModelPrice | None:
         # Priced as requested: the budget reserved at that model's price, and the answer
@@ -284,9 +299,17 @@ class AnthropicLLM:
             f"{attempts} attempts in {elapsed_s:.0f} s; check ANTHROPIC_BASE_URL"
         )
 
-    def _response(
-        self, message: Any, request: LLMRequest, request_id: str | None, latency_s: float
+    def response(
+        self,
+        message: Any,
+        request: LLMRequest,
+        request_id: str | None,
+        latency_s: float,
+        *,
+        batch: bool = False,
     ) -> LLMResponse:
+        """The SDK's ``message`` as an LLMResponse, priced (at the batch rate if
+        ``batch``); LLMResponseError if it is not a usable message."""
         # The SDK does not validate responses: a body missing fields arrives as None.
         required = ("content", "usage", "model", "stop_reason")
         missing = [name for name in required if getattr(message, name, None) is None]
@@ -311,13 +334,84 @@ class AnthropicLLM:
                 stop_reason=message.stop_reason,
                 model=message.model,
                 usage=priced(
-                    usage, self._price(request.model, message.model), self._search_usd_per_1k
+                    usage,
+                    self._price(request.model, message.model),
+                    self._search_usd_per_1k,
+                    batch=batch,
                 ),
                 request_id=request_id,
                 latency_s=latency_s,
             )
         except (AttributeError, TypeError, ValueError) as exc:
             raise LLMResponseError(f"unusable message from the Anthropic API: {exc}") from exc
+
+
+class AnthropicBatches:
+    """``MessageBatches`` (``llm/batches.py``) over the SDK's ``messages.batches``."""
+
+    def __init__(self, llm: AnthropicLLM) -> None:
+        self._llm = llm
+        self._sdk = llm._client.messages.batches
+
+    def submit(self, request: LLMRequest, custom_id: str) -> PendingBatch:
+        one = {"custom_id": custom_id, "params": batch_params(request)}
+        batch = self._llm.retried(lambda: self._sdk.create(requests=[one]))  # type: ignore[list-item]
+        return submitted_now(batch.id, custom_id)
+
+    def answer(self, pending: PendingBatch, request: LLMRequest) -> LLMResponse | None:
+        batch = self._llm.retried(lambda: self._sdk.retrieve(pending.id))
+        if batch.processing_status != "ended":
+            return None
+        lines = self._llm.retried(lambda: list(self._sdk.results(pending.id)))
+        result = next((line.result for line in lines if line.custom_id == pending.custom_id), None)
+        if result is None:
+            raise LLMResponseError(
+                f"Message Batch {pending.id} ended without a result for {pending.custom_id}"
+            )
+        if result.type != "succeeded":
+            raise batch_failure(pending, result)
+        latency_s = max(time.time() - pending.submitted_at, 0.0)
+        return self._llm.response(result.message, request, None, latency_s, batch=True)
+
+    def cancel(self, pending: PendingBatch) -> None:
+        with contextlib.suppress(anthropic.AnthropicError):
+            self._sdk.cancel(pending.id)
+
+
+def batch_params(request: LLMRequest) -> dict[str, Any]:
+    """``request`` as a batch request's ``params``: the Messages body, with what the
+    SDK's signature no longer names (``extra_body``) folded in."""
+    params = message_body(request)
+    params.update(params.pop("extra_body", {}))
+    return params
+
+
+# A batch request's error types that the same request would get again: refusals of it.
+REFUSED_REQUEST_ERRORS = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+    }
+)
+
+
+def batch_failure(pending: PendingBatch, result: Any) -> Exception:
+    """What a request of a batch that did not succeed amounts to: a refusal of the
+    request (permanent), or an outage, an expiry or a cancellation (retryable: the next
+    attempt sends it again)."""
+    where = f"Message Batch {pending.id}"
+    if result.type == "errored":
+        error = getattr(result.error, "error", None)
+        kind, message = getattr(error, "type", "api_error"), getattr(error, "message", "")
+        if kind in REFUSED_REQUEST_ERRORS:
+            return LLMRequestError(f"the Anthropic API refused the request in {where}: {message}")
+        return LLMUnavailableError(f"{where} answered {kind}: {message}")
+    if result.type == "expired":
+        return LLMUnavailableError(f"{where} expired before it answered (the API's 24 hours)")
+    return LLMUnavailableError(f"{where} was cancelled before it answered")
 
 
 def one_hour_cache_writes(usage: Any) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -22,6 +23,7 @@ from dagwright.errors import AgentToolErrorsError, PlanError, PlanningFailedErro
 from dagwright.keys import ORCHESTRATOR_QUEUE, PLAN_TASK
 from dagwright.models import Budget, Node, Plan, RetryPolicy
 from dagwright.planning.bounds import bounds_problems, bounds_summary, planned_types
+from dagwright.planning.plan_language import PlannedPlan
 from dagwright.plans.run_inputs import bind_inputs
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
@@ -208,7 +210,7 @@ def planner_spec(settings: Settings) -> AgentSpec:
         max_turns=settings.planner_max_repairs + 6,
         max_tool_errors=settings.planner_max_repairs + 1,
         max_tokens=8192,
-        output_model=Plan,
+        output_model=PlannedPlan,
         final_tool=SUBMIT_PLAN_TOOL,
     )
 
@@ -230,7 +232,8 @@ def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
         return plan_problems(plan, request, catalog, ctx.settings)
 
     spec = dataclasses.replace(planner_spec(ctx.settings), check_output=check)
-    message = planning_message(request, catalog, ctx.settings.planner_bounds)
+    today = datetime.now(UTC).date()
+    message = planning_message(request, catalog, ctx.settings.planner_bounds, today)
     asked = node.model_copy(update={"instruction": message})
     try:
         # The goal and context are its instruction, not background.
@@ -262,11 +265,14 @@ def last_rejection(checkpoint: Any) -> str:
 
 
 def planning_message(
-    request: PlanRequest, catalog: RestrictedCatalog, bounds: PlannerBounds
+    request: PlanRequest, catalog: RestrictedCatalog, bounds: PlannerBounds, today: date
 ) -> str:
+    """What the planner is asked: the goal and context (the submitter's: instructions),
+    today's date (a goal says "this week", "the latest"), the catalog and the limits."""
     parts = [f"<goal>\n{request.goal}\n</goal>"]
     if request.context:
         parts.append(f"<context>\n{request.context}\n</context>")
+    parts.append(f"Today's date is {today.isoformat()}.")
     parts.append(f"Worker types you may use:\n{catalog.describe()}")
     limits = (
         f"Limits: at most {request.max_nodes} nodes; dependency chains of at most "

@@ -31,7 +31,7 @@ from dagwright.plans.input_templates import (
     template_texts,
 )
 
-if TYPE_CHECKING:  # jsonschema is imported by the checks, when a plan has inputs
+if TYPE_CHECKING:  # jsonschema and RE2 are imported by the checks, when a plan has inputs
     from jsonschema.exceptions import ValidationError as SchemaMismatch
 
 MAX_INPUTS_DEPTH = 32  # as a node's params: inputs end up in them
@@ -39,23 +39,19 @@ SHOWN_VALUE_CHARS = 120  # of a value quoted in a problem
 
 
 def schema_problems(schema: dict[str, Any] | None) -> list[str]:
-    """What is wrong with a plan's ``inputs:`` schema (none for no schema)."""
+    """What is wrong with a plan's ``inputs:`` schema (none for no schema): not an object
+    schema, or not one ``json_schemas`` takes (a ``$ref`` outside it, a pattern RE2
+    cannot run, too big)."""
     if schema is None:
         return []
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
+    from dagwright.json_schemas import schema_problems as json_schema_problems
 
     if schema.get("type") != "object":
         return ["inputs: the schema must say `type: object` (with `properties:`)"]
     properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         return ["inputs: `properties` must be a mapping of input names to their schemas"]
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        where = ".".join(str(part) for part in exc.absolute_path)
-        return [f"inputs{'.' + where if where else ''}: not a valid JSON Schema: {exc.message}"]
-    return []
+    return json_schema_problems(schema, "inputs")
 
 
 def declared_names(schema: dict[str, Any] | None) -> list[str]:
@@ -84,10 +80,10 @@ def input_problems(
         return [shape_problem]
     if schema is None:
         return [_undeclared(name, []) for name in inputs]
-    from jsonschema import Draft202012Validator
+    from dagwright.json_schemas import schema_errors, schema_validator
 
-    validator = Draft202012Validator(_closed(schema))
-    errors = sorted(validator.iter_errors(inputs), key=lambda e: list(e.absolute_path))
+    validator = schema_validator(_closed(schema))
+    errors = sorted(schema_errors(validator, inputs), key=lambda e: list(e.absolute_path))
     return [line for error in errors for line in _describe(error, schema)]
 
 

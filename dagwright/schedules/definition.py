@@ -60,6 +60,7 @@ class Schedule(BaseModel):
     max_followups: int = Field(0, ge=0, le=20)  # follow-up runs one run may queue (0: none)
     followup_depth: int = Field(1, ge=1, le=5)  # follow-ups of follow-ups, at most this deep
     webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)  # each end
+    llm_batch: bool = False  # its runs' LLM calls through Message Batches, at half price
     paused: bool = False
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

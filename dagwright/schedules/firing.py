@@ -45,6 +45,7 @@ def fire_schedule(
             extra={SCHEDULE_FIELD: name, DEPTH_FIELD: 0},
             inputs=schedule.inputs,
             webhooks=schedule.webhooks,
+            llm_batch=schedule.llm_batch,
         )
         fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
     store.record(name, fire)

@@ -1,8 +1,11 @@
 """``create_app``: the FastAPI application of ``dagwright server``.
 
 Why FastAPI: request bodies and query parameters are typed (pydantic, which dagwright's
-models already are), and the OpenAPI document and its Swagger UI come from the routes
-themselves, so they cannot drift from what is served. It runs on Starlette, whose
+models already are), and the OpenAPI document comes from the routes themselves, so it
+cannot drift from what is served. It is served at ``/api/v1/openapi.json`` to callers
+with the read scope, like every route; there is no docs page: FastAPI's loads Swagger UI
+from a CDN (a third-party script in our origin), and no well-kept package ships its
+files to serve ourselves. Any OpenAPI viewer opens the document. It runs on Starlette, whose
 StreamingResponse carries the event stream and whose thread pool runs the client's
 blocking calls. Rejected: Flask (WSGI: one thread per open event stream, no OpenAPI),
 bare Starlette (the same server, with the schema and the validation written by hand).
@@ -10,11 +13,19 @@ bare Starlette (the same server, with the schema and the validation written by h
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, FastAPI
 
 from dagwright.client import Client
+from dagwright.server.blocking import in_thread
 from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
+
+if TYPE_CHECKING:
+    from dagwright.server.local_access import LocalAccess
 
 API_PREFIX = "/api/v1"
 
@@ -32,15 +43,16 @@ def api_router() -> APIRouter:
 def create_app(
     settings: Settings | None = None,
     *,
-    allow_anonymous: bool = False,
+    local_access: LocalAccess | None = None,
     client: Client | None = None,
 ) -> FastAPI:
-    """The API under ``/api/v1`` (OpenAPI at ``/api/v1/openapi.json``, Swagger UI at
-    ``/api/v1/docs``) and the dashboard's pages, over one ``Client``.
+    """The API under ``/api/v1`` (its OpenAPI document at ``/api/v1/openapi.json``, read
+    scope) and the dashboard's pages, over one ``Client``.
 
-    ``allow_anonymous`` lets requests without a credential act as admin: only for a
-    server bound to a loopback address (``dagwright server`` checks; ``dagwright up``
-    sets it).
+    ``local_access``: the token this server made for its own user, whose one-time login
+    links ``/login/local`` takes (``server/local_access.py``; ``dagwright up`` and
+    ``dagwright server --local-access``); None: no such links. The app closes it when
+    it shuts down (uvicorn then re-raises SIGTERM: no ``finally`` after it would run).
     """
     from importlib.metadata import version
 
@@ -50,13 +62,44 @@ def create_app(
         title="dagwright",
         version=version("dagwright"),
         summary="Submit and follow runs of dependency DAGs of tasks and LLM agents.",
-        openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        openapi_url=None,  # served by routes/system.py, behind authentication
+        docs_url=None,
         redoc_url=None,
+        lifespan=closing_local_access,
     )
     app.state.client = client or Client(settings)
-    app.state.allow_anonymous = allow_anonymous
+    app.state.local_access = local_access
     install_problem_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
+    install_front_middleware(
+        app, app.state.client.settings, local_access=local_access is not None
+    )
     return app
+
+
+def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: bool) -> None:
+    """What runs before routing, authentication and parsing: the body limit (an
+    oversized body costs nothing), and, outside it, the trusted proxies' headers.
+
+    No proxy headers on a server with local access (``dagwright up``'s, on loopback,
+    with no proxy in front): nothing there may be decided on a forwarded address or
+    scheme."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from dagwright.server.body_limit import BodyLimit
+
+    app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
+    if settings.server_trusted_proxies and not local_access:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)
+
+
+@asynccontextmanager
+async def closing_local_access(app: FastAPI) -> AsyncIterator[None]:
+    """Revoke the local-access token and remove its file when the server stops."""
+    try:
+        yield
+    finally:
+        access: LocalAccess | None = app.state.local_access
+        if access is not None:
+            await in_thread(access.close, app.state.client)

@@ -2,11 +2,10 @@
 
 Credentials, the first present wins: ``Authorization: Bearer <token>``; HTTP Basic with
 the token as the password (any user name: ``curl -u :$TOKEN``); the dashboard's session
-cookie. With none, the request is anonymous, which only a server started with
-``allow_anonymous`` on a loopback address lets through (as admin: it is the user's own
-laptop, ``dagwright up``), and only from a process of the server's own user (peers.py).
-A credential that is present but wrong is refused (401), even where anonymous access is
-allowed: a typo must not pass silently.
+cookie. A request with none is refused (401): no server lets anyone in by where a
+request comes from. ``dagwright up``'s user gets in with the token its server made for
+them (``local_access.py``), read from a file only they can read. A credential that is
+present but wrong is refused (401) too.
 
 Scopes: read < operate < admin (``client.tokens.Scope``). Each route depends on
 ``require(scope)``; a cookie-authenticated POST/PUT/PATCH/DELETE must also carry the
@@ -25,8 +24,7 @@ from fastapi import Request
 
 from dagwright.client.tokens import Scope
 from dagwright.server.blocking import in_thread
-from dagwright.server.origins import addressed_to_loopback, asked_by_another_site
-from dagwright.server.peers import opened_by_this_user
+from dagwright.server.origins import asked_by_another_site
 from dagwright.server.problems import Problem
 from dagwright.server.sessions import CSRF_FORM_FIELD, CSRF_HEADER, SESSION_COOKIE
 
@@ -39,12 +37,12 @@ CHALLENGE = 'Bearer realm="dagwright", Basic realm="dagwright"'
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
-Via = Literal["bearer", "basic", "session", "anonymous"]
+Via = Literal["bearer", "basic", "session"]
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request acts for: a token's name and scope (or the anonymous admin)."""
+    """Who a request acts for: a token's name and scope."""
 
     name: str
     scope: Scope
@@ -53,20 +51,13 @@ class Principal:
     csrf_token: str | None = None
     """The session's CSRF token (cookie sessions only)."""
 
-    @property
-    def anonymous(self) -> bool:
-        return self.via == "anonymous"
-
     def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "scope": self.scope.value,
-            "anonymous": self.anonymous,
+            "anonymous": False,  # kept for clients of the API: nobody is anonymous now
             "csrf_token": self.csrf_token,
         }
-
-
-ANONYMOUS = Principal(name="anonymous", scope=Scope.ADMIN, via="anonymous")
 
 
 def client_of(request: Request) -> Client:
@@ -80,8 +71,8 @@ def unauthorized(detail: str) -> Problem:
 
 
 async def current_principal(request: Request) -> Principal | None:
-    """Who the request acts for, or None if it carries no credential and anonymous
-    access is off. A wrong credential raises a 401 problem. Cached on the request."""
+    """Who the request acts for, or None if it carries no credential. A wrong
+    credential raises a 401 problem. Cached on the request."""
     if "dw_principal" in request.scope:
         found: Principal | None = request.scope["dw_principal"]
         return found
@@ -98,19 +89,7 @@ async def _authenticate(request: Request) -> Principal | None:
     cookie = request.cookies.get(SESSION_COOKIE)
     if cookie:
         return await _from_session(client, cookie)
-    if request.app.state.allow_anonymous and anonymous_may(request):
-        return ANONYMOUS
     return None
-
-
-def anonymous_may(request: Request) -> bool:
-    """Whether a request without a credential is the anonymous admin: addressed to a
-    loopback host (no DNS rebinding), from a process of the server's own user (no other
-    user of the machine: peers.py)."""
-    client, server = request.scope.get("client"), request.scope.get("server")
-    if not addressed_to_loopback(request) or not client or not server:
-        return False
-    return opened_by_this_user(client[1], server[1])
 
 
 async def _from_header(client: Client, header: str) -> Principal:
@@ -174,7 +153,7 @@ def require(scope: Scope) -> Callable[[Request], Awaitable[Principal]]:
 
 def refuse_other_sites(request: Request) -> None:
     """A change made with a credential the browser attaches by itself (cookie, cached
-    Basic, anonymity on loopback) must not be asked by a page of another site
+    Basic) must not be asked by a page of another site
     (``server/origins.py``)."""
     if asked_by_another_site(request):
         raise Problem(

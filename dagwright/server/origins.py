@@ -11,14 +11,17 @@ loopback ``dagwright up`` (anonymous admin: any page the user opens could post t
   origin POST with ``Origin``): a change asked by another site (``cross-site``,
   ``same-site``) or from a foreign ``Origin`` is refused. Tools (curl, scripts) send
   neither header and are not affected. This is OWASP's resource-isolation policy.
-- **Host for anonymous access.** A DNS-rebinding page reaches a loopback server under its
-  own name, where every request is same-origin: anonymous access is granted only to
-  requests addressed to a loopback host (``127.0.0.1``, ``[::1]``, ``localhost``).
+- **Host for a local login.** A DNS-rebinding page reaches a loopback server under its
+  own name, where every request is same-origin: a one-time login link
+  (``local_access.py``) is taken only from a request addressed to a loopback host, spelt
+  exactly: ``localhost``, an IPv4 literal of 127.0.0.0/8 or ``[::1]``, each with an
+  optional port. ``evil.localhost``, ``x@127.0.0.1``, ``127.1`` or a trailing dot are not.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -26,23 +29,46 @@ if TYPE_CHECKING:  # the CLI reads is_loopback without loading FastAPI
     from fastapi import Request
 
 FOREIGN_FETCH_SITES = frozenset({"cross-site", "same-site"})
+IPV6_LOOPBACK = ipaddress.IPv6Address("::1")
+# A Host header: a bracketed IPv6 literal, or a name or IPv4 literal; then maybe a port.
+HOST_HEADER = re.compile(r"(?:\[(?P<ipv6>[0-9a-f:]+)\]|(?P<name>[0-9a-z.-]+))(?::[0-9]{1,5})?")
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` (no port) is a loopback address or ``localhost``."""
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
+    """Whether ``host`` (an address to listen on, no port) is ``localhost``, an IPv4
+    literal of 127.0.0.0/8 or ``::1`` (bracketed or not)."""
+    host = host.lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host == "localhost" or _loopback_literal(host)
+
+
+def host_is_loopback(host_header: str) -> bool:
+    """Whether a Host header names a loopback host, parsed strictly: ``localhost``, an
+    IPv4 literal of 127.0.0.0/8 or ``[::1]``, with an optional port; nothing else."""
+    match = HOST_HEADER.fullmatch(host_header.lower())
+    if match is None:
+        return False
+    if match["ipv6"] is not None:
+        return _loopback_literal(match["ipv6"], version=6)
+    return match["name"] == "localhost" or _loopback_literal(match["name"], version=4)
+
+
+def _loopback_literal(text: str, version: int | None = None) -> bool:
+    """Whether ``text`` is a canonical-enough IP literal of a loopback address (Python's
+    parser refuses ``127.1``, ``0x7f.0.0.1`` and leading zeros)."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(text)
     except ValueError:
         return False
+    if version is not None and address.version != version:
+        return False
+    return address == IPV6_LOOPBACK if address.version == 6 else address.is_loopback
 
 
 def addressed_to_loopback(request: Request) -> bool:
     """Whether the request's Host names a loopback host (what DNS rebinding cannot fake)."""
-    host = request.headers.get("host", "")
-    return is_loopback(urlsplit(f"//{host}").hostname or "")
+    return host_is_loopback(request.headers.get("host", ""))
 
 
 def asked_by_another_site(request: Request) -> bool:

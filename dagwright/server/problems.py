@@ -1,7 +1,9 @@
 """Errors as problem+json (RFC 9457): one shape for every error the API answers.
 
 ``{"type", "title", "status", "detail", "error"}``: ``detail`` is the very line the CLI
-prints for the same error (``errors.error_line``), ``error`` its class name. PlanError
+prints for the same error (``errors.error_line``), ``error`` its class name; for a 5xx,
+the server's own failure, ``detail`` is a line that names no internal address (the CLI
+line, with the Redis host and port, goes to the server's log). PlanError
 and UnrunnablePlanError add ``problems`` (every problem, not only the first).
 
 Status codes, by the error's class (the first that matches):
@@ -53,6 +55,7 @@ from dagwright.errors import (
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+INTERNAL_ERROR = "internal error: see the server's log"
 
 STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], ...], int], ...] = (
     ((UnknownRunError, UnknownNodeError, UnknownDeadLetterError, UnknownScheduleError), 404),
@@ -110,11 +113,27 @@ def status_of(exc: DagwrightError) -> int:
 
 
 def dagwright_problem(exc: DagwrightError) -> JSONResponse:
-    """The problem response for an error the client raised, with its CLI line."""
+    """The problem response for an error the client raised, with its CLI line (a
+    public line instead for the server's own failures: ``public_line``)."""
     extra: dict[str, Any] = {}
     if isinstance(exc, PlanError | UnrunnablePlanError):
         extra["problems"] = list(exc.problems)
-    return problem_response(status_of(exc), error_line(exc), type(exc).__name__, **extra)
+    status = status_of(exc)
+    return problem_response(status, public_line(exc, status), type(exc).__name__, **extra)
+
+
+def public_line(exc: DagwrightError, status: int | None = None) -> str:
+    """What a caller is told of ``exc``: its CLI line when the caller can act on it (a
+    4xx), else a line that names no internal address (the line of a 5xx, which says
+    where Redis is, goes to the server's log only)."""
+    status = status or status_of(exc)
+    if status < 500:
+        return error_line(exc)
+    if isinstance(exc, BrokerUnavailableError):
+        return "the server cannot reach its Redis store right now: retry later (its log says more)"
+    if isinstance(exc, ConfigurationError):
+        return "the server's configuration is wrong: see the server's log"
+    return INTERNAL_ERROR
 
 
 def validation_problem(exc: RequestValidationError) -> JSONResponse:
@@ -155,7 +174,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-        return problem_response(500, "internal error: see the server's log", "InternalError")
+        return problem_response(500, INTERNAL_ERROR, "InternalError")
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(DagwrightError, on_dagwright)

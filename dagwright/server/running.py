@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import socket
+
 import uvicorn
 
+from dagwright.client import Client
+from dagwright.errors import ConfigurationError
 from dagwright.server.app import create_app
+from dagwright.server.local_access import open_local_access
 from dagwright.settings import Settings
 
 
-def serve(settings: Settings, *, allow_anonymous: bool = False) -> None:
-    """Serve until interrupted (Ctrl-C, SIGTERM)."""
-    app = create_app(settings, allow_anonymous=allow_anonymous)
+def serve(settings: Settings, *, local_access: bool = False) -> None:
+    """Serve until interrupted (Ctrl-C, SIGTERM). With ``local_access``, the token of the
+    server's user is made and written once the port is bound (a port in use leaves the
+    token of the server on it alone), before the first answer; the app revokes it when
+    it stops."""
+    client = Client(settings)
+    listening = bind(settings.server_host, settings.server_port)
+    access = (
+        open_local_access(client, settings.data_dir, settings.server_port) if local_access else None
+    )
+    app = create_app(settings, local_access=access, client=client)
     config = uvicorn.Config(
         app,
-        host=settings.server_host,
-        port=settings.server_port,
         log_level="warning",
         # asyncio, never uvloop even where installed: under uvloop an event stream's
         # thread hop stalled (a finished read not handed back to the loop), seen in
@@ -23,4 +34,21 @@ def serve(settings: Settings, *, allow_anonymous: bool = False) -> None:
         proxy_headers=False,
         server_header=False,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (uvicorn listens on it), or one line saying
+    why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host.strip("[]"), port))
+    except OSError as error:
+        listening.close()
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({error.strerror}): set --port or "
+            "DAGWRIGHT_SERVER_PORT to a free port"
+        ) from None
+    return listening

@@ -55,6 +55,7 @@ Outcome = Literal[
     "failed",  # failed for good (dead-lettered)
     "retrying",  # failed, will be retried
     "breaker_open",  # refused by an open breaker: waits it out, the attempt given back
+    "batch_wait",  # its LLM call waits in a Message Batch: parked, the attempt given back
     "lease_expired",  # its worker stopped renewing the lease (died or hung)
     "taken_over",  # another worker took the node over from a dead one
     "cancelled",  # the run was cancelled or timed out
@@ -221,6 +222,8 @@ class AttemptTracker:
 
     def _end(self, node: str, event: Event) -> None:
         outcome = ENDING_EVENTS[event.kind]
+        if outcome == "breaker_open" and "batch" in event.data:  # retry.lua's wait kind
+            outcome = "batch_wait"
         parent = self.open.get(node)
         if outcome in ("retrying", "breaker_open"):
             self.spans.append(self._retry(node, event, parent))

@@ -75,7 +75,9 @@ default, gets a 400 naming it: a 500 would be retried and open the client's brea
 Endpoints: ``POST /v1/messages`` (the API; ``"stream": true`` is answered with server-sent
 events, see :mod:`dagwright.testing.fake_anthropic_stream`), ``POST
 /v1/messages/count_tokens`` (same checks; ``{"input_tokens": n}``, no script entry used),
-``GET /_log`` (the request log as JSON), ``POST /_reset`` (clear the log, the prompt cache
+the Message Batches API (``/v1/messages/batches``: create, retrieve, results, cancel;
+:mod:`dagwright.testing.fake_anthropic_batches`), ``GET /_log`` (the request log as
+JSON), ``POST /_reset`` (clear the log, the batches, the prompt cache
 and restore the script as it was given), ``GET /_health``. A request needs an ``x-api-key``
 or an ``authorization`` header, with any value, or it gets a 401; the SDK 2.12 sends its
 key as ``Authorization: Bearer ...``, and with no key configured raises ``TypeError``
@@ -112,11 +114,14 @@ from urllib.parse import urlsplit
 
 from dagwright.errors import ConfigurationError
 from dagwright.testing.fake_anthropic_answers import Answer, error_body, json_answer
+from dagwright.testing.fake_anthropic_batches import MessageBatches
 from dagwright.testing.fake_anthropic_playback import LoggedRequest, Playback
 from dagwright.testing.fake_anthropic_script import FaultInjection, Script, ScriptEntry
 from dagwright.testing.fake_anthropic_stream import write_event_stream
 
 __all__ = ["FakeAnthropicServer", "LoggedRequest", "main"]
+
+BATCHES_PATH = "/v1/messages/batches"
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +135,11 @@ class _FakeHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # the default 5 drops bursts of connects: a 1 s SYN retry each
 
-    def __init__(self, address: tuple[str, int], playback: Playback) -> None:
+    def __init__(
+        self, address: tuple[str, int], playback: Playback, batches: MessageBatches
+    ) -> None:
         self.playback = playback
+        self.batches = batches
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         super().__init__(address, _FakeAnthropicHandler)
@@ -193,10 +201,13 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
             return playback.receive(raw_body, headers)
         if route == ("POST", "/v1/messages/count_tokens"):
             return playback.count_tokens(raw_body, headers)
+        if path.startswith(BATCHES_PATH):
+            return self._batches_route(path, raw_body, headers), None
         if route == ("GET", "/_log"):
             return json_answer(200, [request.to_json() for request in playback.requests]), None
         if route == ("POST", "/_reset"):
             playback.reset()
+            self.server.batches.reset()
             return json_answer(200, {"status": "reset"}), None
         if route == ("GET", "/_health"):
             return json_answer(200, {"status": "ok"}), None
@@ -205,6 +216,24 @@ class _FakeAnthropicHandler(BaseHTTPRequestHandler):
             f"not {self.command} {path}"
         )
         return json_answer(404, error_body("not_found_error", message)), None
+
+    def _batches_route(self, path: str, raw_body: bytes, headers: dict[str, str]) -> Answer:
+        """The Message Batches endpoints (``fake_anthropic_batches``)."""
+        batches, playback = self.server.batches, self.server.playback
+        if not (headers.get("x-api-key") or headers.get("authorization")):
+            return json_answer(401, error_body("authentication_error", "an API key is required"))
+        base_url = f"http://{headers.get('host', '127.0.0.1')}"
+        batch_id, _, action = path.removeprefix(BATCHES_PATH).strip("/").partition("/")
+        if (self.command, batch_id, action) == ("POST", "", ""):
+            return batches.create(raw_body, headers, playback.play_batched, base_url)
+        if (self.command, action) == ("GET", ""):
+            return batches.retrieve(batch_id, base_url)
+        if (self.command, action) == ("GET", "results"):
+            return batches.results(batch_id)
+        if (self.command, action) == ("POST", "cancel"):
+            return batches.cancel(batch_id, base_url)
+        message = f"fake-anthropic serves no {self.command} {path}"
+        return json_answer(404, error_body("not_found_error", message))
 
     def _read_body(self) -> bytes:
         try:
@@ -264,6 +293,9 @@ class FakeAnthropicServer:
     ) -> None:
         script = script if script is not None else Script()
         self._playback = Playback(script, extra_models=extra_models)
+        self.batches = MessageBatches()
+        """The Message Batches the fake holds: set ``batches.processing_s`` to keep a
+        batch ``in_progress`` that long; ``batches.expire_all()`` plays the 24-hour limit."""
         self._address = (host, port)
         self._http: _FakeHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -272,7 +304,7 @@ class FakeAnthropicServer:
         """Bind the port and serve from a daemon thread; returns self, for chaining."""
         if self._http is not None:
             raise RuntimeError("this FakeAnthropicServer is already started")
-        self._http = _FakeHTTPServer(self._address, self._playback)
+        self._http = _FakeHTTPServer(self._address, self._playback, self.batches)
         self._thread = threading.Thread(
             target=self._http.serve_forever,
             kwargs={"poll_interval": SHUTDOWN_POLL_S},
@@ -323,6 +355,11 @@ class FakeAnthropicServer:
         return [one for one in self._playback.requests if one.endpoint == "messages"]
 
     @property
+    def batched_requests(self) -> list[LoggedRequest]:
+        """The requests of Message Batches played so far, oldest first."""
+        return [one for one in self._playback.requests if one.endpoint == "batch"]
+
+    @property
     def token_counts(self) -> list[LoggedRequest]:
         """The ``/v1/messages/count_tokens`` requests answered so far, oldest first."""
         return [one for one in self._playback.requests if one.endpoint == "count_tokens"]
@@ -340,8 +377,10 @@ class FakeAnthropicServer:
         )
 
     def reset(self) -> None:
-        """Clear the log and restore the script as given (what ``POST /_reset`` does)."""
+        """Clear the log and the batches, and restore the script as given (what ``POST
+        /_reset`` does)."""
         self._playback.reset()
+        self.batches.reset()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

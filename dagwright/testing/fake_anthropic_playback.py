@@ -25,6 +25,7 @@ from dagwright.testing.fake_anthropic_answers import (
     error_answer,
     json_answer,
 )
+from dagwright.testing.fake_anthropic_batches import batch_result
 from dagwright.testing.fake_anthropic_rules import Rejection, request_rejection
 from dagwright.testing.fake_anthropic_script import (
     FaultInjection,
@@ -42,7 +43,7 @@ from dagwright.testing.fake_anthropic_tokens import (
 )
 
 AnsweredBy = Literal["entry", "default", "fault", "no_match", "rejected", "count_tokens"]
-Endpoint = Literal["messages", "count_tokens"]
+Endpoint = Literal["messages", "count_tokens", "batch"]
 REDACTED_HEADERS = frozenset({"x-api-key", "authorization"})
 UNOFFERED = (
     "fake-anthropic: the script plays a {name} call, but the request does not offer the "
@@ -159,6 +160,19 @@ class Playback:
             logged = _logged(body, headers, verdict, endpoint="count_tokens")
             self._log.append(logged)
         return verdict.answer, logged
+
+    def play_batched(self, params: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        """Play one request of a message batch as ``POST /v1/messages`` would (its rules,
+        faults and script), logged with ``endpoint: batch``: its batch result. A batch
+        never streams, so a ``stream`` parameter is refused as the API refuses it."""
+        with self._lock:
+            if "stream" in params:
+                message = "stream: Extra inputs are not permitted in a Message Batch request"
+                verdict = self._rejected(Rejection(message))
+            else:
+                verdict = self._decide(params, headers)
+            self._log.append(_logged(params, headers, verdict, endpoint="batch"))
+        return batch_result(verdict.answer)
 
     def answered(self, logged: LoggedRequest) -> None:
         """Record when the answer to a logged request was sent (no-op after a reset)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dagwright.errors import LLMNotConfiguredError, NodeLostError, ToolError
+from dagwright.llm.batches import MessageBatches
 from dagwright.llm.input_tokens import rough_request_tokens
 from dagwright.llm.protocol import LLM, LLMRequest
 from dagwright.models import Approval, Budget, Usage
@@ -131,6 +132,9 @@ class MemoryServices:
         if self._llm is None:
             raise LLMNotConfiguredError("MemoryServices was given no LLM")
         return self._llm
+
+    def llm_batches(self, ctx: NodeContext) -> MessageBatches:
+        raise LLMNotConfiguredError("MemoryServices has no Message Batches API")
 
     def estimate_input_tokens(self, ctx: NodeContext, request: LLMRequest) -> int:
         return rough_request_tokens(request)  # no count_tokens endpoint here

@@ -3,10 +3,11 @@
 A type with an ``output_model`` (the reviewer, the planner) takes its answer through a
 tool whose input schema is the model's, validated by pydantic and then by the type's
 ``check_output``. A node with an ``output_schema`` takes it through the same tool with
-that JSON Schema instead, validated by ``jsonschema`` (Draft 2020-12, the dialect the
-Messages API's ``input_schema`` follows). Either way a mismatch goes back to the model
-as a failed call of the tool, saying what is wrong, and counts toward the type's
-``max_tool_errors``: bounded re-asks, then the node fails for good.
+that JSON Schema instead, validated by ``json_schemas`` (Draft 2020-12, the dialect the
+Messages API's ``input_schema`` follows; nothing fetched, patterns in linear time).
+Either way a mismatch goes back to the model as a failed call of the tool, saying what
+is wrong, and counts toward the type's ``max_tool_errors``: bounded re-asks, then the
+node fails for good.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from jsonschema.exceptions import ValidationError as SchemaMismatch
 from pydantic import ValidationError
 
+from dagwright.json_schemas import schema_errors, schema_problems, schema_validator
 from dagwright.models import Node
 from dagwright.workers.agent_prompt import final_answer_schema
 from dagwright.workers.agent_spec import AgentSpec
@@ -58,10 +58,10 @@ def answer_contract(spec: AgentSpec, node: Node) -> AnswerContract | None:
 
 
 def schema_check(schema: dict[str, Any]) -> Check:
-    validator = Draft202012Validator(schema)
+    validator = schema_validator(schema)
 
     def check(answer: dict[str, Any]) -> tuple[Any, list[str]]:
-        mismatches = sorted(validator.iter_errors(answer), key=lambda error: list(error.path))
+        mismatches = sorted(schema_errors(validator, answer), key=lambda error: list(error.path))
         if not mismatches:
             return answer, []
         shown = "; ".join(mismatch_words(m) for m in mismatches[:MAX_SHOWN_MISMATCHES])
@@ -95,11 +95,11 @@ def model_check(spec: AgentSpec) -> Check:
 
 def output_schema_problems(schema: dict[str, Any]) -> list[str]:
     """What is wrong with a node's ``output_schema`` (empty: usable as a tool's input
-    schema): not a JSON Schema, or not of an object (the API takes only those)."""
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return [f"`output_schema` is not a valid JSON Schema: {exc.message}"]
+    schema): not a JSON Schema ``json_schemas`` takes (a ``$ref`` outside it, a pattern
+    RE2 cannot run, too big), or not of an object (the API takes only those)."""
+    problems = schema_problems(schema, "output_schema")
+    if problems:
+        return problems
     if schema.get("type") != "object":
         return ["`output_schema` must describe a JSON object (`type: object`)"]
     return []

@@ -42,6 +42,7 @@ A node's ``model``, ``max_tokens`` and ``output_schema`` (the answer validated b
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
@@ -50,10 +51,14 @@ from dagwright.errors import (
     AgentMaxTurnsError,
     AgentOutputError,
     AgentToolErrorsError,
+    BatchWaitExpiredError,
+    DagwrightError,
+    LLMBatchPendingError,
     NodeLostError,
     PermanentError,
     ToolPolicyError,
 )
+from dagwright.llm.batches import MessageBatches, PendingBatch, custom_id_of
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.llm.server_tools import WEB_SEARCH
@@ -196,7 +201,8 @@ class AgentLoop:
 
     def _take_turn(self) -> None:
         self._check_limits()
-        response = self.ctx.llm().complete(self._request())
+        request = self._request()
+        response = self._batched(request) if self._uses_batch else self.ctx.llm().complete(request)
         problem = self._absorb(response)
         self.ctx.record_llm_call(response, self._snapshot())  # paid for: saved before all else
         if problem is not None:
@@ -290,6 +296,48 @@ class AgentLoop:
             self.spec.response_cache
             or self.ctx.response_cache
             or self.ctx.settings.llm.cache_enabled
+        )
+
+    @property
+    def _uses_batch(self) -> bool:
+        """Asked for by the run (its submitter or schedule) or for the agent type."""
+        return self.ctx.llm_batch or self.spec.name in self.ctx.settings.llm.batch_types
+
+    def _batched(self, request: LLMRequest) -> LLMResponse:
+        """The call, through a Message Batch of one: sent once (the pending batch is
+        checkpointed before anything else), then polled; LLMBatchPendingError parks the
+        node while the batch processes. A batch that did not answer is forgotten before
+        its error is raised, so the node's next attempt sends the call again."""
+        batches = self.ctx.llm_batches()
+        if self.state.batch is None:
+            custom_id = custom_id_of(self.ctx.run_id, self.ctx.node_id, self.state.turn)
+            self.state.batch = batches.submit(request, custom_id)
+            self.ctx.checkpoint(self._snapshot())
+        pending = self.state.batch
+        try:
+            response = batches.answer(pending, request)
+        except DagwrightError:
+            self.state.batch = None
+            self.ctx.checkpoint(self._snapshot())
+            raise
+        if response is None:
+            raise self._still_waiting(pending, batches)
+        self.state.batch = None  # saved with the call's usage (record_llm_call)
+        return response
+
+    def _still_waiting(self, pending: PendingBatch, batches: MessageBatches) -> Exception:
+        """The node waits for its batch, unless it has waited ``llm_batch_max_wait_s``:
+        the batch is then cancelled and the node fails for good."""
+        settings = self.ctx.settings.llm
+        waited_s = time.time() - pending.submitted_at
+        if waited_s < settings.batch_max_wait_s:
+            return LLMBatchPendingError(pending.id, settings.batch_poll_s, pending.submitted_at)
+        batches.cancel(pending)
+        self.state.batch = None
+        self.ctx.checkpoint(self._snapshot())
+        return BatchWaitExpiredError(
+            f"Message Batch {pending.id} did not answer within {settings.batch_max_wait_s:g} s "
+            "(DAGWRIGHT_LLM_BATCH_MAX_WAIT_S): cancelled; replay the node to send the call again"
         )
 
     def _check_tools_registered(self) -> None:

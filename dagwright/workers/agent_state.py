@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from dagwright.llm.batches import PendingBatch
 from dagwright.models import Usage
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ class AgentState(BaseModel):
     type's)."""
     nudged: bool = False
     """Whether an empty answer was already answered with a nudge (only one is given)."""
+    batch: PendingBatch | None = None
+    """The call waiting in a Message Batch (``llm/batches.py``): a resumed node polls it
+    instead of sending the call again (None: no call is waiting)."""
     data_fence: str = ""
     """The token of the tags of the node's untrusted data (``workers/untrusted.py``), so
     that tool results after a resume come in the tags the first message announced ("":

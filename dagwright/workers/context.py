@@ -20,6 +20,7 @@ from dagwright.telemetry.spans import BREAKER, LLM_CALL, AttributeValue, Span, a
 from dagwright.workers.proposals import ApprovalNeeded
 
 if TYPE_CHECKING:
+    from dagwright.llm.batches import MessageBatches
     from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
     from dagwright.resilience import BreakerEvent
     from dagwright.workers.budgets import Overrun
@@ -72,6 +73,11 @@ class NodeServices(Protocol):
     def llm(self, ctx: NodeContext) -> LLM:
         """The LLM of this process, for this node's calls (LLMNotConfiguredError if none
         is configured)."""
+        ...
+
+    def llm_batches(self, ctx: NodeContext) -> MessageBatches:
+        """The Message Batches API of this process's LLM endpoint, for the calls of a run
+        (or agent type) that asked for half-price calls (``llm/batches.py``)."""
         ...
 
     def workspace(self, ctx: NodeContext) -> Workspace:
@@ -132,9 +138,11 @@ class NodeContext:
     (``timed_out`` then, its failure recorded already). Its result would be discarded
     anyway: check it (or use ``sleep``) in long loops. ``response_cache``: the run asked
     that its agents' LLM calls use the cross-run response cache (``submit(...,
-    response_cache=True)``). ``inputs`` are the outputs of the node's dependencies, by
-    node id; ``run_inputs`` the run's own inputs (``submit(plan, inputs=...)``, with the
-    plan's defaults), the same for every node of the run.
+    response_cache=True)``); ``llm_batch``: that they go through the Message Batches API
+    at half price (``submit(..., llm_batch=True)``, ``llm/batches.py``). ``inputs`` are
+    the outputs of the node's dependencies, by node id; ``run_inputs`` the run's own
+    inputs (``submit(plan, inputs=...)``, with the plan's defaults), the same for every
+    node of the run.
     """
 
     run_id: str
@@ -146,6 +154,7 @@ class NodeContext:
     services: NodeServices
     last_checkpoint: Any = None
     response_cache: bool = False
+    llm_batch: bool = False
     run_inputs: dict[str, Any] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # set (before ``stop``) when the node ran past its timeout_s
@@ -192,6 +201,9 @@ class NodeContext:
 
     def llm(self) -> LLM:
         return self.services.llm(self)
+
+    def llm_batches(self) -> MessageBatches:
+        return self.services.llm_batches(self)
 
     def workspace(self) -> Workspace:
         return self.services.workspace(self)

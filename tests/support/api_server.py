@@ -2,7 +2,9 @@
 
 ``ApiServer.start(settings)`` binds uvicorn to a free loopback port and waits until it
 answers; ``stop()`` asks it to exit (``should_exit``) and joins the thread. ``token`` makes
-an API token of a scope with the real client, as ``dagwright token create`` does.
+an API token of a scope with the real client, as ``dagwright token create`` does. With
+``local_access``, the server makes its user's token and file as ``dagwright up``'s does
+(in ``settings.data_dir``).
 Shared by the API's and the dashboard's tests.
 """
 
@@ -19,6 +21,7 @@ import uvicorn
 
 from dagwright.client import Client
 from dagwright.server.app import create_app
+from dagwright.server.local_access import LocalAccess, open_local_access
 from dagwright.settings import Settings
 from tests.support.waiting import wait_until
 
@@ -38,25 +41,39 @@ class ApiServer:
     server: uvicorn.Server
     thread: threading.Thread
     tokens: dict[str, str] = field(default_factory=dict)
+    local_access: LocalAccess | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
 
     @classmethod
-    def start(cls, settings: Settings, *, allow_anonymous: bool = False) -> ApiServer:
+    def start(cls, settings: Settings, *, local_access: bool = False) -> ApiServer:
         client = Client(settings)
-        app = create_app(settings, allow_anonymous=allow_anonymous, client=client)
         port = free_port()
-        # The event loop `dagwright server` runs (server/running.py): asyncio.
+        access = open_local_access(client, settings.data_dir, port) if local_access else None
+        app = create_app(settings, local_access=access, client=client)
+        # As `dagwright server` runs it (server/running.py): asyncio, and no proxy headers
+        # from uvicorn (the app believes them only from server_trusted_proxies).
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio"
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            loop="asyncio",
+            proxy_headers=False,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, name=f"api-server-{port}", daemon=True)
         thread.start()
         wait_until(lambda: server.started, timeout=15, what="the API server to start")
-        return cls(f"http://127.0.0.1:{port}", client, server, thread)
+        return cls(f"http://127.0.0.1:{port}", client, server, thread, local_access=access)
 
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=15)
+        if self.local_access is not None:
+            self.local_access.close(self.client)
 
     def token(self, scope: str = "admin", name: str | None = None) -> str:
         """A new API token of ``scope`` (one per scope and name, made once)."""
@@ -72,8 +89,8 @@ class ApiServer:
 
 
 @contextmanager
-def running_server(settings: Settings, *, allow_anonymous: bool = False) -> Iterator[ApiServer]:
-    server = ApiServer.start(settings, allow_anonymous=allow_anonymous)
+def running_server(settings: Settings, *, local_access: bool = False) -> Iterator[ApiServer]:
+    server = ApiServer.start(settings, local_access=local_access)
     try:
         yield server
     finally:

@@ -45,6 +45,8 @@ PASSED_SETTINGS = (
     "webhook_backoff_s",
     "webhook_backoff_max_s",
     "webhook_max_age_s",
+    "llm_batch_poll_s",
+    "llm_batch_max_wait_s",
 )
 # How to reach Redis beyond its URL (TLS files, ACL user), passed when set.
 PASSED_REDIS_ACCESS_SETTINGS = (
@@ -64,6 +66,7 @@ PASSED_JSON_SETTINGS = (
     "mcp_servers",
     "agent_mcp",
     "web_search_allowed_domains",
+    "llm_batch_types",
 )
 
 

@@ -65,6 +65,7 @@ def start_run(
     max_concurrent_nodes: int | None = None,
     timeout_s: float | None = None,
     response_cache: bool | None = None,
+    llm_batch: bool = False,
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
     inputs: dict[str, Any] | None = None,
@@ -80,7 +81,8 @@ def start_run(
     (orchestrator/execution/limits.py). ``timeout_s`` (else the plan's): the run's
     wall-clock limit, enforced by the reconciler.
     ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
-    (read back by claim.lua with each node, so it costs no round trip). Given
+    (read back by claim.lua with each node, so it costs no round trip); ``llm_batch``:
+    they go through the Message Batches API, at half price (``llm/batches.py``). Given
     ``live_workers``, UnrunnablePlanError if workers are live and none can run some
     node (a scheduled run is not checked: nobody is there to read the refusal).
     ``inputs``: the run's inputs, checked against the plan's ``inputs:`` schema (its
@@ -97,6 +99,7 @@ def start_run(
         max_concurrent_nodes=max_concurrent_nodes,
         timeout_s=timeout_s,
         response_cache=response_cache,
+        llm_batch=llm_batch,
         live_workers=live_workers,
         inputs=inputs,
         webhooks=webhooks,
@@ -114,6 +117,7 @@ def prepare_run(
     max_concurrent_nodes: int | None = None,
     timeout_s: float | None = None,
     response_cache: bool | None = None,
+    llm_batch: bool = False,
     live_workers: LiveCapabilities | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
@@ -135,6 +139,8 @@ def prepare_run(
     fields.update(concurrency_fields(max_concurrent_nodes))
     if run_response_cache(response_cache, plan):
         fields["response_cache"] = 1
+    if llm_batch:
+        fields["llm_batch"] = 1
     fields.update(webhook_fields(plan, webhooks))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:

@@ -20,8 +20,10 @@ from typing import Any
 
 from dagwright.dlq import Classification, classify
 from dagwright.errors import (
+    BatchWaitExpiredError,
     BreakerOpenError,
     BreakerWaitExpiredError,
+    LLMBatchPendingError,
     NodeLostError,
     NodeTimeoutError,
     PermanentError,
@@ -168,6 +170,7 @@ def attempt_node(
         services=env.services,
         last_checkpoint=claim.checkpoint,
         response_cache=claim.run_response_cache,
+        llm_batch=claim.run_llm_batch,
         run_inputs=claim.run_inputs,
     )
     outcome = run_within_limits(env, ctx, claim, eager)
@@ -370,6 +373,8 @@ def record_failure(
     error = describe_error(exc, known_secrets(runtime.settings))
     if isinstance(exc, BreakerOpenError):
         return wait_for_breaker(env, ctx, claim, exc, error)
+    if isinstance(exc, LLMBatchPendingError):
+        return wait_for_batch(env, ctx, claim, exc, error)
     policy = claim.node.retry or default_retry(runtime, claim.node.type)
     retryable = error.retryable and error.error_class not in policy.non_retryable
     retry = retryable and claim.attempt < policy.max_attempts
@@ -457,13 +462,14 @@ def wait_for_breaker(
     ``breaker_max_wait_s`` of such waits the node fails into the DLQ instead."""
     settings = env.runtime.settings
     delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
-    waited = env.runtime.machine.wait_on_breaker(
+    waited = env.runtime.machine.wait_on(
         ctx.run_id,
         ctx.node_id,
         ctx.fence,
         error,
         delay,
-        breaker=exc.breaker,
+        kind="breaker",
+        name=exc.breaker,
         last_failure=exc.last_failure,
         max_wait_s=settings.breaker_max_wait_s,
     )
@@ -478,6 +484,38 @@ def wait_for_breaker(
         delay,
         exc.breaker,
     )
+    return Outcome.RETRYING
+
+
+def wait_for_batch(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: LLMBatchPendingError, error: ErrorInfo
+) -> Outcome:
+    """Park the node until its Message Batch is polled again (the attempt given back: a
+    batch processing is not the node failing). The agent loop bounds the wait on one
+    batch (``llm_batch_max_wait_s``); this bounds the waits of a node on batches in all
+    the same way, so a node cannot wait on batch after batch for ever."""
+    settings = env.runtime.settings
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        exc.retry_after_s,
+        kind="batch",
+        name=exc.batch_id,
+        last_failure="",
+        max_wait_s=settings.llm_batch_max_wait_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        expired = BatchWaitExpiredError(
+            f"waited {settings.llm_batch_max_wait_s:g} s on Message Batches "
+            f"(DAGWRIGHT_LLM_BATCH_MAX_WAIT_S), the last {exc.batch_id}; replay it to try again"
+        )
+        described = describe_error(expired, known_secrets(settings))
+        return fail_for_good(env, ctx, claim, described, Classification.TRANSIENT)
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
+    log.info("node %s/%s waits on Message Batch %s", ctx.run_id, ctx.node_id, exc.batch_id)
     return Outcome.RETRYING
 
 

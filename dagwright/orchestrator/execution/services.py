@@ -13,9 +13,11 @@ from dagwright.llm import (
     InputTokenEstimator,
     LLMRequest,
     LLMResponse,
+    build_batches,
     build_input_estimator,
     build_llm,
 )
+from dagwright.llm.batches import MessageBatches
 from dagwright.models import Approval, Budget, Usage
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook
@@ -51,6 +53,7 @@ class RedisNodeServices:
         self.runtime = runtime
         self.broker = broker  # to start the follow-up runs a scheduled run proposes
         self._llm: LLM | None = None
+        self._batches: MessageBatches | None = None
         self._input_estimator: InputTokenEstimator | None = None
         self._llm_lock = threading.Lock()
         self.spans = SpanRecorder(runtime.client, runtime.keys, runtime.settings)
@@ -131,6 +134,12 @@ class RedisNodeServices:
                     runtime.settings.llm, runtime.client, runtime.keys, runtime.breakers
                 )
             return BreakerObservedLLM(self._llm, self.runtime.breakers, ctx)
+
+    def llm_batches(self, ctx: NodeContext) -> MessageBatches:
+        with self._llm_lock:
+            if self._batches is None:
+                self._batches = build_batches(self.runtime.settings.llm, self.runtime.breakers)
+            return self._batches
 
     def guard(
         self,

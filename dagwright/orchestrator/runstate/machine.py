@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
@@ -116,6 +116,7 @@ class Claim:
     deliveries: int = 1  # claims since the node last recorded an outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
     run_response_cache: bool = False  # the run asked its agents to use the response cache
+    run_llm_batch: bool = False  # the run asked its agents' calls to go through batches
     run_inputs: dict[str, Any] = field(default_factory=dict)  # the run's inputs (submit's)
     claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
 
@@ -142,6 +143,7 @@ class Claim:
             deliveries=int(fields["deliveries"]),
             run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
             run_response_cache=fields["response_cache"] == "1",
+            run_llm_batch=fields.get("llm_batch") == "1",
             run_inputs=json.loads(fields["run_inputs"] or "{}"),
         )
 
@@ -311,8 +313,11 @@ class Reservation:
         return cls(owned=True)
 
 
+WaitKind = Literal["breaker", "batch"]
+
+
 class BreakerWait(enum.StrEnum):
-    """What ``wait_on_breaker`` did (retry.lua's status)."""
+    """What ``wait_on`` did (retry.lua's status)."""
 
     PARKED = "ok"  # the node waits in RETRY_WAIT
     EXPIRED = "expired"  # it has waited long enough: fail it
@@ -504,11 +509,20 @@ class RunStateMachine:
         """Park the node for ``delay_s`` after a failed attempt. False if the claim is no
         longer ours."""
         reply = self._call(
-            "retry", run_id, node_id, fence, error.model_dump_json(), int(delay_s * 1000), "", "", 0
+            "retry",
+            run_id,
+            node_id,
+            fence,
+            error.model_dump_json(),
+            int(delay_s * 1000),
+            "",
+            "",
+            0,
+            "",
         )
         return _succeeded(reply)
 
-    def wait_on_breaker(
+    def wait_on(
         self,
         run_id: str,
         node_id: str,
@@ -516,13 +530,15 @@ class RunStateMachine:
         error: ErrorInfo,
         delay_s: float,
         *,
-        breaker: str,
+        kind: WaitKind,
+        name: str,
         last_failure: str,
         max_wait_s: float,
     ) -> BreakerWait:
-        """Park the node for ``delay_s`` while the circuit ``breaker`` is open, giving its
-        attempt back (it was not the node failing), unless its waits on breakers have
-        lasted ``max_wait_s`` already: then nothing changes, and the caller fails it."""
+        """Park the node for ``delay_s`` while it waits on ``name``: an open circuit
+        breaker, or the Message Batch its call is in (``kind``), giving its attempt back
+        (it was not the node failing), unless its waits of that kind have lasted
+        ``max_wait_s`` already: then nothing changes, and the caller fails it."""
         reply = self._call(
             "retry",
             run_id,
@@ -530,9 +546,10 @@ class RunStateMachine:
             fence,
             error.model_dump_json(),
             int(delay_s * 1000),
-            breaker,
+            name,
             last_failure,
             int(max_wait_s * 1000),
+            kind,
         )
         return BreakerWait(named_reply(reply)["status"])
 

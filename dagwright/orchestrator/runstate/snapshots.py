@@ -137,7 +137,11 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
 
 
 # The state a node is in while it waits on each kind of thing.
-WAITING_STATUS = {"breaker": NodeStatus.RETRY_WAIT, "slot": NodeStatus.QUEUED}
+WAITING_STATUS = {
+    "breaker": NodeStatus.RETRY_WAIT,
+    "slot": NodeStatus.QUEUED,
+    "batch": NodeStatus.RETRY_WAIT,
+}
 
 
 def _wait(status: NodeStatus, raw: str | None) -> NodeWait | None:

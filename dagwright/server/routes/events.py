@@ -6,19 +6,22 @@ Each event: ``id:`` its Redis stream id, ``event:`` its kind (``node.succeeded``
 stream id orders them). Once the run has ended and every event was sent, ``event: end``
 and the stream closes; ``?follow=false`` sends what exists, then ``end``.
 
-The reads are the client's bounded ones (``Client.follow_events``), one wait at a time
-in a thread of the streams' own pool (``server_max_event_streams``): between two, a
-keep-alive comment goes out when the stream has been quiet, and a client that left ends
-the loop (no thread keeps reading for nobody). An error once the stream has begun (the
-run expired, Redis went away) is sent as ``event: error`` with its line, then it ends.
+The reads are the client's bounded ones (``Client.follow_events``), one wait at a time,
+over the streams' own Redis pool and in their own threads (server/stream_slots.py: at most
+``server_max_event_streams`` open, ``server_max_event_streams_per_token`` for a token; one
+more is refused with Retry-After). Between two reads, a keep-alive comment goes out when
+the stream has been quiet, and a client that left ends the loop (no thread keeps reading
+for nobody). An error once the stream has begun (the run expired, Redis went away) is
+sent as ``event: error`` with its public line, then it ends.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Annotated
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -28,8 +31,15 @@ from dagwright.client.following import EventFollower
 from dagwright.errors import DagwrightError, error_line
 from dagwright.json_views import event_json
 from dagwright.models import Event
-from dagwright.server.auth import READ, client_of
+from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
+from dagwright.server.problems import public_line, status_of
+from dagwright.server.stream_slots import EventStreams
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["runs"])
 
@@ -47,39 +57,67 @@ END = "event: end\ndata: {}\n\n"
 
 @router.get(
     "/runs/{run_id}/events",
-    dependencies=[Depends(READ)],
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={
+        200: {"content": {"text/event-stream": {}}},
+        429: {"description": "This token has its share of event streams open."},
+        503: {"description": "The server has all of its event streams open."},
+    },
 )
 async def run_events(
     run_id: str,
     request: Request,
+    principal: Annotated[Principal, Depends(READ)],
     follow: bool = True,
     after: Annotated[str | None, Query(max_length=64, pattern=STREAM_ID)] = None,
     last_event_id: Annotated[str | None, Header(max_length=64, pattern=STREAM_ID)] = None,
 ) -> StreamingResponse:
-    """The run's events (text/event-stream), after ``Last-Event-ID`` (or ``?after=``)."""
+    """The run's events (text/event-stream), after ``Last-Event-ID`` (or ``?after=``).
+    429 or 503, with Retry-After, when the token or the server has its limit of streams
+    open."""
     client = client_of(request)
     await in_thread(client.get_run, run_id)  # 404 now, not in the middle of a stream
-    follower = client.follow_events(run_id, after=last_event_id or after or "0")
+    streams = event_streams(request)
+    follower = client.follow_events(
+        run_id, after=last_event_id or after or "0", store=streams.store
+    )
     keepalive_s = client.settings.server_keepalive_s
-    reads = stream_reads(request)
-    return StreamingResponse(
-        stream(follower, request, reads, follow=follow, keepalive_s=keepalive_s),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    holder = principal.token_id or principal.name
+    streams.slots.take(holder)
+    return EventStreamResponse(
+        stream(follower, request, streams.reads, follow=follow, keepalive_s=keepalive_s),
+        release=lambda: streams.slots.give_back(holder),
     )
 
 
-def stream_reads(request: Request) -> CapacityLimiter:
-    """The threads event streams block in, apart from the pool every other call uses:
-    open streams never leave a submit waiting for a thread (made on first use: a
-    limiter belongs to the running event loop)."""
+def event_streams(request: Request) -> EventStreams:
+    """The app's one EventStreams, made on first use (in the running event loop)."""
     state = request.app.state
-    if getattr(state, "stream_reads", None) is None:
-        state.stream_reads = CapacityLimiter(client_of(request).settings.server_max_event_streams)
-    limiter: CapacityLimiter = state.stream_reads
-    return limiter
+    if getattr(state, "event_streams", None) is None:
+        state.event_streams = EventStreams.for_client(client_of(request))
+    streams: EventStreams = state.event_streams
+    return streams
+
+
+class EventStreamResponse(StreamingResponse):
+    """An event stream that gives its slot back when it ends, however it ends (the run
+    ended, the client left, an error): only then, when no read of it is under way."""
+
+    def __init__(self, events: AsyncGenerator[str, None], *, release: Callable[[], None]) -> None:
+        super().__init__(
+            events,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self.events = events
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+            await self.events.aclose()
 
 
 async def stream(
@@ -89,14 +127,16 @@ async def stream(
     *,
     follow: bool,
     keepalive_s: float,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The events as SSE; an error past the first byte (the run expired, Redis went away)
     ends the stream with an ``error`` event carrying its line: the status is sent."""
     try:
         async for chunk in sse_chunks(follower, request, reads, follow, keepalive_s):
             yield chunk
     except DagwrightError as exc:
-        yield f"event: error\ndata: {json.dumps({'detail': error_line(exc)})}\n\n"
+        if status_of(exc) >= 500:
+            log.warning("event stream of %s: %s", request.url.path, error_line(exc))
+        yield f"event: error\ndata: {json.dumps({'detail': public_line(exc)})}\n\n"
 
 
 async def sse_chunks(

@@ -37,6 +37,9 @@ class SubmitRequest(BaseModel):
     max_concurrent_nodes: int | None = None
     timeout_s: float | None = None
     response_cache: bool | None = None
+    llm_batch: bool = False
+    """Send the run's LLM calls through the Message Batches API: half the price, each
+    answered within 24 hours."""
     inputs: dict[str, Any] | None = None
     """The run's inputs, checked against the plan's ``inputs`` schema."""
     webhooks: list[dict[str, Any] | str] = Field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Health, who is asking, and the worker types."""
+"""Health, who is asking, the worker types, and the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from importlib.metadata import version
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
@@ -32,3 +33,9 @@ async def whoami(principal: ReadPrincipal) -> dict[str, Any]:
 async def worker_types(request: Request) -> list[dict[str, Any]]:
     """Every registered worker type, as ``dagwright worker-types --json`` prints it."""
     return await in_thread(client_of(request).worker_types)
+
+
+@router.get("/openapi.json", dependencies=[Depends(READ)], include_in_schema=False)
+async def openapi_document(request: Request) -> JSONResponse:
+    """The API's OpenAPI document (read scope, like every route: it maps the surface)."""
+    return JSONResponse(request.app.openapi())

@@ -4,7 +4,7 @@ run code in the sandbox (``tools/code.py``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
@@ -13,6 +13,7 @@ from dagwright.settings import HttpToolSettings, Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.followups import propose_followup
+from dagwright.workers.tools.pages import page, page_limit
 from dagwright.workers.tools.run_python import (
     RUN_PYTHON_MAX_CHARS,
     RUN_PYTHON_TIMEOUT_S,
@@ -25,28 +26,43 @@ if TYPE_CHECKING:
 MAX_REDIRECTS = 3
 
 
-def read_input(ctx: NodeContext, node: str) -> str:
-    """Read the full output of one of the tasks this task depends on, by node id. The
-    first message shows each input, cut at 20,000 characters: read it here whole.
+def read_input(ctx: NodeContext, node: str, offset: int = 0, limit: int | None = None) -> str:
+    """Read the output of one of the tasks this task depends on, by node id. The first
+    message shows each input cut at 20,000 characters; this reads it whole, a page at a
+    time: a page that is not the end says so and gives the call that reads on.
 
     Args:
         node: The id of the task whose output to read, as the ``node="..."`` of its
             block in the first message names it.
+        offset: The character to start at (0: the beginning).
+        limit: How many characters to read, at most 199,800 (default 50,000).
     """
     if node not in ctx.inputs:
         known = ", ".join(ctx.inputs) or "none"
         raise ToolError(f"no input {node!r}; the inputs of this task are: {known}")
     value = ctx.inputs[node]
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    size = page_limit(limit, default=READ_INPUT_PAGE_CHARS, tool_limit=READ_INPUT_MAX_CHARS)
+    return page(text, offset=offset, limit=size, read_on=reading_on("read_input", "node", node))
 
 
-def workspace_read(ctx: NodeContext, path: str) -> str:
-    """Read a file of the run's shared workspace, which every task of the run shares.
+def workspace_read(ctx: NodeContext, path: str, offset: int = 0, limit: int | None = None) -> str:
+    """Read a file of the run's shared workspace, which every task of the run shares, a
+    page at a time: a page that is not the end says so and gives the call that reads on.
 
     Args:
         path: The file's path, relative to the workspace (e.g. ``notes/sources.md``).
+        offset: The character to start at (0: the beginning).
+        limit: How many characters to read, at most 49,800 (default 20,000).
     """
-    return ctx.workspace().read(path)
+    text = ctx.workspace().read(path)
+    size = page_limit(limit, default=WORKSPACE_READ_PAGE_CHARS, tool_limit=WORKSPACE_READ_MAX_CHARS)
+    return page(text, offset=offset, limit=size, read_on=reading_on("workspace_read", "path", path))
+
+
+def reading_on(tool: str, argument: str, value: str) -> Callable[[int], str]:
+    """How a page's note tells the model to read on from an offset."""
+    return lambda offset: f"call {tool} with {argument}={json.dumps(value)} and offset={offset}"
 
 
 def workspace_write(ctx: NodeContext, path: str, content: str) -> str:
@@ -120,16 +136,22 @@ def _page(url: str, response: httpx.Response, settings: HttpToolSettings) -> str
 
 
 # read_input is where the agent goes for the inputs too long to show inline (20,000
-# characters): it must return more than that.
+# characters): its pages are larger than that. The output limits bound a page (and the
+# note that ends it); the defaults keep a page's tokens moderate.
 READ_INPUT_MAX_CHARS = 200_000
+READ_INPUT_PAGE_CHARS = 50_000
+WORKSPACE_READ_MAX_CHARS = 50_000
+WORKSPACE_READ_PAGE_CHARS = 20_000
 HTTP_GET_MAX_CHARS = 50_000
 
 
 def register_builtin_tools(tools: ToolRegistry) -> None:
     # What another node, a file or a web page says reaches the model as delimited data.
     tools.register(read_input, max_output_chars=READ_INPUT_MAX_CHARS, carries_outside_content=True)
-    for func in (workspace_read, workspace_list):
-        tools.register(func, carries_outside_content=True)
+    tools.register(
+        workspace_read, max_output_chars=WORKSPACE_READ_MAX_CHARS, carries_outside_content=True
+    )
+    tools.register(workspace_list, carries_outside_content=True)
     tools.register(workspace_write)
     tools.register(
         http_get,

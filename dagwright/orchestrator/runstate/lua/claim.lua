@@ -3,6 +3,7 @@
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',
 -- 'deliveries', n, 'max_concurrent_nodes', n or '', 'response_cache', '1' or '',
+-- 'llm_batch', '1' or '',
 -- 'run_inputs', JSON or '', 'inputs', {dep1, out1, ...}} and, for a node with a run_if rule
 -- (a handler, which may run after dependencies that did not succeed), 'outcomes', {dep1,
 -- state1, ...} and 'errors', {dep, error JSON, ...} of its failed dependencies,
@@ -47,6 +48,7 @@ local reply = {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attemp
         'checkpoint', redis.call('HGET', K.checkpoint, node) or '', 'deliveries', deliveries,
         'max_concurrent_nodes', redis.call('HGET', K.run, 'max_concurrent_nodes') or '',
         'response_cache', redis.call('HGET', K.run, 'response_cache') or '',
+        'llm_batch', redis.call('HGET', K.run, 'llm_batch') or '',
         'run_inputs', redis.call('HGET', K.run, 'inputs') or '',
         'inputs', inputs}
 if redis.call('HEXISTS', K.run_if, node) == 1 then
