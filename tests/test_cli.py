@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from dagwright import Client, RunStatus
+from dagwright.llm.messages_api_rules import min_cacheable_tokens
 from dagwright.settings import Settings
 from dagwright.stackfile import read_stack
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.fake_anthropic_script import text_of
+from dagwright.testing.fake_anthropic_tokens import prompt_blocks
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import REPO_ROOT
 from tests.support.waiting import wait_until
@@ -417,7 +419,21 @@ def test_the_readme_flows_run_again_and_again_against_one_fake_llm(tmp_path: Pat
     calls = [one for one in goal_log + research_log if one["endpoint"] == "messages"]
     assert len(calls) == 1 + 2 * 4 + 2 * 4  # plan; two goal runs; two research runs
     assert {one["status"] for one in goal_log + research_log} == {200}
-    assert all("cache_control" in json.dumps(one["body"]) for one in calls)
+    # A breakpoint only where its prefix reaches the model's minimum (4,096 tokens on
+    # Sonnet 5.5): the researchers' and the writer's prompts are shorter, and carry none.
+    assert all(breakpoints_pay(one["body"]) for one in calls)
+    workers = [one for one in calls if "You are the planner" not in json.dumps(one["body"])]
+    assert workers and not any("cache_control" in json.dumps(one["body"]) for one in workers)
+
+
+def breakpoints_pay(body: dict[str, Any]) -> bool:
+    """Whether every cache breakpoint of ``body`` ends a prefix the model would cache."""
+    minimum, prefix = min_cacheable_tokens(body["model"]), 0
+    for block in prompt_blocks(body):
+        prefix += block.tokens
+        if block.ttl is not None and prefix < minimum:
+            return False
+    return True
 
 
 @pytest.mark.subprocess

@@ -19,7 +19,12 @@ from dagwright.llm import LLMRequest
 from dagwright.llm.anthropic import AnthropicLLM
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer, Script
-from dagwright.testing.fake_anthropic_tokens import PromptCache, prompt_blocks
+from dagwright.testing.fake_anthropic_tokens import (
+    PromptBlock,
+    PromptCache,
+    count_input_tokens,
+    prompt_blocks,
+)
 
 MODEL = "claude-sonnet-4-6"  # caches prefixes from 2048 tokens on
 LONG_TEXT = "The same long instructions, word for word. " * 240  # about 2600 tokens
@@ -129,6 +134,39 @@ def test_a_cached_prefix_expires_after_its_ttl() -> None:
     assert cache.account(MODEL, blocks).cache_read_input_tokens == written
     now[0] = 299.0 + 301.0
     assert cache.account(MODEL, blocks).cache_read_input_tokens == 0
+
+
+LOOKBACK_MODEL = "claude-sonnet-5-5"  # caches prefixes from 4096 tokens on
+SHARED = "A long shared background, word for word. " * 500  # about 5,000 tokens
+
+
+def blocks_after_shared(count: int) -> list[PromptBlock]:
+    """A request: SHARED as its system (no breakpoint), then ``count`` text blocks, the
+    last a breakpoint."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": f"turn {n}"} for n in range(count)]
+    content[-1]["cache_control"] = {"type": "ephemeral"}
+    body = {"model": LOOKBACK_MODEL, "system": SHARED, "messages": [user(content)]}
+    return prompt_blocks(body)
+
+
+@pytest.mark.parametrize(("blocks", "read"), [(19, True), (20, False)])
+def test_a_breakpoint_reads_a_prefix_written_up_to_20_blocks_before_it(
+    blocks: int, read: bool
+) -> None:
+    cache = PromptCache()
+    first = {"model": LOOKBACK_MODEL, "system": cached_system(SHARED), "messages": [user("hi")]}
+    written = cache.account(LOOKBACK_MODEL, prompt_blocks(first)).cache_creation_input_tokens
+    assert written >= 4096
+
+    usage = cache.account(LOOKBACK_MODEL, blocks_after_shared(blocks))
+
+    assert usage.cache_read_input_tokens == (written if read else 0)
+
+
+def test_a_breakpoint_is_not_counted_as_input() -> None:
+    marked = {"model": MODEL, "system": cached_system(), "messages": [user("hi")]}
+    bare = {"model": MODEL, "system": LONG_TEXT, "messages": [user("hi")]}
+    assert count_input_tokens(marked) == count_input_tokens(bare)
 
 
 def test_count_tokens_validates_and_plays_nothing(

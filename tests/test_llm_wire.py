@@ -36,20 +36,28 @@ def conversation(turns: int) -> list[dict[str, Any]]:
     return messages
 
 
+LONG = "You test. " * 2_000  # 20,000 characters: above any model's minimum cacheable length
+RUN = "Today's date is 2026-11-28."
+
+
 def request(messages: list[dict[str, Any]], **fields: Any) -> LLMRequest:
-    return LLMRequest(
-        model="claude-sonnet-5-5",
-        system="You test.",
-        messages=messages,
-        tools=TOOLS,
-        **{"prompt_cache_ttl": "5m", **fields},
-    )
+    defaults: dict[str, Any] = {
+        "model": "claude-sonnet-5-5",
+        "system": LONG,
+        "run_system": RUN,
+        "tools": TOOLS,
+        "prompt_cache_ttl": "5m",
+    }
+    return LLMRequest(messages=messages, **{**defaults, **fields})
 
 
-def test_breakpoints_on_tools_system_and_the_conversations_tail() -> None:
+def test_breakpoints_on_the_type_prompt_the_runs_block_and_the_conversations_tail() -> None:
     body = message_body(request(conversation(0)))
-    assert body["tools"][-1]["cache_control"] == EPHEMERAL and "cache_control" not in TOOLS[-1]
-    assert body["system"] == [{"type": "text", "text": "You test.", "cache_control": EPHEMERAL}]
+    assert "cache_control" not in body["tools"][-1]  # read back only with the prompt after
+    assert body["system"] == [
+        {"type": "text", "text": LONG, "cache_control": EPHEMERAL},
+        {"type": "text", "text": RUN, "cache_control": EPHEMERAL},
+    ]
     assert body["messages"] == [
         {
             "role": "user",
@@ -71,6 +79,41 @@ def test_each_turn_marks_its_tail_and_the_previous_requests_tail(turns: int) -> 
     assert all("cache_control" not in block for m in messages for block in m["content"])
 
 
+@pytest.mark.parametrize(
+    ("model", "marked"),
+    [("claude-sonnet-5-5", False), ("claude-opus-4-7", True), ("claude-opus-5", True)],
+)
+def test_no_breakpoint_where_the_prefix_is_under_the_models_minimum(
+    model: str, marked: bool
+) -> None:
+    """About 3,000 tokens: under Sonnet 5.5's 4,096, above Opus 4.7's 2,048."""
+    body = message_body(request(conversation(2), model=model, system="You test. " * 1_200))
+    assert (breakpoints(body) > 0) is marked
+    if not marked:
+        assert body["system"][0] == {"type": "text", "text": "You test. " * 1_200}
+
+
+def test_a_prefix_crossing_the_minimum_mid_conversation_is_marked_from_there() -> None:
+    short = request(conversation(1), system="You test.")
+    assert breakpoints(message_body(short)) == 0
+    long_turns = conversation(1)
+    long_turns[-1] = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t0", "content": "z" * 20_000}],
+    }
+    body = message_body(short.model_copy(update={"messages": long_turns}))
+    assert body["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
+    assert breakpoints(body) == 1  # the system blocks and the previous tail are too short
+
+
+def test_a_one_turn_node_writes_nothing_unless_the_runs_other_nodes_read_it() -> None:
+    alone = message_body(request(conversation(0), cache_conversation=False))
+    assert breakpoints(alone) == 0
+    shared = message_body(request(conversation(0), cache_conversation=False, cache_run_prefix=True))
+    assert [block.get("cache_control") for block in shared["system"]] == [EPHEMERAL] * 2
+    assert shared["messages"] == conversation(0)  # its own message: read by no one
+
+
 def test_thinking_blocks_never_carry_a_breakpoint() -> None:
     messages = [
         *conversation(1),
@@ -90,9 +133,11 @@ def test_thinking_blocks_never_carry_a_breakpoint() -> None:
 
 def test_an_hour_ttl_and_no_caching() -> None:
     body = message_body(request(conversation(1), prompt_cache_ttl="1h"))
-    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    off = message_body(request(conversation(1), prompt_cache_ttl=None))
-    assert off["system"] == "You test." and breakpoints(off) == 0
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    off = message_body(request(conversation(1), prompt_cache_ttl=None, run_system=None))
+    assert off["system"] == LONG and breakpoints(off) == 0
+    two_blocks = message_body(request(conversation(1), prompt_cache_ttl=None))
+    assert two_blocks["system"] == [{"type": "text", "text": LONG}, {"type": "text", "text": RUN}]
 
 
 def test_thinking_and_effort_are_sent_as_the_api_names_them() -> None:

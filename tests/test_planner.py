@@ -76,7 +76,8 @@ def test_a_goal_becomes_parallel_branches_and_a_synthesis(
     assert dispatch_queue(client, run.run_id, "_plan") == "dw.orchestrator"
     synthesis_prompt = without_tokens(text_of(fake_llm.requests[-1].body["messages"][0]["content"]))
     assert '<untrusted_input_T node="pros">\nfast, durable' in synthesis_prompt
-    assert "Weigh Redis streams for our event bus" in synthesis_prompt
+    synthesis_system = text_of(fake_llm.requests[-1].body["system"])
+    assert "<goal>\nWeigh Redis streams for our event bus\n</goal>" in synthesis_system
     planner_request = fake_llm.requests[0].body
     assert [tool["name"] for tool in planner_request["tools"]] == ["read_input", "submit_plan"]
     assert "- researcher (agent):" in text_of(planner_request["messages"][0]["content"])

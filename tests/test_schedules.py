@@ -12,10 +12,13 @@ from dagwright import Client, Settings
 from dagwright.errors import ScheduleError
 from dagwright.schedules.store import Fire
 from dagwright.testing import FakeAnthropicServer
+from dagwright.testing.fake_anthropic_script import text_of
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
+from tests.support.llm_script import agent_node, answers, planned
 from tests.support.processes import Workers
 from tests.support.runstate import RecordingBroker
 from tests.support.settings import make_settings
+from tests.support.untrusted import without_tokens
 from tests.support.valkey import RestartableValkey
 from tests.support.waiting import wait_until
 
@@ -290,9 +293,10 @@ def test_follow_ups_are_queued_within_the_schedule_s_limits(no_worker_settings: 
         propose_followup(runtime, broker, unscheduled, "More", "")
 
 
-def test_a_scheduled_writer_proposes_a_follow_up_run(
+def test_a_scheduled_writer_proposes_a_follow_up_run_whose_goal_its_agents_take_as_data(
     settings: Settings, redis_client: object, worker: object, fake_llm: FakeAnthropicServer
 ) -> None:
+    """A model wrote the follow-up's goal: its agents see it fenced, not as instructions."""
     fake_llm.add(
         {
             "match": {"system_contains": "You are the writer", "messages_count": 1},
@@ -310,6 +314,8 @@ def test_a_scheduled_writer_proposes_a_follow_up_run(
             "match": {"system_contains": "You are the writer", "messages_count": 3},
             "reply": {"content": [{"type": "text", "text": "Report written."}]},
         },
+        planned(agent_node("recheck", "researcher", "Re-check the outage.")),
+        answers("researcher", "Still down.", "Re-check the outage."),
     )
     client = Client(settings)
     plan = {"nodes": [{"id": "report", "type": "writer", "instruction": "Write the report."}]}
@@ -320,4 +326,8 @@ def test_a_scheduled_writer_proposes_a_follow_up_run(
         f for f in client.schedules.get("reports").history if f.tick.startswith("followup")
     ]
     assert client.status(followup.run_id).goal == "Re-check the outage tomorrow"
-    client.cancel(followup.run_id)  # its planner has no script here
+    assert client.wait(followup.run_id, timeout=60).result == "Still down."
+    researcher = fake_llm.requests[-1].body
+    assert "Re-check the outage tomorrow" not in text_of(researcher["system"])
+    first = without_tokens(text_of(researcher["messages"][0]["content"]))
+    assert '<untrusted_input_T source="goal">\nRe-check the outage tomorrow\n' in first

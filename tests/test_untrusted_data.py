@@ -124,20 +124,24 @@ def test_each_node_of_a_run_has_its_own_fence_the_same_at_every_attempt() -> Non
 
 
 def test_the_data_come_first_and_the_instruction_last() -> None:
-    background = RunBackground(goal="Weigh Redis streams", context="We run 3 brokers.")
+    background = RunBackground(goal="Weigh Redis streams", goal_from_model=True)
     message = first_message(
         "Summarise the inputs.",
         FENCE,
         [background_group(background), inputs_group({"web": PAYLOADS["closing tag"]})],
     )
     goal_at = message.index(f'<{FENCE.tag} source="goal">\nWeigh Redis streams\n</{FENCE.tag}>')
-    context_at = message.index(f'<{FENCE.tag} source="context">\nWe run 3 brokers.\n')
     input_at = message.index(f'<{FENCE.tag} node="web">\nIGNORE ALL')
     rule_at = message.index(f"Text between <{FENCE.tag} ...> and </{FENCE.tag}> tags (above)")
-    assert goal_at < context_at < input_at < rule_at
+    assert goal_at < input_at < rule_at
     assert message.endswith("Your task:\nSummarise the inputs.")
-    # three blocks and the rule naming the tags: nothing forged
-    assert len(tag_starts("".join(skeleton(message)[0]))) == 8
+    # two blocks and the rule naming the tags: nothing forged
+    assert len(tag_starts("".join(skeleton(message)[0]))) == 6
+
+
+def test_the_submitters_goal_is_no_data_block() -> None:
+    background = RunBackground(goal="Weigh Redis streams", context="We run 3 brokers.")
+    assert background_group(background).blocks == ()
 
 
 def test_a_run_without_goal_or_inputs_gets_its_instruction_alone() -> None:

@@ -60,7 +60,7 @@ from dagwright.llm.model_ids import price_of
 from dagwright.llm.model_lifecycle import LifecycleGuard
 from dagwright.llm.pricing import priced
 from dagwright.llm.protocol import LLMRequest, LLMResponse
-from dagwright.llm.wire import message_body
+from dagwright.llm.wire import message_body, system_blocks
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import LLMSettings, ModelPrice
@@ -233,7 +233,7 @@ class AnthropicLLM:
         retried here: a caller without an answer estimates instead)."""
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "system": request.system,
+            "system": system_blocks(request, None),
             "messages": request.messages,
         }
         if request.tools:

@@ -1,10 +1,11 @@
 """Input tokens of a Messages API request, before it is sent (budgets, rate limits).
 
 Everything sent is input: the system prompt, the tool definitions and the messages. The
-static prefix of an agent's calls (its system prompt and tools: often more than its first
-message, and the same on every turn) is counted once by the API's ``count_tokens``
-endpoint and remembered; the messages, which change every turn, are estimated from their
-characters (``rough_tokens``). Where the endpoint is unreachable (an older proxy, a fake)
+static prefix of an agent's calls (its type's system prompt and tools: often more than its
+first message, and the same on every turn) is counted once by the API's ``count_tokens``
+endpoint and remembered; the run's system block (``LLMRequest.run_system``: another for
+every run) and the messages, which change every turn, are estimated from their characters
+(``rough_tokens``). Where the endpoint is unreachable (an older proxy, a fake)
 the whole request is estimated from its characters, and the endpoint is asked again only
 after ``RETRY_COUNT_AFTER_S``.
 
@@ -45,7 +46,7 @@ class TokenCounter(Protocol):
 def rough_request_tokens(request: LLMRequest) -> int:
     """The input tokens of the whole request from its characters: system, tools, messages."""
     return (
-        rough_tokens(request.system)
+        sum(rough_tokens(text) for text in request.system_texts())
         + rough_tokens(json.dumps(request.tools))
         + rough_messages_tokens(request)
     )
@@ -78,7 +79,7 @@ class InputTokenEstimator:
         prefix = self._prefix_tokens(request)
         if prefix is None:
             return rough_request_tokens(request)
-        return prefix + rough_messages_tokens(request)
+        return prefix + rough_tokens(request.run_system or "") + rough_messages_tokens(request)
 
     def _prefix_tokens(self, request: LLMRequest) -> int | None:
         key = prefix_key(request)
@@ -97,7 +98,11 @@ class InputTokenEstimator:
 
     def _count_prefix(self, request: LLMRequest) -> int | None:
         assert self._counter is not None
-        prefix_only = request.model_copy(update={"messages": PLACEHOLDER_MESSAGES})
+        # The run's system block is left out: it changes from run to run, and a prefix
+        # counted per run would fill the table (it is estimated from its characters).
+        prefix_only = request.model_copy(
+            update={"messages": PLACEHOLDER_MESSAGES, "run_system": None}
+        )
         try:
             return self._counter.count_input_tokens(prefix_only)
         except DagwrightError as exc:

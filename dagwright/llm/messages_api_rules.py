@@ -91,12 +91,27 @@ SERVER_TOOL_FIELDS = {
 MAX_CACHE_BREAKPOINTS = 4
 CACHE_TTLS_S = {"5m": 300, "1h": 3600}
 # A prefix shorter than this (in tokens) is not cached: the request is simply uncached.
+# Matched by prefix, first match wins (so ``claude-sonnet-5-5`` before ``claude-sonnet-5``).
+# From the prompt caching page: 512 on Opus 5, Fable 5 and Mythos 5; 1,024 on Sonnet 5,
+# Opus 4.8, Sonnet 4.5 and Opus 4.1; 2,048 on Opus 4.7; 4,096 on Sonnet 5.5, Opus 4.6,
+# Opus 4.5 and Haiku 4.5. Sonnet 4.6 is listed at 1,024 but caches from 2,048 in practice
+# (anthropic-sdk-python#1194): the higher is kept, so the fake caches no more than the API.
 MIN_CACHEABLE_TOKENS = (
+    ("claude-sonnet-5-5", 4096),
+    ("claude-sonnet-5", 1024),
+    ("claude-opus-5", 512),
+    ("claude-fable-5", 512),
+    ("claude-mythos-5", 512),
+    ("claude-opus-4-8", 1024),
+    ("claude-opus-4-7", 2048),
+    ("claude-opus-4-6", 4096),
+    ("claude-opus-4-5", 4096),
+    ("claude-haiku-4-5", 4096),
+    ("claude-sonnet-4-6", 2048),
     ("claude-sonnet-4-5", 1024),
     ("claude-opus-4-1", 1024),
-    ("claude-sonnet-4-6", 2048),
 )
-DEFAULT_MIN_CACHEABLE_TOKENS = 4096  # Opus 4.5 on, Haiku 4.5, and (unpublished) the newer
+DEFAULT_MIN_CACHEABLE_TOKENS = 4096  # the highest: a model not listed is not over-cached
 
 # The most output one request may ask for; larger ``max_tokens`` is a 400.
 MAX_OUTPUT_TOKENS = (

@@ -25,12 +25,20 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 
 # How a request is sent or kept, not what it asks: left out of the response cache's key,
 # so that switching prompt caching or its TTL does not forget every cached answer.
-DELIVERY_FIELDS = frozenset({"prompt_cache_ttl", "response_cache", "volatile_token"})
+DELIVERY_FIELDS = frozenset(
+    {
+        "prompt_cache_ttl",
+        "response_cache",
+        "volatile_token",
+        "cache_conversation",
+        "cache_run_prefix",
+    }
+)
 # What stands for ``volatile_token`` in the response cache's key.
 VOLATILE_PLACEHOLDER = "VOLATILE"
 # Fields added after requests were first cached: left out of the key while unset, so a
 # request that does not use them keeps the key it always had.
-KEYED_WHEN_SET = ("thinking", "effort", "context_management")
+KEYED_WHEN_SET = ("thinking", "effort", "context_management", "run_system")
 
 
 class LLMRequest(BaseModel):
@@ -45,6 +53,11 @@ class LLMRequest(BaseModel):
 
     model: str
     system: str
+    """The agent type's prompt: the same for every node of the type, in any run."""
+    run_system: str | None = None
+    """A second system block, after ``system``: what every node of one run is told alike
+    (today's date, the submitter's goal and context), the same byte for byte across the
+    run's nodes so that they share its cached prefix. None: no second block."""
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = Field(default_factory=list)
     max_tokens: int = 4096
@@ -60,6 +73,14 @@ class LLMRequest(BaseModel):
     prompt_cache_ttl: PromptCacheTTL | None = None
     """Prompt-cache breakpoints on tools, system and the conversation's tail, kept this long;
     None: no breakpoints."""
+    cache_conversation: bool = True
+    """Whether the conversation's tail gets prompt-cache breakpoints: only when a later call
+    will read it back (the agent may take another turn); the system blocks are marked
+    too then (``llm/wire.py``)."""
+    cache_run_prefix: bool = False
+    """Whether other nodes of the run will send the same tools and system blocks, and so
+    read their cached prefix back: the system blocks get breakpoints even when the
+    conversation gets none."""
     response_cache: bool = False
     """Whether a response cache may answer this request from an earlier identical one."""
     volatile_token: str = ""
@@ -67,6 +88,10 @@ class LLMRequest(BaseModel):
     to the answer (the tags of untrusted data, ``workers/untrusted.py``): replaced by a
     placeholder in the response cache's key, so that the same work in another run still
     finds its answer. Never sent."""
+
+    def system_texts(self) -> list[str]:
+        """The system prompt's blocks, in order (empty ones left out)."""
+        return [text for text in (self.system, self.run_system) if text]
 
     def canonical_json(self) -> str:
         """The request as sorted JSON, without how it is delivered (``DELIVERY_FIELDS``)."""

@@ -151,8 +151,8 @@ def planned_plan(output: Any, request: PlanRequest, settings: Settings) -> Plan:
 
 def with_synthesis(plan: Plan) -> Plan:
     """A plan as it will run: one naming its output, or ending in one node, as it is; else
-    a writer combining its sinks is appended. The writer sees the run's goal and context
-    as background, as every agent node does."""
+    a writer combining its sinks is appended. The writer is told the run's goal and context
+    as instructions, as every agent node is."""
     if not needs_synthesis(plan):
         return plan
     ids = {node.id for node in plan.nodes}
@@ -164,7 +164,8 @@ def with_synthesis(plan: Plan) -> Plan:
         type=SYNTHESIS_TYPE,
         instruction=(
             "Combine the results of the tasks before you into one final answer to the run's "
-            "goal (shown above as background), for the person who set it."
+            "goal, for the person who set it, keeping every requirement of their goal and "
+            "context (language, length, format, audience)."
         ),
         depends_on=plan.output_nodes(),
     )

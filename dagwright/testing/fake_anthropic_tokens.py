@@ -11,8 +11,11 @@ minimum cacheable length. A later request repeating a remembered prefix reads it
 (``cache_read_input_tokens``), refreshing its TTL; the part between that prefix and the
 last breakpoint is written (``cache_creation_input_tokens``, split by TTL in
 ``cache_creation``); ``input_tokens`` counts only what follows the last breakpoint.
-The real API also looks back a few blocks from each breakpoint for a hit; the fake does
-not, so a client that relies on it sees fewer hits here, never more.
+As the real API does, each breakpoint looks back up to ``LOOKBACK_BLOCKS`` block
+boundaries before it for a prefix written earlier (by another breakpoint of an earlier
+request): the longest live one found is read. Only prefixes that ended at a breakpoint
+were ever written, so a request whose breakpoints moved more than the lookback past the
+last written prefix reads nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 
 from dagwright.llm.messages_api_rules import CACHE_TTLS_S, min_cacheable_tokens
 from dagwright.llm.protocol import CHARS_PER_TOKEN
+
+LOOKBACK_BLOCKS = 20  # block boundaries a breakpoint checks for a hit, itself included
 
 
 @dataclass(frozen=True)
@@ -94,28 +99,37 @@ class PromptCache:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._expires_at: dict[str, float] = {}
+        self._ttls: dict[str, str] = {}
 
     def clear(self) -> None:
         self._expires_at.clear()
+        self._ttls.clear()
 
     def account(self, model: str, blocks: list[PromptBlock]) -> InputUsage:
         """The input usage of one request, reading and writing cached prefixes."""
         now = self._clock()
-        prefixes = _breakpoint_prefixes(model, blocks)
+        boundaries = _boundaries(model, blocks)
         total = max(1, sum(block.tokens for block in blocks))
-        hit = self._longest_hit(prefixes, now)
-        read = prefixes[hit].tokens if hit is not None else 0
+        marked = [i for i, block in enumerate(blocks) if block.ttl is not None]
+        hit = self._longest_hit(boundaries, marked, now)
+        read = boundaries[hit].tokens if hit is not None else 0
         if hit is not None:
-            self._remember(prefixes[hit], now)
-        written = self._write(prefixes[hit + 1 if hit is not None else 0 :], model, read, now)
+            self._remember(boundaries[hit], now)
+        later = [boundaries[i] for i in marked if hit is None or i > hit]
+        written = self._write(later, model, read, now)
         cached = read + written["5m"] + written["1h"]
         return InputUsage(max(total - cached, 0), read, written["5m"], written["1h"])
 
-    def _longest_hit(self, prefixes: list[_Prefix], now: float) -> int | None:
+    def _longest_hit(self, boundaries: list[_Prefix], marked: list[int], now: float) -> int | None:
+        """The last block boundary, within the lookback of a breakpoint, whose prefix is
+        cached and live."""
         live = [
-            i for i, prefix in enumerate(prefixes) if self._expires_at.get(prefix.digest, 0) > now
+            i
+            for mark in marked
+            for i in range(max(0, mark - LOOKBACK_BLOCKS + 1), mark + 1)
+            if self._expires_at.get(boundaries[i].digest, 0) > now
         ]
-        return live[-1] if live else None
+        return max(live) if live else None
 
     def _write(self, prefixes: list[_Prefix], model: str, start: int, now: float) -> dict[str, int]:
         written = {"5m": 0, "1h": 0}
@@ -124,32 +138,36 @@ class PromptCache:
         for prefix in prefixes:
             if prefix.tokens < floor:
                 continue  # too short to cache: the API quietly does not
-            written[prefix.ttl] += prefix.tokens - covered
+            written[prefix.ttl or "5m"] += prefix.tokens - covered
             covered = prefix.tokens
             self._remember(prefix, now)
         return written
 
     def _remember(self, prefix: _Prefix, now: float) -> None:
-        self._expires_at[prefix.digest] = now + CACHE_TTLS_S[prefix.ttl]
+        """Written or read: live for its TTL from now (a read keeps the TTL it was
+        written with, as the API refreshes an entry)."""
+        ttl = prefix.ttl or self._ttls.get(prefix.digest, "5m")
+        self._ttls[prefix.digest] = ttl
+        self._expires_at[prefix.digest] = now + CACHE_TTLS_S[ttl]
 
 
 @dataclass(frozen=True)
 class _Prefix:
     digest: str
     tokens: int
-    ttl: str
+    ttl: str | None
+    """The TTL of the breakpoint ending there; None: no breakpoint ends there."""
 
 
-def _breakpoint_prefixes(model: str, blocks: list[PromptBlock]) -> list[_Prefix]:
-    """The prefix ending at each breakpoint: its hash (model included), size and TTL."""
+def _boundaries(model: str, blocks: list[PromptBlock]) -> list[_Prefix]:
+    """The prefix ending at each block: its hash (model included), size and TTL."""
     running = hashlib.sha256(model.encode())
     tokens = 0
     prefixes: list[_Prefix] = []
     for block in blocks:
         running.update(block.identity.encode())
         tokens += block.tokens
-        if block.ttl is not None:
-            prefixes.append(_Prefix(running.copy().hexdigest(), tokens, block.ttl))
+        prefixes.append(_Prefix(running.copy().hexdigest(), tokens, block.ttl))
     return prefixes
 
 
@@ -160,7 +178,8 @@ def _block(place: str, block: Mapping[str, Any]) -> PromptBlock:
     if isinstance(cache_control, dict):
         ttl = str(cache_control.get("ttl", "5m"))
     identity = json.dumps([place, bare], sort_keys=True, separators=(",", ":"))
-    return PromptBlock(identity, estimate_tokens(block), ttl)
+    # Counted without its cache_control, as the API counts: a breakpoint is not input.
+    return PromptBlock(identity, estimate_tokens(bare), ttl)
 
 
 def _system_blocks(system: object) -> list[dict[str, Any]]:

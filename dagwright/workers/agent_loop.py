@@ -28,12 +28,14 @@ AgentToolErrorsError (too many failed tool calls in a row), BudgetExceededError 
 next call could pass the node's or the run's budget: it is not made), AgentOutputError
 (no usable answer).
 
-The first message is the node's data, then its instruction (``agent_prompt.py``): the
-run's goal and context as background, what the caller adds, and the outputs of the
-dependencies, each in a block of untrusted data whose tags the data cannot forge
-(``untrusted.py``); results of tools that carry outside content come delimited the same
-way. The tags' token is kept in the checkpoint and derived from the run, so every
-attempt of a node sends the same prompt.
+The system prompt is the type's, then a block every node of the run is sent alike
+(``agent_prompt.run_system``): today's date and the submitter's goal and context, as
+instructions. The first message is the node's data, then its instruction
+(``agent_prompt.py``): a model-written goal as background, what the caller adds, and the
+outputs of the dependencies, each in a block of untrusted data whose tags the data cannot
+forge (``untrusted.py``); results of tools that carry outside content come delimited the
+same way. The run's block and the tags' token are kept in the checkpoint (the token is
+derived from the run), so every attempt of a node sends the same prompt.
 
 What a node is offered (``agent_tools``): its own ``tools`` or its type's, as the settings
 make them (``http_get`` only with allowed domains; the API's server-side ``web_search`` /
@@ -55,6 +57,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
 from typing import Any
 
 from dagwright.errors import (
@@ -88,6 +91,7 @@ from dagwright.workers.agent_prompt import (
     final_answer_schema,
     first_message,
     inputs_group,
+    run_system,
 )
 from dagwright.workers.agent_spec import FINAL_ANSWER_TOOL, AgentSpec
 from dagwright.workers.agent_state import (
@@ -100,7 +104,7 @@ from dagwright.workers.agent_state import (
 from dagwright.workers.agent_tool_calls import ToolCaller
 from dagwright.workers.agent_tools import offered_tools, unregistered
 from dagwright.workers.budgets import Dimension, find_overrun, next_call_input_tokens, worst_case
-from dagwright.workers.context import NodeContext
+from dagwright.workers.context import NodeContext, RunBackground
 from dagwright.workers.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     ToolOutcome,
@@ -182,13 +186,17 @@ class AgentLoop:
         self.state = resume_state(ctx.last_checkpoint) or self._new_state(data, background)
         if not self.state.data_fence:  # a checkpoint from before fences
             self.state.data_fence = DataFence.random().token
+        if self.state.run_system is None:  # from before it: the first message has the goal
+            self.state.run_system = run_system(RunBackground(), today(), submitter=False)
         self.fence = DataFence(self.state.data_fence)
         client_tools = tuple(tool.name for tool in self.offered if not tool.runs_on_server)
         self.tool_caller = ToolCaller(ctx, spec, tools, self.fence, client_tools)
 
     def _new_state(self, data: Sequence[DataGroup], background: bool) -> AgentState:
-        """The conversation's start: the first message (secrets masked) and its fence.
-        The run's background is read here, once per node: a resumed node has both."""
+        """The conversation's start: the run's system block and the first message (secrets
+        masked) and its fence. The run's background is read here, once per node: a
+        resumed node has all three. ``background``: the submitter's goal and context go
+        into the system block (a model-written goal into the first message, fenced)."""
         run = self.ctx.run_background()
         fence = DataFence.for_node(run.nonce, self.ctx.node_id)
         groups = [background_group(run)] if background else []
@@ -200,7 +208,11 @@ class AgentLoop:
             tool_results_delimited=self._delimits_tool_results,
         )
         content = redact(message, self.secrets)
-        return AgentState(messages=[{"role": "user", "content": content}], data_fence=fence.token)
+        return AgentState(
+            messages=[{"role": "user", "content": content}],
+            data_fence=fence.token,
+            run_system=redact(run_system(run, today(), submitter=background), self.secrets),
+        )
 
     @property
     def _delimits_tool_results(self) -> bool:
@@ -346,6 +358,7 @@ class AgentLoop:
         return LLMRequest(
             model=self._model,
             system=spec.system_prompt,
+            run_system=self.state.run_system,
             messages=self.state.messages,
             tools=schemas,
             max_tokens=self._max_tokens,
@@ -354,6 +367,9 @@ class AgentLoop:
             effort=spec.effort,
             context_management=self.keeper.request_config(self._model, self.state.messages),
             prompt_cache_ttl=None if ttl == "off" else ttl,
+            # A node offered tools may take another turn, which reads this one's prefix
+            # back; with none (or only its answer tool) it has one turn, and nothing to read.
+            cache_conversation=bool(self.offered),
             response_cache=self._uses_response_cache,
             volatile_token=self.fence.token,
         )
@@ -643,6 +659,11 @@ def cited_sources(blocks: list[dict[str, Any]]) -> list[str]:
                 title = citation.get("title")
                 seen[url] = f"{title} <{url}>" if title else url
     return list(seen.values())
+
+
+def today() -> date:
+    """Today's date (UTC), as every agent is told it."""
+    return datetime.now(UTC).date()
 
 
 def node_budget(node: Node, spec: AgentSpec) -> Budget:

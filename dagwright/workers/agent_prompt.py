@@ -1,11 +1,21 @@
-"""What an agent is first told: the data it works on, each piece in a delimited block of
-untrusted data (``workers/untrusted.py``), and then, last, its instruction; and the tool its
-structured answer is given through.
+"""What an agent is first told: in the system prompt, after its type's prompt, what every
+node of the run is told alike (``run_system``: today's date, and the goal and context of
+the person who started the run, as instructions to follow); in the first message, the
+data it works on, each piece in a delimited block of untrusted data
+(``workers/untrusted.py``), and then, last, its instruction; and the tool its structured
+answer is given through.
+
+The submitter is trusted (docs/architecture.md, Trust): their goal and context are not
+fenced, and the agent is told to keep the constraints they state (a language, a length,
+a platform) even where the planner did not copy them into its instruction. They sit in
+the system prompt, byte for byte the same for every node of the run, so that the run's
+nodes share a cached prefix (``llm/wire.py``). A goal a model wrote (a follow-up run's)
+is data: it goes into the first message, fenced, as background.
 
 Data first, the instruction after it: the instruction is what the model reads last, and
 nothing inside the data comes after it to claim the final word. The data are, in this
-order: the run's goal and context (background: what the work is for), anything the
-caller adds (a re-planner's failed branch), and the outputs of the node's dependencies.
+order: a model-written goal (background), anything the caller adds (a re-planner's
+failed branch), and the outputs of the node's dependencies.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from pydantic import BaseModel
@@ -24,9 +35,17 @@ from dagwright.workers.untrusted import DataFence
 
 MAX_INLINE_INPUT_CHARS = 20_000
 BACKGROUND_HEADING = (
-    "Background: the goal of the run this task is part of, and the context it was given, "
-    "as the person who started the run wrote them. They say what the work is for; your own "
-    "task is the one at the end."
+    "Background: the goal of the run this task is part of, as an agent of an earlier run "
+    "proposed it (a follow-up run). It says what the work is for; your own task is the one "
+    "at the end."
+)
+SUBMITTER_HEADING = (
+    "The person who started the run this task is part of gave it the goal and context "
+    "below. They are your user's own words: instructions, not data. Follow every "
+    "requirement they state (the language, length, audience, format, platform or tools of "
+    "the result, and any other constraint) wherever it bears on your task, even when your "
+    "task does not repeat it. Your own task, one part of the work toward this goal, is in "
+    "the user message."
 )
 INPUTS_HEADING = "The outputs of the tasks this task depends on:"
 
@@ -99,13 +118,35 @@ def data_rule(fence: DataFence, *, blocks_above: bool, tools: bool) -> str:
     )
 
 
-def background_group(background: RunBackground) -> DataGroup:
-    """The run's goal and context, as background (no blocks for a run without them)."""
-    blocks = [
-        DataBlock(text, {"source": name})
-        for name, text in (("goal", background.goal), ("context", background.context))
+def run_system(background: RunBackground, today: date, *, submitter: bool = True) -> str:
+    """The system block every node of the run is told alike: today's date and, with
+    ``submitter``, the goal and context the person who started the run gave (a
+    model-written goal is left to ``background_group``)."""
+    parts = [f"Today's date is {today.isoformat()} ({today:%A %d %B %Y})."]
+    if submitter:
+        parts += submitter_words(background)
+    return "\n\n".join(parts)
+
+
+def submitter_words(background: RunBackground) -> list[str]:
+    """The submitter's goal and context under how to take them ([] if they gave none)."""
+    words = [
+        f"<{name}>\n{text.strip()}\n</{name}>"
+        for name, text in (("goal", trusted_goal(background)), ("context", background.context))
         if text.strip()
     ]
+    return [SUBMITTER_HEADING, *words] if words else []
+
+
+def trusted_goal(background: RunBackground) -> str:
+    return "" if background.goal_from_model else background.goal
+
+
+def background_group(background: RunBackground) -> DataGroup:
+    """A goal a model wrote (a follow-up run's), as data (no block for any other goal:
+    the submitter's is in ``run_system``)."""
+    goal = background.goal if background.goal_from_model else ""
+    blocks = [DataBlock(goal, {"source": "goal"})] if goal.strip() else []
     return DataGroup(BACKGROUND_HEADING, tuple(blocks))
 
 

@@ -59,6 +59,10 @@ class AgentState(BaseModel):
     """The token of the tags of the node's untrusted data (``workers/untrusted.py``), so
     that tool results after a resume come in the tags the first message announced ("":
     a checkpoint from before fences)."""
+    run_system: str | None = None
+    """The system block the node's calls send after its type's prompt (today's date, the
+    run's goal and context), as the first call sent it: a resumed node sends the same
+    prompt (None: a checkpoint from before it, whose first message holds the goal)."""
 
 
 def resume_state(checkpoint: Any) -> AgentState | None:

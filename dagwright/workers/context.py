@@ -32,8 +32,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RunBackground:
-    """What a run was started with that its agents are shown as background, and the
-    per-run randomness their data fences derive from (``workers/untrusted.py``)."""
+    """What a run was started with that every one of its agents is told, and the per-run
+    randomness their data fences derive from (``workers/untrusted.py``)."""
 
     goal: str = ""
     """The run's goal: the goal it was planned from, or a plan file's ``goal``."""
@@ -41,6 +41,9 @@ class RunBackground:
     """The context given with the goal (``dagwright run GOAL --context``)."""
     nonce: str = ""
     """Random, per run ("": a run from before nonces; its nodes' fences are random)."""
+    goal_from_model: bool = False
+    """The goal was written by a model, not by the person who started the run (a
+    follow-up a scheduled run's agent proposed): shown as untrusted data, never obeyed."""
 
 
 class NodeServices(Protocol):

@@ -25,6 +25,7 @@ from dagwright.orchestrator.runstate.creation import PROMPT_NONCE_FIELD
 from dagwright.orchestrator.runstate.machine import LeaseRef
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.resilience import Breakers
+from dagwright.schedules.definition import DEPTH_FIELD
 from dagwright.schedules.followups import propose_followup
 from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.recorder import SpanRecorder
@@ -180,13 +181,18 @@ class RedisNodeServices:
 
     def run_background(self, ctx: NodeContext) -> RunBackground:
         run_key = self.runtime.keys.run_key(ctx.run_id, "run")
-        goal, request, nonce = self.runtime.client.hmget(
-            run_key, ["goal", "request", PROMPT_NONCE_FIELD]
+        goal, request, nonce, depth = self.runtime.client.hmget(
+            run_key, ["goal", "request", PROMPT_NONCE_FIELD, DEPTH_FIELD]
         )
         # A goal run keeps its planning request (goal, context, ...) as JSON; a plan's
         # run has only the plan's goal.
         context = str(json.loads(request).get("context", "")) if request else ""
-        return RunBackground(goal=goal or "", context=context, nonce=nonce or "")
+        return RunBackground(
+            goal=goal or "",
+            context=context,
+            nonce=nonce or "",
+            goal_from_model=int(depth or 0) > 0,  # a follow-up's goal: a model wrote it
+        )
 
 
 class BreakerObservedLLM:
