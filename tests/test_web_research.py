@@ -173,7 +173,7 @@ def test_the_planner_catalog_says_what_each_type_can_do_here() -> None:
     registry = builtin_registry()
     bare = RestrictedCatalog(registry, ["researcher", "coder"], Settings()).describe()
     assert "web_search" not in bare and "http_get" not in bare
-    assert "    - read_input: Read the full output" in bare
+    assert "    - read_input: Read the output of one of the tasks" in bare
     assert "    - run_python:" in bare
     webbed = Settings(**WEB, http_allowed_domains=["example.com"])
     described = RestrictedCatalog(registry, ["researcher"], webbed).describe()

@@ -116,7 +116,9 @@ class LocalAccess:
     def take_code(self, code: str) -> bool:
         """Whether ``code`` is a login code of this server's, not taken before."""
         nonce, mac = code[:NONCE_CHARS], code[NONCE_CHARS:]
-        if len(code) != CODE_CHARS or not hmac.compare_digest(mac, _mac(self.token, nonce)):
+        if len(code) != CODE_CHARS or not code.isascii():  # compare_digest takes ASCII only
+            return False
+        if not hmac.compare_digest(mac, _mac(self.token, nonce)):
             return False
         with self._lock:
             if nonce in self._taken:

@@ -3,9 +3,9 @@
 Bearer tokens are sent only by code that holds them. Three credentials are attached by a
 browser on its own, so a page of another site could make a visitor's browser use them:
 the session cookie (SameSite=Strict already withholds it from cross-site requests), HTTP
-Basic credentials the browser cached after a prompt, and no credential at all on a
-loopback ``dagwright up`` (anonymous admin: any page the user opens could post to
-``http://127.0.0.1:8400``). Two checks close that:
+Basic credentials the browser cached after a prompt, and the session a one-time login
+link of a loopback ``dagwright up`` opened (an admin's: any page the user opens could
+post to ``http://127.0.0.1:8400``). Two checks close that:
 
 - **Fetch metadata.** Browsers mark every request with ``Sec-Fetch-Site`` (and a cross-
   origin POST with ``Origin``): a change asked by another site (``cross-site``,

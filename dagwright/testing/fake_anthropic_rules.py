@@ -333,12 +333,21 @@ def _tool_choice_problem(body: Body) -> str | None:
 
 
 def _prefill_problem(body: Body) -> str | None:
-    """A conversation ending with an assistant turn, where the model takes no prefill."""
+    """A conversation ending with an assistant turn, where the model takes no prefill. A
+    turn the API paused (``pause_turn``, in the middle of its server tools) is sent back as
+    it came for the model to go on: the documented continuation, not a prefill."""
     messages = body["messages"]
     last = messages[-1] if messages else None
-    if isinstance(last, dict) and last.get("role") == "assistant":
+    if isinstance(last, dict) and last.get("role") == "assistant" and not _paused(last):
         return PREFILL_REFUSED if api.refuses_prefill(body["model"]) else None
     return None
+
+
+def _paused(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") == "server_tool_use" for block in content
+    )
 
 
 _PARAMETER_RULES: tuple[Callable[[Body], str | None], ...] = (
