@@ -230,7 +230,7 @@ def test_up_serves_the_api_on_loopback_and_its_server_dies_with_it(tmp_path: Pat
         try:
             record = wait_for_stack(data, "up")
             assert up.stderr is not None
-            lines = read_until(up.stderr, "your API token")
+            lines = read_until(up.stderr, "API token (yours alone)")
             assert record.server_url.startswith("http://127.0.0.1:")
             assert not record.server_url.endswith(f":{port}/")
             assert get_health(record.server_url) == 401  # it answers, and asks for a token

@@ -54,16 +54,11 @@ def server(
 
     where = f"{url_host(settings.server_host)}:{settings.server_port}"
     stderr.print(
-        f"dagwright server at http://{where}/ (API: /api/v1, OpenAPI: /api/v1/openapi.json)"
-        + (
-            f" · your token: {token_file(settings.data_dir, settings.server_port)}"
-            if local_access
-            else ""
-        )
-        + "; Ctrl-C stops it",
-        soft_wrap=True,
-        markup=False,
+        f"dagwright server at http://{where}/ (API: /api/v1); Ctrl-C stops it", markup=False
     )
+    if local_access:  # a line of its own: a path is long, and one copies it whole
+        token = token_file(settings.data_dir, settings.server_port)
+        stderr.print(f"API token (yours alone): {token}", soft_wrap=True, markup=False)
     serve(settings, local_access=local_access)
 
 

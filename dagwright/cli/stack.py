@@ -256,13 +256,13 @@ def server_lines(url: str, settings: Settings) -> list[str]:
         if port == settings.server_port
         else (f" (port {settings.server_port} was in use: DAGWRIGHT_SERVER_PORT sets another)")
     )
-    lines = [f"dashboard and API at {url} (API: api/v1, OpenAPI: api/v1/openapi.json){moved}"]
+    lines = [f"dashboard and API at {url}{moved}"]  # the API's document: api/v1/openapi.json
     token = read_token(settings.data_dir, port)
     if token is not None:
         lines += [
             "log in with this one-time link (`dagwright dashboard` prints another):",
             f"  {login_url(url, token)}",
-            f"your API token (you alone can read it): {token_file(settings.data_dir, port)}",
+            f"API token (yours alone): {token_file(settings.data_dir, port)}",
         ]
     return lines
 
