@@ -12,6 +12,7 @@ import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.testing import FakeAnthropicServer
+from dagwright.testing.fake_anthropic_script import text_of
 from dagwright.workers.agent_loop import CONTINUE
 from dagwright.workers.builtin_agents import THINKING_ROOM
 from tests.support.llm_script import RESEARCHER, text, write
@@ -56,7 +57,7 @@ def test_a_cut_tool_call_is_retried_once_larger_and_a_cut_text_answer_continued(
     assert bodies[0]["output_config"] == {"effort": "medium"}
     continued = bodies[3]["messages"]
     assert continued[-2]["role"] == "assistant"  # the cut text, sent back as it came
-    assert continued[-1]["role"] == "user" and continued[-1]["content"][0]["text"] == CONTINUE
+    assert continued[-1]["role"] == "user" and text_of(continued[-1]["content"]) == CONTINUE
     calls = llm_calls(client, handle.run_id)
     assert [c["stop_reason"] for c in calls] == ["max_tokens", "tool_use", "max_tokens", "end_turn"]
     spent = [c["output_tokens"] for c in calls]

@@ -543,7 +543,11 @@ def test_run_a_goal_with_context_shows_it_to_every_agent(
     result = dagwright("run", "Weigh Redis streams", "--context", context, "--json", env=env)
     assert result.returncode == 0, result.stderr
     assert json_out(result)["result"] == "fast but costly"
-    prompts = [text_of(r.body["messages"][0]["content"]) for r in fake_llm.requests]
+    # The planner has it in its message; the workers in the run's system block.
+    prompts = [
+        text_of(r.body["system"]) + text_of(r.body["messages"][0]["content"])
+        for r in fake_llm.requests
+    ]
     assert len(prompts) == 4 and all(context in prompt for prompt in prompts)
 
 

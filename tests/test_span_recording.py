@@ -101,8 +101,10 @@ def test_a_run_records_its_tool_calls_and_sandbox_runs_without_secrets(
             for key, s in tools.items()} == {
         "toolu_read": ("read_input", "allow", "ok", "ok"),
         "toolu_write": ("workspace_write", "allow", "ok", "ok"),
-        "toolu_get": ("http_get", "allow", "error", "error"),
-        "toolu_run": ("run_python", "deny", "denied", "error"),
+        # Neither is offered to this researcher (no domain allowed; not its tool): each is
+        # answered "no such tool", before any policy is asked.
+        "toolu_get": ("http_get", "unknown", "error", "error"),
+        "toolu_run": ("run_python", "unknown", "error", "error"),
     }  # fmt: skip
     written = {"path": "notes.md", "content": secret_note}
     assert tools["toolu_write"].attributes["input_bytes"] == len(json.dumps(written).encode())
