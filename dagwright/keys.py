@@ -206,6 +206,11 @@ class Keys:
         """Set once by the fire of one tick: a second fire of the same tick does nothing."""
         return f"{self.prefix}schedule:{name}:tick:{tick}"
 
+    def schedule_firing(self, name: str) -> str:
+        """Held (a lock, with a TTL) while one tick of the schedule decides and starts its
+        run: two ticks fired at once would both see no run in progress."""
+        return f"{self.prefix}schedule:{name}:firing"
+
     @property
     def pending_approvals(self) -> str:
         """Sorted set "<run_id>/<node_id>" -> deadline (ms) of every approval waiting for

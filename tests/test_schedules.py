@@ -331,3 +331,24 @@ def test_a_scheduled_writer_proposes_a_follow_up_run_whose_goal_its_agents_take_
     assert "Re-check the outage tomorrow" not in text_of(researcher["system"])
     first = without_tokens(text_of(researcher["messages"][0]["content"]))
     assert '<untrusted_input_T source="goal">\nRe-check the outage tomorrow\n' in first
+
+
+def test_ticks_fired_at_once_start_one_run_under_overlap_skip(no_worker_settings: Settings) -> None:
+    """Ticks that pile up (a worker that was down) are handled together: before the
+    fire lock, each saw no run in progress and started one (CI saw two runs at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dagwright.orchestrator.runtime import Runtime
+    from dagwright.schedules.definition import parse_schedule
+    from dagwright.schedules.firing import fire_schedule
+    from dagwright.schedules.store import schedule_store
+
+    runtime = Runtime.from_settings(no_worker_settings)
+    schedule_store(runtime).save(parse_schedule({"name": "piled", "every_s": 1, "plan": NOOP}))
+    now = time.time()
+    ticks = [f"{now + i:.3f}" for i in range(6)]
+    with ThreadPoolExecutor(len(ticks)) as pool:
+        fires = list(
+            pool.map(lambda tick: fire_schedule(runtime, RecordingBroker(), "piled", tick), ticks)
+        )
+    assert sorted(fire.outcome for fire in fires) == ["skipped"] * 5 + ["started"]

@@ -6,8 +6,11 @@ sending a tick and before recording it, fire one run at most, because the fire c
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime
+
+from redis.exceptions import LockError
 
 from dagwright.errors import UnknownRunError
 from dagwright.orchestrator.broker import Broker
@@ -34,6 +37,32 @@ def fire_schedule(
     now = datetime.now(UTC)
     if not manual and not store.claim_tick(name, tick):
         return Fire(tick, now, "skipped", reason="this tick was fired already")
+    lock = store.firing(name)  # one tick of a schedule at a time
+    holding = lock.acquire()
+    try:
+        fire = fire_while_holding(runtime, broker, store, schedule, tick, now, manual, holding)
+        store.record(name, fire)
+    finally:
+        if holding:
+            with contextlib.suppress(LockError):  # held past its TTL: another took it
+                lock.release()
+    return fire
+
+
+def fire_while_holding(
+    runtime: Runtime,
+    broker: Broker,
+    store: ScheduleStore,
+    schedule: Schedule,
+    tick: str,
+    now: datetime,
+    manual: bool,
+    holding: bool,
+) -> Fire:
+    """The tick's fire, decided and started while no other tick of the schedule fires;
+    skipped if the lock could not be had in time (``holding`` False)."""
+    if not holding:
+        return Fire(tick, now, "skipped", reason="another tick of the schedule was firing")
     fire = decide(runtime, broker, store, schedule, tick, now, manual=manual)
     if fire.outcome == "start":
         run_id = start_run(
@@ -42,13 +71,12 @@ def fire_schedule(
             plan=schedule.plan,
             goal=schedule.goal,
             options=schedule.options(),
-            extra={SCHEDULE_FIELD: name, DEPTH_FIELD: 0},
+            extra={SCHEDULE_FIELD: schedule.name, DEPTH_FIELD: 0},
             inputs=schedule.inputs,
             webhooks=schedule.webhooks,
             llm_batch=schedule.llm_batch,
         )
         fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
-    store.record(name, fire)
     return fire
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import redis
+import redis.lock
 
 from dagwright.errors import UnknownScheduleError
 from dagwright.keys import Keys
@@ -17,6 +18,11 @@ from dagwright.schedules.definition import (
     Schedule,
 )
 from dagwright.shown_ids import shown_id
+
+# A fire decides and starts a run in a few round trips; a lock older than this was left
+# by a dead process. A tick that cannot have it in time is skipped, and says why.
+FIRE_LOCK_TTL_S = 30.0
+FIRE_LOCK_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,17 @@ class ScheduleStore:
         pipe.hdel(self.keys.schedules, name)
         pipe.delete(self.keys.schedule_history(name))
         pipe.execute()
+
+    def firing(self, name: str) -> redis.lock.Lock:
+        """The lock one fire of ``name`` holds while it decides and starts its run, so
+        that two ticks fired at once (a worker that was down, a beat catching up) see each
+        other's run. Bounded both ways: held at most FIRE_LOCK_TTL_S, waited for at most
+        FIRE_LOCK_WAIT_S."""
+        return self.client.lock(
+            self.keys.schedule_firing(name),
+            timeout=FIRE_LOCK_TTL_S,
+            blocking_timeout=FIRE_LOCK_WAIT_S,
+        )
 
     def claim_tick(self, name: str, tick: str) -> bool:
         """True for the first fire of this tick only."""
