@@ -30,6 +30,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dagwright.llm.messages_api_rules import MODELS_WITH_CONTEXT_EDITING
+
 CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
 CLEAR_TOOL_USES = "clear_tool_uses_20250919"
 CLEAR_THINKING = "clear_thinking_20251015"
@@ -45,24 +47,6 @@ CLEAR_TOOL_USES_FIELDS = frozenset(
 # placeholder is not published).
 CLEARED_RESULT = "[this tool result was cleared to save context]"
 
-# The models the context editing page lists (ids by prefix: a dated id, or a Bedrock
-# ``anthropic.`` one, is its family's). Others (older ids, a proxy's aliases) get the
-# client-side fallback: a summary of older turns (``workers/agent_context.py``).
-MODELS_WITH_CONTEXT_EDITING = (
-    "claude-fable-5",
-    "claude-mythos-5",
-    "claude-mythos-preview",
-    "claude-opus-5",
-    "claude-sonnet-5",
-    "claude-haiku-5-5",
-    "claude-opus-4-8",
-    "claude-opus-4-7",
-    "claude-opus-4-6",
-    "claude-opus-4-5",
-    "claude-sonnet-4-6",
-    "claude-sonnet-4-5",
-    "claude-haiku-4-5",
-)
 
 Counter = Callable[[object], int]
 

@@ -9,21 +9,7 @@ answer together: a ``max_tokens`` tuned for answers without thinking is too smal
 
 from __future__ import annotations
 
-# By prefix, as the effort page lists them (a dated or Bedrock ``anthropic.`` id is its
-# family's). A model not listed is sent no effort: the API would refuse it.
-MODELS_WITH_EFFORT = (
-    "claude-fable-5",
-    "claude-mythos-5",
-    "claude-mythos-preview",
-    "claude-opus-5",
-    "claude-sonnet-5",
-    "claude-haiku-5-5",
-    "claude-opus-4-8",
-    "claude-opus-4-7",
-    "claude-opus-4-6",
-    "claude-opus-4-5",
-    "claude-sonnet-4-6",
-)
+from dagwright.llm.messages_api_rules import MODELS_WITH_EFFORT
 
 
 def takes_effort(model: str) -> bool:

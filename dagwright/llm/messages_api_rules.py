@@ -266,3 +266,39 @@ def refuses_thinking_disabled(model: str) -> bool:
 def takes_between_tools(model: str) -> bool:
     """Whether ``model`` accepts ``thinking: {"type": "between_tools"}``."""
     return _from_version(model, FIRST_WITH_BETWEEN_TOOLS)
+
+
+# The models the effort page lists, by prefix (a dated or Bedrock ``anthropic.`` id is its
+# family's); ``llm/effort.py`` sends no effort to any other: the API would refuse it.
+MODELS_WITH_EFFORT = (
+    "claude-fable-5",
+    "claude-mythos-5",
+    "claude-mythos-preview",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-haiku-5-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-opus-4-5",
+    "claude-sonnet-4-6",
+)
+
+# The models the context editing page lists, by prefix (likewise). ``llm/context_management.py``
+# clears tool results on these; the others (older ids, a proxy's aliases) get the
+# client-side fallback: a summary of older turns (``workers/agent_context.py``).
+MODELS_WITH_CONTEXT_EDITING = (
+    "claude-fable-5",
+    "claude-mythos-5",
+    "claude-mythos-preview",
+    "claude-opus-5",
+    "claude-sonnet-5",
+    "claude-haiku-5-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-opus-4-5",
+    "claude-sonnet-4-6",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+)

@@ -40,7 +40,12 @@ def fire_schedule(
     lock = store.firing(name)  # one tick of a schedule at a time
     holding = lock.acquire()
     try:
-        fire = fire_while_holding(runtime, broker, store, schedule, tick, now, manual, holding)
+        fire = Fire(tick, now, "skipped", reason="another tick of the schedule was firing")
+        if holding:
+            fire = decide(runtime, broker, store, schedule, tick, now, manual=manual)
+        if fire.outcome == "start":
+            run_id = start_scheduled_run(runtime, broker, schedule)
+            fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
         store.record(name, fire)
     finally:
         if holding:
@@ -49,35 +54,19 @@ def fire_schedule(
     return fire
 
 
-def fire_while_holding(
-    runtime: Runtime,
-    broker: Broker,
-    store: ScheduleStore,
-    schedule: Schedule,
-    tick: str,
-    now: datetime,
-    manual: bool,
-    holding: bool,
-) -> Fire:
-    """The tick's fire, decided and started while no other tick of the schedule fires;
-    skipped if the lock could not be had in time (``holding`` False)."""
-    if not holding:
-        return Fire(tick, now, "skipped", reason="another tick of the schedule was firing")
-    fire = decide(runtime, broker, store, schedule, tick, now, manual=manual)
-    if fire.outcome == "start":
-        run_id = start_run(
-            runtime,
-            broker,
-            plan=schedule.plan,
-            goal=schedule.goal,
-            options=schedule.options(),
-            extra={SCHEDULE_FIELD: schedule.name, DEPTH_FIELD: 0},
-            inputs=schedule.inputs,
-            webhooks=schedule.webhooks,
-            llm_batch=schedule.llm_batch,
-        )
-        fire = Fire(tick, now, "started", run_id=run_id, reason=fire.reason)
-    return fire
+def start_scheduled_run(runtime: Runtime, broker: Broker, schedule: Schedule) -> str:
+    """A run of ``schedule`` (a follow-up depth of 0: its own, not a follow-up's)."""
+    return start_run(
+        runtime,
+        broker,
+        plan=schedule.plan,
+        goal=schedule.goal,
+        options=schedule.options(),
+        extra={SCHEDULE_FIELD: schedule.name, DEPTH_FIELD: 0},
+        inputs=schedule.inputs,
+        webhooks=schedule.webhooks,
+        llm_batch=schedule.llm_batch,
+    )
 
 
 def decide(
