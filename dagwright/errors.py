@@ -13,6 +13,7 @@
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   │   └── UnknownScheduleError    ... there is none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
+    │   ├── UnknownEvalError       no eval with that id (or it expired)
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
     │   ├── IdempotencyConflictError  the key names a run started with another request
@@ -431,6 +432,17 @@ class ApprovalError(InputError):
 class ApprovalRejectedError(PermanentError):
     """The node needed a person's approval, and it was rejected (or nobody decided in
     time): a policy matter, so not retried."""
+
+
+class UnknownEvalError(InputError):
+    """No eval has this id (a typo, another Redis, or its retention expired)."""
+
+    def __init__(self, eval_id: str) -> None:
+        self.eval_id = eval_id
+        super().__init__(
+            f"no eval {shown_id(eval_id)!r} (`dagwright evals list` lists them; "
+            "evals are kept for DAGWRIGHT_EVAL_RETENTION_S)"
+        )
 
 
 class UnknownScheduleError(ScheduleError):

@@ -263,6 +263,26 @@ class Keys:
         """Set of the session keys a token opened: revoking the token ends them."""
         return f"{self.prefix}api-token:{token_id}:sessions"
 
+    # Evals (dagwright/evals/): each eval's keys share the hash tag ``{eval:<id>}``.
+
+    @property
+    def eval_index(self) -> str:
+        """Sorted set eval id -> epoch ms it started: every eval still kept."""
+        return f"{self.prefix}evals"
+
+    def eval_record(self, eval_id: str) -> str:
+        """String: JSON of an eval's ``EvalRecord`` (expires after ``eval_retention_s``)."""
+        return f"{self.prefix}{{eval:{eval_id}}}:record"
+
+    def eval_results(self, eval_id: str) -> str:
+        """Hash ``<case>#<repeat>`` -> JSON ``CaseResult``: written once per case run."""
+        return f"{self.prefix}{{eval:{eval_id}}}:results"
+
+    def judge_verdict(self, digest: str) -> str:
+        """String: JSON of a judge's verdict, by the sha256 of (rubric, scale, case input,
+        output, judge model): re-scoring an unchanged output asks no model."""
+        return f"{self.prefix}judge:{digest}"
+
     def llm_cache(self, digest: str) -> str:
         """A cached LLM response, by the sha256 of its canonical request."""
         return f"{self.prefix}llmcache:{digest}"

@@ -375,6 +375,16 @@ class Settings(BaseSettings):
     family. A model with no price is unpriced: its cost shows as unknown, and a run with
     a USD budget that would call it is refused at submit."""
 
+    eval_judge_model: str | None = None
+    """Model of an eval's LLM judge when its scorer names none (default: ``default_model``)."""
+
+    eval_retention_s: int = Field(90 * 24 * 3600, ge=3600)
+    """How long an eval's record and results are kept (its runs expire after
+    ``retention_s``; the results keep their outputs, so a baseline outlives them)."""
+
+    eval_judge_cache_ttl_s: int = Field(90 * 24 * 3600, ge=60)
+    """How long a judge's verdict is kept for the same rubric, input, output and model."""
+
     planner_model: str | None = None
     """Model of the planner (default: ``default_model``)."""
 
