@@ -18,7 +18,16 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from dagwright.errors import PlanError
 from dagwright.models import MAX_DURATION_S, NODE_ID_PATTERN
@@ -60,9 +69,11 @@ class ScorerOptions(BaseModel):
     def default_label(self) -> str:
         return self.kind
 
-    def spec(self) -> dict[str, Any]:
-        """The scorer as a suite file writes it: ``{kind: {options}}``."""
-        return {self.kind: self.model_dump(mode="json", by_alias=True, exclude_defaults=True)}
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as a suite file writes it, ``{kind: {options}}``: a dumped suite parses
+        back, and two kinds of equal options dump differently."""
+        return {self.kind: handler(self)}
 
 
 class ValueScorer(ScorerOptions):
