@@ -10,7 +10,8 @@ Status codes, by the error's class (the first that matches):
 
 ==========================================  ======
 UnknownRunError, UnknownNodeError,           404
-UnknownDeadLetterError, UnknownScheduleError
+UnknownDeadLetterError, UnknownScheduleError,
+UnknownEvalError
 IdempotencyConflictError                     409
 RunError (a result asked of a failed,        409
 cancelled or unfinished run)
@@ -45,6 +46,7 @@ from dagwright.errors import (
     PlanError,
     RunError,
     UnknownDeadLetterError,
+    UnknownEvalError,
     UnknownNodeError,
     UnknownRunError,
     UnknownScheduleError,
@@ -58,7 +60,16 @@ PROBLEM_JSON = "application/problem+json"
 INTERNAL_ERROR = "internal error: see the server's log"
 
 STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], ...], int], ...] = (
-    ((UnknownRunError, UnknownNodeError, UnknownDeadLetterError, UnknownScheduleError), 404),
+    (
+        (
+            UnknownRunError,
+            UnknownNodeError,
+            UnknownDeadLetterError,
+            UnknownScheduleError,
+            UnknownEvalError,
+        ),
+        404,
+    ),
     (IdempotencyConflictError, 409),
     (RunError, 409),
     (ConfigurationError, 500),
