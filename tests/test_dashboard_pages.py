@@ -14,7 +14,7 @@ from dagwright.server.sessions import SESSION_COOKIE
 from tests.support import browser as browser_support
 from tests.support.api_server import ApiServer
 
-PAGES = ["/", "/runs/some-run", "/dlq", "/schedules"]
+PAGES = ["/", "/runs/some-run", "/dlq", "/schedules", "/evals", "/evals/ev_some-eval"]
 
 
 def anonymous(api: ApiServer) -> httpx.Client:

@@ -1,4 +1,5 @@
-"""The dashboard's pages: the runs list, a run, the dead letters, the schedules.
+"""The dashboard's pages: the runs list, a run, the dead letters, the schedules, the evals
+and one eval (beside a baseline, with ``?baseline=``).
 
 Each page is a shell rendered for a logged-in visitor; its JavaScript module reads
 ``/api/v1`` with the visitor's session cookie. A visitor with no credentials is sent to
@@ -62,5 +63,13 @@ def pages_router() -> APIRouter:
     @router.get("/schedules")
     async def schedules_page(request: Request) -> Response:
         return await page(request, "schedules.html", "schedules")
+
+    @router.get("/evals")
+    async def evals_page(request: Request) -> Response:
+        return await page(request, "evals.html", "evals")
+
+    @router.get("/evals/{eval_id}")
+    async def eval_page(request: Request, eval_id: str) -> Response:
+        return await page(request, "eval.html", "evals", eval_id=eval_id)
 
     return router

@@ -1,0 +1,73 @@
+// One eval's page: its facts, the cases-by-scorers table and, with `?baseline=<id>`, the
+// comparison with that earlier eval (chosen from the suite's earlier evals in a select).
+
+import { getJson } from "./api.js";
+import { age, el, reported } from "./dom.js";
+import { comparisonView } from "./eval-compare.js";
+import { fillMatrix } from "./eval-table.js";
+import { percent, seconds, usd } from "./eval-format.js";
+
+const evalId = document.body.dataset.evalId;
+const evalPath = `/api/v1/evals/${encodeURIComponent(evalId)}`;
+const baselineId = new URLSearchParams(location.search).get("baseline");
+const select = document.getElementById("baseline");
+
+function header(report) {
+  const { record, summary } = report;
+  const status = document.getElementById("eval-status");
+  status.textContent = record.status;
+  status.className = `badge st-${record.status}`;
+  const suiteLink = el("a", { href: `/evals?suite=${encodeURIComponent(record.suite)}` }, record.suite);
+  const file = record.suite_file ? ` (${record.suite_file})` : "";
+  document.getElementById("eval-suite").replaceChildren("Suite ", suiteLink, el("span", { class: "muted" }, file));
+  const changes = Object.entries(record.changes || {}).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
+  const judge = report.judge_requests;
+  document.getElementById("eval-facts").textContent =
+    `started ${age(record.started_at)} ago · ${seconds(summary.duration_s)} · ${record.cases.length} cases` +
+    ` × ${record.repeat} ${record.repeat > 1 ? "repeats" : "repeat"} · ${percent(summary.pass_rate)} of grades passed · ${usd(summary.cost_usd)}` +
+    (judge.asked + judge.cached
+      ? ` (judge ${usd(summary.judge_cost_usd)}: ${judge.asked} asked, ${judge.cached} from its cache)`
+      : "") +
+    (changes.length ? ` · changed: ${changes.join(", ")}` : "");
+}
+
+async function fillBaselines(record) {
+  const params = new URLSearchParams({ suite: record.suite, limit: "100" });
+  const evals = (await reported(() => getJson(`/api/v1/evals?${params}`))) || [];
+  const earlier = evals.filter((e) => e.id !== record.id && e.started_at < record.started_at);
+  select.append(
+    ...earlier.map((e) =>
+      el("option", { value: e.id, selected: e.id === baselineId }, `${e.id} · ${age(e.started_at)} ago · ${percent(e.pass_rate)}`),
+    ),
+  );
+  if (baselineId && !earlier.some((e) => e.id === baselineId)) {
+    select.append(el("option", { value: baselineId, selected: true }, baselineId));
+  }
+  select.addEventListener("change", () => {
+    const query = select.value ? `?${new URLSearchParams({ baseline: select.value })}` : "";
+    location.assign(`${location.pathname}${query}`);
+  });
+}
+
+async function comparison() {
+  if (!baselineId) return null;
+  const params = new URLSearchParams({ baseline: baselineId });
+  const found = await reported(() => getJson(`${evalPath}/compare?${params}`));
+  if (!found) return null;
+  const section = document.getElementById("comparison");
+  section.replaceChildren(...comparisonView(found).flat());
+  section.hidden = false;
+  return found;
+}
+
+async function load() {
+  const report = await reported(() => getJson(evalPath));
+  if (!report) return;
+  header(report);
+  const [compared] = await Promise.all([comparison(), fillBaselines(report.record)]);
+  const worse = new Map((compared ? compared.cases : []).map((c) => [c.case, new Set(c.worse)]));
+  fillMatrix(document.getElementById("matrix"), report, (name) => worse.get(name) || new Set());
+  document.body.dataset.loaded = "yes";
+}
+
+load();
