@@ -6,6 +6,7 @@ the server reads them from the session's Valkey.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -164,3 +165,34 @@ def test_the_eval_routes_need_a_token_and_are_in_the_openapi_document(
         "/api/v1/evals/{eval_id}",
         "/api/v1/evals/{eval_id}/compare",
     } <= paths
+
+
+def test_a_running_evals_row_follows_its_results_and_a_resumed_one_ends_anew(
+    api: ApiServer, store: Any
+) -> None:
+    """Rows of ended evals are kept by the server (their results no longer change);
+    a running eval's row, and a resumed eval's once it ends again, are read afresh."""
+    eval_id = saved_eval(store, [], status="running")
+
+    def row() -> dict[str, Any]:
+        with api.http("read") as http:
+            [found] = http.get("/api/v1/evals").json()
+            assert found["id"] == eval_id
+            return dict(found)
+
+    assert (row()["runs"], row()["status"]) == (0, "running")
+    store.add_result(eval_id, case_run("france", "Paris", [graded("contains:Paris", 1.0, True)]))
+    assert row()["runs"] == 1
+    record = store.record(eval_id)
+    ended = record.model_copy(update={"status": "interrupted", "finished_at": record.started_at})
+    store.save(ended)
+    assert (row()["runs"], row()["status"]) == (1, "interrupted")
+    assert row()["pass_rate"] == 1.0  # kept, read again
+
+    store.save(ended.model_copy(update={"status": "running", "finished_at": None}))  # resumed
+    store.add_result(eval_id, case_run("japan", "Tokyo", [graded("contains:Paris", 0.0, False)]))
+    assert (row()["runs"], row()["status"]) == (2, "running")
+    later = record.started_at + timedelta(seconds=5)
+    store.save(ended.model_copy(update={"status": "finished", "finished_at": later}))
+    finished = row()
+    assert (finished["runs"], finished["status"], finished["pass_rate"]) == (2, "finished", 0.5)

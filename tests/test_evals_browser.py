@@ -202,3 +202,26 @@ def test_an_unknown_eval_or_baseline_says_so_in_one_line(
     open_page(browser, api, f"/evals/{eval_id}?baseline=ev_00000000000000000001")
     assert "no eval 'ev_00000000000000000001'" in flash_text(browser)
     assert {"score", "pass"} <= cell_classes(browser, "france", "contains:Paris")  # still
+
+
+def test_a_running_eval_fills_in_without_a_reload_keeping_open_outputs(
+    browser: Any,  # noqa: F811
+    api: ApiServer,
+    store: EvalStore,
+) -> None:
+    france = case_run("france", "Paris.", [graded("contains:Paris", 1.0, True)])
+    eval_id = saved_eval(store, [france], status="running")
+    log_in(browser, api, scope="read", path=f"/evals/{eval_id}")
+    wait_until(lambda: body_data(browser, "loaded"), timeout=15, what="the eval page")
+    assert {"score", "none"} <= cell_classes(browser, "japan", "contains:Paris")
+    browser.find_element("css selector", "tr[data-case='france'] details summary").click()
+    browser.execute_script("window.stillTheSamePage = true")
+
+    japan = case_run("japan", "Tokyo", [graded("contains:Paris", 0.0, False)])
+    store.add_result(eval_id, japan)
+    store.save(store.record(eval_id).model_copy(update={"status": "finished"}))
+    wait_until(lambda: body_data(browser, "evalStatus") == "finished", timeout=15, what="re-read")
+    assert {"score", "fail"} <= cell_classes(browser, "japan", "contains:Paris")
+    assert browser.execute_script("return window.stillTheSamePage") is True  # no reload
+    opened = browser.find_element("css selector", "tr[data-case='france'] details")
+    assert opened.get_attribute("open") is not None  # still open after the re-read

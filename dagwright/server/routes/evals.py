@@ -7,7 +7,9 @@ are ``dagwright evals … --json``'s (``evals/json_views.py``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -18,11 +20,58 @@ from dagwright.evals.suite import NAME_PATTERN
 from dagwright.server.auth import READ, client_of
 from dagwright.server.blocking import in_thread
 
+if TYPE_CHECKING:
+    from dagwright.evals.results import EvalRecord
+
 router = APIRouter(tags=["evals"])
 
 # A list row carries each eval's pass rate and cost, read from all its results: the list
-# is kept short rather than the rows thin.
+# is kept short rather than the rows thin, and the rows of evals that ended are kept.
 MAX_LISTED_EVALS = 100
+MAX_KEPT_ROWS = 2000
+
+
+class EndedEvalRows:
+    """The list rows of evals that no longer run, kept by this server process.
+
+    A row is read from every result of its eval (twenty evals of a thousand case runs:
+    seconds); an eval that ended gets no more results, so its row is kept, by its id and
+    its end (an interrupted eval that is resumed runs again, then ends anew). A running
+    eval's row is read each time."""
+
+    def __init__(self, size: int = MAX_KEPT_ROWS) -> None:
+        self.size = size
+        self._rows: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def row(self, store: EvalStore, record: EvalRecord) -> dict[str, Any]:
+        kept = self._kept(ended_key(record))
+        if kept is not None:
+            return kept
+        report = store.report(record.id)
+        row = eval_summary_json(report)
+        if (key := ended_key(report.record)) is not None:
+            with self._lock:
+                self._rows[key] = row
+                while len(self._rows) > self.size:
+                    self._rows.popitem(last=False)
+        return row
+
+    def _kept(self, key: tuple[str, str, str] | None) -> dict[str, Any] | None:
+        if key is None:
+            return None
+        with self._lock:
+            row = self._rows.get(key)
+            if row is not None:
+                self._rows.move_to_end(key)
+            return row
+
+
+def ended_key(record: EvalRecord) -> tuple[str, str, str] | None:
+    """What names an eval's row once it ended (None while it runs)."""
+    if record.status == "running" or record.finished_at is None:
+        return None
+    return record.id, record.status, record.finished_at.isoformat()
 
 
 def store_of(request: Request) -> EvalStore:
@@ -32,11 +81,19 @@ def store_of(request: Request) -> EvalStore:
     return EvalStore(runtime.client, runtime.keys, client.settings.eval_retention_s)
 
 
-def listed(store: EvalStore, suite: str | None, limit: int) -> list[dict[str, Any]]:
-    return [
-        eval_summary_json(store.report(record.id))
-        for record in store.list(limit=limit, suite=suite)
-    ]
+def rows_of(request: Request) -> EndedEvalRows:
+    """The app's kept rows (made on first use: creating the app reads no eval)."""
+    state = request.app.state
+    if not hasattr(state, "ended_eval_rows"):
+        state.ended_eval_rows = EndedEvalRows()
+    rows: EndedEvalRows = state.ended_eval_rows
+    return rows
+
+
+def listed(
+    store: EvalStore, rows: EndedEvalRows, suite: str | None, limit: int
+) -> list[dict[str, Any]]:
+    return [rows.row(store, record) for record in store.list(limit=limit, suite=suite)]
 
 
 @router.get("/evals", dependencies=[Depends(READ)])
@@ -46,7 +103,7 @@ async def list_evals(
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED_EVALS)] = 20,
 ) -> list[dict[str, Any]]:
     """Evals, newest first (of one suite, if given), with their pass rate and cost."""
-    return await in_thread(listed, store_of(request), suite, limit)
+    return await in_thread(listed, store_of(request), rows_of(request), suite, limit)
 
 
 @router.get("/evals/{eval_id}", dependencies=[Depends(READ)])

@@ -60,7 +60,12 @@ function caseBlock(comparison, item) {
   );
   return el(
     "details",
-    { class: `case-compare${item.worse.length ? " worse" : ""}`, "data-case": item.case, open: item.worse.length > 0 },
+    {
+      class: `case-compare${item.worse.length ? " worse" : ""}`,
+      "data-case": item.case,
+      "data-key": `compare:${item.case}`,
+      open: item.worse.length > 0,
+    },
     title,
     el(
       "div",

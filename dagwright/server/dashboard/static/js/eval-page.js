@@ -1,5 +1,7 @@
 // One eval's page: its facts, the cases-by-scorers table and, with `?baseline=<id>`, the
 // comparison with that earlier eval (chosen from the suite's earlier evals in a select).
+// While the eval runs, the page reads it again every few seconds, keeping open what the
+// visitor opened.
 
 import { getJson } from "./api.js";
 import { age, el, reported } from "./dom.js";
@@ -11,6 +13,8 @@ const evalId = document.body.dataset.evalId;
 const evalPath = `/api/v1/evals/${encodeURIComponent(evalId)}`;
 const baselineId = new URLSearchParams(location.search).get("baseline");
 const select = document.getElementById("baseline");
+const REFRESH_MS = 5000;
+let baselinesListed = false;
 
 function header(report) {
   const { record, summary } = report;
@@ -60,14 +64,31 @@ async function comparison() {
   return found;
 }
 
+/** Which <details> are open, by their `data-key`: a refresh rebuilds them. */
+function openedDetails() {
+  return new Map([...document.querySelectorAll("details[data-key]")].map((d) => [d.dataset.key, d.open]));
+}
+
+function reopen(opened) {
+  for (const details of document.querySelectorAll("details[data-key]")) {
+    if (opened.has(details.dataset.key)) details.open = opened.get(details.dataset.key);
+  }
+}
+
 async function load() {
   const report = await reported(() => getJson(evalPath));
   if (!report) return;
+  const opened = openedDetails();
   header(report);
-  const [compared] = await Promise.all([comparison(), fillBaselines(report.record)]);
+  const listing = baselinesListed ? null : fillBaselines(report.record);
+  baselinesListed = true;
+  const [compared] = await Promise.all([comparison(), listing]);
   const worse = new Map((compared ? compared.cases : []).map((c) => [c.case, new Set(c.worse)]));
   fillMatrix(document.getElementById("matrix"), report, (name) => worse.get(name) || new Set());
+  reopen(opened);
   document.body.dataset.loaded = "yes";
+  document.body.dataset.evalStatus = report.record.status;
+  if (report.record.status === "running") setTimeout(load, REFRESH_MS);
 }
 
 load();

@@ -54,7 +54,7 @@ function caseRow(report, name, scorers, worse) {
   const runs = report.results.filter((result) => result.case === name);
   const stats = new Map((report.case_stats[name] || []).map((s) => [s.scorer, s]));
   const outputs = runs.length
-    ? el("details", { class: "outputs" }, el("summary", {}, runs.length > 1 ? `${runs.length} outputs` : "output"), runs.map(runOutput))
+    ? el("details", { class: "outputs", "data-key": `output:${name}` }, el("summary", {}, runs.length > 1 ? `${runs.length} outputs` : "output"), runs.map(runOutput))
     : el("span", { class: "muted" }, "not run");
   return el(
     "tr",

@@ -1,4 +1,5 @@
-// The evals list: each eval of a suite, newest first, with its pass rate, state and cost.
+// The evals list: each eval of a suite, newest first, with its pass rate, state and cost
+// (read again every few seconds while one of them runs).
 
 import { getJson } from "./api.js";
 import { age, el, reported } from "./dom.js";
@@ -7,6 +8,7 @@ import { percent, usd } from "./eval-format.js";
 const rows = document.getElementById("evals");
 const note = document.getElementById("filter-note");
 const suite = new URLSearchParams(location.search).get("suite");
+const REFRESH_MS = 5000;
 
 function row(summary) {
   const suiteLink = el("a", { href: `/evals?suite=${encodeURIComponent(summary.suite)}` }, summary.suite);
@@ -38,6 +40,7 @@ async function load() {
     rows.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, hint)));
   }
   document.body.dataset.loaded = "yes";
+  if (evals.some((e) => e.status === "running")) setTimeout(load, REFRESH_MS);
 }
 
 load();
