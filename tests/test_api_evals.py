@@ -196,3 +196,18 @@ def test_a_running_evals_row_follows_its_results_and_a_resumed_one_ends_anew(
     store.save(ended.model_copy(update={"status": "finished", "finished_at": later}))
     finished = row()
     assert (finished["runs"], finished["status"], finished["pass_rate"]) == (2, "finished", 0.5)
+
+
+def test_a_case_run_that_failed_ungraded_is_not_counted_as_passed(
+    api: ApiServer, store: Any
+) -> None:
+    from dagwright.evals.results import CaseResult
+
+    france = case_run("france", "Paris", [graded("contains:Paris", 1.0, True)])
+    japan = CaseResult(case="japan", repeat=0, status="error", error="the plan was refused")
+    eval_id = saved_eval(store, [france, japan])
+    with api.http("read") as http:
+        [row] = http.get("/api/v1/evals").json()
+        shown = http.get(f"/api/v1/evals/{eval_id}").json()
+    assert (row["runs"], row["runs_passed"], row["pass_rate"]) == (2, 1, 1.0)
+    assert shown["results"][1]["error"] == "the plan was refused"

@@ -135,7 +135,9 @@ def test_repeats_show_the_mean_its_spread_and_the_passes_counted(
             case_run("france", "Paris", [graded("contains:Paris", 1.0, True)]),
             case_run("france", "Lyon", [graded("contains:Paris", 0.0, False)], repeat=1),
             case_run("japan", "Tokyo", [graded("contains:Paris", 0.0, False)]),
-            case_run("japan", "Kyoto", [graded("contains:Paris", 0.0, False)], repeat=1),
+            case_run(
+                "japan", "", [graded("contains:Paris", 0.0, False)], repeat=1, status="failed"
+            ),
         ],
         repeat=2,
     )
@@ -151,6 +153,8 @@ def test_repeats_show_the_mean_its_spread_and_the_passes_counted(
     browser.find_element("css selector", "tr[data-case='france'] details summary").click()
     outputs = browser.find_elements("css selector", "tr[data-case='france'] pre.output")
     assert [pre.text for pre in outputs] == ["Paris", "Lyon"]
+    badges = browser.find_elements("css selector", "tr[data-case] th.case .badge")
+    assert [(b.text, b.get_attribute("class")) for b in badges] == [("failed", "badge st-failed")]
     save_screenshot(browser, tmp_path, "dashboard-eval-repeats.png")
 
 
@@ -161,11 +165,13 @@ def test_beside_a_baseline_the_worse_case_is_marked_with_both_outputs(
     tmp_path: Path,
 ) -> None:
     baseline = passing_eval(store, ago_s=600)
-    current = worse_eval(store, ago_s=60)
+    current = worse_eval(store, ago_s=60, baseline=baseline)  # as `eval --baseline` ran it
     log_in(browser, api, scope="read", path=f"/evals/{current}")
     wait_until(lambda: body_data(browser, "loaded"), timeout=15, what="the eval page")
     from selenium.webdriver.support.ui import Select
 
+    link = browser.find_element("id", "run-baseline")
+    assert link.text == baseline and link.get_attribute("href").endswith(f"?baseline={baseline}")
     assert browser.find_element("id", "comparison").get_attribute("hidden") is not None
     choice = Select(browser.find_element("id", "baseline"))
     assert [o.get_attribute("value") for o in choice.options] == ["", baseline]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dagwright.evals.baselines import Comparison
-    from dagwright.evals.results import EvalReport, ScorerStats
+    from dagwright.evals.results import CaseResult, EvalReport, ScorerStats
 
 
 def stats_json(stats: ScorerStats) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def eval_summary_json(report: EvalReport) -> dict[str, Any]:
         "cases": len(record.cases),
         "repeat": record.repeat,
         "runs": len(report.results),
-        "runs_passed": sum(all(s.passed for s in r.scores) for r in report.results),
+        "runs_passed": sum(passed_all(result) for result in report.results),
         "scores": len(scores),
         "scores_passed": sum(score.passed for score in scores),
         "pass_rate": sum(s.passed for s in scores) / len(scores) if scores else None,
@@ -45,6 +45,11 @@ def eval_summary_json(report: EvalReport) -> dict[str, Any]:
         "changes": record.changes,
         "baseline": record.baseline,
     }
+
+
+def passed_all(result: CaseResult) -> bool:
+    """Whether a case run was graded and passed every scorer that graded it."""
+    return bool(result.scores) and all(score.passed for score in result.scores)
 
 
 def duration_s(report: EvalReport) -> float | None:

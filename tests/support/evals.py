@@ -40,14 +40,20 @@ def graded(scorer: str, value: float | None, passed: bool, *, cached: bool | Non
 
 
 def case_run(
-    case: str, output: str, scores: list[Score], *, repeat: int = 0, cost_usd: float = 0.01
+    case: str,
+    output: str,
+    scores: list[Score],
+    *,
+    repeat: int = 0,
+    cost_usd: float = 0.01,
+    status: str = "succeeded",
 ) -> CaseResult:
     text, digest = kept_output(output)
     return CaseResult(
         case=case,
         repeat=repeat,
         run_id=f"r{case}{repeat}",
-        status="succeeded",
+        status=status,
         output=text,
         output_sha256=digest,
         cost_usd=cost_usd,
@@ -65,6 +71,7 @@ def saved_eval(
     ago_s: float = 60,
     repeat: int = 1,
     status: str = "finished",
+    baseline: str | None = None,
 ) -> str:
     """An eval of ``SUITE`` (named ``suite``) started ``ago_s`` ago, with ``results``."""
     started = datetime.now(UTC) - timedelta(seconds=ago_s)
@@ -79,6 +86,7 @@ def saved_eval(
         cases=cases,
         scorers={case: ["contains:Paris", "brief"] for case in cases},
         repeat=repeat,
+        baseline=baseline,
         suite_data={**SUITE, "name": suite},
     )
     store.save(record)

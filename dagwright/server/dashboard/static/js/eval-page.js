@@ -23,7 +23,8 @@ function header(report) {
   status.className = `badge st-${record.status}`;
   const suiteLink = el("a", { href: `/evals?suite=${encodeURIComponent(record.suite)}` }, record.suite);
   const file = record.suite_file ? ` (${record.suite_file})` : "";
-  document.getElementById("eval-suite").replaceChildren("Suite ", suiteLink, el("span", { class: "muted" }, file));
+  const baseline = record.baseline ? baselineNote(record.baseline) : [];
+  document.getElementById("eval-suite").replaceChildren("Suite ", suiteLink, el("span", { class: "muted" }, file), ...baseline);
   const changes = Object.entries(record.changes || {}).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
   const judge = report.judge_requests;
   document.getElementById("eval-facts").textContent =
@@ -33,6 +34,13 @@ function header(report) {
       ? ` (judge ${usd(summary.judge_cost_usd)}: ${judge.asked} asked, ${judge.cached} from its cache)`
       : "") +
     (changes.length ? ` · changed: ${changes.join(", ")}` : "");
+}
+
+/** The baseline the eval was run against: a link to the comparison when it is an eval. */
+function baselineNote(baseline) {
+  if (!baseline.startsWith("ev_")) return [` · run against the baseline file ${baseline}`];
+  const href = `${location.pathname}?${new URLSearchParams({ baseline })}`;
+  return [" · run against ", el("a", { href, id: "run-baseline" }, baseline)];
 }
 
 async function fillBaselines(record) {

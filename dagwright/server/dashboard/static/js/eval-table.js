@@ -40,6 +40,15 @@ function runOutput(run) {
   );
 }
 
+/** Badges of the runs that did not succeed (failed, cancelled, error: none ran). */
+function runStates(runs) {
+  const counts = new Map();
+  for (const run of runs) if (run.status !== "succeeded") counts.set(run.status, (counts.get(run.status) || 0) + 1);
+  return [...counts].map(([status, count]) =>
+    el("span", { class: `badge st-${status === "error" ? "failed" : status}` }, count > 1 ? `${count} ${status}` : status),
+  );
+}
+
 function caseCost(runs) {
   if (runs.some((run) => run.cost_usd === null || run.cost_usd === undefined)) return null;
   return runs.reduce((sum, run) => sum + run.cost_usd, 0);
@@ -59,7 +68,7 @@ function caseRow(report, name, scorers, worse) {
   return el(
     "tr",
     { "data-case": name, class: worse.size ? "worse" : null },
-    el("th", { scope: "row", class: "case" }, name),
+    el("th", { scope: "row", class: "case" }, name, runStates(runs)),
     scorers.map((scorer) => scoreCell(scorer, stats.get(scorer), runs, report.record.repeat, worse)),
     el("td", { class: "num" }, usd(caseCost(runs))),
     el("td", { class: "num" }, seconds(meanDuration(runs))),
