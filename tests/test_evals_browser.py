@@ -4,7 +4,7 @@ Evals are written into the store as the runner leaves them (tests/support/evals.
 list shows them; an eval's page colours each case-by-scorer cell by pass or fail, shows a
 model's hostile output as text, and beside a baseline outlines the scorer that got worse
 and shows both outputs. The page's screenshot is saved (to ``DAGWRIGHT_SCREENSHOT_DIR``
-too when set).
+too when set: that is how docs/images/dashboard-eval.png is made).
 """
 
 from __future__ import annotations
@@ -195,6 +195,8 @@ def test_beside_a_baseline_the_worse_case_is_marked_with_both_outputs(
     assert "worse" not in cell_classes(browser, "japan", "contains:Paris")
     assert body_data(browser, "pwned") is None and flash_text(browser) == ""
     save_screenshot(browser, tmp_path, "dashboard-eval.png")
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []  # no script error, nothing the CSP refused
 
 
 def test_an_unknown_eval_or_baseline_says_so_in_one_line(
