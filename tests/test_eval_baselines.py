@@ -133,6 +133,27 @@ def test_a_scorers_own_tolerance_in_the_suite_wins_over_the_argument() -> None:
     assert tolerances == {"capital": 0.3, "contains:Paris": 0.1}
 
 
+def test_the_current_suites_tolerances_rule_and_the_baselines_only_without_one() -> None:
+    def suite(tolerance: float | None) -> dict[str, Any]:
+        options: dict[str, Any] = {"value": "Paris"}
+        if tolerance is not None:
+            options["tolerance"] = tolerance
+        return {
+            "name": "capitals",
+            "goal": "g",
+            "scorers": [{"contains": options}],
+            "cases": [{"name": "c"}],
+        }
+
+    then = [result("c", score("contains:Paris", 1.0))]
+    now = [result("c", score("contains:Paris", 0.75, passed=True))]
+    loose_baseline = report("ev_base", then, suite_data=suite(0.5))
+    strict_now = compare(report("ev_new", now, suite_data=suite(None)), loose_baseline)
+    assert strict_now.regressions == ["contains:Paris"]  # its suite dropped the tolerance
+    kept_none = compare(report("ev_new", now), loose_baseline)
+    assert kept_none.regressions == [] and kept_none.scorers[0].tolerance == 0.5
+
+
 def test_a_suite_that_no_longer_parses_falls_back_to_the_argument() -> None:
     baseline = report("ev_base", [result("c", score("x", 1.0))])
     current = report(

@@ -7,8 +7,9 @@ side-by-side view show it whole. A baseline is an earlier eval (from the store) 
 report saved with ``--json`` (``eval_json``, which reads back as an ``EvalReport``).
 
 A scorer regressed when its mean or its pass rate fell by more than its tolerance: the
-scorer's own ``tolerance:`` in the suite (the current eval's suite, else the baseline's),
-else the ``tolerance`` given. Both are read because a mean alone hides a case that went
+scorer's own ``tolerance:`` in the suite (the current eval's suite: the change under test
+sets its terms; the baseline's only if the current one kept none that parses), else the
+``tolerance`` given. Both are read because a mean alone hides a case that went
 from pass to fail while another's grade rose, and a pass rate alone hides a judge's
 grades sliding under the pass mark. A grade of None (it could not be graded) counts as
 failed and stays out of the mean; a scorer whose grades were all None on this side, when
@@ -105,7 +106,9 @@ class Comparison(BaseModel):
 
 def compare(current: EvalReport, baseline: EvalReport, *, tolerance: float = 0.0) -> Comparison:
     """``current`` beside ``baseline``: per scorer, per case, and the regressions."""
-    tolerances = {**suite_tolerances(baseline.record), **suite_tolerances(current.record)}
+    tolerances = suite_tolerances(current.record)
+    if tolerances is None:
+        tolerances = suite_tolerances(baseline.record) or {}
 
     def tolerance_of(scorer: str) -> float:
         return tolerances.get(scorer, tolerance)
@@ -130,17 +133,17 @@ def compare(current: EvalReport, baseline: EvalReport, *, tolerance: float = 0.0
     )
 
 
-def suite_tolerances(record: EvalRecord) -> dict[str, float]:
-    """Each scorer's own ``tolerance:`` in the suite the eval ran (none if the suite as
-    kept does not parse: an eval of an older dagwright is still comparable)."""
+def suite_tolerances(record: EvalRecord) -> dict[str, float] | None:
+    """Each scorer's own ``tolerance:`` in the suite the eval ran; None if no suite was
+    kept or it does not parse (an eval of an older dagwright is still comparable)."""
     from dagwright.evals.suite import SuiteError, parse_suite
 
     if not record.suite_data:
-        return {}
+        return None
     try:
         suite = parse_suite(record.suite_data)
     except SuiteError:
-        return {}
+        return None
     found: dict[str, float] = {}
     for scorer in [*suite.scorers, *(s for case in suite.cases for s in case.scorers)]:
         if scorer.tolerance is not None:
