@@ -154,6 +154,6 @@ def test_a_resumed_eval_follows_its_runs_and_scores_each_once(client: Client) ->
     report = again.run(kept)
 
     assert report.record.status == "finished"
-    assert [(r.case, r.run_id) for r in report.results][0] == ("ada", first.run_id)
+    assert (report.results[0].case, report.results[0].run_id) == ("ada", first.run_id)
     assert len(report.results) == 2
     assert not store.add_result(record.id, CaseResult(case="ada", repeat=0, status="error"))
