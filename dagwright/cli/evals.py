@@ -150,8 +150,9 @@ def run_eval(
 
     def evaluate(client: Client) -> int:
         runner, record = _runner(client, suite, suite_file, options, resume)
+        against = None if baseline is None else baseline_report(client, baseline, runner.suite.name)
         report = _run(runner, record, quiet=json_output)
-        return _report(client, report, baseline, tolerance, min_pass_rate, junit, json_output)
+        return _report(report, against, tolerance, min_pass_rate, junit, json_output)
 
     if settings.redis_url and fake_llm is None:
         from dagwright.client import Client
@@ -253,21 +254,21 @@ def _run(runner: EvalRunner, record: Any, *, quiet: bool) -> EvalReport:
 
 
 def _report(
-    client: Client,
     report: EvalReport,
-    baseline: str | None,
+    baseline: EvalReport | None,
     tolerance: float,
     min_pass_rate: float | None,
     junit: Path | None,
     json_output: bool,
 ) -> int:
-    from dagwright.cli.evalviews import print_comparison, print_report
-    from dagwright.evals.baselines import compare
+    from dagwright.cli.evalviews import print_report
     from dagwright.evals.reports import junit_xml, report_json
 
     comparison = None
     if baseline is not None:
-        comparison = compare(report, baseline_report(client, baseline, report), tolerance=tolerance)
+        from dagwright.evals.baselines import compare
+
+        comparison = compare(report, baseline, tolerance=tolerance)
     if junit is not None:
         junit.write_text(junit_xml(report), encoding="utf-8")
     if json_output:
@@ -275,6 +276,8 @@ def _report(
     else:
         print_report(report, stdout)
         if comparison is not None:
+            from dagwright.cli.evalviews import print_comparison
+
             print_comparison(comparison, stdout)
     below = _below_floor(report, min_pass_rate)
     if below and not json_output:
@@ -289,17 +292,19 @@ def _below_floor(report: EvalReport, floor: float | None) -> list[str]:
     return [stats.scorer for stats in report.stats() if stats.pass_rate < floor]
 
 
-def baseline_report(client: Client, baseline: str, current: EvalReport) -> EvalReport:
-    """The baseline named: ``latest`` (the suite's newest finished eval before this one),
-    an eval id, or a file of ``--json`` output."""
+def baseline_report(
+    client: Client, baseline: str, suite: str, *, before: str | None = None
+) -> EvalReport:
+    """The baseline named, read before anything runs: ``latest`` (the suite's newest
+    finished eval, before the eval ``before``), an eval id, or a file of ``--json``."""
     from dagwright.evals.reports import load_report
     from dagwright.evals.runner import eval_store
 
     store = eval_store(client)
     if baseline == "latest":
-        found = store.latest_of(current.record.suite, before=current.record.id)
+        found = store.latest_of(suite, before=before)
         if found is None:
-            raise InputError(f"no earlier finished eval of suite {current.record.suite!r}")
+            raise InputError(f"--baseline latest: no finished eval of suite {suite!r} yet")
         return store.report(found.id)
     if baseline.startswith("ev_") and not Path(baseline).exists():
         return store.report(baseline)
@@ -343,5 +348,8 @@ def show_eval(
 
     client = client_from(None)
     report = eval_store(client).report(eval_id)
-    code = _report(client, report, baseline, tolerance, None, junit, json_output)
+    against = None
+    if baseline is not None:
+        against = baseline_report(client, baseline, report.record.suite, before=eval_id)
+    code = _report(report, against, tolerance, None, junit, json_output)
     raise typer.Exit(code)

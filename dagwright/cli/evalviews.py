@@ -29,15 +29,17 @@ def print_report(report: EvalReport, console: Console) -> None:
 
 
 def headline(report: EvalReport) -> Text:
+    """``<id>  <suite>  <n> case(s)[ xN]  <state>[ in T s]``, then what was changed."""
     record = report.record
     took = ""
     if record.finished_at is not None:
-        took = f", {(record.finished_at - record.started_at).total_seconds():.1f} s"
-    changes = "".join(f" {name}={value}" for name, value in record.changes.items())
-    return Text(
-        f"eval {record.id} of {record.suite}: {len(record.cases)} case(s), "
-        f"{record.repeat} run(s) each, {record.status}{took}{changes}"
+        took = f" in {(record.finished_at - record.started_at).total_seconds():.1f} s"
+    repeat = f" x{record.repeat}" if record.repeat > 1 else ""
+    line = (
+        f"{record.id}  {record.suite}  {len(record.cases)} case(s){repeat}  {record.status}{took}"
     )
+    changes = [f"{name}: {value}" for name, value in record.changes.items()]
+    return Text("\n".join([f"eval {line}", *changes]))
 
 
 def case_grid(report: EvalReport) -> Table:
