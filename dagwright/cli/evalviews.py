@@ -21,9 +21,14 @@ REASON_CHARS = 60
 def print_report(report: EvalReport, console: Console) -> None:
     """The whole report: headline, grid, scorers, failures, cost."""
     console.print(headline(report))
+    console.print()
     console.print(case_grid(report))
+    console.print()
     console.print(scorer_table(report))
-    for line in failure_lines(report):
+    failures = failure_lines(report)
+    if failures:
+        console.print()
+    for line in failures:
         console.print(line, soft_wrap=True)
     console.print(cost_line(report), soft_wrap=True)
 
