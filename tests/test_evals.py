@@ -157,3 +157,23 @@ def test_a_resumed_eval_follows_its_runs_and_scores_each_once(client: Client) ->
     assert (report.results[0].case, report.results[0].run_id) == ("ada", first.run_id)
     assert len(report.results) == 2
     assert not store.add_result(record.id, CaseResult(case="ada", repeat=0, status="error"))
+
+
+def test_evaluate_runs_a_suite_file_from_python(client: Client, tmp_path: Path) -> None:
+    from dagwright.evals import EvalOptions, evaluate
+
+    (tmp_path / "plan.yaml").write_text(GREETING.read_text())
+    (tmp_path / "suite.yaml").write_text(
+        "name: from-python\nplan: plan.yaml\nscorers: [{contains: {value: hello, node: greet}}]\n"
+        "cases: [{name: ada, inputs: {name: Ada}}]\n"
+    )
+    seen: list[tuple[str, int, int]] = []
+    report = evaluate(
+        client,
+        tmp_path / "suite.yaml",
+        EvalOptions(repeat=2),
+        on_progress=lambda result, kept, total: seen.append((result.case, kept, total)),
+    )
+    assert report.record.suite_file.endswith("suite.yaml")
+    assert sorted(seen) == [("ada", 1, 2), ("ada", 2, 2)]
+    assert all(r.scores[0].passed for r in report.results)

@@ -92,6 +92,13 @@ def report_json(report: EvalReport, comparison: Comparison | None = None) -> dic
             {**stats.model_dump(mode="json"), "pass_rate": stats.pass_rate}
             for stats in report.stats()
         ],
+        "case_stats": {
+            case: [
+                {**stats.model_dump(mode="json"), "pass_rate": stats.pass_rate}
+                for stats in report.case_stats(case)
+            ]
+            for case in report.record.cases
+        },
         "cost_usd": report.total_cost_usd(),
         "judge": {"asked": asked, "cached": cached, "cost_usd": report.judge_cost_usd()},
         "comparison": None if comparison is None else comparison.model_dump(mode="json"),

@@ -316,6 +316,27 @@ class EvalRunner:
         return judge_score(judge, verdict)
 
 
+def evaluate(
+    client: Client,
+    suite: EvalSuite | str | Path,
+    options: EvalOptions | None = None,
+    *,
+    on_progress: ProgressCallback | None = None,
+) -> EvalReport:
+    """Run an eval of ``suite`` (an EvalSuite, or the path of a suite file) on the client's
+    stack and return its report: what ``dagwright eval`` does, from Python."""
+    from dagwright.evals.suite import load_suite
+
+    options = options or EvalOptions()
+    if isinstance(suite, EvalSuite):
+        runner = EvalRunner(client, suite, options, suite_dir=Path.cwd())
+    else:
+        path = Path(suite)
+        loaded = load_suite(path, max_bytes=client.settings.max_plan_file_bytes)
+        runner = EvalRunner(client, loaded, options, suite_dir=path.parent, suite_file=str(path))
+    return runner.run(on_progress=on_progress)
+
+
 def eval_store(client: Client) -> EvalStore:
     """The evals of the client's stack."""
     runtime = client.runtime
