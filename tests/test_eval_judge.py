@@ -258,6 +258,33 @@ def test_an_answer_that_is_no_usable_call_is_told_and_a_good_second_answer_count
     assert judging(Judge(rubric=RUBRIC)).cached  # the usable second verdict is kept
 
 
+def test_an_answer_cut_at_max_tokens_is_asked_again_with_twice_the_room(
+    judging: Judging, fake_llm: FakeAnthropicServer
+) -> None:
+    cut = {"type": "tool_use", "name": VERDICT_TOOL, "input": {"grade": 4}}
+    fake_llm.add(
+        {
+            "match": {"system_contains": JUDGE_SYSTEM},
+            "reply": {"content": [cut], "stop_reason": "max_tokens"},
+        },
+        verdict_reply(4),
+    )
+    assert judging(Judge(rubric=RUBRIC)).grade == 4
+    first, again = (logged.body for logged in fake_llm.requests)
+    assert again["max_tokens"] == 2 * first["max_tokens"]
+    assert again["messages"] == first["messages"]  # the cut call is not kept
+
+
+def test_a_refusal_is_told_once_then_the_verdict_is_unusable(
+    judging: Judging, fake_llm: FakeAnthropicServer
+) -> None:
+    refusal = {"content": [{"type": "text", "text": "No."}], "stop_reason": "refusal"}
+    fake_llm.add({"match": {"system_contains": JUDGE_SYSTEM}, "reply": refusal, "times": 2})
+    verdict = judging(Judge(rubric=RUBRIC))
+    assert verdict.grade is None and "declined to answer" in verdict.reason
+    assert [logged.status for logged in fake_llm.requests] == [200, 200]
+
+
 def test_a_forged_fence_in_the_output_stays_inside_one_fence(
     judging: Judging, fake_llm: FakeAnthropicServer
 ) -> None:

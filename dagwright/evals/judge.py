@@ -4,9 +4,9 @@ The verdict is recorded through a tool, ``record_verdict`` (a whole-number grade
 the scale and a reason), which the request forces (``tool_choice``) where the model takes
 forced tool use; ``llm/wire.py`` sends ``auto`` to the models that refuse it, and the
 prompt asks for the tool either way. An answer that is not one usable call (no call, a
-grade off the scale, no reason, an answer cut at ``max_tokens``) is told back to the
-model once; a second unusable answer makes a verdict without a grade, which scores None
-and fails.
+grade off the scale, no reason) is told back to the model once (an answer cut at
+``max_tokens`` is asked again with twice the room); a second unusable answer makes a
+verdict without a grade, which scores None and fails.
 
 The request goes through the ``LLM`` every agent uses (``dagwright.llm.build_llm``): the
 same breakers, rate limits, wire rules, end-of-life guard and accounting. The rubric,
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dagwright.evals.results import Score
+from dagwright.llm.messages_api_rules import max_output_tokens
 from dagwright.llm.protocol import LLMRequest, LLMResponse
 from dagwright.models import Usage
 from dagwright.workers.agent_state import sendable
@@ -56,7 +57,7 @@ logger = logging.getLogger(__name__)
 VERDICT_TOOL = "record_verdict"
 MAX_REASON_CHARS = 1000
 MAX_JUDGED_OUTPUT_CHARS = 60_000  # about 15k tokens: the rest is cut, and the judge told so
-MAX_CACHED_VERDICT_BYTES = 16_384  # a stored verdict is a grade and a reason
+MAX_CACHED_VERDICT_CHARS = 16_384  # a stored verdict is a grade and a reason
 DEFAULT_JUDGE_MAX_TOKENS = 2048  # the call, with room for a model that thinks by default
 UNUSABLE = "the judge gave no usable verdict: "
 
@@ -168,8 +169,8 @@ def cached_verdict(
     raw = redis_client.get(key)
     if raw is None:
         return None
-    if len(raw) > MAX_CACHED_VERDICT_BYTES:
-        logger.warning("ignoring a cached judge verdict of %d bytes at %s", len(raw), key)
+    if len(raw) > MAX_CACHED_VERDICT_CHARS:
+        logger.warning("ignoring a cached judge verdict of %d characters at %s", len(raw), key)
         return None
     try:
         stored = _StoredVerdict.model_validate_json(raw)
@@ -199,10 +200,7 @@ def ask_judge(
     found = verdict_in(response, judge)
     usage = response.usage
     if isinstance(found, str):
-        retry = request.model_copy(
-            update={"messages": told_the_problem(request.messages, response, found, judge)}
-        )
-        response = llm.complete(retry)
+        response = llm.complete(retry_request(request, response, found, judge))
         usage = usage.plus(response.usage)
         found = verdict_in(response, judge)
     if isinstance(found, str):
@@ -286,6 +284,8 @@ def verdict_in(response: LLMResponse, judge: Judge) -> tuple[int, str] | str:
     wrong with the answer, in a line."""
     if response.stop_reason == "max_tokens":
         return "the answer was cut at max_tokens before its verdict was complete"
+    if response.stop_reason == "refusal":
+        return "the model declined to answer (stop_reason refusal)"
     calls = [block for block in response.tool_uses() if block.get("name") == VERDICT_TOOL]
     if len(calls) != 1:
         said = " ".join(response.text().split())[:80]
@@ -304,6 +304,18 @@ def verdict_in(response: LLMResponse, judge: Judge) -> tuple[int, str] | str:
     if not isinstance(reason, str) or not reason.strip():
         return "it gave no reason"
     return grade, reason.strip()[:MAX_REASON_CHARS]
+
+
+def retry_request(
+    request: LLMRequest, response: LLMResponse, problem: str, judge: Judge
+) -> LLMRequest:
+    """The request once more: with twice the room after an answer cut at ``max_tokens``
+    (the cut call is not kept: its input is half-written), else with the problem told."""
+    if response.stop_reason == "max_tokens":
+        room = min(2 * request.max_tokens, max_output_tokens(request.model))
+        return request.model_copy(update={"max_tokens": room})
+    messages = told_the_problem(request.messages, response, problem, judge)
+    return request.model_copy(update={"messages": messages})
 
 
 def told_the_problem(

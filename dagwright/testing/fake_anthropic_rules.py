@@ -9,6 +9,11 @@ rules on turns and tool results live in :mod:`dagwright.testing.fake_anthropic_c
 A rule returns a :class:`Rejection` or None; :func:`request_rejection` runs them in the
 order the real API seems to: the body's shape, the model, then the parameters, the tools,
 the conversation and the cache breakpoints.
+
+The rules judge requests, not the script: a scripted reply is played as written, even one
+the real API would not send (text to a request whose ``tool_choice`` forces a tool). The
+script is the test's word, and the client must handle such answers anyway: where the
+model refuses forced tool use, ``llm/wire.py`` sends ``auto`` and any answer may come.
 """
 
 from __future__ import annotations
