@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 
+from dagwright.connection import connect
 from dagwright.errors import LLMRequestError
 from dagwright.evals.judge import (
     DEFAULT_JUDGE_MAX_TOKENS,
@@ -28,6 +29,7 @@ from dagwright.keys import Keys
 from dagwright.llm import build_llm
 from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
 from dagwright.models import Usage
+from dagwright.resilience import Breakers
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer, Script
 from dagwright.testing.fake_anthropic_script import text_of
@@ -80,8 +82,16 @@ class Judging:
 def judging(
     settings: Settings, redis_client: redis.Redis, fake_llm: FakeAnthropicServer
 ) -> Judging:
+    """Built as the agents' LLM is: breakers, rate limits, the response cache."""
     keys = Keys(settings.key_prefix)
-    return Judging(settings, redis_client, build_llm(settings.llm, redis_client, keys))
+    breakers = Breakers(
+        connect(settings.redis_url or "", decode_responses=False),
+        keys,
+        fail_max=settings.breaker_fail_max,
+        reset_timeout_s=settings.breaker_reset_timeout_s,
+        max_probes=settings.breaker_max_probes,
+    )
+    return Judging(settings, redis_client, build_llm(settings.llm, redis_client, keys, breakers))
 
 
 def user_text(fake: FakeAnthropicServer, index: int) -> str:
