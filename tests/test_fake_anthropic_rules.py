@@ -463,6 +463,76 @@ def test_a_tool_choice_of_no_known_type_is_refused(client: anthropic.Anthropic) 
     )
 
 
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "tool", "name": "fetch"}},
+            "tool_choice.tool.name: Tool 'fetch' not found in `tools`.",
+        ),
+        (
+            {"tool_choice": {"type": "tool", "name": "search"}},
+            "tool_choice: forced tool use requires `tools`, and none were given.",
+        ),
+        (
+            {"tool_choice": {"type": "any"}},
+            "tool_choice: forced tool use requires `tools`, and none were given.",
+        ),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "tool"}},
+            "tool_choice.tool.name: Field required",
+        ),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "tool", "name": 7}},
+            "tool_choice.tool.name: Input should be a valid string",
+        ),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "none", "disable_parallel_tool_use": True}},
+            "tool_choice.none.disable_parallel_tool_use: Extra inputs are not permitted",
+        ),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "auto", "disable_parallel_tool_use": "yes"}},
+            "tool_choice.auto.disable_parallel_tool_use: Input should be a valid boolean",
+        ),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "any", "name": "search"}},
+            "tool_choice.any.name: Extra inputs are not permitted",
+        ),
+        (
+            {"tools": [TOOL], "tool_choice": "auto"},
+            "tool_choice: Input should be a valid dictionary or object to extract fields from",
+        ),
+        (
+            {
+                "thinking": {"type": "adaptive"},
+                "tools": [TOOL],
+                "tool_choice": {"type": "tool", "name": "search"},
+            },
+            "Thinking may not be enabled when tool_choice forces tool use.",
+        ),
+    ],
+)
+def test_a_tool_choice_the_api_cannot_follow_is_refused(
+    client: anthropic.Anthropic, request_: dict[str, Any], message: str
+) -> None:
+    assert refusal(client, **request_) == message
+
+
+@pytest.mark.parametrize(
+    "tool_choice",
+    [
+        {"type": "tool", "name": "search", "disable_parallel_tool_use": True},
+        {"type": "any", "disable_parallel_tool_use": False},
+        {"type": "auto", "disable_parallel_tool_use": True},
+        {"type": "none"},
+    ],
+)
+def test_a_tool_choice_of_the_right_shape_is_taken(
+    client: anthropic.Anthropic, tool_choice: dict[str, Any]
+) -> None:
+    assert send(client, tools=[TOOL], tool_choice=tool_choice).content[0].text == "ok"
+
+
 def retired_404(server: FakeAnthropicServer, model: str) -> dict[str, Any]:
     status, answer = post_messages(
         server, {"model": model, "max_tokens": 8, "messages": [user("hi")]}, **{"x-api-key": "k"}

@@ -167,3 +167,37 @@ def test_which_models_reject_sampling_parameters(model: str, rejects: bool) -> N
     assert refuses_sampling(model) is rejects
     body = message_body(LLMRequest(model=model, system="", messages=[], temperature=0.0))
     assert ("extra_body" in body) is not rejects
+
+
+FORCE_A = {"type": "tool", "name": "a", "disable_parallel_tool_use": True}
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "sent"),
+    [
+        ("claude-sonnet-4-6", None, FORCE_A),  # takes forced tool use: sent as asked
+        ("claude-sonnet-5", {"type": "disabled"}, FORCE_A),
+        # refused from the 5.5 models on, and beside thinking on every model: auto instead
+        ("claude-sonnet-5-5", None, {"type": "auto", "disable_parallel_tool_use": True}),
+        ("claude-opus-5-5", None, {"type": "auto", "disable_parallel_tool_use": True}),
+        (
+            "claude-sonnet-4-6",
+            {"type": "adaptive"},
+            {"type": "auto", "disable_parallel_tool_use": True},
+        ),
+    ],
+)
+def test_forced_tool_use_goes_only_where_the_model_takes_it(
+    model: str, thinking: dict[str, Any] | None, sent: dict[str, Any]
+) -> None:
+    body = message_body(request([], model=model, thinking=thinking, tool_choice=FORCE_A))
+    assert body["tool_choice"] == sent
+
+
+def test_tool_choice_is_sent_only_when_set_and_keys_the_response_cache_then() -> None:
+    plain = request(conversation(0))
+    assert "tool_choice" not in message_body(plain)
+    assert "tool_choice" not in plain.canonical_json()  # the key cached answers have
+    forced = plain.model_copy(update={"tool_choice": FORCE_A})
+    auto = plain.model_copy(update={"tool_choice": {"type": "auto"}})
+    assert len({plain.digest(), forced.digest(), auto.digest()}) == 3

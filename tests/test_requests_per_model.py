@@ -34,6 +34,7 @@ THINKING: list[dict[str, Any] | None] = [
 ]
 EFFORTS = [None, "medium", "xhigh"]
 TEMPERATURES = [None, 0.3]
+TOOL_CHOICES: list[dict[str, Any] | None] = [None, {"type": "tool", "name": "lookup"}]
 
 
 def current_models() -> list[str]:
@@ -59,7 +60,8 @@ def llm() -> Iterator[AnthropicLLM]:
 def test_every_request_dagwright_builds_is_taken_by_every_current_model(
     llm: AnthropicLLM, model: str
 ) -> None:
-    for thinking, effort, temperature in itertools.product(THINKING, EFFORTS, TEMPERATURES):
+    combinations = itertools.product(THINKING, EFFORTS, TEMPERATURES, TOOL_CHOICES)
+    for thinking, effort, temperature, tool_choice in combinations:
         request = LLMRequest(
             model=model,
             system="You test.",
@@ -69,9 +71,11 @@ def test_every_request_dagwright_builds_is_taken_by_every_current_model(
             thinking=thinking,
             effort=effort,
             temperature=temperature,
+            tool_choice=tool_choice,
             prompt_cache_ttl="5m",
         )
-        assert llm.complete(request).text() == "ok", (thinking, effort, temperature)
+        answer = llm.complete(request).text()
+        assert answer == "ok", (thinking, effort, temperature, tool_choice)
 
 
 def test_the_retired_models_are_not_among_them() -> None:

@@ -22,6 +22,7 @@ from dagwright.cli import (
     catalog,
     dlq,
     doctor,
+    evals,
     flower,
     metrics,
     planning,
@@ -73,6 +74,7 @@ stack.register(app)
 catalog.register(app)
 planning.register(app)
 dlq.register(app)
+evals.register(app)
 doctor.register(app)
 schedules.register(app)
 approvals.register(app)

@@ -20,6 +20,7 @@ from dagwright.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from dagwright.evals.results import CaseResult, EvalRecord, EvalReport, Score
+    from dagwright.evals.runner import EvalOptions, evaluate
     from dagwright.evals.store import EvalStore
     from dagwright.evals.suite import EvalCase, EvalSuite, SuiteError, load_suite, parse_suite
 
@@ -29,6 +30,8 @@ _LAZY = {
     "EvalReport": "dagwright.evals.results",
     "Score": "dagwright.evals.results",
     "EvalStore": "dagwright.evals.store",
+    "EvalOptions": "dagwright.evals.runner",
+    "evaluate": "dagwright.evals.runner",
     "EvalCase": "dagwright.evals.suite",
     "EvalSuite": "dagwright.evals.suite",
     "SuiteError": "dagwright.evals.suite",
@@ -41,12 +44,14 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 __all__ = [
     "CaseResult",
     "EvalCase",
+    "EvalOptions",
     "EvalRecord",
     "EvalReport",
     "EvalStore",
     "EvalSuite",
     "Score",
     "SuiteError",
+    "evaluate",
     "load_suite",
     "parse_suite",
 ]

@@ -114,6 +114,8 @@ class EvalRecord(BaseModel):
     """The eval or file it was compared with, if any."""
     suite_data: dict[str, Any] = Field(default_factory=dict)
     """The suite as it ran (its JSON), so a later look or a resume needs no file."""
+    plan_data: dict[str, Any] | None = None
+    """The plan its cases ran, as ``--model``/``--set`` changed it (plan suites)."""
 
 
 class ScorerStats(BaseModel):

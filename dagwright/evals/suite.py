@@ -25,6 +25,7 @@ from pydantic import (
     SerializeAsAny,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -119,6 +120,17 @@ class Regex(ValueScorer):
     pattern: str = Field(min_length=1, max_length=2000)
     ignore_case: bool = False
 
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        from dagwright.json_schemas import PatternError, compiled_pattern
+
+        try:
+            compiled_pattern(pattern)
+        except PatternError as exc:
+            raise ValueError(f"RE2 cannot use the pattern: {exc}") from None
+        return pattern
+
 
 class JsonSchemaScorer(ValueScorer):
     """The graded value is valid against ``schema`` (Draft 2020-12, nothing fetched)."""
@@ -126,6 +138,16 @@ class JsonSchemaScorer(ValueScorer):
     kind: ClassVar[str] = "json_schema"
     shorthand: ClassVar[str] = "schema_"
     schema_: dict[str, Any] = Field(alias="schema")
+
+    @field_validator("schema_")
+    @classmethod
+    def _usable(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        from dagwright.json_schemas import schema_problems
+
+        problems = schema_problems(schema, "schema")
+        if problems:
+            raise ValueError(problems[0])
+        return schema
 
     def default_label(self) -> str:
         return self.kind

@@ -38,7 +38,7 @@ DELIVERY_FIELDS = frozenset(
 VOLATILE_PLACEHOLDER = "VOLATILE"
 # Fields added after requests were first cached: left out of the key while unset, so a
 # request that does not use them keeps the key it always had.
-KEYED_WHEN_SET = ("thinking", "effort", "context_management", "run_system")
+KEYED_WHEN_SET = ("thinking", "effort", "context_management", "run_system", "tool_choice")
 
 
 class LLMRequest(BaseModel):
@@ -60,6 +60,10 @@ class LLMRequest(BaseModel):
     run's nodes so that they share its cached prefix. None: no second block."""
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: dict[str, Any] | None = None
+    """The Messages API's ``tool_choice`` (``{"type": "tool", "name": ...}`` forces that
+    tool); None: not sent (the API's default, ``auto``). Forced tool use goes only to
+    models that take it, and not beside thinking: ``llm/wire.py`` sends ``auto`` there."""
     max_tokens: int = 4096
     temperature: float | None = None
     """Sent only to models that still accept sampling parameters (``messages_api_rules``)."""

@@ -1,5 +1,6 @@
-"""An LLMRequest as the Messages API body: prompt-cache breakpoints, thinking, effort, and
-sampling parameters only where the model takes them; context management (beta) as asked.
+"""An LLMRequest as the Messages API body: prompt-cache breakpoints, thinking, effort,
+sampling parameters and forced tool use only where the model takes them; context
+management (beta) as asked.
 
 Prompt caching. The API caches the prefix of a request up to each ``cache_control``
 breakpoint (tools, then system, then messages, in that order) and, on a later request,
@@ -48,6 +49,7 @@ from dagwright.llm.messages_api_rules import (
     BETWEEN_TOOLS_REFUSED_EFFORTS,
     min_cacheable_tokens,
     refuses_budget_thinking,
+    refuses_forced_tool_choice,
     refuses_sampling,
     refuses_thinking_disabled,
     takes_between_tools,
@@ -56,6 +58,7 @@ from dagwright.llm.protocol import LLMRequest, rough_tokens
 
 MAX_BREAKPOINTS = 4
 UNCACHEABLE_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+FORCED_TOOL_CHOICES = frozenset({"any", "tool"})
 
 
 def message_body(request: LLMRequest) -> dict[str, Any]:
@@ -74,6 +77,9 @@ def message_body(request: LLMRequest) -> dict[str, Any]:
     thinking = thinking_for(request.model, request.thinking, request.effort)
     if thinking is not None:
         body["thinking"] = thinking
+    tool_choice = tool_choice_for(request.model, request.tool_choice, thinking)
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
     if request.effort is not None and takes_effort(request.model):
         body["output_config"] = {"effort": request.effort}
     if takes_temperature(request.model, thinking, request.temperature):
@@ -109,6 +115,24 @@ def thinking_for(
     if kind == "between_tools" and not between_tools:
         return None  # adaptive, the default, is the nearest setting the model takes here
     return thinking
+
+
+def tool_choice_for(
+    model: str, tool_choice: dict[str, Any] | None, thinking: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """``tool_choice`` as ``model`` takes it: forced tool use (``any``, ``tool``) becomes
+    ``auto`` where the model refuses it (from the 5.5 models on) or beside thinking (a 400
+    on every model), ``disable_parallel_tool_use`` kept. The caller's prompt still asks
+    for the tool, and checks that it was called. None: no field."""
+    if tool_choice is None or tool_choice.get("type") not in FORCED_TOOL_CHOICES:
+        return tool_choice
+    thinks = thinking is not None and thinking.get("type") != "disabled"
+    if not thinks and not refuses_forced_tool_choice(model):
+        return tool_choice
+    auto: dict[str, Any] = {"type": "auto"}
+    if "disable_parallel_tool_use" in tool_choice:
+        auto["disable_parallel_tool_use"] = tool_choice["disable_parallel_tool_use"]
+    return auto
 
 
 def context_management_fields(request: LLMRequest) -> dict[str, Any]:

@@ -9,6 +9,11 @@ rules on turns and tool results live in :mod:`dagwright.testing.fake_anthropic_c
 A rule returns a :class:`Rejection` or None; :func:`request_rejection` runs them in the
 order the real API seems to: the body's shape, the model, then the parameters, the tools,
 the conversation and the cache breakpoints.
+
+The rules judge requests, not the script: a scripted reply is played as written, even one
+the real API would not send (text to a request whose ``tool_choice`` forces a tool). The
+script is the test's word, and the client must handle such answers anyway: where the
+model refuses forced tool use, ``llm/wire.py`` sends ``auto`` and any answer may come.
 """
 
 from __future__ import annotations
@@ -56,7 +61,17 @@ PREFILL_REFUSED = "Prefilling assistant messages is not supported for this model
 FORCED_TOOL_CHOICE_REFUSED = (
     "Forced tool use is not supported for this model: tool_choice.type may be 'auto' or 'none'."
 )
-TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+# Each type of tool_choice and the fields it takes (the SDK's ToolChoice*Param; any other
+# field is a 400, as everywhere in the API's request models).
+TOOL_CHOICE_FIELDS = {
+    "auto": frozenset({"type", "disable_parallel_tool_use"}),
+    "any": frozenset({"type", "disable_parallel_tool_use"}),
+    "tool": frozenset({"type", "name", "disable_parallel_tool_use"}),
+    "none": frozenset({"type"}),
+}
+FORCING_TOOL_CHOICES = frozenset({"any", "tool"})
+FORCED_WITHOUT_TOOLS = "tool_choice: forced tool use requires `tools`, and none were given."
+FORCED_TOOL_NOT_OFFERED = "tool_choice.tool.name: Tool '{name}' not found in `tools`."
 
 
 @dataclass(frozen=True)
@@ -315,20 +330,53 @@ def _effort(body: Body) -> object:
 
 
 def _tool_choice_problem(body: Body) -> str | None:
-    """A ``tool_choice`` of no known type, or forcing tool use where the model refuses it."""
+    """A ``tool_choice`` of no known type or of a wrong shape, forcing tool use where the
+    model refuses it, or forcing a tool the request does not offer."""
     tool_choice = body.get("tool_choice")
     if tool_choice is None:
         return None
-    kind = tool_choice.get("type") if isinstance(tool_choice, dict) else None
-    if kind not in TOOL_CHOICE_TYPES:
+    if not isinstance(tool_choice, dict):
+        return "tool_choice: Input should be a valid dictionary or object to extract fields from"
+    kind = tool_choice.get("type")
+    if kind not in TOOL_CHOICE_FIELDS:
         return (
             f"tool_choice: Input tag '{kind}' found using 'type' does not match any of the "
             "expected tags: 'auto', 'any', 'tool', 'none'"
         )
-    if kind == "tool" and not isinstance(tool_choice.get("name"), str):
+    problem = _tool_choice_shape_problem(kind, tool_choice)
+    if problem is None and kind in FORCING_TOOL_CHOICES:
+        if api.refuses_forced_tool_choice(body["model"]):
+            return FORCED_TOOL_CHOICE_REFUSED
+        problem = _forced_tool_problem(tool_choice, body.get("tools"))
+    return problem
+
+
+def _tool_choice_shape_problem(kind: str, tool_choice: Mapping[str, Any]) -> str | None:
+    """Fields of another type of tool_choice, a tool's name missing, a flag not a bool."""
+    extra = sorted(set(tool_choice) - TOOL_CHOICE_FIELDS[kind])
+    if extra:
+        return f"tool_choice.{kind}.{extra[0]}: Extra inputs are not permitted"
+    if kind == "tool" and "name" not in tool_choice:
         return "tool_choice.tool.name: Field required"
-    if kind in ("any", "tool") and api.refuses_forced_tool_choice(body["model"]):
-        return FORCED_TOOL_CHOICE_REFUSED
+    if kind == "tool" and not isinstance(tool_choice["name"], str):
+        return "tool_choice.tool.name: Input should be a valid string"
+    flag = tool_choice.get("disable_parallel_tool_use", False)
+    if not isinstance(flag, bool):
+        return f"tool_choice.{kind}.disable_parallel_tool_use: Input should be a valid boolean"
+    return None
+
+
+def _forced_tool_problem(tool_choice: Mapping[str, Any], tools: object) -> str | None:
+    """Forcing tool use with no tools, or forcing a tool the request does not offer (the
+    model could not comply). The API's wording of these two is not published: the status
+    and error type are those of every invalid request."""
+    listed = tools if isinstance(tools, list) else []
+    offered = [tool.get("name") for tool in listed if isinstance(tool, dict)]
+    if not offered:
+        return FORCED_WITHOUT_TOOLS
+    name = tool_choice.get("name")
+    if tool_choice["type"] == "tool" and name not in offered:
+        return FORCED_TOOL_NOT_OFFERED.format(name=name)
     return None
 
 

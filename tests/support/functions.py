@@ -248,3 +248,15 @@ rereader = AgentSpec(
     policy=ToolPolicy.allowing("workspace_read"),
     max_turns=70,
 )
+
+
+# -- evals (tests/test_evals.py): a scorer function, registered as function nodes are --
+
+
+@dagwright.function
+def words_at_most(
+    output: Any, limit: int = 3, case: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Grade a text by its length: passes at ``limit`` words or fewer."""
+    words = len(str(output).split())
+    return {"score": 1.0 if words <= limit else 0.0, "reason": f"{words} words of {limit}"}
