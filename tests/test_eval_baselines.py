@@ -6,13 +6,15 @@ Pure: reports are built here, as the store reads them back.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dagwright.evals.baselines import compare
-from dagwright.evals.json_views import eval_json
+from dagwright.evals.reports import load_report, report_json
 from dagwright.evals.results import CaseResult, EvalRecord, EvalReport, Score
 
 STARTED = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -241,9 +243,11 @@ def test_a_scorer_no_run_was_graded_by_is_missing_on_that_side() -> None:
     assert found.cases[0].missing == "current" and found.cases[0].output is None
 
 
-def test_a_report_saved_as_json_reads_back_as_a_baseline() -> None:
+def test_a_report_saved_as_json_reads_back_as_a_baseline(tmp_path: Path) -> None:
     baseline = report("ev_base", [result("c", score("s", 1.0), output="<b>kept</b>")])
-    saved = EvalReport.model_validate(eval_json(baseline))
+    file = tmp_path / "baseline.json"
+    file.write_text(json.dumps(report_json(baseline, compare(baseline, baseline))))
+    saved = load_report(file, max_bytes=100_000)
     assert saved == baseline
     current = report("ev_new", [result("c", score("s", 0.0))])
     assert compare(current, saved).regressions == ["s"]

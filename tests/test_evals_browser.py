@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dagwright.evals.runner import eval_store
 from dagwright.evals.store import EvalStore
 from tests.support.api_server import ApiServer
 from tests.support.browser import (  # noqa: F401 (browser, chromium: fixtures)
@@ -28,7 +29,6 @@ from tests.support.browser import (  # noqa: F401 (browser, chromium: fixtures)
 from tests.support.evals import (
     HOSTILE_OUTPUT,
     case_run,
-    eval_store,
     graded,
     passing_eval,
     saved_eval,
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.subprocess  # chromedriver and chromium are child proce
 
 @pytest.fixture
 def store(api: ApiServer) -> EvalStore:
-    return eval_store(api.client, api.client.settings)
+    return eval_store(api.client)
 
 
 def open_page(driver: Any, server: ApiServer, path: str) -> None:

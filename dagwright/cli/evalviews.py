@@ -2,9 +2,13 @@
 
 Fits 80 columns whatever the scorers' names: the grid's columns are numbered, and the
 scorers' table below names them. With ``--repeat`` a cell counts the passing repeats.
+Beside a baseline (``print_comparison``): each scorer's figures on both sides, and each
+case that got worse with both outputs.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,6 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from dagwright.evals.results import CaseResult, EvalReport, Score, scorer_names
+
+if TYPE_CHECKING:
+    from dagwright.evals.baselines import CaseComparison, Comparison
 
 PASS, FAIL, NONE = "✓", "✗", "·"
 MAX_FAILURES_SHOWN = 20
@@ -178,3 +185,76 @@ def print_eval_list(reports: list[EvalReport], console: Console) -> None:
             record.status,
         )
     console.print(table)
+
+
+OUTPUT_CHARS_SHOWN = 300
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    """The eval beside its baseline: the verdict, each scorer's figures on both sides,
+    then each case that got worse with both outputs (cut; markup escaped: model-written)."""
+    console.print()
+    console.print(comparison_headline(comparison), soft_wrap=False)  # wrapped to the width
+    console.print(comparison_table(comparison))
+    for case in comparison.cases:
+        if case.worse:
+            console.print()
+            for line in worse_case_lines(case):
+                console.print(line, soft_wrap=False)
+
+
+def comparison_headline(comparison: Comparison) -> Text:
+    against = f"against {comparison.baseline_id}"
+    if not comparison.same_suite:
+        against += " (its suite differed)"
+    if not comparison.regressed:
+        return Text(f"{against}: no regression", style="green")
+    worse = ", ".join(comparison.worse_cases()) or "no single case"
+    scorers = ", ".join(comparison.regressions)
+    return Text(f"{against}: regressed: {scorers} (worse in {worse})", style="red")
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("scorer", overflow="ellipsis", max_width=26, no_wrap=True)
+    for heading in ("was", "now", "mean was", "now", "Δmean"):
+        table.add_column(heading, justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for scorer in comparison.scorers:
+        verdict = Text("regressed", style="red") if scorer.regressed else Text("")
+        if scorer.missing:
+            verdict = Text(f"not in {scorer.missing}", style="dim")
+        table.add_row(
+            escape(scorer.scorer),
+            _rate(scorer.baseline_pass_rate),
+            _rate(scorer.pass_rate),
+            _number(scorer.baseline_mean),
+            _number(scorer.mean),
+            "" if scorer.delta_mean is None else f"{scorer.delta_mean:+.2f}",
+            verdict,
+        )
+    return table
+
+
+def worse_case_lines(case: CaseComparison) -> list[Text]:
+    return [
+        Text(f"{FAIL} {case.case} got worse: {', '.join(case.worse)}", style="red"),
+        Text(f"  was: {_shown_output(case.baseline_output)}"),
+        Text(f"  now: {_shown_output(case.output)}"),
+    ]
+
+
+def _shown_output(output: str | None) -> str:
+    if output is None:
+        return "(not run)"
+    text = " ".join(output.split())
+    text = "".join(char if char.isprintable() else "\ufffd" for char in text)  # no ESC codes
+    return text if len(text) <= OUTPUT_CHARS_SHOWN else text[: OUTPUT_CHARS_SHOWN - 1] + "…"
+
+
+def _rate(rate: float | None) -> str:
+    return "" if rate is None else f"{rate:.0%}"
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"

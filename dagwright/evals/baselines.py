@@ -4,7 +4,7 @@ and per case, which scorers got worse or better, with both outputs.
 ``compare(current, baseline)`` is a pure function of two reports: ``dagwright eval
 --baseline`` gates CI on its ``regressions``, and the API's and the dashboard's
 side-by-side view show it whole. A baseline is an earlier eval (from the store) or a
-report saved with ``--json`` (``eval_json``, which reads back as an ``EvalReport``).
+report saved with ``--json`` (``reports.report_json``, read back by ``reports.load_report``).
 
 A scorer regressed when its mean or its pass rate fell by more than its tolerance: the
 scorer's own ``tolerance:`` in the suite (the current eval's suite: the change under test

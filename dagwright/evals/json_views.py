@@ -1,10 +1,9 @@
-"""The JSON shapes of evals: one function per shape, shared by ``dagwright eval --json``,
-``dagwright evals show --json`` and the HTTP API (``/api/v1/evals``), so they never drift.
+"""The JSON shapes of evals the HTTP API adds to the CLI's: a list's row and a comparison.
 
-``eval_json(report)`` holds the report itself (``record``, ``results``, as
-``EvalReport`` dumps them: a saved ``--json`` file reads back with
-``EvalReport.model_validate`` and serves as a ``--baseline``) and beside it what is
-derived from it: per scorer and per case-by-scorer statistics, cost, judge requests.
+One eval in full is ``reports.report_json`` (``dagwright eval --json``, ``evals show
+--json`` and ``GET /api/v1/evals/{id}`` alike; a file of it reads back as a baseline).
+A list's row is the record as ``evals list --json`` prints it (without the suite and the
+plan) with what its results add: how many runs passed, the pass rate, the cost.
 """
 
 from __future__ import annotations
@@ -13,28 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dagwright.evals.baselines import Comparison
-    from dagwright.evals.results import CaseResult, EvalReport, ScorerStats
+    from dagwright.evals.results import CaseResult, EvalReport
 
-
-def stats_json(stats: ScorerStats) -> dict[str, Any]:
-    """A scorer's statistics, its pass rate included."""
-    return {**stats.model_dump(mode="json"), "pass_rate": stats.pass_rate}
+LISTED_RECORD_FIELDS_LEFT_OUT = frozenset({"suite_data", "plan_data"})
 
 
 def eval_summary_json(report: EvalReport) -> dict[str, Any]:
-    """An eval in a list: what ran, when, how it went (no outputs, no suite)."""
+    """An eval in a list: its record (no suite, no plan) and its figures (no outputs)."""
     record = report.record
     scores = [score for result in report.results for score in result.scores]
     return {
-        "id": record.id,
-        "suite": record.suite,
-        "suite_digest": record.suite_digest,
-        "status": record.status,
-        "started_at": record.started_at.isoformat(),
-        "finished_at": record.finished_at.isoformat() if record.finished_at else None,
+        **record.model_dump(mode="json", exclude=set(LISTED_RECORD_FIELDS_LEFT_OUT)),
         "duration_s": duration_s(report),
-        "cases": len(record.cases),
-        "repeat": record.repeat,
         "runs": len(report.results),
         "runs_passed": sum(passed_all(result) for result in report.results),
         "scores": len(scores),
@@ -42,8 +31,6 @@ def eval_summary_json(report: EvalReport) -> dict[str, Any]:
         "pass_rate": sum(s.passed for s in scores) / len(scores) if scores else None,
         "cost_usd": report.total_cost_usd(),
         "judge_cost_usd": report.judge_cost_usd(),
-        "changes": record.changes,
-        "baseline": record.baseline,
     }
 
 
@@ -60,23 +47,9 @@ def duration_s(report: EvalReport) -> float | None:
     return (record.finished_at - record.started_at).total_seconds()
 
 
-def eval_json(report: EvalReport) -> dict[str, Any]:
-    """An eval in full: its record and results, and the statistics a table shows."""
-    asked, cached = report.judge_requests()
-    return {
-        **report.model_dump(mode="json"),
-        "summary": eval_summary_json(report),
-        "stats": [stats_json(stats) for stats in report.stats()],
-        "case_stats": {
-            case: [stats_json(stats) for stats in report.case_stats(case)]
-            for case in report.record.cases
-        },
-        "judge_requests": {"asked": asked, "cached": cached},
-    }
-
-
 def comparison_json(comparison: Comparison) -> dict[str, Any]:
-    """An eval beside its baseline (``baselines.compare``)."""
+    """An eval beside its baseline (``baselines.compare``; ``report_json``'s
+    ``comparison`` is the same, without the two fields derived here)."""
     return {
         **comparison.model_dump(mode="json"),
         "regressed": comparison.regressed,

@@ -8,7 +8,6 @@ from typing import Any
 
 from dagwright.evals.results import CaseResult, EvalRecord, Score, kept_output
 from dagwright.evals.store import EvalStore, new_eval_id
-from dagwright.settings import Settings
 
 HOSTILE_OUTPUT = "<img src=x onerror=\"document.body.dataset.pwned='yes'\"><script>x</script>"
 SUITE: dict[str, Any] = {
@@ -17,12 +16,6 @@ SUITE: dict[str, Any] = {
     "scorers": [{"contains": "Paris"}, {"judge": {"rubric": "One sentence", "name": "brief"}}],
     "cases": [{"name": "france", "inputs": {"country": "France"}}, {"name": "japan"}],
 }
-
-
-def eval_store(client: Any, settings: Settings) -> EvalStore:
-    """The store the server reads (over ``client``'s Redis)."""
-    runtime = client.runtime
-    return EvalStore(runtime.client, runtime.keys, settings.eval_retention_s)
 
 
 def graded(scorer: str, value: float | None, passed: bool, *, cached: bool | None = None) -> Score:

@@ -2,7 +2,8 @@
 
 Read only: an eval is run by ``dagwright eval`` (it submits ordinary runs, which
 ``/runs`` shows), and these routes read what it stored (``evals/store.py``). The shapes
-are ``dagwright evals … --json``'s (``evals/json_views.py``).
+of one eval is ``dagwright evals show --json``'s (``evals/reports.report_json``); a list's
+rows and a comparison add to the CLI's (``evals/json_views.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from dagwright.evals.baselines import compare
-from dagwright.evals.json_views import comparison_json, eval_json, eval_summary_json
+from dagwright.evals.json_views import comparison_json, eval_summary_json
+from dagwright.evals.reports import report_json
+from dagwright.evals.runner import eval_store
 from dagwright.evals.store import EvalStore
 from dagwright.evals.suite import NAME_PATTERN
 from dagwright.server.auth import READ, client_of
@@ -76,9 +79,7 @@ def ended_key(record: EvalRecord) -> tuple[str, str, str] | None:
 
 def store_of(request: Request) -> EvalStore:
     """The evals of the app's client's Redis."""
-    client = client_of(request)
-    runtime = client.runtime
-    return EvalStore(runtime.client, runtime.keys, client.settings.eval_retention_s)
+    return eval_store(client_of(request))
 
 
 def rows_of(request: Request) -> EndedEvalRows:
@@ -111,7 +112,7 @@ async def show_eval(eval_id: str, request: Request) -> dict[str, Any]:
     """One eval: its record, every case run's output and scores, per scorer and per
     case-by-scorer statistics (over repeats), cost and judge requests (404 if none)."""
     report = await in_thread(store_of(request).report, eval_id)
-    return eval_json(report)
+    return report_json(report)
 
 
 @router.get("/evals/{eval_id}/compare", dependencies=[Depends(READ)])

@@ -28,6 +28,18 @@ export function seconds(value) {
   return value === null || value === undefined ? NONE : `${Number(value).toFixed(1)}s`;
 }
 
+/** Seconds from the eval's start to its end (null while it runs). */
+export function durationOf(record) {
+  if (!record.finished_at) return null;
+  return (Date.parse(record.finished_at) - Date.parse(record.started_at)) / 1000;
+}
+
+/** The share of grades that passed, over every case run (null with none). */
+export function gradesPassed(results) {
+  const grades = results.flatMap((result) => result.scores.map((score) => score.passed));
+  return grades.length ? grades.filter(Boolean).length / grades.length : null;
+}
+
 /** Every scorer of the eval, in first-seen order (as the API's `stats`). */
 export function scorerNames(record) {
   const names = [];

@@ -7,7 +7,7 @@ import { getJson } from "./api.js";
 import { age, el, reported } from "./dom.js";
 import { comparisonView } from "./eval-compare.js";
 import { fillMatrix } from "./eval-table.js";
-import { percent, seconds, usd } from "./eval-format.js";
+import { durationOf, gradesPassed, percent, seconds, usd } from "./eval-format.js";
 
 const evalId = document.body.dataset.evalId;
 const evalPath = `/api/v1/evals/${encodeURIComponent(evalId)}`;
@@ -17,7 +17,7 @@ const REFRESH_MS = 5000;
 let baselinesListed = false;
 
 function header(report) {
-  const { record, summary } = report;
+  const { record, judge } = report;
   const status = document.getElementById("eval-status");
   status.textContent = record.status;
   status.className = `badge st-${record.status}`;
@@ -26,12 +26,12 @@ function header(report) {
   const baseline = record.baseline ? baselineNote(record.baseline) : [];
   document.getElementById("eval-suite").replaceChildren("Suite ", suiteLink, el("span", { class: "muted" }, file), ...baseline);
   const changes = Object.entries(record.changes || {}).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
-  const judge = report.judge_requests;
   document.getElementById("eval-facts").textContent =
-    `started ${age(record.started_at)} ago · ${seconds(summary.duration_s)} · ${record.cases.length} cases` +
-    ` × ${record.repeat} ${record.repeat > 1 ? "repeats" : "repeat"} · ${percent(summary.pass_rate)} of grades passed · ${usd(summary.cost_usd)}` +
+    `started ${age(record.started_at)} ago · ${seconds(durationOf(record))} · ${record.cases.length} cases` +
+    ` × ${record.repeat} ${record.repeat > 1 ? "repeats" : "repeat"} · ${percent(gradesPassed(report.results))}` +
+    ` of grades passed · runs ${usd(report.cost_usd)}` +
     (judge.asked + judge.cached
-      ? ` (judge ${usd(summary.judge_cost_usd)}: ${judge.asked} asked, ${judge.cached} from its cache)`
+      ? ` · judge ${usd(judge.cost_usd)}: ${judge.asked} asked, ${judge.cached} from its cache`
       : "") +
     (changes.length ? ` · changed: ${changes.join(", ")}` : "");
 }

@@ -4,7 +4,7 @@
 // text: they go into <pre> as text nodes.
 
 import { el } from "./dom.js";
-import { grade, percent, scorerNames, seconds, usd } from "./eval-format.js";
+import { durationOf, grade, percent, scorerNames, seconds, usd } from "./eval-format.js";
 
 /** `pass` (every run passed), `fail` (none did), `mixed`, or `none` (not graded). */
 export function verdict(stats) {
@@ -87,14 +87,13 @@ function summaryRow(report, scorers) {
       `${percent(found.pass_rate)} passed`, el("br"), `mean ${spread(found)}`,
     );
   };
-  const summary = report.summary;
   return el(
     "tr",
     { class: "summary" },
     el("th", { scope: "row" }, "every case"),
     scorers.map(cell),
-    el("td", { class: "num" }, usd(summary.cost_usd)),
-    el("td", { class: "num" }, seconds(summary.duration_s)),
+    el("td", { class: "num" }, usd(report.cost_usd)),
+    el("td", { class: "num" }, seconds(durationOf(report.record))),
     el("td", {}, ""),
   );
 }

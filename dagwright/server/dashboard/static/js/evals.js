@@ -18,7 +18,7 @@ function row(summary) {
     el("td", {}, suiteLink),
     el("td", { class: "id" }, el("a", { href: `/evals/${encodeURIComponent(summary.id)}` }, summary.id)),
     el("td", { title: summary.started_at }, `${age(summary.started_at)} ago`),
-    el("td", { class: "num" }, summary.cases),
+    el("td", { class: "num" }, summary.cases.length),
     el("td", { class: "num" }, summary.repeat),
     el("td", { class: "num pass-rate" }, percent(summary.pass_rate)),
     el("td", {}, el("span", { class: `badge st-${summary.status}` }, summary.status)),
