@@ -215,3 +215,23 @@ def test_a_case_run_that_failed_ungraded_is_not_counted_as_passed(
         shown = http.get(f"/api/v1/evals/{eval_id}").json()
     assert (row["runs"], row["runs_passed"], row["pass_rate"]) == (2, 1, 1.0)
     assert shown["results"][1]["error"] == "the plan was refused"
+
+
+def test_an_eval_that_expires_while_the_list_is_read_is_left_out(
+    api: ApiServer, store: Any
+) -> None:
+    from dagwright.evals.store import EvalStore
+    from dagwright.server.routes.evals import EndedEvalRows, listed
+
+    kept, expiring = passing_eval(store, ago_s=120), passing_eval(store, ago_s=60)
+
+    class ExpiringAsListed(EvalStore):
+        """Its newest record's retention ends between the index and the record read."""
+
+        def list(self, **options: Any) -> list[Any]:
+            records = super().list(**options)
+            self.client.delete(self.keys.eval_record(expiring))
+            return records
+
+    racing = ExpiringAsListed(store.client, store.keys, store.retention_s)
+    assert [row["id"] for row in listed(racing, EndedEvalRows(), None, 20)] == [kept]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from dagwright.errors import UnknownEvalError
 from dagwright.evals.baselines import compare
 from dagwright.evals.json_views import comparison_json, eval_summary_json
 from dagwright.evals.reports import report_json
@@ -94,7 +95,14 @@ def rows_of(request: Request) -> EndedEvalRows:
 def listed(
     store: EvalStore, rows: EndedEvalRows, suite: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    return [rows.row(store, record) for record in store.list(limit=limit, suite=suite)]
+    """The rows of the evals listed (one that expired as it was read is left out)."""
+    found = []
+    for record in store.list(limit=limit, suite=suite):
+        try:
+            found.append(rows.row(store, record))
+        except UnknownEvalError:
+            continue
+    return found
 
 
 @router.get("/evals", dependencies=[Depends(READ)])
