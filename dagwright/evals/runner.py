@@ -153,8 +153,15 @@ class EvalRunner:
         )
 
     def check_judge(self) -> None:
-        """Fail now, before any run, if a judge scorer has no LLM endpoint to ask."""
-        if any(isinstance(s, Judge) for c in self.cases for s in self.suite.scorers_of(c)):
+        """Fail now, before any run, if a judge scorer has no LLM endpoint to ask or names
+        a retired model (one near its end of life is warned of)."""
+        from dagwright.llm.model_lifecycle import warn_of_end_of_life
+
+        settings = self.client.settings
+        default = settings.eval_judge_model or settings.default_model
+        judges = [s for c in self.cases for s in self.suite.scorers_of(c) if isinstance(s, Judge)]
+        if judges:
+            warn_of_end_of_life({judge.model or default for judge in judges}, settings)
             self.judge_llm()
 
     def judge_llm(self) -> LLM:
