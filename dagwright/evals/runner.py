@@ -236,6 +236,7 @@ class EvalRunner:
             "timeout_s": run.timeout_s,
             "budget": budget,
             "budget_tokens": run.budget_tokens,
+            "response_cache": run.response_cache or None,
         }
         if self.plan is not None:
             plan = self.plan
