@@ -8,12 +8,14 @@ import getpass
 import math
 from typing import Any
 
+import httpx
 import pytest
 
 from dagwright import AsyncClient, Client, Settings
 from dagwright.errors import ScoreError, ScoreLimitError, UnknownRunError
 from dagwright.models import ErrorInfo, RunScore, RunStatus
 from dagwright.orchestrator.runtime import Runtime
+from tests.support.api_server import ApiServer
 from tests.support.runstate import claim, finish, start
 from tests.support.waiting import wait_until
 
@@ -202,3 +204,108 @@ def test_the_async_client_scores_and_lists_alike(
     [score] = asyncio.run(score_and_list())
     assert (score.name, score.value, score.comment, score.by) == ("grade", 0.25, "async", "bot")
     assert Client(no_worker_settings).scores(run_id) == [score]
+
+
+# Over the HTTP API (the session's server, with its in-process worker).
+
+ONE_NODE = {
+    "nodes": [{"id": "a", "type": "function", "function": "concat", "params": {"parts": ["x"]}}]
+}
+
+
+def problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert "Traceback" not in response.text
+    return body
+
+
+@pytest.fixture
+def api_run(api: ApiServer, worker: object) -> str:
+    """A run of the API server's database, ended."""
+    run_id = api.client.submit(ONE_NODE).run_id
+    assert api.client.wait(run_id, timeout=30).status == RunStatus.SUCCEEDED
+    return run_id
+
+
+def test_a_score_posted_over_http_is_kept_with_its_tokens_name(
+    api: ApiServer, api_run: str
+) -> None:
+    with api.http("operate") as http:
+        posted = http.post(
+            f"/api/v1/runs/{api_run}/scores",
+            json={"name": "helpfulness", "value": 0.75, "comment": "<b>good</b>"},
+        )
+        assert posted.status_code == 201, posted.text
+        thumbs = http.post(f"/api/v1/runs/{api_run}/scores", json={"name": "thumbs", "value": True})
+    score = posted.json()
+    assert (score["by"], score["source"], score["value"]) == ("test-operate", "api", 0.75)
+    assert score["comment"] == "<b>good</b>" and score["run_id"] == api_run
+    assert thumbs.json()["value"] == 1.0
+    with api.http("read") as http:
+        listed = http.get(f"/api/v1/runs/{api_run}/scores")
+    assert listed.status_code == 200
+    assert [s["name"] for s in listed.json()] == ["helpfulness", "thumbs"]
+    assert listed.json()[0] == score
+    assert api.client.scores(api_run)[0].by == "test-operate"
+
+
+def test_a_read_token_cannot_score_and_nobody_scores_unnamed(api: ApiServer, api_run: str) -> None:
+    body = {"name": "thumbs", "value": 1}
+    with api.http("read") as http:
+        refused = problem(http.post(f"/api/v1/runs/{api_run}/scores", json=body), 403)
+    assert "operate" in refused["detail"]
+    with api.http(None) as anonymous:
+        problem(anonymous.post(f"/api/v1/runs/{api_run}/scores", json=body), 401)
+        problem(anonymous.get(f"/api/v1/runs/{api_run}/scores"), 401)
+    with api.http("operate") as http:
+        posing = http.post(f"/api/v1/runs/{api_run}/scores", json={**body, "by": "someone-else"})
+        assert problem(posing, 422)["error"] == "RequestValidationError"
+    assert api.client.scores(api_run) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "says"),
+    [
+        ('{"name": "Thumbs", "value": 1}', 422, "score name 'Thumbs': a name is 1-64"),
+        ('{"name": "thumbs", "value": NaN}', 422, "score value nan: a score is a finite"),
+        ('{"name": "thumbs", "value": "1"}', 422, "value"),
+        ('{"name": "thumbs"}', 422, "value: Field required"),
+        ('{"name": "thumbs", "value": 1, "comment": "' + "x" * 2001 + '"}', 422, "at most 2000"),
+        ("not json", 422, "JSON"),
+    ],
+)
+def test_a_bad_score_over_http_is_a_problem_with_one_line(
+    api: ApiServer, api_run: str, content: str, status: int, says: str
+) -> None:
+    with api.http("operate") as http:
+        answer = http.post(
+            f"/api/v1/runs/{api_run}/scores",
+            content=content,
+            headers={"content-type": "application/json"},
+        )
+    assert says in problem(answer, status)["detail"]
+    assert api.client.scores(api_run) == []
+
+
+def test_scoring_an_unknown_run_over_http_is_404(api: ApiServer) -> None:
+    with api.http("operate") as http:
+        gone = problem(http.post("/api/v1/runs/nope/scores", json={"name": "a", "value": 1}), 404)
+        assert gone["error"] == "UnknownRunError"
+        assert problem(http.get("/api/v1/runs/nope/scores"), 404)["error"] == "UnknownRunError"
+
+
+def test_the_scores_routes_are_in_the_openapi_document(api: ApiServer) -> None:
+    with api.http("read") as http:
+        document = http.get("/api/v1/openapi.json").json()
+    route = document["paths"]["/api/v1/runs/{run_id}/scores"]
+    created = route["post"]["responses"]["201"]["content"]["application/json"]["schema"]
+    assert created == {"$ref": "#/components/schemas/RunScore"}
+    listed = route["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert listed["items"] == {"$ref": "#/components/schemas/RunScore"}
+    shape = document["components"]["schemas"]["RunScore"]
+    assert {"id", "run_id", "name", "value", "comment", "source", "by", "at"} <= set(
+        shape["properties"]
+    )
+    assert document["components"]["schemas"]["ScoreRequest"]["additionalProperties"] is False
