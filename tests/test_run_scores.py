@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import math
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from dagwright.errors import ScoreError, ScoreLimitError, UnknownRunError
 from dagwright.models import ErrorInfo, RunScore, RunStatus
 from dagwright.orchestrator.runtime import Runtime
 from tests.support.api_server import ApiServer
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.runstate import claim, finish, start
 from tests.support.waiting import wait_until
 
@@ -309,3 +311,65 @@ def test_the_scores_routes_are_in_the_openapi_document(api: ApiServer) -> None:
         shape["properties"]
     )
     assert document["components"]["schemas"]["ScoreRequest"]["additionalProperties"] is False
+
+
+# The command line.
+
+
+@pytest.fixture
+def cli(no_worker_settings: Settings, tmp_path: Path) -> dict[str, str]:
+    return cli_env(no_worker_settings, tmp_path / "data", COLUMNS="80")
+
+
+@pytest.mark.subprocess
+def test_the_cli_scores_a_run_and_lists_its_scores_in_80_columns(
+    runtime: Runtime, scorer: Client, cli: dict[str, str]
+) -> None:
+    run_id = ended_run(runtime)
+    long_why = "the answer cites its sources but misses the second question entirely " * 3
+    given = dagwright("score", run_id, "correctness", "0.8", "--comment", long_why, env=cli)
+    assert given.returncode == 0, given.stderr
+    assert given.stdout == f"scored run {run_id}: correctness = 0.8\n"
+    thumbs = json_out(dagwright("score", run_id, "user.thumbs", "true", "--json", env=cli))
+    assert (thumbs["value"], thumbs["source"], thumbs["by"]) == (1.0, "cli", getpass.getuser())
+    scorer.score(run_id, "tone", 0, "\x1b[31mred[/]\nnext line", by="[bold]x")
+    table = dagwright("scores", run_id, env=cli)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["name", "value", "by", "at", "comment"]
+    assert all(len(line) <= 80 for line in lines), table.stdout
+    assert "\x1b" not in table.stdout and "\\x1b[31mred[/] next line" in table.stdout
+    assert "[bold]x" in table.stdout
+    rows = [line.split()[0] for line in lines[1:] if line[:1].strip()]
+    assert rows == ["correctness", "user.thumbs", "tone"]
+    listed = json_out(dagwright("scores", run_id, "--json", env=cli))
+    assert [s["name"] for s in listed] == ["correctness", "user.thumbs", "tone"]
+    assert listed[0]["comment"] == long_why
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["correctness", "good"], "score value 'good': a score is a number or true/false"),
+        (["correctness", "nan"], "score value nan: a score is a finite number or a boolean"),
+        (["Correctness", "1"], "score name 'Correctness': a name is 1-64 lowercase letters"),
+        (["ok", "1", "--comment", "x" * 2001], "a comment is at most 2000 characters"),
+    ],
+)
+def test_a_bad_score_on_the_command_line_exits_2_with_one_line(
+    runtime: Runtime, scorer: Client, cli: dict[str, str], args: list[str], says: str
+) -> None:
+    run_id = ended_run(runtime)
+    refused = dagwright("score", run_id, *args, env=cli)
+    assert refused.returncode == 2
+    assert says in one_error_line(refused)
+    assert scorer.scores(run_id) == []
+
+
+@pytest.mark.subprocess
+def test_scores_of_an_unknown_run_exit_2_naming_it(cli: dict[str, str]) -> None:
+    for args in (["score", "nope", "ok", "1"], ["scores", "nope"]):
+        refused = dagwright(*args, env=cli)
+        assert refused.returncode == 2
+        assert one_error_line(refused).startswith("no run 'nope' here")

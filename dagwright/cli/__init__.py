@@ -28,6 +28,7 @@ from dagwright.cli import (
     runs,
     sandbox,
     schedules,
+    scores,
     server,
     stack,
     tokens,
@@ -83,6 +84,7 @@ metrics.register(app)
 server.register(app)
 tokens.register(app)
 webhooks.register(app)
+scores.register(app)
 sandbox.register(app)
 
 

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from dagwright.errors import ScoreError
 from dagwright.models import MAX_SCORE_BY, MAX_SCORE_COMMENT, NewScore
+from dagwright.shown_ids import shown_id
 
 # What to fix, by field: pydantic's own message names a regular expression.
 FIELD_HINTS = {
@@ -43,13 +44,8 @@ def score_problem(exc: ValidationError) -> str:
     """One line for the first problem of a score's validation."""
     problem = exc.errors()[0]
     field = str(problem["loc"][0]) if problem["loc"] else "score"
-    given = _shown(problem.get("input"))
+    given = shown_id(repr(problem.get("input")))
     return f"score {field} {given}: {FIELD_HINTS.get(field, problem['msg'])}"
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 __all__ = ["new_score", "score_problem"]

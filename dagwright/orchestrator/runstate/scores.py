@@ -26,6 +26,7 @@ from dagwright.errors import ScoreLimitError, UnknownRunError
 from dagwright.keys import Keys
 from dagwright.models import NewScore, RunScore, from_ms
 from dagwright.redis_scripts import load_script, named_reply
+from dagwright.shown_ids import shown_id
 
 if TYPE_CHECKING:
     import redis
@@ -97,7 +98,7 @@ def added_score(run_id: str, score: NewScore, max_scores: int, reply: Any) -> Ru
         raise UnknownRunError(run_id)
     if status == "full":
         raise ScoreLimitError(
-            f"run {run_id} holds {max_scores} scores, the most a run may hold "
+            f"run {shown_id(run_id)} holds {max_scores} scores, the most a run may hold "
             "(DAGWRIGHT_RUN_SCORES_MAX)"
         )
     return run_score(run_id, _text(fields["id"]), score.model_dump())
