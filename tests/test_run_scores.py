@@ -342,6 +342,9 @@ def test_the_cli_scores_a_run_and_lists_its_scores_in_80_columns(
     assert "[bold]x" in table.stdout
     rows = [line.split()[0] for line in lines[1:] if line[:1].strip()]
     assert rows == ["correctness", "user.thumbs", "tone"]
+    status = dagwright("status", run_id, env=cli)
+    assert status.returncode == 0, status.stderr
+    assert "scores: correctness 0.8 · user.thumbs 1 · tone 0\n" in status.stdout
     listed = json_out(dagwright("scores", run_id, "--json", env=cli))
     assert [s["name"] for s in listed] == ["correctness", "user.thumbs", "tone"]
     assert listed[0]["comment"] == long_why
@@ -373,3 +376,16 @@ def test_scores_of_an_unknown_run_exit_2_naming_it(cli: dict[str, str]) -> None:
         refused = dagwright(*args, env=cli)
         assert refused.returncode == 2
         assert one_error_line(refused).startswith("no run 'nope' here")
+
+
+def test_status_sums_up_each_names_scores_in_the_order_given() -> None:
+    from datetime import UTC, datetime
+
+    from dagwright.cli.scores import scores_summary
+
+    def given(name: str, value: float) -> RunScore:
+        at = datetime.now(tz=UTC)
+        return RunScore(id="1-0", run_id="r", name=name, value=value, source="cli", by="me", at=at)
+
+    found = [given("correctness", 1), given("thumbs", 0), given("correctness", 0.5)]
+    assert scores_summary(found) == "correctness 0.75 (mean of 2) · thumbs 0"

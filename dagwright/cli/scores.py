@@ -63,6 +63,24 @@ def scores(run_id: str, json_output: JsonOption = False, imports: ImportOption =
     print_table(stdout, scores_table(found))
 
 
+def print_scores_summary(found: list[RunScore]) -> None:
+    """``scores: correctness 0.9 (mean of 2) · user.thumbs 1``: each name's mean, in the
+    order first given (nothing for a run with none)."""
+    if found:
+        stdout.print(Text(f"scores: {scores_summary(found)}"))
+
+
+def scores_summary(found: list[RunScore]) -> str:
+    values: dict[str, list[float]] = {}
+    for given in found:
+        values.setdefault(given.name, []).append(given.value)
+    parts = []
+    for name, seen in values.items():
+        mean = number(sum(seen) / len(seen))
+        parts.append(f"{name} {mean} (mean of {len(seen)})" if len(seen) > 1 else f"{name} {mean}")
+    return " · ".join(parts)
+
+
 def score_value(text: str) -> float | bool:
     """A score from the command line: a number, or a word for true or false."""
     word = text.strip().lower()
