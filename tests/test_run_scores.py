@@ -389,3 +389,14 @@ def test_status_sums_up_each_names_scores_in_the_order_given() -> None:
 
     found = [given("correctness", 1), given("thumbs", 0), given("correctness", 0.5)]
     assert scores_summary(found) == "correctness 0.75 (mean of 2) · thumbs 0"
+
+
+def test_a_token_with_a_long_or_odd_name_still_scores_under_it(
+    api: ApiServer, api_run: str
+) -> None:
+    name = "ci\tbot " + "x" * 200
+    token = api.client.tokens.create(name, scope="operate").token
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {token}"}) as http:
+        posted = http.post(f"/api/v1/runs/{api_run}/scores", json={"name": "a", "value": 1})
+    assert posted.status_code == 201, posted.text
+    assert posted.json()["by"] == ("ci\\tbot " + "x" * 200)[:128]

@@ -34,10 +34,18 @@ def new_score(
             value=value,
             comment=comment or None,
             source=source,
-            by=by if by is not None else getpass.getuser(),
+            by=by if by is not None else author_name(getpass.getuser()),
         )
     except ValidationError as exc:
         raise ScoreError(score_problem(exc)) from None
+
+
+def author_name(name: str) -> str:
+    """A name dagwright knows the scorer by (an API token's, the OS user), made to fit
+    ``by``: control characters escaped, cut to ``MAX_SCORE_BY``. A token's name is free
+    text: a long one must not make every score of its holder fail."""
+    shown = "".join(char if char.isprintable() else repr(char)[1:-1] for char in name)
+    return shown[:MAX_SCORE_BY].strip() or "unknown"
 
 
 def score_problem(exc: ValidationError) -> str:
@@ -48,4 +56,4 @@ def score_problem(exc: ValidationError) -> str:
     return f"score {field} {given}: {FIELD_HINTS.get(field, problem['msg'])}"
 
 
-__all__ = ["new_score", "score_problem"]
+__all__ = ["author_name", "new_score", "score_problem"]

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat
 
+from dagwright.client.scoring import author_name
 from dagwright.models import RunScore
 from dagwright.server.auth import OPERATE, READ, Principal, client_of
 from dagwright.server.blocking import in_thread
@@ -45,7 +46,7 @@ async def add_score(
         body.value,
         body.comment,
         source=API_SOURCE,
-        by=principal.name,
+        by=author_name(principal.name),
     )
 
 
