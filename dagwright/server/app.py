@@ -32,10 +32,18 @@ API_PREFIX = "/api/v1"
 
 def api_router() -> APIRouter:
     """Every ``/api/v1`` route (imported here: ``import dagwright`` loads none of them)."""
-    from dagwright.server.routes import approvals, dead_letters, events, runs, schedules, system
+    from dagwright.server.routes import (
+        approvals,
+        dead_letters,
+        events,
+        runs,
+        schedules,
+        scores,
+        system,
+    )
 
     router = APIRouter()
-    for module in (system, runs, events, approvals, dead_letters, schedules):
+    for module in (system, runs, events, scores, approvals, dead_letters, schedules):
         router.include_router(module.router)
     return router
 
@@ -72,9 +80,7 @@ def create_app(
     install_problem_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
-    install_front_middleware(
-        app, app.state.client.settings, local_access=local_access is not None
-    )
+    install_front_middleware(app, app.state.client.settings, local_access=local_access is not None)
     return app
 
 
