@@ -177,3 +177,18 @@ def test_evaluate_runs_a_suite_file_from_python(client: Client, tmp_path: Path) 
     assert report.record.suite_file.endswith("suite.yaml")
     assert sorted(seen) == [("ada", 1, 2), ("ada", 2, 2)]
     assert all(r.scores[0].passed for r in report.results)
+
+
+def test_an_eval_writes_its_grades_on_each_case_run(client: Client) -> None:
+    report = run(client, suite_of(), cases=["grace"])
+
+    [result] = report.results
+    assert result.run_id is not None
+    [score] = client.scores(result.run_id)
+    assert (score.name, score.value, score.source) == (
+        "contains-hello",
+        1.0,
+        f"eval:{report.record.id}",
+    )
+    assert score.comment == "passed: the output contains hello"
+    assert score.by == "eval of greeting"
