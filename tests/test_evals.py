@@ -192,3 +192,27 @@ def test_an_eval_writes_its_grades_on_each_case_run(client: Client) -> None:
     )
     assert score.comment == "passed: the output contains hello"
     assert score.by == "eval of greeting"
+
+
+def test_a_run_that_dead_letters_fails_no_dead_letters(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        "goal: fail for good\nnodes:\n"
+        "  - {id: bad, type: function, function: flaky, params: {permanent: true}}\n"
+    )
+    suite = parse_suite(
+        {
+            "name": "dead",
+            "plan": str(tmp_path / "plan.yaml"),
+            "scorers": [{"no_dead_letters": True}, {"succeeded": True}, {"contains": "x"}],
+            "cases": [{"name": "bad"}],
+        }
+    )
+    report = run(client, suite)
+
+    [result] = report.results
+    scores = {s.scorer: s for s in result.scores}
+    assert result.status == "failed" and "node bad" in (result.error or "")
+    assert not scores["no_dead_letters"].passed
+    assert scores["no_dead_letters"].reason == "1 dead letter(s)"
+    assert not scores["succeeded"].passed and not scores["contains:x"].passed
+    assert scores["contains:x"].value is None  # a failed run has no answer to grade
