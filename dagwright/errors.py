@@ -13,6 +13,8 @@
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   │   └── UnknownScheduleError    ... there is none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
+    │   ├── ScoreError             a run's score is malformed (its name, value or comment)
+    │   │   └── ScoreLimitError    ... or its run holds run_scores_max scores already
     │   ├── UnknownEvalError       no eval with that id (or it expired)
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
@@ -432,6 +434,16 @@ class ApprovalError(InputError):
 class ApprovalRejectedError(PermanentError):
     """The node needed a person's approval, and it was rejected (or nobody decided in
     time): a policy matter, so not retried."""
+
+
+class ScoreError(InputError):
+    """A score given to a run is malformed: its name, value (a finite number or a boolean),
+    comment, source or author; the message names the field."""
+
+
+class ScoreLimitError(ScoreError):
+    """The run holds as many scores as a run may (``run_scores_max``): a bound, so that
+    feedback cannot grow a run's keys without end."""
 
 
 class UnknownEvalError(InputError):

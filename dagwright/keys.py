@@ -134,6 +134,11 @@ class Keys:
         (expires with the run's keys)."""
         return f"{self.prefix}{{{run_id}}}:webhook-log"
 
+    def run_scores(self, run_id: str) -> str:
+        """Stream of the run's scores (``Client.score``), oldest first, one field ``score``
+        holding its JSON; it expires with the run's keys (score.lua, forget.lua)."""
+        return f"{self.prefix}{{{run_id}}}:scores"
+
     @property
     def stop_channel(self) -> str:
         """Pub/sub channel: a run id published when the run is stopped (cancelled or timed

@@ -600,6 +600,68 @@ class Approval(BaseModel):
         return self.args
 
 
+SCORE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+SCORE_SOURCE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9_.-]{1,64})?$"
+MAX_SCORE_COMMENT = 2000
+MAX_SCORE_BY = 128
+SCORE_MODEL_CONFIG = ConfigDict(
+    defer_build=True,
+    frozen=True,
+    extra="forbid",
+    allow_inf_nan=False,
+    use_attribute_docstrings=True,
+)
+
+
+class NewScore(BaseModel):
+    """A score to give a run: feedback on how good its work was, which may arrive long
+    after it ended (a user's thumbs, a reviewer's grade, an eval's scorer). Validated
+    once, where it enters (the client, the API, the CLI), and written as it is."""
+
+    model_config = SCORE_MODEL_CONFIG
+
+    name: str = Field(pattern=SCORE_NAME_PATTERN)
+    """What is scored (``correctness``, ``user.thumbs``): a run may hold several scores of
+    one name, from several people."""
+    value: float
+    """The score: a finite number (a boolean is 1.0 or 0.0)."""
+    comment: str | None = Field(None, max_length=MAX_SCORE_COMMENT)
+    """Why, in the scorer's words (text, shown as text)."""
+    source: str = Field(pattern=SCORE_SOURCE_PATTERN)
+    """Where it came from: ``client``, ``api``, ``cli``, or ``eval:<eval id>``."""
+    by: str = Field(min_length=1, max_length=MAX_SCORE_BY)
+    """Who gave it: the API token's name, the OS user of the CLI or client, or the eval."""
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> float:
+        if isinstance(value, bool):
+            return float(value)
+        if not isinstance(value, int | float):
+            raise ValueError("a score is a number or a boolean")
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError("a score must be a finite number") from None
+
+    @field_validator("by")
+    @classmethod
+    def _printable(cls, by: str) -> str:
+        if not by.isprintable():
+            raise ValueError("a scorer's name must be printable text")
+        return by
+
+
+class RunScore(NewScore):
+    """A score a run holds (``Client.scores``): as given, with when it was written."""
+
+    id: str
+    """Its entry id in the run's scores: unique within the run, in the order written."""
+    run_id: str
+    at: datetime
+    """When it was written (the Redis server's clock)."""
+
+
 class Event(BaseModel):
     """One entry of a run's event stream (``kind`` is e.g. ``node.succeeded``)."""
 

@@ -342,6 +342,11 @@ class Settings(BaseSettings):
     events_maxlen: int = Field(100_000, ge=100)
     """Approximate cap of a run's event stream."""
 
+    run_scores_max: int = Field(1000, ge=1, le=100_000)
+    """Most scores one run may hold (``Client.score``, ``POST /api/v1/runs/{id}/scores``):
+    past it a score is refused (ScoreLimitError, HTTP 422), so that feedback cannot grow a
+    run's keys without end. They expire with the run."""
+
     worker_concurrency: int | None = Field(None, ge=1)
     """Processes per worker (default: the number of CPUs)."""
 

@@ -248,6 +248,42 @@ def test_approving_a_waiting_node_with_edited_args_lets_it_finish(
     assert final.nodes["deploy"].output.startswith("release v2 s1")  # the edited args
 
 
+def test_a_score_posted_through_the_api_shows_on_the_run_page(
+    browser: Any,  # noqa: F811
+    server: ApiServer,
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    run = server.client.submit(gated_release())
+    waiting_for_approval(server.client, run.run_id)
+    log_in(browser, server, path=f"/runs/{run.run_id}")
+    wait_until(lambda: body_data(browser, "scoresShown") == "0", timeout=30, what="no scores")
+    hostile = '<img src=x onerror="window.pwned = 1">'
+    with server.http("operate") as http:
+        posted = http.post(
+            f"/api/v1/runs/{run.run_id}/scores",
+            json={"name": "correctness", "value": 0.8, "comment": hostile},
+        )
+        assert posted.status_code == 201, posted.text
+    server.client.approvals.approve(run.run_id, "deploy")  # the page reads its run again
+    wait_until(lambda: body_data(browser, "scoresShown") == "1", timeout=30, what="the score")
+    cells = [
+        cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#scores tr[data-score] td")
+    ]
+    assert cells[:3] == ["correctness", "0.8", hostile]  # the comment shown as text
+    assert cells[3] == "test-operate · api"
+    assert browser.find_elements(By.CSS_SELECTOR, "#scores img") == []
+    assert browser.execute_script("return window.pwned || null") is None
+
+    form = browser.find_element(By.ID, "score-form")  # and one given on the page
+    form.find_element(By.NAME, "name").send_keys("user.thumbs")
+    form.find_element(By.NAME, "value").send_keys("true")
+    browser.find_element(By.ID, "add-score").click()
+    wait_until(lambda: body_data(browser, "scoresShown") == "2", timeout=15, what="its score")
+    [_, thumbs] = server.client.scores(run.run_id)
+    assert (thumbs.name, thumbs.value, thumbs.source) == ("user.thumbs", 1.0, "api")
+
+
 def test_rejecting_a_waiting_node_fails_it_with_the_reason(
     browser: Any,  # noqa: F811
     server: ApiServer,

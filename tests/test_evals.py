@@ -177,3 +177,42 @@ def test_evaluate_runs_a_suite_file_from_python(client: Client, tmp_path: Path) 
     assert report.record.suite_file.endswith("suite.yaml")
     assert sorted(seen) == [("ada", 1, 2), ("ada", 2, 2)]
     assert all(r.scores[0].passed for r in report.results)
+
+
+def test_an_eval_writes_its_grades_on_each_case_run(client: Client) -> None:
+    report = run(client, suite_of(), cases=["grace"])
+
+    [result] = report.results
+    assert result.run_id is not None
+    [score] = client.scores(result.run_id)
+    assert (score.name, score.value, score.source) == (
+        "contains-hello",
+        1.0,
+        f"eval:{report.record.id}",
+    )
+    assert score.comment == "passed: the output contains hello"
+    assert score.by == "eval of greeting"
+
+
+def test_a_run_that_dead_letters_fails_no_dead_letters(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        "goal: fail for good\nnodes:\n"
+        "  - {id: bad, type: function, function: flaky, params: {permanent: true}}\n"
+    )
+    suite = parse_suite(
+        {
+            "name": "dead",
+            "plan": str(tmp_path / "plan.yaml"),
+            "scorers": [{"no_dead_letters": True}, {"succeeded": True}, {"contains": "x"}],
+            "cases": [{"name": "bad"}],
+        }
+    )
+    report = run(client, suite)
+
+    [result] = report.results
+    scores = {s.scorer: s for s in result.scores}
+    assert result.status == "failed" and "node bad" in (result.error or "")
+    assert not scores["no_dead_letters"].passed
+    assert scores["no_dead_letters"].reason == "1 dead letter(s)"
+    assert not scores["succeeded"].passed and not scores["contains:x"].passed
+    assert scores["contains:x"].value is None  # a failed run has no answer to grade

@@ -29,6 +29,7 @@ from dagwright.cli import (
     runs,
     sandbox,
     schedules,
+    scores,
     server,
     stack,
     tokens,
@@ -85,6 +86,7 @@ metrics.register(app)
 server.register(app)
 tokens.register(app)
 webhooks.register(app)
+scores.register(app)
 sandbox.register(app)
 
 

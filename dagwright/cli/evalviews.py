@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 PASS, FAIL, NONE = "✓", "✗", "·"
 MAX_FAILURES_SHOWN = 20
-REASON_CHARS = 60
 
 
 def print_report(report: EvalReport, console: Console) -> None:
@@ -32,7 +31,7 @@ def print_report(report: EvalReport, console: Console) -> None:
     console.print(case_grid(report))
     console.print()
     console.print(scorer_table(report))
-    failures = failure_lines(report)
+    failures = failure_lines(report, console.width)
     if failures:
         console.print()
     for line in failures:
@@ -130,21 +129,37 @@ def scorer_table(report: EvalReport) -> Table:
     return table
 
 
-def failure_lines(report: EvalReport) -> list[Text]:
-    """One line per failed grade (the first MAX_FAILURES_SHOWN), with its reason."""
-    failed = [
-        (result, score) for result in report.results for score in result.scores if not score.passed
+def failure_lines(report: EvalReport, width: int = 80) -> list[Text]:
+    """One line per failed case run or grade (the first MAX_FAILURES_SHOWN), with its
+    reason, cut to ``width``. A run that failed is one line: its output scorers failed
+    for that reason, and are not repeated."""
+    lines = [
+        line
+        for result in report.results
+        for line in _failures_of(result, repeated=report.record.repeat > 1)
     ]
+    shown = [_cut(f"{FAIL} {line}", width) for line in lines[:MAX_FAILURES_SHOWN]]
+    texts = [Text(line, style="red") for line in shown]
+    if len(lines) > MAX_FAILURES_SHOWN:
+        more = len(lines) - MAX_FAILURES_SHOWN
+        texts.append(Text(f"... and {more} more (--json shows all)", style="dim"))
+    return texts
+
+
+def _failures_of(result: CaseResult, *, repeated: bool) -> list[str]:
+    which = f"{result.case}#{result.repeat}" if repeated else result.case
     lines = []
-    for result, score in failed[:MAX_FAILURES_SHOWN]:
-        which = result.case if report.record.repeat == 1 else f"{result.case}#{result.repeat}"
-        reason = " ".join(score.reason.split())
-        reason = reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 1] + "…"
-        lines.append(Text(f"{FAIL} {which} / {score.scorer}: {reason}", style="red"))
-    if len(failed) > MAX_FAILURES_SHOWN:
-        more = len(failed) - MAX_FAILURES_SHOWN
-        lines.append(Text(f"… and {more} more (--json shows all)", style="dim"))
+    if result.error:
+        lines.append(f"{which}: {result.error}")
+    for score in result.scores:
+        if not score.passed and score.reason != result.error:
+            lines.append(f"{which} / {score.scorer}: {score.reason}")
     return lines
+
+
+def _cut(line: str, width: int) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def cost_line(report: EvalReport) -> Text:

@@ -455,12 +455,16 @@ def report_plan_problems(exc: PlanError, plan_file: str, *, json_output: bool) -
 
 
 def status(run_id: str, json_output: JsonOption = False) -> None:
-    """Show a run: its status and every node."""
-    state = client_from(None).status(run_id)
+    """Show a run: its status, every node, and a summary of its scores."""
+    from dagwright.cli.scores import print_scores_summary
+
+    client = client_from(None)
+    state = client.status(run_id)
     if json_output:
         print_json(run_json(state))
     else:
         print_status(state)
+        print_scores_summary(client.scores(run_id))
 
 
 def result(

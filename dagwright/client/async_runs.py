@@ -8,9 +8,10 @@
             print(event.kind, event.node)
         print(await run.result(timeout=60))
 
-Native: status, counts, wait, result, events, next_events, get_run and list_runs send
-their commands on ``redis.asyncio`` (orchestrator/runstate/async_store.py) and decode the
-replies with the sync store's functions (runstate/snapshots.py); events follow the sync
+Native: status, counts, wait, result, events, next_events, get_run, list_runs, score and
+scores send their commands on ``redis.asyncio`` (orchestrator/runstate/async_store.py,
+runstate/scores.py) and decode the replies with the sync store's functions
+(runstate/snapshots.py, runstate/scores.py); events follow the sync
 follower's rule (client/following.py ``FollowCursor``) and a wait's timeout is the same
 error (client/handle.py ``still_running``). ``submit`` awaits the create-run script, its
 keys and arguments built by the sync store's ``create_call`` (runstate/creation.py).
@@ -48,8 +49,9 @@ from dagwright.client.runs import (
 )
 from dagwright.connection import connect_async, translate_redis_errors
 from dagwright.keys import Keys
-from dagwright.models import Event, Plan, RunCounts, RunState, RunStatus
+from dagwright.models import Event, Plan, RunCounts, RunScore, RunState, RunStatus
 from dagwright.orchestrator.runstate.async_store import AsyncRunStore
+from dagwright.orchestrator.runstate.scores import AsyncRunScores
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
@@ -83,6 +85,12 @@ class AsyncClient:
     def store(self) -> AsyncRunStore:
         return AsyncRunStore(
             self.redis, Keys(self.settings.key_prefix), events_maxlen=self.settings.events_maxlen
+        )
+
+    @cached_property
+    def run_scores(self) -> AsyncRunScores:
+        return AsyncRunScores(
+            self.redis, Keys(self.settings.key_prefix), max_scores=self.settings.run_scores_max
         )
 
     async def aclose(self) -> None:
@@ -227,6 +235,28 @@ class AsyncClient:
             for run_id in await self.store.list_runs(limit)
             if await self.store.exists(run_id)
         ]
+
+    @translated_async
+    async def score(
+        self,
+        run_id: str,
+        name: str,
+        value: float | bool,
+        comment: str | None = None,
+        *,
+        source: str = "client",
+        by: str | None = None,
+    ) -> RunScore:
+        """``Client.score``: the same checks, errors and script."""
+        from dagwright.client.scoring import new_score
+
+        given = new_score(name, value, comment, source=source, by=by)
+        return await self.run_scores.add(run_id, given)
+
+    @translated_async
+    async def scores(self, run_id: str) -> list[RunScore]:
+        """``Client.scores``: every score of the run, oldest first."""
+        return await self.run_scores.read(run_id)
 
     async def find_runs(self, **where: Any) -> RunPage:
         """``Client.find_runs`` (status, text, limit, cursor), run in a thread."""

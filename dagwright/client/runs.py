@@ -24,6 +24,7 @@ from dagwright.models import (
     NodeWait,
     Plan,
     RunCounts,
+    RunScore,
     RunState,
     RunStatus,
     Webhook,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from dagwright.client.webhooks import WebhookClient
     from dagwright.orchestrator.broker import Broker
     from dagwright.orchestrator.control.runnable import LiveCapabilities
+    from dagwright.orchestrator.runstate.scores import RunScores
     from dagwright.orchestrator.runstate.store import RunStore
     from dagwright.telemetry.run_trace import Trace
 
@@ -339,6 +341,40 @@ class Client:
     def audit(self, run_id: str) -> list[AuditEntry]:
         """Every tool-policy decision the run's agents met, oldest first."""
         return self.runtime.store.read_audit(run_id)
+
+    @cached_property
+    def run_scores(self) -> RunScores:
+        """The runs' scores in Redis (what ``score`` and ``scores`` call)."""
+        from dagwright.orchestrator.runstate.scores import RunScores
+
+        runtime = self.runtime
+        return RunScores(runtime.client, runtime.keys, max_scores=self.settings.run_scores_max)
+
+    @translated
+    def score(
+        self,
+        run_id: str,
+        name: str,
+        value: float | bool,
+        comment: str | None = None,
+        *,
+        source: str = "client",
+        by: str | None = None,
+    ) -> RunScore:
+        """Score a run, now or long after it ended: ``name`` says what is scored
+        (``correctness``, ``user.thumbs``), ``value`` a finite number (True/False: 1.0/0.0),
+        ``comment`` why; ``by`` who (default: the OS user). A run keeps every score
+        given, several of one name too, until it expires. ScoreError for a bad name,
+        value or comment, ScoreLimitError past ``run_scores_max``, UnknownRunError."""
+        from dagwright.client.scoring import new_score
+
+        given = new_score(name, value, comment, source=source, by=by)
+        return self.run_scores.add(run_id, given)
+
+    @translated
+    def scores(self, run_id: str) -> list[RunScore]:
+        """Every score of the run, oldest first (UnknownRunError if there is no such run)."""
+        return self.run_scores.read(run_id)
 
     @translated
     def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:

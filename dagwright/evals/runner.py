@@ -15,6 +15,8 @@ submitted is cancelled and kept as an ``error`` result saying so.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from dagwright.client.runs import RunOptions
     from dagwright.llm.protocol import LLM
     from dagwright.models import Plan
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CASE_TIMEOUT_S = 1800.0
 CANCEL_REASON = "the eval's case timeout passed"
@@ -153,8 +157,15 @@ class EvalRunner:
         )
 
     def check_judge(self) -> None:
-        """Fail now, before any run, if a judge scorer has no LLM endpoint to ask."""
-        if any(isinstance(s, Judge) for c in self.cases for s in self.suite.scorers_of(c)):
+        """Fail now, before any run, if a judge scorer has no LLM endpoint to ask or names
+        a retired model (one near its end of life is warned of)."""
+        from dagwright.llm.model_lifecycle import warn_of_end_of_life
+
+        settings = self.client.settings
+        default = settings.eval_judge_model or settings.default_model
+        judges = [s for c in self.cases for s in self.suite.scorers_of(c) if isinstance(s, Judge)]
+        if judges:
+            warn_of_end_of_life({judge.model or default for judge in judges}, settings)
             self.judge_llm()
 
     def judge_llm(self) -> LLM:
@@ -218,8 +229,29 @@ class EvalRunner:
                     result = future.result()
                     if self.store.add_result(record.id, result):
                         kept += 1
+                        self._score_run(record, result)
                         if on_progress is not None:
                             on_progress(result, kept, total)
+
+    def _score_run(self, record: EvalRecord, result: CaseResult) -> None:
+        """The case run's grades, as scores of the run (source ``eval:<id>``): its page
+        says how the eval graded it. Written after the result is kept, so at most once;
+        a run that expired meanwhile keeps none."""
+        if result.run_id is None:
+            return
+        for score in result.scores:
+            try:
+                self.client.score(
+                    result.run_id,
+                    run_score_name(score.scorer),
+                    0.0 if score.value is None else score.value,
+                    f"{'passed' if score.passed else 'failed'}: {score.reason}"[:2000],
+                    source=f"eval:{record.id}",
+                    by=f"eval of {record.suite}"[:128],
+                )
+            except DagwrightError as exc:
+                log.warning("eval %s: run %s keeps no score: %s", record.id, result.run_id, exc)
+                return
 
     def _submitter(self, case: EvalCase) -> Callable[[Client, str], str]:
         run = self.suite.run
@@ -229,6 +261,7 @@ class EvalRunner:
             "timeout_s": run.timeout_s,
             "budget": budget,
             "budget_tokens": run.budget_tokens,
+            "response_cache": run.response_cache or None,
         }
         if self.plan is not None:
             plan = self.plan
@@ -366,6 +399,13 @@ def resume_runner(client: Client, eval_id: str) -> tuple[EvalRunner, EvalRecord]
         plan_data=record.plan_data,
     )
     return runner, record
+
+
+def run_score_name(scorer: str) -> str:
+    """A scorer's name as a run score's (lowercase letters, digits, ``_.-``, at most 64):
+    ``contains:XADD`` is ``contains-xadd``."""
+    slug = re.sub(r"[^a-z0-9_.-]+", "-", scorer.lower()).strip("-._")
+    return (slug or "score")[:64]
 
 
 def _now() -> datetime:

@@ -397,6 +397,10 @@ class RunSettings(BaseModel):
     """Most tokens each case's run may use."""
     timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """Each case's run's wall-clock limit."""
+    response_cache: bool = False
+    """Answer the runs' agent calls from the cross-run response cache when the very same
+    request was answered before (0 tokens): a re-run of an unchanged suite costs nothing,
+    but ``--repeat`` then measures no spread."""
     max_nodes: int | None = Field(None, ge=1)
     """Goal suites: the largest plan the planner may make."""
     worker_types: list[str] | None = None

@@ -39,11 +39,12 @@ def api_router() -> APIRouter:
         events,
         runs,
         schedules,
+        scores,
         system,
     )
 
     router = APIRouter()
-    for module in (system, runs, events, approvals, dead_letters, schedules, evals):
+    for module in (system, runs, events, scores, approvals, dead_letters, schedules, evals):
         router.include_router(module.router)
     return router
 

@@ -474,7 +474,11 @@ class RunStateMachine:
             entry_id,
             self.dlq_retention_s,
             run_id,
-            shared_keys=(self.keys.dlq_status(entry_id), self.keys.active_runs),
+            shared_keys=(
+                self.keys.dlq_status(entry_id),
+                self.keys.active_runs,
+                self.keys.run_scores(run_id),
+            ),
         )
         return Replayed.from_reply(run_id, reply)
 
@@ -684,13 +688,14 @@ class RunStateMachine:
     def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         in the same step, queue its webhook deliveries and, with ``export_trace``, its
-        trace's OTLP export."""
+        trace's OTLP export, and give its scores the run's time to live."""
         keys = self.keys
         shared = (
             keys.active_runs,
             keys.trace_exports,
             keys.webhooks_due,
             keys.webhook_log(run_id),
+            keys.run_scores(run_id),
         )
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared

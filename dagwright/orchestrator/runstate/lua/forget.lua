@@ -8,7 +8,9 @@
 -- - SHARED[3] (webhooks due) and SHARED[4] (the run's webhook log): one delivery per
 --   webhook of the run hash's `webhooks` whose `on` names the end (dagwright/webhooks/).
 --   Its id names the end (finished_at), so queueing twice is once and a replayed run
---   that ends again is told again.
+--   that ends again is told again;
+-- - SHARED[5] (the run's scores, runstate/scores.py): the run's time to live, so that no
+--   score outlives its run (one written after the end took it in score.lua).
 local status = run_status()
 if is_open(status) then return {'forgotten', 0} end
 if status and ARGV[4] == '1' then redis.call('ZADD', SHARED[2], 'NX', NOW, ARGV[3]) end
@@ -36,5 +38,13 @@ local function queue_webhooks()
   redis.call('EXPIRE', SHARED[4], RETENTION_S)
 end
 
-if status then queue_webhooks() end
+local function expire_scores()
+  local ttl = redis.call('PTTL', K.run)
+  if ttl > 0 then redis.call('PEXPIRE', SHARED[5], ttl) end
+end
+
+if status then
+  queue_webhooks()
+  expire_scores()
+end
 return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3])}

@@ -1,11 +1,13 @@
 // The run page: the run's DAG (graph-model folds it, graph-view draws it with dagre),
-// node colours kept live by the run's SSE stream, the node panel, and cancel.
+// node colours kept live by the run's SSE stream, the node panel, cancel, and the run's
+// scores (run-scores.js).
 
 import { getJsonDated, postJson } from "./api.js";
 import { age, cost, el, flash, mayOperate, reported, tokens } from "./dom.js";
 import { visibleGraph } from "./graph-model.js";
 import { draw, layout, paint } from "./graph-view.js";
 import { showGroup, showNode } from "./node-panel.js";
+import { followScores, showScores } from "./run-scores.js";
 
 const runId = document.body.dataset.runId;
 const runPath = `/api/v1/runs/${encodeURIComponent(runId)}`;
@@ -122,6 +124,7 @@ async function refresh() {
   const before = Object.keys(view.run.nodes).join("\u0000");
   view.run = run;
   header(run);
+  showScores(runId);
   if (ended && !FINAL_RUN.has(run.status) && !stream && !document.hidden) {
     ended = false; // re-opened (a dead letter replayed): its events go on
     follow();
@@ -234,6 +237,7 @@ async function start() {
   header(view.run);
   redraw();
   follow();
+  followScores(runId);
 }
 
 start();
