@@ -1,9 +1,9 @@
 """Evals: list them, read one (cases by scorers and their statistics), compare two.
 
 Read only: an eval is run by ``dagwright eval`` (it submits ordinary runs, which
-``/runs`` shows), and these routes read what it stored (``evals/store.py``). The shapes
-of one eval is ``dagwright evals show --json``'s (``evals/reports.report_json``); a list's
-rows and a comparison add to the CLI's (``evals/json_views.py``).
+``/runs`` shows), and these routes read what it stored (``evals/store.py``). One eval's
+shape is ``dagwright evals show --json``'s (``evals/reports.report_json``); a list's rows
+and a comparison add to the CLI's (``evals/json_views.py``).
 """
 
 from __future__ import annotations
