@@ -99,6 +99,9 @@ def worker(settings: Settings) -> Iterator[Any]:
         shutdown_timeout=30,
     ) as controller:
         yield controller
+    # Its lease thread and stop listener, before the session's Valkey stops under them
+    # (else the listener logs a lost connection after pytest's summary).
+    execution_env(app).leases.close()
 
 
 @pytest.fixture
