@@ -13,6 +13,7 @@ import redis
 import yaml
 
 from dagwright import Settings
+from dagwright.keys import Keys
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 
 GREETING = Path(__file__).parent.parent / "examples" / "plans" / "greeting_inputs.yaml"
@@ -107,7 +108,10 @@ def test_a_pass_rate_under_the_floor_exits_1(
         ({"scorers": [{"contans": "x"}]}, "scorers.0: no scorer kind 'contans'"),
         ({"scorers": [{"regex": "(a)\\1"}]}, "scorers.0 (regex): pattern: RE2 cannot use"),
         ({"plan": "nowhere.yaml"}, "no such plan file"),
-        ({"cases": [{"name": "x", "inputs": {"name": 3}}]}, None),  # a run's problem: exit 0
+        (
+            {"cases": [{"name": "x", "inputs": {"name": 3}}]},
+            "case x: input 'name': 3 is not of type 'string'",
+        ),
     ],
 )
 def test_a_bad_suite_is_one_line_and_exit_2(
@@ -115,16 +119,28 @@ def test_a_bad_suite_is_one_line_and_exit_2(
     redis_client: redis.Redis,
     tmp_path: Path,
     change: dict[str, Any],
-    wanted: str | None,
+    wanted: str,
 ) -> None:
     result = dagwright("eval", str(write_suite(tmp_path, **change)), env=env_of(settings, tmp_path))
 
-    if wanted is None:
-        assert result.returncode == 0, result.stderr
-        assert "the run could not start" in result.stdout
-        return
     assert result.returncode == 2, result.stdout + result.stderr
     assert wanted in one_error_line(result)
+
+
+def test_a_plan_no_case_can_run_is_refused_before_any_run(
+    settings: Settings, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("goal: g\nnodes: [{id: a, type: function, function: nowhere}]\n")
+    result = dagwright(
+        "eval",
+        str(write_suite(tmp_path, plan=str(plan), cases=[{"name": "ada"}])),
+        env=env_of(settings, tmp_path),
+    )
+
+    assert result.returncode == 2
+    assert "case ada: node 'a': function 'nowhere' is not registered" in one_error_line(result)
+    assert redis_client.zcard(Keys(settings.key_prefix).run_index) == 0
 
 
 def test_bad_flags_are_exit_2(
@@ -160,3 +176,62 @@ def test_evals_list_and_show(settings: Settings, redis_client: redis.Redis, tmp_
     assert (
         json.loads(dagwright("evals", "list", "--json", "--suite", "other", env=env).stdout) == []
     )
+
+
+def test_an_interrupted_eval_is_resumed_following_the_runs_it_started(
+    settings: Settings, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.processes import REPO_ROOT
+    from tests.support.waiting import wait_until
+
+    plan = tmp_path / "slow.yaml"
+    plan.write_text(
+        "goal: slow\noutput: slow\nnodes:\n"
+        "  - {id: slow, type: function, function: count, params: {seconds: 3}}\n"
+    )
+    suite = write_suite(
+        tmp_path,
+        plan=str(plan),
+        scorers=[{"equals": "slow"}],
+        cases=[{"name": "one"}, {"name": "two"}],
+    )
+    env = env_of(settings, tmp_path)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "eval", str(suite), "-I", "tests.support.functions"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    index = Keys(settings.key_prefix).run_index
+    try:
+        wait_until(lambda: redis_client.zcard(index) == 2, timeout=30, what="both runs")
+    except AssertionError:
+        driver.kill()
+        raise AssertionError(driver.communicate()) from None
+    started = time.monotonic()
+    driver.send_signal(signal.SIGINT)
+    _, stderr = driver.communicate(timeout=30)
+    assert time.monotonic() - started < 5  # it does not wait for the runs to end
+    assert driver.returncode == 130, stderr
+    eval_id = stderr.split("dagwright eval --resume ")[1].split("`")[0]
+    listed = json_out(dagwright("evals", "list", "--json", env=env))
+    assert [(e["id"], e["status"]) for e in listed] == [(eval_id, "interrupted")]
+    runs_before = set(redis_client.zrange(index, 0, -1))
+
+    functions = ("-I", "tests.support.functions")
+    refused = dagwright("eval", "--resume", eval_id, "--repeat", "2", *functions, env=env)
+    assert "--resume goes on with the eval as it started: drop --repeat" in one_error_line(refused)
+    resumed = dagwright("eval", "--resume", eval_id, "--json", *functions, env=env)
+
+    assert resumed.returncode == 0, resumed.stderr
+    report = json_out(resumed)
+    assert report["record"]["status"] == "finished"
+    assert {r["run_id"] for r in report["results"]} == runs_before  # no new run paid for
+    assert all(r["scores"][0]["passed"] for r in report["results"])

@@ -12,7 +12,7 @@ import redis
 from dagwright import Client
 from dagwright.evals.results import CaseResult
 from dagwright.evals.runner import EvalOptions, EvalRunner, eval_store, resume_runner
-from dagwright.evals.suite import parse_suite
+from dagwright.evals.suite import SuiteError, parse_suite
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 GREETING = EXAMPLES / "plans" / "greeting_inputs.yaml"
@@ -128,17 +128,16 @@ def test_tags_pick_cases(client: Client) -> None:
     assert [r.case for r in report.results] == ["grace"]
 
 
-def test_a_case_whose_run_fails_fails_its_output_scorers_saying_why(client: Client) -> None:
+def test_a_case_whose_inputs_do_not_fit_is_refused_before_any_run(
+    client: Client, redis_client: redis.Redis
+) -> None:
     suite = suite_of(
-        scorers=[{"contains": "x"}, {"no_dead_letters": True}, {"succeeded": True}],
-        cases=[{"name": "no-name", "inputs": {"name": "Ada", "times": 99}}],
+        scorers=[{"contains": "x"}],
+        cases=[{"name": "too-many", "inputs": {"name": "Ada", "times": 99}}],
     )
-    report = run(client, suite)
-
-    [result] = report.results
-    assert result.status == "error" and result.run_id is None
-    assert "could not start" in (result.error or "") and "times" in (result.error or "")
-    assert all(not s.passed and s.value is None for s in result.scores)
+    with pytest.raises(SuiteError, match="case too-many: input 'times'"):
+        run(client, suite)
+    assert redis_client.zcard(client.runtime.keys.run_index) == 0
 
 
 def test_a_resumed_eval_follows_its_runs_and_scores_each_once(client: Client) -> None:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,8 +22,9 @@ from dagwright.errors import InputError
 
 if TYPE_CHECKING:
     from dagwright.client import Client
-    from dagwright.evals.results import CaseResult, EvalReport
+    from dagwright.evals.results import CaseResult, EvalRecord, EvalReport
     from dagwright.evals.runner import EvalOptions, EvalRunner
+    from dagwright.evals.suite import EvalSuite
     from dagwright.settings import Settings
 
 KEPT_DATA = {"suite_data", "plan_data"}  # what lists leave out of a record: the whole suite
@@ -136,6 +137,11 @@ def run_eval(
     settings = settings_from(imports)
     if (suite_file is None) == (resume is None):
         raise InputError("give a suite file, or --resume EVAL_ID (not both)")
+    changing = {"--repeat": repeat != 1, "--model": model, "--set": sets, "--case": cases}
+    changing["--tag"] = tags
+    if resume is not None and any(changing.values()):
+        given = ", ".join(flag for flag, value in changing.items() if value)
+        raise InputError(f"--resume goes on with the eval as it started: drop {given}")
     options = EvalOptions(
         repeat=repeat,
         model=model,
@@ -201,7 +207,7 @@ def offline_llm(script: Path | None, settings: Settings, *, quiet: bool) -> Iter
                 stderr.print(f"[dim]fake LLM: {asked} request(s) answered[/]", soft_wrap=True)
 
 
-def _checked_suite(suite_file: Path, settings: Any) -> Any:
+def _checked_suite(suite_file: Path, settings: Settings) -> EvalSuite:
     """The suite, read and validated before any stack starts (exit 2 on a problem)."""
     from dagwright.evals.suite import load_suite
 
@@ -210,23 +216,25 @@ def _checked_suite(suite_file: Path, settings: Any) -> Any:
 
 def _runner(
     client: Client,
-    suite: Any,
+    suite: EvalSuite | None,
     suite_file: Path | None,
     options: EvalOptions,
     resume: str | None,
-) -> tuple[EvalRunner, Any]:
+) -> tuple[EvalRunner, EvalRecord | None]:
     from dagwright.evals.runner import EvalRunner, resume_runner
 
     if resume is not None:
-        return resume_runner(client, resume)
-    assert suite_file is not None
+        return resume_runner(
+            client, resume, parallel=options.parallel, case_timeout_s=options.case_timeout_s
+        )
+    assert suite is not None and suite_file is not None  # run_eval: one or the other
     runner = EvalRunner(
         client, suite, options, suite_dir=suite_file.parent, suite_file=str(suite_file)
     )
     return runner, None
 
 
-def _run(runner: EvalRunner, record: Any, *, quiet: bool) -> EvalReport:
+def _run(runner: EvalRunner, record: EvalRecord | None, *, quiet: bool) -> EvalReport:
     record = record or runner.new_record()
     if not quiet:
         stderr.print(f"[dim]eval {record.id}: {len(record.cases)} case(s)[/]", soft_wrap=True)

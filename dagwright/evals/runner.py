@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -31,7 +32,14 @@ from dagwright.evals.outcomes import CaseOutcome, read_outcome
 from dagwright.evals.results import CaseResult, EvalRecord, EvalReport, Score, kept_output
 from dagwright.evals.scorers import failed_score, grade, graded_value
 from dagwright.evals.store import EvalStore, new_eval_id
-from dagwright.evals.suite import EvalCase, EvalSuite, Judge, parse_suite, suite_digest
+from dagwright.evals.suite import (
+    EvalCase,
+    EvalSuite,
+    Judge,
+    SuiteError,
+    parse_suite,
+    suite_digest,
+)
 from dagwright.plans.files import parse_plan
 
 if TYPE_CHECKING:
@@ -44,6 +52,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CASE_TIMEOUT_S = 1800.0
 CANCEL_REASON = "the eval's case timeout passed"
+CANCEL_WAIT_S = 30.0  # for a cancelled case run to end (its nodes stop within a second)
+WAIT_SLICE_S = 1.0  # a case thread looks whether the eval was interrupted this often
+
+
+class EvalInterrupted(Exception):
+    """The eval stopped (Ctrl-C, an error elsewhere) while a case thread waited on its run."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +123,10 @@ class EvalRunner:
         # Checked now: a bad --set fails before any run. A resumed eval runs the plan it
         # kept, whatever the file holds now (its runs' idempotency keys name that plan).
         self.plan = self._plan() if plan_data is None else parse_plan(plan_data)
+        self._check_cases()
         self._judge_llm: LLM | None = None
         self._judge_lock = threading.Lock()
+        self._stopping = threading.Event()
 
     # -- starting ---------------------------------------------------------------------
 
@@ -131,6 +147,26 @@ class EvalRunner:
         agents = {t.name for t in registry.types() if t.kind == "agent"}
         changes = [FieldChange.parse(text) for text in self.options.sets]
         return changed_plan(plan, model=self.options.model, changes=changes, agent_types=agents)
+
+    def _check_cases(self) -> None:
+        """Each case's plan as it would run with its inputs, checked now (SuiteError, every
+        problem naming its case): a suite whose plan cannot run pays for no run."""
+        from dagwright.errors import PlanError
+        from dagwright.orchestrator.control.submission import check_plan
+        from dagwright.plans.run_inputs import bind_inputs
+
+        if self.plan is None:
+            return
+        settings, registry = self.client.settings, self.client.runtime.registry
+        problems: list[str] = []
+        for case in self.cases:
+            try:
+                bound = bind_inputs(self.plan, case.inputs, settings.max_params_bytes)
+                check_plan(bound.plan, settings, registry)
+            except PlanError as exc:
+                problems += [f"case {case.name}: {problem}" for problem in exc.problems]
+        if problems:
+            raise SuiteError(problems, source=self.suite_file or None)
 
     def new_record(self) -> EvalRecord:
         """The record of a new eval of the picked cases."""
@@ -218,9 +254,10 @@ class EvalRunner:
         on_progress: ProgressCallback | None,
     ) -> None:
         parallel = self.options.parallel or self.suite.parallel
-        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="eval-case") as pool:
-            running: set[Future[CaseResult]] = set()
-            pending = list(reversed(jobs))
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="eval-case")
+        running: set[Future[CaseResult]] = set()
+        pending = list(reversed(jobs))
+        try:
             while pending or running:
                 while pending and len(running) < parallel:
                     running.add(pool.submit(self.run_case, record, pending.pop()))
@@ -232,6 +269,11 @@ class EvalRunner:
                         self._score_run(record, result)
                         if on_progress is not None:
                             on_progress(result, kept, total)
+        finally:
+            # Interrupted (Ctrl-C, an error): the threads stop waiting within a slice and
+            # the runs go on; what they had not kept is graded by `--resume`.
+            self._stopping.set()
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _score_run(self, record: EvalRecord, result: CaseResult) -> None:
         """The case run's grades, as scores of the run (source ``eval:<id>``): its page
@@ -284,13 +326,26 @@ class EvalRunner:
             run_id = job.submit(self.client, key)
         except DagwrightError as exc:
             return self._unrun(job, f"the run could not start: {exc}")
-        try:
-            self.client.wait(run_id, self.options.case_timeout_s)
-        except RunNotFinishedError:
+        if not self._ended_in_time(run_id):
             self.client.cancel(run_id, CANCEL_REASON)
-            self.client.wait(run_id, 30.0)
+            self.client.wait(run_id, CANCEL_WAIT_S)
         outcome = read_outcome(self.client, run_id, job.case.run_input(self.suite))
         return self.graded(job, run_id, outcome)
+
+    def _ended_in_time(self, run_id: str) -> bool:
+        """Wait for the run to end, at most ``case_timeout_s``: whether it did. Waits in
+        slices, so that an interrupted eval's threads stop at once (EvalInterrupted)."""
+        deadline = time.monotonic() + self.options.case_timeout_s
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                self.client.wait(run_id, min(left, WAIT_SLICE_S))
+                return True
+            except RunNotFinishedError:
+                continue
+        raise EvalInterrupted(run_id)
 
     def _unrun(self, job: CaseJob, reason: str) -> CaseResult:
         scores = [failed_score(s, reason) for s in self.suite.scorers_of(job.case)]
@@ -376,8 +431,15 @@ def eval_store(client: Client) -> EvalStore:
     return EvalStore(runtime.client, runtime.keys, client.settings.eval_retention_s)
 
 
-def resume_runner(client: Client, eval_id: str) -> tuple[EvalRunner, EvalRecord]:
-    """A runner of an eval that was interrupted, from its record alone (no suite file)."""
+def resume_runner(
+    client: Client,
+    eval_id: str,
+    *,
+    parallel: int | None = None,
+    case_timeout_s: float = DEFAULT_CASE_TIMEOUT_S,
+) -> tuple[EvalRunner, EvalRecord]:
+    """A runner of an eval that was interrupted, from its record alone (no suite file):
+    its cases, repeats and changes as it started; only how it waits may differ."""
     record = eval_store(client).record(eval_id)
     if record.status == "finished":
         raise InputError(f"eval {eval_id} has finished; `dagwright evals show {eval_id}`")
@@ -388,6 +450,8 @@ def resume_runner(client: Client, eval_id: str) -> tuple[EvalRunner, EvalRecord]
         model=changes.get("model"),
         sets=list(changes.get("set", [])),
         cases=list(record.cases),
+        parallel=parallel,
+        case_timeout_s=case_timeout_s,
         baseline=record.baseline,
     )
     runner = EvalRunner(
