@@ -72,6 +72,8 @@ class StopListener:
             try:
                 self._listen()
             except Exception:
+                if self._closed.is_set():  # closing: its server may be gone first
+                    return
                 log.warning(
                     "the stop listener lost its connection; subscribing again", exc_info=True
                 )
