@@ -1,6 +1,6 @@
 """Running an eval: every case as an ordinary run on the queue, graded, its result kept.
 
-The driver (``dagwright eval``, or ``run_eval`` from Python) submits the cases' runs, at
+The driver (``dagwright eval``, or ``evaluate()`` from Python) submits the cases' runs, at
 most ``parallel`` at once, each with the idempotency key ``eval:<id>:<case>#<repeat>``:
 a driver that was stopped and resumed (``--resume``) follows the very runs it started
 rather than paying for new ones. The runs themselves are the queue's: retries, budgets,
@@ -15,8 +15,6 @@ submitted is cancelled and kept as an ``error`` result saying so.
 
 from __future__ import annotations
 
-import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -28,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import DagwrightError, InputError, RunNotFinishedError
 from dagwright.evals.changes import FieldChange, changed_plan
-from dagwright.evals.outcomes import CaseOutcome, read_outcome
-from dagwright.evals.results import CaseResult, EvalRecord, EvalReport, Score, kept_output
-from dagwright.evals.scorers import failed_score, grade, graded_value
+from dagwright.evals.grading import CaseGrader
+from dagwright.evals.outcomes import read_outcome
+from dagwright.evals.results import CaseResult, EvalRecord, EvalReport
+from dagwright.evals.scorers import failed_score
 from dagwright.evals.store import EvalStore, new_eval_id
 from dagwright.evals.suite import (
     EvalCase,
     EvalSuite,
-    Judge,
     SuiteError,
     parse_suite,
     suite_digest,
@@ -45,10 +43,7 @@ from dagwright.plans.files import parse_plan
 if TYPE_CHECKING:
     from dagwright.client import Client
     from dagwright.client.runs import RunOptions
-    from dagwright.llm.protocol import LLM
     from dagwright.models import Plan
-
-log = logging.getLogger(__name__)
 
 DEFAULT_CASE_TIMEOUT_S = 1800.0
 CANCEL_REASON = "the eval's case timeout passed"
@@ -124,8 +119,7 @@ class EvalRunner:
         # kept, whatever the file holds now (its runs' idempotency keys name that plan).
         self.plan = self._plan() if plan_data is None else parse_plan(plan_data)
         self._check_cases()
-        self._judge_llm: LLM | None = None
-        self._judge_lock = threading.Lock()
+        self.grader = CaseGrader(client, suite)
         self._stopping = threading.Event()
 
     # -- starting ---------------------------------------------------------------------
@@ -192,36 +186,13 @@ class EvalRunner:
             plan_data=None if self.plan is None else self.plan.model_dump(mode="json"),
         )
 
-    def check_judge(self) -> None:
-        """Fail now, before any run, if a judge scorer has no LLM endpoint to ask or names
-        a retired model (one near its end of life is warned of)."""
-        from dagwright.llm.model_lifecycle import warn_of_end_of_life
-
-        settings = self.client.settings
-        default = settings.eval_judge_model or settings.default_model
-        judges = [s for c in self.cases for s in self.suite.scorers_of(c) if isinstance(s, Judge)]
-        if judges:
-            warn_of_end_of_life({judge.model or default for judge in judges}, settings)
-            self.judge_llm()
-
-    def judge_llm(self) -> LLM:
-        with self._judge_lock:
-            if self._judge_llm is None:
-                from dagwright.llm import build_llm
-
-                runtime = self.client.runtime
-                self._judge_llm = build_llm(
-                    self.client.settings.llm, runtime.client, runtime.keys, runtime.breakers
-                )
-            return self._judge_llm
-
     # -- running ----------------------------------------------------------------------
 
     def run(
         self, record: EvalRecord | None = None, *, on_progress: ProgressCallback | None = None
     ) -> EvalReport:
         """Run the eval (``record``: one being resumed) and return its report."""
-        self.check_judge()
+        self.grader.check_judge(self.cases)
         record = record or self.new_record()
         self.store.save(record)
         done = self.store.result_keys(record.id)
@@ -266,7 +237,7 @@ class EvalRunner:
                     result = future.result()
                     if self.store.add_result(record.id, result):
                         kept += 1
-                        self._score_run(record, result)
+                        self.grader.score_run(record, result)
                         if on_progress is not None:
                             on_progress(result, kept, total)
         finally:
@@ -274,26 +245,6 @@ class EvalRunner:
             # the runs go on; what they had not kept is graded by `--resume`.
             self._stopping.set()
             pool.shutdown(wait=True, cancel_futures=True)
-
-    def _score_run(self, record: EvalRecord, result: CaseResult) -> None:
-        """The case run's grades, as scores of the run (source ``eval:<id>``): its page
-        says how the eval graded it. Written after the result is kept, so at most once;
-        a run that expired meanwhile keeps none."""
-        if result.run_id is None:
-            return
-        for score in result.scores:
-            try:
-                self.client.score(
-                    result.run_id,
-                    run_score_name(score.scorer),
-                    0.0 if score.value is None else score.value,
-                    f"{'passed' if score.passed else 'failed'}: {score.reason}"[:2000],
-                    source=f"eval:{record.id}",
-                    by=f"eval of {record.suite}"[:128],
-                )
-            except DagwrightError as exc:
-                log.warning("eval %s: run %s keeps no score: %s", record.id, result.run_id, exc)
-                return
 
     def _submitter(self, case: EvalCase) -> Callable[[Client, str], str]:
         run = self.suite.run
@@ -330,7 +281,7 @@ class EvalRunner:
             self.client.cancel(run_id, CANCEL_REASON)
             self.client.wait(run_id, CANCEL_WAIT_S)
         outcome = read_outcome(self.client, run_id, job.case.run_input(self.suite))
-        return self.graded(job, run_id, outcome)
+        return self.grader.graded(job.case, job.repeat, run_id, outcome)
 
     def _ended_in_time(self, run_id: str) -> bool:
         """Wait for the run to end, at most ``case_timeout_s``: whether it did. Waits in
@@ -352,56 +303,6 @@ class EvalRunner:
         return CaseResult(
             case=job.case.name, repeat=job.repeat, status="error", scores=scores, error=reason
         )
-
-    def graded(self, job: CaseJob, run_id: str, outcome: CaseOutcome) -> CaseResult:
-        """The case run's result: its output kept, every scorer's grade."""
-        functions = self.client.runtime.registry.functions
-        scores = [
-            self._judged(scorer, outcome)
-            if isinstance(scorer, Judge)
-            else grade(scorer, outcome, functions=functions)
-            for scorer in self.suite.scorers_of(job.case)
-        ]
-        text, digest = kept_output(outcome.output) if outcome.succeeded else ("", "")
-        return CaseResult(
-            case=job.case.name,
-            repeat=job.repeat,
-            run_id=run_id,
-            status=outcome.state.status.value,
-            output=text,
-            output_sha256=digest,
-            cost_usd=outcome.cost_usd,
-            tokens=outcome.tokens,
-            duration_s=outcome.duration_s,
-            scores=scores,
-            error=None if outcome.succeeded else outcome.failure(),
-        )
-
-    def _judged(self, judge: Judge, outcome: CaseOutcome) -> Score:
-        from dagwright.evals.judge import judge_output, judge_score
-        from dagwright.evals.scorers import Ungradable
-
-        if not outcome.succeeded:
-            return failed_score(judge, outcome.failure())
-        try:
-            output = graded_value(judge, outcome)
-        except Ungradable as exc:
-            return failed_score(judge, str(exc))
-        runtime, settings = self.client.runtime, self.client.settings
-        try:
-            verdict = judge_output(
-                judge,
-                case_input=outcome.run_input,
-                output=output,
-                llm=self.judge_llm(),
-                redis_client=runtime.client,
-                keys=runtime.keys,
-                default_model=settings.eval_judge_model or settings.default_model,
-                ttl_s=settings.eval_judge_cache_ttl_s,
-            )
-        except DagwrightError as exc:  # the judge's failure is this score's, not the eval's
-            return failed_score(judge, f"the judge failed: {exc}")
-        return judge_score(judge, verdict)
 
 
 def evaluate(
@@ -463,13 +364,6 @@ def resume_runner(
         plan_data=record.plan_data,
     )
     return runner, record
-
-
-def run_score_name(scorer: str) -> str:
-    """A scorer's name as a run score's (lowercase letters, digits, ``_.-``, at most 64):
-    ``contains:XADD`` is ``contains-xadd``."""
-    slug = re.sub(r"[^a-z0-9_.-]+", "-", scorer.lower()).strip("-._")
-    return (slug or "score")[:64]
 
 
 def _now() -> datetime:
