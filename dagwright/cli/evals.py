@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from dagwright.evals.suite import EvalSuite
     from dagwright.settings import Settings
 
-KEPT_DATA = {"suite_data", "plan_data"}  # what lists leave out of a record: the whole suite
-
 evals_app = typer.Typer(
     name="evals",
     help="Evals that ran: list them, show one (and compare it with a baseline).",
@@ -327,19 +325,15 @@ def list_evals(
 ) -> None:
     """The newest evals first: suite, when, cases, pass rate."""
     from dagwright.cli.evalviews import print_eval_list
+    from dagwright.evals.json_views import eval_summary_json
     from dagwright.evals.runner import eval_store
 
     store = eval_store(client_from(None))
-    records = store.list(limit=limit, suite=suite)
-    if json_output:
-        print_json(
-            [
-                record.model_dump(mode="json", exclude={"suite_data", "plan_data"})
-                for record in records
-            ]
-        )
+    reports = [store.report(record.id) for record in store.list(limit=limit, suite=suite)]
+    if json_output:  # the API's rows: the record (no suite, no plan) and its figures
+        print_json([eval_summary_json(report) for report in reports])
         return
-    print_eval_list([store.report(record.id) for record in records], stdout)
+    print_eval_list(reports, stdout)
 
 
 @evals_app.command(name="show")

@@ -2,8 +2,9 @@
 
 One eval in full is ``reports.report_json`` (``dagwright eval --json``, ``evals show
 --json`` and ``GET /api/v1/evals/{id}`` alike; a file of it reads back as a baseline).
-A list's row is the record as ``evals list --json`` prints it (without the suite and the
-plan) with what its results add: how many runs passed, the pass rate, the cost.
+A list's row (``evals list --json`` and ``GET /api/v1/evals`` alike) is the record
+without the suite and the plan, with what its results add: how many runs passed, the
+pass rate, the cost.
 """
 
 from __future__ import annotations
