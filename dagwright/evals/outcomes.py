@@ -2,7 +2,7 @@
 
 Behaviour is read from what the run stored: tool calls from its ``tool.call`` spans (each
 call an agent asked for, with the policy's decision), node types from its nodes, dead
-letters from the DLQ, cost and tokens from its usage, time from its timestamps. What a
+letters from its events (a failure for good names its DLQ entry), cost and tokens from its usage, time from its timestamps. What a
 model *says* it did counts for nothing here.
 """
 
@@ -98,11 +98,19 @@ class CaseOutcome:
 
 
 def read_outcome(client: Client, run_id: str, run_input: dict[str, Any]) -> CaseOutcome:
-    """A finished run's outcome, read from its state, trace and the DLQ."""
+    """A finished run's outcome, read from its state, trace and events."""
     state = client.status(run_id)
     return CaseOutcome(
         run_input=run_input,
         state=state,
         tool_calls=ToolCalls.of(client.trace(run_id)),
-        dead_letters=len(client.dlq.list(run_id=run_id, limit=1000)),
+        dead_letters=dead_letters_of(client, run_id),
     )
+
+
+def dead_letters_of(client: Client, run_id: str) -> int:
+    """How many of the run's nodes went to the DLQ: each failure for good says so in its
+    ``node.failed`` event (the entry's id), so the run's own events tell, not a scan of
+    the whole DLQ stream (a month of every run's dead letters)."""
+    events = client.events(run_id, follow=False)
+    return sum(e.kind == "node.failed" and bool(e.data.get("dead_letter")) for e in events)
