@@ -106,6 +106,8 @@ def test_an_eval_page_colours_each_cell_and_shows_a_hostile_output_as_text(
     assert {"score", "pass"} <= cell_classes(browser, "japan", "contains:Paris")
     assert {"score", "pass"} <= cell_classes(browser, "france", "brief")
     assert "worse" not in cell_classes(browser, "france", "contains:Paris")  # no baseline
+    judge_cell = "#matrix tr[data-case='france'] td[data-scorer='brief']"
+    assert browser.find_element("css selector", judge_cell).text == "✓ 1.00 · grade 5"
     fail_colour = browser.execute_script(
         "return getComputedStyle(document.querySelector('#matrix td.score.fail')).backgroundColor"
     )

@@ -26,6 +26,7 @@ def graded(scorer: str, value: float | None, passed: bool, *, cached: bool | Non
         value=value,
         passed=passed,
         reason=f"{scorer}: {'ok' if passed else 'not found'}",
+        grade=None if kind != "judge" or value is None else 1 + round(value * 4),
         cached=cached if kind == "judge" else None,
         tokens=0 if cached else 120 if kind == "judge" else 0,
         cost_usd=0.0 if cached else 0.001 if kind == "judge" else 0.0,

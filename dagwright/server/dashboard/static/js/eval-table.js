@@ -24,9 +24,17 @@ function scoreCell(scorer, stats, runs, repeat, worse) {
     .filter(Boolean);
   let shown = "–";
   if (state !== "none" && repeat > 1) shown = [spread(stats), el("br"), `${stats.passed}/${stats.runs} passed`];
-  else if (state !== "none") shown = `${state === "pass" ? "✓" : "✗"} ${grade(stats.mean)}`;
+  else if (state !== "none") shown = `${state === "pass" ? "✓" : "✗"} ${grade(stats.mean)}${judged(scorer, runs)}`;
   const classes = `score ${state}${worse.has(scorer) ? " worse" : ""}`;
   return el("td", { class: classes, "data-scorer": scorer, title: reasons.join("\n") }, shown);
+}
+
+/** A judge's grade on its own scale, beside the [0, 1] value (one run: ` · grade 4`). */
+function judged(scorer, runs) {
+  const score = runs.length === 1 ? runs[0].scores.find((one) => one.scorer === scorer) : null;
+  return score && score.kind === "judge" && score.grade !== null && score.grade !== undefined
+    ? ` · grade ${score.grade}`
+    : "";
 }
 
 function runOutput(run) {
