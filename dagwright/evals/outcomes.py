@@ -2,8 +2,8 @@
 
 Behaviour is read from what the run stored: tool calls from its ``tool.call`` spans (each
 call an agent asked for, with the policy's decision), node types from its nodes, dead
-letters from its events (a failure for good names its DLQ entry), cost and tokens from its usage, time from its timestamps. What a
-model *says* it did counts for nothing here.
+letters from its events (a failure for good names its DLQ entry), cost and tokens from
+its usage, time from its timestamps. What a model *says* it did counts for nothing here.
 """
 
 from __future__ import annotations
