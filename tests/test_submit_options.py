@@ -131,3 +131,11 @@ def test_the_api_submit_body_holds_only_submit_options() -> None:
     refused there, as the caller's mistake, for the server's."""
     fields = set(SubmitRequest.model_fields) - {"plan", "idempotency_key"}
     assert fields <= RUN_OPTION_NAMES
+
+
+def test_the_line_stays_short_whatever_the_names(api: ApiServer) -> None:
+    body = {"goal": "g", "x" * 10_000: 1, **{f"field{n}": n for n in range(1_000)}}
+    with api.http("operate") as http:
+        detail = http.post("/api/v1/runs", json=body).json()["detail"]
+    assert detail.startswith("unknown field 'xxx") and detail.endswith(", 995 more)")
+    assert len(detail) < 300

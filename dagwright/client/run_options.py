@@ -68,6 +68,10 @@ CELERY_WORDS = {
 """Celery's ``apply_async`` words with no dagwright meaning: what to use instead."""
 
 
+MAX_OTHERS_SHOWN = 5  # unknown names listed after the first
+MAX_NAME_SHOWN = 64  # characters of a name shown
+
+
 def check_run_options(caller: str, options: Mapping[str, Any]) -> None:
     """Refuse ``options`` given to ``caller`` (``"Client.submit"``) that RunOptions does
     not name, or a scalar one of the wrong type: RunOptionError (a TypeError and an
@@ -88,12 +92,19 @@ def unknown_keyword_line(caller: str, unknown: Sequence[str], valid: Collection[
 
 def hinted(unknown: Sequence[str], valid: Collection[str]) -> str:
     """The first unknown name with its hint, then the others': ``'timeout'; did you mean
-    'timeout_s'? (and 'eta')``."""
-    first = unknown[0]
-    line = f"{first!r}{option_hint(first, valid)}"
-    if len(unknown) > 1:
-        line += f" (and {', '.join(repr(name) for name in unknown[1:])})"
+    'timeout_s'? (and 'eta')``. Bounded: an API body may hold any number of any names."""
+    first, others = unknown[0], unknown[1:]
+    line = f"{shown_name(first)}{option_hint(first, valid)}"
+    if others:
+        names = [shown_name(name) for name in others[:MAX_OTHERS_SHOWN]]
+        if len(others) > MAX_OTHERS_SHOWN:
+            names.append(f"{len(others) - MAX_OTHERS_SHOWN} more")
+        line += f" (and {', '.join(names)})"
     return line
+
+
+def shown_name(name: str) -> str:
+    return repr(name if len(name) <= MAX_NAME_SHOWN else name[:MAX_NAME_SHOWN] + "...")
 
 
 def option_hint(name: str, valid: Collection[str]) -> str:
