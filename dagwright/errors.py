@@ -19,6 +19,7 @@
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
     │   ├── IdempotencyConflictError  the key names a run started with another request
+    │   ├── RunOptionError     a submit keyword is unknown or of the wrong type (a TypeError)
     │   ├── EgressRefusedError     a URL points at loopback, private or metadata addresses
     │   └── ConfigurationError     settings are missing or contradictory
     │       └── MissingExtraError  a feature's optional dependency is not installed
@@ -226,6 +227,12 @@ class IdempotencyConflictError(InputError):
             f"this idempotency key was used for run {shown_id(run_id)} with another plan or "
             "goal: use a new key for a different request"
         )
+
+
+class RunOptionError(InputError, TypeError):
+    """A keyword of ``submit`` that ``RunOptions`` does not name (``timeout=`` for
+    ``timeout_s=``, Celery's ``eta=``), or a scalar option of the wrong type: refused
+    before anything is written. A TypeError too, as Python's own unknown keyword is."""
 
 
 class BrokerUnavailableError(DagwrightError):

@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 from dagwright.client.following import FollowCursor
 from dagwright.client.handle import ProgressCallback, result_of, still_running
 from dagwright.client.redis_errors import translated_async
+from dagwright.client.run_options import RunOptions, check_run_options
 from dagwright.client.runs import (
     PROGRESS_INTERVAL_S,
     SAFETY_WAKE_UP_S,
     WAKE_UP_S,
     Client,
-    RunOptions,
 )
 from dagwright.connection import connect_async, translate_redis_errors
 from dagwright.keys import Keys
@@ -124,6 +124,7 @@ class AsyncClient:
         which workers are live) and publishing its roots to Celery run in a thread; the
         create-run script is awaited here. A keyed submit (``idempotency_key``), which may
         wait for an earlier submitter, runs ``Client.submit`` in a thread whole."""
+        check_run_options("AsyncClient.submit", options)
         if idempotency_key is not None:
             keyed = functools.partial(self.sync.submit, idempotency_key=idempotency_key)
             handle = await asyncio.to_thread(keyed, plan, **options)

@@ -9,17 +9,18 @@ first use, and the worker registry is built by the runtime only when something n
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from dagwright.client.handle import ProgressCallback, RunHandle, result_of, still_running
 from dagwright.client.redis_errors import translated
+from dagwright.client.run_options import RunOptions as RunOptions
+from dagwright.client.run_options import check_run_options
 from dagwright.connection import require_redis_url
 from dagwright.models import (
     AuditEntry,
-    Budget,
     Event,
     NodeWait,
     Plan,
@@ -27,7 +28,6 @@ from dagwright.models import (
     RunScore,
     RunState,
     RunStatus,
-    Webhook,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
@@ -51,26 +51,6 @@ if TYPE_CHECKING:
 WAKE_UP_S = 1.0  # longest block on the event stream before re-reading the status
 PROGRESS_INTERVAL_S = 0.25  # how often wait() reports progress when asked to
 SAFETY_WAKE_UP_S = 5.0  # wait() re-reads the status this often even with no news
-
-
-class RunOptions(TypedDict, total=False):
-    """What a submit may say besides its plan and idempotency key: ``Client.submit``
-    documents each; ``AsyncClient.submit`` takes the same."""
-
-    goal: str | None
-    context: str
-    worker_types: list[str] | None
-    max_nodes: int | None
-    max_depth: int | None
-    replan: bool | None
-    budget: Budget | dict[str, Any] | None
-    budget_tokens: int | None
-    max_concurrent_nodes: int | None
-    timeout_s: float | None
-    response_cache: bool | None
-    llm_batch: bool
-    inputs: dict[str, Any] | None
-    webhooks: Sequence[Webhook | dict[str, Any] | str]
 
 
 class Client:
@@ -185,12 +165,14 @@ class Client:
         UnrunnablePlanError when workers are live and none of them can run some node (a
         function or worker type they do not import, no LLM endpoint for an agent), and
         IdempotencyConflictError when ``idempotency_key`` names a run started with
-        another plan or goal. The handle's ``created`` is False when the key named an
-        earlier run.
+        another plan or goal; RunOptionError (a TypeError) for a keyword not named here,
+        with the nearest one, or a bool, number or string option of another type. The
+        handle's ``created`` is False when the key named an earlier run.
         """
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.orchestrator.runstate.store import new_run_id
 
+        check_run_options("Client.submit", options)
         request = self.run_request(plan, **options)
         new_id = new_run_id()
         run_id = start_run(
@@ -209,11 +191,12 @@ class Client:
     ) -> dict[str, Any]:
         """``submit``'s arguments (less the idempotency key) as ``start_run`` and
         ``prepare_run`` take them: the plan read, the goal's options and webhooks
-        coerced. Shared with ``AsyncClient.submit``."""
+        coerced. Shared with ``AsyncClient.submit``. RunOptionError as ``submit``'s."""
         from dagwright.client.webhooks import coerce_webhooks
         from dagwright.planning.goals import GoalOptions, requested_budget
         from dagwright.plans.files import coerce_plan
 
+        check_run_options("Client.run_request", options)
         goal_options = GoalOptions(
             context=options.get("context", ""),
             worker_types=options.get("worker_types"),

@@ -6,10 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from dagwright.client import Client
 from dagwright.client.handle import RunHandle, result_of
+from dagwright.client.run_options import hinted
 from dagwright.json_views import run_json
 from dagwright.models import RunState
 from dagwright.server.auth import OPERATE, READ, client_of
@@ -46,6 +48,18 @@ class SubmitRequest(BaseModel):
     """Told when the run ends: ``{"url", "on", "secret_env"}`` or a URL (signed POSTs)."""
     idempotency_key: str | None = Field(None, max_length=512)
     """A repeat of the same submit with this key returns the first one's run."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def known_fields(cls, data: Any) -> Any:
+        """An unknown field, named with the nearest known one (or, for a Celery word,
+        what to use instead), where ``extra="forbid"`` would say only "not permitted"."""
+        if isinstance(data, dict):
+            unknown = [str(name) for name in data if name not in cls.model_fields]
+            if unknown:
+                line = f"unknown field {hinted(unknown, cls.model_fields)}"
+                raise PydanticCustomError("extra_forbidden", "{line}", {"line": line})
+        return data
 
 
 class CancelRequest(BaseModel):
