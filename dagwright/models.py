@@ -38,9 +38,12 @@ MAX_PARAMS_DEPTH = 32
 """Levels of nesting of a node's ``params``: enough for any real arguments, and far from
 the recursion limits of the JSON code that reads them."""
 
-RunIf = Literal["all_succeeded", "all_done", "any_failed"]
+RunIf = Literal["all_succeeded", "all_done", "any_failed", "none_failed", "one_success"]
 """A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
 DEFAULT_RUN_IF: RunIf = "all_succeeded"
+BLOCKED_BY_A_FAILURE: frozenset[RunIf] = frozenset({"all_succeeded", "none_failed"})
+"""The rules under which a failed dependency blocks the node at once (a re-plan of the
+failure replaces such a node with its branch; the other handlers run for the failure)."""
 
 # The plan models: what a plan file, the builder, a caller or the planner gives. Their
 # fields' docstrings are their JSON Schema's descriptions: the planner model reads the
@@ -124,7 +127,10 @@ class Node(BaseModel):
     """When the node runs, once its dependencies have ended: ``all_succeeded`` (every one
     succeeded; a failed one blocks it, a skipped one skips it), ``all_done`` (whatever
     their outcome), ``any_failed`` (at least one failed or was blocked by a failure;
-    else it is skipped). A node with another rule than ``all_succeeded`` is a handler:
+    else it is skipped), ``none_failed`` (none failed: each succeeded or was skipped; a
+    failed one blocks it), ``one_success`` (runs as soon as one succeeded, without
+    waiting for the others; if none did, it is blocked after a failure, else skipped).
+    A node with another rule than ``all_succeeded`` is a handler:
     it receives each dependency as an outcome ``{"status", "output" | "error"}``, and it
     is not among the run's default outputs. See docs/client-guide.md (Trigger rules)."""
     function: str | None = Field(None, max_length=200)
@@ -299,7 +305,8 @@ class NodeStatus(enum.StrEnum):
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     """Its ``run_if`` can no longer be met (an ``any_failed`` handler whose dependencies
-    all succeeded, or a node after a skipped one): it never runs. Not a failure."""
+    all succeeded, a ``one_success`` one whose dependencies were all skipped, or a node
+    after a skipped one): it never runs. Not a failure."""
     REPLACED = "replaced"
     """Failed (or blocked by a failure) and replaced by a re-plan: not a failure of the run."""
 

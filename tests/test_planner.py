@@ -355,3 +355,38 @@ def test_a_planned_plan_setting_run_options_is_sent_back_not_stripped(
     rejection = fake_llm.requests[1].body["messages"][-1]["content"][0]
     assert rejection["is_error"]
     assert "`budget`, `webhooks`: run options are the submitter's" in rejection["content"]
+
+
+def test_a_re_plan_replaces_the_none_failed_node_its_failure_blocked(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(
+        submit_plan(  # the re-plan, matched first: it is the more specific request
+            {"id": "fetch2", "type": "function", "function": "concat", "params": {"parts": ["ok"]}},
+            {"id": "publish2", "type": "function", "function": "concat", "depends_on": ["fetch2"]},
+            output="publish2",
+            last_user_contains="Part of the plan for this goal failed",
+        ),
+        submit_plan(
+            {"id": "fetch", "type": "function", "function": "fail", "params": {"message": "down"}},
+            {
+                "id": "publish",
+                "type": "function",
+                "function": "noop",
+                "depends_on": ["fetch"],
+                "run_if": "none_failed",
+            },
+            output="publish",
+        ),
+    )
+    state = client.submit(goal="Publish the figures", replan=True).wait(timeout=60)
+    statuses = {node_id: n.status.value for node_id, n in state.nodes.items()}
+    assert statuses == {
+        "_plan": "succeeded",
+        "fetch": "replaced",
+        "publish": "replaced",  # in the failure's branch: it blocked it, as a plain node
+        "_replan-1": "succeeded",
+        "fetch2": "succeeded",
+        "publish2": "succeeded",
+    }
+    assert state.status == RunStatus.SUCCEEDED

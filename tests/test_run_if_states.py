@@ -19,7 +19,7 @@ from dagwright.settings import Settings
 from tests.support.runstate import claim, finish, kinds, start
 
 ERROR = ErrorInfo(error_class="Boom", message="boom", retryable=False, traceback="secret tb")
-RULES = ("all_succeeded", "all_done", "any_failed")
+RULES = ("all_succeeded", "all_done", "any_failed", "none_failed", "one_success")
 
 
 @pytest.fixture
@@ -240,6 +240,57 @@ def test_a_planned_handler_of_a_node_that_failed_already_runs_at_once(runtime: R
     assert isinstance(got, Claim) and got.inputs["x"]["status"] == "failed"
 
 
+def test_one_success_is_queued_at_the_first_success_and_sees_the_others_open(
+    runtime: Runtime,
+) -> None:
+    run_id, _ = start(
+        runtime,
+        [
+            {"id": "a"},
+            {"id": "b"},
+            {"id": "c"},
+            {"id": "pick", "depends_on": ["a", "b", "c"], "run_if": "one_success"},
+        ],
+    )
+    assert fail(runtime, run_id, "a").ready == []  # a failure does not decide it
+    assert isinstance(claim(runtime, run_id, "b"), Claim)
+    assert [n.node_id for n in finish(runtime, run_id, "c", output='"C"').ready] == ["pick"]
+    got = claim(runtime, run_id, "pick")
+    assert isinstance(got, Claim)
+    assert got.inputs == {
+        "a": {"status": "failed", "error": {"error_class": "Boom", "message": "boom"}},
+        "b": {"status": "running"},
+        "c": {"status": "succeeded", "output": "C"},
+    }
+    assert runtime.machine.complete(run_id, "pick", 1, "1").run_finished is None  # b runs
+    assert runtime.machine.complete(run_id, "b", 1, "2").ready == []  # pick ran once
+    assert runtime.store.read_state(run_id).status == RunStatus.FAILED  # a failed
+
+
+def test_a_planned_one_success_node_after_a_success_runs_at_once(runtime: Runtime) -> None:
+    from dagwright.models import Node
+    from dagwright.orchestrator.runstate.machine import Dispatch, NewNode
+
+    run_id, _ = start(runtime, [{"id": "planner"}, {"id": "x"}, {"id": "y"}])
+    claim(runtime, run_id, "planner")
+    finish(runtime, run_id, "x", output='"X"')
+    spec = Node(
+        id="pick", type="function", function="noop", depends_on=["x", "y"], run_if="one_success"
+    )
+    dispatch = Dispatch("dw.function", 60)
+    advance = runtime.machine.expand(
+        run_id,
+        "planner",
+        1,
+        output_json="{}",
+        new_nodes=[NewNode("pick", spec.model_dump_json(), ["x", "y"], [], dispatch)],
+        output_nodes=None,
+        replaced=[],
+    )
+    assert advance is not None and [n.node_id for n in advance.ready] == ["pick"]
+    assert states(runtime, run_id)["y"] == "queued"
+
+
 def test_a_handlers_claim_reply_decodes_by_name_whatever_the_order() -> None:
     from dagwright.models import Node
 
@@ -286,8 +337,13 @@ def expected_states(nodes: list[dict[str, Any]], fails: set[str]) -> dict[str, s
         outcomes = [found[dep] for dep in node["depends_on"]]
         failed = sum(o in ("failed", "blocked") for o in outcomes)
         skipped = outcomes.count("skipped")
+        succeeded = outcomes.count("succeeded")
         rule = node.get("run_if", "all_succeeded")
         if rule == "all_succeeded" and (failed or skipped):
+            found[node["id"]] = "blocked" if failed else "skipped"
+        elif rule == "none_failed" and failed:
+            found[node["id"]] = "blocked"
+        elif rule == "one_success" and not succeeded:
             found[node["id"]] = "blocked" if failed else "skipped"
         elif rule == "any_failed" and not failed:
             found[node["id"]] = "skipped"

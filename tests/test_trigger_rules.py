@@ -8,9 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus, Settings
+from dagwright import (
+    Client,
+    PlanBuilder,
+    PlanError,
+    RunFailedError,
+    RunHandle,
+    RunStatus,
+    Settings,
+)
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
-from tests.support.functions import fixed_key
+from tests.support.functions import fixed_key, release_key
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -168,3 +177,128 @@ def test_the_trace_counts_skipped_nodes(client: Client, settings: Settings, tmp_
     shown = dagwright("trace", run.run_id, env=cli_env(settings, tmp_path))
     assert shown.returncode == 0, shown.stderr
     assert "2 nodes (1 skipped) · 1 attempts" in shown.stdout
+
+
+# --- none_failed and one_success ---------------------------------------------------------
+
+
+def node_states(run: RunHandle) -> dict[str, str]:
+    return {nid: n.status.value for nid, n in run.status().nodes.items()}
+
+
+def release(client: Client, run: RunHandle) -> None:
+    client.runtime.client.set(release_key(run.run_id), 1)
+
+
+def test_none_failed_runs_after_a_success_and_a_skipped_dependency(client: Client) -> None:
+    plan = PlanBuilder()
+    work = plan.function("work", "concat", params={"parts": ["built"]})
+    cleanup = plan.function("cleanup", "noop", depends_on=[work], run_if="any_failed")
+    plan.function("publish", "echo_inputs", depends_on=[work, cleanup], run_if="none_failed")
+    run = client.submit(plan.build())
+    assert run.result(timeout=30) == "built"  # a handler: not a default output
+    assert node_states(run) == {"work": "succeeded", "cleanup": "skipped", "publish": "succeeded"}
+    assert run.status().nodes["publish"].output == {
+        "work": {"status": "succeeded", "output": "built"},
+        "cleanup": {"status": "skipped"},
+    }
+
+
+def test_none_failed_is_blocked_at_the_first_failure_while_the_rest_still_runs(
+    client: Client,
+) -> None:
+    plan = PlanBuilder()
+    bad = plan.function("bad", "fail", params={"message": "the disk is full"})
+    slow = plan.function("slow", "held_until_released")
+    publish = plan.function("publish", "noop", depends_on=[bad, slow], run_if="none_failed")
+    plan.function("announce", "noop", depends_on=[publish])
+    run = client.submit(plan.build())
+    wait_until(lambda: node_states(run)["publish"] == "blocked", timeout=30, what="blocked")
+    assert node_states(run) == {
+        "bad": "failed",
+        "slow": "running",
+        "publish": "blocked",
+        "announce": "blocked",
+    }
+    release(client, run)
+    assert run.wait(timeout=30).status == RunStatus.FAILED
+    assert node_states(run)["slow"] == "succeeded"
+
+
+def test_one_success_starts_while_another_dependency_still_runs(client: Client) -> None:
+    plan = PlanBuilder()
+    fast = plan.function("fast", "concat", params={"parts": ["first"]})
+    slow = plan.function("slow", "held_until_released")
+    pick = plan.function("pick", "echo_inputs", depends_on=[fast, slow], run_if="one_success")
+    plan.function("use", "echo_inputs", depends_on=[pick])
+    run = client.submit(plan.build())
+    wait_until(lambda: node_states(run)["use"] == "succeeded", timeout=30, what="use done")
+    # slow cannot end before the release: pick (and what needs it) did not wait for it
+    assert node_states(run)["slow"] == "running"
+    picked = run.status().nodes["pick"].output
+    assert picked["fast"] == {"status": "succeeded", "output": "first"}
+    assert picked["slow"] in ({"status": "queued"}, {"status": "running"})  # no output yet
+    release(client, run)
+    state = run.wait(timeout=30)
+    assert state.status == RunStatus.SUCCEEDED and state.nodes["slow"].output == "released"
+    assert state.nodes["pick"].output == picked  # it ran once, with what it had then
+
+
+def test_one_success_is_blocked_when_every_dependency_failed(client: Client) -> None:
+    plan = PlanBuilder()
+    one = plan.function("one", "fail", params={"message": "the disk is full"})
+    two = plan.function("two", "fail", params={"message": "the disk is full"})
+    pick = plan.function("pick", "echo_inputs", depends_on=[one, two], run_if="one_success")
+    plan.function("use", "noop", depends_on=[pick])
+    run = client.submit(plan.build())
+    assert run.wait(timeout=30).status == RunStatus.FAILED
+    assert node_states(run) == {
+        "one": "failed",
+        "two": "failed",
+        "pick": "blocked",
+        "use": "blocked",
+    }
+
+
+def test_one_success_is_skipped_when_every_dependency_was_skipped(client: Client) -> None:
+    plan = PlanBuilder()
+    work = plan.function("work", "noop")
+    cleanup = plan.function("cleanup", "noop", depends_on=[work], run_if="any_failed")
+    plan.function("pick", "echo_inputs", depends_on=[cleanup], run_if="one_success")
+    run = client.submit(plan.build())
+    assert run.wait(timeout=30).status == RunStatus.SUCCEEDED
+    assert node_states(run) == {"work": "succeeded", "cleanup": "skipped", "pick": "skipped"}
+
+
+def test_a_replay_runs_the_one_success_and_none_failed_nodes_its_failure_blocked(
+    client: Client,
+) -> None:
+    plan = PlanBuilder()
+    fix = plan.function("fix", "broken_until_fixed")
+    bad = plan.function("bad", "fail", params={"message": "the disk is full"})
+    plan.function("pick", "echo_inputs", depends_on=[fix, bad], run_if="one_success")
+    plan.function("publish", "echo_inputs", depends_on=[fix], run_if="none_failed")
+    run = client.submit(plan.build())
+    assert run.wait(timeout=30).status == RunStatus.FAILED
+    assert node_states(run) == {
+        "fix": "failed",
+        "bad": "failed",
+        "pick": "blocked",
+        "publish": "blocked",
+    }
+    [letter] = [d for d in client.dlq.list(run_id=run.run_id) if d.node_id == "fix"]
+    client.runtime.client.set(fixed_key(run.run_id), 1)  # the cause, fixed
+    client.dlq.replay(letter.id)
+    state = run.wait(timeout=30)
+    assert state.status == RunStatus.FAILED  # bad still failed
+    assert node_states(run) == {
+        "fix": "succeeded",
+        "bad": "failed",
+        "pick": "succeeded",
+        "publish": "succeeded",
+    }
+    assert state.nodes["pick"].output == {
+        "fix": {"status": "succeeded", "output": "fixed"},
+        "bad": {"status": "failed", "error": FAILED_ON_PURPOSE},
+    }
+    assert state.nodes["publish"].output == {"fix": {"status": "succeeded", "output": "fixed"}}

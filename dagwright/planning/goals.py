@@ -20,7 +20,7 @@ from dagwright.errors import (
 )
 from dagwright.keys import Keys
 from dagwright.llm import build_llm
-from dagwright.models import Budget, Node, NodeStatus, Plan, Usage
+from dagwright.models import BLOCKED_BY_A_FAILURE, Budget, Node, NodeStatus, Plan, Usage
 from dagwright.orchestrator.runstate.machine import (
     REPLAN_ID_PLACEHOLDER,
     Advance,
@@ -258,8 +258,10 @@ def replanner_for(runtime: Runtime, run_id: str, failed: Node, error: str) -> Re
         for c in columns
     )
     # Handlers (nodes with a run_if rule) are not in the branch: the failure does not
-    # block them, it is what they run for (and it is not replaced before they run).
-    handlers = set(client.hkeys(keys.run_key(run_id, "run_if")))
+    # block them, it is what they run for (and it is not replaced before they run). A
+    # none_failed node is blocked by it, as a plain node is: it is in the branch.
+    rules = client.hgetall(keys.run_key(run_id, "run_if"))
+    handlers = {node for node, rule in rules.items() if rule not in BLOCKED_BY_A_FAILURE}
     branch = [failed.id, *pending_descendants(failed.id, dependents, states, handlers)]
     mine = [node for node in states if not node.startswith("_")]
     completed = [node for node in mine if states[node] == NodeStatus.SUCCEEDED.value]

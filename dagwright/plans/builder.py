@@ -73,8 +73,9 @@ class PlanBuilder:
         timeout_s: float | None = None,
         run_if: RunIf | None = None,
     ) -> str:
-        """A ``function`` node; ``run_if="any_failed"`` (or ``"all_done"``) makes it a
-        handler of its dependencies' failures (see ``Node.run_if``)."""
+        """A ``function`` node; ``run_if="any_failed"`` (or ``"all_done"``,
+        ``"none_failed"``, ``"one_success"``) makes it a handler of how its dependencies
+        ended (see ``Node.run_if``)."""
         return self.node(
             node_id,
             "function",

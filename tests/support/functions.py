@@ -83,6 +83,23 @@ def broken_until_fixed(ctx: NodeContext) -> str:
     return "fixed"
 
 
+def release_key(run_id: str) -> str:
+    return f"test:release:{{{run_id}}}"
+
+
+@dagwright.function
+def held_until_released(ctx: NodeContext, seconds: float = 30.0) -> str:
+    """Run until the test sets :func:`release_key` (at most ``seconds``): a dependency
+    that is provably still running while the test looks at what started meanwhile."""
+    client = _redis(ctx.settings.redis_url or "")
+    deadline = time.monotonic() + seconds
+    while not client.exists(release_key(ctx.run_id)):
+        if time.monotonic() > deadline:
+            raise PermanentError(f"{ctx.node_id} was not released within {seconds}s")
+        time.sleep(0.02)  # a poll of the test's gate, bounded by the deadline above
+    return "released"
+
+
 @dagwright.function
 def kill_my_process(ctx: NodeContext) -> None:
     """A poison message: SIGKILL the process running it, every time."""

@@ -153,7 +153,9 @@ def dependency_outcomes(outputs: dict[str, Any], states: Any, errors: Any) -> di
     ``{"status": "succeeded", "output": ...}``, ``{"status": "failed", "error":
     {"error_class", "message"}}``, ``{"status": "blocked"}`` or ``{"status": "skipped"}``,
     so that an output is never mistaken for an error (no traceback: a handler often
-    sends what it gets on, to a chat or a ticket)."""
+    sends what it gets on, to a chat or a ticket). A ``one_success`` handler starts at its
+    first success: a dependency still open is its state alone (``{"status": "running"}``,
+    ``"pending"``, ``"queued"``...), with no output."""
     failures = named_reply(errors)
     found: dict[str, Any] = {}
     for dep, state in named_reply(states).items():

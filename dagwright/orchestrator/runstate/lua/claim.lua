@@ -6,7 +6,9 @@
 -- 'llm_batch', '1' or '',
 -- 'run_inputs', JSON or '', 'inputs', {dep1, out1, ...}} and, for a node with a run_if rule
 -- (a handler, which may run after dependencies that did not succeed), 'outcomes', {dep1,
--- state1, ...} and 'errors', {dep, error JSON, ...} of its failed dependencies,
+-- state1, ...} (a one_success handler may start while some are still open: their state
+-- is 'pending', 'queued', 'running'... and they have no output) and 'errors', {dep,
+-- error JSON, ...} of its failed dependencies,
 -- {'status', 'held', 'holder', holder} or {'status', 'stale', 'why', why}. deliveries counts the claims since the node last
 -- recorded an outcome: each one more means a worker died running it (the poison guard).
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]

@@ -1,7 +1,7 @@
 -- Record a node's final failure and its dead letter; its dependents are decided by their
--- run_if rules (settle_dependents): an all_succeeded one, and every such node after it,
--- becomes BLOCKED; an any_failed or all_done handler runs once its dependencies have all
--- ended. Independent branches keep running, so their work is kept for a replay.
+-- run_if rules (settle_dependents): an all_succeeded or none_failed one, and every
+-- all_succeeded node after it, becomes BLOCKED; an any_failed or all_done handler runs
+-- once its dependencies have all ended (a one_success one at the first success). Independent branches keep running, so their work is kept for a replay.
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] error JSON; to re-plan the failed subgraph, also
 -- ARGV[6] the re-planners' id prefix, ARGV[7] a re-planner's spec with __replan_id__ for
 -- its id, ARGV[8] its dispatch (else ''). The re-planner is added in the same step, so

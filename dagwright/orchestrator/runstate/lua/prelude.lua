@@ -150,20 +150,44 @@ local function rule_of(node)
   return redis.call('HGET', K.run_if, node) or 'all_succeeded'
 end
 
+-- How many of `node`'s dependencies succeeded, from its counters: the final ones less
+-- those that failed, were blocked or skipped. O(dependencies): only one_success asks,
+-- and only when no success was just counted.
+local function succeeded_deps(node, remaining)
+  local deps = #cjson.decode(redis.call('HGET', K.deps, node))
+  return deps - remaining - counter(K.failed_deps, node) - counter(K.skipped_deps, node)
+end
+
+-- one_success: queued at the first success, its other dependencies may still be at
+-- work; once all are final and none succeeded, blocked if one failed, else skipped.
+local function one_success_fate(node, remaining, outcome)
+  if outcome == 'succeeded' or (outcome == nil and succeeded_deps(node, remaining) > 0) then
+    return 'queue'
+  end
+  if remaining > 0 then return false end
+  return counter(K.failed_deps, node) > 0 and 'blocked' or 'skipped'
+end
+
 -- What becomes of a not-yet-run node with `remaining` dependencies still open: 'queue',
 -- 'blocked', 'skipped', or false (it waits). all_succeeded: blocked at the first failed
 -- or blocked dependency (at once, as Airflow's upstream_failed), skipped if a dependency
--- was skipped; all_done: runs once all are final; any_failed: once all are final, runs
--- if one failed or was blocked, else is skipped. `outcome`: the final state just counted
--- (nil: any); after a success, an all_succeeded node still pending has no failure to
--- look for (the first one would have blocked it), which keeps the hot path short.
+-- was skipped; none_failed: blocked at the first failure too, queued once all are final
+-- (skipped ones allowed); all_done: runs once all are final; any_failed: once all are
+-- final, runs if one failed or was blocked, else is skipped; one_success: see above.
+-- `outcome`: the final state just counted (nil: any); after a success, a node still
+-- pending under a rule that waits for all has no failure to look for (the first one
+-- would have blocked it), which keeps the hot path short.
 local function fate(node, remaining, outcome)
-  if remaining > 0 and outcome == 'succeeded' then return false end  -- no rule decides yet
+  if remaining > 0 and outcome == 'succeeded' and not run_has_rules() then return false end
   local rule = rule_of(node)
-  if rule == 'all_succeeded' then
+  if rule == 'one_success' then return one_success_fate(node, remaining, outcome) end
+  if remaining > 0 and outcome == 'succeeded' then return false end  -- no rule decides yet
+  if rule == 'all_succeeded' or rule == 'none_failed' then
     if outcome ~= 'succeeded' and counter(K.failed_deps, node) > 0 then return 'blocked' end
     if remaining > 0 then return false end
-    if run_has_rules() and counter(K.skipped_deps, node) > 0 then return 'skipped' end
+    if rule == 'all_succeeded' and run_has_rules() and counter(K.skipped_deps, node) > 0 then
+      return 'skipped'
+    end
     return 'queue'
   end
   if remaining > 0 then return false end
