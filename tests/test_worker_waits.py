@@ -5,11 +5,12 @@ node's queue (naming it and the command that starts one). Real Valkey, real work
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dagwright import Client, PlanBuilder, Settings
+from dagwright import AsyncClient, Client, PlanBuilder, Settings
 from dagwright.cli.output import progress_line
 from dagwright.cli.runview import RunView
 from dagwright.keys import worker_type_of_queue
@@ -56,6 +57,17 @@ def test_a_run_submitted_with_no_live_worker_says_so_in_status(
     assert (waits["first"].on, waits["first"].name) == ("worker", "dw.function")
     assert waits["first"].describe().startswith(NO_WORKER + " (queued ")
     assert state.nodes["first"].status == NodeStatus.QUEUED
+
+
+def test_the_async_client_says_why_too(no_worker_settings: Settings) -> None:
+    async def status() -> RunState:
+        async with AsyncClient(no_worker_settings) as client:
+            run = await client.submit(two_steps().build())
+            return await client.status(run.run_id)
+
+    waits = worker_waits(asyncio.run(status()))
+    assert list(waits) == ["first"]
+    assert waits["first"].describe().startswith(NO_WORKER)
 
 
 def test_status_text_and_json_say_why_a_run_waits(
