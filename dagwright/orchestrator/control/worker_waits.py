@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from dagwright.keys import worker_type_of_queue
-from dagwright.models import NodeStatus, NodeWait, RunState
+from dagwright.models import NodeState, NodeStatus, NodeWait, RunState
 from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runstate.machine import Dispatch
 from dagwright.orchestrator.runtime import Runtime
@@ -45,9 +45,7 @@ class WorkerWaits:
         if not waits:
             return state
         nodes = {
-            node_id: node.model_copy(update={"waiting": waits[node_id]})
-            if node_id in waits
-            else node
+            node_id: waiting(node, waits[node_id]) if node_id in waits else node
             for node_id, node in state.nodes.items()
         }
         return state.model_copy(update={"nodes": nodes})
@@ -91,8 +89,12 @@ class WorkerWaits:
         nodes = list(unserved)
         key = self.runtime.keys.run_key(run_id, "queued")
         queued_at = self.runtime.client.zmscore(key, nodes)
+        made: dict[tuple[str, float], NodeWait] = {}  # a fan-out's nodes share theirs
+        for node, at_ms in zip(nodes, queued_at, strict=True):
+            if at_ms is not None and (unserved[node], at_ms) not in made:
+                made[unserved[node], at_ms] = worker_wait(unserved[node], at_ms, alive=alive)
         return {
-            node: worker_wait(unserved[node], at_ms, alive=alive)
+            node: made[unserved[node], at_ms]
             for node, at_ms in zip(nodes, queued_at, strict=True)
             if at_ms is not None
         }
@@ -115,6 +117,14 @@ def unserved_nodes(
     """The nodes (node -> queue) whose queue no live worker consumes."""
     consumed = {queue for worker in workers.values() for queue in worker.queues}
     return {node: queue for node, queue in queues.items() if queue not in consumed}
+
+
+def waiting(node: NodeState, wait: NodeWait) -> NodeState:
+    """``node`` waiting on ``wait`` (built without validating again what was read: a
+    10,000-node fan-out is annotated in milliseconds)."""
+    return NodeState.model_construct(
+        _fields_set=node.model_fields_set | {"waiting"}, **{**node.__dict__, "waiting": wait}
+    )
 
 
 def worker_wait(queue: str, queued_at_ms: float, *, alive: bool) -> NodeWait:
