@@ -85,6 +85,14 @@ def function_queue(queue: str) -> str:
     return queue_for(function_queue_type(queue))
 
 
+def worker_type_of_queue(queue: str) -> str:
+    """What ``dagwright worker --type`` calls the worker of Celery queue ``queue``:
+    ``orchestrator`` for the planner's, ``function:gpu`` for ``dw.function:gpu``."""
+    if queue == ORCHESTRATOR_QUEUE:
+        return ORCHESTRATOR_TYPE
+    return queue.removeprefix(QUEUE_PREFIX)
+
+
 def node_task_id(run_id: str, node_id: str, fence: int) -> str:
     """The Celery task id of a node's message: one per (run, node, fence), so a cancel
     can revoke the messages of the nodes it finds queued without having stored them."""

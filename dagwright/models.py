@@ -427,26 +427,35 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker", "slot", "batch"]
+    on: Literal["breaker", "slot", "batch", "worker", "queue"]
     """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
-    of a concurrency limit (the node is ``queued``; it is woken when a slot frees), or the
-    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``)."""
+    of a concurrency limit (the node is ``queued``; it is woken when a slot frees), the
+    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``), or
+    a worker: none is alive at all (``worker``), or none consumes the node's queue
+    (``queue``); these two are found when the run is read, never stored
+    (orchestrator/control/worker_waits.py)."""
     name: str
-    """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5`` or the limit
-    ``type:researcher``."""
+    """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5``, the limit
+    ``type:researcher`` or, waiting for a worker, the node's queue ``dw.coder``."""
     since: datetime
     """When this node began waiting on it (through one open period after another)."""
     until: datetime | None = None
     """When the node is due to try again (a breaker wait); None: when a slot frees."""
     last_failure: str = ""
     """The failure that last counted against the dependency (``"<class>: <message>"``)."""
+    worker_type: str = ""
+    """Waiting for a worker of a queue: what ``dagwright worker --type`` calls that worker
+    (``coder``, ``function:gpu``, ``orchestrator``)."""
 
     def describe(self, now: datetime | None = None) -> str:
         """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
-        ``waiting for a slot of type:researcher (full for 12 s)`` or ``waiting on batch
-        msgbatch_x for 300 s, polled again in 25 s``."""
+        ``waiting for a slot of type:researcher (full for 12 s)``, ``waiting on batch
+        msgbatch_x for 300 s, polled again in 25 s`` or ``waiting for a worker: no live
+        worker consumes dw.coder (start one: dagwright worker --type coder) (queued 40 s)``."""
         now = now or datetime.now(UTC)
         waited_s = max((now - self.since).total_seconds(), 0.0)
+        if self.on in ("worker", "queue"):
+            return f"{self.worker_hint()} (queued {waited_s:.0f} s)"
         if self.until is None:
             return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
         left_s = max((self.until - now).total_seconds(), 0.0)
@@ -456,6 +465,15 @@ class NodeWait(BaseModel):
             )
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
+
+    def worker_hint(self) -> str:
+        """What a node waiting for a worker needs, and the command that starts one."""
+        if self.on == "worker":
+            return "waiting for a worker: no live worker (start dagwright up, or dagwright worker)"
+        return (
+            f"waiting for a worker: no live worker consumes {self.name} "
+            f"(start one: dagwright worker --type {self.worker_type})"
+        )
 
 
 class NodeState(BaseModel):
@@ -473,7 +491,8 @@ class NodeState(BaseModel):
     error: ErrorInfo | None = None
     usage: Usage = Field(default_factory=Usage)
     waiting: NodeWait | None = None
-    """What the node waits on while it is parked in RETRY_WAIT (None otherwise)."""
+    """What the node waits on while it is parked (RETRY_WAIT, or QUEUED for a slot), or
+    while it is QUEUED and no live worker consumes its queue (None otherwise)."""
 
 
 class RunCounts(BaseModel):

@@ -59,7 +59,11 @@ def test_a_batched_run_waits_visibly_sends_its_call_once_and_pays_half(
     client = Client(settings)
     run = client.submit(one_agent("batched").build(), llm_batch=True)
 
-    wait_until(lambda: client.waits(run.run_id), timeout=90, what="the node waiting")
+    wait_until(  # (before the worker is up, the node waits for a worker)
+        lambda: {w.on for w in client.waits(run.run_id).values()} == {"batch"},
+        timeout=90,
+        what="the node waiting on its batch",
+    )
     wait = client.waits(run.run_id)["research"]
     assert wait.on == "batch" and wait.name.startswith("msgbatch_")
     env = cli_env(settings, tmp_path)
@@ -115,7 +119,11 @@ def test_an_expired_batch_sends_the_call_again(
     workers.start(settings)
     client = Client(settings)
     run = client.submit(one_agent("expired batch").build(), llm_batch=True)
-    wait_until(lambda: client.waits(run.run_id), timeout=90, what="the node waiting")
+    wait_until(  # (before the worker is up, the node waits for a worker)
+        lambda: {w.on for w in client.waits(run.run_id).values()} == {"batch"},
+        timeout=90,
+        what="the node waiting on its batch",
+    )
 
     fake_llm.batches.processing_s = 0.0  # the next batch answers at once
     assert fake_llm.batches.expire_all() == 1

@@ -109,7 +109,11 @@ def test_a_node_waits_visibly_on_an_open_breaker_then_is_dead_lettered_and_repla
     client = Client(settings)
     run = client.submit(one_agent("breaker stays open").build())
 
-    wait_until(lambda: client.waits(run.run_id), timeout=30, what="the node waiting")
+    wait_until(  # (before the worker is up, the node waits for a worker)
+        lambda: {w.on for w in client.waits(run.run_id).values()} == {"breaker"},
+        timeout=30,
+        what="the node waiting on its breaker",
+    )
     wait = client.waits(run.run_id)["research"]
     assert (wait.on, wait.name) == ("breaker", breaker)
     assert wait.last_failure == (

@@ -19,9 +19,10 @@ keys and arguments built by the sync store's ``create_call`` (runstate/creation.
 In a thread (``asyncio.to_thread``): ``submit``'s checks (``Client.run_request`` and
 ``prepare_run``: reading a plan file, validation, a goal's planner request, the live
 workers' capabilities over the sync Redis client) and its publish to Celery (kombu is
-synchronous); a keyed submit (``idempotency_key``) whole; ``cancel`` (the cancel script,
-then revoking messages through Celery) and ``find_runs`` (paged scans of the run index),
-on the sync ``Client``. One rule each, not a second copy.
+synchronous); a keyed submit (``idempotency_key``) whole; which queued nodes of a
+status wait for a worker (``Client.worker_waits``, only when some node is queued);
+``cancel`` (the cancel script, then revoking messages through Celery) and ``find_runs``
+(paged scans of the run index), on the sync ``Client``. One rule each, not a second copy.
 
 A client belongs to the event loop it is first used on (redis-py's asyncio pool does):
 make it inside ``asyncio.run``'s coroutine and ``aclose()`` it (or ``async with``).
@@ -158,8 +159,14 @@ class AsyncClient:
 
     @translated_async
     async def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
-        """A snapshot of the run and its nodes (outputs and result too, unless told not to)."""
-        return await self.store.read_state(run_id, include_outputs=include_outputs)
+        """A snapshot of the run and its nodes (outputs and result too, unless told not to);
+        a queued node no live worker serves says so (``Client.status``'s rule, in a thread)."""
+        from dagwright.orchestrator.control.worker_waits import queued_without_wait
+
+        state = await self.store.read_state(run_id, include_outputs=include_outputs)
+        if not queued_without_wait(state):
+            return state
+        return await asyncio.to_thread(self.sync.worker_waits.annotate, state)
 
     @translated_async
     async def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import UnknownNodeError
 from dagwright.json_views import iso, node_json
@@ -18,6 +18,9 @@ from dagwright.orchestrator.runstate.store import RunStore
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, Span
 from dagwright.telemetry.trace_reads import read_trace
+
+if TYPE_CHECKING:
+    from dagwright.orchestrator.control.worker_waits import WorkerWaits
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,14 @@ class NodeDetail:
         }
 
 
-def read_node_detail(store: RunStore, run_id: str, node_id: str) -> NodeDetail:
-    """The node ``node_id`` of run ``run_id`` (UnknownRunError, UnknownNodeError)."""
+def read_node_detail(
+    store: RunStore, run_id: str, node_id: str, worker_waits: WorkerWaits | None = None
+) -> NodeDetail:
+    """The node ``node_id`` of run ``run_id`` (UnknownRunError, UnknownNodeError); with
+    ``worker_waits``, saying so if it is queued and no live worker serves it."""
     state = store.read_state(run_id)
+    if worker_waits is not None:
+        state = worker_waits.annotate(state)
     node = state.nodes.get(node_id)
     if node is None:
         raise UnknownNodeError(run_id, node_id)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from dagwright.client.webhooks import WebhookClient
     from dagwright.orchestrator.broker import Broker
     from dagwright.orchestrator.control.runnable import LiveCapabilities
+    from dagwright.orchestrator.control.worker_waits import WorkerWaits
     from dagwright.orchestrator.runstate.scores import RunScores
     from dagwright.orchestrator.runstate.store import RunStore
     from dagwright.telemetry.run_trace import Trace
@@ -225,10 +226,19 @@ class Client:
         self.runtime.store.run_status(run_id)
         return RunHandle(self, run_id)
 
+    @cached_property
+    def worker_waits(self) -> WorkerWaits:
+        """Which queued nodes wait for a worker, as every read of a run says."""
+        from dagwright.orchestrator.control.worker_waits import WorkerWaits
+
+        return WorkerWaits(self.runtime, self.live_workers)
+
     @translated
     def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
-        """A snapshot of the run and its nodes (outputs and result too, unless told not to)."""
-        return self.runtime.store.read_state(run_id, include_outputs=include_outputs)
+        """A snapshot of the run and its nodes (outputs and result too, unless told not to);
+        a queued node no live worker serves says so in its ``waiting``."""
+        state = self.runtime.store.read_state(run_id, include_outputs=include_outputs)
+        return self.worker_waits.annotate(state)
 
     @translated
     def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
@@ -236,9 +246,10 @@ class Client:
 
     @translated
     def waits(self, run_id: str) -> dict[str, NodeWait]:
-        """What each node parked waits on (an open breaker, a Message Batch, a slot), by
-        node id."""
-        return self.runtime.store.waits(run_id)
+        """What each node parked waits on (an open breaker, a Message Batch, a slot), and
+        each queued node no live worker serves, by node id."""
+        parked = self.runtime.store.waits(run_id)
+        return {**parked, **self.worker_waits.of_queued(run_id, parked)}
 
     @translated
     def wait(
@@ -405,7 +416,7 @@ class Client:
         and trace spans. UnknownRunError, or UnknownNodeError if the run has no such node."""
         from dagwright.client.node_detail import read_node_detail
 
-        return read_node_detail(self.runtime.store, run_id, node_id)
+        return read_node_detail(self.runtime.store, run_id, node_id, self.worker_waits)
 
     def worker_types(self) -> list[dict[str, Any]]:
         """The registered worker types, as ``dagwright worker-types --json`` prints them."""
