@@ -267,9 +267,11 @@ def test_a_score_posted_through_the_api_shows_on_the_run_page(
         assert posted.status_code == 201, posted.text
     server.client.approvals.approve(run.run_id, "deploy")  # the page reads its run again
     wait_until(lambda: body_data(browser, "scoresShown") == "1", timeout=30, what="the score")
-    cells = [
-        cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#scores tr[data-score] td")
-    ]
+    # Read in one step: the table is drawn anew each time the page reads the run again.
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll('#scores tr[data-score] td')]"
+        ".map((cell) => cell.innerText);"
+    )
     assert cells[:3] == ["correctness", "0.8", hostile]  # the comment shown as text
     assert cells[3] == "test-operate · api"
     assert browser.find_elements(By.CSS_SELECTOR, "#scores img") == []

@@ -222,7 +222,7 @@ def test_a_login_link_opens_one_session_then_nothing(
             assert SESSION_COOKIE not in history.cookies
             forged = login_url(server.url, "dw_not-this-servers-token")
             assert history.get(forged).status_code == 401
-            not_ascii = forged.replace(forged[-1], "é")  # hmac takes ASCII only: not a 500
+            not_ascii = forged[:-1] + "é"  # hmac takes ASCII only: not a 500
             assert history.get(not_ascii).status_code == 401
             fresh = login_url(server.url, token)
             rebound = history.get(fresh, headers={"Host": "evil.localhost"})
