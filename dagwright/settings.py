@@ -313,6 +313,11 @@ class Settings(BaseSettings):
     """How long an approval request waits for a person before it counts as rejected
     (a node's ``approval_timeout_s`` overrides it)."""
 
+    worker_wait_grace_s: float = Field(5.0, ge=0)
+    """How long a queued node whose queue no live worker consumes goes unflagged: a worker
+    starting (the embedded stack's, a rollout's) is not reported as missing. Past it,
+    ``status``, ``watch``, the API and the dashboard say the node waits for a worker."""
+
     lease_s: float = Field(10.0, gt=0)
     """A running node's lease; its worker renews it. An expired lease re-queues the node."""
 

@@ -170,3 +170,16 @@ def test_the_worker_type_of_each_queue() -> None:
     assert worker_type_of_queue("dw.coder") == "coder"
     assert worker_type_of_queue("dw.function:gpu") == "function:gpu"
     assert worker_type_of_queue("dw.orchestrator") == "orchestrator"
+
+
+def test_a_node_queued_a_moment_ago_is_not_yet_said_to_wait(
+    no_worker_settings: Settings,
+) -> None:
+    settings = no_worker_settings.model_copy(update={"worker_wait_grace_s": 2.0})
+    client = Client(settings)
+    run = client.submit(two_steps().build())
+
+    assert worker_waits(client.status(run.run_id)) == {}  # its worker may be starting
+    assert client.waits(run.run_id) == {}
+    waits = wait_until(lambda: worker_waits(client.status(run.run_id)), timeout=10)
+    assert list(waits) == ["first"] and waits["first"].on == "worker"

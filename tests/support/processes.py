@@ -18,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The timings and limits tests shorten, passed on to the worker processes.
 PASSED_SETTINGS = (
     "lease_s",
+    "worker_wait_grace_s",
     "heartbeat_interval_s",
     "reconcile_interval_s",
     "publish_grace_s",

@@ -29,6 +29,7 @@ FAST_TIMINGS: dict[str, Any] = {
     "llm_retry_after_cap_s": 1.0,
     "beat_interval_s": 0.25,
     "beat_lock_timeout_s": 3,
+    "worker_wait_grace_s": 0.0,  # tests/test_worker_waits.py tests the grace itself
 }
 
 

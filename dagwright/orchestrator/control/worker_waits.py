@@ -85,10 +85,15 @@ class WorkerWaits:
 
     def _waits(self, run_id: str, unserved: dict[str, str], *, alive: bool) -> dict[str, NodeWait]:
         """The waits of the ``unserved`` nodes (node -> queue) still queued, since they
-        were queued (a node claimed meanwhile has left the ``queued`` set: none)."""
+        were queued (a node claimed meanwhile has left the ``queued`` set: none), once
+        queued longer than ``worker_wait_grace_s``."""
         nodes = list(unserved)
         key = self.runtime.keys.run_key(run_id, "queued")
         queued_at = self.runtime.client.zmscore(key, nodes)
+        grace_ms = self.runtime.settings.worker_wait_grace_s * 1000
+        if grace_ms:  # queued a moment ago: its worker may be starting
+            newest = self.runtime.store.server_time_ms() - grace_ms
+            queued_at = [at if at is not None and at <= newest else None for at in queued_at]
         made: dict[tuple[str, float], NodeWait] = {}  # a fan-out's nodes share theirs
         for node, at_ms in zip(nodes, queued_at, strict=True):
             if at_ms is not None and (unserved[node], at_ms) not in made:
