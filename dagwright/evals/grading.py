@@ -41,12 +41,17 @@ class CaseGrader:
         ask or names a retired model (one near its end of life is warned of)."""
         from dagwright.llm.model_lifecycle import warn_of_end_of_life
 
-        settings = self.client.settings
-        default = settings.eval_judge_model or settings.default_model
         judges = [s for c in cases for s in self.suite.scorers_of(c) if isinstance(s, Judge)]
         if judges:
-            warn_of_end_of_life({judge.model or default for judge in judges}, settings)
+            models = {judge.model or self.default_judge_model for judge in judges}
+            warn_of_end_of_life(models, self.client.settings)
             self.judge_llm()
+
+    @property
+    def default_judge_model(self) -> str:
+        """The model of a judge that names none."""
+        settings = self.client.settings
+        return settings.eval_judge_model or settings.default_model
 
     def judge_llm(self) -> LLM:
         with self._judge_lock:
@@ -101,7 +106,7 @@ class CaseGrader:
                 llm=self.judge_llm(),
                 redis_client=runtime.client,
                 keys=runtime.keys,
-                default_model=settings.eval_judge_model or settings.default_model,
+                default_model=self.default_judge_model,
                 ttl_s=settings.eval_judge_cache_ttl_s,
             )
         except DagwrightError as exc:  # the judge's failure is this score's, not the eval's
