@@ -26,12 +26,14 @@ Reliability settings and why:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
+from dagwright.models import AGED_PRIORITY, MIN_PRIORITY
 from dagwright.redis_endpoint import (
     credential_options,
     is_sentinel_url,
@@ -42,6 +44,15 @@ from dagwright.redis_endpoint import (
     with_credentials,
 )
 from dagwright.settings import Settings
+
+# kombu's Redis transport keeps one list per priority step and pops them in step order,
+# 0 first (the opposite of RabbitMQ's x-max-priority, where higher comes first): one step
+# per dagwright priority (5 is step 1, the default 3 step 3, 1 step 5) and step 0, the
+# list named as the queue, for aged nodes (AGED_PRIORITY) and for messages without a
+# priority (Celery's own, an older client's): served first.
+KOMBU_PRIORITY_STEPS = tuple(range(AGED_PRIORITY - MIN_PRIORITY + 1))
+KOMBU_PRIORITY_SEP = "\x06\x16"  # kombu's default, between a queue's name and its step
+REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels", "redis+socket")
 
 # A node's own deadline (its timeout_s, kept by the lease keeper) comes first; Celery's
 # soft limit (the task gets an exception) this much later, its hard kill later still.
@@ -61,6 +72,7 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
             "socket_connect_timeout": 5,
             "socket_keepalive": True,
             "health_check_interval": 10,
+            "priority_steps": list(KOMBU_PRIORITY_STEPS),
             **sentinel_transport_options(broker_url, settings),
         },
         "broker_pool_limit": 10,
@@ -106,6 +118,25 @@ class DagwrightCelery(Celery):
         self.dagwright_settings = settings
         self.worker_name: str | None = None
         self.conf.update(celery_config(settings, broker_url))
+
+
+def broker_priority(priority: int, broker_url: str) -> int:
+    """A message's priority as the broker orders it, from dagwright's (1 to 5, higher
+    first, and ``AGED_PRIORITY``, 6, above them): kombu's Redis transport serves its
+    step 0 first, so 6 becomes 0, 5 becomes 1 and 1 becomes 5; RabbitMQ (a queue
+    declared with ``x-max-priority`` 6) serves higher first: sent as it is."""
+    if broker_url.partition("://")[0] in REDIS_SCHEMES:
+        return AGED_PRIORITY - priority
+    return priority
+
+
+def priority_lists(queues: Sequence[str]) -> list[str]:
+    """The Redis lists of ``queues``, one per kombu priority step, each queue's in turn."""
+    return [
+        f"{queue}{KOMBU_PRIORITY_SEP}{step}" if step else queue
+        for queue in queues
+        for step in KOMBU_PRIORITY_STEPS
+    ]
 
 
 def create_app(settings: Settings, broker_url: str) -> DagwrightCelery:

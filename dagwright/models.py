@@ -38,6 +38,17 @@ MAX_PARAMS_DEPTH = 32
 """Levels of nesting of a node's ``params``: enough for any real arguments, and far from
 the recursion limits of the JSON code that reads them."""
 
+MIN_PRIORITY = 1
+MAX_PRIORITY = 5
+DEFAULT_PRIORITY = 3
+"""Run and node priorities: a small range, higher first (``docs/architecture.md`` §2,
+"Priorities and fairness"): RabbitMQ's order; kombu's Redis transport, where 0 comes
+first, is given ``AGED_PRIORITY - priority`` (``app.broker_priority``)."""
+AGED_PRIORITY = MAX_PRIORITY + 1
+"""Above every priority a plan may ask for: a node that waited past
+``priority_aging_s`` is published again at it, so no priority waits forever."""
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+
 RunIf = Literal["all_succeeded", "all_done", "any_failed", "none_failed", "one_success"]
 """A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
 DEFAULT_RUN_IF: RunIf = "all_succeeded"
@@ -147,6 +158,10 @@ class Node(BaseModel):
     """Retry policy; unset means the worker type's default."""
     timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """Execution time limit; unset means ``settings.default_timeout_s``."""
+    priority: Priority | None = None
+    """1 to 5, higher first: this node's place among the nodes waiting for a worker,
+    instead of its run's priority (default 3). A long wait lifts it to the top
+    (``priority_aging_s``), so a low priority is late, never starved."""
     approval: Literal["required"] | None = None
     """``required``: a person approves the node (``dagwright approve``) before it runs."""
     approval_timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
@@ -231,6 +246,10 @@ class Plan(BaseModel):
     """Wall-clock limit of the whole run, from its submission: past it, the run's open
     nodes are cancelled and the run fails ("timed out after ..."). Unset: none. A
     ``timeout_s`` given at submit wins; a planner's plan cannot set it."""
+    priority: Priority | None = None
+    """1 to 5, higher first (unset: 3): where the run's nodes stand among the nodes
+    waiting for a worker; a node's own ``priority`` wins. A ``priority`` given at submit
+    wins; a planner's plan cannot set it."""
     response_cache: bool = False
     """Answer the run's agent calls (planner included) from the cross-run response cache
     when the very same request was answered before, at 0 tokens (``llm/cache.py``). A

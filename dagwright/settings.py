@@ -341,6 +341,22 @@ class Settings(BaseSettings):
     only per worker slot (orchestrator/execution/pool.py). Off: every node is a Celery
     message of its own."""
 
+    # Priorities and fairness (docs/architecture.md §2, "Priorities and fairness").
+    priority_aging_s: float = Field(120.0, ge=0)
+    """A node whose message has waited this long for a worker (a lower priority behind a
+    steady stream of higher ones) is published again ahead of every priority, so no
+    priority waits forever; 0 turns aging off (strict priorities)."""
+    priority_aging_per_pass: int = Field(100, ge=1)
+    """Most nodes of one run a reconciler pass lifts by aging: a backlog older than
+    ``priority_aging_s`` goes ahead in slices, not as a flood of second messages."""
+
+    fair_dispatch: bool = True
+    """A worker running a chain or pulling a fan-out of one run hands its next node back to
+    the broker, instead of running it at once, while another message of at least that
+    node's priority waits in a queue it consumes: one run's backlog cannot hold a worker
+    while other runs wait (orchestrator/execution/fairness.py). Off: a worker keeps
+    serving its run for the few seconds eager continuation allows."""
+
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""
 

@@ -14,10 +14,12 @@ import redis
 from celery.worker import state as worker_state
 
 from dagwright import Client, PlanBuilder, RunStatus
+from dagwright.app import KOMBU_PRIORITY_STEPS
 from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager_slot
+from dagwright.orchestrator.execution.fairness import WaitingMessages
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
@@ -73,12 +75,21 @@ def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
     assert execute_node(worker_env, warm_up, "w", 1) == Outcome.SUCCEEDED
     chain = [{"id": "a"}, *({"id": b, "depends_on": [a]} for a, b in ("ab", "bc", "cd"))]
     run_id, _ = start(worker_env.runtime, chain)
+    # Fairness (fairness.py) looks at the messages waiting at most every 10 ms: here once.
+    worker_env.waiting = WaitingMessages(worker_env.broker, clock=lambda: 0.0)
     with counting_round_trips(monkeypatch) as sent:
         assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
     assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
-    # claim + complete for each node (no publish, no confirmation), and once the run has
+    # claim + complete for each node (no publish, no confirmation), the one look at the
+    # messages waiting (a pipeline of an LRANGE per priority), and once the run has
     # ended, dropping it from the active runs
-    assert sent == ["EVALSHA"] * (2 * len(chain) + 1), sent
+    reading = "+".join(["LRANGE"] * len(KOMBU_PRIORITY_STEPS))
+    assert [call for call in sent if call != "PING"] == [
+        "EVALSHA",
+        "EVALSHA",
+        reading,
+        *["EVALSHA"] * (2 * len(chain) - 1),
+    ], sent
     assert worker_env.broker.queue_depth(QUEUE) == 0
 
 

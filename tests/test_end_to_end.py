@@ -102,6 +102,9 @@ class DroppingBroker:
     def queue_depth(self, queue: str) -> int:
         return 0
 
+    def next_task_ids(self, queues: object, depth: int) -> list[str]:
+        return []
+
 
 @pytest.mark.parametrize("confirm", [False, True], ids=["never-confirmed", "confirmed-but-lost"])
 def test_a_node_whose_message_was_lost_is_published_again(

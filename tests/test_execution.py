@@ -77,6 +77,9 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
         def queue_depth(self, queue: str) -> int:
             return 0
 
+        def next_task_ids(self, queues: object, depth: int) -> list[str]:
+            return []
+
     bare_runtime = dataclasses.replace(runtime, given_registry=WorkerRegistry())
     leases = LeaseKeeper(runtime.machine, lease_s=10, interval_s=1)
     broker = Broker()

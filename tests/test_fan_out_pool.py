@@ -16,6 +16,7 @@ from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.execution.fairness import WaitingMessages
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.settings import Settings
@@ -128,6 +129,9 @@ def test_a_worker_drains_the_pool_at_two_round_trips_a_node_and_wakes_the_other_
     worker_env.backlog = QueueBacklog(
         worker_env.broker
     )  # (and its reading of the queue is forgotten)
+    # The wake-up message waits, as no worker here takes it: with fairness on, this worker
+    # would give its turn to it (tests/test_fairness.py).
+    worker_env.fair = False
     run_id, _ = start(worker_env.runtime, fan_out(10))
     with counting_round_trips(monkeypatch) as sent:
         assert execute_node(worker_env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
@@ -164,6 +168,7 @@ def test_when_messages_wait_for_every_slot_the_worker_runs_the_branches_itself(
         [ReadyNode(other_run, "x", 1, Dispatch(queue=QUEUE, time_limit_s=60))]
     )
     run_id, _ = start(worker_env.runtime, DIAMOND)
+    worker_env.fair = False  # with fairness, this worker gives way to x (test_fairness.py)
     # b is kept; the other slot has a message to run first: c is pooled, not published,
     # and this worker pulls it after b, then runs d
     assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
@@ -180,6 +185,9 @@ def test_in_a_burst_a_node_waking_another_slot_stays_within_four_round_trips(
     purge(worker_env)
     worker_env.backlog = QueueBacklog(worker_env.broker, clock=lambda: 0.0)  # one reading, reused
     assert worker_env.backlog.of(QUEUE) == 0
+    # so is fairness's look at the messages waiting (fairness.py)
+    worker_env.waiting = WaitingMessages(worker_env.broker, clock=lambda: 0.0)
+    assert worker_env.waiting.runs_in(frozenset({QUEUE})) == frozenset()
     run_id, _ = start(worker_env.runtime, DIAMOND)
     with counting_round_trips(monkeypatch) as sent:
         assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
@@ -221,7 +229,7 @@ def test_a_pool_whose_workers_died_is_published_by_the_reconciler(
     monkeypatch.setattr(attempt, "claim_node", dies_before_its_kept_node)
     with pytest.raises(SystemExit):
         execute_node(worker_env, run_id, "root", 1, long_slot())
-    pooled = [member.split("\t")[1] for member in pool_members(worker_env, run_id)]
+    pooled = [member.split("\t")[-1] for member in pool_members(worker_env, run_id)]
     assert len(pooled) == 4  # six children: one kept, one published, four pooled
     machine = worker_env.runtime.machine
     # its queue empty and the nodes old: still, pooled nodes are not "stranded"

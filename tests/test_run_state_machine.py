@@ -308,6 +308,9 @@ def test_the_reconciler_forgets_finished_runs(runtime: Runtime, redis_client: re
         def queue_depth(self, queue: str) -> int:
             return 0
 
+        def next_task_ids(self, queues: object, depth: int) -> list[str]:
+            return []
+
     redis_client.zadd(runtime.keys.run_index, {"long-expired": 1})
     report = Reconciler(runtime, NoBroker()).run_once()
     assert report.ran and report.finished == [run_id]

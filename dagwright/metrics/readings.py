@@ -15,6 +15,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from dagwright.app import KOMBU_PRIORITY_STEPS, priority_lists
 from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
@@ -40,11 +41,6 @@ COUNTER_FAMILIES = (
     counters.NODE_DURATION,
     counters.SANDBOX_EXECUTIONS,
 )
-# kombu's Redis transport keeps a queue in one list per priority step: the queue's name for
-# priority 0 (all dagwright publishes), "<queue>\x06\x16<step>" for the others. Summed
-# like kombu's own queue size, so messages sent with a priority are not missed.
-KOMBU_PRIORITY_SEP = "\x06\x16"
-KOMBU_PRIORITY_STEPS = (3, 6, 9)
 # As the settings spell them (dagwright.redis_endpoint).
 REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels")
 
@@ -141,15 +137,15 @@ class MetricsReader:
         return replies
 
     def _queue_depths(self) -> dict[str, int] | None:
+        """Each queue's messages: its lists of every priority step summed (app.py), as
+        kombu's own queue size does."""
         if self.broker is None:
             return None
         pipe = self.broker.pipeline(transaction=False)
-        for queue in self.queues:
-            pipe.llen(queue)
-            for step in KOMBU_PRIORITY_STEPS:
-                pipe.llen(f"{queue}{KOMBU_PRIORITY_SEP}{step}")
+        for name in priority_lists(self.queues):
+            pipe.llen(name)
         lengths = pipe.execute()
-        per_queue = 1 + len(KOMBU_PRIORITY_STEPS)
+        per_queue = len(KOMBU_PRIORITY_STEPS)
         return {
             queue: sum(lengths[i * per_queue : (i + 1) * per_queue])
             for i, queue in enumerate(self.queues)

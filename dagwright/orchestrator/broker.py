@@ -7,6 +7,7 @@ imports Celery.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Protocol
 
 from dagwright.errors import ConfigurationError
@@ -22,6 +23,12 @@ class Broker(Protocol):
 
     def queue_depth(self, queue: str) -> int | None:
         """Messages waiting in ``queue``, or None if the broker cannot tell."""
+        ...
+
+    def next_task_ids(self, queues: Sequence[str], depth: int) -> list[str]:
+        """The task ids of the next ``depth`` messages in line in each of ``queues`` (at
+        each priority), in one round trip; [] if the broker cannot tell. A message
+        without a task id counts as ``""``."""
         ...
 
     def revoke(self, nodes: list[ReadyNode]) -> None:

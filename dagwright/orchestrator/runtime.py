@@ -12,7 +12,7 @@ import redis
 
 from dagwright.connection import connect, require_redis_url
 from dagwright.keys import Keys
-from dagwright.models import Node
+from dagwright.models import DEFAULT_PRIORITY, Node
 from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
 from dagwright.redaction import known_secrets
@@ -105,13 +105,15 @@ class Runtime:
             counters=Counters(client, keys),
         )
 
-    def dispatch_for(self, node: Node) -> Dispatch:
+    def dispatch_for(self, node: Node, run_priority: int = DEFAULT_PRIORITY) -> Dispatch:
+        """How ``node`` is published: at its own priority, else its run's."""
         worker_type = self.registry.get(node.type)
         return Dispatch(
             queue=worker_type.queue_of(node),
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,
             task=worker_type.task,
             worker_type=worker_type.name,
+            priority=node.priority or run_priority,
         )
 
     def live_worker_queues(self) -> set[str]:

@@ -20,7 +20,16 @@ from dagwright.errors import (
 )
 from dagwright.keys import Keys
 from dagwright.llm import build_llm
-from dagwright.models import BLOCKED_BY_A_FAILURE, Budget, Node, NodeStatus, Plan, Usage
+from dagwright.models import (
+    BLOCKED_BY_A_FAILURE,
+    DEFAULT_PRIORITY,
+    Budget,
+    Node,
+    NodeStatus,
+    Plan,
+    Usage,
+)
+from dagwright.orchestrator.runstate.creation import PRIORITY_FIELD
 from dagwright.orchestrator.runstate.machine import (
     REPLAN_ID_PLACEHOLDER,
     Advance,
@@ -130,10 +139,14 @@ def plan_request(
     )
 
 
-def planner_graph(request: PlanRequest) -> PlanGraph:
-    """The graph a goal run starts with: one planner node."""
+def planner_graph(request: PlanRequest, priority: int | None = None) -> PlanGraph:
+    """The graph a goal run starts with: one planner node, at the run's ``priority``
+    (which the nodes it plans inherit)."""
     node = Node(
-        id=PLAN_NODE_ID, type=PLANNER_TYPE, params=request.model_dump(exclude_defaults=True)
+        id=PLAN_NODE_ID,
+        type=PLANNER_TYPE,
+        params=request.model_dump(exclude_defaults=True),
+        priority=priority,
     )
     plan = Plan(goal=request.goal, output=[], nodes=[node])
     return PlanGraph(plan=plan, dependents={PLAN_NODE_ID: []}, topological_order=[PLAN_NODE_ID])
@@ -141,10 +154,12 @@ def planner_graph(request: PlanRequest) -> PlanGraph:
 
 def planned_plan(output: Any, request: PlanRequest, settings: Settings) -> Plan:
     """A planner's plan, without run options of its own (the run's are the submitter's:
-    budget, response cache, webhooks — no model output picks where run data goes), with
-    the run's inputs in its templates."""
-    plan = Plan.model_validate(output).model_copy(
-        update={"budget": None, "response_cache": False, "webhooks": []}
+    budget, response cache, webhooks — no model output picks where run data goes — and
+    its nodes run at the run's priority), with the run's inputs in its templates."""
+    plan = Plan.model_validate(output)
+    nodes = [node.model_copy(update={"priority": None}) for node in plan.nodes]
+    plan = plan.model_copy(
+        update={"budget": None, "response_cache": False, "webhooks": [], "nodes": nodes}
     )
     return with_run_inputs(plan, request, settings)
 
@@ -206,7 +221,7 @@ def prepare_expansion(runtime: Runtime, ctx: NodeContext, node: Node, output: An
             spec_json=planned.model_dump_json(exclude_defaults=True),
             deps=planned.depends_on,
             dependents=graph.dependents[planned.id],
-            dispatch=runtime.dispatch_for(planned),
+            dispatch=runtime.dispatch_for(planned, node.priority or DEFAULT_PRIORITY),
         )
         for planned in plan.nodes
     ]
@@ -287,12 +302,18 @@ def replanner_for(runtime: Runtime, run_id: str, failed: Node, error: str) -> Re
         type=PLANNER_TYPE,
         params=request.model_dump(exclude_defaults=True),
         depends_on=used,
+        priority=run_priority(run),
     )
     return Replanner(
         id_prefix=REPLAN_NODE_PREFIX,
         spec_template=template.model_dump_json(exclude_defaults=True),
         dispatch=runtime.dispatch_for(template),
     )
+
+
+def run_priority(run: dict[str, str]) -> int:
+    """The run's priority, from its hash (the default for runs created before it)."""
+    return int(run.get(PRIORITY_FIELD, DEFAULT_PRIORITY))
 
 
 def pending_descendants(

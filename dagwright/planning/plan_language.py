@@ -5,11 +5,13 @@ every field described (the plan models' docstrings, ``models.PLAN_MODEL_CONFIG``
 schema is the model's whole manual of the per-node controls (``output_schema``, ``model``,
 ``tools``, ``max_tokens``, ``retry``, ``timeout_s``, ``run_if``).
 
-A plan's run options (budget, timeout, response cache, inputs schema, webhooks) are the
-submitter's to set, never a model's: no model output picks where run data goes or how
-much the run may spend. They are not offered, and a plan that sets one anyway is refused
-with a problem the model is told (``PlannedPlan``), instead of being stripped in silence
-as before: a model that believes its budget holds plans around it.
+A plan's run options (budget, timeout, response cache, inputs schema, webhooks, priority)
+are the submitter's to set, never a model's: no model output picks where run data goes or
+how much the run may spend. They are not offered, and a plan that sets one anyway is
+refused with a problem the model is told (``PlannedPlan``), instead of being stripped in
+silence as before: a model that believes its budget holds plans around it. A node's
+``priority`` is not offered either; one a planned plan sets anyway is dropped (its nodes
+run at their run's priority: no model output puts its work ahead of other runs').
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from pydantic import ConfigDict, model_validator
 
 from dagwright.models import PLAN_MODEL_CONFIG, Plan
 
-RUN_OPTIONS = ("budget", "timeout_s", "response_cache", "inputs", "webhooks")
+RUN_OPTIONS = ("budget", "timeout_s", "response_cache", "inputs", "webhooks", "priority")
 """Plan fields that set the run, not a node: the submitter's, never a planned plan's."""
 
 
 def _without_run_options(schema: dict[str, Any]) -> None:
     for name in RUN_OPTIONS:
         schema.get("properties", {}).pop(name, None)
+    # A node's priority is the submitter's too: a planned node runs at its run's.
+    schema.get("$defs", {}).get("Node", {}).get("properties", {}).pop("priority", None)
     schema["description"] = (
         "A plan: the nodes (subtasks) of a dependency graph, and which of them answer "
         "the goal. The run's budget, timeout and notifications are the submitter's, not "

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 
 from celery import Celery
 
-from dagwright.app import HARD_LIMIT_GRACE_S, SOFT_LIMIT_GRACE_S
+from dagwright.app import (
+    HARD_LIMIT_GRACE_S,
+    REDIS_SCHEMES,
+    SOFT_LIMIT_GRACE_S,
+    broker_priority,
+    priority_lists,
+)
 from dagwright.connection import not_redis, speaks_no_redis
 from dagwright.keys import QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
@@ -55,6 +63,7 @@ class CeleryBroker:
             args=[node.run_id, node.node_id, node.fence],
             task_id=node_task_id(node.run_id, node.node_id, node.fence),
             queue=node.dispatch.queue,
+            priority=broker_priority(node.dispatch.priority, self.app.conf.broker_url or ""),
             **readable_as(node),
             # dagwright's own deadline (the lease keeper) acts first, in every pool; these
             # end a node that ignores it, in the prefork pool.
@@ -82,6 +91,32 @@ class CeleryBroker:
         except Exception:
             log.warning("cannot read the depth of %s", queue, exc_info=True)
             return None
+
+    def next_task_ids(self, queues: Sequence[str], depth: int) -> list[str]:
+        """On Redis, one pipeline of an LRANGE of the ``depth`` messages next in line
+        (kombu pops a list's right end) per queue and priority step; elsewhere []."""
+        url = self.app.conf.broker_url or ""
+        if url.partition("://")[0] not in REDIS_SCHEMES:
+            return []
+        try:
+            with self.app.connection_or_acquire() as conn:
+                client = conn.default_channel.client
+                with client.pipeline(transaction=False) as pipe:
+                    for name in priority_lists(queues):
+                        pipe.lrange(name, -depth, -1)
+                    return [task_id_of(raw) for found in pipe.execute() for raw in found]
+        except Exception:
+            log.warning("cannot read the messages waiting in %s", queues, exc_info=True)
+            return []
+
+
+def task_id_of(raw: bytes | str) -> str:
+    """The task id of a message as kombu's Redis transport stores it ("" if none)."""
+    try:
+        headers = json.loads(raw).get("headers") or {}
+        return str(headers.get("id") or "")
+    except (ValueError, AttributeError):
+        return ""
 
 
 def worker_type_of(dispatch: Dispatch) -> str:

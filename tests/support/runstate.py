@@ -28,6 +28,9 @@ class RecordingBroker:
     def queue_depth(self, queue: str) -> int:
         return 0
 
+    def next_task_ids(self, queues: object, depth: int) -> list[str]:
+        return []
+
 
 def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """Create a run; return its id and the roots queued (fence 1)."""

@@ -13,10 +13,21 @@ from typing import Any
 from dagwright.egress import EgressPolicy
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.llm.model_lifecycle import warn_of_end_of_life
-from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, RunStatus, Webhook
+from dagwright.models import (
+    DEFAULT_PRIORITY,
+    MAX_DURATION_S,
+    MAX_PRIORITY,
+    MAX_WEBHOOKS,
+    MIN_PRIORITY,
+    Budget,
+    Plan,
+    RunStatus,
+    Webhook,
+)
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.runstate.creation import (
+    PRIORITY_FIELD,
     RUN_INPUTS_FIELD,
     Creation,
     KeyClaim,
@@ -73,6 +84,7 @@ def start_run(
     run_id: str | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
+    priority: int | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
     new one; another if an idempotency key names an earlier run). PlanError (with every
@@ -92,7 +104,9 @@ def start_run(
     defaults filled in) and put in its ``{{ inputs.… }}`` templates before the plan is
     validated and stored (RunInputError, one line per problem); a goal's are handed to
     its planner, whose plan may use them the same way. ``webhooks``: told when the run
-    ends, with the plan's own (dagwright/webhooks/)."""
+    ends, with the plan's own (dagwright/webhooks/). ``priority`` (else the plan's, else
+    3): 1 to 5, higher first, the run's nodes' place among the nodes waiting for a
+    worker (a node's own ``priority`` wins)."""
     new_run = prepare_run(
         runtime,
         plan=plan,
@@ -106,6 +120,7 @@ def start_run(
         live_workers=live_workers,
         inputs=inputs,
         webhooks=webhooks,
+        priority=priority,
     )
     return write_run(runtime, broker, run_id or new_run_id(), new_run, idempotency_key)
 
@@ -124,6 +139,7 @@ def prepare_run(
     live_workers: LiveCapabilities | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
+    priority: int | None = None,
 ) -> NewRun:
     """What ``start_run`` writes, checked (the same arguments, the same errors) and
     nothing written: the part a submit shares with ``AsyncClient``'s."""
@@ -148,6 +164,9 @@ def prepare_run(
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
+    nodes_priority = run_priority(priority, plan)
+    if own_priority(nodes_priority) is not None:
+        fields[PRIORITY_FIELD] = nodes_priority
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
     if goal is not None:  # checked first: a refused submit must not take its key
@@ -158,7 +177,7 @@ def prepare_run(
             "replan_max": settings.replan_max if replan else 0,
             **fields,
         }
-        graph = planner_graph(request)
+        graph = planner_graph(request, own_priority(nodes_priority))
         status, output_nodes = RunStatus.PLANNING, []
         models = models_of_goal(runtime.registry, settings, request.worker_types)
         needs = needs_of_goal()
@@ -172,7 +191,11 @@ def prepare_run(
     if live_workers is not None:
         live_workers.require(needs, settings.imports)
     return NewRun.of(
-        graph, runtime.dispatch_for, status=status, output_nodes=output_nodes, extra=fields
+        graph,
+        lambda node: runtime.dispatch_for(node, nodes_priority),
+        status=status,
+        output_nodes=output_nodes,
+        extra=fields,
     )
 
 
@@ -262,6 +285,23 @@ def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
     if timeout_s is None and plan is not None:
         return plan.timeout_s
     return timeout_s
+
+
+def run_priority(priority: int | None, plan: Plan | None) -> int:
+    """The run's priority: the one given at submit, else the plan's, else the default."""
+    if priority is not None and not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise InputError(
+            f"the priority must be {MIN_PRIORITY} to {MAX_PRIORITY} (higher first), not {priority}"
+        )
+    if priority is None and plan is not None:
+        priority = plan.priority
+    return DEFAULT_PRIORITY if priority is None else priority
+
+
+def own_priority(priority: int) -> int | None:
+    """A priority to write down: None for the default (a default run's request digest,
+    and its planner node, stay what they were before priorities)."""
+    return None if priority == DEFAULT_PRIORITY else priority
 
 
 def run_response_cache(response_cache: bool | None, plan: Plan | None) -> bool:

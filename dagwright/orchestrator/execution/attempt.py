@@ -35,6 +35,12 @@ from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.execution.backoff import compute_backoff
 from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.execution.fairness import (
+    Turn,
+    WaitingMessages,
+    handed_over,
+    next_turn,
+)
 from dagwright.orchestrator.execution.leases import LeaseKeeper
 from dagwright.orchestrator.execution.limits import (
     Limit,
@@ -111,6 +117,17 @@ class ExecutionEnv:
     def pulling(self) -> PullingSlots:
         """The worker slots pulling from each queue (pool.py), read every few seconds."""
         return PullingSlots(self.runtime)
+
+    @functools.cached_property
+    def fair(self) -> bool:
+        """Whether a worker gives its turn away while other messages wait (fairness.py)."""
+        return self.runtime.settings.fair_dispatch
+
+    @functools.cached_property
+    def waiting(self) -> WaitingMessages:
+        """Whether messages wait in this worker's queues (fairness.py), read at most
+        every 10 ms."""
+        return WaitingMessages(self.broker)
 
     @functools.cached_property
     def backlog(self) -> QueueBacklog:
@@ -360,7 +377,16 @@ def record_success(
         )
     if advance is None:
         return Outcome.STALE
-    dispatch_readied(env, advance.ready, eager)
+    turn = Turn.KEEP
+    if eager is not None and env.fair:
+        turn = next_turn(eager, ctx.run_id, advance, env.waiting)
+    if turn is Turn.KEEP:
+        dispatch_readied(env, advance.ready, eager)
+    else:  # fairness.py: the worker's turn is over
+        ready, back_to_pool = handed_over(advance)
+        if back_to_pool:
+            runtime.machine.pool(ctx.run_id, back_to_pool)
+        dispatch_readied(env, ready, None)
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED

@@ -16,7 +16,9 @@ from dagwright.models import RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.control.cancellation import stop_work
+from dagwright.orchestrator.execution.fairness import aged_node
 from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
+from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.telemetry.trace_export import TraceExport
@@ -103,6 +105,8 @@ class Reconciler:
             publish_grace_s=settings.publish_grace_s,
             stranded_after_s=settings.stranded_after_s,
             empty_queues=empty_queues,
+            priority_aging_s=settings.priority_aging_s,
+            aging_limit=settings.priority_aging_per_pass,
         )
         if found.timed_out is not None:
             log.warning("run %s ran past its run timeout: stopped", run_id)
@@ -123,6 +127,16 @@ class Reconciler:
         report.requeued += len(found.requeued)
         report.republished += len(found.unpublished) + len(stranded)
         dispatch(self.broker, self.runtime.machine, to_publish)
+        self._publish_aged(run_id, found.aged, report)
+
+    def _publish_aged(self, run_id: str, aged: list[ReadyNode], report: ReconcileReport) -> None:
+        """Publish the nodes that waited past ``priority_aging_s`` again, ahead of every
+        priority; the message each leaves behind is dropped at its claim (its fence)."""
+        if not aged:
+            return
+        log.info("run %s: %d node(s) waited past priority aging, sent ahead", run_id, len(aged))
+        report.republished += len(aged)
+        dispatch(self.broker, self.runtime.machine, [aged_node(node) for node in aged])
 
     def _forget_if_over(self, run_id: str, status: str, report: ReconcileReport) -> None:
         if status == "missing":  # no run hash: being created, or expired

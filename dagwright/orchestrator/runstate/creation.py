@@ -60,6 +60,9 @@ REQUEST_DIGEST_FIELD = "request_digest"
 # plan's defaults filled in. In the request digest with the other fields, so a keyed
 # submit with other inputs is another request. claim.lua returns it with each claim.
 RUN_INPUTS_FIELD = "inputs"
+# The run's priority (1 to 5, higher first), kept for people and for re-planners: each
+# node's own is in its dispatch, where the scripts and the publish read it.
+PRIORITY_FIELD = "priority"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import redis
 
 from dagwright.keys import NODE_EXECUTE_TASK, Keys
-from dagwright.models import ErrorInfo, Node, NodeStatus, RunStatus
+from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.scripts import RunScripts
 from dagwright.redis_scripts import named_reply
 from dagwright.telemetry.counters import NODE_DURATION, NodeDuration
@@ -27,14 +27,16 @@ from dagwright.telemetry.counters import NODE_DURATION, NodeDuration
 
 @dataclass(frozen=True)
 class Dispatch:
-    """How a queued node is published: its queue, its task and its time limit, and its
+    """How a queued node is published: its queue, its task and its time limit, its
     worker type (for people reading the message, e.g. in Flower; "" in runs created
-    before it was recorded)."""
+    before it was recorded) and its priority (1 to 5, higher first: the node's own, else
+    its run's; 3 in runs created before priorities)."""
 
     queue: str
     time_limit_s: float
     task: str = NODE_EXECUTE_TASK
     worker_type: str = ""
+    priority: int = DEFAULT_PRIORITY
 
     def to_json(self) -> str:
         return json.dumps(
@@ -43,6 +45,7 @@ class Dispatch:
                 "time_limit_s": self.time_limit_s,
                 "task": self.task,
                 "worker_type": self.worker_type,
+                "priority": self.priority,
             }
         )
 
@@ -184,6 +187,8 @@ class Advance:
     ready: list[ReadyNode]
     run_finished: RunStatus | None
     dead_letter: str | None = None
+    running: int = 0  # the run's nodes still running (on other workers), complete.lua's
+    pulled: bool = False  # the last of ready was pulled from the run's pool (complete.lua)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> Advance | None:
@@ -195,6 +200,8 @@ class Advance:
             ready=_ready_nodes(run_id, fields["ready"]),
             run_finished=_final(fields["run_finished"]),
             dead_letter=fields.get("dead_letter"),
+            running=int(fields.get("running") or 0),
+            pulled=bool(int(fields.get("pulled") or 0)),
         )
 
 
@@ -262,6 +269,7 @@ class ReconcilePass:
     unpublished: list[ReadyNode]
     stranded: list[ReadyNode]
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
+    aged: list[ReadyNode] = field(default_factory=list)  # waited past priority aging
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -277,6 +285,7 @@ class ReconcilePass:
             unpublished=_ready_nodes(run_id, fields.get("unpublished", [])),
             stranded=_ready_nodes(run_id, fields.get("stranded", [])),
             timed_out=timed_out,
+            aged=_ready_nodes(run_id, fields.get("aged", [])),
         )
 
 
@@ -415,8 +424,16 @@ class RunStateMachine:
         workers of their queues to pull as they finish nodes (``complete(pull_from=)``,
         ``pull``); the reconciler publishes a pool nobody pulls from. Returns how many
         were pooled (a node already claimed or published is left alone)."""
-        pairs = [item for node in nodes for item in (node.dispatch.queue, node.node_id)]
-        fields = named_reply(self._call("pool", run_id, *pairs))
+        triples = [
+            item
+            for node in nodes
+            for item in (
+                node.dispatch.queue,
+                str(MAX_PRIORITY - node.dispatch.priority),
+                node.node_id,
+            )
+        ]
+        fields = named_reply(self._call("pool", run_id, *triples))
         return int(fields.get("pooled", 0))
 
     def pull(self, run_id: str, queues: Sequence[str]) -> list[ReadyNode]:
@@ -674,15 +691,21 @@ class RunStateMachine:
         stranded_after_s: float,
         empty_queues: Sequence[str] = (),
         limit: int = 1000,
+        priority_aging_s: float = 0.0,
+        aging_limit: int = 100,
     ) -> ReconcilePass:
         """One reconciler pass over a run; ``empty_queues`` are the queues known to be
-        empty now (a queued node counts as stranded only if its queue is one of them)."""
+        empty now (a queued node counts as stranded only if its queue is one of them).
+        Nodes waiting in the broker over ``priority_aging_s`` (0: none), below the top
+        priority, are listed as ``aged``, at most ``aging_limit``."""
         reply = self._call(
             "reconcile",
             run_id,
             int(publish_grace_s * 1000),
             int(stranded_after_s * 1000),
             limit,
+            int(priority_aging_s * 1000),
+            aging_limit,
             *empty_queues,
         )
         return ReconcilePass.from_reply(run_id, reply)

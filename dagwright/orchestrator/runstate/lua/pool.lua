@@ -1,14 +1,15 @@
 -- Leave queued nodes unpublished, for the workers of their queue to pull (pull_from_pool;
 -- execution/pool.py): out of the outbox, into the run's pool. A node no longer queued, or
 -- no longer in the outbox (its message went out), is left as it is.
--- ARGV[3..] pairs: queue, node. Returns {'status', 'ok', 'pooled', n} or {'status', 'stale'}.
+-- ARGV[3..] triples: queue, rank (the prelude's pool_rank), node.
+-- Returns {'status', 'ok', 'pooled', n} or {'status', 'stale'}.
 if not is_open(run_status()) then return {'status', 'stale'} end
 local pooled = 0
-for i = 3, #ARGV, 2 do
-  local queue, node = ARGV[i], ARGV[i + 1]
+for i = 3, #ARGV, 3 do
+  local queue, rank, node = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if redis.call('HGET', K.state, node) == 'queued' and redis.call('ZSCORE', K.outbox, node) then
     redis.call('ZREM', K.outbox, node)
-    redis.call('ZADD', K.pool, 0, pool_member(queue, node))
+    redis.call('ZADD', K.pool, 0, pool_member(queue, rank, node))
     pooled = pooled + 1
   end
 end

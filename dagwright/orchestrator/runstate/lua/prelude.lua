@@ -65,13 +65,25 @@ end
 
 -- The run's pool (pool.lua, execution/pool.py): queued nodes of a big fan-out left
 -- unpublished, which the workers of their queue pull as they finish a node. A member is
--- '<queue>\t<node>', all scored 0, so one queue's nodes are one lexicographic range.
-local function pool_member(queue, node)
-  return queue .. '\t' .. node
+-- '<queue>\t<rank>\t<node>', all scored 0, so one queue's nodes are one lexicographic
+-- range, most urgent first: the rank is one digit, 0 for the highest priority
+-- (pool_rank). Members of older versions, '<queue>\t<node>', rank as the default.
+local function pool_member(queue, rank, node)
+  return queue .. '\t' .. rank .. '\t' .. node
+end
+
+-- A node's rank in the pool from its dispatch JSON: MAX_PRIORITY (5) less its priority
+-- (3 when its run predates priorities; models.py).
+local function pool_rank(dispatch)
+  return tostring(5 - (cjson.decode(dispatch).priority or 3))
+end
+
+local function member_rank(member)
+  return string.match(member, '\t(%d)\t') or '2'
 end
 
 local function pooled_node(member)
-  return string.sub(member, string.find(member, '\t', 1, true) + 1)
+  return string.match(member, '[^\t]*$')
 end
 
 -- Take `member` out of the pool; if its node is still queued, append it to `ready` as a
@@ -86,18 +98,23 @@ local function unpool(member, ready)
   return true
 end
 
--- Take one pooled node of one of `queues` (in their order) into `ready`. Every pull
--- stamps pool_pulled_at: a pool nobody pulls from for a while has lost its workers
+-- Take one pooled node of one of `queues` into `ready`: the most urgent of the first
+-- node of each queue's range (the first queue on a tie). Every pull stamps
+-- pool_pulled_at: a pool nobody pulls from for a while has lost its workers
 -- (reconcile.lua publishes it).
 local function pull_from_pool(queues, ready)
-  for _, queue in ipairs(queues) do
-    local prefix = pool_member(queue, '')
-    while true do
+  while true do
+    local best = nil
+    for _, queue in ipairs(queues) do
+      local prefix = queue .. '\t'
       local found = redis.call('ZRANGEBYLEX', K.pool, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
-      if #found == 0 then break end
-      redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-      if unpool(found[1], ready) then return end
+      if #found > 0 and (best == nil or member_rank(found[1]) < member_rank(best)) then
+        best = found[1]
+      end
     end
+    if best == nil then return end
+    redis.call('HSET', K.run, 'pool_pulled_at', NOW)
+    if unpool(best, ready) then return end
   end
 end
 

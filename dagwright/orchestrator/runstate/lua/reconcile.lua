@@ -2,10 +2,12 @@
 -- is due, and lists queued nodes to publish again: those whose publish was never
 -- confirmed after ARGV[3] ms, and "stranded" ones: not claimed after ARGV[4] ms although
 -- their queue is empty (their message was lost with a broker or in a dead worker's
--- prefetch). ARGV[6..] name the queues that are empty now; with none, no queued node is
--- looked at, so a long backlog costs nothing. At most ARGV[5] nodes of each kind per pass.
+-- prefetch). ARGV[8..] name the queues that are empty now; with none, no queued node is
+-- looked at for that, so a long backlog costs nothing. At most ARGV[5] nodes of each kind
+-- per pass. ARGV[6], ARGV[7]: priority aging (aged, below).
 -- A pool left idle for ARGV[3] ms is published too (from_idle_pool), with the unpublished.
--- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...},
+-- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...,
+-- 'aged', ...},
 -- lists of {node, fence, dispatch}. A run past its run timeout (`timeout_ms` after
 -- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
 -- {'status', 'failed', 'timed_out_running', running nodes, 'timed_out_queued',
@@ -35,11 +37,11 @@ for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.retry, '-inf', NOW, 'LIMIT',
   queue_node(node, requeued)
 end
 
--- Entries older than the cutoff that `keep` accepts, re-stamped (all of them) so the next
--- pass does not look at them again before another period.
-local function overdue(key, age_ms, keep)
+-- Entries older than the cutoff that `keep` accepts (at most `count`, else `limit`),
+-- re-stamped (all of them) so the next pass does not look at them again before another period.
+local function overdue(key, age_ms, keep, count)
   local found = {}
-  for _, node in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', NOW - tonumber(age_ms), 'LIMIT', 0, limit)) do
+  for _, node in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', NOW - tonumber(age_ms), 'LIMIT', 0, count or limit)) do
     redis.call('ZADD', key, NOW, node)
     local dispatch = redis.call('HGET', K.dispatch, node)
     if keep(node, dispatch) then
@@ -50,12 +52,12 @@ local function overdue(key, age_ms, keep)
 end
 
 local empty_queues = {}
-for i = 6, #ARGV do empty_queues[ARGV[i]] = true end
+for i = 8, #ARGV do empty_queues[ARGV[i]] = true end
 local function any() return true end
 local function stranded(node, dispatch)
   local queue = cjson.decode(dispatch).queue
   return not redis.call('ZSCORE', K.outbox, node) and empty_queues[queue]
-      and not redis.call('ZSCORE', K.pool, pool_member(queue, node))
+      and not redis.call('ZSCORE', K.pool, pool_member(queue, pool_rank(dispatch), node))
 end
 
 -- A pool nobody pulled from for ARGV[3] ms has lost its workers (or they are all busy
@@ -70,9 +72,26 @@ local function from_idle_pool(found)
   end
 end
 
+-- Priority aging (docs/architecture.md §2, "Priorities and fairness"): a node whose
+-- message has waited in the broker over ARGV[6] ms (queued, published, not pooled) and
+-- whose priority is below the top is listed, at most ARGV[7] a pass, for the caller to
+-- publish again ahead of every priority (same fence: the message it leaves behind is
+-- dropped at its claim). 0 turns it off. Re-stamped like the others: a node still
+-- waiting after another period is listed again.
+local function starving(node, dispatch)
+  local rank = pool_rank(dispatch)
+  return rank ~= '0' and not redis.call('ZSCORE', K.outbox, node)
+      and not redis.call('ZSCORE', K.pool, pool_member(cjson.decode(dispatch).queue, rank, node))
+end
+local function aged_nodes()
+  if tonumber(ARGV[6]) <= 0 then return {} end
+  return overdue(K.queued, ARGV[6], starving, ARGV[7])
+end
+
 local unpublished = overdue(K.outbox, ARGV[3], any)
 from_idle_pool(unpublished)
 local stranded_nodes = {}
 if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], stranded) end
+local aged = aged_nodes()
 return {'status', status, 'requeued', requeued, 'unpublished', unpublished,
-        'stranded', stranded_nodes}
+        'stranded', stranded_nodes, 'aged', aged}

@@ -1,0 +1,107 @@
+"""Priorities and fairness: which node a worker runs next (docs/architecture.md §2).
+
+Priorities order the broker's messages (``app.broker_priority``), a run's pool (pool.lua)
+and so a worker's pulls. A node that waited past ``priority_aging_s`` goes ahead of every
+priority (the reconciler publishes it again at ``AGED_PRIORITY``): a low priority is
+late under a stream of higher ones, never starved.
+
+Fairness: a worker that runs a chain or pulls a fan-out eagerly (eager.py, pool.py) would
+serve one run for as long as its message allows, while other runs' messages wait behind.
+So before keeping a node, it looks at the next messages in line in the queues it
+consumes (a few per priority, in one round trip, reused for ``WAITING_FRESH_S``). One of
+another run there: it gives its turn away. The node it would have kept goes out as a
+message (behind those waiting, in its priority's list), or, if it was pulled from a pool
+that other workers of the run still pull from, back to the pool; and the worker takes
+the broker's next message: the most urgent, then the oldest. Only its own run's
+messages there, while other workers run the run too: a pulled node goes back to the
+pool and the worker takes such a message (it would otherwise wait, and hide what is
+behind it, for as long as the run's workers pull). Each run thus gets a worker per turn,
+and a message of a higher priority is taken first, whoever published it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import time
+from collections.abc import Callable
+
+from dagwright.models import AGED_PRIORITY
+from dagwright.orchestrator.broker import Broker
+from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.runstate.machine import Advance, ReadyNode
+
+# How long a worker reuses its reading of the messages waiting in its queues: another
+# run's message waits about one node more for its turn, and a chain pays one round trip
+# per this much time of its edges, not one per edge.
+WAITING_FRESH_S = 0.01
+# Messages looked at per list (queue and priority): enough to see past a run's own
+# wake-up messages, few enough that a reading stays small.
+WAITING_DEPTH = 4
+
+
+def aged_node(node: ReadyNode) -> ReadyNode:
+    """``node`` to publish again ahead of every priority (same fence)."""
+    aged = dataclasses.replace(node.dispatch, priority=AGED_PRIORITY)
+    return dataclasses.replace(node, dispatch=aged)
+
+
+class Turn(enum.Enum):
+    """What a worker does after a success, as to the node it would keep."""
+
+    KEEP = "keep"  # runs it next, eagerly
+    GIVE_WAY = "give_way"  # another run's message waits: hands the node over
+    DRAIN = "drain"  # its own run's messages wait, others pull: the pulled node back
+
+
+class WaitingMessages:
+    """The runs whose messages are next in line in a worker's queues, as the broker says
+    (``""`` for a message that is not a node's), reused for ``WAITING_FRESH_S``."""
+
+    def __init__(self, broker: Broker, clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker = broker
+        self.clock = clock
+        self._reading: tuple[frozenset[str], frozenset[str], float] = (
+            frozenset(),
+            frozenset(),
+            float("-inf"),
+        )
+
+    def runs_in(self, queues: frozenset[str]) -> frozenset[str]:
+        read_for, runs, read_at = self._reading
+        now = self.clock()
+        if read_for != queues or now - read_at > WAITING_FRESH_S:
+            task_ids = self.broker.next_task_ids(sorted(queues), WAITING_DEPTH)
+            runs = frozenset(run_of_task(task_id) for task_id in task_ids)
+            self._reading = (queues, runs, now)
+        return runs
+
+
+def run_of_task(task_id: str) -> str:
+    """The run of a node's task id (``run.node.fence``: keys.node_task_id), else ""."""
+    run_id, node_id, fence = ["", "", *task_id.rsplit(".", 2)][-3:]
+    return run_id if node_id and fence.isdigit() else ""
+
+
+def next_turn(eager: EagerSlot, run_id: str, advance: Advance, waiting: WaitingMessages) -> Turn:
+    """Whether the worker keeps the node it would run next, or hands it over (see the
+    module's docstring). The broker is asked only when there is a node to keep."""
+    if eager.kept is not None or not any(eager.admits(node) for node in advance.ready):
+        return Turn.KEEP
+    runs = waiting.runs_in(eager.queues)
+    if runs - {run_id}:
+        return Turn.GIVE_WAY
+    if run_id in runs and advance.pulled and advance.running > 0:
+        return Turn.DRAIN
+    return Turn.KEEP
+
+
+def handed_over(advance: Advance) -> tuple[list[ReadyNode], list[ReadyNode]]:
+    """What a worker that gives way does with the nodes its step readied or pulled: those
+    to dispatch, and those to put back in the run's pool (a pulled node, when other
+    workers still run the run's nodes: they pull it, and no message of the run is added
+    to those waiting)."""
+    ready = advance.ready
+    if advance.pulled and advance.running > 0:
+        return ready[:-1], ready[-1:]
+    return ready, []
