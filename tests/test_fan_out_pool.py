@@ -187,7 +187,7 @@ def test_in_a_burst_a_node_waking_another_slot_stays_within_four_round_trips(
     assert worker_env.backlog.of(QUEUE) == 0
     # so is fairness's look at the messages waiting (fairness.py)
     worker_env.waiting = WaitingMessages(worker_env.broker, clock=lambda: 0.0)
-    assert worker_env.waiting.runs_in(frozenset({QUEUE})) == frozenset()
+    assert worker_env.waiting.runs_in(frozenset({QUEUE})) == {}
     run_id, _ = start(worker_env.runtime, DIAMOND)
     with counting_round_trips(monkeypatch) as sent:
         assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED

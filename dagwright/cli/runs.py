@@ -50,7 +50,7 @@ from dagwright.errors import (
     RunNotFinishedError,
 )
 from dagwright.json_views import run_json
-from dagwright.models import Plan, RunCounts, RunState, RunStatus
+from dagwright.models import MAX_PRIORITY, MIN_PRIORITY, Plan, RunCounts, RunState, RunStatus
 from dagwright.stackfile import read_stack
 
 # The client, the planner and plan checking load in the commands that use them, so that
@@ -116,6 +116,16 @@ def run(
     max_concurrent: Annotated[
         int | None,
         typer.Option("--max-concurrent", min=1, help="Most of the run's nodes running at once."),
+    ] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            "--priority",
+            min=MIN_PRIORITY,
+            max=MAX_PRIORITY,
+            help="1 to 5, higher first: the run's nodes' place among all waiting for a "
+            "worker; default: the plan file's priority, else 3.",
+        ),
     ] = None,
     response_cache: Annotated[
         bool | None,
@@ -186,6 +196,7 @@ def run(
             given_inputs=(input_pairs, inputs_file),
             webhook_urls=webhook_urls or [],
             llm_batch=llm_batch,
+            priority=priority,
         )
     except RunInputError as exc:  # every problem, one line each
         report_plan_problems(exc, target, json_output=json_output)
@@ -251,6 +262,7 @@ def submission_for(
     given_inputs: tuple[list[str] | None, Path | None] = (None, None),
     webhook_urls: Sequence[str] = (),
     llm_batch: bool = False,
+    priority: int | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner.
     ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
@@ -279,6 +291,7 @@ def submission_for(
             response_cache=response_cache,
             llm_batch=llm_batch,
             webhooks=webhooks,
+            priority=priority,
         )
     inputs = inputs_from(*given_inputs, None, settings)
     return lambda client: client.submit(
@@ -290,6 +303,7 @@ def submission_for(
         response_cache=response_cache,
         llm_batch=llm_batch,
         webhooks=webhooks,
+        priority=priority,
         **dataclasses.asdict(options),
     )
 

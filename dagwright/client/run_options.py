@@ -3,7 +3,7 @@ anything else at run time.
 
 ``**options: Unpack[RunOptions]`` is a promise mypy keeps, not Python: without this check
 ``submit(plan, timeout=2)`` (meant ``timeout_s``) ran with no limit, and Celery's
-``eta=``, ``countdown=``, ``priority=`` were accepted and ignored. An unknown keyword is
+``eta=``, ``countdown=`` were accepted and ignored. An unknown keyword is
 refused as Python refuses one (a ``TypeError``, in its wording) with the nearest valid
 name, or, for a Celery word, what dagwright offers instead; a scalar option of the wrong
 type (``llm_batch="false"``, which is truthy) is refused too. Containers (lists, dicts, a
@@ -37,6 +37,7 @@ class RunOptions(TypedDict, total=False):
     max_concurrent_nodes: int | None
     timeout_s: float | None
     response_cache: bool | None
+    priority: int | None
     llm_batch: bool
     inputs: dict[str, Any] | None
     webhooks: Sequence[Webhook | dict[str, Any] | str]
@@ -50,7 +51,6 @@ CELERY_WORDS = {
     "eta": NO_DELAYED_START,
     "countdown": NO_DELAYED_START,
     "expires": "a run does not expire before it starts; timeout_s limits its wall-clock time",
-    "priority": "runs have no priorities yet",
     "queue": NO_ROUTING,
     "routing_key": NO_ROUTING,
     "exchange": NO_ROUTING,

@@ -156,9 +156,13 @@ class Client:
         fails. ``response_cache=True`` (else the plan's ``response_cache``) answers the
         run's agent calls, its planner's included, from the cross-run response cache when
         the very same request was answered before: no model call, 0 tokens.
-        ``llm_batch=True`` sends the run's agent calls, its planner's included, through the
-        Message Batches API at half the price, each answered within 24 hours (nodes wait
-        parked meanwhile, "waiting on batch ..."): for runs nobody waits on.
+        ``priority`` (1 to 5, higher first; else the plan's ``priority``, else 3) orders
+        the run's nodes among all those waiting for a worker (a node's own ``priority``
+        wins); a node that waited ``settings.priority_aging_s`` goes ahead of all, so a
+        low priority is never starved. ``llm_batch=True`` sends the run's agent calls, its
+        planner's included, through the Message Batches API at half the price, each
+        answered within 24 hours (nodes wait parked meanwhile, "waiting on batch ..."):
+        for runs nobody waits on.
         ``webhooks`` (Webhook, its dict, or a URL for every run end) are told when the run
         ends, with the plan's own: a signed POST per end, at least once
         (docs/client-guide.md, "Webhooks"). Raises
@@ -214,6 +218,7 @@ class Client:
             "max_concurrent_nodes": options.get("max_concurrent_nodes"),
             "timeout_s": options.get("timeout_s"),
             "response_cache": options.get("response_cache"),
+            "priority": options.get("priority"),
             "llm_batch": bool(options.get("llm_batch", False)),
             "live_workers": self.live_workers,
             "inputs": options.get("inputs"),

@@ -10,8 +10,8 @@ are the submitter's to set, never a model's: no model output picks where run dat
 how much the run may spend. They are not offered, and a plan that sets one anyway is
 refused with a problem the model is told (``PlannedPlan``), instead of being stripped in
 silence as before: a model that believes its budget holds plans around it. A node's
-``priority`` is not offered either; one a planned plan sets anyway is dropped (its nodes
-run at their run's priority: no model output puts its work ahead of other runs').
+``priority`` is dropped from a planned plan (``goals.planned_plan``): its nodes run at
+their run's priority, so no model output puts its work ahead of other runs'.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ RUN_OPTIONS = ("budget", "timeout_s", "response_cache", "inputs", "webhooks", "p
 def _without_run_options(schema: dict[str, Any]) -> None:
     for name in RUN_OPTIONS:
         schema.get("properties", {}).pop(name, None)
-    # A node's priority is the submitter's too: a planned node runs at its run's.
-    schema.get("$defs", {}).get("Node", {}).get("properties", {}).pop("priority", None)
     schema["description"] = (
         "A plan: the nodes (subtasks) of a dependency graph, and which of them answer "
         "the goal. The run's budget, timeout and notifications are the submitter's, not "

@@ -16,7 +16,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dagwright.errors import ScheduleError
-from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, Webhook
+from dagwright.models import (
+    MAX_DURATION_S,
+    MAX_PRIORITY,
+    MAX_WEBHOOKS,
+    MIN_PRIORITY,
+    Budget,
+    Plan,
+    Webhook,
+)
 from dagwright.planning.goals import GoalOptions, requested_budget
 
 HISTORY_MAX = 100  # fires kept per schedule
@@ -61,6 +69,7 @@ class Schedule(BaseModel):
     followup_depth: int = Field(1, ge=1, le=5)  # follow-ups of follow-ups, at most this deep
     webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)  # each end
     llm_batch: bool = False  # its runs' LLM calls through Message Batches, at half price
+    priority: int | None = Field(None, ge=MIN_PRIORITY, le=MAX_PRIORITY)  # else its plan's, 3
     paused: bool = False
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

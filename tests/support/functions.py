@@ -277,3 +277,16 @@ def words_at_most(
     """Grade a text by its length: passes at ``limit`` words or fewer."""
     words = len(str(output).split())
     return {"score": 1.0 if words <= limit else 0.0, "reason": f"{words} words of {limit}"}
+
+
+ORDER_KEY = "test:order"
+
+
+@dagwright.function
+def record_order(ctx: NodeContext, seconds: float = 0.0) -> str:
+    """Append ``<run>/<node>`` to :data:`ORDER_KEY` (after ``seconds``): the order in
+    which nodes ran, across runs, exactly."""
+    if seconds:
+        time.sleep(seconds)  # a node that takes time: what the callers test
+    _redis(ctx.settings.redis_url or "").rpush(ORDER_KEY, f"{ctx.run_id}/{ctx.node_id}")
+    return ctx.node_id

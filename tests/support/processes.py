@@ -23,6 +23,7 @@ PASSED_SETTINGS = (
     "reconcile_interval_s",
     "publish_grace_s",
     "stranded_after_s",
+    "priority_aging_s",
     "llm_retry_backoff_s",
     "llm_retry_after_cap_s",
     "llm_max_attempts",

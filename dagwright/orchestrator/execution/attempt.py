@@ -125,9 +125,9 @@ class ExecutionEnv:
 
     @functools.cached_property
     def waiting(self) -> WaitingMessages:
-        """Whether messages wait in this worker's queues (fairness.py), read at most
-        every 10 ms."""
-        return WaitingMessages(self.broker)
+        """Whose messages wait in this worker's queues (fairness.py), read at most every
+        10 ms."""
+        return WaitingMessages(self.broker, self.runtime.store.running_nodes)
 
     @functools.cached_property
     def backlog(self) -> QueueBacklog:
@@ -383,7 +383,7 @@ def record_success(
     if turn is Turn.KEEP:
         dispatch_readied(env, advance.ready, eager)
     else:  # fairness.py: the worker's turn is over
-        ready, back_to_pool = handed_over(advance)
+        ready, back_to_pool = handed_over(advance, turn)
         if back_to_pool:
             runtime.machine.pool(ctx.run_id, back_to_pool)
         dispatch_readied(env, ready, None)

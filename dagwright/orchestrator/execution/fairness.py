@@ -8,15 +8,16 @@ late under a stream of higher ones, never starved.
 Fairness: a worker that runs a chain or pulls a fan-out eagerly (eager.py, pool.py) would
 serve one run for as long as its message allows, while other runs' messages wait behind.
 So before keeping a node, it looks at the next messages in line in the queues it
-consumes (a few per priority, in one round trip, reused for ``WAITING_FRESH_S``). One of
-another run there: it gives its turn away. The node it would have kept goes out as a
-message (behind those waiting, in its priority's list), or, if it was pulled from a pool
-that other workers of the run still pull from, back to the pool; and the worker takes
-the broker's next message: the most urgent, then the oldest. Only its own run's
-messages there, while other workers run the run too: a pulled node goes back to the
-pool and the worker takes such a message (it would otherwise wait, and hide what is
-behind it, for as long as the run's workers pull). Each run thus gets a worker per turn,
-and a message of a higher priority is taken first, whoever published it.
+consumes (a few per priority, in one round trip, and the running count of their runs in
+another, reused for ``WAITING_FRESH_S``). A message there of another run holding no more
+workers than its own would without it: it gives its turn away. The node it would have
+kept goes out as a message (behind those waiting, in its priority's list), so its run
+stays in line, and the worker takes the broker's next message: the most urgent, then the
+oldest. A small run's chain thus goes on beside a big fan-out that has its own worker,
+and the fan-out lends it one. Only its own run's messages there, while other workers run
+the run too: a pulled node goes back to the pool and the worker takes such a message (it
+would otherwise wait, and hide what is behind it, for as long as the run's workers pull).
+A message of a higher priority is taken first, whoever published it.
 """
 
 from __future__ import annotations
@@ -56,23 +57,31 @@ class Turn(enum.Enum):
 
 class WaitingMessages:
     """The runs whose messages are next in line in a worker's queues, as the broker says
-    (``""`` for a message that is not a node's), reused for ``WAITING_FRESH_S``."""
+    (``""`` for a message that is not a node's), each with how many of its nodes run now
+    (its run hash's ``running``; an unknown run as 0), reused for ``WAITING_FRESH_S``."""
 
-    def __init__(self, broker: Broker, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        running: Callable[[list[str]], list[int]] = lambda runs: [0] * len(runs),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.broker = broker
+        self.running = running
         self.clock = clock
-        self._reading: tuple[frozenset[str], frozenset[str], float] = (
+        self._reading: tuple[frozenset[str], dict[str, int], float] = (
             frozenset(),
-            frozenset(),
+            {},
             float("-inf"),
         )
 
-    def runs_in(self, queues: frozenset[str]) -> frozenset[str]:
+    def runs_in(self, queues: frozenset[str]) -> dict[str, int]:
         read_for, runs, read_at = self._reading
         now = self.clock()
         if read_for != queues or now - read_at > WAITING_FRESH_S:
             task_ids = self.broker.next_task_ids(sorted(queues), WAITING_DEPTH)
-            runs = frozenset(run_of_task(task_id) for task_id in task_ids)
+            found = sorted({run_of_task(task_id) for task_id in task_ids})
+            runs = dict(zip(found, self.running(found), strict=True)) if found else {}
             self._reading = (queues, runs, now)
         return runs
 
@@ -85,23 +94,27 @@ def run_of_task(task_id: str) -> str:
 
 def next_turn(eager: EagerSlot, run_id: str, advance: Advance, waiting: WaitingMessages) -> Turn:
     """Whether the worker keeps the node it would run next, or hands it over (see the
-    module's docstring). The broker is asked only when there is a node to keep."""
+    module's docstring): it gives way to a run whose message waits and which holds no
+    more workers than its own run would without it. The broker is asked only when
+    there is a node to keep."""
     if eager.kept is not None or not any(eager.admits(node) for node in advance.ready):
         return Turn.KEEP
     runs = waiting.runs_in(eager.queues)
-    if runs - {run_id}:
+    if any(held <= advance.running for run, held in runs.items() if run != run_id):
         return Turn.GIVE_WAY
     if run_id in runs and advance.pulled and advance.running > 0:
         return Turn.DRAIN
     return Turn.KEEP
 
 
-def handed_over(advance: Advance) -> tuple[list[ReadyNode], list[ReadyNode]]:
-    """What a worker that gives way does with the nodes its step readied or pulled: those
-    to dispatch, and those to put back in the run's pool (a pulled node, when other
-    workers still run the run's nodes: they pull it, and no message of the run is added
-    to those waiting)."""
+def handed_over(advance: Advance, turn: Turn) -> tuple[list[ReadyNode], list[ReadyNode]]:
+    """What a worker whose turn is over does with the nodes its step readied or pulled:
+    those to dispatch, and the one to put back in the run's pool. Giving way, it
+    dispatches them all: the run keeps a message in line (the run's other workers may be
+    giving way at the same moment, and a pool nobody pulls waits for the reconciler).
+    Draining, the pulled node goes back: the run's message it goes for, and the workers
+    still on the run, carry on with the pool."""
     ready = advance.ready
-    if advance.pulled and advance.running > 0:
+    if turn is Turn.DRAIN:
         return ready[:-1], ready[-1:]
     return ready, []

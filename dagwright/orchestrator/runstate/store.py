@@ -121,6 +121,14 @@ class RunStore:
     def run_status(self, run_id: str) -> RunStatus:
         return status_of(run_id, self.client.hget(self._key(run_id, "run"), "status"))
 
+    def running_nodes(self, run_ids: list[str]) -> list[int]:
+        """How many nodes each run has running now, in one round trip (0 for a run not
+        found: "" names a message that is not a node's)."""
+        pipe = self.client.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(self._key(run_id, "run"), "running")
+        return [int(found or 0) for found in pipe.execute()]
+
     def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
         """Status and node counts: one HGETALL, cheap enough to poll for progress."""
         return counts_of(run_id, self.client.hgetall(self._key(run_id, "run")))

@@ -39,6 +39,9 @@ class SubmitRequest(BaseModel):
     max_concurrent_nodes: int | None = None
     timeout_s: float | None = None
     response_cache: bool | None = None
+    priority: int | None = None
+    """1 to 5, higher first (default: the plan's, else 3): where the run's nodes stand
+    among the nodes waiting for a worker."""
     llm_batch: bool = False
     """Send the run's LLM calls through the Message Batches API: half the price, each
     answered within 24 hours."""
