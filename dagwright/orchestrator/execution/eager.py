@@ -49,6 +49,7 @@ class EagerSlot:
 
     queues: frozenset[str]
     deadline: float
+    started: float = field(default_factory=time.monotonic)  # when the message began
     kept: ReadyNode | None = field(default=None, init=False)
     ran: list[EagerRun] = field(default_factory=list, init=False)
 

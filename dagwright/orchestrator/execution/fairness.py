@@ -9,15 +9,17 @@ Fairness: a worker that runs a chain or pulls a fan-out eagerly (eager.py, pool.
 serve one run for as long as its message allows, while other runs' messages wait behind.
 So before keeping a node, it looks at the next messages in line in the queues it
 consumes (a few per priority, in one round trip, and the running count of their runs in
-another, reused for ``WAITING_FRESH_S``). A message there of another run holding no more
-workers than its own would without it: it gives its turn away. The node it would have
-kept goes out as a message (behind those waiting, in its priority's list), so its run
-stays in line, and the worker takes the broker's next message: the most urgent, then the
-oldest. A small run's chain thus goes on beside a big fan-out that has its own worker,
-and the fan-out lends it one. Only its own run's messages there, while other workers run
-the run too: a pulled node goes back to the pool and the worker takes such a message (it
-would otherwise wait, and hide what is behind it, for as long as the run's workers pull).
-A message of a higher priority is taken first, whoever published it.
+another, reused for ``WAITING_FRESH_S``). A message there of another run with fewer
+nodes running than its own run has on other workers (a big run lends one of its
+workers), or as many once this worker has served its message for ``FAIR_SLICE_S`` (a
+time slice between equals): it gives its turn away. The node it would have kept goes out
+as a message (behind those waiting, in its priority's list), so its run stays in line,
+and the worker takes the broker's next message: the most urgent, then the oldest. A
+small run's chain thus gets a worker from a big fan-out that has several, and keeps it.
+Only its own run's messages there, while other workers run the run too: a pulled node
+goes back to the pool and the worker takes such a message (it would otherwise wait, and
+hide what is behind it, for as long as the run's workers pull). A message of a higher
+priority is taken first, whoever published it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ from dagwright.orchestrator.runstate.machine import Advance, ReadyNode
 # run's message waits about one node more for its turn, and a chain pays one round trip
 # per this much time of its edges, not one per edge.
 WAITING_FRESH_S = 0.01
+# How long a worker serves one message (its node and those it ran eagerly after it)
+# before it gives way to a run holding as many workers as its own: the time slice
+# between equals (one worker, two runs), long enough that they do not trade every node.
+FAIR_SLICE_S = 0.1
 # Messages looked at per list (queue and priority): enough to see past a run's own
 # wake-up messages, few enough that a reading stays small.
 WAITING_DEPTH = 4
@@ -94,13 +100,16 @@ def run_of_task(task_id: str) -> str:
 
 def next_turn(eager: EagerSlot, run_id: str, advance: Advance, waiting: WaitingMessages) -> Turn:
     """Whether the worker keeps the node it would run next, or hands it over (see the
-    module's docstring): it gives way to a run whose message waits and which holds no
-    more workers than its own run would without it. The broker is asked only when
-    there is a node to keep."""
+    module's docstring). It gives way to a run whose message waits and which has fewer
+    nodes running than its own run has on other workers; or as many, once it has served
+    this message for ``FAIR_SLICE_S``. The broker is asked only when there is a node to
+    keep."""
     if eager.kept is not None or not any(eager.admits(node) for node in advance.ready):
         return Turn.KEEP
     runs = waiting.runs_in(eager.queues)
-    if any(held <= advance.running for run, held in runs.items() if run != run_id):
+    others = [held for run, held in runs.items() if run != run_id]
+    sliced = time.monotonic() - eager.started >= FAIR_SLICE_S
+    if any(held < advance.running or (sliced and held <= advance.running) for held in others):
         return Turn.GIVE_WAY
     if run_id in runs and advance.pulled and advance.running > 0:
         return Turn.DRAIN
