@@ -27,7 +27,7 @@ from dagwright.models import Plan
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: make `benchmarks.*` importable
 overhead = importlib.import_module("benchmarks.overhead")
-worker = overhead.worker
+worker, small_plan = overhead.worker, overhead.chain_plan  # the small run: a line of no-ops
 
 BIG_NODE_S = 0.003  # each node of the big fan-out: "a few milliseconds" of work
 
@@ -42,15 +42,6 @@ def big_plan(width: int) -> Plan:
     ]
     plan.function("join", "noop", depends_on=middle)
     return plan.build(output="join")
-
-
-def small_plan(length: int) -> Plan:
-    """The small tenant's run: ``length`` no-op nodes in a line."""
-    plan = PlanBuilder("small")
-    previous: list[str] = []
-    for i in range(length):
-        previous = [plan.function(f"s{i}", "noop", depends_on=previous)]
-    return plan.build()
 
 
 def timed(client: Client, plan: Plan) -> float:
