@@ -61,7 +61,6 @@ def test_async_submit_refuses_an_unknown_keyword(
     [
         ("eta", "no delayed start yet"),
         ("countdown", "no delayed start yet"),
-        ("priority", "no priorities yet"),
         ("expires", "timeout_s limits"),
         ("queue", "worker type's queue"),
         ("link", "webhooks="),
