@@ -3,13 +3,15 @@ run's pool, and lifted by aging so that a low priority is late, never starved.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.app import broker_priority
 from dagwright.errors import InputError, RunOptionError
-from dagwright.keys import QUEUE_PREFIX, node_task_id
+from dagwright.keys import QUEUE_PREFIX, Keys, node_task_id
 from dagwright.models import AGED_PRIORITY, Plan
 from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.orchestrator.execution.reconciler import Reconciler
@@ -19,6 +21,7 @@ from dagwright.planning.plan_language import PlannedPlan
 from dagwright.planning.planner import PlanRequest
 from dagwright.settings import Settings
 from dagwright.tasks.publish import task_id_of
+from tests.support.api_server import ApiServer
 from tests.support.functions import ORDER_KEY, release_key
 from tests.support.processes import Workers
 from tests.support.runstate import start
@@ -159,3 +162,16 @@ def wait_for_running(client: Client, run_id: str, node: str) -> None:
 
 def ran_in_order(client: Client) -> list[str]:
     return [str(item) for item in client.runtime.client.lrange(ORDER_KEY, 0, -1)]
+
+
+def test_the_api_takes_a_priority_and_refuses_one_out_of_range(
+    api: ApiServer, redis_client: redis.Redis, settings: Settings
+) -> None:
+    plan = {"nodes": [{"id": "a", "type": "function", "function": "noop"}]}
+    with api.http("operate") as http:
+        refused = http.post("/api/v1/runs", json={"plan": plan, "priority": 9})
+        assert refused.status_code == 422 and "priority must be 1 to 5" in refused.text
+        submitted = http.post("/api/v1/runs", json={"plan": plan, "priority": 5})
+        assert submitted.status_code == 201, submitted.text
+    key = Keys(settings.key_prefix).run_key(submitted.json()["run_id"], "dispatch")
+    assert json.loads(redis_client.hget(key, "a") or "{}")["priority"] == 5
