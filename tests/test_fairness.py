@@ -50,17 +50,17 @@ def node(run_id: str, node_id: str) -> ReadyNode:
     return ReadyNode(run_id, node_id, 1, Dispatch(queue=QUEUE, time_limit_s=60))
 
 
-def test_the_turn_goes_to_a_run_with_fewer_workers_and_drains_the_run_s_own() -> None:
+def test_the_turn_goes_to_a_run_with_fewer_workers() -> None:
     slot = EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 3600)  # just started
     chain = Advance(ready=[node("a", "next")], run_finished=None)  # a has no other worker
     shared = Advance(ready=[node("a", "next")], run_finished=None, running=1)
-    pulled = Advance(ready=[node("a", "c7")], run_finished=None, running=1, pulled=True)
+    pulled = Advance(ready=[node("a", "c7")], run_finished=None, running=1)
     waiting = lambda *ids: WaitingMessages(Line(*ids))  # type: ignore[arg-type]  # noqa: E731
     assert next_turn(slot, "a", shared, waiting()) is Turn.KEEP
     assert next_turn(slot, "a", shared, waiting("b.x.1")) is Turn.GIVE_WAY  # a lends a worker
     assert next_turn(slot, "a", chain, waiting("b.x.1")) is Turn.KEEP  # within its slice
     assert next_turn(slot, "a", chain, waiting("a.c1.1")) is Turn.KEEP  # a chain goes on
-    assert next_turn(slot, "a", pulled, waiting("a.c1.1")) is Turn.DRAIN
+    assert next_turn(slot, "a", pulled, waiting("a.c1.1")) is Turn.KEEP  # its own: no matter
     busy = WaitingMessages(Line("b.x.1"), running=lambda runs: [1] * len(runs))  # type: ignore[arg-type]
     assert next_turn(slot, "a", pulled, busy) is Turn.KEEP  # one worker each
     # past its time slice, a worker gives way to a run holding as many as its own
@@ -69,9 +69,8 @@ def test_the_turn_goes_to_a_run_with_fewer_workers_and_drains_the_run_s_own() ->
     # nothing this worker would keep: the broker is not even asked
     elsewhere = ReadyNode("a", "w", 1, Dispatch("dw.writer", 60))
     assert next_turn(served, "a", Advance([elsewhere], None), waiting("b.x.1")) is Turn.KEEP
-    # giving way, the pulled node goes out as a message; draining, back to the pool
-    assert handed_over(pulled, Turn.GIVE_WAY) == (pulled.ready, [])
-    assert handed_over(pulled, Turn.DRAIN) == ([], pulled.ready)
+    # giving way, the pulled node goes out as a message: the run stays in line
+    assert handed_over(pulled) == pulled.ready
 
 
 def test_a_chain_gives_way_to_another_run_s_message(worker_env: ExecutionEnv) -> None:

@@ -383,10 +383,7 @@ def record_success(
     if turn is Turn.KEEP:
         dispatch_readied(env, advance.ready, eager)
     else:  # fairness.py: the worker's turn is over
-        ready, back_to_pool = handed_over(advance, turn)
-        if back_to_pool:
-            runtime.machine.pool(ctx.run_id, back_to_pool)
-        dispatch_readied(env, ready, None)
+        dispatch_readied(env, handed_over(advance), None)
     if advance.run_finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED

@@ -16,10 +16,9 @@ time slice between equals): it gives its turn away. The node it would have kept 
 as a message (behind those waiting, in its priority's list), so its run stays in line,
 and the worker takes the broker's next message: the most urgent, then the oldest. A
 small run's chain thus gets a worker from a big fan-out that has several, and keeps it.
-Only its own run's messages there, while other workers run the run too: a pulled node
-goes back to the pool and the worker takes such a message (it would otherwise wait, and
-hide what is behind it, for as long as the run's workers pull). A message of a higher
-priority is taken first, whoever published it.
+Its own run's messages there change nothing (a worker handing its run's nodes back and
+forth through the broker only adds messages). A message of a higher priority is taken
+first, whoever published it.
 """
 
 from __future__ import annotations
@@ -58,7 +57,6 @@ class Turn(enum.Enum):
 
     KEEP = "keep"  # runs it next, eagerly
     GIVE_WAY = "give_way"  # another run's message waits: hands the node over
-    DRAIN = "drain"  # its own run's messages wait, others pull: the pulled node back
 
 
 class WaitingMessages:
@@ -111,19 +109,12 @@ def next_turn(eager: EagerSlot, run_id: str, advance: Advance, waiting: WaitingM
     sliced = time.monotonic() - eager.started >= FAIR_SLICE_S
     if any(held < advance.running or (sliced and held <= advance.running) for held in others):
         return Turn.GIVE_WAY
-    if run_id in runs and advance.pulled and advance.running > 0:
-        return Turn.DRAIN
     return Turn.KEEP
 
 
-def handed_over(advance: Advance, turn: Turn) -> tuple[list[ReadyNode], list[ReadyNode]]:
-    """What a worker whose turn is over does with the nodes its step readied or pulled:
-    those to dispatch, and the one to put back in the run's pool. Giving way, it
-    dispatches them all: the run keeps a message in line (the run's other workers may be
-    giving way at the same moment, and a pool nobody pulls waits for the reconciler).
-    Draining, the pulled node goes back: the run's message it goes for, and the workers
-    still on the run, carry on with the pool."""
-    ready = advance.ready
-    if turn is Turn.DRAIN:
-        return ready[:-1], ready[-1:]
-    return ready, []
+def handed_over(advance: Advance) -> list[ReadyNode]:
+    """What a worker whose turn is over dispatches: every node its step readied or
+    pulled, none kept, so that its run keeps a message in line (the run's other workers
+    may be giving way at the same moment, and a pool nobody pulls waits for the
+    reconciler)."""
+    return advance.ready

@@ -188,7 +188,6 @@ class Advance:
     run_finished: RunStatus | None
     dead_letter: str | None = None
     running: int = 0  # the run's nodes still running (on other workers), complete.lua's
-    pulled: bool = False  # the last of ready was pulled from the run's pool (complete.lua)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> Advance | None:
@@ -201,7 +200,6 @@ class Advance:
             run_finished=_final(fields["run_finished"]),
             dead_letter=fields.get("dead_letter"),
             running=int(fields.get("running") or 0),
-            pulled=bool(int(fields.get("pulled") or 0)),
         )
 
 

@@ -8,7 +8,7 @@
 -- from the run's pool (pull_from_pool), appended to ready.
 -- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
 -- {{node, fence, dispatch}...}, 'running', the run's nodes running now (on other
--- workers), 'pulled', 1 if the last of ready was pulled (fairness.py)} or {'status', 'stale'}.
+-- workers: execution/fairness.py)} or {'status', 'stale'}.
 local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
 release(node)
@@ -18,14 +18,9 @@ set_final(node, 'succeeded')
 emit('node.succeeded', node)
 local ready = {}
 settle_dependents(node, 'succeeded', ready)
-local pulled = 0
 if #ARGV >= 9 then
   local queues = {unpack(ARGV, 9)}
-  if not readies_one_of(ready, queues) then
-    local before = #ready
-    pull_from_pool(queues, ready)
-    pulled = #ready - before
-  end
+  if not readies_one_of(ready, queues) then pull_from_pool(queues, ready) end
 end
 if ARGV[6] ~= '' then
   -- pcall: a metric must never fail the work it counts (the node is recorded by now).
@@ -33,4 +28,4 @@ if ARGV[6] ~= '' then
   redis.pcall('HINCRBYFLOAT', SHARED[1], ARGV[7], ARGV[8])
 end
 return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
-        'running', redis.call('HGET', K.run, 'running'), 'pulled', pulled}
+        'running', redis.call('HGET', K.run, 'running')}
