@@ -352,10 +352,11 @@ class Settings(BaseSettings):
 
     fair_dispatch: bool = True
     """A worker running a chain or pulling a fan-out of one run hands its next node back to
-    the broker, instead of running it at once, while another message of at least that
-    node's priority waits in a queue it consumes: one run's backlog cannot hold a worker
-    while other runs wait (orchestrator/execution/fairness.py). Off: a worker keeps
-    serving its run for the few seconds eager continuation allows."""
+    the broker, instead of running it at once, when another run's message waits in a
+    queue it consumes and that run has fewer nodes running than its own has on other
+    workers (or as many, after 0.1 s of this worker's message): one run's backlog cannot
+    hold the workers while other runs wait (orchestrator/execution/fairness.py). Off: a
+    worker keeps serving its run for the few seconds eager continuation allows."""
 
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""
