@@ -43,7 +43,7 @@ def write_plan(tmp_path: Path, text: str) -> str:
 
 SLEEPER = """
 nodes:
-  - {id: nap, type: function, function: sleep, params: {seconds: 20}}
+  - {id: nap, type: function, function: sleep, params: {seconds: 60}}
   - {id: after, type: function, function: noop, depends_on: [nap]}
 """
 

@@ -23,6 +23,7 @@ from dagwright.cli.options import (
     JsonOption,
     MaxDepthOption,
     MaxNodesOption,
+    WideOption,
     WorkerTypeOption,
     budget_from,
     client_from,
@@ -506,14 +507,14 @@ def events(
         print_event(event, as_json=json_output)
 
 
-def audit(run_id: str, json_output: JsonOption = False) -> None:
+def audit(run_id: str, json_output: JsonOption = False, wide: WideOption = False) -> None:
     """Print the tool-policy decisions of a run's agents (allow, deny, refused by the
     tool, require_approval) and the approvals (requested, approved, rejected)."""
     entries = client_from(None).audit(run_id)
     if json_output:
         print_json([entry.model_dump(mode="json") for entry in entries])
     else:
-        print_audit(entries)
+        print_audit(entries, wide=wide)
 
 
 def runs(
@@ -521,6 +522,7 @@ def runs(
         int, typer.Option("--limit", "-n", min=1, help="How many runs, newest first.")
     ] = 20,
     json_output: JsonOption = False,
+    wide: WideOption = False,
 ) -> None:
     """List recent runs."""
     states = client_from(None).list_runs(limit)
@@ -530,7 +532,7 @@ def runs(
             [{k: v for k, v in s.items() if k not in ("nodes", "result")} for s in summaries]
         )
     else:
-        print_runs(states)
+        print_runs(states, wide=wide)
 
 
 def cancel(run_id: str, json_output: JsonOption = False) -> None:
