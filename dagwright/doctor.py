@@ -106,7 +106,7 @@ def diagnose(settings: Settings) -> list[Check]:
     reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url, settings.redis_access)
-    reachable = redis_check.status != Status.FAIL
+    reachable = url is not None and redis_check.status != Status.FAIL
     broker_url = settings.broker_url or url
     if broker_url == url and not reachable:
         broker_check = skip("broker", "not checked: the same server as Redis")
@@ -164,11 +164,11 @@ def unreachable(name: str, what: str, url: str, exc: Exception, hint: str) -> Ch
 
 def check_redis(url: str | None, access: RedisAccess) -> Check:
     """The state store answers PING, and keeps what it is given (no eviction, persistence)."""
-    if not url:
-        return fail(
+    if not url:  # a fresh machine: nothing is wrong, `run` brings its own
+        return skip(
             "redis",
-            "no Redis configured",
-            "set DAGWRIGHT_REDIS_URL, or start the local stack with `dagwright up`",
+            "none configured: `dagwright run` starts an embedded stack for its command; "
+            "`dagwright up` keeps one running, DAGWRIGHT_REDIS_URL names a server",
         )
     try:
         with probe_client(url, access) as client:

@@ -96,16 +96,21 @@ class PlanError(InputError):
         problems: every problem found, each a sentence that says what to fix.
     """
 
-    def __init__(self, problems: list[str], *, source: str | None = None) -> None:
+    def __init__(
+        self, problems: list[str], *, source: str | None = None, listed_by: str | None = None
+    ) -> None:
         self.problems = list(problems) or ["the plan is invalid"]
         self.source = source
+        self.listed_by = listed_by
         super().__init__(self.summary())
 
     def summary(self) -> str:
-        """One line: the first problem, and how many more there are."""
+        """One line: the first problem, how many more there are, and ``listed_by``, what
+        lists them all (a command)."""
         head = self.problems[0]
         more = len(self.problems) - 1
-        line = f"{head} (and {more} more problem{'s' if more > 1 else ''})" if more else head
+        where = f": {self.listed_by} lists them" if self.listed_by else ""
+        line = f"{head} (and {more} more problem{'s' if more > 1 else ''}{where})" if more else head
         return f"{self.source}: {line}" if self.source else line
 
 

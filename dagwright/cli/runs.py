@@ -324,7 +324,8 @@ def check_plan_file(
         bound = bind_inputs(plan, inputs, settings.max_params_bytes)
         return plan, inputs, check_plan(bound.plan, settings, build_registry(settings))
     except PlanError as exc:  # RunInputError included: the same class, naming the file
-        raise type(exc)(exc.problems, source=str(plan_file)) from None
+        command = f"`dagwright validate {plan_file}`"
+        raise type(exc)(exc.problems, source=str(plan_file), listed_by=command) from None
 
 
 def submit_and_wait(
