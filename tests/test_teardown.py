@@ -12,9 +12,8 @@ import pytest
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import RunFailedError
 from tests.support.functions import release_key
+from tests.support.processes import Workers
 from tests.support.waiting import wait_until
-
-pytestmark = pytest.mark.usefixtures("worker")
 
 
 def kinds(client: Client, run_id: str) -> list[str]:
@@ -35,6 +34,7 @@ def long_work_then_teardown(goal: str, *, held_teardown: bool) -> PlanBuilder:
     return plan
 
 
+@pytest.mark.usefixtures("worker")
 def test_a_cancel_runs_the_teardown_in_order_and_ends_the_run_cancelled(client: Client) -> None:
     run = client.submit(
         long_work_then_teardown("cancel, then clean up", held_teardown=True).build()
@@ -66,6 +66,7 @@ def test_a_cancel_runs_the_teardown_in_order_and_ends_the_run_cancelled(client: 
     assert "run.tearing_down" in kinds(client, run.run_id)
 
 
+@pytest.mark.usefixtures("worker")
 def test_a_run_timeout_runs_the_teardown_and_fails_the_run_with_its_reason(
     client: Client,
 ) -> None:
@@ -85,6 +86,7 @@ def test_a_run_timeout_runs_the_teardown_and_fails_the_run_with_its_reason(
         run.result(timeout=5)
 
 
+@pytest.mark.usefixtures("worker")
 def test_a_teardown_past_teardown_timeout_s_is_cancelled_and_the_run_ends(
     settings: Settings, client: Client
 ) -> None:
@@ -106,6 +108,7 @@ def test_a_teardown_past_teardown_timeout_s_is_cancelled_and_the_run_ends(
     assert "run.teardown_timed_out" in kinds(quick, run.run_id)
 
 
+@pytest.mark.usefixtures("worker")
 @pytest.mark.parametrize("fails", [False, True])
 def test_without_a_stop_always_behaves_as_all_done(client: Client, fails: bool) -> None:
     plan = PlanBuilder("always, in a run nobody stops")
@@ -117,3 +120,32 @@ def test_without_a_stop_always_behaves_as_all_done(client: Client, fails: bool) 
     assert final.reason is None and final.tearing_down is None
     cleanup: Any = client.status(run.run_id).nodes["cleanup"].output
     assert cleanup["work"]["status"] == ("failed" if fails else "succeeded")
+
+
+def test_a_teardown_whose_worker_is_killed_is_taken_over_and_still_ends_the_run(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    first = workers.start(subprocess_settings, concurrency=2)
+    client = Client(subprocess_settings)
+    plan = PlanBuilder("the teardown's worker dies")
+    plan.function("work", "sleep", params={"seconds": 120})
+    plan.function(
+        "cleanup",
+        "held_until_released",
+        params={"seconds": 60},
+        depends_on=["work"],
+        run_if="always",
+    )
+    run = client.submit(plan.build())
+    wait_until(lambda: client.status(run.run_id).nodes["work"].status == "running", timeout=60)
+    run.cancel()
+    wait_until(lambda: client.status(run.run_id).nodes["cleanup"].status == "running", timeout=60)
+
+    first.kill_all()
+    client.runtime.client.set(release_key(run.run_id), 1)
+    workers.start(subprocess_settings, concurrency=2)
+    final = client.wait(run.run_id, timeout=90)
+    assert final.status == RunStatus.CANCELLED, workers.log_tails()
+    cleanup = final.nodes["cleanup"]
+    assert cleanup.status == "succeeded" and cleanup.attempts == 2
+    assert cleanup.output == "released"
