@@ -67,6 +67,33 @@ def test_a_cancel_runs_the_teardown_in_order_and_ends_the_run_cancelled(client: 
 
 
 @pytest.mark.usefixtures("worker")
+def test_a_teardown_running_when_the_run_is_cancelled_goes_on_unstopped(client: Client) -> None:
+    plan = PlanBuilder("cancelled while cleaning up")
+    plan.function("done_early", "count")
+    # sleep stops early, failing, if its node is told to stop
+    cleanup = {"seconds": 8}
+    plan.function("cleanup", "sleep", params=cleanup, depends_on=["done_early"], run_if="always")
+    plan.function("work", "sleep", params={"seconds": 120})
+    run = client.submit(plan.build())
+    wait_until(
+        lambda: (
+            {n.status.value for n in client.status(run.run_id).nodes.values()}
+            == {"succeeded", "running"}
+        ),
+        timeout=30,
+        what="cleanup and work running",
+    )
+    assert run.cancel().teardown_note() == "tearing down after a cancel: 1 node"
+    final = client.wait(run.run_id, timeout=30)
+    assert final.status == RunStatus.CANCELLED
+    assert final.nodes["work"].status == "cancelled"
+    # Not told to stop: its first attempt ran to its end (a stopped one is taken over).
+    cleanup_state = final.nodes["cleanup"]
+    assert cleanup_state.status == "succeeded" and cleanup_state.attempts == 1
+    assert cleanup_state.output == 8
+
+
+@pytest.mark.usefixtures("worker")
 def test_a_run_timeout_runs_the_teardown_and_fails_the_run_with_its_reason(
     client: Client,
 ) -> None:
