@@ -25,6 +25,14 @@ QUEUE_PREFIX = "dw."
 # `dagwright worker --type function:<queue>` serves the functions declared with
 # `@dagwright.function(queue=<queue>)`, on the Celery queue `dw.function:<queue>`.
 FUNCTION_QUEUE_TYPE_PREFIX = "function:"
+# Celery's broadcasts under dagwright's own names, so a Celery team's `celery control` /
+# `inspect` on the same broker never reach dagwright's workers, nor dagwright's theirs
+# (app.py). On kombu's Redis transport a fanout exchange is a PUB/SUB channel named after
+# it (`/<db>.dagwright.pidbox`); replies go to `reply.dagwright.pidbox`, task events and
+# worker heartbeats to `/<db>.dagwright.events`, their receivers' queues `dagwright.events.*`.
+CONTROL_EXCHANGE = "dagwright"  # Celery names the mailbox exchange `<this>.pidbox`
+EVENT_EXCHANGE = "dagwright.events"
+EVENT_QUEUE_PREFIX = "dagwright.events"
 
 # The order is part of the contract with the Lua prelude, which names KEYS[i] after it.
 RUN_KEY_NAMES: tuple[str, ...] = (

@@ -38,7 +38,7 @@ MAX_PARAMS_DEPTH = 32
 """Levels of nesting of a node's ``params``: enough for any real arguments, and far from
 the recursion limits of the JSON code that reads them."""
 
-RunIf = Literal["all_succeeded", "all_done", "any_failed", "none_failed", "one_success"]
+RunIf = Literal["all_succeeded", "all_done", "any_failed", "none_failed", "one_success", "always"]
 """A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
 DEFAULT_RUN_IF: RunIf = "all_succeeded"
 BLOCKED_BY_A_FAILURE: frozenset[RunIf] = frozenset({"all_succeeded", "none_failed"})
@@ -129,7 +129,9 @@ class Node(BaseModel):
     their outcome), ``any_failed`` (at least one failed or was blocked by a failure;
     else it is skipped), ``none_failed`` (none failed: each succeeded or was skipped; a
     failed one blocks it), ``one_success`` (runs as soon as one succeeded, without
-    waiting for the others; if none did, it is blocked after a failure, else skipped).
+    waiting for the others; if none did, it is blocked after a failure, else skipped),
+    ``always`` (a teardown: as ``all_done``, and it also runs after a cancel or a run
+    timeout, which leave the run open for it up to ``teardown_timeout_s``).
     A node with another rule than ``all_succeeded`` is a handler:
     it receives each dependency as an outcome ``{"status", "output" | "error"}``, and it
     is not among the run's default outputs. See docs/client-guide.md (Trigger rules)."""
@@ -530,6 +532,10 @@ class RunState(BaseModel):
     budget: Budget | None = None
     reason: str | None = None
     """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
+    tearing_down: RunStatus | None = None
+    """Set while a stopped run (``reason``) is kept open for its teardown nodes (``run_if:
+    always``): the status it ends as once they are done (``cancelled``, or ``failed``
+    after its run timeout)."""
     response_cache: bool = False
     """The run's agents use the cross-run response cache (asked at submit or by its plan)."""
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -537,6 +543,14 @@ class RunState(BaseModel):
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}
+
+    def teardown_note(self) -> str:
+        """ "tearing down after a cancel: 1 node" while ``tearing_down``, else ""."""
+        if self.tearing_down is None:
+            return ""
+        after = "a cancel" if self.tearing_down == RunStatus.CANCELLED else "its run timeout"
+        left = self.counts.total - self.counts.done
+        return f"tearing down after {after}: {left} node{'' if left == 1 else 's'}"
 
 
 # Audit actions that say a call did not run: a deny rule (or no rule) refused it, the tool

@@ -309,6 +309,11 @@ class Settings(BaseSettings):
     max_timeout_s: float = Field(6 * 3600.0, gt=0)
     """Largest ``timeout_s`` a plan may ask for; the broker's visibility timeout is twice this."""
 
+    teardown_timeout_s: float = Field(300.0, gt=0)
+    """How long a cancelled or timed-out run stays open for its teardown nodes (``run_if:
+    always``) before they are cancelled too and the run ends (each node's own
+    ``timeout_s`` also applies). Recorded in each run at submit."""
+
     approval_timeout_s: float = Field(24 * 3600.0, gt=0)
     """How long an approval request waits for a person before it counts as rejected
     (a node's ``approval_timeout_s`` overrides it)."""

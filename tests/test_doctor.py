@@ -93,6 +93,24 @@ def test_with_a_live_worker_every_check_passes_or_only_warns(live_env: dict[str,
     assert "test-key" not in str(report)  # the API key is never shown
 
 
+def test_a_worker_on_another_broker_than_the_clients_warns_naming_both(
+    settings: Settings, live_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The same state store (so doctor sees the worker), another broker database: the
+    # client's messages would never reach the worker.
+    server = (settings.redis_url or "").rsplit("/", 1)[0]
+    other = settings.model_copy(update={"broker_url": f"{server}/5"})
+    _, report = doctor_json(cli_env(other, tmp_path / "data"))
+    worker = next(check for check in report["checks"] if check["name"].startswith("worker "))
+    assert worker["status"] == "warn", report
+    assert re.search(r"consumes from broker redis://127\.0\.0\.1:\d+/0, ", worker["hint"])
+    assert re.search(r"this client publishes to redis://127\.0\.0\.1:\d+/5: ", worker["hint"])
+    same = by_name(doctor_json(live_env)[1])
+    assert all(
+        check["status"] == "ok" for name, check in same.items() if name.startswith("worker ")
+    )
+
+
 @pytest.mark.subprocess
 def test_human_output_is_a_line_per_check_and_a_verdict(live_env: dict[str, str]) -> None:
     result = dagwright("doctor", env=live_env)

@@ -253,6 +253,8 @@ def print_status(state: RunState) -> None:
         stdout.print("response cache: on (repeated agent calls are answered at 0 tokens)")
     if state.reason:
         stdout.print(f"stopped: {escape(state.reason)}")
+    if state.tearing_down:
+        stdout.print(state.teardown_note())
     print_nodes(stdout, state.nodes)
 
 

@@ -210,6 +210,8 @@ def header(state: RunState, now: float) -> list[Text]:
     )
     if state.reason:
         line += f" · {state.reason}"
+    if state.tearing_down:
+        line += f" · {state.teardown_note()}"
     return [title, Text(line)]
 
 

@@ -74,7 +74,8 @@ class PlanBuilder:
         run_if: RunIf | None = None,
     ) -> str:
         """A ``function`` node; ``run_if="any_failed"`` (or ``"all_done"``,
-        ``"none_failed"``, ``"one_success"``) makes it a handler of how its dependencies
+        ``"none_failed"``, ``"one_success"``, ``"always"``: a teardown that runs after a
+        cancel or a run timeout too) makes it a handler of how its dependencies
         ended (see ``Node.run_if``)."""
         return self.node(
             node_id,

@@ -42,6 +42,7 @@ PASSED_SETTINGS = (
     "web_search",
     "web_fetch",
     "webhook_timeout_s",
+    "teardown_timeout_s",
     "webhook_max_attempts",
     "webhook_backoff_s",
     "webhook_backoff_max_s",

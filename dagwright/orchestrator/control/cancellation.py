@@ -9,7 +9,7 @@ workers' slots, instead of at the next lease renewal or message.
 
 from __future__ import annotations
 
-from dagwright.orchestrator.broker import Broker, revoke
+from dagwright.orchestrator.broker import Broker, dispatch, revoke
 from dagwright.orchestrator.runstate.machine import Cancelled, StoppedWork
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.orchestrator.stop_signals import announce_stop
@@ -20,14 +20,19 @@ def cancel_run(runtime: Runtime, broker: Broker, run_id: str, reason: str) -> Ca
     cancelled = runtime.machine.cancel(run_id, reason)
     if cancelled.stopped is not None:
         stop_work(runtime, broker, run_id, cancelled.stopped)
-    runtime.forget_active(run_id)
+    if cancelled.stopped is None or not cancelled.stopped.tearing_down:
+        runtime.forget_active(run_id)  # else the reconciler keeps its teardown in time
     return cancelled
 
 
 def stop_work(runtime: Runtime, broker: Broker, run_id: str, stopped: StoppedWork) -> None:
     """Stop what a stopped run still has in flight: queued messages and running nodes.
     The revoke goes first: a worker whose node stops takes its next message at once, and
-    should know by then that it is revoked."""
+    should know by then that it is revoked. A run left open for its teardown nodes has
+    them published, and only the nodes stopped are named to the workers (its running
+    teardown nodes go on)."""
     revoke(broker, stopped.queued)
+    dispatch(broker, runtime.machine, stopped.teardown)
     if stopped.running:
-        announce_stop(runtime.client, runtime.keys, run_id)
+        only = stopped.running if stopped.tearing_down else None
+        announce_stop(runtime.client, runtime.keys, run_id, only)

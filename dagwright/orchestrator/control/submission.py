@@ -148,6 +148,7 @@ def prepare_run(
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
+    fields["teardown_timeout_ms"] = round(settings.teardown_timeout_s * 1000)
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
     if goal is not None:  # checked first: a refused submit must not take its key

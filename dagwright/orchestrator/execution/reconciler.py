@@ -105,7 +105,7 @@ class Reconciler:
             empty_queues=empty_queues,
         )
         if found.timed_out is not None:
-            log.warning("run %s ran past its run timeout: stopped", run_id)
+            log.warning("run %s ran past its run timeout (or teardown deadline): stopped", run_id)
             stop_work(self.runtime, self.broker, run_id, found.timed_out)
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)

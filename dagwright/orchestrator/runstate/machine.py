@@ -236,6 +236,11 @@ class StoppedWork:
 
     running: list[str]
     queued: list[ReadyNode]
+    teardown: list[ReadyNode] = field(default_factory=list)
+    """Teardown nodes (``run_if: always``) the stop queued: to publish."""
+    tearing_down: bool = False
+    """The run stays open for its teardown nodes: only ``running`` are to stop, not all
+    of the run's nodes (prelude.lua, Teardown)."""
 
 
 @dataclass(frozen=True)
@@ -252,7 +257,7 @@ class Cancelled:
         fields = named_reply(reply)
         if "running" not in fields:  # missing, or final already (cancelled before, perhaps)
             return cls(fields["outcome"])
-        return cls(fields["outcome"], _stopped_work(run_id, fields["running"], fields["queued"]))
+        return cls(fields["outcome"], _stopped_work(run_id, fields))
 
 
 @dataclass(frozen=True)
@@ -269,8 +274,14 @@ class ReconcilePass:
         fields = named_reply(reply)
         timed_out = None
         if "timed_out_running" in fields:
-            running, queued = fields["timed_out_running"], fields["timed_out_queued"]
-            timed_out = _stopped_work(run_id, running, queued)
+            timed_out = _stopped_work(
+                run_id,
+                {
+                    **fields,
+                    "running": fields["timed_out_running"],
+                    "queued": fields["timed_out_queued"],
+                },
+            )
         return cls(
             status=fields["status"],
             requeued=_ready_nodes(run_id, fields.get("requeued", [])),
@@ -741,8 +752,14 @@ def _succeeded(reply: Any) -> bool:
     return bool(named_reply(reply)["status"] == "ok")
 
 
-def _stopped_work(run_id: str, running: list[str], queued: list[list[Any]]) -> StoppedWork:
-    return StoppedWork(running=list(running), queued=_ready_nodes(run_id, queued))
+def _stopped_work(run_id: str, fields: dict[str, Any]) -> StoppedWork:
+    """The work a stop left (its reply's ``running``, ``queued`` and ``teardown``)."""
+    return StoppedWork(
+        running=list(fields["running"]),
+        queued=_ready_nodes(run_id, fields["queued"]),
+        teardown=_ready_nodes(run_id, fields.get("teardown", [])),
+        tearing_down=fields.get("tearing_down") == "1",
+    )
 
 
 def _final(status: str) -> RunStatus | None:

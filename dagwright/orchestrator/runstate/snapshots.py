@@ -96,6 +96,9 @@ def state_of(run_id: str, columns: list[str], replies: list[dict[str, str]]) -> 
         usage=_run_usage(run),
         budget=budget_of_run(run),
         reason=run.get("stop_reason"),
+        tearing_down=None
+        if status.is_final or "stopping" not in run
+        else RunStatus(run["stopping"]),
         response_cache=run.get("response_cache") == "1",
         inputs=json.loads(run.get(RUN_INPUTS_FIELD) or "{}"),
     )

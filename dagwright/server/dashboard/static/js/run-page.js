@@ -31,6 +31,7 @@ const KINDS = [
   "node.approved", "node.rejected", "node.decided",
   "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
+  "run.tearing_down", "run.teardown_timed_out",
 ];
 
 // `readAtMs`: the server's clock at the last read of the run; events older than that (by
@@ -60,8 +61,17 @@ function header(run) {
   document.getElementById("run-facts").textContent =
     `${counts.succeeded ?? 0}/${counts.total ?? 0} nodes succeeded · ${counts.running ?? 0} running · ` +
     `${counts.failed ?? 0} failed · ${tokens(usage).toLocaleString()} tokens · ${cost(usage)} · ` +
-    `started ${age(run.created_at)} ago` + (run.reason ? ` · ${run.reason}` : "");
-  document.getElementById("cancel").hidden = FINAL_RUN.has(run.status);
+    `started ${age(run.created_at)} ago` + (run.reason ? ` · ${run.reason}` : "") +
+    teardownNote(run, counts);
+  document.getElementById("cancel").hidden = FINAL_RUN.has(run.status) || !!run.tearing_down;
+}
+
+// As RunState.teardown_note: a stopped run kept open for its `run_if: always` nodes.
+function teardownNote(run, counts) {
+  if (!run.tearing_down) return "";
+  const after = run.tearing_down === "cancelled" ? "a cancel" : "its run timeout";
+  const left = (counts.total ?? 0) - (counts.done ?? 0);
+  return ` · tearing down after ${after}: ${left} node${left === 1 ? "" : "s"}`;
 }
 
 function pager(graph) {
