@@ -262,6 +262,7 @@ class ReconcilePass:
     unpublished: list[ReadyNode]
     stranded: list[ReadyNode]
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
+    gated: bool = False  # the run waits for its concurrency key (run_gates.py)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -277,7 +278,26 @@ class ReconcilePass:
             unpublished=_ready_nodes(run_id, fields.get("unpublished", [])),
             stranded=_ready_nodes(run_id, fields.get("stranded", [])),
             timed_out=timed_out,
+            gated=fields.get("gated") == 1,
         )
+
+
+@dataclass(frozen=True)
+class Admission:
+    """admit.lua's answer: whether the run took a place of its concurrency key, how many
+    runs hold one now, and its roots to publish."""
+
+    admitted: bool
+    held: int
+    ready: list[ReadyNode]
+    expired: bool = False  # it waited too long: the run failed
+
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> Admission:
+        fields = named_reply(reply)
+        ready = _ready_nodes(run_id, fields["ready"])
+        expired = bool(int(fields.get("expired", 0)))
+        return cls(bool(int(fields["admitted"])), int(fields["held"]), ready, expired)
 
 
 @dataclass(frozen=True)
@@ -564,6 +584,17 @@ class RunStateMachine:
         waits for a slot of ``limit``; the stranded rule looks at it again only after
         ``recheck_s``. False if the claim is no longer ours."""
         return _owned(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
+
+    def admit(
+        self, run_id: str, holders_key: str, waiters_key: str, *, max_wait_s: float
+    ) -> Admission:
+        """Let a run waiting for its concurrency key start if the key has room (see
+        lua/admit.lua; the key's holders and waiters are ``holders_key``/``waiters_key``);
+        one that waited ``max_wait_s`` fails instead."""
+        shared = (holders_key, waiters_key)
+        max_wait_ms = int(max_wait_s * 1000)
+        reply = self._call("admit", run_id, run_id, max_wait_ms, shared_keys=shared)
+        return Admission.from_reply(run_id, reply)
 
     def record_progress(
         self,

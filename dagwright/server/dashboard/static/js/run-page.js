@@ -18,6 +18,7 @@ const NODE_STATUSES = new Set([
 ]);
 const KIND_STATUS = {
   "node.retrying": "retry_wait",
+  "node.delayed": "retry_wait", // a delayed start, a concurrency key, a rate limit
   "node.lease_expired": "queued",
   "node.replayed": "queued",
   "node.unblocked": "pending",
@@ -31,6 +32,7 @@ const KINDS = [
   "node.approved", "node.rejected", "node.decided",
   "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
+  "run.admitted", "run.gate_expired",
 ];
 
 // `readAtMs`: the server's clock at the last read of the run; events older than that (by

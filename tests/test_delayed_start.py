@@ -1,0 +1,121 @@
+"""Delayed start of runs (``not_before`` / ``countdown_s`` at submit) and of nodes
+(``Node.countdown_s``), with the session's real worker and reconciler on a real Valkey:
+a delayed node never starts before its time (the server's clock), starts after it, and
+says what it waits for until then; cancel and the run timeout end the wait."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+
+from dagwright import Client, RunStatus
+from dagwright.errors import InputError, RunOptionError
+from dagwright.models import NodeStatus, Plan
+from tests.support.functions import executions_key
+from tests.support.waiting import server_time_ms, wait_until
+
+
+def plan(*nodes: dict[str, Any]) -> Plan:
+    return Plan.model_validate({"goal": "delayed", "nodes": list(nodes)})
+
+
+def fn(node_id: str, **fields: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": "function", "function": "count", **fields}
+
+
+def test_a_run_with_a_countdown_waits_then_starts_not_before_its_time(
+    client: Client, worker: Any
+) -> None:
+    handle = client.submit(plan(fn("a")), countdown_s=1.5)
+    state = client.status(handle.run_id)
+    node = state.nodes["a"]
+    assert state.status == RunStatus.RUNNING
+    assert node.status == NodeStatus.RETRY_WAIT
+    assert node.waiting is not None and node.waiting.on == "delay"
+    assert node.waiting.until is not None
+    assert node.waiting.describe().startswith(
+        f"waiting until {node.waiting.until:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    due = node.waiting.until
+    assert handle.wait(timeout=30).status == RunStatus.SUCCEEDED
+    started = client.status(handle.run_id).nodes["a"].started_at
+    assert started is not None and started >= due
+
+
+def test_a_run_not_before_a_moment_given_as_iso_text(
+    client: Client, redis_client: redis.Redis, worker: Any
+) -> None:
+    moment = datetime.fromtimestamp(server_time_ms(redis_client) / 1000, tz=UTC)
+    moment += timedelta(seconds=1.5)
+    handle = client.submit(plan(fn("a")), not_before=moment.isoformat())
+    assert client.status(handle.run_id).nodes["a"].status == NodeStatus.RETRY_WAIT
+    assert handle.wait(timeout=30).status == RunStatus.SUCCEEDED
+    started = client.status(handle.run_id).nodes["a"].started_at
+    assert started is not None and started >= moment.replace(
+        microsecond=moment.microsecond // 1000 * 1000
+    )
+
+
+def test_a_node_countdown_counts_from_when_it_is_ready(client: Client, worker: Any) -> None:
+    handle = client.submit(plan(fn("a"), fn("b", depends_on=["a"], countdown_s=1.5)))
+    waiting = wait_until(
+        lambda: client.status(handle.run_id).nodes["b"].waiting, timeout=30, what="b waits"
+    )
+    assert waiting.on == "delay" and waiting.until is not None
+    assert handle.wait(timeout=30).status == RunStatus.SUCCEEDED
+    nodes = client.status(handle.run_id).nodes
+    a_done, b_started = nodes["a"].finished_at, nodes["b"].started_at
+    assert a_done is not None and b_started is not None
+    assert b_started >= a_done + timedelta(seconds=1.5)
+    assert b_started >= waiting.until
+
+
+def test_cancel_during_a_delay_ends_it_and_nothing_runs(
+    client: Client, redis_client: redis.Redis, worker: Any
+) -> None:
+    handle = client.submit(plan(fn("a")), countdown_s=60)
+    client.cancel(handle.run_id)
+    state = client.status(handle.run_id)
+    assert state.status == RunStatus.CANCELLED
+    assert state.nodes["a"].status == NodeStatus.CANCELLED
+    assert state.nodes["a"].waiting is None
+    assert redis_client.zcard(client.runtime.keys.run_key(handle.run_id, "retry")) == 0
+    assert not redis_client.exists(executions_key(handle.run_id))
+
+
+def test_the_run_timeout_counts_from_submission_not_from_the_start(
+    client: Client, worker: Any
+) -> None:
+    handle = client.submit(plan(fn("a")), countdown_s=60, timeout_s=1)
+    state = handle.wait(timeout=30)
+    assert state.status == RunStatus.FAILED
+    assert "timed out" in (state.reason or "")
+    assert state.nodes["a"].status == NodeStatus.CANCELLED
+
+
+def test_celery_words_point_to_the_delayed_start_options(client: Client) -> None:
+    with pytest.raises(RunOptionError, match="not_before="):
+        client.submit(plan(fn("a")), eta="2026-01-01T00:00:00Z")  # type: ignore[call-arg]
+    with pytest.raises(RunOptionError, match="countdown_s="):
+        client.submit(plan(fn("a")), countdown=5)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"countdown_s": 1, "not_before": "2026-01-01T00:00:00Z"}, "not both"),
+        ({"countdown_s": -1}, "countdown_s must be"),
+        ({"countdown_s": 10**9}, "DAGWRIGHT_MAX_START_DELAY_S"),
+        ({"not_before": "tomorrow"}, "ISO 8601"),
+        ({"not_before": "2999-01-01T00:00:00Z"}, "DAGWRIGHT_MAX_START_DELAY_S"),
+    ],
+)
+def test_a_bad_delayed_start_is_refused_before_anything_is_written(
+    client: Client, redis_client: redis.Redis, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InputError, match=message):
+        client.submit(plan(fn("a")), **options)
+    assert redis_client.zcard(client.runtime.keys.run_index) == 0
