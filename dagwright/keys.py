@@ -334,8 +334,9 @@ class Keys:
 
     def rate_window(self, name: str) -> str:
         """Zset ``<run>/<node>@<fence>`` -> epoch ms it started: the starts of rate limit
-        ``name`` (``function:fetch_prices``) within its period (execution/rates.py)."""
-        return f"{self.prefix}rate:{name}"
+        ``name`` (``function:fetch_prices``) within its period (execution/rates.py); the
+        hash tag ``{rates}`` lets one script take a node's function and type rates."""
+        return f"{self.prefix}{{rates}}:{name}"
 
     @property
     def limits(self) -> str:

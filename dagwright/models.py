@@ -506,7 +506,7 @@ class NodeWait(BaseModel):
             return (
                 f"waiting for concurrency key {self.name}: {self.held} of {self.limit} runs running"
             )
-        return f"waiting for rate limit {self.name} ({self.limit}) until {until}"
+        return f"waiting for rate limit {self.name} until {until}"
 
     def worker_hint(self) -> str:
         """What a node waiting for a worker needs, and the command that starts one."""

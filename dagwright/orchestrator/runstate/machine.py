@@ -335,7 +335,7 @@ class Reservation:
         return cls(owned=True)
 
 
-WaitKind = Literal["breaker", "batch"]
+WaitKind = Literal["breaker", "batch", "rate"]
 
 
 class BreakerWait(enum.StrEnum):
