@@ -6,6 +6,7 @@ says what it waits for until then; cancel and the run timeout end the wait."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ import redis
 from dagwright import Client, RunStatus
 from dagwright.errors import InputError, RunOptionError
 from dagwright.models import NodeStatus, Plan
+from dagwright.settings import Settings
+from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key
 from tests.support.waiting import server_time_ms, wait_until
 
@@ -119,3 +122,26 @@ def test_a_bad_delayed_start_is_refused_before_anything_is_written(
     with pytest.raises(InputError, match=message):
         client.submit(plan(fn("a")), **options)
     assert redis_client.zcard(client.runtime.keys.run_index) == 0
+
+
+def test_the_cli_runs_a_delayed_plan_and_status_says_until_when(
+    no_worker_settings: Settings, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text("goal: later\nnodes:\n  - {id: a, type: function, function: noop}\n")
+    env = cli_env(no_worker_settings, tmp_path)
+    submitted = dagwright(
+        "run", str(plan_file), "--countdown", "600", "--no-wait", "--json", env=env
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    run_id = json_out(submitted)["run_id"]
+    text = dagwright("status", run_id, env=env)
+    assert text.returncode == 0, text.stderr
+    assert "waiting until 20" in text.stdout
+    shown = json_out(dagwright("status", run_id, "--json", env=env))
+    waiting = shown["nodes"]["a"]["waiting"]
+    assert waiting["on"] == "delay" and waiting["description"].startswith("waiting until ")
+
+    refused = dagwright("run", str(plan_file), "--countdown", "-1", "--no-wait", env=env)
+    assert refused.returncode == 2
+    assert "countdown_s must be 0 to" in one_error_line(refused)
