@@ -111,6 +111,19 @@ class Budget(BaseModel):
         return self.model_copy(update=other.model_dump(exclude_none=True))
 
 
+class ConcurrencyKey(BaseModel):
+    """A per-key concurrency limit: the runs (a plan's) or the nodes (a node's) whose
+    ``key`` renders the same share ``limit`` places (orchestrator/control/run_gates.py,
+    orchestrator/execution/limits.py)."""
+
+    model_config = PLAN_MODEL_CONFIG
+
+    key: str = Field(min_length=1, max_length=200)
+    """A template over the run's inputs, ``{{ inputs.customer }}``, or a fixed text."""
+    limit: int = Field(ge=1, le=10_000)
+    """Most runs of one key running at once; the others wait in the order submitted."""
+
+
 class Node(BaseModel):
     """One subtask of a plan."""
 
@@ -152,6 +165,10 @@ class Node(BaseModel):
     approval_timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """How long an approval of this node may wait before it counts as rejected; unset
     means ``settings.approval_timeout_s``."""
+    concurrency: ConcurrencyKey | None = None
+    """At most ``limit`` nodes with the same ``key`` running at once, over every run and
+    worker (``{key: "sync-{{ inputs.customer }}", limit: 1}``: one sync per customer);
+    the key is rendered from the run's inputs. Over it, the node waits for a slot."""
     countdown_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """Once ready (its dependencies done, as its ``run_if`` says), how long the node waits
     before it is queued (Celery's ``countdown``): RETRY_WAIT meanwhile, "waiting until
@@ -215,18 +232,6 @@ class Webhook(BaseModel):
     """Name of the environment variable, on the processes that send (the workers running
     the reconciler), holding the signing secret: ``DAGWRIGHT_WEBHOOK_SECRET_<NAME>``;
     unset: ``DAGWRIGHT_WEBHOOK_SECRET``. The secret itself is never stored nor sent."""
-
-
-class ConcurrencyKey(BaseModel):
-    """A plan's per-key concurrency limit: runs whose ``key`` renders the same share
-    ``limit`` places (orchestrator/control/run_gates.py)."""
-
-    model_config = PLAN_MODEL_CONFIG
-
-    key: str = Field(min_length=1, max_length=200)
-    """A template over the run's inputs, ``{{ inputs.customer }}``, or a fixed text."""
-    limit: int = Field(ge=1, le=10_000)
-    """Most runs of one key running at once; the others wait in the order submitted."""
 
 
 class Plan(BaseModel):

@@ -162,3 +162,29 @@ def test_a_key_naming_an_undeclared_input_or_missing_a_value_is_refused(client: 
     )
     with pytest.raises(RunInputError, match="concurrency key"):
         client.submit(optional, inputs={"x": "a"})
+
+
+def test_a_nodes_own_key_limits_its_nodes_across_runs(
+    client: Client, redis_client: redis.Redis, worker: Any
+) -> None:
+    plan = Plan.model_validate(
+        {
+            "goal": "one sync per customer at once",
+            "inputs": SCHEMA,
+            "nodes": [
+                {
+                    "id": "sync",
+                    "type": "function",
+                    "function": "overlap",
+                    "params": {"seconds": 0.3, "group": "sync-acme"},
+                    "concurrency": {"key": "sync-{{ inputs.customer }}", "limit": 1},
+                }
+            ],
+        }
+    )
+    handles = [client.submit(plan, inputs={"customer": "acme"}) for _ in range(3)]
+    for handle in handles:
+        assert handle.wait(timeout=60).status == RunStatus.SUCCEEDED
+    assert redis_client.hget(overlap_key("sync-acme"), "max") == "1"
+    spec = redis_client.hget(client.runtime.keys.run_key(handles[0].run_id, "spec"), "sync")
+    assert '"key":"sync-acme"' in (spec or "")  # stored rendered: no template at claim

@@ -1,6 +1,7 @@
-"""A plan's per-key concurrency limit (``concurrency: {key: "{{ inputs.customer }}",
-limit: 2}``): its key rendered from a run's inputs, with the templates of
-``input_templates`` (the same ``{{ inputs.<name>[.<key>] }}`` form, nothing else).
+"""Per-key concurrency limits (a plan's ``concurrency: {key: "{{ inputs.customer }}",
+limit: 2}``, runs per key; a node's, nodes per key): the key rendered from a run's
+inputs, with the templates of ``input_templates`` (the same ``{{ inputs.<name>[.<key>]
+}}`` form, nothing else).
 
 The rendered key names the runs that share the limit, and it is what people read in
 "waiting for concurrency key customer=acme": a key that is one reference alone is shown
@@ -13,7 +14,7 @@ import json
 from typing import Any
 
 from dagwright.errors import PlanError, RunInputError
-from dagwright.models import ConcurrencyKey
+from dagwright.models import ConcurrencyKey, Plan
 from dagwright.plans.input_templates import LOOKS_LIKE_REFERENCE, REFERENCE
 
 MAX_KEY_CHARS = 200  # of a rendered key: it is part of Redis key names and of every view
@@ -59,3 +60,23 @@ def _lookup(dotted: str, inputs: dict[str, Any]) -> Any:
             )
         value = value[name]
     return value
+
+
+def with_rendered_node_keys(plan: Plan, inputs: dict[str, Any], declared: list[str]) -> Plan:
+    """The plan with each node's ``concurrency.key`` rendered from the run's inputs (the
+    stored plan holds values, not templates); the plan itself if no node has one."""
+    if not any(node.concurrency for node in plan.nodes):
+        return plan
+    nodes = [
+        node.model_copy(
+            update={
+                "concurrency": node.concurrency.model_copy(
+                    update={"key": rendered_key(node.concurrency, inputs, declared)}
+                )
+            }
+        )
+        if node.concurrency
+        else node
+        for node in plan.nodes
+    ]
+    return plan.model_copy(update={"nodes": nodes})

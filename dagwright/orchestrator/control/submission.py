@@ -29,12 +29,13 @@ from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
+from dagwright.plans.concurrency_keys import with_rendered_node_keys
 from dagwright.plans.priced_models import (
     check_usd_budget_is_priced,
     models_of_goal,
     models_of_plan,
 )
-from dagwright.plans.run_inputs import bind_inputs, check_inputs
+from dagwright.plans.run_inputs import bind_inputs, check_inputs, declared_names
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
@@ -159,6 +160,7 @@ def prepare_run(
     fields.update(start_fields(not_before, countdown_s, settings.max_start_delay_s))
     if plan is not None:
         fields.update(key_fields(plan.concurrency, inputs, plan.inputs))
+        plan = with_rendered_node_keys(plan, inputs, declared_names(plan.inputs))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)

@@ -247,7 +247,13 @@ def run_claimed(
 def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
     """The concurrency slots the claimed node must hold to run (None: no limit applies)."""
     return node_limits(
-        settings, ctx.run_id, ctx.node_id, ctx.fence, claim.node.type, claim.run_max_concurrent
+        settings,
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        claim.node.type,
+        claim.run_max_concurrent,
+        claim.node.concurrency,
     )
 
 
