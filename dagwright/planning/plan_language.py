@@ -7,9 +7,9 @@ schema is the model's whole manual of the per-node controls (``output_schema``, 
 
 A plan's run options (budget, timeout, response cache, inputs schema, webhooks, runs per
 concurrency key) are the submitter's to set, never a model's: no model output picks where
-run data goes or how much the run may spend. They are not offered, and a plan that sets one anyway is refused
-with a problem the model is told (``PlannedPlan``), instead of being stripped in silence
-as before: a model that believes its budget holds plans around it.
+run data goes or how much the run may spend. They are not offered, and a plan that sets
+one anyway is refused with a problem the model is told (``PlannedPlan``), instead of being
+stripped in silence as before: a model that believes its budget holds plans around it.
 """
 
 from __future__ import annotations
