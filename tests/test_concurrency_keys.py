@@ -5,14 +5,16 @@ not held, and a place given back however its run ends."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 import redis
 
-from dagwright import Client, RunStatus
+from dagwright import AsyncClient, Client, RunStatus
 from dagwright.errors import PlanError, RunInputError
-from dagwright.models import NodeStatus, Plan
+from dagwright.models import NodeStatus, Plan, RunState
+from dagwright.settings import Settings
 from tests.support.api_server import ApiServer
 from tests.support.functions import overlap_key, release_key
 from tests.support.waiting import wait_until
@@ -188,3 +190,18 @@ def test_a_nodes_own_key_limits_its_nodes_across_runs(
     assert redis_client.hget(overlap_key("sync-acme"), "max") == "1"
     spec = redis_client.hget(client.runtime.keys.run_key(handles[0].run_id, "spec"), "sync")
     assert '"key":"sync-acme"' in (spec or "")  # stored rendered: no template at claim
+
+
+def test_the_async_client_admits_or_parks_as_the_sync_one(no_worker_settings: Settings) -> None:
+    plan = keyed_plan(HELD, limit=1)
+
+    async def submit_two() -> list[RunState]:
+        async with AsyncClient(no_worker_settings) as client:
+            runs = [await client.submit(plan, inputs={"customer": "acme"}) for _ in range(2)]
+            return [await client.status(run.run_id) for run in runs]
+
+    first, second = asyncio.run(submit_two())
+    assert first.nodes["work"].status == NodeStatus.QUEUED  # took the key's one place
+    assert second.nodes["work"].status == NodeStatus.RETRY_WAIT
+    wait = second.nodes["work"].waiting
+    assert wait is not None and wait.describe().endswith("customer=acme: 1 of 1 runs running")

@@ -5,6 +5,7 @@ says what it waits for until then; cancel and the run timeout end the wait."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,9 @@ from typing import Any
 import pytest
 import redis
 
-from dagwright import Client, RunStatus
+from dagwright import AsyncClient, Client, RunStatus
 from dagwright.errors import InputError, RunOptionError
-from dagwright.models import NodeStatus, Plan
+from dagwright.models import NodeStatus, Plan, RunState
 from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key
@@ -145,3 +146,14 @@ def test_the_cli_runs_a_delayed_plan_and_status_says_until_when(
     refused = dagwright("run", str(plan_file), "--countdown", "-1", "--no-wait", env=env)
     assert refused.returncode == 2
     assert "countdown_s must be 0 to" in one_error_line(refused)
+
+
+def test_the_async_client_delays_a_run_too(no_worker_settings: Settings) -> None:
+    async def submit() -> RunState:
+        async with AsyncClient(no_worker_settings) as client:
+            run = await client.submit(plan(fn("a")), countdown_s=60)
+            return await client.status(run.run_id)
+
+    node = asyncio.run(submit()).nodes["a"]
+    assert node.status == NodeStatus.RETRY_WAIT
+    assert node.waiting is not None and node.waiting.on == "delay"
