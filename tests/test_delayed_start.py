@@ -17,6 +17,7 @@ from dagwright import AsyncClient, Client, RunStatus
 from dagwright.errors import InputError, RunOptionError
 from dagwright.models import NodeStatus, Plan, RunState
 from dagwright.settings import Settings
+from tests.support.api_server import ApiServer
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.functions import executions_key
 from tests.support.waiting import server_time_ms, wait_until
@@ -157,3 +158,15 @@ def test_the_async_client_delays_a_run_too(no_worker_settings: Settings) -> None
     node = asyncio.run(submit()).nodes["a"]
     assert node.status == NodeStatus.RETRY_WAIT
     assert node.waiting is not None and node.waiting.on == "delay"
+
+
+def test_the_api_submit_body_takes_a_delayed_start(api: ApiServer) -> None:
+    body = {"plan": plan(fn("a")).model_dump(mode="json", exclude_defaults=True), "countdown_s": 60}
+    with api.http("operate") as http:
+        created = http.post("/api/v1/runs", json=body)
+        assert created.status_code == 201, created.text
+        waiting = created.json()["nodes"]["a"]["waiting"]
+        assert waiting["on"] == "delay" and waiting["description"].startswith("waiting until ")
+        refused = http.post("/api/v1/runs", json={"plan": body["plan"], "not_before": "soon"})
+    assert refused.status_code == 422 and "ISO 8601" in refused.json()["detail"]
+    api.client.cancel(created.json()["run_id"])
