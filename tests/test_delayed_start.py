@@ -170,3 +170,14 @@ def test_the_api_submit_body_takes_a_delayed_start(api: ApiServer) -> None:
         refused = http.post("/api/v1/runs", json={"plan": body["plan"], "not_before": "soon"})
     assert refused.status_code == 422 and "ISO 8601" in refused.json()["detail"]
     api.client.cancel(created.json()["run_id"])
+
+
+def test_a_root_nodes_countdown_counts_from_the_submit(no_worker_settings: Settings) -> None:
+    client = Client(no_worker_settings)
+    run = client.submit(plan(fn("a", countdown_s=30), fn("b")))
+    nodes = client.status(run.run_id).nodes
+    waiting = nodes["a"].waiting
+    assert nodes["a"].status == NodeStatus.RETRY_WAIT and waiting is not None
+    assert waiting.name == "countdown" and waiting.until is not None
+    assert waiting.until - waiting.since == timedelta(seconds=30)
+    assert nodes["b"].status == NodeStatus.QUEUED and nodes["b"].waiting is None

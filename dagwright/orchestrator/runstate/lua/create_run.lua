@@ -90,19 +90,24 @@ local function park_root(root, wait, due_ms)
   redis.call('HSET', K.waits, root, cjson.encode(wait))
   emit('node.delayed', 'node', root, 'on', wait.on)
 end
-local startable = {}
-for _, root in ipairs(roots) do
-  local due = math.max(tonumber(run.not_before_ms or 0), NOW + tonumber(redis.call('HGET', K.countdown, root) or 0))
+local function start_or_park(root, startable)
+  local countdown = run.countdowns and redis.call('HGET', K.countdown, root)
+  local due = math.max(tonumber(run.not_before_ms or 0), NOW + tonumber(countdown or 0))
   if run.concurrency_key then
     park_root(root, {on = 'concurrency', name = run.concurrency_key, since_ms = NOW})
   elseif due > NOW then
-    park_root(root, {on = 'delay', name = 'not_before', since_ms = NOW, until_ms = due}, due)
+    local name = countdown and 'countdown' or 'not_before'
+    park_root(root, {on = 'delay', name = name, since_ms = NOW, until_ms = due}, due)
   else
     startable[#startable + 1] = root
   end
 end
-if run.concurrency_key then redis.call('HSET', K.run, 'gate', 'waiting') end
-roots = startable
+if run.countdowns or run.not_before_ms or run.concurrency_key then  -- else: nothing to ask
+  local startable = {}
+  for _, root in ipairs(roots) do start_or_park(root, startable) end
+  if run.concurrency_key then redis.call('HSET', K.run, 'gate', 'waiting') end
+  roots = startable
+end
 -- End of flow control.
 
 local queued, fenced = {}, {}
