@@ -13,7 +13,6 @@ import redis
 from dagwright.connection import connect, require_redis_url
 from dagwright.keys import Keys
 from dagwright.models import Node
-from dagwright.orchestrator.runstate.creation import CONCURRENCY_KEY_FIELD
 from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
 from dagwright.redaction import known_secrets
@@ -130,13 +129,14 @@ class Runtime:
         if traces are exported)."""
         from dagwright.telemetry.otlp import exporting  # the trace model: not to read a run
 
-        self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
-        self.release_key_place(run_id)
+        forgotten = self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
+        if forgotten.concurrency_key:
+            self.release_key_place(run_id, forgotten.concurrency_key)
 
-    def release_key_place(self, run_id: str) -> None:
-        """Give back an ended run's place of its concurrency key, if it has one (the
-        next waiter takes it at the reconciler's next pass: control/run_gates.py)."""
-        key = self.client.hget(self.keys.run_key(run_id, "run"), CONCURRENCY_KEY_FIELD)
-        if key is not None:
-            self.client.zrem(self.keys.key_holders(key), run_id)
-            self.client.zrem(self.keys.key_waiters(key), run_id)
+    def release_key_place(self, run_id: str, key: str) -> None:
+        """Give back an ended run's place of its concurrency key ``key`` (the next waiter
+        takes it at the reconciler's next pass: control/run_gates.py)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrem(self.keys.key_holders(key), run_id)
+        pipe.zrem(self.keys.key_waiters(key), run_id)
+        pipe.execute()

@@ -283,6 +283,18 @@ class ReconcilePass:
 
 
 @dataclass(frozen=True)
+class Forgotten:
+    """forget.lua's answer: whether the run left the active set (true as a bool), and its
+    concurrency key ('' for none), whose place its caller gives back."""
+
+    forgotten: bool
+    concurrency_key: str = ""
+
+    def __bool__(self) -> bool:
+        return self.forgotten
+
+
+@dataclass(frozen=True)
 class Admission:
     """admit.lua's answer: whether the run took a place of its concurrency key, how many
     runs hold one now, and its roots to publish."""
@@ -718,7 +730,7 @@ class RunStateMachine:
         )
         return ReconcilePass.from_reply(run_id, reply)
 
-    def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
+    def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         in the same step, queue its webhook deliveries and, with ``export_trace``, its
         trace's OTLP export, and give its scores the run's time to live."""
@@ -733,7 +745,8 @@ class RunStateMachine:
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
         )
-        return bool(int(named_reply(reply)["forgotten"]))
+        fields = named_reply(reply)
+        return Forgotten(bool(int(fields["forgotten"])), str(fields.get("concurrency_key") or ""))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""
