@@ -205,3 +205,17 @@ def test_the_async_client_admits_or_parks_as_the_sync_one(no_worker_settings: Se
     assert second.nodes["work"].status == NodeStatus.RETRY_WAIT
     wait = second.nodes["work"].waiting
     assert wait is not None and wait.describe().endswith("customer=acme: 1 of 1 runs running")
+
+
+def test_a_place_left_by_a_run_that_is_gone_is_taken_back(
+    client: Client, redis_client: redis.Redis, worker: Any
+) -> None:
+    # A holder whose release was lost (its process died between the end and the release,
+    # then its keys expired): no run hash any more. The next admission drops it.
+    holders = client.runtime.keys.key_holders("customer=acme")
+    redis_client.zadd(holders, {"ghost-run": 1})
+    run_id = client.submit(keyed_plan(HELD, limit=1), inputs={"customer": "acme"}).run_id
+    wait_until(lambda: running(client, run_id), timeout=30, what="the run takes the place")
+    assert redis_client.zrange(holders, 0, -1) == [run_id]
+    redis_client.set(release_key(run_id), 1)
+    assert client.get_run(run_id).wait(timeout=30).status == RunStatus.SUCCEEDED
