@@ -43,6 +43,8 @@
         │   │                              worker's watchdog; not retried for python nodes)
         │   ├── SandboxFailedError         the sandbox backend broke (not the code): retried,
         │   │                              counts against the sandbox's breaker
+        │   ├── RateLimitWaitExpiredError  the node waited rate_limit_max_wait_s for its
+        │   │                              rate limits (function or worker type)
         │   └── McpServerUnavailableError  an MCP server of the agent type did not start
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
@@ -421,6 +423,12 @@ class CodeExecutionError(PermanentError):
 class SandboxUnavailableError(PermanentError):
     """No sandbox backend can run code here (or the chosen one failed its self-test).
     Code is refused rather than run unsandboxed; fix the host, then replay."""
+
+
+class RateLimitWaitExpiredError(RetryableError):
+    """A node waited ``rate_limit_max_wait_s`` in all for its rate limits (``rate_limit=``
+    of its function, ``DAGWRIGHT_RATE_LIMITS``) without its turn: the attempt fails and
+    its retry policy decides, rather than the node waiting for ever behind a backlog."""
 
 
 class SandboxFailedError(RetryableError):

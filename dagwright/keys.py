@@ -74,6 +74,8 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "pool",  # zset "<queue>\t<node>" -> 0: queued nodes left unpublished for the workers of
     #          their queue to pull (execution/pool.py); all scored 0, so a queue's nodes are
     #          one lexicographic range. The run hash's pool_pulled_at: epoch ms of the last pull
+    "countdown",  # hash node -> ms it waits once ready before it is queued (Node.countdown_s;
+    #               only nodes with one). Delayed nodes wait in `retry` as retry_wait
 )
 
 
@@ -325,6 +327,24 @@ class Keys:
         """Zset ``<run>/<node>`` -> epoch ms its message was last published to take a
         slot (not published again within the grace)."""
         return f"{self.prefix}{{limits}}:{name}:woken"
+
+    # Waits of flow control (docs/architecture.md §12): runs per concurrency key, and
+    # rate limits per function or worker type.
+
+    def key_holders(self, key: str) -> str:
+        """Zset run id -> epoch ms it took a place: the runs of concurrency key ``key``
+        (``customer=acme``) that run now (orchestrator/control/run_gates.py)."""
+        return f"{self.prefix}runkey:{key}:holders"
+
+    def key_waiters(self, key: str) -> str:
+        """Zset run id -> epoch ms it was created: the runs of ``key`` waiting to start."""
+        return f"{self.prefix}runkey:{key}:waiters"
+
+    def rate_window(self, name: str) -> str:
+        """Zset ``<run>/<node>@<fence>`` -> epoch ms it started: the starts of rate limit
+        ``name`` (``function:fetch_prices``) within its period (execution/rates.py); the
+        hash tag ``{rates}`` lets one script take a node's function and type rates."""
+        return f"{self.prefix}{{rates}}:{name}"
 
     @property
     def limits(self) -> str:

@@ -111,6 +111,19 @@ class Budget(BaseModel):
         return self.model_copy(update=other.model_dump(exclude_none=True))
 
 
+class ConcurrencyKey(BaseModel):
+    """A per-key concurrency limit: the runs (a plan's) or the nodes (a node's) whose
+    ``key`` renders the same share ``limit`` places (orchestrator/control/run_gates.py,
+    orchestrator/execution/limits.py)."""
+
+    model_config = PLAN_MODEL_CONFIG
+
+    key: str = Field(min_length=1, max_length=200)
+    """A template over the run's inputs, ``{{ inputs.customer }}``, or a fixed text."""
+    limit: int = Field(ge=1, le=10_000)
+    """Most runs of one key running at once; the others wait in the order submitted."""
+
+
 class Node(BaseModel):
     """One subtask of a plan."""
 
@@ -154,6 +167,14 @@ class Node(BaseModel):
     approval_timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """How long an approval of this node may wait before it counts as rejected; unset
     means ``settings.approval_timeout_s``."""
+    concurrency: ConcurrencyKey | None = None
+    """At most ``limit`` nodes with the same ``key`` running at once, over every run and
+    worker (``{key: "sync-{{ inputs.customer }}", limit: 1}``: one sync per customer);
+    the key is rendered from the run's inputs. Over it, the node waits for a slot."""
+    countdown_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
+    """Once ready (its dependencies done, as its ``run_if`` says), how long the node waits
+    before it is queued (Celery's ``countdown``): RETRY_WAIT meanwhile, "waiting until
+    ...". A root node counts from the run's start. Unset: it is queued at once."""
     budget: Budget | None = None
     """LLM agent nodes: most this node's LLM calls may spend; unset limits fall back to
     the worker type's (its ``token_budget`` for total tokens)."""
@@ -254,6 +275,10 @@ class Plan(BaseModel):
 
     webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
     """Endpoints told when a run of this plan ends (with the submit's own)."""
+    concurrency: ConcurrencyKey | None = None
+    """At most ``limit`` runs of the same key at once, the key rendered from the run's
+    inputs (``{key: "{{ inputs.customer }}", limit: 2}``): a run over the limit is
+    accepted and waits to start, "waiting for concurrency key customer=acme"."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink of the
@@ -429,13 +454,16 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker", "slot", "batch", "worker", "queue"]
+    on: Literal["breaker", "slot", "batch", "worker", "queue", "delay", "concurrency", "rate"]
     """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
     of a concurrency limit (the node is ``queued``; it is woken when a slot frees), the
     Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``), or
     a worker: none is alive at all (``worker``), or none consumes the node's queue
     (``queue``); these two are found when the run is read, never stored
-    (orchestrator/control/worker_waits.py)."""
+    (orchestrator/control/worker_waits.py). Flow control (``retry_wait``, due at
+    ``until`` or, for a key, when a place frees): a delayed start (``delay``: the run's
+    ``not_before``, a node's ``countdown_s``), the run's concurrency key
+    (``concurrency``), a rate limit (``rate``)."""
     name: str
     """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5``, the limit
     ``type:researcher`` or, waiting for a worker, the node's queue ``dw.coder``."""
@@ -448,6 +476,10 @@ class NodeWait(BaseModel):
     worker_type: str = ""
     """Waiting for a worker of a queue: what ``dagwright worker --type`` calls that worker
     (``coder``, ``function:gpu``, ``orchestrator``)."""
+    limit: str = ""
+    """Flow control: the limit waited for, ``2`` runs of a key or ``5/s`` of a rate."""
+    held: int = 0
+    """A concurrency key: how many of its runs were running when last looked at."""
 
     def describe(self, now: datetime | None = None) -> str:
         """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
@@ -458,6 +490,8 @@ class NodeWait(BaseModel):
         waited_s = max((now - self.since).total_seconds(), 0.0)
         if self.on in ("worker", "queue"):
             return f"{self.worker_hint()} (queued {waited_s:.0f} s)"
+        if self.on in ("delay", "concurrency", "rate"):
+            return self.flow_control_hint()
         if self.until is None:
             return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
         left_s = max((self.until - now).total_seconds(), 0.0)
@@ -467,6 +501,19 @@ class NodeWait(BaseModel):
             )
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
+
+    def flow_control_hint(self) -> str:
+        """``waiting until 2026-11-29 05:00:00 UTC``, ``waiting for concurrency key
+        customer=acme: 2 of 2 runs running`` or ``waiting for rate limit
+        function:fetch_prices (5/s) until 05:00:01 UTC``."""
+        until = f"{self.until:%Y-%m-%d %H:%M:%S} UTC" if self.until else ""
+        if self.on == "delay":
+            return f"waiting until {until}"
+        if self.on == "concurrency":
+            return (
+                f"waiting for concurrency key {self.name}: {self.held} of {self.limit} runs running"
+            )
+        return f"waiting for rate limit {self.name} until {until}"
 
     def worker_hint(self) -> str:
         """What a node waiting for a worker needs, and the command that starts one."""

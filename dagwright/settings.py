@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -42,6 +43,7 @@ from pydantic_settings import (
 )
 
 from dagwright.errors import ConfigurationError
+from dagwright.rates import checked_rates
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -582,6 +584,30 @@ class Settings(BaseSettings):
     """Most nodes of a worker type running at once over every worker, e.g.
     ``DAGWRIGHT_CONCURRENCY_LIMITS='{"researcher": 4}'``; a type not listed is not
     limited. Give every worker the same value. Nodes over the limit wait in order."""
+
+    # Flow control waits (docs/architecture.md §12): delayed starts, rate limits, runs
+    # per concurrency key. Each wait is bounded by one of these.
+    max_start_delay_s: float = Field(30 * 24 * 3600.0, gt=0)
+    """Furthest in the future a run's delayed start may be (``not_before``/``countdown_s``
+    at submit); a later one is refused. A node's ``countdown_s`` is bounded by its plan."""
+
+    rate_limits: Annotated[dict[str, str], AfterValidator(checked_rates)] = Field(
+        default_factory=dict
+    )
+    """Most node starts per second, minute or hour over every worker, by
+    ``function:<name>`` or ``type:<worker type>``, e.g.
+    ``DAGWRIGHT_RATE_LIMITS='{"type:researcher": "10/m", "function:fetch_prices": "5/s"}'``
+    (overrides a function's own ``rate_limit=``). A node over its rate holds no worker
+    slot: it waits in RETRY_WAIT until its turn. Give every worker the same value."""
+
+    rate_limit_max_wait_s: float = Field(600.0, gt=0)
+    """Longest a node waits for its rate limits in all; then the attempt fails with a
+    retryable error (RateLimitWaitExpiredError), retried as its retry policy says."""
+
+    concurrency_key_max_wait_s: float = Field(24 * 3600.0, gt=0)
+    """Longest a run waits for a place of its plan's concurrency key (from its
+    submission); then it fails, saying so, without having started (its run timeout, if
+    shorter, ends it first)."""
 
     http_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Domains the http_get tool may fetch (``example.com`` also allows its subdomains);

@@ -154,6 +154,23 @@ def run(
             "more); signed with DAGWRIGHT_WEBHOOK_SECRET. See `dagwright webhooks`.",
         ),
     ] = None,
+    not_before: Annotated[
+        str | None,
+        typer.Option(
+            "--not-before",
+            metavar="TIME",
+            help="Start the run's first nodes at TIME (ISO 8601, e.g. 2026-11-29T05:00:00Z; "
+            "no zone: UTC); the run is written now. Celery's eta.",
+        ),
+    ] = None,
+    countdown_s: Annotated[
+        float | None,
+        typer.Option(
+            "--countdown",
+            metavar="SECONDS",
+            help="Start the run's first nodes SECONDS from now (Celery's countdown).",
+        ),
+    ] = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
     result, showing progress.
@@ -187,6 +204,7 @@ def run(
             given_inputs=(input_pairs, inputs_file),
             webhook_urls=webhook_urls or [],
             llm_batch=llm_batch,
+            start={"not_before": not_before, "countdown_s": countdown_s},
         )
     except RunInputError as exc:  # every problem, one line each
         report_plan_problems(exc, target, json_output=json_output)
@@ -252,14 +270,19 @@ def submission_for(
     given_inputs: tuple[list[str] | None, Path | None] = (None, None),
     webhook_urls: Sequence[str] = (),
     llm_batch: bool = False,
+    start: dict[str, Any] | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner.
     ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
-    schema and checked now, before any stack starts."""
+    schema and checked now, before any stack starts. ``start``: the delayed start
+    (``not_before``, ``countdown_s``), checked now too."""
     from dagwright.client.webhooks import coerce_webhooks
+    from dagwright.orchestrator.control.start_times import start_fields
     from dagwright.orchestrator.control.submission import run_timeout
 
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
+    start = {name: value for name, value in (start or {}).items() if value is not None}
+    start_fields(start.get("not_before"), start.get("countdown_s"), settings.max_start_delay_s)
     webhooks = coerce_webhooks(webhook_urls)
     if not target.strip():
         raise InputError("nothing to run: give a plan file, or a goal in words")
@@ -280,6 +303,7 @@ def submission_for(
             response_cache=response_cache,
             llm_batch=llm_batch,
             webhooks=webhooks,
+            **start,
         )
     inputs = inputs_from(*given_inputs, None, settings)
     return lambda client: client.submit(
@@ -291,6 +315,7 @@ def submission_for(
         response_cache=response_cache,
         llm_batch=llm_batch,
         webhooks=webhooks,
+        **start,
         **dataclasses.asdict(options),
     )
 

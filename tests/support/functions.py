@@ -15,6 +15,7 @@ import redis
 
 import dagwright
 from dagwright import AgentSpec, NodeContext, PermanentError, RetryableError
+from dagwright.keys import Keys
 from dagwright.telemetry.spans import TOOL_CALL
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 
@@ -277,3 +278,24 @@ def words_at_most(
     """Grade a text by its length: passes at ``limit`` words or fewer."""
     words = len(str(output).split())
     return {"score": 1.0 if words <= limit else 0.0, "reason": f"{words} words of {limit}"}
+
+
+RATE_STARTED_RATE = "2/s"
+
+
+def rate_starts_key(group: str) -> str:
+    return f"test:rate-starts:{{{group}}}"
+
+
+@dagwright.function(rate_limit=RATE_STARTED_RATE)
+def rate_started(ctx: NodeContext, group: str = "") -> float:
+    """Record when this node took its start of its rate limit (the server's ms, as the
+    rate's window holds it): what a test checks the rate against, free of the time
+    between the take and this body running."""
+    client = _redis(ctx.settings.redis_url or "")
+    window = Keys(ctx.settings.key_prefix).rate_window("function:rate_started")
+    taken = client.zscore(window, f"{ctx.run_id}/{ctx.node_id}@{ctx.fence}")
+    if taken is None:
+        raise PermanentError("no start of the rate limit recorded for this node")
+    client.rpush(rate_starts_key(group or ctx.run_id), taken)
+    return taken

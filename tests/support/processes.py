@@ -49,6 +49,9 @@ PASSED_SETTINGS = (
     "webhook_max_age_s",
     "llm_batch_poll_s",
     "llm_batch_max_wait_s",
+    "rate_limit_max_wait_s",
+    "max_start_delay_s",
+    "concurrency_key_max_wait_s",
 )
 # How to reach Redis beyond its URL (TLS files, ACL user), passed when set.
 PASSED_REDIS_ACCESS_SETTINGS = (
@@ -64,6 +67,7 @@ PASSED_REDIS_ACCESS_SETTINGS = (
 # Passed as JSON.
 PASSED_JSON_SETTINGS = (
     "concurrency_limits",
+    "rate_limits",
     "llm_rate_limits",
     "mcp_servers",
     "agent_mcp",

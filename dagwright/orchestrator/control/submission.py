@@ -8,6 +8,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from dagwright.egress import EgressPolicy
@@ -15,7 +16,9 @@ from dagwright.errors import ConfigurationError, IdempotencyConflictError, Input
 from dagwright.llm.model_lifecycle import warn_of_end_of_life
 from dagwright.models import MAX_DURATION_S, MAX_WEBHOOKS, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.run_gates import RunGates, key_fields
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
+from dagwright.orchestrator.control.start_times import start_fields
 from dagwright.orchestrator.runstate.creation import (
     RUN_INPUTS_FIELD,
     Creation,
@@ -26,12 +29,13 @@ from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
+from dagwright.plans.concurrency_keys import with_rendered_node_keys
 from dagwright.plans.priced_models import (
     check_usd_budget_is_priced,
     models_of_goal,
     models_of_plan,
 )
-from dagwright.plans.run_inputs import bind_inputs, check_inputs
+from dagwright.plans.run_inputs import bind_inputs, check_inputs, declared_names
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
@@ -73,6 +77,8 @@ def start_run(
     run_id: str | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
+    not_before: datetime | str | None = None,
+    countdown_s: float | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
     new one; another if an idempotency key names an earlier run). PlanError (with every
@@ -92,7 +98,9 @@ def start_run(
     defaults filled in) and put in its ``{{ inputs.… }}`` templates before the plan is
     validated and stored (RunInputError, one line per problem); a goal's are handed to
     its planner, whose plan may use them the same way. ``webhooks``: told when the run
-    ends, with the plan's own (dagwright/webhooks/)."""
+    ends, with the plan's own (dagwright/webhooks/). ``not_before`` (a datetime or ISO
+    text) or ``countdown_s``: the run is written now, its roots start then
+    (control/start_times.py)."""
     new_run = prepare_run(
         runtime,
         plan=plan,
@@ -106,6 +114,8 @@ def start_run(
         live_workers=live_workers,
         inputs=inputs,
         webhooks=webhooks,
+        not_before=not_before,
+        countdown_s=countdown_s,
     )
     return write_run(runtime, broker, run_id or new_run_id(), new_run, idempotency_key)
 
@@ -124,6 +134,8 @@ def prepare_run(
     live_workers: LiveCapabilities | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
+    not_before: datetime | str | None = None,
+    countdown_s: float | None = None,
 ) -> NewRun:
     """What ``start_run`` writes, checked (the same arguments, the same errors) and
     nothing written: the part a submit shares with ``AsyncClient``'s."""
@@ -145,6 +157,10 @@ def prepare_run(
     if llm_batch:
         fields["llm_batch"] = 1
     fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
+    fields.update(start_fields(not_before, countdown_s, settings.max_start_delay_s))
+    if plan is not None:
+        fields.update(key_fields(plan.concurrency, inputs, plan.inputs))
+        plan = with_rendered_node_keys(plan, inputs, declared_names(plan.inputs))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
@@ -187,14 +203,19 @@ def write_run(
     else:
         creation = IdempotencyKeys(runtime).create(idempotency_key, run_id, new_run)
     if creation.owner == run_id:
-        publish_roots(runtime, broker, run_id, creation.ready)
+        publish_roots(runtime, broker, run_id, creation.ready, gated=creation.gated)
     return creation.owner
 
 
-def publish_roots(runtime: Runtime, broker: Broker, run_id: str, ready: list[ReadyNode]) -> None:
-    """Publish a new run's roots (a failed publish is the reconciler's to retry)."""
+def publish_roots(
+    runtime: Runtime, broker: Broker, run_id: str, ready: list[ReadyNode], *, gated: bool = False
+) -> None:
+    """Publish a new run's roots (a failed publish is the reconciler's to retry); a run
+    ``gated`` by its concurrency key asks for a place first (else the reconciler does)."""
     try:
         dispatch(broker, runtime.machine, ready)
+        if gated:
+            RunGates(runtime, broker).admit(run_id)
     except ConfigurationError as exc:  # written: it goes out once the broker answers
         raise ConfigurationError(
             f"{exc}; run {run_id} is written, and its first nodes go out once it answers"

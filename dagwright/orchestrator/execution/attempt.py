@@ -28,6 +28,7 @@ from dagwright.errors import (
     NodeTimeoutError,
     PermanentError,
     PoisonMessageError,
+    RateLimitWaitExpiredError,
     RetryableError,
 )
 from dagwright.models import ErrorInfo, Node, RetryPolicy
@@ -44,6 +45,7 @@ from dagwright.orchestrator.execution.limits import (
     publish_waiters,
 )
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
+from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.runstate.machine import (
     BreakerWait,
     Claim,
@@ -111,6 +113,11 @@ class ExecutionEnv:
     def pulling(self) -> PullingSlots:
         """The worker slots pulling from each queue (pool.py), read every few seconds."""
         return PullingSlots(self.runtime)
+
+    @functools.cached_property
+    def rates(self) -> RateWindows:
+        """The rate limits' script (rates.py), loaded once per process."""
+        return RateWindows(self.runtime)
 
     @functools.cached_property
     def backlog(self) -> QueueBacklog:
@@ -185,6 +192,11 @@ def run_within_limits(
     """Run the claimed node if its concurrency slots are free, else park it."""
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
+    rates = node_rates(env.runtime, claim.node)
+    if rates:  # before the slots: a node waiting for its rate holds none
+        over = env.rates.take(rates, f"{ctx.run_id}/{ctx.node_id}@{ctx.fence}")
+        if over is not None:
+            return wait_for_rate(env, ctx, claim, over)
     limits = env.limits
     slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
     if limits is None or slots is None:  # no limit applies: no round trip
@@ -235,7 +247,13 @@ def run_claimed(
 def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
     """The concurrency slots the claimed node must hold to run (None: no limit applies)."""
     return node_limits(
-        settings, ctx.run_id, ctx.node_id, ctx.fence, claim.node.type, claim.run_max_concurrent
+        settings,
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        claim.node.type,
+        claim.run_max_concurrent,
+        claim.node.concurrency,
     )
 
 
@@ -518,6 +536,37 @@ def wait_for_batch(
     if waited == BreakerWait.STALE:
         return Outcome.STALE
     log.info("node %s/%s waits on Message Batch %s", ctx.run_id, ctx.node_id, exc.batch_id)
+    return Outcome.RETRYING
+
+
+def wait_for_rate(env: ExecutionEnv, ctx: NodeContext, claim: Claim, over: RateWait) -> Outcome:
+    """Park the node until its rate limit has room (RETRY_WAIT, its attempt given back, no
+    worker slot held); after ``rate_limit_max_wait_s`` of such waits the attempt fails
+    instead (RateLimitWaitExpiredError, retried as its retry policy says)."""
+    settings = env.runtime.settings
+    waiting = RetryableError(f"over its rate limit {over.limit}: waits {over.wait_s:.1f} s")
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        describe_error(waiting),
+        over.wait_s,
+        kind="rate",
+        name=str(over.limit),
+        last_failure="",
+        max_wait_s=settings.rate_limit_max_wait_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        expired = RateLimitWaitExpiredError(
+            f"waited {settings.rate_limit_max_wait_s:g} s for the rate limit {over.limit} "
+            "(DAGWRIGHT_RATE_LIMIT_MAX_WAIT_S) without its turn"
+        )
+        return record_failure(env, ctx, claim, expired)
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
+    log.info(
+        "node %s/%s waits %.1fs for rate limit %s", ctx.run_id, ctx.node_id, over.wait_s, over.limit
+    )
     return Outcome.RETRYING
 
 

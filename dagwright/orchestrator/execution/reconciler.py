@@ -16,6 +16,7 @@ from dagwright.models import RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.control.cancellation import stop_work
+from dagwright.orchestrator.control.run_gates import RunGates
 from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
@@ -44,6 +45,8 @@ class Reconciler:
         self.broker = broker
         self.token = uuid.uuid4().hex
         self.limits = NodeLimits.for_runtime(runtime)
+        self.gates = RunGates(runtime, broker)
+        self._tidied_keys: set[str] = set()
         self.trace_export = TraceExport.for_runtime(runtime)
         self.webhooks = WebhookSender(runtime)
         self._release_lock = load_script(
@@ -57,6 +60,7 @@ class Reconciler:
         report.ran = True
         client = self.runtime.client
         empty_queues: list[str] | None = None  # asked of the broker once per pass, if needed
+        self._tidied_keys = set()  # concurrency keys whose ended runs were dropped
         for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
             if empty_queues is None:
                 empty_queues = self._empty_queues()
@@ -110,6 +114,9 @@ class Reconciler:
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
             return
+        if found.gated:  # waiting for its concurrency key: asked again each pass
+            admission = self.gates.admit(run_id, self._tidied_keys)
+            report.requeued += len(admission.ready) if admission else 0
         stranded = found.stranded
         to_publish = found.requeued + found.unpublished + stranded
         if found.requeued or found.unpublished or stranded:

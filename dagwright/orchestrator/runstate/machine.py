@@ -267,6 +267,7 @@ class ReconcilePass:
     unpublished: list[ReadyNode]
     stranded: list[ReadyNode]
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
+    gated: bool = False  # the run waits for its concurrency key (run_gates.py)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -288,7 +289,38 @@ class ReconcilePass:
             unpublished=_ready_nodes(run_id, fields.get("unpublished", [])),
             stranded=_ready_nodes(run_id, fields.get("stranded", [])),
             timed_out=timed_out,
+            gated=fields.get("gated") == 1,
         )
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """forget.lua's answer: whether the run left the active set (true as a bool), and its
+    concurrency key ('' for none), whose place its caller gives back."""
+
+    forgotten: bool
+    concurrency_key: str = ""
+
+    def __bool__(self) -> bool:
+        return self.forgotten
+
+
+@dataclass(frozen=True)
+class Admission:
+    """admit.lua's answer: whether the run took a place of its concurrency key, how many
+    runs hold one now, and its roots to publish."""
+
+    admitted: bool
+    held: int
+    ready: list[ReadyNode]
+    expired: bool = False  # it waited too long: the run failed
+
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> Admission:
+        fields = named_reply(reply)
+        ready = _ready_nodes(run_id, fields["ready"])
+        expired = bool(int(fields.get("expired", 0)))
+        return cls(bool(int(fields["admitted"])), int(fields["held"]), ready, expired)
 
 
 @dataclass(frozen=True)
@@ -326,7 +358,7 @@ class Reservation:
         return cls(owned=True)
 
 
-WaitKind = Literal["breaker", "batch"]
+WaitKind = Literal["breaker", "batch", "rate"]
 
 
 class BreakerWait(enum.StrEnum):
@@ -576,6 +608,17 @@ class RunStateMachine:
         ``recheck_s``. False if the claim is no longer ours."""
         return _owned(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
 
+    def admit(
+        self, run_id: str, holders_key: str, waiters_key: str, *, max_wait_s: float
+    ) -> Admission:
+        """Let a run waiting for its concurrency key start if the key has room (see
+        lua/admit.lua; the key's holders and waiters are ``holders_key``/``waiters_key``);
+        one that waited ``max_wait_s`` fails instead."""
+        shared = (holders_key, waiters_key)
+        max_wait_ms = int(max_wait_s * 1000)
+        reply = self._call("admit", run_id, run_id, max_wait_ms, shared_keys=shared)
+        return Admission.from_reply(run_id, reply)
+
     def record_progress(
         self,
         lease: LeaseRef,
@@ -698,7 +741,7 @@ class RunStateMachine:
         )
         return ReconcilePass.from_reply(run_id, reply)
 
-    def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
+    def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         in the same step, queue its webhook deliveries and, with ``export_trace``, its
         trace's OTLP export, and give its scores the run's time to live."""
@@ -713,7 +756,8 @@ class RunStateMachine:
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
         )
-        return bool(int(named_reply(reply)["forgotten"]))
+        fields = named_reply(reply)
+        return Forgotten(bool(int(fields["forgotten"])), str(fields.get("concurrency_key") or ""))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""

@@ -46,6 +46,10 @@ class SubmitRequest(BaseModel):
     """The run's inputs, checked against the plan's ``inputs`` schema."""
     webhooks: list[dict[str, Any] | str] = Field(default_factory=list)
     """Told when the run ends: ``{"url", "on", "secret_env"}`` or a URL (signed POSTs)."""
+    not_before: str | None = Field(None, max_length=64)
+    """ISO 8601 time the run's roots start at (the run is written now)."""
+    countdown_s: float | None = None
+    """Seconds from now the run's roots start after (instead of ``not_before``)."""
     idempotency_key: str | None = Field(None, max_length=512)
     """A repeat of the same submit with this key returns the first one's run."""
 

@@ -63,6 +63,35 @@ local function queue_node(node, ready)
   ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node)}
 end
 
+-- Flow control waits (docs/architecture.md §12). A node due later than now waits in
+-- RETRY_WAIT in the retry zset, which the reconciler releases when due (reconcile.lua);
+-- K.waits says what it waits on, for `status`. Cancel and the run timeout clear it
+-- with the other retries (stop_open_nodes).
+local function park_until(node, due_ms, on, name)
+  redis.call('HSET', K.state, node, 'retry_wait')
+  redis.call('ZADD', K.retry, due_ms, node)
+  redis.call('HSET', K.waits, node, cjson.encode({on = on, name = name, since_ms = NOW, until_ms = due_ms}))
+  emit('node.delayed', node, 'on', on, 'until_ms', due_ms)
+end
+
+-- Queue a node that became ready, unless its countdown (Node.countdown_s, kept in
+-- K.countdown) or `not_before_ms` (a root's: the run's delayed start) holds it back; a
+-- run without countdowns pays one HEXISTS per script.
+local countdowns_in_run = nil
+local function start_node(node, ready, not_before_ms)
+  if countdowns_in_run == nil then
+    countdowns_in_run = redis.call('HEXISTS', K.run, 'countdowns') == 1
+  end
+  local countdown = countdowns_in_run and redis.call('HGET', K.countdown, node)
+  local due = math.max(NOW + tonumber(countdown or 0), tonumber(not_before_ms or 0))
+  if due > NOW then
+    park_until(node, due, 'delay', countdown and 'countdown' or 'not_before')
+  else
+    queue_node(node, ready)
+  end
+end
+-- End of flow control waits.
+
 -- The run's pool (pool.lua, execution/pool.py): queued nodes of a big fan-out left
 -- unpublished, which the workers of their queue pull as they finish a node. A member is
 -- '<queue>\t<node>', all scored 0, so one queue's nodes are one lexicographic range.
@@ -219,7 +248,7 @@ local function settle_dependents(node, outcome, ready)
       if redis.call('HGET', K.state, child) == 'pending' then
         local verdict = fate(child, remaining, item[2])
         if verdict == 'queue' then
-          queue_node(child, ready)
+          start_node(child, ready)
         elseif verdict then
           set_final(child, verdict)
           emit('node.' .. verdict, child, 'by', node)

@@ -5,8 +5,10 @@
 -- prefetch). ARGV[6..] name the queues that are empty now; with none, no queued node is
 -- looked at, so a long backlog costs nothing. At most ARGV[5] nodes of each kind per pass.
 -- A pool left idle for ARGV[3] ms is published too (from_idle_pool), with the unpublished.
--- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...},
--- lists of {node, fence, dispatch}. A run past its run timeout (`timeout_ms` after
+-- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...,
+-- 'gated', 1 if the run waits for its concurrency key else 0}, lists of {node, fence,
+-- dispatch}; a delayed node (its countdown, the run's not_before) is released with the
+-- due retries. A run past its run timeout (`timeout_ms` after
 -- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
 -- {'status', 'failed', 'timed_out_running', running nodes, 'timed_out_queued',
 -- {node, fence, dispatch}...}, for the caller to stop and revoke.
@@ -82,5 +84,7 @@ local unpublished = overdue(K.outbox, ARGV[3], any)
 from_idle_pool(unpublished)
 local stranded_nodes = {}
 if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], stranded) end
+-- A run waiting for its concurrency key: the caller asks its gate again (run_gates.py).
+local gated = redis.call('HGET', K.run, 'gate') == 'waiting' and 1 or 0
 return {'status', status, 'requeued', requeued, 'unpublished', unpublished,
-        'stranded', stranded_nodes}
+        'stranded', stranded_nodes, 'gated', gated}

@@ -18,6 +18,7 @@ const NODE_STATUSES = new Set([
 ]);
 const KIND_STATUS = {
   "node.retrying": "retry_wait",
+  "node.delayed": "retry_wait", // a delayed start, a concurrency key, a rate limit
   "node.lease_expired": "queued",
   "node.replayed": "queued",
   "node.unblocked": "pending",
@@ -32,6 +33,7 @@ const KINDS = [
   "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
   "run.tearing_down", "run.teardown_timed_out",
+  "run.admitted", "run.gate_expired",
 ];
 
 // `readAtMs`: the server's clock at the last read of the run; events older than that (by
