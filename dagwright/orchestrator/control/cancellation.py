@@ -4,7 +4,8 @@ final, nothing due); then, best effort, the work in flight is stopped: the worke
 running nodes are told at once (``announce_stop``) and the messages of its queued nodes
 revoked. Neither is needed for correctness: claims, renewals and fenced writes of a
 stopped run all fail; they make the stop take effect in about a second, and free the
-workers' slots, instead of at the next lease renewal or message.
+workers' slots, instead of at the next lease renewal or message. The team Celery tasks
+of its ``celery_task`` nodes are left for the reconciler to revoke.
 """
 
 from __future__ import annotations
@@ -31,3 +32,18 @@ def stop_work(runtime: Runtime, broker: Broker, run_id: str, stopped: StoppedWor
     revoke(broker, stopped.queued)
     if stopped.running:
         announce_stop(runtime.client, runtime.keys, run_id)
+    leave_team_tasks_to_revoke(runtime, run_id)
+
+
+def leave_team_tasks_to_revoke(runtime: Runtime, run_id: str) -> None:
+    """Move the team Celery tasks the run has in flight (its ``celery_task`` nodes') to
+    the list the reconciler revokes through the team's app: this process may not have
+    that app (execution/team_tasks.py)."""
+    client, keys = runtime.client, runtime.keys
+    task_ids = list(client.hvals(keys.team_tasks(run_id)))
+    if not task_ids:
+        return
+    with client.pipeline(transaction=False) as pipe:
+        pipe.rpush(keys.team_task_revokes, *task_ids)
+        pipe.delete(keys.team_tasks(run_id))
+        pipe.execute()

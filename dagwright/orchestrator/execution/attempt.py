@@ -29,6 +29,8 @@ from dagwright.errors import (
     PermanentError,
     PoisonMessageError,
     RetryableError,
+    TeamTaskFailedError,
+    TeamTaskPendingError,
 )
 from dagwright.models import ErrorInfo, Node, RetryPolicy
 from dagwright.orchestrator.broker import Broker
@@ -375,6 +377,8 @@ def record_failure(
         return wait_for_breaker(env, ctx, claim, exc, error)
     if isinstance(exc, LLMBatchPendingError):
         return wait_for_batch(env, ctx, claim, exc, error)
+    if isinstance(exc, TeamTaskPendingError):
+        return wait_for_team_task(env, ctx, claim, exc, error)
     policy = claim.node.retry or default_retry(runtime, claim.node.type)
     retryable = error.retryable and error.error_class not in policy.non_retryable
     retry = retryable and claim.attempt < policy.max_attempts
@@ -521,6 +525,35 @@ def wait_for_batch(
     return Outcome.RETRYING
 
 
+def wait_for_team_task(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: TeamTaskPendingError, error: ErrorInfo
+) -> Outcome:
+    """Park a ``celery_task`` node while its task runs on the team's workers, holding no
+    slot (the attempt given back): the reconciler wakes it when the task's result is in,
+    ``exc.retry_after_s`` at the latest. The node bounds the wait by its ``timeout_s``
+    (workers/team_tasks.py); retry.lua's bound is only a backstop for clocks that differ."""
+    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        exc.retry_after_s,
+        kind="celery_task",
+        name=exc.task_id,
+        last_failure="",
+        max_wait_s=timeout_s + env.runtime.settings.celery_task_poll_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        ctx.team_tasks().revoke(exc.task_id)
+        expired = NodeTimeoutError(f"Celery task {exc.task_id} had no result in time: revoked")
+        return record_failure(env, ctx, claim, expired)
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
+    log.info("node %s/%s waits for Celery task %s", ctx.run_id, ctx.node_id, exc.task_id)
+    return Outcome.RETRYING
+
+
 def breaker_wait_expired(
     settings: Settings, exc: BreakerOpenError
 ) -> tuple[ErrorInfo, Classification]:
@@ -549,7 +582,8 @@ def describe_error(exc: BaseException, secrets: tuple[str, ...] = ()) -> ErrorIn
     retryable = isinstance(exc, RetryableError) or not isinstance(exc, PermanentError)
     trace = "".join(traceback.format_exception(exc))
     return ErrorInfo(
-        error_class=type(exc).__name__,
+        # A team task's failure is recorded under the team's exception class.
+        error_class=exc.error_class if isinstance(exc, TeamTaskFailedError) else type(exc).__name__,
         message=redact(str(exc) or type(exc).__name__, secrets),
         retryable=retryable,
         traceback=redact(trace[-MAX_TRACEBACK_CHARS:], secrets),

@@ -141,6 +141,7 @@ WAITING_STATUS = {
     "breaker": NodeStatus.RETRY_WAIT,
     "slot": NodeStatus.QUEUED,
     "batch": NodeStatus.RETRY_WAIT,
+    "celery_task": NodeStatus.RETRY_WAIT,
 }
 
 
