@@ -48,6 +48,7 @@ PASSED_SETTINGS = (
     "webhook_max_age_s",
     "llm_batch_poll_s",
     "llm_batch_max_wait_s",
+    "celery_task_poll_s",
 )
 # How to reach Redis beyond its URL (TLS files, ACL user), passed when set.
 PASSED_REDIS_ACCESS_SETTINGS = (
@@ -60,6 +61,8 @@ PASSED_REDIS_ACCESS_SETTINGS = (
     "redis_tls_check_hostname",
     "redis_sentinel_password",
 )
+# Passed only when set (unset is their default).
+PASSED_WHEN_SET_SETTINGS = ("otlp_endpoint", "celery_app")
 # Passed as JSON.
 PASSED_JSON_SETTINGS = (
     "concurrency_limits",
@@ -99,8 +102,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         if value is not None:
             shown = value.get_secret_value() if isinstance(value, SecretStr) else value
             env[f"DAGWRIGHT_{name.upper()}"] = str(shown)
-    if settings.otlp_endpoint:
-        env["DAGWRIGHT_OTLP_ENDPOINT"] = settings.otlp_endpoint
+    env.update(when_set_env(settings))
     if settings.metrics_port is not None:
         env["DAGWRIGHT_METRICS_PORT"] = str(settings.metrics_port)
         env["DAGWRIGHT_METRICS_HOST"] = settings.metrics_host
@@ -111,6 +113,12 @@ def settings_env(settings: Settings) -> dict[str, str]:
     if settings.anthropic_api_key:
         env["ANTHROPIC_API_KEY"] = settings.anthropic_api_key.get_secret_value()
     return env
+
+
+def when_set_env(settings: Settings) -> dict[str, str]:
+    """The variables of the ``PASSED_WHEN_SET_SETTINGS`` that ``settings`` sets."""
+    values = {name: getattr(settings, name) for name in PASSED_WHEN_SET_SETTINGS}
+    return {f"DAGWRIGHT_{name.upper()}": str(value) for name, value in values.items() if value}
 
 
 class WorkerProcess:

@@ -1,0 +1,265 @@
+"""``celery_task`` nodes (issue 34): a task of the team's own Celery app, sent by name to
+the team's own worker, on real worker subprocesses of both apps sharing one Valkey.
+
+The team's app is ``tests/support/celery_team_app.py`` (queue ``team``, a result backend,
+JSON only); its worker is ``celery -A tests.support.celery_team_app worker -Q team``.
+dagwright's worker serves ``celery_task`` and ``function`` with ONE slot: a plan whose
+team task waits for a gate that a dagwright function node opens can only finish if the
+waiting node holds no slot.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from dagwright import Client, PlanBuilder, Settings
+from dagwright.errors import PlanError
+from dagwright.keys import Keys
+from dagwright.models import NodeStatus, RunStatus
+from dagwright.workers.capabilities import WorkerCapabilities
+from tests.support.celery_team_app import body_runs_key, gate_key
+from tests.support.processes import REPO_ROOT, WorkerProcess, Workers
+from tests.support.waiting import wait_until
+
+TEAM_APP = "tests.support.celery_team_app:app"
+GATES = "tests.support.team_gates"
+
+
+class TeamWorker:
+    """``celery -A tests.support.celery_team_app worker -Q team``: the team's own worker,
+    in its own process group (so a SIGKILL takes its pool children too)."""
+
+    def __init__(self, log_path: Path, *, pool: str = "solo") -> None:
+        self.log_path = log_path
+        command = [sys.executable, "-m", "celery", "-A", "tests.support.celery_team_app"]
+        command += ["worker", "-Q", "team", "-P", pool, "-c", "1", "-l", "INFO"]
+        command += ["--without-mingle", "--without-gossip", "-n", f"team.{os.getpid()}@test"]
+        self._log = open(log_path, "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        wait_until(lambda: " ready." in self.log(), timeout=60, what="the team's worker ready")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def team_settings(subprocess_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The subprocess settings with the team's app; its worker and ours find its broker
+    (the same Valkey database as dagwright's broker) in the environment."""
+    monkeypatch.setenv("TEAM_APP_BROKER_URL", subprocess_settings.broker_url or "")
+    imports = [*subprocess_settings.imports, GATES]
+    return subprocess_settings.model_copy(update={"celery_app": TEAM_APP, "imports": imports})
+
+
+@pytest.fixture
+def team_workers(tmp_path: Path) -> Iterator[list[TeamWorker]]:
+    started: list[TeamWorker] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def start_team_worker(
+    team_workers: list[TeamWorker], tmp_path: Path, pool: str = "solo"
+) -> TeamWorker:
+    worker = TeamWorker(tmp_path / f"team{len(team_workers)}.log", pool=pool)
+    team_workers.append(worker)
+    worker.wait_ready()
+    return worker
+
+
+def start_dagwright_worker(workers: Workers, settings: Settings) -> WorkerProcess:
+    """A dagwright worker with ONE slot, serving celery_task and function nodes."""
+    args = ("-t", "celery_task", "-t", "function", "--import", GATES)
+    worker = workers.start(settings, concurrency=1, args=args)
+    state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    wait_until(
+        lambda: any(
+            {"celery_task", "function"} <= set(WorkerCapabilities.from_json(raw)[0].worker_types)
+            for raw in state.hvals(Keys().worker_capabilities)
+        ),
+        timeout=60,
+        what="a dagwright worker serving celery_task",
+    )
+    return worker
+
+
+def team_redis(settings: Settings) -> redis.Redis:
+    return redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
+
+
+def body_runs(settings: Settings, tag: str) -> int:
+    return int(team_redis(settings).get(body_runs_key(tag)) or 0)
+
+
+def succeeded_events(client: Client, run_id: str, node_id: str) -> int:
+    return sum(
+        1
+        for event in client.events(run_id, follow=False)
+        if event.kind == "node.succeeded" and event.node == node_id
+    )
+
+
+def gated_plan(tag: str, *, open_it: bool) -> PlanBuilder:
+    plan = PlanBuilder("a team task and a dagwright node at once")
+    plan.celery_task("team", "team_app.wait_for_gate", kwargs={"tag": tag}, timeout_s=120)
+    if open_it:
+        plan.function("opener", "open_gate", params={"tag": tag})
+    return plan
+
+
+def test_a_team_task_runs_on_the_teams_worker_while_dagwrights_only_slot_runs_another_node(
+    team_settings: Settings, workers: Workers, team_workers: list[TeamWorker], tmp_path: Path
+) -> None:
+    """Acceptance: the team task runs on the team's worker (its log says so) and blocks
+    until the gate opens; dagwright's one slot meanwhile runs the node that opens it."""
+    team = start_team_worker(team_workers, tmp_path)
+    start_dagwright_worker(workers, team_settings)
+    client = Client(team_settings)
+    plan = gated_plan("slotless", open_it=True)
+    plan.celery_task("prices", "team_app.fetch_prices", kwargs={"ticker": "ACME", "days": 2})
+    run = client.submit(plan.build(output=["team", "prices"]))
+    state = run.wait(timeout=90)
+    assert state.status == RunStatus.SUCCEEDED, (workers.log_tails(), team.log()[-3000:])
+    assert state.result == {
+        "team": {"tag": "slotless", "gate": "opened"},
+        "prices": {"ticker": "ACME", "prices": [100, 101]},
+    }
+    task_id = f"{run.run_id}.team.1.team"
+    assert f"team_app.wait_for_gate[{task_id}] succeeded" in team.log()
+    assert "team_app.fetch_prices[" in team.log()
+    assert body_runs(team_settings, "slotless") == 1
+    assert succeeded_events(client, run.run_id, "team") == 1
+
+
+def test_a_team_task_that_fails_fails_its_node_under_its_own_class(
+    team_settings: Settings, workers: Workers, team_workers: list[TeamWorker], tmp_path: Path
+) -> None:
+    """The task's own retry (autoretry_for) runs on the team's side; its final failure
+    fails the node under the team's exception class and message, dead-lettered."""
+    start_team_worker(team_workers, tmp_path)
+    start_dagwright_worker(workers, team_settings)
+    client = Client(team_settings)
+    plan = PlanBuilder("no such ticker")
+    plan.celery_task("prices", "team_app.no_prices", kwargs={"ticker": "ZZZ"})
+    state = client.submit(plan.build()).wait(timeout=90)
+    assert state.status == RunStatus.FAILED, workers.log_tails()
+    error = state.nodes["prices"].error
+    assert error is not None
+    assert (error.error_class, error.message) == ("LookupError", "no prices for ZZZ")
+    assert body_runs(team_settings, "no_prices:ZZZ") == 2  # its own retry, on its worker
+    assert state.nodes["prices"].attempts == 1  # no dagwright retry on top
+
+
+def test_sigkill_of_dagwrights_worker_after_the_send_still_completes_the_node_once(
+    team_settings: Settings, workers: Workers, team_workers: list[TeamWorker], tmp_path: Path
+) -> None:
+    team = start_team_worker(team_workers, tmp_path)
+    first = start_dagwright_worker(workers, team_settings)
+    client = Client(team_settings)
+    run = client.submit(gated_plan("dw-killed", open_it=False).build())
+    wait_until(lambda: body_runs(team_settings, "dw-killed") == 1, timeout=60, what="task started")
+    first.kill_all()  # the task was sent: dagwright's worker dies, the team's runs on
+    start_dagwright_worker(workers, team_settings)
+    team_redis(team_settings).set(gate_key("dw-killed"), "1")
+    state = run.wait(timeout=90)
+    assert state.status == RunStatus.SUCCEEDED, (workers.log_tails(), team.log()[-3000:])
+    assert body_runs(team_settings, "dw-killed") == 1  # sent once, run once
+    assert succeeded_events(client, run.run_id, "team") == 1
+
+
+def test_sigkill_of_the_teams_worker_mid_task_still_completes_the_node_once(
+    team_settings: Settings, workers: Workers, team_workers: list[TeamWorker], tmp_path: Path
+) -> None:
+    """An acks_late task of a killed team worker comes back (the team app's visibility
+    timeout) to the next team worker; the node records its one result once."""
+    first = start_team_worker(team_workers, tmp_path)
+    start_dagwright_worker(workers, team_settings)
+    client = Client(team_settings)
+    run = client.submit(gated_plan("team-killed", open_it=False).build())
+    wait_until(lambda: body_runs(team_settings, "team-killed") == 1, timeout=60, what="started")
+    first.kill()
+    team_redis(team_settings).set(gate_key("team-killed"), "1")
+    second = start_team_worker(team_workers, tmp_path)
+    state = run.wait(timeout=90)
+    assert state.status == RunStatus.SUCCEEDED, (workers.log_tails(), second.log()[-3000:])
+    assert state.nodes["team"].output == {"tag": "team-killed", "gate": "opened"}
+    assert body_runs(team_settings, "team-killed") == 2  # redelivered: the body ran again
+    assert succeeded_events(client, run.run_id, "team") == 1
+
+
+def test_cancel_revokes_the_team_tasks_through_the_teams_app(
+    team_settings: Settings, workers: Workers, team_workers: list[TeamWorker], tmp_path: Path
+) -> None:
+    """The running team task is terminated, the one queued behind it is discarded by the
+    team's worker unrun; while they wait, status says on what."""
+    team = start_team_worker(team_workers, tmp_path, pool="prefork")
+    start_dagwright_worker(workers, team_settings)
+    client = Client(team_settings)
+    plan = gated_plan("cancelled-running", open_it=False)
+    plan.celery_task("queued", "team_app.wait_for_gate", kwargs={"tag": "cancelled-queued"})
+    run = client.submit(plan.build())
+
+    def waiting_on_both() -> bool:
+        nodes = client.status(run.run_id).nodes
+        return all(
+            nodes[name].status == NodeStatus.RETRY_WAIT and nodes[name].waiting is not None
+            for name in ("team", "queued")
+        )
+
+    wait_until(waiting_on_both, timeout=60, what="both nodes waiting on their team tasks")
+    wait_until(lambda: body_runs(team_settings, "cancelled-running") == 1, timeout=60, what="run")
+    waiting = client.status(run.run_id).nodes["queued"].waiting
+    assert waiting is not None and waiting.on == "celery_task"
+    queued_id = waiting.name
+    assert waiting.describe().startswith(
+        f"waiting for Celery task {queued_id} on the team's workers for "
+    )
+    assert client.cancel(run.run_id).status == RunStatus.CANCELLED
+    wait_until(
+        lambda: f"Discarding revoked task: team_app.wait_for_gate[{queued_id}]" in team.log(),
+        timeout=60,
+        what="the team's worker discarding the queued task",
+    )
+    assert body_runs(team_settings, "cancelled-queued") == 0
+    assert "Terminating" in team.log()
+
+
+def test_a_celery_task_node_without_a_team_app_is_refused_in_one_line(
+    settings: Settings,
+) -> None:
+    plan = PlanBuilder("no app")
+    plan.celery_task("prices", "team_app.fetch_prices", kwargs={"ticker": "ACME"})
+    with pytest.raises(PlanError) as refused:
+        Client(settings.model_copy(update={"celery_app": None})).submit(plan.build())
+    assert (
+        "node 'prices': a celery_task node needs your team's Celery app: set "
+        "DAGWRIGHT_CELERY_APP=module:app (or celery_app in dagwright.toml)"
+    ) in str(refused.value)
