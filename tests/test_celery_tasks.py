@@ -11,8 +11,6 @@ waiting node holds no slot.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,47 +24,28 @@ from dagwright.keys import Keys
 from dagwright.models import NodeStatus, RunStatus
 from dagwright.workers.capabilities import WorkerCapabilities
 from tests.support.celery_team_app import body_runs_key, gate_key
-from tests.support.processes import REPO_ROOT, WorkerProcess, Workers
+from tests.support.processes import GroupProcess, WorkerProcess, Workers
 from tests.support.waiting import wait_until
 
 TEAM_APP = "tests.support.celery_team_app:app"
 GATES = "tests.support.team_gates"
 
 
-class TeamWorker:
+class TeamWorker(GroupProcess):
     """``celery -A tests.support.celery_team_app worker -Q team``: the team's own worker,
     in its own process group (so a SIGKILL takes its pool children too)."""
 
     def __init__(self, log_path: Path, *, pool: str = "solo") -> None:
-        self.log_path = log_path
         command = [sys.executable, "-m", "celery", "-A", "tests.support.celery_team_app"]
         command += ["worker", "-Q", "team", "-P", pool, "-c", "1", "-l", "INFO"]
         command += ["--without-mingle", "--without-gossip", "-n", f"team.{os.getpid()}@test"]
-        self._log = open(log_path, "ab")  # noqa: SIM115
-        self.process = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+        super().__init__(command, log_path, dict(os.environ))
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self) -> None:
         wait_until(lambda: " ready." in self.log(), timeout=60, what="the team's worker ready")
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
 
 
 @pytest.fixture
@@ -205,7 +184,7 @@ def test_sigkill_of_the_teams_worker_mid_task_still_completes_the_node_once(
     client = Client(team_settings)
     run = client.submit(gated_plan("team-killed", open_it=False).build())
     wait_until(lambda: body_runs(team_settings, "team-killed") == 1, timeout=60, what="started")
-    first.kill()
+    first.kill_all()
     team_redis(team_settings).set(gate_key("team-killed"), "1")
     second = start_team_worker(team_workers, tmp_path)
     state = run.wait(timeout=90)

@@ -121,32 +121,17 @@ def when_set_env(settings: Settings) -> dict[str, str]:
     return {f"DAGWRIGHT_{name.upper()}": str(value) for name, value in values.items() if value}
 
 
-class WorkerProcess:
-    """``dagwright worker`` in its own process group, logging to a file."""
+class GroupProcess:
+    """A process in its own process group, logging to a file: stopped (or killed) with
+    every child it started."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        log_path: Path,
-        *,
-        concurrency: int = 2,
-        name: str = "w",
-        command: list[str] | None = None,
-        pool: str = "prefork",
-        args: tuple[str, ...] = (),
-    ) -> None:
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str]) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
-        args = command or [
-            "worker",
-            *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
-            *("--pool", pool),
-            *args,
-        ]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dagwright", *args],
+            command,
             cwd=REPO_ROOT,
-            env=settings_env(settings),
+            env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -173,6 +158,31 @@ class WorkerProcess:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class WorkerProcess(GroupProcess):
+    """``dagwright worker`` in its own process group, logging to a file."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        log_path: Path,
+        *,
+        concurrency: int = 2,
+        name: str = "w",
+        command: list[str] | None = None,
+        pool: str = "prefork",
+        args: tuple[str, ...] = (),
+    ) -> None:
+        args = command or [
+            "worker",
+            *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
+            *("--pool", pool),
+            *args,
+        ]
+        super().__init__(
+            [sys.executable, "-m", "dagwright", *args], log_path, settings_env(settings)
+        )
 
 
 class Workers(list[WorkerProcess]):
