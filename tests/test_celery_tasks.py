@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery import Celery
 
 from dagwright import Client, PlanBuilder, Settings
-from dagwright.errors import PlanError
+from dagwright.errors import PlanError, TeamAppError
 from dagwright.keys import Keys
 from dagwright.models import NodeStatus, RunStatus
+from dagwright.tasks.team_app import CeleryTeamApp, stored_outcome
 from dagwright.workers.capabilities import WorkerCapabilities
 from tests.support.celery_team_app import body_runs_key, gate_key
 from tests.support.processes import GroupProcess, WorkerProcess, Workers
@@ -51,10 +53,12 @@ class TeamWorker(GroupProcess):
 @pytest.fixture
 def team_settings(subprocess_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """The subprocess settings with the team's app; its worker and ours find its broker
-    (the same Valkey database as dagwright's broker) in the environment."""
+    (the same Valkey database as dagwright's broker) in the environment. A node's own
+    poll is 5 minutes away: the runs here finish only if the reconciler wakes them."""
     monkeypatch.setenv("TEAM_APP_BROKER_URL", subprocess_settings.broker_url or "")
     imports = [*subprocess_settings.imports, GATES]
-    return subprocess_settings.model_copy(update={"celery_app": TEAM_APP, "imports": imports})
+    update = {"celery_app": TEAM_APP, "imports": imports, "celery_task_poll_s": 300.0}
+    return subprocess_settings.model_copy(update=update)
 
 
 @pytest.fixture
@@ -156,6 +160,15 @@ def test_a_team_task_that_fails_fails_its_node_under_its_own_class(
     assert body_runs(team_settings, "no_prices:ZZZ") == 2  # its own retry, on its worker
     assert state.nodes["prices"].attempts == 1  # no dagwright retry on top
 
+    # Past the node's timeout_s from the send, the task is revoked and the node times out.
+    slow = PlanBuilder("a gate nobody opens")
+    kwargs = {"tag": "shut", "timeout_s": 8}
+    slow.celery_task("slow", "team_app.wait_for_gate", kwargs=kwargs, timeout_s=3)
+    state = client.submit(slow.build()).wait(timeout=60)
+    error = state.nodes["slow"].error
+    assert error is not None and error.error_class == "NodeTimeoutError", workers.log_tails()
+    assert error.message.endswith("had no result within the node's timeout_s of 3s: revoked")
+
 
 def test_sigkill_of_dagwrights_worker_after_the_send_still_completes_the_node_once(
     team_settings: Settings, workers: Workers, team_workers: list[TeamWorker], tmp_path: Path
@@ -229,6 +242,30 @@ def test_cancel_revokes_the_team_tasks_through_the_teams_app(
     )
     assert body_runs(team_settings, "cancelled-queued") == 0
     assert "Terminating" in team.log()
+
+
+def test_a_team_app_without_a_result_backend_or_not_json_only_is_refused() -> None:
+    no_backend = Celery("team", broker="redis://127.0.0.1:1/0")
+    with pytest.raises(TeamAppError) as refused:
+        CeleryTeamApp(no_backend, "team:app")
+    assert str(refused.value) == (
+        "the Celery app team:app has no result backend: celery_task nodes read their "
+        "tasks' results from it; set result_backend (e.g. redis://...) in that app"
+    )
+    pickling = Celery("team", broker="redis://127.0.0.1:1/0", backend="redis://127.0.0.1:1/0")
+    pickling.conf.update(result_serializer="pickle", accept_content=["json", "pickle"])
+    with pytest.raises(TeamAppError, match=r"is not JSON-only .* refuse pickle"):
+        CeleryTeamApp(pickling, "team:app")
+
+
+def test_a_stored_failure_is_read_as_data_bounded() -> None:
+    """No exception is rebuilt from the team's result (that would import its module)."""
+    stored = {"status": "FAILURE", "result": {"exc_type": "LookupError", "exc_module": "evil",
+              "exc_message": ["no prices for ZZZ" * 500]}}  # fmt: skip
+    outcome = stored_outcome(stored)
+    assert (outcome.ready, outcome.error_class) == (True, "LookupError")
+    assert len(outcome.message) == 2_000
+    assert stored_outcome(None).state == "PENDING" and not stored_outcome(None).ready
 
 
 def test_a_celery_task_node_without_a_team_app_is_refused_in_one_line(
