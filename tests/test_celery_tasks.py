@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,7 +248,7 @@ def test_cancel_revokes_the_team_tasks_through_the_teams_app(
 def test_a_team_app_without_a_result_backend_or_not_json_only_is_refused() -> None:
     no_backend = Celery("team", broker="redis://127.0.0.1:1/0")
     with pytest.raises(TeamAppError) as refused:
-        CeleryTeamApp(no_backend, "team:app")
+        CeleryTeamApp(no_backend, "team:app", 1024)
     assert str(refused.value) == (
         "the Celery app team:app has no result backend: celery_task nodes read their "
         "tasks' results from it; set result_backend (e.g. redis://...) in that app"
@@ -255,7 +256,7 @@ def test_a_team_app_without_a_result_backend_or_not_json_only_is_refused() -> No
     pickling = Celery("team", broker="redis://127.0.0.1:1/0", backend="redis://127.0.0.1:1/0")
     pickling.conf.update(result_serializer="pickle", accept_content=["json", "pickle"])
     with pytest.raises(TeamAppError, match=r"is not JSON-only .* refuse pickle"):
-        CeleryTeamApp(pickling, "team:app")
+        CeleryTeamApp(pickling, "team:app", 1024)
 
 
 def test_a_stored_failure_is_read_as_data_bounded() -> None:
@@ -266,6 +267,20 @@ def test_a_stored_failure_is_read_as_data_bounded() -> None:
     assert (outcome.ready, outcome.error_class) == (True, "LookupError")
     assert len(outcome.message) == 2_000
     assert stored_outcome(None).state == "PENDING" and not stored_outcome(None).ready
+
+
+def test_a_stored_result_larger_than_an_output_may_be_is_refused_unparsed(
+    settings: Settings,
+) -> None:
+    url = settings.broker_url or ""
+    app = CeleryTeamApp(Celery("team", broker=url, backend=url), "team:app", 1024)
+    fits, too_big = f"fits-{uuid.uuid4().hex}", f"too-big-{uuid.uuid4().hex}"
+    app.app.backend.store_result(fits, {"prices": [1, 2]}, "SUCCESS")
+    app.app.backend.store_result(too_big, "x" * (1024 + 70 * 1024), "SUCCESS")
+    outcomes = app.outcomes([fits, too_big, "never-sent"])
+    assert outcomes[fits].output() == {"prices": [1, 2]}
+    assert outcomes[too_big].error_class == "ResultTooLargeError"
+    assert not outcomes["never-sent"].ready
 
 
 def test_a_celery_task_node_without_a_team_app_is_refused_in_one_line(

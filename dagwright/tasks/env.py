@@ -38,7 +38,7 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
             runtime=runtime,
             broker=broker,
             leases=leases,
-            services=RedisNodeServices(runtime, broker, team_app_factory(settings.celery_app)),
+            services=RedisNodeServices(runtime, broker, team_app_factory(settings)),
             limits=limits,
         )
     return env
@@ -49,6 +49,6 @@ def reconciler_for(app: DagwrightCelery) -> Reconciler:
     key = (id(app), os.getpid())
     if key not in _reconcilers:
         env = execution_env(app)
-        team_app = team_app_factory(env.runtime.settings.celery_app)
+        team_app = team_app_factory(env.runtime.settings)
         _reconcilers[key] = Reconciler(env.runtime, env.broker, team_app)
     return _reconcilers[key]

@@ -26,7 +26,7 @@ def run_reconciler(settings: Settings, *, stop: threading.Event) -> None:
     the lock up so that a standby takes over at once."""
     app = build_app(settings)
     runtime = Runtime.from_settings(app.dagwright_settings)
-    team_app = team_app_factory(settings.celery_app)
+    team_app = team_app_factory(settings)
     reconciler = Reconciler(runtime, CeleryBroker(app), team_app)
     was_active: bool | None = None
     try:

@@ -18,23 +18,26 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
-from celery.backends.base import DisabledBackend, KeyValueStoreBackend
+from celery.backends.base import BaseKeyValueStoreBackend, DisabledBackend
 
 from dagwright.errors import TeamAppError
+from dagwright.settings import Settings
 from dagwright.workers.team_tasks import FAILURE, REVOKED, TaskOutcome
 
 JSON_CONTENT = frozenset({"json", "application/json"})
 OUTCOME_BATCH = 500  # results read per MGET
 MAX_CLASS_CHARS = 200
 MAX_MESSAGE_CHARS = 2_000
+RESULT_ENVELOPE_BYTES = 64 * 1024  # status, task id, date_done... around the result
 
 
 class CeleryTeamApp:
     """The team's app, checked fit for ``celery_task`` nodes."""
 
-    def __init__(self, app: Celery, path: str) -> None:
+    def __init__(self, app: Celery, path: str, max_result_bytes: int) -> None:
         self.app = app
         self.path = path
+        self.max_result_bytes = max_result_bytes  # checked before a stored result is parsed
         refuse_unfit(app, path)
 
     def send(self, name: str, kwargs: dict[str, Any], task_id: str) -> None:
@@ -42,15 +45,27 @@ class CeleryTeamApp:
 
     def outcomes(self, task_ids: list[str]) -> dict[str, TaskOutcome]:
         backend = self.app.backend
-        if not isinstance(backend, KeyValueStoreBackend):
+        if not isinstance(backend, BaseKeyValueStoreBackend):
             return {task_id: meta_outcome(backend.get_task_meta(task_id)) for task_id in task_ids}
         found: dict[str, TaskOutcome] = {}
         for start in range(0, len(task_ids), OUTCOME_BATCH):
             batch = task_ids[start : start + OUTCOME_BATCH]
             values = backend.mget([backend.get_key_for_task(task_id) for task_id in batch])
             for task_id, value in zip(batch, values, strict=True):
-                found[task_id] = stored_outcome(backend.decode(value))
+                found[task_id] = self._read(backend, value)
         return found
+
+    def _read(self, backend: BaseKeyValueStoreBackend, value: bytes | str | None) -> TaskOutcome:
+        """A stored result, refused unparsed when it is larger than a node's output may be
+        (with its envelope: the result alone is checked again when it is recorded)."""
+        if value is not None and len(value) > self.max_result_bytes + RESULT_ENVELOPE_BYTES:
+            return failed(
+                FAILURE,
+                "ResultTooLargeError",
+                f"the task's stored result is {len(value):,} bytes; a node's output may be "
+                f"{self.max_result_bytes:,} (DAGWRIGHT_MAX_OUTPUT_BYTES)",
+            )
+        return stored_outcome(backend.decode(value))
 
     def revoke(self, task_ids: list[str]) -> None:
         # terminate: a task already running is stopped too (prefork pools; others can
@@ -106,7 +121,7 @@ def failed(state: str, error_class: str, message: str) -> TaskOutcome:
 
 
 @functools.cache
-def team_app(path: str) -> CeleryTeamApp:
+def team_app(path: str, max_result_bytes: int) -> CeleryTeamApp:
     """The app at ``module:attribute``, imported and checked once per process."""
     module_name, _, attribute = path.partition(":")
     try:
@@ -118,11 +133,11 @@ def team_app(path: str) -> CeleryTeamApp:
         ) from exc
     if not isinstance(app, Celery):
         raise TeamAppError(f"{path} (DAGWRIGHT_CELERY_APP) is not a Celery app")
-    return CeleryTeamApp(app, path)
+    return CeleryTeamApp(app, path, max_result_bytes)
 
 
-def team_app_factory(path: str | None) -> Callable[[], CeleryTeamApp] | None:
+def team_app_factory(settings: Settings) -> Callable[[], CeleryTeamApp] | None:
     """What builds the team's app on first use, if one is configured."""
-    if path is None:
+    if settings.celery_app is None:
         return None
-    return functools.partial(team_app, path)
+    return functools.partial(team_app, settings.celery_app, settings.max_output_bytes)
