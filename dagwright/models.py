@@ -458,8 +458,10 @@ class NodeWait(BaseModel):
     def describe(self, now: datetime | None = None) -> str:
         """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
         ``waiting for a slot of type:researcher (full for 12 s)``, ``waiting on batch
-        msgbatch_x for 300 s, polled again in 25 s`` or ``waiting for a worker: no live
-        worker consumes dw.coder (start one: dagwright worker --type coder) (queued 40 s)``."""
+        msgbatch_x for 300 s, polled again in 25 s``, ``waiting for Celery task <id> on the
+        team's workers for 40 s, checked again in 260 s at the latest`` or ``waiting for a
+        worker: no live worker consumes dw.coder (start one: dagwright worker --type coder)
+        (queued 40 s)``."""
         now = now or datetime.now(UTC)
         waited_s = max((now - self.since).total_seconds(), 0.0)
         if self.on in ("worker", "queue"):
