@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,11 +23,13 @@ import redis
 from celery import Celery
 
 from dagwright import Client, PlanBuilder, Settings
-from dagwright.errors import PlanError, TeamAppError
+from dagwright.errors import PlanError, TeamAppError, TeamTaskFailedError, TeamTaskPendingError
 from dagwright.keys import Keys
-from dagwright.models import NodeStatus, RunStatus
+from dagwright.models import Node, NodeStatus, RunStatus
 from dagwright.tasks.team_app import CeleryTeamApp, stored_outcome
 from dagwright.workers.capabilities import WorkerCapabilities
+from dagwright.workers.context import NodeContext
+from dagwright.workers.team_tasks import SentTask, TaskOutcome, run_celery_task
 from tests.support.celery_team_app import body_runs_key, gate_key
 from tests.support.processes import GroupProcess, WorkerProcess, Workers
 from tests.support.waiting import wait_until
@@ -294,3 +298,76 @@ def test_a_celery_task_node_without_a_team_app_is_refused_in_one_line(
         "node 'prices': a celery_task node needs your team's Celery app: set "
         "DAGWRIGHT_CELERY_APP=module:app (or celery_app in dagwright.toml)"
     ) in str(refused.value)
+
+
+class TeamTasksDouble:
+    """The node's services, as far as a celery_task claim uses them: what it sends,
+    checkpoints and settles, and the outcome its team task has."""
+
+    def __init__(self, outcome: TaskOutcome) -> None:
+        self.outcome_now = outcome
+        self.sent: list[tuple[str, dict[str, object], str]] = []
+        self.checkpoints: list[object] = []
+        self.settled: list[str] = []
+
+    def team_tasks(self, ctx: NodeContext) -> TeamTasksDouble:
+        return self
+
+    def record_progress(self, ctx: NodeContext, *, checkpoint: object = None, **_: object) -> None:
+        self.checkpoints.append(checkpoint)
+
+    def send(self, name: str, kwargs: dict[str, object], task_id: str) -> None:
+        self.sent.append((name, kwargs, task_id))
+
+    def outcome(self, task_id: str) -> TaskOutcome:
+        return self.outcome_now
+
+    def revoke(self, task_id: str) -> None:
+        raise AssertionError("not revoked here")
+
+    def settle(self, task_id: str) -> None:
+        self.settled.append(task_id)
+
+
+def claim_of(services: TeamTasksDouble, checkpoint: object, fence: int = 4) -> NodeContext:
+    return NodeContext(
+        run_id="r1", node_id="prices", attempt=1, fence=fence, settings=Settings(),
+        inputs={}, services=services, last_checkpoint=checkpoint,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+PRICES = Node(id="prices", type="celery_task", task="team_app.fetch_prices", params={"t": 1})
+
+
+def test_a_claim_after_a_crash_around_the_send_sends_again_under_the_same_id() -> None:
+    """The id was checkpointed, the send not confirmed: same id, so the team's side sees
+    one task id whatever happened to the first send."""
+    services = TeamTasksDouble(TaskOutcome(state="PENDING"))
+    unconfirmed = SentTask(task_id="r1.prices.2.team", sent_at=time.time()).as_checkpoint()
+    with pytest.raises(TeamTaskPendingError):
+        run_celery_task(claim_of(services, unconfirmed), PRICES)
+    assert services.sent == [("team_app.fetch_prices", {"t": 1}, "r1.prices.2.team")]
+
+
+def test_a_claim_of_a_sent_task_only_looks_and_a_settled_one_sends_anew() -> None:
+    services = TeamTasksDouble(TaskOutcome(state="STARTED"))
+    sent = SentTask(task_id="r1.prices.2.team", sent_at=time.time(), confirmed=True)
+    with pytest.raises(TeamTaskPendingError) as parked:
+        run_celery_task(claim_of(services, sent.as_checkpoint()), PRICES)
+    assert services.sent == [] and parked.value.task_id == "r1.prices.2.team"
+    settled = SentTask(task_id="r1.prices.2.team", sent_at=0, confirmed=True, settled=True)
+    with pytest.raises(TeamTaskPendingError):
+        run_celery_task(claim_of(services, settled.as_checkpoint(), fence=7), PRICES)
+    assert [task_id for *_, task_id in services.sent] == ["r1.prices.7.team"]
+
+
+def test_a_succeeded_task_is_the_output_and_a_failed_one_is_settled_first() -> None:
+    sent = SentTask(task_id="r1.prices.2.team", sent_at=time.time(), confirmed=True)
+    done = TeamTasksDouble(TaskOutcome(state="SUCCESS", result={"p": [1]}))
+    assert run_celery_task(claim_of(done, sent.as_checkpoint()), PRICES) == {"p": [1]}
+    assert done.checkpoints == []  # not settled: a redelivery reads the same result
+    failed = TeamTasksDouble(TaskOutcome("FAILURE", error_class="LookupError", message="no"))
+    with pytest.raises(TeamTaskFailedError) as raised:
+        run_celery_task(claim_of(failed, sent.as_checkpoint()), PRICES)
+    assert raised.value.error_class == "LookupError"
+    assert SentTask.from_checkpoint(failed.checkpoints[-1]) == replace(sent, settled=True)
