@@ -153,13 +153,26 @@ def await_outcome(ctx: NodeContext, node: Node, tasks: TeamTasks, sent: SentTask
     timeout_s = node.timeout_s or ctx.settings.default_timeout_s
     left_s = sent.sent_at + timeout_s - time.time()
     if left_s <= 0:
-        tasks.revoke(sent.task_id)
-        settle(ctx, tasks, sent)
+        give_up(ctx, tasks, sent)
         raise NodeTimeoutError(
             f"Celery task {sent.task_id} ({node.task}) had no result within the node's "
             f"timeout_s of {timeout_s:g}s: revoked"
         )
     raise TeamTaskPendingError(sent.task_id, min(ctx.settings.celery_task_poll_s, left_s))
+
+
+def give_up(ctx: NodeContext, tasks: TeamTasks, sent: SentTask) -> None:
+    """Revoke the task and settle it: it ran out of the node's time."""
+    tasks.revoke(sent.task_id)
+    settle(ctx, tasks, sent)
+
+
+def give_up_waiting(ctx: NodeContext) -> None:
+    """``give_up`` on the task the node's checkpoint names, if any (the node waited longer
+    than retry.lua allows: a backstop of the node's own timeout)."""
+    sent = SentTask.from_checkpoint(ctx.last_checkpoint)
+    if sent is not None:
+        give_up(ctx, ctx.team_tasks(), sent)
 
 
 def settle(ctx: NodeContext, tasks: TeamTasks, sent: SentTask) -> None:

@@ -69,6 +69,7 @@ from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import NodeDuration
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
+from dagwright.workers.team_tasks import give_up_waiting
 
 log = logging.getLogger(__name__)
 
@@ -567,7 +568,7 @@ def wait_for_team_task(
         max_wait_s=timeout_s + env.runtime.settings.celery_task_poll_s,
     )
     if waited == BreakerWait.EXPIRED:
-        ctx.team_tasks().revoke(exc.task_id)
+        give_up_waiting(ctx)
         expired = NodeTimeoutError(f"Celery task {exc.task_id} had no result in time: revoked")
         return record_failure(env, ctx, claim, expired)
     if waited == BreakerWait.STALE:
