@@ -39,6 +39,9 @@
         │   │                              no room within llm_rate_max_wait_s
         │   ├── LLMBatchPendingError       the node's call waits in a Message Batch: the
         │   │                              node is parked until the next poll, no attempt spent
+        │   ├── TeamTaskPendingError       a celery_task node's task runs on the team's
+        │   │                              workers: the node is parked, no slot held
+        │   ├── TeamTaskFailedError        the team's task failed (its class name kept)
         │   ├── NodeTimeoutError           the node ran past its timeout_s (recorded by the
         │   │                              worker's watchdog; not retried for python nodes)
         │   ├── SandboxFailedError         the sandbox backend broke (not the code): retried,
@@ -52,6 +55,8 @@
         │   │                              (refused, no such host) after the LLM retries
         │   ├── BreakerWaitExpiredError    waited breaker_max_wait_s on an open breaker
         │   ├── BatchWaitExpiredError      waited llm_batch_max_wait_s on a Message Batch
+        │   ├── TeamAppError               the team's Celery app (DAGWRIGHT_CELERY_APP) is
+        │   │                              missing, has no result backend, or is not JSON
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
         │   ├── LLMResponseError           the API answered something unusable
         │   ├── LLMCallTooLargeError       one call could never fit the model's
@@ -345,6 +350,36 @@ class LLMBatchPendingError(RetryableError):
         super().__init__(
             f"waiting on Message Batch {batch_id}; polled again in {self.retry_after_s:.0f}s"
         )
+
+
+class TeamTaskPendingError(RetryableError):
+    """A ``celery_task`` node's task was sent to the team's own Celery workers and has no
+    result yet. The node is not failed: it is parked (RETRY_WAIT), holding no worker
+    slot, until its result is in (the reconciler looks every pass) or ``retry_after_s``
+    at the latest; the wait does not count as an attempt and is bounded by the node's
+    ``timeout_s``."""
+
+    def __init__(self, task_id: str, retry_after_s: float) -> None:
+        self.task_id = task_id
+        self.retry_after_s = max(retry_after_s, 0.0)
+        super().__init__(f"waiting for Celery task {task_id} on the team's workers")
+
+
+class TeamTaskFailedError(RetryableError):
+    """The team's Celery task failed (after its own retries) or was revoked by someone
+    else. Recorded under the team's exception class name (``error_class``), so a plan's
+    ``retry.non_retryable`` can name it; retried per the node's RetryPolicy (the
+    ``celery_task`` type's default: no dagwright retry, the task has its own)."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        self.error_class = error_class
+        super().__init__(message)
+
+
+class TeamAppError(PermanentError):
+    """The team's Celery app cannot carry ``celery_task`` nodes: none is configured
+    (``DAGWRIGHT_CELERY_APP``), it cannot be imported, it has no result backend, or it
+    is not JSON-only (pickle is code execution for anyone who can write to its broker)."""
 
 
 class BatchWaitExpiredError(PermanentError):

@@ -109,6 +109,14 @@ def node_task_id(run_id: str, node_id: str, fence: int) -> str:
     return f"{run_id}.{node_id}.{fence}"
 
 
+def team_task_id(run_id: str, node_id: str, fence: int) -> str:
+    """The Celery task id a ``celery_task`` node sends its task under, from the claim
+    that first sent it: derived, so a worker that dies before recording the send sends
+    the same id again, and never dagwright's own task id of that node's message (a
+    revoke of one must not reach the other, should the two apps share a control bus)."""
+    return f"{run_id}.{node_id}.{fence}.team"
+
+
 @dataclass(frozen=True)
 class Keys:
     """Key names under one prefix (``settings.key_prefix``)."""
@@ -156,6 +164,24 @@ class Keys:
         """Stream of the run's scores (``Client.score``), oldest first, one field ``score``
         holding its JSON; it expires with the run's keys (score.lua, forget.lua)."""
         return f"{self.prefix}{{{run_id}}}:scores"
+
+    def team_tasks(self, run_id: str) -> str:
+        """Hash node -> Celery task id of the run's ``celery_task`` nodes whose team task
+        was sent and is not yet settled: what the reconciler reads results of, and what a
+        stop revokes. Its own TTL (the Lua scripts never touch it)."""
+        return f"{self.prefix}{{{run_id}}}:team-tasks"
+
+    @property
+    def team_task_runs(self) -> str:
+        """Set of the runs that have (or had) a team task in flight: the reconciler reads
+        those runs' ``team_tasks`` each pass and drops the runs that have none."""
+        return f"{self.prefix}team-tasks:runs"
+
+    @property
+    def team_task_revokes(self) -> str:
+        """List of team task ids a stopped run left in flight, for the reconciler (whose
+        process has the team's app) to revoke through that app."""
+        return f"{self.prefix}team-tasks:revoke"
 
     @property
     def stop_channel(self) -> str:

@@ -150,6 +150,11 @@ class Node(BaseModel):
     is not among the run's default outputs. See docs/client-guide.md (Trigger rules)."""
     function: str | None = Field(None, max_length=200)
     """``function`` nodes: the name of a registered function."""
+    task: str | None = Field(None, min_length=1, max_length=200)
+    """``celery_task`` nodes: the name of a task of the team's own Celery app
+    (``DAGWRIGHT_CELERY_APP``), sent through that app to the team's workers with
+    ``params`` as its keyword arguments (docs/extending.md, "Tasks on your own Celery
+    workers")."""
     params: dict[str, Any] = Field(default_factory=dict)
     """JSON arguments given to the worker (a function's keyword arguments)."""
     code: str | None = None
@@ -454,10 +459,14 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker", "slot", "batch", "worker", "queue", "delay", "concurrency", "rate"]
+    on: Literal[
+        "breaker", "slot", "batch", "celery_task", "worker", "queue", "delay", "concurrency", "rate"
+    ]
     """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
     of a concurrency limit (the node is ``queued``; it is woken when a slot frees), the
-    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``), or
+    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``),
+    the Celery task a ``celery_task`` node sent to the team's workers (``retry_wait``,
+    woken when its result is in, checked again at ``until`` at the latest), or
     a worker: none is alive at all (``worker``), or none consumes the node's queue
     (``queue``); these two are found when the run is read, never stored
     (orchestrator/control/worker_waits.py). Flow control (``retry_wait``, due at
@@ -466,7 +475,8 @@ class NodeWait(BaseModel):
     (``concurrency``), a rate limit (``rate``)."""
     name: str
     """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5``, the limit
-    ``type:researcher`` or, waiting for a worker, the node's queue ``dw.coder``."""
+    ``type:researcher``, a Celery task id or, waiting for a worker, the node's queue
+    ``dw.coder``."""
     since: datetime
     """When this node began waiting on it (through one open period after another)."""
     until: datetime | None = None
@@ -484,8 +494,10 @@ class NodeWait(BaseModel):
     def describe(self, now: datetime | None = None) -> str:
         """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
         ``waiting for a slot of type:researcher (full for 12 s)``, ``waiting on batch
-        msgbatch_x for 300 s, polled again in 25 s`` or ``waiting for a worker: no live
-        worker consumes dw.coder (start one: dagwright worker --type coder) (queued 40 s)``."""
+        msgbatch_x for 300 s, polled again in 25 s``, ``waiting for Celery task <id> on the
+        team's workers for 40 s, checked again in 260 s at the latest`` or ``waiting for a
+        worker: no live worker consumes dw.coder (start one: dagwright worker --type coder)
+        (queued 40 s)``."""
         now = now or datetime.now(UTC)
         waited_s = max((now - self.since).total_seconds(), 0.0)
         if self.on in ("worker", "queue"):
@@ -498,6 +510,11 @@ class NodeWait(BaseModel):
         if self.on == "batch":
             return (
                 f"waiting on batch {self.name} for {waited_s:.0f} s, polled again in {left_s:.0f} s"
+            )
+        if self.on == "celery_task":
+            return (
+                f"waiting for Celery task {self.name} on the team's workers for "
+                f"{waited_s:.0f} s, checked again in {left_s:.0f} s at the latest"
             )
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"

@@ -286,6 +286,20 @@ class Settings(BaseSettings):
     """Modules imported at start-up by workers and clients, to register your functions and
     worker types (comma-separated in the environment)."""
 
+    celery_app: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    """Your team's own Celery app, as ``module:attribute`` (``myproject.celery:app``;
+    ``celery_app`` in dagwright.toml): ``celery_task`` nodes send their tasks through it,
+    by name, to your workers (your routing, rate limits, time limits and retries apply).
+    It must have a result backend and use JSON only. Unset: plans with ``celery_task``
+    nodes are refused. Workers serving ``celery_task`` import it; so does the reconciler,
+    which reads the tasks' results and revokes those of stopped runs."""
+
+    celery_task_poll_s: float = Field(30.0, gt=0, le=3600)
+    """The longest a ``celery_task`` node stays parked before a worker looks at its task
+    itself: the reconciler wakes it as soon as the task's result is in (every pass), so
+    this is only the backstop (a node is also woken at its ``timeout_s``, to revoke the
+    task and time out)."""
+
     max_nodes: int = Field(10_000, ge=1)
     """Largest plan accepted."""
 

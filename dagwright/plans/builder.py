@@ -93,6 +93,23 @@ class PlanBuilder:
     ) -> str:
         return self.node(node_id, "python", depends_on=depends_on, code=code, **fields)
 
+    def celery_task(
+        self,
+        node_id: str,
+        task: str,
+        *,
+        kwargs: dict[str, Any] | None = None,
+        depends_on: list[str] | None = None,
+        **fields: Any,
+    ) -> str:
+        """A ``celery_task`` node: task ``task`` of your own Celery app
+        (``DAGWRIGHT_CELERY_APP``), sent to your workers with ``kwargs`` (the node's
+        ``params``); its result is the node's output."""
+        params = kwargs or {}
+        return self.node(
+            node_id, "celery_task", depends_on=depends_on, task=task, params=params, **fields
+        )
+
     def agent(
         self,
         node_id: str,

@@ -30,6 +30,8 @@ from dagwright.errors import (
     PoisonMessageError,
     RateLimitWaitExpiredError,
     RetryableError,
+    TeamTaskFailedError,
+    TeamTaskPendingError,
 )
 from dagwright.models import ErrorInfo, Node, RetryPolicy
 from dagwright.orchestrator.broker import Broker
@@ -52,6 +54,7 @@ from dagwright.orchestrator.runstate.machine import (
     Held,
     LeaseRef,
     ReadyNode,
+    WaitKind,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import (
@@ -68,6 +71,7 @@ from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import NodeDuration
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
+from dagwright.workers.team_tasks import give_up_waiting
 
 log = logging.getLogger(__name__)
 
@@ -393,6 +397,8 @@ def record_failure(
         return wait_for_breaker(env, ctx, claim, exc, error)
     if isinstance(exc, LLMBatchPendingError):
         return wait_for_batch(env, ctx, claim, exc, error)
+    if isinstance(exc, TeamTaskPendingError):
+        return wait_for_team_task(env, ctx, claim, exc, error)
     policy = claim.node.retry or default_retry(runtime, claim.node.type)
     retryable = error.retryable and error.error_class not in policy.non_retryable
     retry = retryable and claim.attempt < policy.max_attempts
@@ -472,6 +478,32 @@ def attempt_duration(claim: Claim, outcome: str) -> NodeDuration:
     return NodeDuration(claim.node.type, outcome, time.monotonic() - claim.claimed_at)
 
 
+def park_waiting(
+    env: ExecutionEnv,
+    ctx: NodeContext,
+    error: ErrorInfo,
+    delay_s: float,
+    *,
+    kind: WaitKind,
+    name: str,
+    max_wait_s: float,
+    last_failure: str = "",
+) -> BreakerWait:
+    """Park the node for ``delay_s`` while it waits on ``name`` (its attempt given back),
+    unless its waits of that kind have lasted ``max_wait_s`` (retry.lua)."""
+    return env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        delay_s,
+        kind=kind,
+        name=name,
+        last_failure=last_failure,
+        max_wait_s=max_wait_s,
+    )
+
+
 def wait_for_breaker(
     env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BreakerOpenError, error: ErrorInfo
 ) -> Outcome:
@@ -480,16 +512,15 @@ def wait_for_breaker(
     ``breaker_max_wait_s`` of such waits the node fails into the DLQ instead."""
     settings = env.runtime.settings
     delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
-    waited = env.runtime.machine.wait_on(
-        ctx.run_id,
-        ctx.node_id,
-        ctx.fence,
+    waited = park_waiting(
+        env,
+        ctx,
         error,
         delay,
         kind="breaker",
         name=exc.breaker,
-        last_failure=exc.last_failure,
         max_wait_s=settings.breaker_max_wait_s,
+        last_failure=exc.last_failure,
     )
     if waited == BreakerWait.EXPIRED:
         return fail_for_good(env, ctx, claim, *breaker_wait_expired(settings, exc))
@@ -513,15 +544,13 @@ def wait_for_batch(
     batch (``llm_batch_max_wait_s``, from when it was sent); retry.lua bounds it too, from
     the node's first wait on it, should the loop's clock and the server's disagree."""
     settings = env.runtime.settings
-    waited = env.runtime.machine.wait_on(
-        ctx.run_id,
-        ctx.node_id,
-        ctx.fence,
+    waited = park_waiting(
+        env,
+        ctx,
         error,
         exc.retry_after_s,
         kind="batch",
         name=exc.batch_id,
-        last_failure="",
         max_wait_s=settings.llm_batch_max_wait_s,
     )
     if waited == BreakerWait.EXPIRED:
@@ -545,15 +574,13 @@ def wait_for_rate(env: ExecutionEnv, ctx: NodeContext, claim: Claim, over: RateW
     instead (RateLimitWaitExpiredError, retried as its retry policy says)."""
     settings = env.runtime.settings
     waiting = RetryableError(f"over its rate limit {over.limit}: waits {over.wait_s:.1f} s")
-    waited = env.runtime.machine.wait_on(
-        ctx.run_id,
-        ctx.node_id,
-        ctx.fence,
+    waited = park_waiting(
+        env,
+        ctx,
         describe_error(waiting),
         over.wait_s,
         kind="rate",
         name=str(over.limit),
-        last_failure="",
         max_wait_s=settings.rate_limit_max_wait_s,
     )
     if waited == BreakerWait.EXPIRED:
@@ -567,6 +594,33 @@ def wait_for_rate(env: ExecutionEnv, ctx: NodeContext, claim: Claim, over: RateW
     log.info(
         "node %s/%s waits %.1fs for rate limit %s", ctx.run_id, ctx.node_id, over.wait_s, over.limit
     )
+    return Outcome.RETRYING
+
+
+def wait_for_team_task(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: TeamTaskPendingError, error: ErrorInfo
+) -> Outcome:
+    """Park a ``celery_task`` node while its task runs on the team's workers, holding no
+    slot (the attempt given back): the reconciler wakes it when the task's result is in,
+    ``exc.retry_after_s`` at the latest. The node bounds the wait by its ``timeout_s``
+    (workers/team_tasks.py); retry.lua's bound is only a backstop for clocks that differ."""
+    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    waited = park_waiting(
+        env,
+        ctx,
+        error,
+        exc.retry_after_s,
+        kind="celery_task",
+        name=exc.task_id,
+        max_wait_s=timeout_s + env.runtime.settings.celery_task_poll_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        give_up_waiting(ctx)
+        expired = NodeTimeoutError(f"Celery task {exc.task_id} had no result in time: revoked")
+        return record_failure(env, ctx, claim, expired)
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
+    log.info("node %s/%s waits for Celery task %s", ctx.run_id, ctx.node_id, exc.task_id)
     return Outcome.RETRYING
 
 
@@ -598,7 +652,8 @@ def describe_error(exc: BaseException, secrets: tuple[str, ...] = ()) -> ErrorIn
     retryable = isinstance(exc, RetryableError) or not isinstance(exc, PermanentError)
     trace = "".join(traceback.format_exception(exc))
     return ErrorInfo(
-        error_class=type(exc).__name__,
+        # A team task's failure is recorded under the team's exception class.
+        error_class=exc.error_class if isinstance(exc, TeamTaskFailedError) else type(exc).__name__,
         message=redact(str(exc) or type(exc).__name__, secrets),
         retryable=retryable,
         traceback=redact(trace[-MAX_TRACEBACK_CHARS:], secrets),

@@ -358,7 +358,7 @@ class Reservation:
         return cls(owned=True)
 
 
-WaitKind = Literal["breaker", "batch", "rate"]
+WaitKind = Literal["breaker", "batch", "rate", "celery_task"]
 
 
 class BreakerWait(enum.StrEnum):
@@ -585,7 +585,8 @@ class RunStateMachine:
         max_wait_s: float,
     ) -> BreakerWait:
         """Park the node for ``delay_s`` while it waits on ``name``: an open circuit
-        breaker, or the Message Batch its call is in (``kind``), giving its attempt back
+        breaker, the Message Batch its call is in, or the team Celery task it sent
+        (``kind``), giving its attempt back
         (it was not the node failing), unless its waits of that kind have lasted
         ``max_wait_s`` already: then nothing changes, and the caller fails it."""
         reply = self._call(

@@ -150,6 +150,7 @@ WAITING_STATUS = {
     "delay": NodeStatus.RETRY_WAIT,
     "concurrency": NodeStatus.RETRY_WAIT,
     "rate": NodeStatus.RETRY_WAIT,
+    "celery_task": NodeStatus.RETRY_WAIT,
 }
 
 
