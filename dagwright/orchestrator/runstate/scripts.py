@@ -37,6 +37,7 @@ SCRIPT_NAMES = (
     "park",
     "pool",
     "pull",
+    "spawn",
 )
 
 
