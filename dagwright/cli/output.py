@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from dagwright.cli.map_folds import Fold, folded, folds_of
 from dagwright.json_views import event_json
 from dagwright.models import (
     DEFAULT_RUN_IF,
@@ -172,12 +173,18 @@ def print_table(console: Console, table: Table) -> None:
 def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     with_usage = any(node.usage.llm_calls for node in nodes.values())
-    intact_column(table, "node", list(nodes)[:limit])
+    folds = folds_of(nodes)
+    rows = folded(nodes, folds)
+    intact_column(table, "node", rows[:limit])
     columns = ["status", "type", "attempts", "took"]
     columns += ["tokens", "cost"] if with_usage else []
     for column in [*columns, "error"]:
         table.add_column(column, overflow="fold")
-    for node_id, node in list(nodes.items())[:limit]:
+    for node_id in rows[:limit]:
+        if node_id in folds:
+            table.add_row(*fold_row(folds[node_id], nodes, len(columns) - 2))
+            continue
+        node = nodes[node_id]
         took = ""
         if node.started_at and node.finished_at:
             took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
@@ -191,9 +198,16 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
             *spent,
             why_not_done(node),
         )
-    if len(nodes) > limit:
-        table.caption = f"… and {len(nodes) - limit} more nodes (--json shows all)"
+    if len(rows) > limit:
+        table.caption = f"… and {len(rows) - limit} more rows (--json shows all)"
     return table
+
+
+def fold_row(fold: Fold, nodes: dict[str, NodeState], blanks: int) -> list[str]:
+    """A map's children in one row: their states counted, the first failure named."""
+    failed = fold.first_failed(nodes)
+    why = f"{failed}: {why_not_done(nodes[failed])}" if failed else ""
+    return [fold.label, fold.summary(nodes), nodes[fold.children[0]].type, *[""] * blanks, why]
 
 
 def why_not_done(node: NodeState) -> str:
