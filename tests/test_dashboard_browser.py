@@ -393,7 +393,7 @@ def test_a_maps_children_show_folded_before_their_map(
     open_run(browser, server, run.run_id)
     wait_for_node(browser, "research", "succeeded")
     group = find_soon(browser, "#graph .item.group[data-item='group:map:research']")
-    assert group.find_element(By.CSS_SELECTOR, ".name").text == "research[0..3] ×4"
+    assert group.find_element(By.CSS_SELECTOR, ".name").text == "research[0..3] \u00d74"
     assert group.get_attribute("data-status") == "succeeded"
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-node='research[0]']")
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus
 from dagwright.models import Plan
 from dagwright.plans.builder import map_over
+from tests.support.api_server import ApiServer
 from tests.support.functions import fixed_key, release_key
 from tests.support.waiting import wait_until
 
@@ -38,6 +41,10 @@ def test_a_mapped_node_spawns_one_child_per_item_joined_in_order(client: Client)
     assert state.nodes["research[3]"].output == "research co3 #3 co3"
     assert state.nodes["research[3]"].type == "function"
     assert (state.counts.total, state.counts.succeeded) == (15, 15)
+    traced = {span.node for span in client.trace(run.run_id).spans}
+    assert set(children) <= traced
+    detail = client.node(run.run_id, "research[3]")
+    assert detail.inputs == {"find": "co3"}  # its item, in place of the whole list
 
 
 def test_each_child_sees_its_item_as_the_mapped_output(client: Client) -> None:
@@ -132,3 +139,15 @@ def test_cancel_mid_map_cancels_the_open_children(client: Client) -> None:
     assert statuses["hold"] == "cancelled"
     assert {statuses[f"hold[{i}]"] for i in range(6)} == {"cancelled"}
     client.runtime.client.set(release_key(run.run_id), "1")
+
+
+def test_the_api_shows_a_maps_children_and_each_ones_detail(api: ApiServer) -> None:
+    run_id = api.client.submit(researched(3)).run_id
+    assert api.client.wait(run_id, timeout=60).status == RunStatus.SUCCEEDED
+    with api.http("read") as http:
+        nodes = http.get(f"/api/v1/runs/{run_id}").json()["nodes"]
+        assert {f"research[{i}]" for i in range(3)} <= set(nodes)
+        assert nodes["research"]["output"][1] == "research co1 #1 co1"
+        child = http.get(f"/api/v1/runs/{run_id}/nodes/{quote('research[1]')}").json()
+        assert child["inputs"] == {"find": "co1"}
+        assert child["spec"]["map"] == {"over": "find", "path": "companies", "index": 1}
