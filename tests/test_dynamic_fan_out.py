@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
-from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus
+from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus, Settings
 from dagwright.models import Plan
 from dagwright.plans.builder import map_over
 from tests.support.api_server import ApiServer
+from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.functions import fixed_key, release_key
 from tests.support.waiting import wait_until
 
@@ -151,3 +153,16 @@ def test_the_api_shows_a_maps_children_and_each_ones_detail(api: ApiServer) -> N
         child = http.get(f"/api/v1/runs/{run_id}/nodes/{quote('research[1]')}").json()
         assert child["inputs"] == {"find": "co1"}
         assert child["spec"]["map"] == {"over": "find", "path": "companies", "index": 1}
+
+
+def test_the_example_plan_runs_from_the_command_line(settings: Settings, tmp_path: Path) -> None:
+    env = cli_env(settings, tmp_path / "data")
+    done = dagwright("run", "examples/plans/map_companies.yaml", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    out = json_out(done)
+    assert out["nodes"]["research"]["output"] == [
+        "researched acme (#0) acme",
+        "researched globex (#1) globex",
+        "researched initech (#2) initech",
+    ]
+    assert out["result"].startswith('report: ["researched acme (#0) acme",')
