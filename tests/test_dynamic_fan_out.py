@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -166,3 +167,61 @@ def test_the_example_plan_runs_from_the_command_line(settings: Settings, tmp_pat
         "researched initech (#2) initech",
     ]
     assert out["result"].startswith('report: ["researched acme (#0) acme",')
+
+
+def test_a_map_with_all_done_joins_its_childrens_outcomes(client: Client) -> None:
+    plan = PlanBuilder()
+    find = plan.function("find", "companies", params={"count": 3})
+    plan.node(
+        "research",
+        "function",
+        function="fails_on_until_fixed",
+        params={"item": "{{ item }}", "bad": "co1"},
+        depends_on=[find],
+        map=map_over(find, "companies"),
+        run_if="all_done",
+    )
+    state = client.submit(plan.build()).wait(timeout=60)
+    assert state.status == RunStatus.FAILED  # a handled failure is still a failure
+    joined = state.nodes["research"].output
+    assert [outcome["status"] for outcome in joined] == ["succeeded", "failed", "succeeded"]
+    assert joined[0]["output"] == "researched co0"
+    assert joined[1]["error"]["message"] == "cannot research co1 (on purpose)"
+
+
+@pytest.mark.parametrize(
+    ("node", "problem"),
+    [
+        ({"id": "a[1]", "type": "function", "function": "noop"}, "ids ending in [<n>] are"),
+        (
+            {"id": "x", "type": "function", "function": "concat", "params": {"p": "{{ item }}"}},
+            "uses {{ item }} or {{ index }} but has no map",
+        ),
+        (
+            {
+                "id": "x",
+                "type": "researcher",
+                "instruction": "Research {{ item }}",
+                "depends_on": ["find"],
+                "map": {"over": "find"},
+            },
+            "{{ item }} goes in params only",
+        ),
+        (
+            {
+                "id": "x",
+                "type": "function",
+                "function": "noop",
+                "depends_on": ["find"],
+                "map": {"over": "find", "index": 2},
+            },
+            "map.index is set by dagwright",
+        ),
+    ],
+)
+def test_plans_misusing_map_are_refused_naming_the_problem(
+    client: Client, node: dict[str, object], problem: str
+) -> None:
+    find = {"id": "find", "type": "function", "function": "noop"}
+    with pytest.raises(PlanError, match=re.escape(problem)):
+        client.submit(Plan.model_validate({"nodes": [find, node]}))
