@@ -11,9 +11,11 @@ import pytest
 from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus, Settings
 from dagwright.models import Plan
 from dagwright.plans.builder import map_over
+from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer
 from tests.support.cli import cli_env, dagwright, json_out
 from tests.support.functions import fixed_key, release_key
+from tests.support.llm_script import answers
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -225,3 +227,25 @@ def test_plans_misusing_map_are_refused_naming_the_problem(
     find = {"id": "find", "type": "function", "function": "noop"}
     with pytest.raises(PlanError, match=re.escape(problem)):
         client.submit(Plan.model_validate({"nodes": [find, node]}))
+
+
+def test_one_agent_per_item_each_seeing_its_item_as_data(
+    client: Client, fake_llm: FakeAnthropicServer
+) -> None:
+    fake_llm.add(*(answers("writer", f"A line on co{i}.", f"co{i}") for i in range(3)))
+    plan = PlanBuilder("one writer per company")
+    find = plan.function("find", "companies", params={"count": 3})
+    plan.agent(
+        "lines",
+        "writer",
+        "Write one line about the company you are given.",
+        depends_on=[find],
+        map=map_over(find, "companies"),
+    )
+    run = client.submit(plan.build(output="lines"))
+    assert run.result(timeout=60) == [f"A line on co{i}." for i in range(3)]
+    prompts = [str(request.body["messages"][0]["content"]) for request in fake_llm.requests]
+    assert len(prompts) == 3
+    for prompt in prompts:  # each saw its own item, fenced as data, and no other
+        assert sum(f"co{i}" in prompt for i in range(3)) == 1
+        assert 'node=\\"find\\"' in prompt or 'node="find"' in prompt
