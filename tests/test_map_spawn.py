@@ -12,6 +12,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.mapping import children_of
 from dagwright.settings import Settings
 from tests.support.runstate import claim, finish, start
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -59,3 +60,26 @@ def test_the_join_is_queued_once_every_child_succeeded(runtime: Runtime) -> None
     joined = claim(runtime, run_id, "each", fence=2)
     assert isinstance(joined, Claim)
     assert list(joined.inputs) == ["each[0]", "each[1]", "each[2]"]
+
+
+def test_a_worker_dead_before_its_spawn_leaves_one_spawn_to_its_successor(
+    runtime: Runtime,
+) -> None:
+    run_id, _ = start(
+        runtime,
+        [{"id": "find"}, {"id": "each", "depends_on": ["find"], "map": {"over": "find"}}],
+    )
+    finish(runtime, run_id, "find", output='["a", "b"]')
+    dead = claim(runtime, run_id, "each", lease_s=0.05)  # its worker dies before spawning
+    assert isinstance(dead, Claim)
+    children = children_of(dead.node, ["a", "b"])
+
+    def requeued() -> bool:
+        found = runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+        return bool(found.requeued)
+
+    wait_until(requeued, timeout=10, what="the map's lease to expire")
+    assert isinstance(claim(runtime, run_id, "each", fence=2), Claim)
+    assert runtime.machine.spawn(run_id, "each", 1, children) is None  # the dead one's
+    assert runtime.machine.spawn(run_id, "each", 2, children) is not None
+    assert runtime.store.read_state(run_id).counts.total == 4
