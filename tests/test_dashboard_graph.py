@@ -128,3 +128,12 @@ def test_a_maps_children_fold_into_one_group_before_their_map_whatever_the_size(
     assert next(i for i in graph["items"] if i["id"] == group)["status"] == "running"
     opened = visible(nodes, expanded=["map:research"])
     assert {item["id"] for item in opened["items"]} >= {f"research[{i}]" for i in range(4)}
+
+
+def test_an_opened_map_of_a_big_run_shows_each_child(visible: Any) -> None:
+    nodes = {"find": node(status="succeeded"), "research": node(deps=["find"])}
+    nodes |= {f"research[{i}]": node(deps=["find"]) for i in range(60)}
+    folded = visible(nodes)
+    assert {item["id"] for item in folded["items"]} == {"find", "research", "group:map:research"}
+    opened = visible(nodes, expanded=["map:research"])
+    assert len(opened["items"]) == 62 and {i["kind"] for i in opened["items"]} == {"node"}

@@ -94,7 +94,14 @@ export function mapChildren(nodes) {
 function addMapGroups(nodes, expanded, items, itemOf) {
   for (const [map, members] of mapChildren(nodes)) {
     const signature = `map:${map}`;
-    if (expanded.has(signature)) continue;
+    if (expanded.has(signature)) {
+      // Opened: each child its own box (not folded again as siblings of a big run).
+      for (const member of members) {
+        items.set(member, { id: member, kind: "node", members: [member], type: nodes[member].type });
+        itemOf.set(member, member);
+      }
+      continue;
+    }
     const id = `group:${signature}`;
     const name = `${map}[0..${members.length - 1}]`;
     items.set(id, { id, kind: "group", signature, members, type: nodes[members[0]].type, name });
