@@ -136,6 +136,9 @@ class MapOver(BaseModel):
     """Map the first ``max_items`` items of a longer list instead of failing."""
     index: int | None = Field(None, ge=0)
     """Set by dagwright on each child: the index of its item. Not written in plans."""
+    item: Any = None
+    """Set by dagwright on each child: its item (so a child's claim does not carry the
+    whole list). Not written in plans."""
 
 
 class Node(BaseModel):

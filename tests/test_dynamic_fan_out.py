@@ -155,7 +155,12 @@ def test_the_api_shows_a_maps_children_and_each_ones_detail(api: ApiServer) -> N
         assert nodes["research"]["output"][1] == "research co1 #1 co1"
         child = http.get(f"/api/v1/runs/{run_id}/nodes/{quote('research[1]')}").json()
         assert child["inputs"] == {"find": "co1"}
-        assert child["spec"]["map"] == {"over": "find", "path": "companies", "index": 1}
+        assert child["spec"]["map"] == {
+            "over": "find",
+            "path": "companies",
+            "index": 1,
+            "item": "co1",
+        }
 
 
 def test_the_example_plan_runs_from_the_command_line(settings: Settings, tmp_path: Path) -> None:
@@ -217,7 +222,7 @@ def test_a_map_with_all_done_joins_its_childrens_outcomes(client: Client) -> Non
                 "depends_on": ["find"],
                 "map": {"over": "find", "index": 2},
             },
-            "map.index is set by dagwright",
+            "map.index and map.item are set by dagwright",
         ),
     ],
 )

@@ -38,10 +38,10 @@ def mapped_run(runtime: Runtime) -> tuple[str, Node]:
 def test_a_second_spawn_under_the_same_fence_is_stale_and_adds_nothing(runtime: Runtime) -> None:
     run_id, node = mapped_run(runtime)
     children = children_of(node, ["a", "b", "c"])
-    first = runtime.machine.spawn(run_id, "each", 1, children)
+    first = runtime.machine.spawn(run_id, "each", 1, children, "find")
     assert first is not None
     assert [ready.node_id for ready in first.ready] == ["each[0]", "each[1]", "each[2]"]
-    assert runtime.machine.spawn(run_id, "each", 1, children) is None
+    assert runtime.machine.spawn(run_id, "each", 1, children, "find") is None
     assert claim(runtime, run_id, "each") is None  # the old message: its node is pending
     state = runtime.store.read_state(run_id)
     assert state.counts.total == 5
@@ -50,7 +50,7 @@ def test_a_second_spawn_under_the_same_fence_is_stale_and_adds_nothing(runtime: 
 
 def test_the_join_is_queued_once_every_child_succeeded(runtime: Runtime) -> None:
     run_id, node = mapped_run(runtime)
-    runtime.machine.spawn(run_id, "each", 1, children_of(node, ["a", "b", "c"]))
+    runtime.machine.spawn(run_id, "each", 1, children_of(node, ["a", "b", "c"]), "find")
     for index in (2, 0):
         advance = finish(runtime, run_id, f"each[{index}]", output=f'"{index}"')
         assert advance.ready == []
@@ -80,6 +80,26 @@ def test_a_worker_dead_before_its_spawn_leaves_one_spawn_to_its_successor(
 
     wait_until(requeued, timeout=10, what="the map's lease to expire")
     assert isinstance(claim(runtime, run_id, "each", fence=2), Claim)
-    assert runtime.machine.spawn(run_id, "each", 1, children) is None  # the dead one's
-    assert runtime.machine.spawn(run_id, "each", 2, children) is not None
+    assert runtime.machine.spawn(run_id, "each", 1, children, "find") is None  # the dead one's
+    assert runtime.machine.spawn(run_id, "each", 2, children, "find") is not None
     assert runtime.store.read_state(run_id).counts.total == 4
+
+
+def test_an_item_that_makes_no_valid_node_fails_the_map_naming_it() -> None:
+    from dagwright.errors import PermanentError
+
+    node = Node.model_validate(
+        {
+            "id": "each",
+            "type": "function",
+            "function": "noop",
+            "depends_on": ["find"],
+            "params": {"value": "{{ item }}"},
+            "map": {"over": "find"},
+        }
+    )
+    deep: object = "bottom"
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(PermanentError, match="item 1 makes no valid node: .*nested 4"):
+        children_of(node, ["fine", deep])

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dagwright.errors import PermanentError, UnknownNodeError
+from dagwright.errors import UnknownNodeError
 from dagwright.json_views import iso, node_json
 from dagwright.models import Node, RunState
 from dagwright.orchestrator.runstate.store import RunStore
@@ -113,10 +113,7 @@ def received(spec: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
     node = Node.model_validate_json(spec) if spec else None
     if node is None or node.map is None or node.map.index is None:
         return inputs
-    try:
-        return child_inputs(node, inputs)
-    except PermanentError:  # its list is gone (the run expired mid-read): as stored
-        return inputs
+    return child_inputs(node, inputs)
 
 
 def transcript_of(checkpoint: Any) -> list[dict[str, Any]]:

@@ -21,6 +21,8 @@ import json
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from dagwright.errors import PermanentError
 from dagwright.models import DEFAULT_RUN_IF, MapOver, Node
 from dagwright.plans.input_templates import template_texts
@@ -58,8 +60,8 @@ def item_problems(node: Node) -> list[str]:
             f"{where} maps over {shown_id(node.map.over)!r}, which is not in its "
             "depends_on: add it there"
         )
-    if node.map.index is not None:
-        problems.append(f"{where}: map.index is set by dagwright on children; remove it")
+    if node.map.index is not None or node.map.item is not None:
+        problems.append(f"{where}: map.index and map.item are set by dagwright; remove them")
     for text in (node.instruction or "", node.code or ""):
         if LOOKS_LIKE_ITEM.search(text):
             problems.append(
@@ -131,7 +133,9 @@ def _over_output(node: Node, spec: MapOver, inputs: dict[str, Any]) -> Any:
 
 
 def children_of(node: Node, items: list[Any]) -> list[tuple[str, str]]:
-    """(id, spec JSON) of each child of mapped ``node``, one per item, in order."""
+    """(id, spec JSON) of each child of mapped ``node``, one per item, in order; each read
+    back as its claim will (PermanentError naming the item that makes no valid node: one
+    nested too deep for params, say), so that no child is spawned that cannot run."""
     spec = _map_of(node)
     children = []
     for index, item in enumerate(items):
@@ -139,11 +143,19 @@ def children_of(node: Node, items: list[Any]) -> list[tuple[str, str]]:
             update={
                 "id": child_id(node.id, index),
                 "run_if": DEFAULT_RUN_IF,
-                "map": spec.model_copy(update={"index": index}),
+                "map": spec.model_copy(update={"index": index, "item": item}),
                 "params": _filled(node.params, item, index),
             }
         )
-        children.append((child.id, child.model_dump_json(exclude_defaults=True)))
+        encoded = child.model_dump_json(exclude_defaults=True)
+        try:
+            Node.model_validate_json(encoded)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"]
+            raise PermanentError(
+                f"map of {node.id!r}: item {index} makes no valid node: {problem}"
+            ) from None
+        children.append((child.id, encoded))
     return children
 
 
@@ -176,12 +188,10 @@ def _lookup(reference: str, item: Any, index: int) -> Any:
 
 
 def child_inputs(node: Node, inputs: dict[str, Any]) -> dict[str, Any]:
-    """A child's inputs: its item in place of the mapped list's whole output."""
+    """A child's inputs: its item as the ``over`` node's output (a child does not depend
+    on ``over`` in the run's columns: its claim carries no copy of the whole list)."""
     spec = _map_of(node)
-    item = items_of(node.model_copy(update={"run_if": DEFAULT_RUN_IF}), inputs, 1 << 30)
-    if spec.index is None or spec.index >= len(item):
-        raise PermanentError(f"map child {node.id!r}: its item is gone from {spec.over!r}")
-    return {**inputs, spec.over: item[spec.index]}
+    return {**inputs, spec.over: spec.item}
 
 
 def is_join(node: Node, inputs: dict[str, Any]) -> bool:

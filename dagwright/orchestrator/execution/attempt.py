@@ -183,11 +183,8 @@ def attempt_node(
     mapped = claim.node.map
     if mapped is not None and mapped.index is None:
         return map_step(env, ctx, claim, eager)
-    if mapped is not None:
-        try:
-            ctx.inputs = child_inputs(claim.node, claim.inputs)
-        except PermanentError as exc:
-            return record_failure(env, ctx, claim, exc)
+    if mapped is not None:  # a map's child: its item is its input from map.over
+        ctx.inputs = child_inputs(claim.node, claim.inputs)
     outcome = run_within_limits(env, ctx, claim, eager)
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:
         observe_attempt(env, claim, outcome.value)
@@ -204,9 +201,11 @@ def map_step(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot
             output = encode_output(joined, env.runtime.settings.max_output_bytes)
             return record_success(env, ctx, claim, output, eager=eager)
         items = items_of(node, claim.inputs, env.runtime.settings.map_max_items)
+        children = children_of(node, items)
     except PermanentError as exc:
         return record_failure(env, ctx, claim, exc)
-    advance = env.runtime.machine.spawn(ctx.run_id, node.id, ctx.fence, children_of(node, items))
+    over = node.map.over if node.map else ""
+    advance = env.runtime.machine.spawn(ctx.run_id, node.id, ctx.fence, children, over)
     if advance is None:
         return Outcome.STALE
     log.info("%s/%s mapped over %d items", ctx.run_id, node.id, len(items))

@@ -1,8 +1,9 @@
 -- A mapped node's first claim: add one child per item of its list (plans/mapping.py), in
 -- one fenced step, so a worker dying mid-spawn spawns nothing (its lease expires and the
 -- node is claimed again) and a duplicate message spawns nothing more (the fence moved on).
--- ARGV[3] mapped node, ARGV[4] fence, ARGV[5] JSON list of {id, spec}, in the items' order.
--- Each child depends on the mapped node's succeeded dependencies (its inputs), has the
+-- ARGV[3] mapped node, ARGV[4] fence, ARGV[5] JSON list of {id, spec}, in the items' order,
+-- ARGV[6] the node its list came from (map.over: each child's spec holds its item instead).
+-- Each child depends on the mapped node's other succeeded dependencies (inputs), has the
 -- mapped node's dispatch and is queued at once. The mapped node goes back to PENDING with
 -- its children as its dependencies (its K.dependents are left as they were): when they
 -- have ended, its run_if decides it, and its claim then joins their outputs. With no
@@ -25,7 +26,9 @@ if #children == 0 then
 end
 local inputs = {}
 for _, dep in ipairs(cjson.decode(redis.call('HGET', K.deps, node))) do
-  if redis.call('HGET', K.state, dep) == 'succeeded' then inputs[#inputs + 1] = dep end
+  if dep ~= ARGV[6] and redis.call('HGET', K.state, dep) == 'succeeded' then
+    inputs[#inputs + 1] = dep
+  end
 end
 local inputs_json = #inputs > 0 and cjson.encode(inputs) or '[]'
 local dispatch = redis.call('HGET', K.dispatch, node)
