@@ -101,5 +101,5 @@ def test_an_item_that_makes_no_valid_node_fails_the_map_naming_it() -> None:
     deep: object = "bottom"
     for _ in range(40):
         deep = [deep]
-    with pytest.raises(PermanentError, match="item 1 makes no valid node: .*nested 4"):
+    with pytest.raises(PermanentError, match=r"item 1 makes no valid node: .*nested 4"):
         children_of(node, ["fine", deep])
