@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from dagwright import Client, PlanBuilder, PlanError, RunFailedError, RunStatus, Settings
-from dagwright.models import Plan
+from dagwright.models import Plan, RunIf
 from dagwright.plans.builder import map_over
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer
@@ -102,17 +102,23 @@ def test_a_map_over_a_node_it_does_not_depend_on_is_a_plan_problem(client: Clien
         client.submit(plan.build())
 
 
-def test_a_failed_child_is_replayed_from_the_dlq_and_the_run_completes(client: Client) -> None:
+def failing_on(bad: str, count: int, run_if: RunIf | None = None) -> Plan:
+    """find -> research, whose child for item ``bad`` fails until the test fixes it."""
     plan = PlanBuilder()
-    find = plan.function("find", "companies", params={"count": 4})
+    find = plan.function("find", "companies", params={"count": count})
     plan.function(
         "research",
         "fails_on_until_fixed",
-        params={"item": "{{ item }}", "bad": "co2"},
+        params={"item": "{{ item }}", "bad": bad},
         depends_on=[find],
         map=map_over(find, "companies"),
+        run_if=run_if,
     )
-    run = client.submit(plan.build(output="research"))
+    return plan.build(output="research")
+
+
+def test_a_failed_child_is_replayed_from_the_dlq_and_the_run_completes(client: Client) -> None:
+    run = client.submit(failing_on("co2", count=4))
     with pytest.raises(RunFailedError, match="research\\[2\\]"):
         run.result(timeout=60)
     state = run.status()
@@ -177,18 +183,7 @@ def test_the_example_plan_runs_from_the_command_line(settings: Settings, tmp_pat
 
 
 def test_a_map_with_all_done_joins_its_childrens_outcomes(client: Client) -> None:
-    plan = PlanBuilder()
-    find = plan.function("find", "companies", params={"count": 3})
-    plan.node(
-        "research",
-        "function",
-        function="fails_on_until_fixed",
-        params={"item": "{{ item }}", "bad": "co1"},
-        depends_on=[find],
-        map=map_over(find, "companies"),
-        run_if="all_done",
-    )
-    state = client.submit(plan.build()).wait(timeout=60)
+    state = client.submit(failing_on("co1", count=3, run_if="all_done")).wait(timeout=60)
     assert state.status == RunStatus.FAILED  # a handled failure is still a failure
     joined = state.nodes["research"].output
     assert [outcome["status"] for outcome in joined] == ["succeeded", "failed", "succeeded"]
