@@ -7,7 +7,7 @@ added by ``spawn.lua``, atomically); when every child has ended, the node is que
 and its output is the children's outputs in the items' order (``joined_output``).
 
 A child is the mapped node's spec under the id ``<id>[<index>]`` (brackets: no plan's id
-can take them), with ``map.index`` set and no ``run_if``; ``{{ item }}``,
+can take them), with ``map.index`` and ``map.item`` set and no ``run_if``; ``{{ item }}``,
 ``{{ item.<key> }}`` and ``{{ index }}`` in its ``params`` are the item's values, by the
 rules of ``{{ inputs… }}`` (``input_templates``): a string that is the reference alone
 becomes the value with its JSON type, one inside text is written as text. Only ``params``:
