@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dagwright.json_shapes import json_shape
 
 NODE_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
+MAP_CHILD_ID_PATTERN = r"^[a-z0-9_-]{1,64}\[[0-9]{1,6}\]$"
+"""The id of a mapped node's child, ``<id>[<index>]``: dagwright's, never a plan's."""
 NodeId = Annotated[str, Field(max_length=64)]
 
 MAX_DURATION_S = 30 * 24 * 3600.0
@@ -124,12 +126,40 @@ class ConcurrencyKey(BaseModel):
     """Most runs of one key running at once; the others wait in the order submitted."""
 
 
+MAP_PATH_PATTERN = r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,15}$"
+
+
+class MapOver(BaseModel):
+    """Dynamic fan-out: the node runs once per item of a list an upstream node returned,
+    as children ``<id>[0]``, ``<id>[1]``..., each a node of its own (retries, timeout,
+    limits, dead letter, replay); the node's output is the list of their outputs, in the
+    items' order. See docs/client-guide.md (Dynamic fan-out)."""
+
+    model_config = PLAN_MODEL_CONFIG
+
+    over: NodeId
+    """The upstream node whose output holds the list (one of ``depends_on``)."""
+    path: str | None = Field(None, pattern=MAP_PATH_PATTERN)
+    """Keys leading to the list inside that output, dotted (``companies``,
+    ``result.items``); unset: the output is the list."""
+    max_items: int | None = Field(None, ge=0)
+    """Most items mapped; unset: ``settings.map_max_items``, which also caps it. A longer
+    list fails the node, unless ``truncate`` is set."""
+    truncate: bool = False
+    """Map the first ``max_items`` items of a longer list instead of failing."""
+    index: int | None = Field(None, ge=0)
+    """Set by dagwright on each child: the index of its item. Not written in plans."""
+    item: Any = None
+    """Set by dagwright on each child: its item (so a child's claim does not carry the
+    whole list). Not written in plans."""
+
+
 class Node(BaseModel):
     """One subtask of a plan."""
 
     model_config = PLAN_MODEL_CONFIG
 
-    id: str = Field(pattern=NODE_ID_PATTERN)
+    id: str = Field(pattern=f"{NODE_ID_PATTERN}|{MAP_CHILD_ID_PATTERN}")
     """Unique in the plan: lowercase letters, digits, ``_`` and ``-``."""
     type: str = Field(min_length=1, max_length=64)
     """A registered worker type: ``function``, ``python``, ``researcher``..."""
@@ -195,6 +225,10 @@ class Node(BaseModel):
     model's output limit)."""
     tools: list[str] | None = None
     """LLM agent nodes: only these of its type's tools (``[]``: none)."""
+    map: MapOver | None = None
+    """Run once per item of an upstream's list (dynamic fan-out, see ``MapOver``): each
+    child sees its item as that upstream's output, and ``{{ item }}``,
+    ``{{ item.<key> }}`` and ``{{ index }}`` in ``params`` are its values."""
 
     @field_validator("depends_on")
     @classmethod

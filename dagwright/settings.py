@@ -319,6 +319,13 @@ class Settings(BaseSettings):
     max_output_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     """Largest JSON output a node may produce; bigger outputs fail the node."""
 
+    # Dynamic fan-out (a node's `map:`, plans/mapping.py).
+    map_max_items: int = Field(1000, ge=1, le=100_000)
+    """Most children one mapped node may spawn (its ``map.max_items`` defaults to this and
+    may not exceed it): a list longer than the node's bound fails it (or is cut, with
+    ``map.truncate``). The joined output of the children must still fit
+    ``max_output_bytes``."""
+
     default_timeout_s: float = Field(3600.0, gt=0)
     """Execution time limit of a node whose plan sets no ``timeout_s``."""
 

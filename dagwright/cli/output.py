@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
+from dagwright.cli.map_folds import Fold, folded, folds_of
 from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.json_views import event_json
 from dagwright.models import (
@@ -147,10 +148,12 @@ def print_summary(state: RunState) -> None:
 
 
 def print_nodes(console: Console, nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS):
-    """The nodes' table (the first ``limit``), and how many more there are."""
+    """The nodes' table (the first ``limit`` rows, a map's children folded in one), and
+    how many more rows there are."""
     node_table(nodes, limit).print(console, notes=stderr)
-    if len(nodes) > limit:
-        console.print(f"… and {len(nodes) - limit} more nodes (--json shows all)")
+    rows = len(folded(nodes, folds_of(nodes)))
+    if rows > limit:
+        console.print(f"… and {rows - limit} more rows (--json shows all)")
 
 
 def node_columns(with_usage: bool) -> list[Column]:
@@ -169,7 +172,12 @@ def node_columns(with_usage: bool) -> list[Column]:
 def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> FittedTable:
     with_usage = any(node.usage.llm_calls for node in nodes.values())
     table = FittedTable(node_columns(with_usage))
-    for node_id, node in list(nodes.items())[:limit]:
+    folds = folds_of(nodes)
+    for node_id in folded(nodes, folds)[:limit]:
+        if node_id in folds:
+            table.add_row(*fold_row(folds[node_id], nodes, with_usage))
+            continue
+        node = nodes[node_id]
         took = ""
         if node.started_at and node.finished_at:
             took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
@@ -184,6 +192,15 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Fitt
             *spent,
         )
     return table
+
+
+def fold_row(fold: Fold, nodes: dict[str, NodeState], with_usage: bool) -> list[str]:
+    """A map's children in one row (the columns of ``node_columns``): their states
+    counted, the first failure named."""
+    failed = fold.first_failed(nodes)
+    why = f"{failed}: {why_not_done(nodes[failed])}" if failed else ""
+    blanks = ["", "", *(["", ""] if with_usage else [])]  # attempts, took[, tokens, cost]
+    return [fold.label, fold.summary(nodes), why, nodes[fold.children[0]].type, *blanks]
 
 
 def why_not_done(node: NodeState) -> str:

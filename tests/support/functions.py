@@ -299,3 +299,20 @@ def rate_started(ctx: NodeContext, group: str = "") -> float:
         raise PermanentError("no start of the rate limit recorded for this node")
     client.rpush(rate_starts_key(group or ctx.run_id), taken)
     return taken
+
+
+@dagwright.function
+def companies(count: int, prefix: str = "co") -> dict[str, Any]:
+    """``{"companies": [prefix0, prefix1, ...]}``: a list for a mapped node to spread."""
+    return {"companies": [f"{prefix}{index}" for index in range(count)]}
+
+
+@dagwright.function
+def fails_on_until_fixed(ctx: NodeContext, item: str, bad: str) -> str:
+    """``item`` researched; fails for good on ``bad`` until the test sets
+    :func:`fixed_key` (a map child whose item needs a fix, then a replay)."""
+    client = _redis(ctx.settings.redis_url or "")
+    client.hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    if item == bad and not client.exists(fixed_key(ctx.run_id)):
+        raise PermanentError(f"cannot research {item} (on purpose)")
+    return f"researched {item}"

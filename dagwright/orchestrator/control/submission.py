@@ -50,6 +50,7 @@ def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry) -> Plan
         max_nodes=settings.max_nodes,
         max_timeout_s=settings.max_timeout_s,
         sizes=SizeLimits.of(settings),
+        max_map_items=settings.map_max_items,
     )
     return validate_plan(plan, registry, limits)
 

@@ -64,6 +64,13 @@ from dagwright.planning.goals import (
     replanner_for,
 )
 from dagwright.planning.planner import PLANNER_TYPE
+from dagwright.plans.mapping import (
+    child_inputs,
+    children_of,
+    is_join,
+    items_of,
+    joined_output,
+)
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
@@ -184,10 +191,39 @@ def attempt_node(
         llm_batch=claim.run_llm_batch,
         run_inputs=claim.run_inputs,
     )
+    mapped = claim.node.map
+    if mapped is not None and mapped.index is None:
+        return map_step(env, ctx, claim, eager)
+    if mapped is not None:  # a map's child: its item is its input from map.over
+        ctx.inputs = child_inputs(claim.node, claim.inputs)
     outcome = run_within_limits(env, ctx, claim, eager)
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:
         observe_attempt(env, claim, outcome.value)
     return outcome
+
+
+def map_step(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None) -> Outcome:
+    """A mapped node's first claim spawns its children; its claim after they ended joins
+    their outputs (plans/mapping.py). Neither runs its worker type nor takes a slot."""
+    node = claim.node
+    try:
+        if is_join(node, claim.inputs):
+            joined = joined_output(node, claim.inputs)
+            output = encode_output(joined, env.runtime.settings.max_output_bytes)
+            return record_success(env, ctx, claim, output, eager=eager)
+        items = items_of(node, claim.inputs, env.runtime.settings.map_max_items)
+        children = children_of(node, items)
+    except PermanentError as exc:
+        return record_failure(env, ctx, claim, exc)
+    over = node.map.over if node.map else ""
+    advance = env.runtime.machine.spawn(ctx.run_id, node.id, ctx.fence, children, over)
+    if advance is None:
+        return Outcome.STALE
+    log.info("%s/%s mapped over %d items", ctx.run_id, node.id, len(items))
+    dispatch_readied(env, advance.ready, eager)
+    if advance.run_finished is not None:
+        env.runtime.forget_active(ctx.run_id)
+    return Outcome.SUCCEEDED
 
 
 def run_within_limits(

@@ -552,6 +552,17 @@ class RunStateMachine:
         )
         return Advance.from_reply(run_id, reply)
 
+    def spawn(
+        self, run_id: str, node_id: str, fence: int, children: list[tuple[str, str]], over: str
+    ) -> Advance | None:
+        """Add a mapped node's ``children`` ((id, spec JSON) in the items' order, each
+        holding its item of ``over``'s list) and queue them, the node waiting for them to
+        join (an empty list: it succeeds with ``[]``); one fenced step. None if this worker
+        no longer owns the node."""
+        wire = json.dumps([{"id": child, "spec": spec} for child, spec in children])
+        reply = self._call("spawn", run_id, node_id, fence, wire, over)
+        return Advance.from_reply(run_id, reply)
+
     def schedule_retry(
         self, run_id: str, node_id: str, fence: int, error: ErrorInfo, delay_s: float
     ) -> bool:

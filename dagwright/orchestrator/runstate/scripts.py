@@ -38,6 +38,7 @@ SCRIPT_NAMES = (
     "pool",
     "pull",
     "admit",
+    "spawn",
 )
 
 
