@@ -66,8 +66,10 @@ def test_a_waiting_node_is_approved_with_edited_args_over_http(api: ApiServer) -
         assert approved.status_code == 200, approved.text
         decided = approved.json()
         assert decided["status"] == "approved" and decided["decision"]["by"] == "test-operate"
-        again = problem(http.post(f"/api/v1/runs/{run_id}/nodes/deploy/approve"), 422)
-        assert again["error"] == "ApprovalError"
+        again = problem(http.post(f"/api/v1/runs/{run_id}/nodes/deploy/approve"), 409)
+        assert again["error"] == "NotWaitingError"  # a state that forbids it: a conflict
+        unknown = problem(http.post(f"/api/v1/runs/{run_id}/nodes/nope/approve"), 404)
+        assert unknown["error"] == "UnknownNodeError"
     state = client.wait(run_id, timeout=30)
     assert state.nodes["deploy"].output == "release v2"
 
@@ -101,8 +103,8 @@ def test_dead_letters_are_listed_shown_replayed_and_purged(api: ApiServer) -> No
         assert replayed.status_code == 200, replayed.text
         assert replayed.json()["replayed"] is True
         assert client.wait(failed, timeout=30).status.value == "succeeded"
-        again = problem(http.post(f"/api/v1/dlq/{listed['id']}/replay"), 422)
-        assert again["error"] == "DeadLetterError"
+        again = problem(http.post(f"/api/v1/dlq/{listed['id']}/replay"), 409)
+        assert again["error"] == "NotReplayableError"  # replayed already: a conflict
         unknown = problem(http.get("/api/v1/dlq/0-1"), 404)
         assert unknown["error"] == "UnknownDeadLetterError"
         forbidden = problem(http.delete(f"/api/v1/dlq/{listed['id']}"), 403)

@@ -1,0 +1,63 @@
+"""HTTP methods as RFC 9110 asks: ``HEAD`` wherever ``GET`` is, and a 405's ``Allow``
+naming every method of the path.
+
+FastAPI's routes answer only the methods they declare (Starlette's own add ``HEAD`` to a
+``GET``), and a path served by two routes (``GET`` and ``POST /runs``) is answered 405
+by the first of them, whose ``Allow`` names its method alone. ``HeadAsGet`` runs a
+``HEAD`` as the ``GET`` and sends its status and headers only; ``allowed_methods`` reads
+the methods of every route of the path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.routing import Match, Route
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` of a 405: the methods of every route whose path is the request's."""
+    scope = {**request.scope, "method": "GET"}
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(scope)[0] != Match.NONE:
+            methods |= route.methods
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
+class HeadAsGet:
+    """Answer ``HEAD`` as ``GET`` without the body (pure ASGI, in front of the app).
+
+    The app is told the client left once the headers are sent, so a ``HEAD`` of the
+    event stream ends its stream instead of following the run."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        ended = False
+
+        async def headers_only(message: Message) -> None:
+            nonlocal ended
+            if ended:
+                return
+            if message["type"] == "http.response.body":
+                ended = True
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        async def until_ended() -> Message:
+            if ended:
+                return {"type": "http.disconnect"}
+            return await receive()
+
+        await self.app({**scope, "method": "GET"}, until_ended, headers_only)

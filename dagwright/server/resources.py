@@ -1,0 +1,116 @@
+"""The API's resources as the OpenAPI document states them: one model per shape that
+``json_views`` (and the models it dumps) emit, field for field.
+
+Documentation only: the routes send the views' dicts as they are (``payloads.py``), and
+``openapi.documented`` names these models in the document. So a field added to a view
+must be added here (``tests/test_api_openapi.py`` compares every served field with these
+models). Where a view dumps a model of its own (``RunCounts``, ``Budget``, ``Span``,
+``Trace``, ``Approval``, ``DeadLetter``...), that model is named, not copied.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dagwright.client.node_detail import LLMCall
+from dagwright.models import Budget, NodeStatus, NodeWait, RunCounts, RunStatus, Usage
+from dagwright.telemetry.run_trace import Trace
+from dagwright.telemetry.spans import Span
+
+__all__ = ["NodeDetail", "Run", "RunResult", "RunsPage", "Trace"]
+
+
+class Resource(BaseModel):
+    """A shape the server emits (its fields all present, some null)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+class SpendUsage(Usage):
+    """Tokens and cost (``json_views.usage_json``): ``cost_usd`` is null when part of it
+    is unpriced (``unpriced_tokens``), ``priced_cost_usd`` its known part."""
+
+    cost_usd: float | None = None  # type: ignore[assignment]
+    priced_cost_usd: float = 0.0
+
+
+class NodeFailure(Resource):
+    """Why a failed node failed."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    error_class: str = Field(alias="class")
+    message: str
+
+
+class NodeWaiting(NodeWait):
+    """What a parked node waits on, and that said for people."""
+
+    description: str
+
+
+class RunNode(Resource):
+    """A node of a run (``json_views.node_json``)."""
+
+    status: NodeStatus
+    type: str
+    depends_on: list[str]
+    output: Any
+    attempts: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: NodeFailure | None
+    usage: SpendUsage | None
+    waiting: NodeWaiting | None
+
+
+class RunSummary(Resource):
+    """A run without its nodes (a row of ``GET /runs``)."""
+
+    run_id: str
+    status: RunStatus
+    goal: str
+    created_at: datetime | None
+    finished_at: datetime | None
+    counts: RunCounts
+    result: Any
+    usage: SpendUsage
+    budget: Budget | None
+    reason: str | None
+    response_cache: bool
+    inputs: dict[str, Any] | None
+
+
+class Run(RunSummary):
+    """A run, as ``dagwright status --json`` prints it (``json_views.run_json``)."""
+
+    nodes: dict[str, RunNode]
+
+
+class RunsPage(Resource):
+    """Runs, newest first, and the cursor of the next page (null on the last)."""
+
+    runs: list[RunSummary]
+    next_cursor: str | None
+
+
+class RunResult(Resource):
+    """The result of a succeeded run."""
+
+    run_id: str
+    result: Any
+
+
+class NodeDetail(RunNode):
+    """One node in full: its state, spec, inputs, transcript, LLM calls and spans."""
+
+    run_id: str
+    node_id: str
+    spec: dict[str, Any]
+    inputs: dict[str, Any]
+    transcript: list[dict[str, Any]]
+    llm_calls: list[LLMCall]
+    spans: list[Span]
