@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 
 from dagwright.client import Client
 from dagwright.server.blocking import in_thread
@@ -77,6 +78,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=closing_local_access,
+        generate_unique_id_function=operation_id,
     )
     app.state.client = client or Client(settings)
     app.state.local_access = local_access
@@ -86,6 +88,13 @@ def create_app(
     app.openapi = functools.partial(api_document, app)  # type: ignore[method-assign]
     install_front_middleware(app, app.state.client.settings, local_access=local_access is not None)
     return app
+
+
+def operation_id(route: APIRoute) -> str:
+    """An operation's id in the OpenAPI document: its function's name (``submit_run``),
+    what a generated client names its function (FastAPI's default adds the path and the
+    method: ``submit_run_api_v1_runs_post``)."""
+    return route.name
 
 
 def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: bool) -> None:

@@ -4,15 +4,17 @@ naming every method of the path.
 FastAPI's routes answer only the methods they declare (Starlette's own add ``HEAD`` to a
 ``GET``), and a path served by two routes (``GET`` and ``POST /runs``) is answered 405
 by the first of them, whose ``Allow`` names its method alone. ``HeadAsGet`` runs a
-``HEAD`` as the ``GET`` and sends its status and headers only; ``allowed_methods`` reads
-the methods of every route of the path.
+``HEAD`` as the ``GET`` and sends its status and headers only; ``allowed_methods`` asks
+every route which methods it answers at the path.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from starlette.routing import Match, Route
+from starlette.routing import Match
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -20,15 +22,21 @@ if TYPE_CHECKING:
 
 
 def allowed_methods(request: Request) -> str:
-    """The ``Allow`` of a 405: the methods of every route whose path is the request's."""
-    scope = {**request.scope, "method": "GET"}
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, Route) and route.methods and route.matches(scope)[0] != Match.NONE:
-            methods |= route.methods
-    if "GET" in methods:
-        methods.add("HEAD")
-    return ", ".join(sorted(methods))
+    """The ``Allow`` of a 405: each method some route of the app answers at this path.
+
+    Asked of the routes one method at a time (``BaseRoute.matches``, public): FastAPI
+    keeps an included router as one route, whose own methods say nothing."""
+    allowed = {
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.router.routes
+        )
+    }
+    if "GET" in allowed:
+        allowed.add("HEAD")
+    return ", ".join(sorted(allowed))
 
 
 class HeadAsGet:

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from dagwright.client import Client
@@ -17,19 +16,11 @@ from dagwright.json_views import run_json
 from dagwright.models import RunState, RunStatus
 from dagwright.server.auth import OPERATE, READ, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import LOCATION, documented
+from dagwright.server.openapi import LOCATION, documented, exactly_one
 from dagwright.server.payloads import payload
 from dagwright.server.resources import NodeDetail, Run, RunResult, RunsPage, Trace
 
 router = APIRouter(tags=["runs"])
-
-
-PLAN_XOR_GOAL: JsonDict = {
-    "oneOf": [
-        {"required": ["plan"], "properties": {"plan": {"type": "object"}}},
-        {"required": ["goal"], "properties": {"goal": {"type": "string", "pattern": r"\S"}}},
-    ]
-}
 
 
 CURSOR_PATTERN = r"^[0-9]{1,20}(:.{0,200})?$"  # next_cursor as a page gave it
@@ -39,7 +30,9 @@ class SubmitRequest(BaseModel):
     """A plan, or a goal for the planner (exactly one of them), with the client's submit
     options."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=PLAN_XOR_GOAL)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra=exactly_one("plan", "goal")
+    )
 
     plan: dict[str, Any] | None = None
     """The plan, as a plan file's JSON (goal, output, nodes)."""
