@@ -87,6 +87,8 @@ def test_head_answers_as_get_without_a_body_and_a_405_allows_every_method_of_the
         assert refused.headers["allow"] == "GET, HEAD, POST"
         assert refused.headers["content-type"] == "application/problem+json"
         assert http.put(f"/api/v1/dlq/{run_id}").headers["allow"] == "DELETE, GET, HEAD"
+        assert http.options("/api/v1/dlq/stats").headers["allow"] == "GET, HEAD"  # not {id}
+        assert http.put("/login").headers["allow"] == "GET, HEAD, POST"  # a page
 
 
 def test_an_empty_run_filter_of_approvals_is_a_422_that_names_it(api: ApiServer) -> None:
@@ -143,8 +145,6 @@ def test_schemathesis_with_every_check_finds_nothing(api: ApiServer, tmp_path: P
         "--seed",
         "1",
         "--generation-deterministic",
-        "--generation-database",
-        "none",
         "--max-time",
         "240",
         "--no-color",

@@ -4,12 +4,13 @@ naming every method of the path.
 FastAPI's routes answer only the methods they declare (Starlette's own add ``HEAD`` to a
 ``GET``), and a path served by two routes (``GET`` and ``POST /runs``) is answered 405
 by the first of them, whose ``Allow`` names its method alone. ``HeadAsGet`` runs a
-``HEAD`` as the ``GET`` and sends its status and headers only; ``allowed_methods`` asks
-every route which methods it answers at the path.
+``HEAD`` as the ``GET`` and sends its status and headers only; ``allowed_methods`` reads
+the path's methods in the OpenAPI document.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from starlette.routing import Match
@@ -22,11 +23,37 @@ if TYPE_CHECKING:
 
 
 def allowed_methods(request: Request) -> str:
-    """The ``Allow`` of a 405: each method some route of the app answers at this path.
+    """The ``Allow`` of a 405: the methods of the path in the OpenAPI document (matched
+    as OpenAPI matches them: a concrete path before a templated one, so ``/dlq/stats``
+    is not ``/dlq/{entry_id}``), or, for a path it does not list (a dashboard page),
+    each method some route answers there."""
+    allowed = documented_methods(request) or probed_methods(request)
+    if "GET" in allowed:
+        allowed.add("HEAD")
+    return ", ".join(sorted(allowed))
 
-    Asked of the routes one method at a time (``BaseRoute.matches``, public): FastAPI
+
+def documented_methods(request: Request) -> set[str]:
+    path = request.url.path
+    paths: dict[str, dict[str, object]] = request.app.openapi()["paths"]
+    matching = [template for template in paths if re.fullmatch(template_regex(template), path)]
+    if not matching:
+        return set()
+    template = min(matching, key=lambda template: template.count("{"))
+    return {method.upper() for method in paths[template]}
+
+
+def template_regex(template: str) -> str:
+    return "".join(
+        "[^/]+" if part.startswith("{") else re.escape(part)
+        for part in re.split(r"(\{[^}]+\})", template)
+    )
+
+
+def probed_methods(request: Request) -> set[str]:
+    """Asked of the routes one method at a time (``BaseRoute.matches``, public): FastAPI
     keeps an included router as one route, whose own methods say nothing."""
-    allowed = {
+    return {
         method
         for method in METHODS
         if any(
@@ -34,9 +61,6 @@ def allowed_methods(request: Request) -> str:
             for route in request.app.router.routes
         )
     }
-    if "GET" in allowed:
-        allowed.add("HEAD")
-    return ", ".join(sorted(allowed))
 
 
 class HeadAsGet:

@@ -11,16 +11,48 @@ models). Where a view dumps a model of its own (``RunCounts``, ``Budget``, ``Spa
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dagwright.client.node_detail import LLMCall
-from dagwright.models import Budget, NodeStatus, NodeWait, RunCounts, RunStatus, Usage
+from dagwright.client.tokens import Scope
+from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, DeadLetterStatus
+from dagwright.dlq.entries import RawMessage
+from dagwright.models import (
+    ApprovalDecision,
+    ApprovalStatus,
+    Budget,
+    NodeStatus,
+    NodeWait,
+    RunCounts,
+    RunStatus,
+    Usage,
+    Webhook,
+)
+from dagwright.schedules.definition import Catchup, Overlap
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import Span
 
-__all__ = ["NodeDetail", "Run", "RunResult", "RunsPage", "Trace"]
+__all__ = [
+    "ApprovalRequest",
+    "Caller",
+    "DeadLetter",
+    "DeadLetterStats",
+    "DeadLetterSummary",
+    "Health",
+    "NodeDetail",
+    "Purged",
+    "ReplayOutcome",
+    "Run",
+    "RunResult",
+    "RunsPage",
+    "ScheduleDefinition",
+    "ScheduleFire",
+    "ScheduleRemoved",
+    "ScheduleState",
+    "Trace",
+]
 
 
 class Resource(BaseModel):
@@ -114,3 +146,116 @@ class NodeDetail(RunNode):
     transcript: list[dict[str, Any]]
     llm_calls: list[LLMCall]
     spans: list[Span]
+
+
+class ApprovalRequest(Resource):
+    """A request waiting for a person, or decided (``json_views.approval_json``)."""
+
+    id: str
+    run_id: str
+    node: str
+    kind: Literal["node", "tool"]
+    action: str
+    args: dict[str, Any]
+    reasoning: str
+    tool_use_id: str | None
+    attempt: int
+    requested_at: datetime
+    deadline: datetime
+    decision: ApprovalDecision | None
+    status: ApprovalStatus
+
+
+class DeadLetterSummary(Resource):
+    """A dead letter in a list: no traceback, no node spec (``letter_json``)."""
+
+    id: str
+    run_id: str
+    node_id: str
+    fence: int
+    worker_type: str
+    attempts: int
+    classification: Classification
+    error_class: str
+    message: str
+    first_failure_at: datetime
+    last_failure_at: datetime
+    status: DeadLetterStatus
+    raw_message: RawMessage | None
+
+
+class ReplayOutcome(Resource):
+    """What became of a replayed dead letter (``ReplayResult.to_json``)."""
+
+    id: str
+    run_id: str
+    node_id: str
+    replayed: bool
+    reopened: bool
+    reason: str
+    warning: str
+
+
+class Purged(Resource):
+    purged: int
+
+
+class ScheduleFire(Resource):
+    """One tick of a schedule and what it did."""
+
+    tick: str
+    fired_at: datetime
+    outcome: str
+    run_id: str
+    reason: str
+
+
+class ScheduleDefinition(BaseModel):
+    """A schedule as stored: fields that are not set are left out."""
+
+    name: str
+    cron: str | None = None
+    every_s: float | None = None
+    timezone: str
+    goal: str | None = None
+    plan: dict[str, Any] | None = None
+    worker_types: list[str] | None = None
+    budget: Budget | None = None
+    budget_tokens: int | None = None
+    inputs: dict[str, Any] | None = None
+    overlap: Overlap
+    catchup: Catchup
+    catchup_grace_s: float
+    max_followups: int
+    followup_depth: int
+    webhooks: list[Webhook]
+    llm_batch: bool
+    paused: bool
+    created_at: datetime
+
+
+class ScheduleState(ScheduleDefinition):
+    """A schedule with its next fire, its last run and its recent fires (newest first)."""
+
+    next_fire_at: datetime | None
+    last_run_id: str | None
+    last_run_status: RunStatus | None
+    history: list[ScheduleFire]
+
+
+class ScheduleRemoved(Resource):
+    removed: str
+
+
+class Health(Resource):
+    status: str
+    version: str
+
+
+class Caller(Resource):
+    """Who is asking: a cookie session's CSRF token, which the dashboard sends back."""
+
+    name: str
+    scope: Scope
+    anonymous: bool
+    csrf_token: str | None

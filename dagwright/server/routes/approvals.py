@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict
 from dagwright.json_views import approval_json
 from dagwright.server.auth import OPERATE, READ, Principal, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import problem_responses
+from dagwright.server.openapi import documented
+from dagwright.server.resources import ApprovalRequest
 
 router = APIRouter(tags=["approvals"])
 
@@ -31,7 +32,12 @@ class RejectRequest(BaseModel):
     reason: str = ""
 
 
-@router.get("/approvals", dependencies=[Depends(READ)], responses=problem_responses(404, 422))
+@router.get(
+    "/approvals",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(list[ApprovalRequest], 404, 422),
+)
 async def list_approvals(
     request: Request, run_id: Annotated[str | None, Query(min_length=1)] = None
 ) -> list[dict[str, Any]]:
@@ -42,8 +48,9 @@ async def list_approvals(
 
 @router.post(
     "/runs/{run_id}/nodes/{node_id}/approve",
-    responses=problem_responses(
-        400, 403, 404, 409, 413, 422, conflict="The node waits for no decision."
+    response_model=None,
+    responses=documented(
+        ApprovalRequest, 400, 403, 404, 409, 413, 422, conflict="The node waits for no decision."
     ),
 )
 async def approve(
@@ -68,8 +75,9 @@ async def approve(
 
 @router.post(
     "/runs/{run_id}/nodes/{node_id}/reject",
-    responses=problem_responses(
-        400, 403, 404, 409, 413, 422, conflict="The node waits for no decision."
+    response_model=None,
+    responses=documented(
+        ApprovalRequest, 400, 403, 404, 409, 413, 422, conflict="The node waits for no decision."
     ),
 )
 async def reject(

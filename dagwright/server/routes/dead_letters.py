@@ -11,7 +11,14 @@ from dagwright.dlq import Classification, DeadLetterStatus
 from dagwright.json_views import letter_json
 from dagwright.server.auth import ADMIN, OPERATE, READ, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import problem_responses
+from dagwright.server.openapi import documented
+from dagwright.server.resources import (
+    DeadLetter,
+    DeadLetterStats,
+    DeadLetterSummary,
+    Purged,
+    ReplayOutcome,
+)
 
 router = APIRouter(tags=["dead letters"])
 
@@ -23,7 +30,12 @@ class ReplayRequest(BaseModel):
     """Start an agent's conversation over rather than resume from its checkpoint."""
 
 
-@router.get("/dlq", dependencies=[Depends(READ)], responses=problem_responses(422))
+@router.get(
+    "/dlq",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(list[DeadLetterSummary], 422),
+)
 async def list_letters(
     request: Request,
     run_id: str | None = None,
@@ -44,14 +56,24 @@ async def list_letters(
     return [letter_json(letter, full=False) for letter in letters]
 
 
-@router.get("/dlq/stats", dependencies=[Depends(READ)], responses=problem_responses())
+@router.get(
+    "/dlq/stats",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(DeadLetterStats),
+)
 async def stats(request: Request) -> dict[str, Any]:
     """Counts by classification, worker type and status."""
     found = await in_thread(client_of(request).dlq.stats)
     return found.model_dump(mode="json")
 
 
-@router.get("/dlq/{entry_id}", dependencies=[Depends(READ)], responses=problem_responses(404))
+@router.get(
+    "/dlq/{entry_id}",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(DeadLetter, 404),
+)
 async def show(entry_id: str, request: Request) -> dict[str, Any]:
     """One dead letter in full (its traceback is redacted when recorded)."""
     return letter_json(await in_thread(client_of(request).dlq.get, entry_id), full=True)
@@ -60,8 +82,9 @@ async def show(entry_id: str, request: Request) -> dict[str, Any]:
 @router.post(
     "/dlq/{entry_id}/replay",
     dependencies=[Depends(OPERATE)],
-    responses=problem_responses(
-        400, 403, 404, 409, 413, 422, conflict="It cannot be replayed (see detail)."
+    response_model=None,
+    responses=documented(
+        ReplayOutcome, 400, 403, 404, 409, 413, 422, conflict="It cannot be replayed (see detail)."
     ),
 )
 async def replay(
@@ -74,7 +97,10 @@ async def replay(
 
 
 @router.delete(
-    "/dlq/{entry_id}", dependencies=[Depends(ADMIN)], responses=problem_responses(403, 404)
+    "/dlq/{entry_id}",
+    dependencies=[Depends(ADMIN)],
+    response_model=None,
+    responses=documented(Purged, 403, 404),
 )
 async def purge(entry_id: str, request: Request) -> dict[str, Any]:
     """Delete the dead letter."""

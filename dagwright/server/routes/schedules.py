@@ -11,7 +11,13 @@ from pydantic.json_schema import JsonDict
 from dagwright.schedules.definition import NAME_PATTERN, Catchup, Overlap
 from dagwright.server.auth import ADMIN, OPERATE, READ, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import exactly_one, problem_responses
+from dagwright.server.openapi import LOCATION, documented, exactly_one
+from dagwright.server.resources import (
+    ScheduleDefinition,
+    ScheduleFire,
+    ScheduleRemoved,
+    ScheduleState,
+)
 
 router = APIRouter(tags=["schedules"])
 
@@ -43,7 +49,12 @@ class ScheduleRequest(BaseModel):
     replace: bool = False
 
 
-@router.get("/schedules", dependencies=[Depends(READ)], responses=problem_responses())
+@router.get(
+    "/schedules",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(list[ScheduleState]),
+)
 async def list_schedules(request: Request) -> list[dict[str, Any]]:
     """Every schedule, with its next fire and last run (as ``schedule list --json``)."""
     infos = await in_thread(client_of(request).schedules.list)
@@ -54,7 +65,8 @@ async def list_schedules(request: Request) -> list[dict[str, Any]]:
     "/schedules",
     status_code=201,
     dependencies=[Depends(ADMIN)],
-    responses=problem_responses(400, 403, 413, 422),
+    response_model=None,
+    responses=documented(ScheduleState, 400, 403, 413, 422, status=201, headers=LOCATION),
 )
 async def create_schedule(
     body: ScheduleRequest, request: Request, response: Response
@@ -67,14 +79,22 @@ async def create_schedule(
     return (await in_thread(schedules.get, body.name)).to_json()
 
 
-@router.get("/schedules/{name}", dependencies=[Depends(READ)], responses=problem_responses(404))
+@router.get(
+    "/schedules/{name}",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(ScheduleState, 404),
+)
 async def show_schedule(name: str, request: Request) -> dict[str, Any]:
     """The schedule with its recent fires."""
     return (await in_thread(client_of(request).schedules.get, name)).to_json()
 
 
 @router.delete(
-    "/schedules/{name}", dependencies=[Depends(ADMIN)], responses=problem_responses(403, 404)
+    "/schedules/{name}",
+    dependencies=[Depends(ADMIN)],
+    response_model=None,
+    responses=documented(ScheduleRemoved, 403, 404),
 )
 async def delete_schedule(name: str, request: Request) -> dict[str, Any]:
     """Remove the schedule (its runs stay)."""
@@ -85,7 +105,8 @@ async def delete_schedule(name: str, request: Request) -> dict[str, Any]:
 @router.post(
     "/schedules/{name}/pause",
     dependencies=[Depends(OPERATE)],
-    responses=problem_responses(403, 404),
+    response_model=None,
+    responses=documented(ScheduleDefinition, 403, 404),
 )
 async def pause_schedule(name: str, request: Request) -> dict[str, Any]:
     schedule = await in_thread(client_of(request).schedules.pause, name)
@@ -95,7 +116,8 @@ async def pause_schedule(name: str, request: Request) -> dict[str, Any]:
 @router.post(
     "/schedules/{name}/resume",
     dependencies=[Depends(OPERATE)],
-    responses=problem_responses(403, 404),
+    response_model=None,
+    responses=documented(ScheduleDefinition, 403, 404),
 )
 async def resume_schedule(name: str, request: Request) -> dict[str, Any]:
     schedule = await in_thread(client_of(request).schedules.resume, name)
@@ -105,7 +127,8 @@ async def resume_schedule(name: str, request: Request) -> dict[str, Any]:
 @router.post(
     "/schedules/{name}/run",
     dependencies=[Depends(OPERATE)],
-    responses=problem_responses(403, 404),
+    response_model=None,
+    responses=documented(ScheduleFire, 403, 404),
 )
 async def run_schedule_now(name: str, request: Request) -> dict[str, Any]:
     """Fire the schedule now: the fire's outcome and the run it started."""

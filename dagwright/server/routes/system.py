@@ -10,20 +10,21 @@ from fastapi.responses import JSONResponse
 
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import problem_responses
+from dagwright.server.openapi import documented, problem_responses
+from dagwright.server.resources import Caller, Health
 
 ReadPrincipal = Annotated[Principal, Depends(READ)]
 
 router = APIRouter(tags=["system"])
 
 
-@router.get("/health", responses=problem_responses())
+@router.get("/health", response_model=None, responses=documented(Health))
 async def health(principal: ReadPrincipal) -> dict[str, Any]:
     """``{"status": "ok", "version"}``: the server answers (read scope)."""
     return {"status": "ok", "version": version("dagwright")}
 
 
-@router.get("/whoami", responses=problem_responses())
+@router.get("/whoami", response_model=None, responses=documented(Caller))
 async def whoami(principal: ReadPrincipal) -> dict[str, Any]:
     """The caller's name and scope; a cookie session's CSRF token, which the dashboard
     sends back on every change."""
