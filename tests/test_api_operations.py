@@ -66,7 +66,8 @@ def test_a_waiting_node_is_approved_with_edited_args_over_http(api: ApiServer) -
         )
         assert approved.status_code == 200, approved.text
         decided = approved.json()
-        assert set(decided) == set(ApprovalRequest.model_fields)  # as the document says
+        documented = ApprovalRequest.model_json_schema(mode="serialization")["properties"]
+        assert set(decided) == set(documented)  # as the document says
         assert decided["status"] == "approved" and decided["decision"]["by"] == "test-operate"
         again = problem(http.post(f"/api/v1/runs/{run_id}/nodes/deploy/approve"), 409)
         assert again["error"] == "NotWaitingError"  # a state that forbids it: a conflict

@@ -11,16 +11,17 @@ models). Where a view dumps a model of its own (``RunCounts``, ``Budget``, ``Spa
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 
 from dagwright.client.node_detail import LLMCall
 from dagwright.client.tokens import Scope
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, DeadLetterStatus
 from dagwright.dlq.entries import RawMessage
 from dagwright.models import (
-    ApprovalDecision,
+    Approval,
     ApprovalStatus,
     Budget,
     NodeStatus,
@@ -148,22 +149,21 @@ class NodeDetail(RunNode):
     spans: list[Span]
 
 
-class ApprovalRequest(Resource):
+def with_status(schema: JsonDict) -> None:
+    """``approval_json`` adds the request's status (a property of ``Approval``)."""
+    properties = schema["properties"]
+    required = schema.setdefault("required", [])
+    assert isinstance(properties, dict) and isinstance(required, list)
+    properties["status"] = {"type": "string", "enum": [status.value for status in ApprovalStatus]}
+    required.append("status")
+
+
+class ApprovalRequest(Approval):
     """A request waiting for a person, or decided (``json_views.approval_json``)."""
 
-    id: str
-    run_id: str
-    node: str
-    kind: Literal["node", "tool"]
-    action: str
-    args: dict[str, Any]
-    reasoning: str
-    tool_use_id: str | None
-    attempt: int
-    requested_at: datetime
-    deadline: datetime
-    decision: ApprovalDecision | None
-    status: ApprovalStatus
+    model_config = ConfigDict(
+        json_schema_extra=with_status, json_schema_serialization_defaults_required=True
+    )
 
 
 class DeadLetterSummary(Resource):
