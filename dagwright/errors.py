@@ -9,10 +9,13 @@
     │   ├── UnknownRunError        no run with that id (or it expired)
     │   ├── UnknownNodeError       the run has no node with that id
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
-    │   │   └── UnknownDeadLetterError  ... there is none with that id
+    │   │   ├── UnknownDeadLetterError  ... there is none with that id
+    │   │   └── NotReplayableError      ... it cannot be replayed now (a ConflictError too)
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   │   └── UnknownScheduleError    ... there is none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
+    │   │   └── NotWaitingError    ... the node waits for no decision (a ConflictError too)
+    │   ├── ConflictError          the thing exists, and its state forbids the action (409)
     │   ├── ScoreError             a run's score is malformed (its name, value or comment)
     │   │   └── ScoreLimitError    ... or its run holds run_scores_max scores already
     │   ├── UnknownEvalError       no eval with that id (or it expired)
@@ -155,8 +158,19 @@ def error_line(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class ConflictError(InputError):
+    """The thing named exists, and its state forbids the action: a letter replayed
+    already, a node that waits for no decision (HTTP's 409, where an unknown thing is a
+    404 and malformed input a 422)."""
+
+
 class DeadLetterError(InputError):
     """No dead letter has this id, or it cannot be replayed (the reason is said)."""
+
+
+class NotReplayableError(DeadLetterError, ConflictError):
+    """The dead letter cannot be replayed now: replayed already, superseded, or its run
+    cancelled or expired (the reason is said)."""
 
 
 class UnknownDeadLetterError(DeadLetterError):
@@ -484,6 +498,11 @@ class ScheduleError(InputError):
 class ApprovalError(InputError):
     """No approval is waiting for that node (never asked, decided already, or its run
     ended), or the decision given is malformed."""
+
+
+class NotWaitingError(ApprovalError, ConflictError):
+    """The node exists and waits for no decision: never asked, decided already, or its
+    run ended."""
 
 
 class ApprovalRejectedError(PermanentError):
