@@ -11,6 +11,7 @@ import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import RunFailedError
+from dagwright.json_views import run_json
 from tests.support.functions import release_key
 from tests.support.processes import Workers
 from tests.support.waiting import wait_until
@@ -45,6 +46,7 @@ def test_a_cancel_runs_the_teardown_in_order_and_ends_the_run_cancelled(client: 
     assert state.status == RunStatus.RUNNING and state.tearing_down == RunStatus.CANCELLED
     assert state.reason == "cancelled by a user"
     assert state.teardown_note() == "tearing down after a cancel: 2 nodes"
+    assert run_json(state)["tearing_down"] == "cancelled"  # the API's, the dashboard's
     assert {nid: n.status.value for nid, n in state.nodes.items() if nid in ("work", "after")} == {
         "work": "cancelled",
         "after": "cancelled",
@@ -56,7 +58,7 @@ def test_a_cancel_runs_the_teardown_in_order_and_ends_the_run_cancelled(client: 
     client.runtime.client.set(release_key(run.run_id), 1)
     final = client.wait(run.run_id, timeout=30)
     assert final.status == RunStatus.CANCELLED and final.reason == "cancelled by a user"
-    assert final.tearing_down is None
+    assert final.tearing_down is None and run_json(final)["tearing_down"] is None
     outputs = {nid: n.output for nid, n in client.status(run.run_id).nodes.items()}
     assert outputs["cleanup"] == "released"
     assert outputs["report"] == {

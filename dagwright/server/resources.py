@@ -11,7 +11,7 @@ models). Where a view dumps a model of its own (``RunCounts``, ``Budget``, ``Spa
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import JsonDict
@@ -115,6 +115,8 @@ class RunSummary(Resource):
     reason: str | None
     response_cache: bool
     inputs: dict[str, Any] | None
+    tearing_down: Literal["cancelled", "failed"] | None
+    """Set while a stopped run runs its ``run_if: always`` nodes: how it will end."""
 
 
 class Run(RunSummary):
