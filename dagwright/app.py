@@ -17,6 +17,12 @@ Reliability settings and why:
   kombu's restore of unacked messages is only a safety net and keeps its defaults.
 - ignore_result: node outputs live in the run state, written once; no result backend copy.
 - task events on: Flower shows every task.
+- isolation: the control (pidbox) and event exchanges carry dagwright's own names
+  (``keys.CONTROL_EXCHANGE``, ``keys.EVENT_EXCHANGE``): a Celery team's ``celery -A
+  theirs control shutdown`` or ``inspect ping`` on the same broker, even the same
+  database, never reaches dagwright's workers, and dagwright's revokes never reach theirs.
+  Everything of dagwright's that broadcasts or listens (revoke on cancel, Flower, the
+  eager nodes' task events) goes through this app, so through these names.
 - the broker is reached as the state store is (``dagwright.redis_endpoint``): a
   ``rediss://`` URL gets ``broker_use_ssl`` from the ``redis_tls_*`` settings (kombu
   would otherwise connect without checking the certificate), a ``sentinel://`` URL
@@ -32,7 +38,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
-from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
+from dagwright.keys import (
+    CONTROL_EXCHANGE,
+    EVENT_EXCHANGE,
+    EVENT_QUEUE_PREFIX,
+    ORCHESTRATOR_QUEUE,
+    Keys,
+)
 from dagwright.models import AGED_PRIORITY, MIN_PRIORITY
 from dagwright.redis_endpoint import (
     credential_options,
@@ -94,6 +106,9 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "task_time_limit": settings.max_timeout_s + HARD_LIMIT_GRACE_S,
         "worker_send_task_events": True,
         "task_send_sent_event": True,
+        "control_exchange": CONTROL_EXCHANGE,
+        "event_exchange": EVENT_EXCHANGE,
+        "event_queue_prefix": EVENT_QUEUE_PREFIX,
         "worker_hijack_root_logger": False,
         "worker_redirect_stdouts": False,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
@@ -159,6 +174,20 @@ def kombu_url(url: str, settings: Settings) -> str:
         return url
     db = parse_qs(parts.query).get("db", ["0"])[0]
     return f"redis+socket://{parts.path}?virtual_host={db}"
+
+
+def broker_identity(url: str) -> str:
+    """Which broker a kombu URL (``kombu_url``) names, without its credentials: what a
+    worker tells in its capabilities and ``doctor`` compares with its own. The scheme,
+    hosts, database and ``virtual_host`` of each ``;``-joined URL; nothing else of a query."""
+    return ";".join(identity_of_one(part) for part in url.split(";"))
+
+
+def identity_of_one(url: str) -> str:
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    host = parse_qs(parts.query).get("virtual_host", [""])[0]
+    return f"{parts.scheme}://{hosts}{parts.path}" + (f"?virtual_host={host}" if host else "")
 
 
 def kombu_sentinel_url(url: str, username: str | None, password: str | None) -> str:

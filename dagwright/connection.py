@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 SENTINEL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
 
 NO_REDIS_HINT = (
-    "no Redis configured: set DAGWRIGHT_REDIS_URL, or start the local stack with "
-    "`dagwright up` in another terminal"
+    "no stack is running and no Redis is configured: start the local stack with "
+    "`dagwright up` in another terminal, or set DAGWRIGHT_REDIS_URL"
 )
 
 

@@ -106,7 +106,7 @@ def diagnose(settings: Settings) -> list[Check]:
     reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url, settings.redis_access)
-    reachable = redis_check.status != Status.FAIL
+    reachable = url is not None and redis_check.status != Status.FAIL
     broker_url = settings.broker_url or url
     if broker_url == url and not reachable:
         broker_check = skip("broker", "not checked: the same server as Redis")
@@ -164,11 +164,11 @@ def unreachable(name: str, what: str, url: str, exc: Exception, hint: str) -> Ch
 
 def check_redis(url: str | None, access: RedisAccess) -> Check:
     """The state store answers PING, and keeps what it is given (no eviction, persistence)."""
-    if not url:
-        return fail(
+    if not url:  # a fresh machine: nothing is wrong, `run` brings its own
+        return skip(
             "redis",
-            "no Redis configured",
-            "set DAGWRIGHT_REDIS_URL, or start the local stack with `dagwright up`",
+            "none configured: `dagwright run` starts an embedded stack for its command; "
+            "`dagwright up` keeps one running, DAGWRIGHT_REDIS_URL names a server",
         )
     try:
         with probe_client(url, access) as client:
@@ -229,18 +229,21 @@ def check_broker(url: str | None, access: RedisAccess) -> Check:
 
 
 def state_checks_at(settings: Settings, url: str, *, broker_ok: bool) -> list[Check]:
+    from dagwright.app import broker_identity
     from dagwright.tasks import CeleryBroker, build_app  # Celery, only to check the broker
 
     runtime = Runtime.from_settings(settings.model_copy(update={"redis_url": url}))
-    broker = CeleryBroker(build_app(runtime.settings)) if broker_ok else None
-    return state_checks(runtime, broker)
+    app = build_app(runtime.settings)
+    broker = CeleryBroker(app) if broker_ok else None
+    return state_checks(runtime, broker, broker_identity(app.conf.broker_url))
 
 
-def state_checks(runtime: Runtime, broker: Broker | None) -> list[Check]:
-    """The checks that read the state store; ``broker`` None: it is unreachable."""
+def state_checks(runtime: Runtime, broker: Broker | None, client_broker: str = "") -> list[Check]:
+    """The checks that read the state store; ``broker`` None: it is unreachable.
+    ``client_broker``: this client's broker (``app.broker_identity``), "" if unknown."""
     return [
         *guarded("workers", lambda: fleet_checks(read_fleet(runtime, broker))),
-        *guarded("workers", lambda: capability_checks(runtime)),
+        *guarded("workers", lambda: capability_checks(runtime, client_broker)),
         *guarded("reconciler", lambda: [check_reconciler(runtime)]),
         *guarded("breakers", lambda: [check_breakers(runtime.breakers)]),
         *guarded("dlq", lambda: [check_dlq(dead_letters(runtime).stats())]),
@@ -307,20 +310,21 @@ def live_workers(runtime: Runtime) -> dict[str, frozenset[str]]:
     }
 
 
-def capability_checks(runtime: Runtime) -> list[Check]:
+def capability_checks(runtime: Runtime, client_broker: str = "") -> list[Check]:
     """One line per live worker: what it can run, as a submit sees it (a plan no live
-    worker can run is refused there: orchestrator/control/runnable.py)."""
+    worker can run is refused there: orchestrator/control/runnable.py), and whether it
+    consumes from this client's broker."""
     workers = LiveCapabilities(runtime).read(fresh=True)
     llm_types = {wt.name for wt in runtime.registry.types(include_internal=True)}
     llm_types = {name for name in llm_types if runtime.registry.get(name).kind in LLM_KINDS}
     return [
-        check_capabilities(hostname, capabilities, llm_types)
+        check_capabilities(hostname, capabilities, llm_types, client_broker)
         for hostname, capabilities in sorted(workers.items())
     ]
 
 
 def check_capabilities(
-    hostname: str, capabilities: WorkerCapabilities, llm_types: set[str]
+    hostname: str, capabilities: WorkerCapabilities, llm_types: set[str], client_broker: str = ""
 ) -> Check:
     def listed(names: Iterable[str]) -> str:
         return ", ".join(sorted(names)) or "none"
@@ -331,15 +335,30 @@ def check_capabilities(
         f"functions: {listed(capabilities.functions)} · "
         f"imports: {listed(capabilities.imports)} · LLM: {capabilities.llm or 'none'}"
     )
+    hints = [*llm_hints(capabilities, llm_types), *broker_hints(capabilities, client_broker)]
+    return warn(name, detail, "; ".join(hints)) if hints else ok(name, detail)
+
+
+def llm_hints(capabilities: WorkerCapabilities, llm_types: set[str]) -> list[str]:
     starved = sorted(capabilities.worker_types & llm_types) if not capabilities.llm else []
-    if starved:
-        return warn(
-            name,
-            detail,
-            f"its {', '.join(starved)} nodes cannot call a model: set ANTHROPIC_API_KEY or "
-            "ANTHROPIC_BASE_URL in its environment",
-        )
-    return ok(name, detail)
+    if not starved:
+        return []
+    return [
+        f"its {', '.join(starved)} nodes cannot call a model: set ANTHROPIC_API_KEY or "
+        "ANTHROPIC_BASE_URL in its environment"
+    ]
+
+
+def broker_hints(capabilities: WorkerCapabilities, client_broker: str) -> list[str]:
+    """A worker on another broker than this client's never gets the messages it publishes:
+    its nodes wait (the state store, which they share, is how doctor sees the worker)."""
+    if not capabilities.broker or not client_broker or capabilities.broker == client_broker:
+        return []
+    return [
+        f"it consumes from broker {capabilities.broker}, this client publishes to "
+        f"{client_broker}: set the same DAGWRIGHT_BROKER_URL for both (unset: "
+        "DAGWRIGHT_REDIS_URL)"
+    ]
 
 
 def registered_queues(registry: WorkerRegistry) -> dict[str, list[str]]:

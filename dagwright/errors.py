@@ -9,10 +9,13 @@
     │   ├── UnknownRunError        no run with that id (or it expired)
     │   ├── UnknownNodeError       the run has no node with that id
     │   ├── DeadLetterError        no such dead letter, or it cannot be replayed
-    │   │   └── UnknownDeadLetterError  ... there is none with that id
+    │   │   ├── UnknownDeadLetterError  ... there is none with that id
+    │   │   └── NotReplayableError      ... it cannot be replayed now (a ConflictError too)
     │   ├── ScheduleError          an invalid schedule (cron, timezone...), or none by that name
     │   │   └── UnknownScheduleError    ... there is none by that name
     │   ├── ApprovalError          no approval waits there, or the decision is malformed
+    │   │   └── NotWaitingError    ... the node waits for no decision (a ConflictError too)
+    │   ├── ConflictError          the thing exists, and its state forbids the action (409)
     │   ├── ScoreError             a run's score is malformed (its name, value or comment)
     │   │   └── ScoreLimitError    ... or its run holds run_scores_max scores already
     │   ├── UnknownEvalError       no eval with that id (or it expired)
@@ -39,10 +42,15 @@
         │   │                              no room within llm_rate_max_wait_s
         │   ├── LLMBatchPendingError       the node's call waits in a Message Batch: the
         │   │                              node is parked until the next poll, no attempt spent
+        │   ├── TeamTaskPendingError       a celery_task node's task runs on the team's
+        │   │                              workers: the node is parked, no slot held
+        │   ├── TeamTaskFailedError        the team's task failed (its class name kept)
         │   ├── NodeTimeoutError           the node ran past its timeout_s (recorded by the
         │   │                              worker's watchdog; not retried for python nodes)
         │   ├── SandboxFailedError         the sandbox backend broke (not the code): retried,
         │   │                              counts against the sandbox's breaker
+        │   ├── RateLimitWaitExpiredError  the node waited rate_limit_max_wait_s for its
+        │   │                              rate limits (function or worker type)
         │   └── McpServerUnavailableError  an MCP server of the agent type did not start
         ├── PermanentError         retrying cannot help: the node fails at once
         │   ├── LLMNotConfiguredError      no API key / base URL: fails before any call
@@ -50,6 +58,8 @@
         │   │                              (refused, no such host) after the LLM retries
         │   ├── BreakerWaitExpiredError    waited breaker_max_wait_s on an open breaker
         │   ├── BatchWaitExpiredError      waited llm_batch_max_wait_s on a Message Batch
+        │   ├── TeamAppError               the team's Celery app (DAGWRIGHT_CELERY_APP) is
+        │   │                              missing, has no result backend, or is not JSON
         │   ├── LLMRequestError            the API refused the request (4xx) or the key
         │   ├── LLMResponseError           the API answered something unusable
         │   ├── LLMCallTooLargeError       one call could never fit the model's
@@ -96,16 +106,21 @@ class PlanError(InputError):
         problems: every problem found, each a sentence that says what to fix.
     """
 
-    def __init__(self, problems: list[str], *, source: str | None = None) -> None:
+    def __init__(
+        self, problems: list[str], *, source: str | None = None, listed_by: str | None = None
+    ) -> None:
         self.problems = list(problems) or ["the plan is invalid"]
         self.source = source
+        self.listed_by = listed_by
         super().__init__(self.summary())
 
     def summary(self) -> str:
-        """One line: the first problem, and how many more there are."""
+        """One line: the first problem, how many more there are, and ``listed_by``, what
+        lists them all (a command)."""
         head = self.problems[0]
         more = len(self.problems) - 1
-        line = f"{head} (and {more} more problem{'s' if more > 1 else ''})" if more else head
+        where = f": {self.listed_by} lists them" if self.listed_by else ""
+        line = f"{head} (and {more} more problem{'s' if more > 1 else ''}{where})" if more else head
         return f"{self.source}: {line}" if self.source else line
 
 
@@ -143,8 +158,19 @@ def error_line(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class ConflictError(InputError):
+    """The thing named exists, and its state forbids the action: a letter replayed
+    already, a node that waits for no decision (HTTP's 409, where an unknown thing is a
+    404 and malformed input a 422)."""
+
+
 class DeadLetterError(InputError):
     """No dead letter has this id, or it cannot be replayed (the reason is said)."""
+
+
+class NotReplayableError(DeadLetterError, ConflictError):
+    """The dead letter cannot be replayed now: replayed already, superseded, or its run
+    cancelled or expired (the reason is said)."""
 
 
 class UnknownDeadLetterError(DeadLetterError):
@@ -340,6 +366,36 @@ class LLMBatchPendingError(RetryableError):
         )
 
 
+class TeamTaskPendingError(RetryableError):
+    """A ``celery_task`` node's task was sent to the team's own Celery workers and has no
+    result yet. The node is not failed: it is parked (RETRY_WAIT), holding no worker
+    slot, until its result is in (the reconciler looks every pass) or ``retry_after_s``
+    at the latest; the wait does not count as an attempt and is bounded by the node's
+    ``timeout_s``."""
+
+    def __init__(self, task_id: str, retry_after_s: float) -> None:
+        self.task_id = task_id
+        self.retry_after_s = max(retry_after_s, 0.0)
+        super().__init__(f"waiting for Celery task {task_id} on the team's workers")
+
+
+class TeamTaskFailedError(RetryableError):
+    """The team's Celery task failed (after its own retries) or was revoked by someone
+    else. Recorded under the team's exception class name (``error_class``), so a plan's
+    ``retry.non_retryable`` can name it; retried per the node's RetryPolicy (the
+    ``celery_task`` type's default: no dagwright retry, the task has its own)."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        self.error_class = error_class
+        super().__init__(message)
+
+
+class TeamAppError(PermanentError):
+    """The team's Celery app cannot carry ``celery_task`` nodes: none is configured
+    (``DAGWRIGHT_CELERY_APP``), it cannot be imported, it has no result backend, or it
+    is not JSON-only (pickle is code execution for anyone who can write to its broker)."""
+
+
 class BatchWaitExpiredError(PermanentError):
     """A node's Message Batch did not answer within ``llm_batch_max_wait_s``: the batch is
     cancelled and the node dead-lettered rather than left waiting. A replay sends the
@@ -418,6 +474,12 @@ class SandboxUnavailableError(PermanentError):
     Code is refused rather than run unsandboxed; fix the host, then replay."""
 
 
+class RateLimitWaitExpiredError(RetryableError):
+    """A node waited ``rate_limit_max_wait_s`` in all for its rate limits (``rate_limit=``
+    of its function, ``DAGWRIGHT_RATE_LIMITS``) without its turn: the attempt fails and
+    its retry policy decides, rather than the node waiting for ever behind a backlog."""
+
+
 class SandboxFailedError(RetryableError):
     """The sandbox backend itself failed while running code (its daemon went away, a
     container could not be created): not the code's fault, so retried."""
@@ -436,6 +498,11 @@ class ScheduleError(InputError):
 class ApprovalError(InputError):
     """No approval is waiting for that node (never asked, decided already, or its run
     ended), or the decision given is malformed."""
+
+
+class NotWaitingError(ApprovalError, ConflictError):
+    """The node exists and waits for no decision: never asked, decided already, or its
+    run ended."""
 
 
 class ApprovalRejectedError(PermanentError):

@@ -66,6 +66,8 @@ def run_json(state: RunState) -> dict[str, Any]:
         "reason": state.reason,
         "response_cache": state.response_cache,
         "inputs": state.inputs,
+        # a stopped run kept open for its teardown nodes: the status it will end with
+        "tearing_down": state.tearing_down.value if state.tearing_down else None,
     }
 
 

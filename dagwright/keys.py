@@ -25,6 +25,14 @@ QUEUE_PREFIX = "dw."
 # `dagwright worker --type function:<queue>` serves the functions declared with
 # `@dagwright.function(queue=<queue>)`, on the Celery queue `dw.function:<queue>`.
 FUNCTION_QUEUE_TYPE_PREFIX = "function:"
+# Celery's broadcasts under dagwright's own names, so a Celery team's `celery control` /
+# `inspect` on the same broker never reach dagwright's workers, nor dagwright's theirs
+# (app.py). On kombu's Redis transport a fanout exchange is a PUB/SUB channel named after
+# it (`/<db>.dagwright.pidbox`); replies go to `reply.dagwright.pidbox`, task events and
+# worker heartbeats to `/<db>.dagwright.events`, their receivers' queues `dagwright.events.*`.
+CONTROL_EXCHANGE = "dagwright"  # Celery names the mailbox exchange `<this>.pidbox`
+EVENT_EXCHANGE = "dagwright.events"
+EVENT_QUEUE_PREFIX = "dagwright.events"
 
 # The order is part of the contract with the Lua prelude, which names KEYS[i] after it.
 RUN_KEY_NAMES: tuple[str, ...] = (
@@ -66,6 +74,8 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "pool",  # zset "<queue>\t<node>" -> 0: queued nodes left unpublished for the workers of
     #          their queue to pull (execution/pool.py); all scored 0, so a queue's nodes are
     #          one lexicographic range. The run hash's pool_pulled_at: epoch ms of the last pull
+    "countdown",  # hash node -> ms it waits once ready before it is queued (Node.countdown_s;
+    #               only nodes with one). Delayed nodes wait in `retry` as retry_wait
 )
 
 
@@ -97,6 +107,14 @@ def node_task_id(run_id: str, node_id: str, fence: int) -> str:
     """The Celery task id of a node's message: one per (run, node, fence), so a cancel
     can revoke the messages of the nodes it finds queued without having stored them."""
     return f"{run_id}.{node_id}.{fence}"
+
+
+def team_task_id(run_id: str, node_id: str, fence: int) -> str:
+    """The Celery task id a ``celery_task`` node sends its task under, from the claim
+    that first sent it: derived, so a worker that dies before recording the send sends
+    the same id again, and never dagwright's own task id of that node's message (a
+    revoke of one must not reach the other, should the two apps share a control bus)."""
+    return f"{run_id}.{node_id}.{fence}.team"
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,24 @@ class Keys:
         """Stream of the run's scores (``Client.score``), oldest first, one field ``score``
         holding its JSON; it expires with the run's keys (score.lua, forget.lua)."""
         return f"{self.prefix}{{{run_id}}}:scores"
+
+    def team_tasks(self, run_id: str) -> str:
+        """Hash node -> Celery task id of the run's ``celery_task`` nodes whose team task
+        was sent and is not yet settled: what the reconciler reads results of, and what a
+        stop revokes. Its own TTL (the Lua scripts never touch it)."""
+        return f"{self.prefix}{{{run_id}}}:team-tasks"
+
+    @property
+    def team_task_runs(self) -> str:
+        """Set of the runs that have (or had) a team task in flight: the reconciler reads
+        those runs' ``team_tasks`` each pass and drops the runs that have none."""
+        return f"{self.prefix}team-tasks:runs"
+
+    @property
+    def team_task_revokes(self) -> str:
+        """List of team task ids a stopped run left in flight, for the reconciler (whose
+        process has the team's app) to revoke through that app."""
+        return f"{self.prefix}team-tasks:revoke"
 
     @property
     def stop_channel(self) -> str:
@@ -317,6 +353,24 @@ class Keys:
         """Zset ``<run>/<node>`` -> epoch ms its message was last published to take a
         slot (not published again within the grace)."""
         return f"{self.prefix}{{limits}}:{name}:woken"
+
+    # Waits of flow control (docs/architecture.md §12): runs per concurrency key, and
+    # rate limits per function or worker type.
+
+    def key_holders(self, key: str) -> str:
+        """Zset run id -> epoch ms it took a place: the runs of concurrency key ``key``
+        (``customer=acme``) that run now (orchestrator/control/run_gates.py)."""
+        return f"{self.prefix}runkey:{key}:holders"
+
+    def key_waiters(self, key: str) -> str:
+        """Zset run id -> epoch ms it was created: the runs of ``key`` waiting to start."""
+        return f"{self.prefix}runkey:{key}:waiters"
+
+    def rate_window(self, name: str) -> str:
+        """Zset ``<run>/<node>@<fence>`` -> epoch ms it started: the starts of rate limit
+        ``name`` (``function:fetch_prices``) within its period (execution/rates.py); the
+        hash tag ``{rates}`` lets one script take a node's function and type rates."""
+        return f"{self.prefix}{{rates}}:{name}"
 
     @property
     def limits(self) -> str:

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from dagwright.json_shapes import json_shape
 
 NODE_ID_PATTERN = r"^[a-z0-9_-]{1,64}$"
+MAP_CHILD_ID_PATTERN = r"^[a-z0-9_-]{1,64}\[[0-9]{1,6}\]$"
+"""The id of a mapped node's child, ``<id>[<index>]``: dagwright's, never a plan's."""
 NodeId = Annotated[str, Field(max_length=64)]
 
 MAX_DURATION_S = 30 * 24 * 3600.0
@@ -49,7 +51,7 @@ AGED_PRIORITY = MAX_PRIORITY + 1
 ``priority_aging_s`` is published again at it, so no priority waits forever."""
 Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
 
-RunIf = Literal["all_succeeded", "all_done", "any_failed", "none_failed", "one_success"]
+RunIf = Literal["all_succeeded", "all_done", "any_failed", "none_failed", "one_success", "always"]
 """A node's trigger rule: when it runs, from how its dependencies ended (see ``Node.run_if``)."""
 DEFAULT_RUN_IF: RunIf = "all_succeeded"
 BLOCKED_BY_A_FAILURE: frozenset[RunIf] = frozenset({"all_succeeded", "none_failed"})
@@ -122,12 +124,53 @@ class Budget(BaseModel):
         return self.model_copy(update=other.model_dump(exclude_none=True))
 
 
+class ConcurrencyKey(BaseModel):
+    """A per-key concurrency limit: the runs (a plan's) or the nodes (a node's) whose
+    ``key`` renders the same share ``limit`` places (orchestrator/control/run_gates.py,
+    orchestrator/execution/limits.py)."""
+
+    model_config = PLAN_MODEL_CONFIG
+
+    key: str = Field(min_length=1, max_length=200)
+    """A template over the run's inputs, ``{{ inputs.customer }}``, or a fixed text."""
+    limit: int = Field(ge=1, le=10_000)
+    """Most runs of one key running at once; the others wait in the order submitted."""
+
+
+MAP_PATH_PATTERN = r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,15}$"
+
+
+class MapOver(BaseModel):
+    """Dynamic fan-out: the node runs once per item of a list an upstream node returned,
+    as children ``<id>[0]``, ``<id>[1]``..., each a node of its own (retries, timeout,
+    limits, dead letter, replay); the node's output is the list of their outputs, in the
+    items' order. See docs/client-guide.md (Dynamic fan-out)."""
+
+    model_config = PLAN_MODEL_CONFIG
+
+    over: NodeId
+    """The upstream node whose output holds the list (one of ``depends_on``)."""
+    path: str | None = Field(None, pattern=MAP_PATH_PATTERN)
+    """Keys leading to the list inside that output, dotted (``companies``,
+    ``result.items``); unset: the output is the list."""
+    max_items: int | None = Field(None, ge=0)
+    """Most items mapped; unset: ``settings.map_max_items``, which also caps it. A longer
+    list fails the node, unless ``truncate`` is set."""
+    truncate: bool = False
+    """Map the first ``max_items`` items of a longer list instead of failing."""
+    index: int | None = Field(None, ge=0)
+    """Set by dagwright on each child: the index of its item. Not written in plans."""
+    item: Any = None
+    """Set by dagwright on each child: its item (so a child's claim does not carry the
+    whole list). Not written in plans."""
+
+
 class Node(BaseModel):
     """One subtask of a plan."""
 
     model_config = PLAN_MODEL_CONFIG
 
-    id: str = Field(pattern=NODE_ID_PATTERN)
+    id: str = Field(pattern=f"{NODE_ID_PATTERN}|{MAP_CHILD_ID_PATTERN}")
     """Unique in the plan: lowercase letters, digits, ``_`` and ``-``."""
     type: str = Field(min_length=1, max_length=64)
     """A registered worker type: ``function``, ``python``, ``researcher``..."""
@@ -140,12 +183,19 @@ class Node(BaseModel):
     their outcome), ``any_failed`` (at least one failed or was blocked by a failure;
     else it is skipped), ``none_failed`` (none failed: each succeeded or was skipped; a
     failed one blocks it), ``one_success`` (runs as soon as one succeeded, without
-    waiting for the others; if none did, it is blocked after a failure, else skipped).
+    waiting for the others; if none did, it is blocked after a failure, else skipped),
+    ``always`` (a teardown: as ``all_done``, and it also runs after a cancel or a run
+    timeout, which leave the run open for it up to ``teardown_timeout_s``).
     A node with another rule than ``all_succeeded`` is a handler:
     it receives each dependency as an outcome ``{"status", "output" | "error"}``, and it
     is not among the run's default outputs. See docs/client-guide.md (Trigger rules)."""
     function: str | None = Field(None, max_length=200)
     """``function`` nodes: the name of a registered function."""
+    task: str | None = Field(None, min_length=1, max_length=200)
+    """``celery_task`` nodes: the name of a task of the team's own Celery app
+    (``DAGWRIGHT_CELERY_APP``), sent through that app to the team's workers with
+    ``params`` as its keyword arguments (docs/extending.md, "Tasks on your own Celery
+    workers")."""
     params: dict[str, Any] = Field(default_factory=dict)
     """JSON arguments given to the worker (a function's keyword arguments)."""
     code: str | None = None
@@ -167,6 +217,14 @@ class Node(BaseModel):
     approval_timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """How long an approval of this node may wait before it counts as rejected; unset
     means ``settings.approval_timeout_s``."""
+    concurrency: ConcurrencyKey | None = None
+    """At most ``limit`` nodes with the same ``key`` running at once, over every run and
+    worker (``{key: "sync-{{ inputs.customer }}", limit: 1}``: one sync per customer);
+    the key is rendered from the run's inputs. Over it, the node waits for a slot."""
+    countdown_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
+    """Once ready (its dependencies done, as its ``run_if`` says), how long the node waits
+    before it is queued (Celery's ``countdown``): RETRY_WAIT meanwhile, "waiting until
+    ...". A root node counts from the run's start. Unset: it is queued at once."""
     budget: Budget | None = None
     """LLM agent nodes: most this node's LLM calls may spend; unset limits fall back to
     the worker type's (its ``token_budget`` for total tokens)."""
@@ -182,6 +240,10 @@ class Node(BaseModel):
     model's output limit)."""
     tools: list[str] | None = None
     """LLM agent nodes: only these of its type's tools (``[]``: none)."""
+    map: MapOver | None = None
+    """Run once per item of an upstream's list (dynamic fan-out, see ``MapOver``): each
+    child sees its item as that upstream's output, and ``{{ item }}``,
+    ``{{ item.<key> }}`` and ``{{ index }}`` in ``params`` are its values."""
 
     @field_validator("depends_on")
     @classmethod
@@ -271,6 +333,10 @@ class Plan(BaseModel):
 
     webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
     """Endpoints told when a run of this plan ends (with the submit's own)."""
+    concurrency: ConcurrencyKey | None = None
+    """At most ``limit`` runs of the same key at once, the key rendered from the run's
+    inputs (``{key: "{{ inputs.customer }}", limit: 2}``): a run over the limit is
+    accepted and waits to start, "waiting for concurrency key customer=acme"."""
 
     def output_nodes(self) -> list[str]:
         """The nodes whose outputs make the result: ``output``, or else every sink of the
@@ -446,16 +512,24 @@ class NodeWait(BaseModel):
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
-    on: Literal["breaker", "slot", "batch", "worker", "queue"]
+    on: Literal[
+        "breaker", "slot", "batch", "celery_task", "worker", "queue", "delay", "concurrency", "rate"
+    ]
     """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
     of a concurrency limit (the node is ``queued``; it is woken when a slot frees), the
-    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``), or
+    Message Batch its LLM call was sent in (``retry_wait``, polled again at ``until``),
+    the Celery task a ``celery_task`` node sent to the team's workers (``retry_wait``,
+    woken when its result is in, checked again at ``until`` at the latest), or
     a worker: none is alive at all (``worker``), or none consumes the node's queue
     (``queue``); these two are found when the run is read, never stored
-    (orchestrator/control/worker_waits.py)."""
+    (orchestrator/control/worker_waits.py). Flow control (``retry_wait``, due at
+    ``until`` or, for a key, when a place frees): a delayed start (``delay``: the run's
+    ``not_before``, a node's ``countdown_s``), the run's concurrency key
+    (``concurrency``), a rate limit (``rate``)."""
     name: str
     """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5``, the limit
-    ``type:researcher`` or, waiting for a worker, the node's queue ``dw.coder``."""
+    ``type:researcher``, a Celery task id or, waiting for a worker, the node's queue
+    ``dw.coder``."""
     since: datetime
     """When this node began waiting on it (through one open period after another)."""
     until: datetime | None = None
@@ -465,16 +539,24 @@ class NodeWait(BaseModel):
     worker_type: str = ""
     """Waiting for a worker of a queue: what ``dagwright worker --type`` calls that worker
     (``coder``, ``function:gpu``, ``orchestrator``)."""
+    limit: str = ""
+    """Flow control: the limit waited for, ``2`` runs of a key or ``5/s`` of a rate."""
+    held: int = 0
+    """A concurrency key: how many of its runs were running when last looked at."""
 
     def describe(self, now: datetime | None = None) -> str:
         """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
         ``waiting for a slot of type:researcher (full for 12 s)``, ``waiting on batch
-        msgbatch_x for 300 s, polled again in 25 s`` or ``waiting for a worker: no live
-        worker consumes dw.coder (start one: dagwright worker --type coder) (queued 40 s)``."""
+        msgbatch_x for 300 s, polled again in 25 s``, ``waiting for Celery task <id> on the
+        team's workers for 40 s, checked again in 260 s at the latest`` or ``waiting for a
+        worker: no live worker consumes dw.coder (start one: dagwright worker --type coder)
+        (queued 40 s)``."""
         now = now or datetime.now(UTC)
         waited_s = max((now - self.since).total_seconds(), 0.0)
         if self.on in ("worker", "queue"):
             return f"{self.worker_hint()} (queued {waited_s:.0f} s)"
+        if self.on in ("delay", "concurrency", "rate"):
+            return self.flow_control_hint()
         if self.until is None:
             return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
         left_s = max((self.until - now).total_seconds(), 0.0)
@@ -482,8 +564,26 @@ class NodeWait(BaseModel):
             return (
                 f"waiting on batch {self.name} for {waited_s:.0f} s, polled again in {left_s:.0f} s"
             )
+        if self.on == "celery_task":
+            return (
+                f"waiting for Celery task {self.name} on the team's workers for "
+                f"{waited_s:.0f} s, checked again in {left_s:.0f} s at the latest"
+            )
         cause = f": last error {self.last_failure}" if self.last_failure else ""
         return f"waiting on {self.on} {self.name}, open {left_s:.0f} s more{cause}"
+
+    def flow_control_hint(self) -> str:
+        """``waiting until 2026-11-29 05:00:00 UTC``, ``waiting for concurrency key
+        customer=acme: 2 of 2 runs running`` or ``waiting for rate limit
+        function:fetch_prices (5/s) until 05:00:01 UTC``."""
+        until = f"{self.until:%Y-%m-%d %H:%M:%S} UTC" if self.until else ""
+        if self.on == "delay":
+            return f"waiting until {until}"
+        if self.on == "concurrency":
+            return (
+                f"waiting for concurrency key {self.name}: {self.held} of {self.limit} runs running"
+            )
+        return f"waiting for rate limit {self.name} until {until}"
 
     def worker_hint(self) -> str:
         """What a node waiting for a worker needs, and the command that starts one."""
@@ -549,6 +649,10 @@ class RunState(BaseModel):
     budget: Budget | None = None
     reason: str | None = None
     """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
+    tearing_down: RunStatus | None = None
+    """Set while a stopped run (``reason``) is kept open for its teardown nodes (``run_if:
+    always``): the status it ends as once they are done (``cancelled``, or ``failed``
+    after its run timeout)."""
     response_cache: bool = False
     """The run's agents use the cross-run response cache (asked at submit or by its plan)."""
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -556,6 +660,14 @@ class RunState(BaseModel):
 
     def failed_nodes(self) -> dict[str, NodeState]:
         return {nid: n for nid, n in self.nodes.items() if n.status == NodeStatus.FAILED}
+
+    def teardown_note(self) -> str:
+        """ "tearing down after a cancel: 1 node" while ``tearing_down``, else ""."""
+        if self.tearing_down is None:
+            return ""
+        after = "a cancel" if self.tearing_down == RunStatus.CANCELLED else "its run timeout"
+        left = self.counts.total - self.counts.done
+        return f"tearing down after {after}: {left} node{'' if left == 1 else 's'}"
 
 
 # Audit actions that say a call did not run: a deny rule (or no rule) refused it, the tool

@@ -1,7 +1,8 @@
 """The registry of a process, built once from its settings and handed to what needs it.
 
 ``build_registry(settings)`` is the one place that assembles it: dagwright's built-in
-functions, tools and worker types, the internal ``planner`` type, the declarations of the
+functions, tools and worker types, the internal ``planner`` type, the ``celery_task``
+type (which needs the settings' ``celery_app``), the declarations of the
 modules named by ``settings.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
 installed ``dagwright.workers`` entry points, and the MCP servers attached to agent types
 (``settings.agent_mcp``, ``AgentSpec.mcp_servers``). ``Runtime.registry`` calls it on first use
@@ -26,6 +27,7 @@ from dagwright.workers import (
     load_entry_points,
 )
 from dagwright.workers.mcp.attach import attach_mcp_servers
+from dagwright.workers.team_tasks import celery_task_worker_type
 
 
 def build_registry(settings: Settings) -> WorkerRegistry:
@@ -35,6 +37,7 @@ def build_registry(settings: Settings) -> WorkerRegistry:
     entry point."""
     registry = builtin_registry()
     registry.register_type(planner_worker_type(registry))
+    registry.register_type(celery_task_worker_type(settings))
     for module in import_user_modules(settings.imports):
         add_declared(registry, declared_in(module))
     load_entry_points(registry)

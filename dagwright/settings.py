@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -42,6 +43,7 @@ from pydantic_settings import (
 )
 
 from dagwright.errors import ConfigurationError
+from dagwright.rates import checked_rates
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -284,6 +286,20 @@ class Settings(BaseSettings):
     """Modules imported at start-up by workers and clients, to register your functions and
     worker types (comma-separated in the environment)."""
 
+    celery_app: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    """Your team's own Celery app, as ``module:attribute`` (``myproject.celery:app``;
+    ``celery_app`` in dagwright.toml): ``celery_task`` nodes send their tasks through it,
+    by name, to your workers (your routing, rate limits, time limits and retries apply).
+    It must have a result backend and use JSON only. Unset: plans with ``celery_task``
+    nodes are refused. Workers serving ``celery_task`` import it; so does the reconciler,
+    which reads the tasks' results and revokes those of stopped runs."""
+
+    celery_task_poll_s: float = Field(30.0, gt=0, le=3600)
+    """The longest a ``celery_task`` node stays parked before a worker looks at its task
+    itself: the reconciler wakes it as soon as the task's result is in (every pass), so
+    this is only the backstop (a node is also woken at its ``timeout_s``, to revoke the
+    task and time out)."""
+
     max_nodes: int = Field(10_000, ge=1)
     """Largest plan accepted."""
 
@@ -303,11 +319,23 @@ class Settings(BaseSettings):
     max_output_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     """Largest JSON output a node may produce; bigger outputs fail the node."""
 
+    # Dynamic fan-out (a node's `map:`, plans/mapping.py).
+    map_max_items: int = Field(1000, ge=1, le=100_000)
+    """Most children one mapped node may spawn (its ``map.max_items`` defaults to this and
+    may not exceed it): a list longer than the node's bound fails it (or is cut, with
+    ``map.truncate``). The joined output of the children must still fit
+    ``max_output_bytes``."""
+
     default_timeout_s: float = Field(3600.0, gt=0)
     """Execution time limit of a node whose plan sets no ``timeout_s``."""
 
     max_timeout_s: float = Field(6 * 3600.0, gt=0)
     """Largest ``timeout_s`` a plan may ask for; the broker's visibility timeout is twice this."""
+
+    teardown_timeout_s: float = Field(300.0, gt=0)
+    """How long a cancelled or timed-out run stays open for its teardown nodes (``run_if:
+    always``) before they are cancelled too and the run ends (each node's own
+    ``timeout_s`` also applies). Recorded in each run at submit."""
 
     approval_timeout_s: float = Field(24 * 3600.0, gt=0)
     """How long an approval request waits for a person before it counts as rejected
@@ -594,6 +622,30 @@ class Settings(BaseSettings):
     """Most nodes of a worker type running at once over every worker, e.g.
     ``DAGWRIGHT_CONCURRENCY_LIMITS='{"researcher": 4}'``; a type not listed is not
     limited. Give every worker the same value. Nodes over the limit wait in order."""
+
+    # Flow control waits (docs/architecture.md §12): delayed starts, rate limits, runs
+    # per concurrency key. Each wait is bounded by one of these.
+    max_start_delay_s: float = Field(30 * 24 * 3600.0, gt=0)
+    """Furthest in the future a run's delayed start may be (``not_before``/``countdown_s``
+    at submit); a later one is refused. A node's ``countdown_s`` is bounded by its plan."""
+
+    rate_limits: Annotated[dict[str, str], AfterValidator(checked_rates)] = Field(
+        default_factory=dict
+    )
+    """Most node starts per second, minute or hour over every worker, by
+    ``function:<name>`` or ``type:<worker type>``, e.g.
+    ``DAGWRIGHT_RATE_LIMITS='{"type:researcher": "10/m", "function:fetch_prices": "5/s"}'``
+    (overrides a function's own ``rate_limit=``). A node over its rate holds no worker
+    slot: it waits in RETRY_WAIT until its turn. Give every worker the same value."""
+
+    rate_limit_max_wait_s: float = Field(600.0, gt=0)
+    """Longest a node waits for its rate limits in all; then the attempt fails with a
+    retryable error (RateLimitWaitExpiredError), retried as its retry policy says."""
+
+    concurrency_key_max_wait_s: float = Field(24 * 3600.0, gt=0)
+    """Longest a run waits for a place of its plan's concurrency key (from its
+    submission); then it fails, saying so, without having started (its run timeout, if
+    shorter, ends it first)."""
 
     http_allowed_domains: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Domains the http_get tool may fetch (``example.com`` also allows its subdomains);

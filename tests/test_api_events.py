@@ -95,6 +95,25 @@ def test_follow_false_sends_what_exists_then_end(api: ApiServer) -> None:
     assert [e.id for e in sse_events(resumed)][:-1] == [e.id for e in stored[2:]]
 
 
+@pytest.mark.parametrize("where", ["after", "Last-Event-ID"])
+def test_an_event_id_past_64_bits_is_a_422_not_a_stream_that_aborts(
+    api: ApiServer, where: str
+) -> None:
+    run_id = api.client.submit(chain(1, 0)).run_id
+    too_big = f"{2**64}-0"
+    asked = {"params": {"after": too_big}} if where == "after" else {}
+    headers = {"Last-Event-ID": too_big} if where != "after" else {}
+    with api.http("read") as http:
+        response = http.get(f"/api/v1/runs/{run_id}/events", headers=headers, **asked)
+        assert response.status_code == 422, response.text
+        assert "should match pattern" in response.json()["detail"]
+        largest = f"{10**19 - 1}-{10**19 - 1}"  # the largest id the API takes: an empty stream
+        fine = http.get(
+            f"/api/v1/runs/{run_id}/events", params={"follow": "false", "after": largest}
+        )
+    assert [event.kind for event in sse_events(fine)] == ["end"]
+
+
 GATED: dict[str, Any] = {
     "nodes": [{"id": "gate", "type": "function", "function": "concat", "approval": "required"}]
 }

@@ -9,6 +9,7 @@ import pytest
 
 from dagwright import Client
 from dagwright.json_views import approval_json
+from dagwright.server.resources import ApprovalRequest, DeadLetter, DeadLetterSummary
 from tests.support.api_server import ApiServer
 from tests.support.functions import fixed_key
 from tests.support.waiting import wait_until
@@ -65,9 +66,13 @@ def test_a_waiting_node_is_approved_with_edited_args_over_http(api: ApiServer) -
         )
         assert approved.status_code == 200, approved.text
         decided = approved.json()
+        documented = ApprovalRequest.model_json_schema(mode="serialization")["properties"]
+        assert set(decided) == set(documented)  # as the document says
         assert decided["status"] == "approved" and decided["decision"]["by"] == "test-operate"
-        again = problem(http.post(f"/api/v1/runs/{run_id}/nodes/deploy/approve"), 422)
-        assert again["error"] == "ApprovalError"
+        again = problem(http.post(f"/api/v1/runs/{run_id}/nodes/deploy/approve"), 409)
+        assert again["error"] == "NotWaitingError"  # a state that forbids it: a conflict
+        unknown = problem(http.post(f"/api/v1/runs/{run_id}/nodes/nope/approve"), 404)
+        assert unknown["error"] == "UnknownNodeError"
     state = client.wait(run_id, timeout=30)
     assert state.nodes["deploy"].output == "release v2"
 
@@ -94,6 +99,9 @@ def test_dead_letters_are_listed_shown_replayed_and_purged(api: ApiServer) -> No
         [listed] = http.get("/api/v1/dlq", params={"run_id": failed}).json()
         assert listed["node_id"] == "f" and "traceback" not in listed
         shown = http.get(f"/api/v1/dlq/{listed['id']}").json()
+        assert set(listed) == set(DeadLetterSummary.model_fields)  # as the document says
+        assert set(shown) == set(DeadLetter.model_fields)
+        DeadLetterSummary.model_validate(listed)
         assert "the input of f is wrong" in shown["message"] and "traceback" in shown
         assert http.get("/api/v1/dlq/stats").json()["total"] == 1
         client.runtime.client.set(fixed_key(failed), 1)  # the cause, fixed
@@ -101,8 +109,8 @@ def test_dead_letters_are_listed_shown_replayed_and_purged(api: ApiServer) -> No
         assert replayed.status_code == 200, replayed.text
         assert replayed.json()["replayed"] is True
         assert client.wait(failed, timeout=30).status.value == "succeeded"
-        again = problem(http.post(f"/api/v1/dlq/{listed['id']}/replay"), 422)
-        assert again["error"] == "DeadLetterError"
+        again = problem(http.post(f"/api/v1/dlq/{listed['id']}/replay"), 409)
+        assert again["error"] == "NotReplayableError"  # replayed already: a conflict
         unknown = problem(http.get("/api/v1/dlq/0-1"), 404)
         assert unknown["error"] == "UnknownDeadLetterError"
         forbidden = problem(http.delete(f"/api/v1/dlq/{listed['id']}"), 403)

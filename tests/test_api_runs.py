@@ -123,7 +123,10 @@ def test_runs_are_listed_newest_first_filtered_and_paged(api: ApiServer) -> None
         assert [run["run_id"] for run in found["runs"]] == [ids[3]]
         assert http.get("/api/v1/runs", params={"status": "failed"}).json()["runs"] == []
         bad = problem(http.get("/api/v1/runs", params={"status": "done"}), 422)
-        assert "unknown run status 'done'" in bad["detail"]
+        assert "query.status: Input should be 'planning'" in bad["detail"]
+        for cursor in ("nan", "inf:x", "-inf"):  # float() takes them; no page starts there
+            odd = problem(http.get("/api/v1/runs", params={"cursor": cursor}), 422)
+            assert "query.cursor: String should match pattern" in odd["detail"]
 
 
 def test_a_run_is_cancelled_over_http(api: ApiServer) -> None:

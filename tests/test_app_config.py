@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dagwright.app import celery_config, create_app, kombu_url
+from dagwright.app import broker_identity, celery_config, create_app, kombu_url
 from dagwright.errors import ConfigurationError
 from dagwright.settings import Settings
 from dagwright.tasks import queues_for
@@ -44,6 +44,17 @@ def test_unix_socket_urls_are_translated_for_kombu() -> None:
         == "redis+socket:///run/v.sock?virtual_host=3"
     )
     assert kombu_url("redis://h:1/0", settings) == "redis://h:1/0"
+
+
+def test_a_brokers_identity_names_its_server_and_database_never_its_credentials() -> None:
+    assert broker_identity("redis://user:s3cret@h:6379/3") == "redis://h:6379/3"
+    assert broker_identity("rediss://:s3cret@h:6380/0?ssl_cert_reqs=none") == "rediss://h:6380/0"
+    assert (
+        broker_identity("redis+socket:///run/dw.sock?virtual_host=2")
+        == "redis+socket:///run/dw.sock?virtual_host=2"
+    )
+    sentinels = "sentinel://u:s3cret@a:26379/0;sentinel://b:26379/0"
+    assert broker_identity(sentinels) == "sentinel://a:26379/0;sentinel://b:26379/0"
 
 
 def test_a_worker_serves_exactly_the_queues_named() -> None:

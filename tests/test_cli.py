@@ -43,7 +43,7 @@ def write_plan(tmp_path: Path, text: str) -> str:
 
 SLEEPER = """
 nodes:
-  - {id: nap, type: function, function: sleep, params: {seconds: 20}}
+  - {id: nap, type: function, function: sleep, params: {seconds: 60}}
   - {id: after, type: function, function: noop, depends_on: [nap]}
 """
 
@@ -75,6 +75,24 @@ def test_a_cycle_exits_2_with_one_line_naming_it(env: dict[str, str]) -> None:
     assert one_error_line(result) == (
         f"{CYCLE}: dependency cycle a -> b -> c -> a: remove one of these dependencies"
     )
+
+
+@pytest.mark.subprocess
+def test_a_plan_with_several_problems_shows_the_first_and_points_at_validate(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    plan = write_plan(
+        tmp_path,
+        "nodes:\n  - {id: a, type: function, function: concat, depends_on: [ghost]}\n"
+        "  - {id: a, type: no-such-type}\n",
+    )
+    result = dagwright("run", plan, env=env)
+    assert result.returncode == 2
+    assert one_error_line(result).endswith(
+        f"(and 2 more problems: `dagwright validate {plan}` lists them)"
+    )
+    listed = dagwright("validate", plan, env=env)
+    assert listed.returncode == 2 and listed.stderr.count("\n  - ") == 3
 
 
 @pytest.mark.subprocess
@@ -219,7 +237,8 @@ def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
 def test_commands_other_than_run_need_a_stack(tmp_path: Path) -> None:
     result = dagwright("status", "anything", env=cli_env(None, tmp_path / "data"))
     assert result.returncode == 2
-    assert "no Redis configured" in one_error_line(result)
+    assert "no stack is running and no Redis is configured" in one_error_line(result)
+    assert "`dagwright up`" in one_error_line(result)
 
 
 @pytest.mark.subprocess

@@ -7,10 +7,10 @@ import logging
 
 import pytest
 from rich.console import Console
-from rich.table import Table
 
 from dagwright.cli import OneLineFormatter
 from dagwright.cli import output as cli_output
+from dagwright.cli.tables import FittedTable
 from dagwright.models import RunCounts, RunStatus
 
 
@@ -45,9 +45,9 @@ def test_disabled_progress_prints_nothing(capsys: pytest.CaptureFixture[str]) ->
     assert capsys.readouterr().err == ""
 
 
-def rendered(table: Table, width: int) -> str:
+def rendered(table: FittedTable, width: int) -> str:
     console = Console(file=io.StringIO(), width=width, highlight=False)
-    cli_output.print_table(console, table)
+    table.print(console)
     assert isinstance(console.file, io.StringIO)
     return console.file.getvalue()
 

@@ -379,6 +379,25 @@ def test_a_thousand_node_run_page_draws(
         assert len(browser.find_elements(By.CSS_SELECTOR, "#graph .item")) > 100
 
 
+def test_a_maps_children_show_folded_before_their_map(
+    browser: Any,  # noqa: F811
+    server: ApiServer,
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    plan = PlanBuilder("one researcher per company")
+    find = plan.function("find", "companies", params={"count": 4})
+    plan.function("research", "concat", depends_on=[find], map={"over": find, "path": "companies"})
+    run = server.client.submit(plan.build())
+    log_in(browser, server)
+    open_run(browser, server, run.run_id)
+    wait_for_node(browser, "research", "succeeded")
+    group = find_soon(browser, "#graph .item.group[data-item='group:map:research']")
+    assert group.find_element(By.CSS_SELECTOR, ".name").text == "research[0..3] \u00d74"
+    assert group.get_attribute("data-status") == "succeeded"
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-node='research[0]']")
+
+
 def sharded_map(nodes: int, shards: int) -> Plan:
     """split -> shards x (map nodes -> a reduce) -> report, ``nodes`` in all."""
     plan = PlanBuilder("A sharded map over a thousand nodes")

@@ -103,3 +103,37 @@ def test_a_graph_that_does_not_fold_is_paged_by_layers(visible: Any) -> None:
         assert all(a in ids and b in ids for a, b in graph["edges"])
         seen += ids
     assert sorted(seen) == sorted(nodes)  # every node on exactly one page
+
+
+def test_a_maps_children_fold_into_one_group_before_their_map_whatever_the_size(
+    visible: Any,
+) -> None:
+    nodes = {"find": node(status="succeeded"), "research": node(deps=["find"])}
+    nodes["report"] = node("writer", ["research"])
+    for i in range(4):
+        status = "succeeded" if i < 3 else "running"
+        nodes[f"research[{i}]"] = node(deps=["find"], status=status)
+    graph = visible(nodes)
+    kinds = {item["id"]: (item["kind"], item["size"]) for item in graph["items"]}
+    assert kinds == {
+        "find": ("node", 1),
+        "research": ("node", 1),
+        "report": ("node", 1),
+        "group:map:research": ("group", 4),
+    }
+    group = "group:map:research"
+    assert sorted(graph["edges"]) == sorted(
+        [["find", "research"], ["find", group], [group, "research"], ["research", "report"]]
+    )
+    assert next(i for i in graph["items"] if i["id"] == group)["status"] == "running"
+    opened = visible(nodes, expanded=["map:research"])
+    assert {item["id"] for item in opened["items"]} >= {f"research[{i}]" for i in range(4)}
+
+
+def test_an_opened_map_of_a_big_run_shows_each_child(visible: Any) -> None:
+    nodes = {"find": node(status="succeeded"), "research": node(deps=["find"])}
+    nodes |= {f"research[{i}]": node(deps=["find"]) for i in range(60)}
+    folded = visible(nodes)
+    assert {item["id"] for item in folded["items"]} == {"find", "research", "group:map:research"}
+    opened = visible(nodes, expanded=["map:research"])
+    assert len(opened["items"]) == 62 and {i["kind"] for i in opened["items"]} == {"node"}

@@ -93,6 +93,24 @@ def test_with_a_live_worker_every_check_passes_or_only_warns(live_env: dict[str,
     assert "test-key" not in str(report)  # the API key is never shown
 
 
+def test_a_worker_on_another_broker_than_the_clients_warns_naming_both(
+    settings: Settings, live_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The same state store (so doctor sees the worker), another broker database: the
+    # client's messages would never reach the worker.
+    server = (settings.redis_url or "").rsplit("/", 1)[0]
+    other = settings.model_copy(update={"broker_url": f"{server}/5"})
+    _, report = doctor_json(cli_env(other, tmp_path / "data"))
+    worker = next(check for check in report["checks"] if check["name"].startswith("worker "))
+    assert worker["status"] == "warn", report
+    assert re.search(r"consumes from broker redis://127\.0\.0\.1:\d+/0, ", worker["hint"])
+    assert re.search(r"this client publishes to redis://127\.0\.0\.1:\d+/5: ", worker["hint"])
+    same = by_name(doctor_json(live_env)[1])
+    assert all(
+        check["status"] == "ok" for name, check in same.items() if name.startswith("worker ")
+    )
+
+
 @pytest.mark.subprocess
 def test_human_output_is_a_line_per_check_and_a_verdict(live_env: dict[str, str]) -> None:
     result = dagwright("doctor", env=live_env)
@@ -187,12 +205,13 @@ def test_an_unreachable_redis_fails_with_a_readable_line(tmp_path: Path) -> None
     assert "s3cret" not in human.stdout + human.stderr + str(report)
 
 
-def test_with_nothing_configured_redis_fails_and_says_how_to_start_it(tmp_path: Path) -> None:
+def test_with_nothing_configured_doctor_says_run_brings_its_own_stack(tmp_path: Path) -> None:
     code, report = doctor_json(cli_env(None, tmp_path / "data"))
     redis_check = by_name(report)["redis"]
-    assert code == 1
-    assert redis_check["detail"] == "no Redis configured"
-    assert "`dagwright up`" in redis_check["hint"]
+    assert code == 0  # a fresh machine: `dagwright run` works as it is
+    assert redis_check["status"] == "skip"
+    assert "`dagwright run` starts an embedded stack" in redis_check["detail"]
+    assert "`dagwright up`" in redis_check["detail"]
     assert by_name(report)["llm"]["status"] == "warn"
 
 

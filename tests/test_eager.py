@@ -15,7 +15,7 @@ from celery.worker import state as worker_state
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.app import KOMBU_PRIORITY_STEPS
-from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX, node_task_id
+from dagwright.keys import EVENT_EXCHANGE, NODE_EXECUTE_TASK, QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager_slot
@@ -182,7 +182,7 @@ def test_flower_lists_the_nodes_a_worker_ran_eagerly(
     worker: Any, client: Client, settings: Settings
 ) -> None:
     pubsub = redis.Redis.from_url(settings.broker_url or "").pubsub()
-    pubsub.psubscribe("*celeryev*")  # answered before the run starts: nothing is missed
+    pubsub.psubscribe(f"*{EVENT_EXCHANGE}*")  # answered before the run starts: nothing is missed
     assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
     plan = PlanBuilder("chain")
     plan.function("a", "noop")

@@ -14,6 +14,7 @@ from dagwright.orchestrator.execution.backoff import compute_backoff
 from dagwright.planning.bounds import bounds_problems, longest_retry_delay_s
 from dagwright.planning.planner import PlanRequest, plan_problems, planner_catalog
 from dagwright.plans.validation import PlanLimits, validate_plan
+from dagwright.registry import build_registry
 from dagwright.settings import PlannerBounds, Settings
 from dagwright.workers import builtin_registry
 
@@ -150,6 +151,16 @@ def test_python_is_planned_only_when_the_goal_or_the_settings_allow_it() -> None
     assert planned_problems(code, Settings(planner_allow_python=True)) == []
     catalog = planner_catalog(builtin_registry(), REQUEST, Settings())
     assert "python" not in catalog.type_names() and "- python" not in catalog.describe()
+
+
+def test_celery_tasks_are_planned_only_when_the_goal_names_the_type() -> None:
+    """A model would otherwise pick tasks of the team's own Celery app by name."""
+    settings = Settings(celery_app="team:app", planner_allow_python=True)
+    registry = build_registry(settings)
+    assert "celery_task" in registry.type_names()
+    assert "celery_task" not in planner_catalog(registry, REQUEST, settings).type_names()
+    asked = REQUEST.model_copy(update={"worker_types": ["celery_task"]})
+    assert planner_catalog(registry, asked, settings).type_names() == ["celery_task"]
 
 
 def test_the_bounds_view_holds_every_planner_bound_setting() -> None:

@@ -6,6 +6,7 @@ import os
 import signal
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.plans.builder import map_over
 from dagwright.testing import FakeAnthropicServer
 from tests.support.functions import REREADER, executions_key
 from tests.support.llm_script import RESEARCHER, UNPRICED_MODEL, text, turn, write
@@ -165,3 +166,29 @@ def test_an_agent_killed_after_summarising_resumes_from_its_summary(
 
 def summaries(fake: FakeAnthropicServer) -> list[object]:
     return [r for r in fake.requests if "You condense" in str(r.body.get("system"))]
+
+
+def test_a_map_child_killed_mid_node_runs_once_more_and_the_map_joins_once(
+    subprocess_settings: Settings, workers: Workers
+) -> None:
+    settings = subprocess_settings.model_copy(update={"lease_s": 60.0})
+    workers.start(settings)
+    client = Client(settings)
+    plan = PlanBuilder("a map survives a crash")
+    find = plan.function("find", "companies", params={"count": 3})
+    plan.function(
+        "each", "count", params={"seconds": 3}, depends_on=[find], map=map_over(find, "companies")
+    )
+    run = client.submit(plan.build(output="each"))
+    victim = wait_until(
+        lambda: holder_pid(client, run.run_id, "each[1]"), timeout=30, what="each[1] running"
+    )
+    os.kill(victim, signal.SIGKILL)
+    state = run.wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
+    assert state.result == ["each[0]", "each[1]", "each[2]"]
+    kinds = [(e.kind, e.node) for e in run.events(follow=False)]
+    assert kinds.count(("node.mapped", "each")) == 1  # spawned once
+    assert kinds.count(("node.succeeded", "each")) == 1  # joined once
+    assert all(kinds.count(("node.succeeded", f"each[{i}]")) == 1 for i in range(3))
+    assert state.nodes["each[1]"].attempts == 2

@@ -19,7 +19,7 @@ from dagwright.settings import Settings
 from tests.support.runstate import claim, finish, kinds, start
 
 ERROR = ErrorInfo(error_class="Boom", message="boom", retryable=False, traceback="secret tb")
-RULES = ("all_succeeded", "all_done", "any_failed", "none_failed", "one_success")
+RULES = ("all_succeeded", "all_done", "any_failed", "none_failed", "one_success", "always")
 
 
 @pytest.fixture
@@ -431,9 +431,17 @@ def test_a_cancel_at_any_step_leaves_every_node_final_and_counted(
         else:
             advance = runtime.machine.complete(run_id, node, fence, "null")
         ready += [(n.node_id, n.fence) for n in advance.ready]
-    runtime.machine.cancel(run_id, "test")
+    cancelled = runtime.machine.cancel(run_id, "test")
+    # Its teardown nodes (run_if: always) still run, queued before the cancel or by it.
+    teardown = cancelled.stopped.teardown if cancelled.stopped else []
+    still_queued = [(n, f) for n, f in ready if states(runtime, run_id)[n] == "queued"]
+    drive(runtime, run_id, still_queued + [(n.node_id, n.fence) for n in teardown], fails, data)
     state = runtime.store.read_state(run_id)
+    if cancelled.outcome == "cancelled":  # else the run had ended before it
+        assert state.status == RunStatus.CANCELLED
     assert all(n.status.is_final for n in state.nodes.values())
+    always = [n["id"] for n in nodes if n.get("run_if") == "always"]
+    assert all(state.nodes[nid].status in ("succeeded", "failed") for nid in always)
     shown = [n.status.value for n in state.nodes.values()]
     counts = state.counts
     for name in ("succeeded", "failed", "blocked", "skipped", "cancelled"):

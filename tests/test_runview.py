@@ -105,3 +105,30 @@ def test_skipped_nodes_are_counted_and_listed() -> None:
     text = console.export_text()
     assert "2/2 done · 0 running · 0 failed · 1 skipped · " in text
     assert "cleanup  skipped" in text
+
+
+def mapped_run() -> RunState:
+    """find -> research (mapped over 12 items: 9 done, 2 running, 1 failed) -> report."""
+    nodes = {"find": node(NodeStatus.SUCCEEDED, finished_s=1)}
+    nodes["research"] = node(NodeStatus.BLOCKED, depends_on=["find"])
+    nodes["report"] = node(NodeStatus.PENDING, depends_on=["research"])
+    for i in range(12):
+        status = NodeStatus.SUCCEEDED if i < 9 else NodeStatus.RUNNING
+        nodes[f"research[{i}]"] = node(
+            status if i != 10 else NodeStatus.FAILED, depends_on=["find"]
+        )
+    return run_of(nodes)
+
+
+def test_a_maps_children_are_one_row_under_it_in_watch_and_status() -> None:
+    from dagwright.cli.output import node_table
+
+    console = Console(width=160, record=True, color_system=None)
+    console.print(RunView(mapped_run()).render(height=30, now=T0.timestamp()))
+    node_table(mapped_run().nodes).print(console)
+    text = console.export_text()
+    assert "research[0..11]  9 succeeded, 2 running, 1 failed" in text
+    assert "first failed: research[10]" in text
+    assert "research[3]" not in text
+    watch_rows = [line.strip().split()[0] for line in text.splitlines() if "research" in line]
+    assert watch_rows[:3] == ["research", "research[0..11]", "report"]

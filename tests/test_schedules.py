@@ -58,7 +58,9 @@ def test_an_interval_schedule_fires_on_time_pauses_and_resumes(
 
     fires = wait_for_fires(client, "every-two", 3)
     gaps = [b - a for a, b in zip(ticks(fires), ticks(fires)[1:], strict=False)]
-    assert all(1.8 <= gap <= 2.8 for gap in gaps), gaps
+    # on the 2 s grid; a tick a loaded machine's beat reached too late is skipped (catchup:
+    # skip), never fired late: 4 s then
+    assert all(gap >= 1.8 and abs(gap - 2 * round(gap / 2)) <= 0.4 for gap in gaps), gaps
     assert all(fire.fired_at.timestamp() - float(fire.tick) < 1.5 for fire in fires)  # on time
     for fire in fires:
         assert client.wait(fire.run_id, timeout=30).status.value == "succeeded"

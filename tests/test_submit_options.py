@@ -59,8 +59,8 @@ def test_async_submit_refuses_an_unknown_keyword(
 @pytest.mark.parametrize(
     ("word", "hint"),
     [
-        ("eta", "no delayed start yet"),
-        ("countdown", "no delayed start yet"),
+        ("eta", "use not_before="),
+        ("countdown", "use countdown_s="),
         ("expires", "timeout_s limits"),
         ("queue", "worker type's queue"),
         ("link", "webhooks="),
@@ -121,7 +121,7 @@ def test_an_unknown_field_of_the_api_submit_body_is_a_422_naming_it(api: ApiServ
     assert typo.status_code == 422 and celery.status_code == 422
     assert typo.headers["content-type"] == "application/problem+json"
     assert typo.json()["detail"] == "unknown field 'timeout'; did you mean 'timeout_s'?"
-    assert "'countdown'; dagwright starts a run when it is submitted" in celery.json()["detail"]
+    assert "'countdown'; use countdown_s= (seconds)" in celery.json()["detail"]
     assert api.client.find_runs().runs == []
 
 

@@ -294,3 +294,17 @@ def test_the_trace_round_trips_through_json() -> None:
     events = Events().attempt("a", 1, 100, 900, "node.succeeded")
     trace = build_trace(state(), events.items, [recorded("t", "a#1", 200)], now=at(0))
     assert Trace.model_validate_json(trace.model_dump_json()) == trace
+
+
+@pytest.mark.parametrize(
+    ("kind", "outcome"), [("batch", "batch_wait"), ("celery_task", "celery_task_wait")]
+)
+def test_a_parked_wait_ends_its_attempt_as_what_it_waits_on(kind: str, outcome: str) -> None:
+    """A celery_task node's claim that sent (or looked at) its team task ends parked, not
+    failed: the trace says so, and no retry span is drawn."""
+    events = Events().add(100, "node.running", "a", attempt=1, holder="host:1")
+    events.add(300, "node.waiting", "a", **{kind: "x-1", "delay_ms": 30_000})
+    trace = build_trace(state(), events.items, [], now=at(99_999))
+    (attempt,) = spans_named(trace, NODE_ATTEMPT)
+    assert attempt.attributes["outcome"] == outcome and attempt.status == "ok"
+    assert spans_named(trace, RETRY) == []

@@ -7,6 +7,7 @@ times through the scale the file embeds, matches its node's recorded start and e
 from __future__ import annotations
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -263,3 +264,28 @@ def test_an_unreachable_redis_exits_4_with_one_line(tmp_path: Path) -> None:
     result = dagwright("trace", "anything", env=env, timeout=60)
     assert result.returncode == 4
     assert "cannot reach Redis" in one_error_line(result)
+
+
+def without_pillow(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """``env`` for a dagwright whose ``import PIL`` fails as on a default install (no
+    extras): a ``PIL`` package first on the path that raises what a missing one raises."""
+    shadow = tmp_path / "no-pillow" / "PIL"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'PIL'\", name='PIL')\n"
+    )
+    return {**env, "PYTHONPATH": os.pathsep.join([str(shadow.parent), env.get("PYTHONPATH", "")])}
+
+
+def test_an_svg_needs_no_pillow_and_a_png_says_which_extra(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    run = finished_run(env, tmp_path, TIMED_PLAN)
+    bare = without_pillow(env, tmp_path)
+    svg = dagwright("trace", run["run_id"], "-o", str(tmp_path / "t.svg"), env=bare)
+    assert svg.returncode == 0, svg.stderr
+    assert svg_bars(tmp_path / "t.svg")[0].keys() == {"short", "long", "after"}
+    png = dagwright("trace", run["run_id"], "-o", str(tmp_path / "t.png"), env=bare)
+    assert png.returncode == 2
+    assert "a PNG trace needs the 'PIL' package" in one_error_line(png)
+    assert not (tmp_path / "t.png").exists()

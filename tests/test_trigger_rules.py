@@ -213,13 +213,13 @@ def test_none_failed_is_blocked_at_the_first_failure_while_the_rest_still_runs(
     publish = plan.function("publish", "noop", depends_on=[bad, slow], run_if="none_failed")
     plan.function("announce", "noop", depends_on=[publish])
     run = client.submit(plan.build())
-    wait_until(lambda: node_states(run)["publish"] == "blocked", timeout=30, what="blocked")
-    assert node_states(run) == {
+    blocked_while_slow_runs = {
         "bad": "failed",
-        "slow": "running",
+        "slow": "running",  # under load it may still be queued when publish is blocked
         "publish": "blocked",
         "announce": "blocked",
     }
+    wait_until(lambda: node_states(run) == blocked_while_slow_runs, timeout=30, what="blocked")
     release(client, run)
     assert run.wait(timeout=30).status == RunStatus.FAILED
     assert node_states(run)["slow"] == "succeeded"

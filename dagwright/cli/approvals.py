@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.cli.options import ImportOption, JsonOption, WideOption, client_from
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.json_views import approval_json
 from dagwright.models import Approval, ApprovalStatus
 
@@ -39,6 +39,7 @@ def register(parent: typer.Typer) -> None:
 def list_approvals(
     run_id: Annotated[str | None, typer.Option("--run", help="Only this run's requests.")] = None,
     json_output: JsonOption = False,
+    wide: WideOption = False,
     imports: ImportOption = None,
 ) -> None:
     """Requests waiting for a decision, oldest first."""
@@ -49,7 +50,7 @@ def list_approvals(
     if not approvals:
         stderr.print("no approvals waiting")
         return
-    print_table(stdout, approvals_table(approvals))
+    approvals_table(approvals).print(stdout, wide=wide, notes=stderr)
     stderr.print("decide with: dagwright approve RUN NODE  |  dagwright reject RUN NODE -m WHY")
 
 
@@ -118,23 +119,30 @@ def what_happens_next(approval: Approval) -> str:
     return "the node is queued again; the agent is told the call was refused"
 
 
-def approvals_table(approvals: list[Approval]) -> Table:
-    table = Table(box=None, header_style="bold")
-    intact_column(table, "RUN", [approval.run_id for approval in approvals])
-    intact_column(table, "NODE", [approval.node for approval in approvals])
-    for column in ("KIND", "ACTION", "WAITING", "EXPIRES IN", "ARGS"):
-        table.add_column(column, overflow="fold" if column == "ARGS" else "ellipsis")
+APPROVAL_COLUMNS = [
+    Column("run", Kind.ID),
+    Column("node", Kind.ID),
+    Column("action"),
+    Column("waiting", justify="right"),
+    Column("args", Kind.TEXT, min_width=24),
+    Column("expires in", justify="right", optional=True),
+    Column("kind", optional=True),
+]
+
+
+def approvals_table(approvals: list[Approval]) -> FittedTable:
+    table = FittedTable(APPROVAL_COLUMNS)
     now = datetime.now(UTC)
     for approval in approvals:
         args = json.dumps(approval.args, sort_keys=True, default=str)
         table.add_row(
             approval.run_id,
             approval.node,
-            approval.kind,
-            escape(approval.action),
+            approval.action,
             span(now - approval.requested_at),
+            args if len(args) <= ARGS_SHOWN_CHARS else args[: ARGS_SHOWN_CHARS - 1] + "…",
             span(approval.deadline - now),
-            escape(args if len(args) <= ARGS_SHOWN_CHARS else args[: ARGS_SHOWN_CHARS - 1] + "…"),
+            approval.kind,
         )
     return table
 

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from dagwright.cli.options import ImportOption, JsonOption, settings_from
-from dagwright.cli.output import print_json, stdout
+from dagwright.cli.options import ImportOption, JsonOption, WideOption, settings_from
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 
 
 def register(app: typer.Typer) -> None:
@@ -42,7 +42,9 @@ def fake_llm(
     raise typer.Exit(serve_fake_llm(argv))
 
 
-def worker_types(json_output: JsonOption = False, imports: ImportOption = None) -> None:
+def worker_types(
+    json_output: JsonOption = False, wide: WideOption = False, imports: ImportOption = None
+) -> None:
     """List every registered worker type: kind, queue (for `function`, also the queues of
     functions declared with their own: `dw.function:<queue>`), model and tools. The MCP servers
     attached to agent types are started to list their tools (and stopped): a server that
@@ -53,22 +55,27 @@ def worker_types(json_output: JsonOption = False, imports: ImportOption = None) 
     if json_output:
         print_json(rows)
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("type", "kind", "queue", "model"):
-        table.add_column(column, no_wrap=True)
-    longest_tool = max((len(tool) for row in rows for tool in shown_tools(row)), default=5)
-    table.add_column("tools", overflow="fold", min_width=longest_tool + 1)  # never cut a name
-    table.add_column("what it does", overflow="fold")
+    table = FittedTable(WORKER_TYPE_COLUMNS)
     for row in rows:
         table.add_row(
             row["name"],
-            row["kind"],
             "\n".join([row["queue"], *row.get("function_queues", {})]),
-            row["model"] or "",
-            ",\n".join([*shown_tools(row), *unanswered(row["mcp_servers"])]),
+            "\n".join([*shown_tools(row), *unanswered(row["mcp_servers"])]),
             row["description"],
+            row["model"] or "",
+            row["kind"],
         )
-    stdout.print(table)
+    table.print(stdout, wide=wide, notes=stderr)
+
+
+WORKER_TYPE_COLUMNS = [
+    Column("type", Kind.ID),
+    Column("queue"),
+    Column("tools"),  # one per line: a name is never cut
+    Column("what it does", Kind.TEXT, min_width=24),
+    Column("model", optional=True),
+    Column("kind", optional=True),
+]
 
 
 def shown_tools(row: dict[str, Any]) -> list[str]:

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from dagwright.cli.exits import ExitCode
-from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.cli.options import ImportOption, JsonOption, WideOption, client_from
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, RawMessage
 from dagwright.errors import InputError
 from dagwright.json_views import iso, letter_json
@@ -66,6 +66,7 @@ def list_letters(
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many (0: all).")] = 50,
     json_output: JsonOption = False,
+    wide: WideOption = False,
     imports: ImportOption = None,
 ) -> None:
     """List dead letters, newest first."""
@@ -82,7 +83,7 @@ def list_letters(
     if not letters:
         stderr.print("no dead letters")
         return
-    print_table(stdout, letters_table(letters))
+    letters_table(letters).print(stdout, wide=wide, notes=stderr)
 
 
 @app.command("show")
@@ -215,25 +216,32 @@ def check_selection(
 # -- output ---------------------------------------------------------------------------
 
 
-def letters_table(letters: list[DeadLetter]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    intact_column(table, "id", [letter.id for letter in letters])
-    table.add_column("failed", overflow="fold")
-    intact_column(table, "run", [letter.run_id or "-" for letter in letters])
-    intact_column(table, "node", [letter.node_id or "-" for letter in letters])
-    for column in ("type", "class", "status", "tries", "error"):
-        table.add_column(column, overflow="fold")
+LETTER_COLUMNS = [
+    Column("id", Kind.ID),
+    Column("run", Kind.ID),
+    Column("node", Kind.ID),
+    Column("class"),
+    Column("error", Kind.TEXT, min_width=20),
+    Column("status", optional=True),
+    Column("tries", optional=True, justify="right"),
+    Column("type", optional=True),
+    Column("failed", optional=True),
+]
+
+
+def letters_table(letters: list[DeadLetter]) -> FittedTable:
+    table = FittedTable(LETTER_COLUMNS)
     for letter in letters:
         table.add_row(
             letter.id,
-            f"{letter.last_failure_at:%Y-%m-%d %H:%M:%S}",
             letter.run_id or "-",  # a malformed message has no run, no node
             letter.node_id or "-",
-            letter.worker_type,
             Text(letter.classification, style=CLASS_STYLE.get(letter.classification, "")),
+            f"{letter.error_class}: {letter.message}"[:120],
             Text(letter.status, style=STATUS_STYLE.get(letter.status, "")),
             str(letter.attempts),
-            f"{letter.error_class}: {letter.message}"[:120],
+            letter.worker_type,
+            f"{letter.last_failure_at:%Y-%m-%d %H:%M:%S}",
         )
     return table
 

@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from dagwright.client import Client
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts instead of text.")]
+WideOption = Annotated[
+    bool,
+    typer.Option(
+        "--wide", "-w", help="Every column, whole, however wide (the terminal wraps lines)."
+    ),
+]
 ImportOption = Annotated[
     list[str] | None,
     typer.Option(

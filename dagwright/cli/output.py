@@ -15,10 +15,11 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from dagwright.cli.map_folds import Fold, folded, folds_of
+from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.json_views import event_json
 from dagwright.models import (
     DEFAULT_RUN_IF,
@@ -143,41 +144,40 @@ def print_summary(state: RunState) -> None:
     )
     if state.status != RunStatus.SUCCEEDED:
         problems = {nid: n for nid, n in state.nodes.items() if n.status != NodeStatus.SUCCEEDED}
-        print_table(stderr, node_table(problems))
+        print_nodes(stderr, problems)
 
 
-def intact_column(table: Table, header: str, values: list[str]) -> None:
-    """A column of ids a person copies into the next command: never wrapped nor cut (at
-    least as wide as its longest value); the table's other columns give way. Print the
-    table with ``print_table``."""
-    table.add_column(header, no_wrap=True, min_width=max([len(header), *map(len, values)]))
+def print_nodes(console: Console, nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS):
+    """The nodes' table (the first ``limit`` rows, a map's children folded in one), and
+    how many more rows there are."""
+    node_table(nodes, limit).print(console, notes=stderr)
+    rows = len(folded(nodes, folds_of(nodes)))
+    if rows > limit:
+        console.print(f"… and {rows - limit} more rows (--json shows all)")
 
 
-NARROWEST_OTHER_COLUMN = 4
+def node_columns(with_usage: bool) -> list[Column]:
+    usage = [Column("tokens", justify="right"), Column("cost", justify="right")]
+    return [
+        Column("node", Kind.ID),
+        Column("status"),
+        Column("error", Kind.TEXT, min_width=20),
+        Column("type", optional=True),
+        Column("attempts", justify="right", optional=True),
+        Column("took", justify="right", optional=True),
+        *(usage if with_usage else []),
+    ]
 
 
-def print_table(console: Console, table: Table) -> None:
-    """Print ``table``, wider than the terminal if its intact columns need it: the terminal
-    then folds the line, but an id is never cut (rich would shrink every column alike)."""
-    needed = sum(
-        (column.min_width or 0) if column.no_wrap else NARROWEST_OTHER_COLUMN
-        for column in table.columns
-    ) + 2 * (len(table.columns) - 1)
-    if needed <= console.width:
-        console.print(table)
-    else:
-        console.print(table, width=needed, crop=False)
-
-
-def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
+def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> FittedTable:
     with_usage = any(node.usage.llm_calls for node in nodes.values())
-    intact_column(table, "node", list(nodes)[:limit])
-    columns = ["status", "type", "attempts", "took"]
-    columns += ["tokens", "cost"] if with_usage else []
-    for column in [*columns, "error"]:
-        table.add_column(column, overflow="fold")
-    for node_id, node in list(nodes.items())[:limit]:
+    table = FittedTable(node_columns(with_usage))
+    folds = folds_of(nodes)
+    for node_id in folded(nodes, folds)[:limit]:
+        if node_id in folds:
+            table.add_row(*fold_row(folds[node_id], nodes, with_usage))
+            continue
+        node = nodes[node_id]
         took = ""
         if node.started_at and node.finished_at:
             took = f"{(node.finished_at - node.started_at).total_seconds():.2f}s"
@@ -185,15 +185,22 @@ def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> Tabl
         table.add_row(
             node_id,
             styled_status(node.status.value),
+            why_not_done(node),
             node.type,
             str(node.attempts),
             took,
             *spent,
-            why_not_done(node),
         )
-    if len(nodes) > limit:
-        table.caption = f"… and {len(nodes) - limit} more nodes (--json shows all)"
     return table
+
+
+def fold_row(fold: Fold, nodes: dict[str, NodeState], with_usage: bool) -> list[str]:
+    """A map's children in one row (the columns of ``node_columns``): their states
+    counted, the first failure named."""
+    failed = fold.first_failed(nodes)
+    why = f"{failed}: {why_not_done(nodes[failed])}" if failed else ""
+    blanks = ["", "", *(["", ""] if with_usage else [])]  # attempts, took[, tokens, cost]
+    return [fold.label, fold.summary(nodes), why, nodes[fold.children[0]].type, *blanks]
 
 
 def why_not_done(node: NodeState) -> str:
@@ -263,7 +270,9 @@ def print_status(state: RunState) -> None:
         stdout.print("response cache: on (repeated agent calls are answered at 0 tokens)")
     if state.reason:
         stdout.print(f"stopped: {escape(state.reason)}")
-    print_table(stdout, node_table(state.nodes))
+    if state.tearing_down:
+        stdout.print(state.teardown_note())
+    print_nodes(stdout, state.nodes)
 
 
 INPUT_VALUE_CHARS = 40  # of each input shown by `status` (--json gives them whole)
@@ -280,20 +289,27 @@ def inputs_line(inputs: dict[str, Any]) -> str:
     return ", ".join(shown)
 
 
-def print_runs(states: list[RunState]) -> None:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    intact_column(table, "run", [state.run_id for state in states])
-    for column in ("status", "nodes", "created", "goal"):
-        table.add_column(column, overflow="fold")
+RUN_COLUMNS = [
+    Column("run", Kind.ID),
+    Column("status"),
+    Column("nodes", justify="right"),
+    Column("created"),
+    Column("goal", Kind.TEXT, min_width=20),
+]
+
+
+def print_runs(states: list[RunState], *, wide: bool = False) -> None:
+    table = FittedTable(RUN_COLUMNS)
     for state in states:
         table.add_row(
             state.run_id,
             styled_status(state.status.value),
             f"{state.counts.done}/{state.counts.total}",
-            state.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            state.goal[:60],
+            # runs are kept days, not years (retention_s): the year is noise
+            state.created_at.strftime("%Y-%m-%d %H:%M:%S" if wide else "%m-%d %H:%M:%S"),
+            state.goal if wide else state.goal[:60],
         )
-    print_table(stdout, table)
+    table.print(stdout, wide=wide, notes=stderr)
 
 
 DECISION_STYLE = {
@@ -307,13 +323,20 @@ DECISION_STYLE = {
 }
 
 
-def print_audit(entries: list[AuditEntry]) -> None:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("time", overflow="fold")
-    intact_column(table, "node", [entry.node for entry in entries])
-    intact_column(table, "tool", [entry.tool for entry in entries])
-    for column in ("decision", "rule", "by", "why", "arguments"):
-        table.add_column(column, overflow="fold")
+AUDIT_COLUMNS = [
+    Column("time"),
+    Column("node", Kind.ID),
+    Column("tool", Kind.ID),
+    Column("decision"),
+    Column("why", Kind.TEXT, min_width=20),
+    Column("rule", optional=True),
+    Column("by", optional=True),
+    Column("arguments", Kind.TEXT, min_width=20, optional=True),
+]
+
+
+def print_audit(entries: list[AuditEntry], *, wide: bool = False) -> None:
+    table = FittedTable(AUDIT_COLUMNS)
     for entry in entries:
         decision = Text(entry.action, style=DECISION_STYLE.get(entry.action, ""))
         table.add_row(
@@ -321,12 +344,12 @@ def print_audit(entries: list[AuditEntry]) -> None:
             entry.node,
             entry.tool,
             decision,
+            entry.reason,
             entry.rule,
             entry.by,
-            entry.reason,
             entry.args,
         )
-    print_table(stdout, table)
+    table.print(stdout, wide=wide, notes=stderr)
 
 
 def print_event(event: Event, *, as_json: bool) -> None:

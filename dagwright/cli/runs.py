@@ -23,6 +23,7 @@ from dagwright.cli.options import (
     JsonOption,
     MaxDepthOption,
     MaxNodesOption,
+    WideOption,
     WorkerTypeOption,
     budget_from,
     client_from,
@@ -163,6 +164,23 @@ def run(
             "more); signed with DAGWRIGHT_WEBHOOK_SECRET. See `dagwright webhooks`.",
         ),
     ] = None,
+    not_before: Annotated[
+        str | None,
+        typer.Option(
+            "--not-before",
+            metavar="TIME",
+            help="Start the run's first nodes at TIME (ISO 8601, e.g. 2026-11-29T05:00:00Z; "
+            "no zone: UTC); the run is written now. Celery's eta.",
+        ),
+    ] = None,
+    countdown_s: Annotated[
+        float | None,
+        typer.Option(
+            "--countdown",
+            metavar="SECONDS",
+            help="Start the run's first nodes SECONDS from now (Celery's countdown).",
+        ),
+    ] = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
     result, showing progress.
@@ -197,6 +215,7 @@ def run(
             webhook_urls=webhook_urls or [],
             llm_batch=llm_batch,
             priority=priority,
+            start={"not_before": not_before, "countdown_s": countdown_s},
         )
     except RunInputError as exc:  # every problem, one line each
         report_plan_problems(exc, target, json_output=json_output)
@@ -263,14 +282,19 @@ def submission_for(
     webhook_urls: Sequence[str] = (),
     llm_batch: bool = False,
     priority: int | None = None,
+    start: dict[str, Any] | None = None,
 ) -> Callable[[Client], RunHandle]:
     """How to submit ``target``: a checked plan file, or a goal for the planner.
     ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
-    schema and checked now, before any stack starts."""
+    schema and checked now, before any stack starts. ``start``: the delayed start
+    (``not_before``, ``countdown_s``), checked now too."""
     from dagwright.client.webhooks import coerce_webhooks
+    from dagwright.orchestrator.control.start_times import start_fields
     from dagwright.orchestrator.control.submission import run_timeout
 
     run_timeout(run_timeout_s, None)  # refused now, before any stack starts
+    start = {name: value for name, value in (start or {}).items() if value is not None}
+    start_fields(start.get("not_before"), start.get("countdown_s"), settings.max_start_delay_s)
     webhooks = coerce_webhooks(webhook_urls)
     if not target.strip():
         raise InputError("nothing to run: give a plan file, or a goal in words")
@@ -292,6 +316,7 @@ def submission_for(
             llm_batch=llm_batch,
             webhooks=webhooks,
             priority=priority,
+            **start,
         )
     inputs = inputs_from(*given_inputs, None, settings)
     return lambda client: client.submit(
@@ -304,6 +329,7 @@ def submission_for(
         llm_batch=llm_batch,
         webhooks=webhooks,
         priority=priority,
+        **start,
         **dataclasses.asdict(options),
     )
 
@@ -337,7 +363,8 @@ def check_plan_file(
         bound = bind_inputs(plan, inputs, settings.max_params_bytes)
         return plan, inputs, check_plan(bound.plan, settings, build_registry(settings))
     except PlanError as exc:  # RunInputError included: the same class, naming the file
-        raise type(exc)(exc.problems, source=str(plan_file)) from None
+        command = f"`dagwright validate {plan_file}`"
+        raise type(exc)(exc.problems, source=str(plan_file), listed_by=command) from None
 
 
 def submit_and_wait(
@@ -520,14 +547,14 @@ def events(
         print_event(event, as_json=json_output)
 
 
-def audit(run_id: str, json_output: JsonOption = False) -> None:
+def audit(run_id: str, json_output: JsonOption = False, wide: WideOption = False) -> None:
     """Print the tool-policy decisions of a run's agents (allow, deny, refused by the
     tool, require_approval) and the approvals (requested, approved, rejected)."""
     entries = client_from(None).audit(run_id)
     if json_output:
         print_json([entry.model_dump(mode="json") for entry in entries])
     else:
-        print_audit(entries)
+        print_audit(entries, wide=wide)
 
 
 def runs(
@@ -535,6 +562,7 @@ def runs(
         int, typer.Option("--limit", "-n", min=1, help="How many runs, newest first.")
     ] = 20,
     json_output: JsonOption = False,
+    wide: WideOption = False,
 ) -> None:
     """List recent runs."""
     states = client_from(None).list_runs(limit)
@@ -544,7 +572,7 @@ def runs(
             [{k: v for k, v in s.items() if k not in ("nodes", "result")} for s in summaries]
         )
     else:
-        print_runs(states)
+        print_runs(states, wide=wide)
 
 
 def cancel(run_id: str, json_output: JsonOption = False) -> None:

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from dagwright.cli.map_folds import Fold, folded, folds_of
 from dagwright.cli.output import cost, styled_status
 from dagwright.models import NodeState, NodeStatus, RunState
 
@@ -78,20 +79,30 @@ def dependency_order(node_ids: Iterable[str], levels: dict[str, int]) -> list[st
     return sorted(ids, key=lambda node_id: (levels.get(node_id, 0), position[node_id]))
 
 
-def rows_that_fit(state: RunState, order: list[str], room: int) -> tuple[list[str], Counter[str]]:
-    """The nodes to draw (in ``order``) when ``room`` rows are free, and the states of
-    those left out, counted."""
+def rows_that_fit(
+    state: RunState, order: list[str], room: int, folds: dict[str, Fold] | None = None
+) -> tuple[list[str], Counter[str]]:
+    """The nodes to draw (in ``order``, which may hold the ``folds`` of mapped nodes'
+    children) when ``room`` rows are free, and the states of those left out, counted."""
     if len(order) <= room:
         return order, Counter()
+    folds = folds or {}
     position = {node_id: index for index, node_id in enumerate(order)}
 
     def urgency(node_id: str) -> tuple[int, float, int]:
+        if node_id in folds:
+            return ROW_PRIORITY.get(folds[node_id].status(state.nodes), 5), 0.0, position[node_id]
         node = state.nodes[node_id]
         finished = -node.finished_at.timestamp() if node.finished_at else 0.0
         return ROW_PRIORITY.get(node.status, 5), finished, position[node_id]
 
     kept = set(sorted(order, key=urgency)[: max(room, 0)])
-    left_out = Counter(state.nodes[n].status.value for n in order if n not in kept)
+    left_out: Counter[str] = Counter()
+    for node_id in (n for n in order if n not in kept):
+        if node_id in folds:
+            left_out.update(folds[node_id].counts(state.nodes))
+        else:
+            left_out[state.nodes[node_id].status.value] += 1
     return [node_id for node_id in order if node_id in kept], left_out
 
 
@@ -137,6 +148,7 @@ class Snapshot:
     waiting: list[str]  # nodes waiting for approval
     parked: list[str] = field(default_factory=list)  # nodes waiting on something (a breaker)
     fits: dict[int, tuple[list[str], Counter[str]]] = field(default_factory=dict)
+    folds: dict[str, Fold] = field(default_factory=dict)  # mapped nodes' children, by label
 
     @classmethod
     def of(cls, state: RunState, earlier: Snapshot | None = None) -> Snapshot:
@@ -153,12 +165,14 @@ class Snapshot:
             if node.status == NodeStatus.WAITING_APPROVAL
         ]
         parked = [node_id for node_id, node in state.nodes.items() if node.waiting is not None]
-        return cls(state, deps, levels, dependency_order(state.nodes, levels), waiting, parked)
+        folds = folds_of(state.nodes)
+        order = folded(dependency_order(state.nodes, levels), folds)
+        return cls(state, deps, levels, order, waiting, parked, folds=folds)
 
     def rows(self, room: int) -> tuple[list[str], Counter[str]]:
         """The rows that fit in ``room`` (remembered per room: the terminal rarely resizes)."""
         if room not in self.fits:
-            self.fits[room] = rows_that_fit(self.state, self.order, room)
+            self.fits[room] = rows_that_fit(self.state, self.order, room, self.folds)
         return self.fits[room]
 
 
@@ -210,6 +224,8 @@ def header(state: RunState, now: float) -> list[Text]:
     )
     if state.reason:
         line += f" · {state.reason}"
+    if state.tearing_down:
+        line += f" · {state.teardown_note()}"
     return [title, Text(line)]
 
 
@@ -228,11 +244,28 @@ def table(snapshot: Snapshot, shown: list[str], now: float) -> Table:
 
 
 def label(snapshot: Snapshot, node_id: str) -> str:
-    """The node's id, indented by its depth in the DAG."""
-    return "  " * min(snapshot.levels.get(node_id, 0), MAX_INDENT) + node_id
+    """The node's id, indented by its depth in the DAG (a fold: under its mapped node)."""
+    fold = snapshot.folds.get(node_id)
+    level = snapshot.levels.get(fold.parent, 0) + 1 if fold else snapshot.levels.get(node_id, 0)
+    return "  " * min(level, MAX_INDENT) + node_id
+
+
+def fold_row(snapshot: Snapshot, fold: Fold) -> list[str | Text]:
+    """``research[0..11]  9 succeeded, 3 running``: a map's children as one row."""
+    nodes = snapshot.state.nodes
+    failed = fold.first_failed(nodes)
+    return [
+        escape(label(snapshot, fold.label)),
+        Text(fold.summary(nodes)),
+        nodes[fold.children[0]].type,
+        *[""] * 5,
+        escape(f"first failed: {failed}") if failed else "",
+    ]
 
 
 def row(snapshot: Snapshot, node_id: str, now: float) -> list[str | Text]:
+    if node_id in snapshot.folds:
+        return fold_row(snapshot, snapshot.folds[node_id])
     node = snapshot.state.nodes[node_id]
     took = seconds_between(node.started_at, node.finished_at, now)
     if node.status != NodeStatus.RUNNING and node.finished_at is None:

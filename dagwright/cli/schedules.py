@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from dagwright.cli.options import (
     BudgetInputOption,
@@ -23,7 +22,8 @@ from dagwright.cli.options import (
     client_from,
     inputs_from,
 )
-from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.errors import InputError
 from dagwright.json_views import iso
 
@@ -156,7 +156,7 @@ def list_schedules(json_output: JsonOption = False, imports: ImportOption = None
     if not infos:
         stderr.print("no schedules: add one with `dagwright schedule add`")
         return
-    print_table(stdout, schedules_table(infos))
+    schedules_table(infos).print(stdout, notes=stderr)
 
 
 @app.command("show")
@@ -211,13 +211,18 @@ def run_now(
         stderr.print(f"schedule {name}: nothing started ({escape(fire.reason)})")
 
 
-def schedules_table(infos: list[ScheduleInfo]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    intact_column(table, "name", [info.schedule.name for info in infos])
-    for column in ("when", "what", "next"):
-        table.add_column(column, overflow="fold")
-    intact_column(table, "last run", [info.last_run_id or "-" for info in infos])
-    table.add_column("status", overflow="fold")
+SCHEDULE_COLUMNS = [
+    Column("name", Kind.ID),
+    Column("when"),
+    Column("what", Kind.TEXT, min_width=20),
+    Column("next", optional=True),
+    Column("last run", Kind.ID, optional=True),
+    Column("status", optional=True),
+]
+
+
+def schedules_table(infos: list[ScheduleInfo]) -> FittedTable:
+    table = FittedTable(SCHEDULE_COLUMNS)
     for info in infos:
         schedule = info.schedule
         table.add_row(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import print_json, print_table, stderr, stdout
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.errors import ScoreError
 from dagwright.models import RunScore
 from dagwright.shown_ids import shown_id
@@ -60,7 +60,7 @@ def scores(run_id: str, json_output: JsonOption = False, imports: ImportOption =
     if not found:
         stderr.print(Text(f"run {run_id} has no score: `dagwright score {run_id} NAME VALUE`"))
         return
-    print_table(stdout, scores_table(found))
+    scores_table(found).print(stdout, notes=stderr)
 
 
 def print_scores_summary(found: list[RunScore]) -> None:
@@ -94,20 +94,24 @@ def score_value(text: str) -> float | bool:
         ) from None
 
 
-def scores_table(found: list[RunScore]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("name", overflow="fold")
-    table.add_column("value", justify="right", no_wrap=True)
-    table.add_column("by", overflow="fold", max_width=16)
-    table.add_column("at", no_wrap=True)
-    table.add_column("comment", overflow="fold", ratio=1)
+SCORE_COLUMNS = [
+    Column("name", Kind.TEXT, min_width=12),
+    Column("value", justify="right"),
+    Column("by", Kind.TEXT, min_width=12),
+    Column("at"),
+    Column("comment", Kind.TEXT, min_width=20),
+]
+
+
+def scores_table(found: list[RunScore]) -> FittedTable:
+    table = FittedTable(SCORE_COLUMNS)
     for given in found:
         table.add_row(
-            Text(given.name),
+            given.name,
             number(given.value),
-            Text(shown_id(given.by)),
+            shown_id(given.by),
             given.at.strftime("%Y-%m-%d %H:%M:%S"),
-            Text(comment_line(given.comment)),
+            comment_line(given.comment),
         )
     return table
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from dagwright.cli.options import JsonOption, client_from
-from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 
 if TYPE_CHECKING:
     from dagwright.client.tokens import TokenInfo
@@ -61,7 +61,7 @@ def list_tokens(json_output: JsonOption = False) -> None:
     if not infos:
         stderr.print("no tokens: `dagwright token create NAME --scope read|operate|admin`")
         return
-    print_table(stdout, tokens_table(infos))
+    tokens_table(infos).print(stdout, notes=stderr)
 
 
 def revoke(
@@ -76,11 +76,17 @@ def revoke(
     stderr.print(f"token {info.id} ({info.name}) revoked")
 
 
-def tokens_table(infos: list[TokenInfo]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    intact_column(table, "id", [info.id for info in infos])
-    for column in ("name", "scope", "created", "last used"):
-        table.add_column(column, overflow="fold")
+TOKEN_COLUMNS = [
+    Column("id", Kind.ID),
+    Column("name", Kind.TEXT),
+    Column("scope"),
+    Column("created", optional=True),
+    Column("last used"),
+]
+
+
+def tokens_table(infos: list[TokenInfo]) -> FittedTable:
+    table = FittedTable(TOKEN_COLUMNS)
     for info in infos:
         used = info.last_used_at.strftime("%Y-%m-%d %H:%M:%S") if info.last_used_at else "never"
         table.add_row(

@@ -19,7 +19,7 @@ Times are ISO 8601 in UTC. The run span comes first (its ``span_id`` is the run 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -34,6 +34,7 @@ from dagwright.errors import InputError, MissingExtraError
 # The views and the timeline layout load with the `trace` command, not with every command.
 if TYPE_CHECKING:
     from dagwright.telemetry.run_trace import Trace
+    from dagwright.telemetry.timeline import Chart
 
 
 class TraceFormat(enum.StrEnum):
@@ -123,18 +124,26 @@ def check_writable(path: Path) -> None:
 def write_image(run_trace: Trace, output_format: TraceFormat, path: Path) -> None:
     from dagwright.telemetry.timeline import chart
 
-    try:
-        from dagwright.telemetry.timeline_png import write_png  # Pillow, for this format only
-    except ImportError as exc:
-        raise MissingExtraError.of(exc, "a PNG trace") from None
+    layout = chart(run_trace)
+    if output_format == TraceFormat.PNG:
+        write_png = png_writer()
+        with writing(path):
+            write_png(run_trace, layout, path)
+        return
     from dagwright.telemetry.timeline_svg import write_svg
 
-    layout = chart(run_trace)
     with writing(path):
-        if output_format == TraceFormat.PNG:
-            write_png(run_trace, layout, path)
-        else:
-            write_svg(run_trace, layout, path)
+        write_svg(run_trace, layout, path)
+
+
+def png_writer() -> Callable[[Trace, Chart, Path], None]:
+    """The PNG writer, imported only when a PNG is asked for: it needs Pillow (an extra),
+    which an SVG does not."""
+    try:
+        from dagwright.telemetry.timeline_png import write_png
+    except ImportError as exc:
+        raise MissingExtraError.of(exc, "a PNG trace") from None
+    return write_png
 
 
 def write_json(run_trace: Trace, path: Path | None) -> None:

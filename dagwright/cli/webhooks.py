@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from dagwright.cli.options import ImportOption, JsonOption, client_from
-from dagwright.cli.output import intact_column, print_json, print_table, stderr, stdout
+from dagwright.cli.output import print_json, stderr, stdout
+from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.webhooks.records import Delivery
 
 app = typer.Typer(
@@ -34,7 +34,7 @@ def list_deliveries(
     if not deliveries:
         stderr.print(f"run {run_id} has no webhook delivery")
         return
-    print_table(stdout, deliveries_table(deliveries))
+    deliveries_table(deliveries).print(stdout, notes=stderr)
 
 
 @app.command("redeliver")
@@ -54,14 +54,20 @@ def redeliver(
     stderr.print(f"queued {len(queued)} delivery(ies): the reconciler sends them at its next pass")
 
 
-def deliveries_table(deliveries: list[Delivery]) -> Table:
-    table = Table()
-    intact_column(table, "delivery", [delivery.id for delivery in deliveries])
-    for name in ("event", "url", "state", "attempts"):
-        table.add_column(name)
+DELIVERY_COLUMNS = [
+    Column("delivery", Kind.ID),
+    Column("event"),
+    Column("state"),
+    Column("url", Kind.TEXT, min_width=20),
+    Column("attempts"),  # one line each
+]
+
+
+def deliveries_table(deliveries: list[Delivery]) -> FittedTable:
+    table = FittedTable(DELIVERY_COLUMNS)
     for delivery in deliveries:
         table.add_row(
-            delivery.id, delivery.event, delivery.url, delivery.state, attempts_text(delivery)
+            delivery.id, delivery.event, delivery.state, delivery.url, attempts_text(delivery)
         )
     return table
 

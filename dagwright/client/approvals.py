@@ -7,6 +7,7 @@ import getpass
 from typing import TYPE_CHECKING, Any
 
 from dagwright.client.redis_errors import SubClient, translated
+from dagwright.errors import UnknownNodeError
 from dagwright.models import Approval
 from dagwright.orchestrator.broker import dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook
@@ -37,7 +38,8 @@ class ApprovalClient(SubClient):
         by: str | None = None,
     ) -> Approval:
         """Let the waiting node go on; ``args`` replace the proposed arguments (a tool's
-        input, or a node's params/instruction/code). ApprovalError if none waits."""
+        input, or a node's params/instruction/code). UnknownNodeError if the run has no such
+        node, NotWaitingError if it waits for no decision."""
         return self._decide(run_id, node_id, approved=True, comment=comment, args=args, by=by)
 
     @translated
@@ -60,6 +62,8 @@ class ApprovalClient(SubClient):
     ) -> Approval:
         runtime = self._client.runtime
         runtime.store.run_status(run_id)
+        if runtime.store.node_records(run_id, node_id)[0] is None:
+            raise UnknownNodeError(run_id, node_id)
         approval, ready = ApprovalBook(runtime).decide(
             run_id,
             node_id,

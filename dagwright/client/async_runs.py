@@ -138,7 +138,9 @@ class AsyncClient:
         creation = await self.store.create_run(run_id, new_run)
         # in the thread too: the first publish builds the Celery app (imports and all)
         await asyncio.to_thread(
-            lambda: publish_roots(self.sync.runtime, self.sync.broker, run_id, creation.ready)
+            lambda: publish_roots(
+                self.sync.runtime, self.sync.broker, run_id, creation.ready, gated=creation.gated
+            )
         )
         return AsyncRunHandle(self, run_id)
 

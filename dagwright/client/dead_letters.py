@@ -13,7 +13,7 @@ from dagwright.dlq import (
     DeadLetterStats,
     DeadLetterStatus,
 )
-from dagwright.errors import DeadLetterError, InputError, UnknownDeadLetterError
+from dagwright.errors import InputError, NotReplayableError, UnknownDeadLetterError
 from dagwright.orchestrator.control.replay import (
     ReplayResult,
     dead_letters,
@@ -53,13 +53,13 @@ class DeadLetterClient(SubClient):
     @translated
     def replay(self, entry_id: str, *, fresh: bool = False) -> ReplayResult:
         """Run a dead letter's node again, re-opening its run: completed nodes are kept,
-        and an agent resumes from its checkpoint unless ``fresh``. DeadLetterError if it
+        and an agent resumes from its checkpoint unless ``fresh``. NotReplayableError if it
         cannot be replayed (replayed already, superseded, its run cancelled or expired)."""
         runtime = self._client.runtime
         letter = dead_letters(runtime).get(entry_id)
         result = replay(runtime, self._client.broker, letter, fresh=fresh)
         if not result.replayed:
-            raise DeadLetterError(f"cannot replay dead letter {entry_id}: {result.reason}")
+            raise NotReplayableError(f"cannot replay dead letter {entry_id}: {result.reason}")
         return result
 
     @translated

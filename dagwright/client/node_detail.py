@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import UnknownNodeError
 from dagwright.json_views import iso, node_json
-from dagwright.models import RunState
+from dagwright.models import Node, RunState
 from dagwright.orchestrator.runstate.store import RunStore
+from dagwright.plans.mapping import child_inputs
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, Span
 from dagwright.telemetry.trace_reads import read_trace
@@ -95,7 +96,7 @@ def read_node_detail(
         node_id=node_id,
         state=node_json(node),
         spec=json.loads(spec) if spec else {},
-        inputs=inputs_of(state, node.depends_on),
+        inputs=received(spec, inputs_of(state, node.depends_on)),
         transcript=transcript_of(json.loads(checkpoint) if checkpoint else None),
         llm_calls=[LLMCall.from_span(span) for span in spans if span.name == LLM_CALL],
         spans=spans,
@@ -105,6 +106,14 @@ def read_node_detail(
 def inputs_of(state: RunState, depends_on: list[str]) -> dict[str, Any]:
     """What the node received: the output of each dependency, by its id."""
     return {dep: state.nodes[dep].output for dep in depends_on if dep in state.nodes}
+
+
+def received(spec: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A map child's inputs hold its item, not its map's whole list (plans/mapping.py)."""
+    node = Node.model_validate_json(spec) if spec else None
+    if node is None or node.map is None or node.map.index is None:
+        return inputs
+    return child_inputs(node, inputs)
 
 
 def transcript_of(checkpoint: Any) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import types
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any, TypedDict, Union, get_args, get_origin, get_type_hints
 
@@ -41,15 +42,16 @@ class RunOptions(TypedDict, total=False):
     llm_batch: bool
     inputs: dict[str, Any] | None
     webhooks: Sequence[Webhook | dict[str, Any] | str]
+    not_before: datetime | str | None
+    countdown_s: float | None
 
 
 RUN_OPTION_NAMES = frozenset(RunOptions.__annotations__)
 
-NO_DELAYED_START = "dagwright starts a run when it is submitted (no delayed start yet)"
 NO_ROUTING = "a node goes to its worker type's queue; a run has no queue or route of its own"
 CELERY_WORDS = {
-    "eta": NO_DELAYED_START,
-    "countdown": NO_DELAYED_START,
+    "eta": "use not_before= (a datetime or ISO 8601 text): the run's roots start then",
+    "countdown": "use countdown_s= (seconds): the run's roots start that much later",
     "expires": "a run does not expire before it starts; timeout_s limits its wall-clock time",
     "queue": NO_ROUTING,
     "routing_key": NO_ROUTING,

@@ -10,6 +10,7 @@ index returns an empty page with a cursor to go on from, rather than reading it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -63,11 +64,14 @@ def parse_cursor(cursor: str | None) -> tuple[float | str, str | None]:
         return "+inf", None
     ms, _, run_id = cursor.partition(":")
     try:
-        return float(ms), run_id
+        max_ms = float(ms)
     except ValueError:
+        max_ms = math.nan
+    if not math.isfinite(max_ms):  # "nan" and "inf" parse, and no page starts there
         raise InputError(
             f"invalid cursor {cursor[:40]!r}: pass next_cursor of the last page as it was"
-        ) from None
+        )
+    return max_ms, run_id
 
 
 def find_runs(store: RunStore, where: RunFilter, limit: int, cursor: str | None) -> RunPage:

@@ -165,7 +165,10 @@ class Client:
         for runs nobody waits on.
         ``webhooks`` (Webhook, its dict, or a URL for every run end) are told when the run
         ends, with the plan's own: a signed POST per end, at least once
-        (docs/client-guide.md, "Webhooks"). Raises
+        (docs/client-guide.md, "Webhooks"). ``not_before`` (a datetime, naive = UTC, or
+        ISO 8601 text) or ``countdown_s`` (seconds; Celery's ``eta``/``countdown``) delay
+        the run's start: it is written now (its id returned) and its roots wait until then
+        ("waiting until ..."); its ``timeout_s`` still counts from now. Raises
         PlanError (with every problem) or InputError before anything is written:
         UnrunnablePlanError when workers are live and none of them can run some node (a
         function or worker type they do not import, no LLM endpoint for an agent), and
@@ -223,6 +226,8 @@ class Client:
             "live_workers": self.live_workers,
             "inputs": options.get("inputs"),
             "webhooks": coerce_webhooks(options.get("webhooks", ())),
+            "not_before": options.get("not_before"),
+            "countdown_s": options.get("countdown_s"),
         }
 
     @translated

@@ -131,4 +131,14 @@ class Runtime:
         if traces are exported)."""
         from dagwright.telemetry.otlp import exporting  # the trace model: not to read a run
 
-        self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
+        forgotten = self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
+        if forgotten.concurrency_key:
+            self.release_key_place(run_id, forgotten.concurrency_key)
+
+    def release_key_place(self, run_id: str, key: str) -> None:
+        """Give back an ended run's place of its concurrency key ``key`` (the next waiter
+        takes it at the reconciler's next pass: control/run_gates.py)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrem(self.keys.key_holders(key), run_id)
+        pipe.zrem(self.keys.key_waiters(key), run_id)
+        pipe.execute()

@@ -34,13 +34,29 @@ SUBSCRIBE_WAIT_S = 5.0
 POLL_S = 1.0  # longest wait for a message before checking whether to close
 
 
-def announce_stop(client: redis.Redis, keys: Keys, run_id: str) -> None:
-    """Tell every listening worker that ``run_id`` was stopped. Never raises: the stop is
-    recorded already, and lease renewals tell the workers anyway."""
+# An announcement naming only some nodes of a run (a run left open for its teardown):
+# "<run id>\t<node>\t<node>...". A worker of an older version, which reads it as a run id
+# matching none, learns the stop at its next renewal instead.
+NODES_SEPARATOR = "\t"
+
+
+def announce_stop(
+    client: redis.Redis, keys: Keys, run_id: str, nodes: list[str] | None = None
+) -> None:
+    """Tell every listening worker that ``run_id`` was stopped (only ``nodes`` of it, if
+    given). Never raises: the stop is recorded already, and lease renewals tell the
+    workers anyway."""
+    message = NODES_SEPARATOR.join([run_id, *nodes]) if nodes is not None else run_id
     try:
-        client.publish(keys.stop_channel, run_id)
+        client.publish(keys.stop_channel, message)
     except redis.RedisError:
         log.warning("announcing the stop of run %s failed; workers learn it at renewal", run_id)
+
+
+def stopped_nodes(message: str) -> tuple[str, frozenset[str] | None]:
+    """An announcement's run id, and the nodes it names (None: all of the run's)."""
+    run_id, *nodes = message.split(NODES_SEPARATOR)
+    return run_id, frozenset(nodes) if nodes else None
 
 
 class StopListener:

@@ -21,6 +21,7 @@ from dagwright.settings import PlannerBounds
 from dagwright.workers.builtin_functions import sleep
 from dagwright.workers.function_worker import FUNCTION_TYPE
 from dagwright.workers.python import PYTHON_TYPE
+from dagwright.workers.team_tasks import CELERY_TASK_TYPE
 
 SLEEP_FUNCTION = sleep.__name__
 
@@ -96,11 +97,12 @@ def planned_types(
     requested: list[str] | None, registered: Iterable[str], bounds: PlannerBounds
 ) -> list[str] | None:
     """The worker types a goal's plan may use: those the goal names (``-w``), else every
-    registered one but ``python`` unless the settings allow model-written code (None:
-    every registered type)."""
-    if requested is not None or bounds.allow_python:
+    registered one but ``python`` unless the settings allow model-written code, and
+    never ``celery_task`` (a model would pick tasks of the team's app by name)."""
+    if requested is not None:
         return requested
-    return [name for name in registered if name != PYTHON_TYPE]
+    kept_out = {CELERY_TASK_TYPE} if bounds.allow_python else {CELERY_TASK_TYPE, PYTHON_TYPE}
+    return [name for name in registered if name not in kept_out]
 
 
 def bounds_summary(bounds: PlannerBounds) -> str:

@@ -262,6 +262,8 @@ def replanner_for(runtime: Runtime, run_id: str, failed: Node, error: str) -> Re
     count again, atomically, and names it)."""
     if failed.id.startswith("_") or failed.type == PLANNER_TYPE:
         return None
+    if failed.map is not None:  # a map or its child: replayed from the DLQ, not re-planned
+        return None
     keys, client = runtime.keys, runtime.client
     run = client.hgetall(keys.run_key(run_id, "run"))
     if "request" not in run or int(run.get("replans", 0)) >= int(run.get("replan_max", 0)):

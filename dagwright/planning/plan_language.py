@@ -5,13 +5,14 @@ every field described (the plan models' docstrings, ``models.PLAN_MODEL_CONFIG``
 schema is the model's whole manual of the per-node controls (``output_schema``, ``model``,
 ``tools``, ``max_tokens``, ``retry``, ``timeout_s``, ``run_if``).
 
-A plan's run options (budget, timeout, response cache, inputs schema, webhooks, priority)
-are the submitter's to set, never a model's: no model output picks where run data goes or
-how much the run may spend. They are not offered, and a plan that sets one anyway is
-refused with a problem the model is told (``PlannedPlan``), instead of being stripped in
-silence as before: a model that believes its budget holds plans around it. A node's
-``priority`` is dropped from a planned plan (``goals.planned_plan``): its nodes run at
-their run's priority, so no model output puts its work ahead of other runs'.
+A plan's run options (budget, timeout, response cache, inputs schema, webhooks, runs per
+concurrency key, priority) are the submitter's to set, never a model's: no model output
+picks where run data goes or how much the run may spend. They are not offered, and a plan
+that sets one anyway is refused with a problem the model is told (``PlannedPlan``),
+instead of being stripped in silence as before: a model that believes its budget holds
+plans around it. A node's ``priority`` is dropped from a planned plan
+(``goals.planned_plan``): its nodes run at their run's priority, so no model output puts
+its work ahead of other runs'.
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from pydantic import ConfigDict, model_validator
 
 from dagwright.models import PLAN_MODEL_CONFIG, Plan
 
-RUN_OPTIONS = ("budget", "timeout_s", "response_cache", "inputs", "webhooks", "priority")
+RUN_OPTIONS = (
+    "budget",
+    "timeout_s",
+    "response_cache",
+    "inputs",
+    "webhooks",
+    "concurrency",
+    "priority",
+)
 """Plan fields that set the run, not a node: the submitter's, never a planned plan's."""
 
 

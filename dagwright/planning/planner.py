@@ -98,6 +98,7 @@ class PlanRequest(BaseModel):
                 "DAGWRIGHT_PLANNER_MAX_TIMEOUT_S" if planner_bound else "DAGWRIGHT_MAX_TIMEOUT_S"
             ),
             sizes=SizeLimits.of(settings),
+            max_map_items=settings.map_max_items,
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dagwright.models import Plan, RetryPolicy, RunIf
+from dagwright.models import MapOver, Plan, RetryPolicy, RunIf
 from dagwright.plans.files import parse_plan
 
 
@@ -57,6 +57,8 @@ class PlanBuilder:
     def node(
         self, node_id: str, type: str, *, depends_on: list[str] | None = None, **fields: Any
     ) -> str:
+        if "map" in fields:
+            fields["map"] = _map_fields(fields["map"])
         self._nodes.append(
             {"id": node_id, "type": type, "depends_on": list(depends_on or []), **fields}
         )
@@ -72,10 +74,13 @@ class PlanBuilder:
         retry: RetryPolicy | None = None,
         timeout_s: float | None = None,
         run_if: RunIf | None = None,
+        map: MapOver | dict[str, Any] | None = None,
     ) -> str:
         """A ``function`` node; ``run_if="any_failed"`` (or ``"all_done"``,
-        ``"none_failed"``, ``"one_success"``) makes it a handler of how its dependencies
-        ended (see ``Node.run_if``)."""
+        ``"none_failed"``, ``"one_success"``, ``"always"``: a teardown that runs after a
+        cancel or a run timeout too) makes it a handler of how its dependencies
+        ended (see ``Node.run_if``). ``map={"over": node, "path": "companies"}`` runs it
+        once per item of that node's list (see ``Node.map``; ``map_over`` builds one)."""
         return self.node(
             node_id,
             "function",
@@ -85,12 +90,30 @@ class PlanBuilder:
             retry=retry,
             timeout_s=timeout_s,
             run_if=run_if,
+            map=map,
         )
 
     def python(
         self, node_id: str, code: str, *, depends_on: list[str] | None = None, **fields: Any
     ) -> str:
         return self.node(node_id, "python", depends_on=depends_on, code=code, **fields)
+
+    def celery_task(
+        self,
+        node_id: str,
+        task: str,
+        *,
+        kwargs: dict[str, Any] | None = None,
+        depends_on: list[str] | None = None,
+        **fields: Any,
+    ) -> str:
+        """A ``celery_task`` node: task ``task`` of your own Celery app
+        (``DAGWRIGHT_CELERY_APP``), sent to your workers with ``kwargs`` (the node's
+        ``params``); its result is the node's output."""
+        params = kwargs or {}
+        return self.node(
+            node_id, "celery_task", depends_on=depends_on, task=task, params=params, **fields
+        )
 
     def agent(
         self,
@@ -118,6 +141,19 @@ def plan_to_json(plan: Plan) -> str:
     return json.dumps(
         plan.model_dump(mode="json", exclude_defaults=True), indent=2, ensure_ascii=False
     )
+
+
+def map_over(
+    over: str, path: str | None = None, *, max_items: int | None = None, truncate: bool = False
+) -> MapOver:
+    """A node's ``map``: once per item of ``over``'s output (at ``path``, dotted keys)."""
+    return MapOver(over=over, path=path, max_items=max_items, truncate=truncate)
+
+
+def _map_fields(spec: MapOver | dict[str, Any] | None) -> dict[str, Any] | None:
+    if isinstance(spec, MapOver):
+        return spec.model_dump(exclude_defaults=True)
+    return spec
 
 
 def _without_none(fields: dict[str, Any]) -> dict[str, Any]:

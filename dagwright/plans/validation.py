@@ -15,6 +15,7 @@ from typing import Protocol
 
 from dagwright.errors import PlanError
 from dagwright.models import DEFAULT_RUN_IF, Node, Plan
+from dagwright.plans.mapping import item_problems, uses_item
 from dagwright.plans.sizes import SizeLimits, size_problems
 from dagwright.shown_ids import shown_id
 
@@ -44,6 +45,7 @@ class PlanLimits:
     # other check costs time in proportion to its size. A planner's plan is read up to
     # DAGWRIGHT_MAX_NODES, so one over its own --max-nodes learns its other problems too.
     max_nodes_read: int = 0
+    max_map_items: int = 1000  # most children of one mapped node (DAGWRIGHT_MAP_MAX_ITEMS)
     sizes: SizeLimits = field(default_factory=SizeLimits)
 
 
@@ -169,6 +171,11 @@ def _structure_problems(plan: Plan, run: RunContext) -> list[str]:
         if node_id.startswith(INTERNAL_ID_PREFIX)
     ]
     problems += [
+        f"node id {node_id!r} is reserved: ids ending in [<n>] are a mapped node's children"
+        for node_id in ids
+        if node_id.endswith("]")
+    ]
+    problems += [
         f"node id {node_id!r} is already used in this run; choose another"
         for node_id in ids
         if node_id in run.taken
@@ -221,8 +228,12 @@ def _node_problems(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> li
                 f"node {node.id!r} asks timeout_s {node.timeout_s:g}; the limit is "
                 f"{limits.max_timeout_s:g} ({limits.timeout_source})"
             )
+        problems += item_problems(node) + _map_bound_problems(node, limits)
         if node.type in allowed:
-            problems += [f"node {node.id!r}: {problem}" for problem in catalog.node_problems(node)]
+            # A mapped node's params that take its item are known per child: checked as
+            # each child runs (a PermanentError naming them), not here.
+            if node.map is None or not uses_item(node):
+                problems += [f"node {node.id!r}: {p}" for p in catalog.node_problems(node)]
         elif node.type in registered:
             problems.append(
                 f"node {node.id!r} has type {node.type!r}, which is not allowed in this run "
@@ -231,6 +242,17 @@ def _node_problems(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> li
         else:
             problems.append(_unknown_type_problem(node, allowed, registered))
     return problems
+
+
+def _map_bound_problems(node: Node, limits: PlanLimits) -> list[str]:
+    if node.map is None or node.map.max_items is None:
+        return []
+    if node.map.max_items <= limits.max_map_items:
+        return []
+    return [
+        f"node {node.id!r} asks map.max_items {node.map.max_items}; the limit is "
+        f"{limits.max_map_items} (DAGWRIGHT_MAP_MAX_ITEMS)"
+    ]
 
 
 def _unknown_type_problem(node: Node, allowed: list[str], registered: list[str]) -> str:

@@ -13,14 +13,17 @@ bare Starlette (the same server, with the schema and the validation written by h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
 
 from dagwright.client import Client
 from dagwright.server.blocking import in_thread
+from dagwright.server.openapi import api_document
 from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
 
@@ -75,19 +78,29 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=closing_local_access,
+        generate_unique_id_function=operation_id,
     )
     app.state.client = client or Client(settings)
     app.state.local_access = local_access
     install_problem_handlers(app)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
+    app.openapi = functools.partial(api_document, app)  # type: ignore[method-assign]
     install_front_middleware(app, app.state.client.settings, local_access=local_access is not None)
     return app
 
 
+def operation_id(route: APIRoute) -> str:
+    """An operation's id in the OpenAPI document: its function's name (``submit_run``),
+    what a generated client names its function (FastAPI's default adds the path and the
+    method: ``submit_run_api_v1_runs_post``)."""
+    return route.name
+
+
 def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: bool) -> None:
-    """What runs before routing, authentication and parsing: the body limit (an
-    oversized body costs nothing), and, outside it, the trusted proxies' headers.
+    """What runs before routing, authentication and parsing: ``HEAD`` as ``GET``, the
+    body limit (an oversized body costs nothing), and, outside it, the trusted proxies'
+    headers.
 
     No proxy headers on a server with local access (``dagwright up``'s, on loopback,
     with no proxy in front): nothing there may be decided on a forwarded address or
@@ -95,7 +108,9 @@ def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: 
     from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
     from dagwright.server.body_limit import BodyLimit
+    from dagwright.server.methods import HeadAsGet
 
+    app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
     if settings.server_trusted_proxies and not local_access:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)

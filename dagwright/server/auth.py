@@ -20,10 +20,11 @@ import hmac
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from fastapi import Request
+from fastapi import Request, Security
 
 from dagwright.client.tokens import Scope
 from dagwright.server.blocking import in_thread
+from dagwright.server.openapi import BASIC, BEARER, SESSION
 from dagwright.server.origins import asked_by_another_site
 from dagwright.server.problems import Problem
 from dagwright.server.sessions import CSRF_FORM_FIELD, CSRF_HEADER, SESSION_COOKIE
@@ -132,9 +133,18 @@ async def _from_session(client: Client, session_id: str) -> Principal:
 
 def require(scope: Scope) -> Callable[[Request], Awaitable[Principal]]:
     """A dependency: the request's principal, if it holds ``scope`` (401/403 if not;
-    403 too for a cookie-authenticated change without its CSRF token)."""
+    403 too for a cookie-authenticated change without its CSRF token). The three
+    security schemes say so in the OpenAPI document, ``scope`` as their role; they read
+    nothing (``openapi.DocumentedScheme``)."""
 
-    async def principal_with_scope(request: Request) -> Principal:
+    roles = [scope.value]
+
+    async def principal_with_scope(
+        request: Request,
+        _bearer: None = Security(BEARER, scopes=roles),
+        _basic: None = Security(BASIC, scopes=roles),
+        _session: None = Security(SESSION, scopes=roles),
+    ) -> Principal:
         principal = await current_principal(request)
         if principal is None:
             raise unauthorized("authentication required: send an API token (dagwright token)")

@@ -12,7 +12,9 @@ Status codes, by the error's class (the first that matches):
 UnknownRunError, UnknownNodeError,           404
 UnknownDeadLetterError, UnknownScheduleError,
 UnknownEvalError
-IdempotencyConflictError                     409
+IdempotencyConflictError, ConflictError      409
+(a state that forbids the action: a letter
+replayed already, a node waiting for nothing)
 RunError (a result asked of a failed,        409
 cancelled or unfinished run)
 ConfigurationError (the server's settings)   500
@@ -40,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dagwright.errors import (
     BrokerUnavailableError,
     ConfigurationError,
+    ConflictError,
     DagwrightError,
     IdempotencyConflictError,
     InputError,
@@ -53,6 +56,7 @@ from dagwright.errors import (
     UnrunnablePlanError,
     error_line,
 )
+from dagwright.server.methods import allowed_methods
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], 
         ),
         404,
     ),
-    (IdempotencyConflictError, 409),
+    ((IdempotencyConflictError, ConflictError), 409),
     (RunError, 409),
     (ConfigurationError, 500),
     (InputError, 422),
@@ -181,7 +185,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         error = HTTPStatus(exc.status_code).phrase.replace(" ", "")
-        return problem_response(exc.status_code, str(exc.detail), error, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return problem_response(exc.status_code, str(exc.detail), error, headers=headers)
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)

@@ -12,6 +12,7 @@ from dagwright.orchestrator.execution.reconciler import Reconciler
 from dagwright.orchestrator.execution.services import RedisNodeServices
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.tasks.publish import CeleryBroker
+from dagwright.tasks.team_app import team_app_factory
 
 _envs: dict[tuple[int, int], ExecutionEnv] = {}
 _reconcilers: dict[tuple[int, int], Reconciler] = {}
@@ -37,7 +38,7 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
             runtime=runtime,
             broker=broker,
             leases=leases,
-            services=RedisNodeServices(runtime, broker),
+            services=RedisNodeServices(runtime, broker, team_app_factory(settings)),
             limits=limits,
         )
     return env
@@ -48,5 +49,6 @@ def reconciler_for(app: DagwrightCelery) -> Reconciler:
     key = (id(app), os.getpid())
     if key not in _reconcilers:
         env = execution_env(app)
-        _reconcilers[key] = Reconciler(env.runtime, env.broker)
+        team_app = team_app_factory(env.runtime.settings)
+        _reconcilers[key] = Reconciler(env.runtime, env.broker, team_app)
     return _reconcilers[key]

@@ -16,6 +16,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from dagwright.tasks.app_factory import build_app
 from dagwright.tasks.publish import CeleryBroker
+from dagwright.tasks.team_app import team_app_factory
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,9 @@ def run_reconciler(settings: Settings, *, stop: threading.Event) -> None:
     """Run a pass every ``settings.reconcile_interval_s`` until ``stop`` is set, then give
     the lock up so that a standby takes over at once."""
     app = build_app(settings)
-    reconciler = Reconciler(Runtime.from_settings(app.dagwright_settings), CeleryBroker(app))
+    runtime = Runtime.from_settings(app.dagwright_settings)
+    team_app = team_app_factory(settings)
+    reconciler = Reconciler(runtime, CeleryBroker(app), team_app)
     was_active: bool | None = None
     try:
         while not stop.is_set():

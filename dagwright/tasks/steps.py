@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from celery import bootsteps
 
+from dagwright.app import broker_identity
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.tasks.env import execution_env, reconciler_for
 from dagwright.tasks.reconciler_service import one_pass, release
@@ -92,7 +93,8 @@ class PresenceStep(bootsteps.StartStopStep):
             runtime = execution_env(parent.app).runtime
             key = runtime.keys.worker_heartbeat(parent.hostname)
             consumed = sorted(parent.app.amqp.queues.consume_from)
-            capabilities = self._capabilities_of(runtime, consumed, pool_size(parent))
+            broker = broker_identity(parent.app.conf.broker_url)
+            capabilities = self._capabilities_of(runtime, consumed, pool_size(parent), broker)
             now = time.time()
             pipe = runtime.client.pipeline(transaction=False)
             pipe.hset(
@@ -116,12 +118,12 @@ class PresenceStep(bootsteps.StartStopStep):
             log.warning("could not refresh the worker's presence record", exc_info=True)
 
     def _capabilities_of(
-        self, runtime: Runtime, queues: list[str], slots: int
+        self, runtime: Runtime, queues: list[str], slots: int, broker: str
     ) -> WorkerCapabilities:
         """Built once: the registry and the settings do not change while the worker runs."""
         if self._capabilities is None:
             self._capabilities = WorkerCapabilities.of(
-                runtime.registry, runtime.settings, queues, slots
+                runtime.registry, runtime.settings, queues, slots, broker
             )
         return self._capabilities
 

@@ -56,6 +56,7 @@ Outcome = Literal[
     "retrying",  # failed, will be retried
     "breaker_open",  # refused by an open breaker: waits it out, the attempt given back
     "batch_wait",  # its LLM call waits in a Message Batch: parked, the attempt given back
+    "celery_task_wait",  # its task runs on the team's Celery workers: parked, no slot held
     "lease_expired",  # its worker stopped renewing the lease (died or hung)
     "taken_over",  # another worker took the node over from a dead one
     "cancelled",  # the run was cancelled or timed out
@@ -76,6 +77,8 @@ ENDING_EVENTS: dict[str, Outcome] = {
     "node.waiting_approval": "waiting_approval",
     "node.parked": "parked",
 }
+# A node.waiting event's field named after its wait's kind (retry.lua) holds what it waits on.
+WAIT_OUTCOMES: dict[str, Outcome] = {"batch": "batch_wait", "celery_task": "celery_task_wait"}
 FAILED_OUTCOMES = frozenset({"failed", "retrying", "breaker_open", "lease_expired", "taken_over"})
 
 
@@ -222,8 +225,9 @@ class AttemptTracker:
 
     def _end(self, node: str, event: Event) -> None:
         outcome = ENDING_EVENTS[event.kind]
-        if outcome == "breaker_open" and "batch" in event.data:  # retry.lua's wait kind
-            outcome = "batch_wait"
+        if outcome == "breaker_open":  # retry.lua's wait kind names what it waits on
+            kinds = [kind for kind in WAIT_OUTCOMES if kind in event.data]
+            outcome = WAIT_OUTCOMES[kinds[0]] if kinds else outcome
         parent = self.open.get(node)
         if outcome in ("retrying", "breaker_open"):
             self.spans.append(self._retry(node, event, parent))

@@ -24,6 +24,7 @@ OUTCOME_COLOURS: dict[str, tuple[int, int, int]] = {
     "retrying": (255, 127, 14),
     "breaker_open": (188, 189, 34),
     "batch_wait": (158, 218, 229),
+    "celery_task_wait": (199, 199, 199),
     "lease_expired": (148, 103, 189),
     "taken_over": (140, 86, 75),
     "cancelled": (127, 127, 127),

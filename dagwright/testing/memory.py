@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dagwright.errors import LLMNotConfiguredError, NodeLostError, ToolError
+from dagwright.errors import LLMNotConfiguredError, NodeLostError, TeamAppError, ToolError
 from dagwright.llm.batches import MessageBatches
 from dagwright.llm.input_tokens import rough_request_tokens
 from dagwright.llm.protocol import LLM, LLMRequest
@@ -26,6 +26,7 @@ from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.spans import Span
 from dagwright.workers.budgets import Overrun, run_overrun
 from dagwright.workers.context import NodeContext, RunBackground
+from dagwright.workers.team_tasks import TeamTasks
 from dagwright.workers.tools.workspace import DiskWorkspace, Workspace
 
 T = TypeVar("T")
@@ -135,6 +136,9 @@ class MemoryServices:
 
     def llm_batches(self, ctx: NodeContext) -> MessageBatches:
         raise LLMNotConfiguredError("MemoryServices has no Message Batches API")
+
+    def team_tasks(self, ctx: NodeContext) -> TeamTasks:
+        raise TeamAppError("MemoryServices has no team Celery app")
 
     def estimate_input_tokens(self, ctx: NodeContext, request: LLMRequest) -> int:
         return rough_request_tokens(request)  # no count_tokens endpoint here

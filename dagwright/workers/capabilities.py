@@ -54,13 +54,21 @@ class WorkerCapabilities:
     pulls: bool = False
     """Whether it pulls pooled nodes as it finishes nodes (``eager_dispatch``; see
     orchestrator/execution/pool.py)."""
+    broker: str = ""
+    """Which broker it consumes from, without credentials (``app.broker_identity``): a
+    client publishing to another one sends it nothing (``doctor`` warns); "" if untold."""
 
     @classmethod
     def of(
-        cls, registry: WorkerRegistry, settings: Settings, queues: Iterable[str], slots: int = 0
+        cls,
+        registry: WorkerRegistry,
+        settings: Settings,
+        queues: Iterable[str],
+        slots: int = 0,
+        broker: str = "",
     ) -> WorkerCapabilities:
-        """The capabilities of a worker built from ``registry``, consuming ``queues`` with
-        ``slots`` processes."""
+        """The capabilities of a worker built from ``registry``, consuming ``queues`` of
+        ``broker`` with ``slots`` processes."""
         consumed = set(queues)
         types = registry.types(include_internal=True)
         function_queues = registry.served_queues().items()
@@ -75,6 +83,7 @@ class WorkerCapabilities:
             queues=frozenset(consumed),
             slots=slots,
             pulls=settings.eager_dispatch,
+            broker=broker,
         )
 
     def runs(self, worker_type: str, *, function: str | None = None, llm: bool = False) -> bool:
@@ -96,6 +105,7 @@ class WorkerCapabilities:
                 "queues": sorted(self.queues),
                 "slots": self.slots,
                 "pulls": self.pulls,
+                "broker": self.broker,
                 "expires_at": expires_at,
             }
         )
@@ -112,5 +122,6 @@ class WorkerCapabilities:
             queues=frozenset(entry.get("queues", [])),
             slots=int(entry.get("slots", 0)),
             pulls=bool(entry.get("pulls", False)),
+            broker=str(entry.get("broker", "")),
         )
         return capabilities, float(entry.get("expires_at", 0))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
     from dagwright.resilience import BreakerEvent
     from dagwright.workers.budgets import Overrun
+    from dagwright.workers.team_tasks import TeamTasks
     from dagwright.workers.tools.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,11 @@ class NodeServices(Protocol):
     def llm_batches(self, ctx: NodeContext) -> MessageBatches:
         """The Message Batches API of this process's LLM endpoint, for the calls of a run
         (or agent type) that asked for half-price calls (``llm/batches.py``)."""
+        ...
+
+    def team_tasks(self, ctx: NodeContext) -> TeamTasks:
+        """The team's own Celery app (``DAGWRIGHT_CELERY_APP``), for a ``celery_task``
+        node (TeamAppError if none is configured or it is unfit)."""
         ...
 
     def workspace(self, ctx: NodeContext) -> Workspace:
@@ -209,6 +215,9 @@ class NodeContext:
 
     def workspace(self) -> Workspace:
         return self.services.workspace(self)
+
+    def team_tasks(self) -> TeamTasks:
+        return self.services.team_tasks(self)
 
     def guard(
         self, name: str, call: Callable[[], T], is_failure: Callable[[BaseException], bool]

@@ -43,6 +43,7 @@ class FunctionDeclaration:
     func: Callable[..., Any]
     name: str
     queue: str | None = None
+    rate_limit: str | None = None  # "5/s": its nodes' starts over every worker (rates.py)
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,24 @@ def mark(target: F, declaration: FunctionDeclaration | ToolDeclaration | WorkerT
 
 
 @overload
-def function(func: F, /, *, name: str | None = None, queue: str | None = None) -> F: ...
+def function(
+    func: F, /, *, name: str | None = None, queue: str | None = None, rate_limit: str | None = None
+) -> F: ...
 
 
 @overload
-def function(*, name: str | None = None, queue: str | None = None) -> Callable[[F], F]: ...
+def function(
+    *, name: str | None = None, queue: str | None = None, rate_limit: str | None = None
+) -> Callable[[F], F]: ...
 
 
 def function(
-    func: F | None = None, /, *, name: str | None = None, queue: str | None = None
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    rate_limit: str | None = None,
 ) -> F | Callable[[F], F]:
     """Declare a function that ``function`` nodes can call by name (its own, or ``name``).
 
@@ -82,11 +92,14 @@ def function(
     ``dagwright worker --type function:gpu``). Given an existing Celery task
     (``dagwright.function(my_task)``, the task unchanged), it declares the task's body
     under the task's name: the body runs in the dagwright worker, as a node.
+    ``rate_limit="5/s"`` (``N/s``, ``N/m``, ``N/h``): at most that many of its nodes
+    start per period over every worker; the others wait without holding a worker slot
+    (``DAGWRIGHT_RATE_LIMITS`` may override it).
     """
 
     def declare(target: F) -> F:
         body, own_name = celery_task_body(target) or (target, target.__name__)
-        return mark(target, FunctionDeclaration(body, name or own_name, queue))
+        return mark(target, FunctionDeclaration(body, name or own_name, queue, rate_limit))
 
     return declare(func) if func is not None else declare
 
@@ -193,7 +206,9 @@ def declaration_or_error(item: object) -> Declaration:
 
 def add_one(registry: WorkerRegistry, declared: Declaration) -> None:
     if isinstance(declared, FunctionDeclaration):
-        registry.functions.register(declared.func, declared.name, queue=declared.queue)
+        registry.functions.register(
+            declared.func, declared.name, queue=declared.queue, rate_limit=declared.rate_limit
+        )
     elif isinstance(declared, ToolDeclaration):
         registry.tools.register(
             declared.func,

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dagwright.errors import ConfigurationError, PermanentError
+from dagwright.rates import Rate
 from dagwright.workers.context import NodeContext
 from dagwright.workers.signatures import (
     accepts,
@@ -47,6 +48,7 @@ class RegisteredFunction:
     wants_ctx: bool
     wants_run_inputs: bool = False
     queue: str | None = None  # its own queue (``dw.function:<queue>``); None: ``dw.function``
+    rate_limit: str | None = None  # "5/s": most starts of its nodes (dagwright/rates.py)
 
     @property
     def description(self) -> str:
@@ -78,10 +80,21 @@ class FunctionRegistry:
         self._functions: dict[str, RegisteredFunction] = {}
 
     def register(
-        self, func: Callable[..., Any], name: str | None = None, *, queue: str | None = None
+        self,
+        func: Callable[..., Any],
+        name: str | None = None,
+        *,
+        queue: str | None = None,
+        rate_limit: str | None = None,
     ) -> RegisteredFunction:
-        """Add ``func`` under ``name`` (its own by default), on its own ``queue`` if given."""
+        """Add ``func`` under ``name`` (its own by default), on its own ``queue`` if given,
+        its nodes' starts limited to ``rate_limit`` if given."""
         name = name or func.__name__
+        if rate_limit is not None:
+            try:
+                Rate.parse(rate_limit)
+            except ValueError as exc:
+                raise ConfigurationError(f"function {name!r}: rate_limit: {exc}") from None
         if queue is not None and not QUEUE_NAME.fullmatch(queue):
             raise ConfigurationError(
                 f"function {name!r}: queue {queue!r} is not a queue name: use lowercase "
@@ -95,6 +108,7 @@ class FunctionRegistry:
             wants_ctx=accepts(func, "ctx"),
             wants_run_inputs=accepts(func, "run_inputs"),
             queue=queue,
+            rate_limit=rate_limit,
         )
         existing = self._functions.get(name)
         if existing is not None and existing.func is not func:

@@ -15,6 +15,7 @@ import redis
 
 import dagwright
 from dagwright import AgentSpec, NodeContext, PermanentError, RetryableError
+from dagwright.keys import Keys
 from dagwright.telemetry.spans import TOOL_CALL
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
 
@@ -290,3 +291,41 @@ def record_order(ctx: NodeContext, seconds: float = 0.0) -> str:
         time.sleep(seconds)  # a node that takes time: what the callers test
     _redis(ctx.settings.redis_url or "").rpush(ORDER_KEY, f"{ctx.run_id}/{ctx.node_id}")
     return ctx.node_id
+
+
+RATE_STARTED_RATE = "2/s"
+
+
+def rate_starts_key(group: str) -> str:
+    return f"test:rate-starts:{{{group}}}"
+
+
+@dagwright.function(rate_limit=RATE_STARTED_RATE)
+def rate_started(ctx: NodeContext, group: str = "") -> float:
+    """Record when this node took its start of its rate limit (the server's ms, as the
+    rate's window holds it): what a test checks the rate against, free of the time
+    between the take and this body running."""
+    client = _redis(ctx.settings.redis_url or "")
+    window = Keys(ctx.settings.key_prefix).rate_window("function:rate_started")
+    taken = client.zscore(window, f"{ctx.run_id}/{ctx.node_id}@{ctx.fence}")
+    if taken is None:
+        raise PermanentError("no start of the rate limit recorded for this node")
+    client.rpush(rate_starts_key(group or ctx.run_id), taken)
+    return taken
+
+
+@dagwright.function
+def companies(count: int, prefix: str = "co") -> dict[str, Any]:
+    """``{"companies": [prefix0, prefix1, ...]}``: a list for a mapped node to spread."""
+    return {"companies": [f"{prefix}{index}" for index in range(count)]}
+
+
+@dagwright.function
+def fails_on_until_fixed(ctx: NodeContext, item: str, bad: str) -> str:
+    """``item`` researched; fails for good on ``bad`` until the test sets
+    :func:`fixed_key` (a map child whose item needs a fix, then a replay)."""
+    client = _redis(ctx.settings.redis_url or "")
+    client.hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    if item == bad and not client.exists(fixed_key(ctx.run_id)):
+        raise PermanentError(f"cannot research {item} (on purpose)")
+    return f"researched {item}"

@@ -43,12 +43,17 @@ PASSED_SETTINGS = (
     "web_search",
     "web_fetch",
     "webhook_timeout_s",
+    "teardown_timeout_s",
     "webhook_max_attempts",
     "webhook_backoff_s",
     "webhook_backoff_max_s",
     "webhook_max_age_s",
     "llm_batch_poll_s",
     "llm_batch_max_wait_s",
+    "rate_limit_max_wait_s",
+    "max_start_delay_s",
+    "concurrency_key_max_wait_s",
+    "celery_task_poll_s",
 )
 # How to reach Redis beyond its URL (TLS files, ACL user), passed when set.
 PASSED_REDIS_ACCESS_SETTINGS = (
@@ -61,9 +66,12 @@ PASSED_REDIS_ACCESS_SETTINGS = (
     "redis_tls_check_hostname",
     "redis_sentinel_password",
 )
+# Passed only when set (unset is their default).
+PASSED_WHEN_SET_SETTINGS = ("otlp_endpoint", "celery_app")
 # Passed as JSON.
 PASSED_JSON_SETTINGS = (
     "concurrency_limits",
+    "rate_limits",
     "llm_rate_limits",
     "mcp_servers",
     "agent_mcp",
@@ -100,8 +108,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         if value is not None:
             shown = value.get_secret_value() if isinstance(value, SecretStr) else value
             env[f"DAGWRIGHT_{name.upper()}"] = str(shown)
-    if settings.otlp_endpoint:
-        env["DAGWRIGHT_OTLP_ENDPOINT"] = settings.otlp_endpoint
+    env.update(when_set_env(settings))
     if settings.metrics_port is not None:
         env["DAGWRIGHT_METRICS_PORT"] = str(settings.metrics_port)
         env["DAGWRIGHT_METRICS_HOST"] = settings.metrics_host
@@ -114,32 +121,23 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-class WorkerProcess:
-    """``dagwright worker`` in its own process group, logging to a file."""
+def when_set_env(settings: Settings) -> dict[str, str]:
+    """The variables of the ``PASSED_WHEN_SET_SETTINGS`` that ``settings`` sets."""
+    values = {name: getattr(settings, name) for name in PASSED_WHEN_SET_SETTINGS}
+    return {f"DAGWRIGHT_{name.upper()}": str(value) for name, value in values.items() if value}
 
-    def __init__(
-        self,
-        settings: Settings,
-        log_path: Path,
-        *,
-        concurrency: int = 2,
-        name: str = "w",
-        command: list[str] | None = None,
-        pool: str = "prefork",
-        args: tuple[str, ...] = (),
-    ) -> None:
+
+class GroupProcess:
+    """A process in its own process group, logging to a file: stopped (or killed) with
+    every child it started."""
+
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str]) -> None:
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115
-        args = command or [
-            "worker",
-            *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
-            *("--pool", pool),
-            *args,
-        ]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dagwright", *args],
+            command,
             cwd=REPO_ROOT,
-            env=settings_env(settings),
+            env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -166,6 +164,31 @@ class WorkerProcess:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class WorkerProcess(GroupProcess):
+    """``dagwright worker`` in its own process group, logging to a file."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        log_path: Path,
+        *,
+        concurrency: int = 2,
+        name: str = "w",
+        command: list[str] | None = None,
+        pool: str = "prefork",
+        args: tuple[str, ...] = (),
+    ) -> None:
+        args = command or [
+            "worker",
+            *("-c", str(concurrency), "-l", "INFO", "-n", f"{name}.{os.getpid()}@test"),
+            *("--pool", pool),
+            *args,
+        ]
+        super().__init__(
+            [sys.executable, "-m", "dagwright", *args], log_path, settings_env(settings)
+        )
 
 
 class Workers(list[WorkerProcess]):

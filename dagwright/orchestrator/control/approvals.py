@@ -13,7 +13,7 @@ import json
 import uuid
 from typing import Any
 
-from dagwright.errors import ApprovalError, ApprovalRejectedError, InputError
+from dagwright.errors import ApprovalError, ApprovalRejectedError, InputError, NotWaitingError
 from dagwright.models import Approval, ApprovalDecision, ApprovalStatus, Node, from_ms
 from dagwright.orchestrator.runstate.machine import LeaseRef, ReadyNode
 from dagwright.orchestrator.runtime import Runtime
@@ -101,10 +101,10 @@ class ApprovalBook:
         args: dict[str, Any] | None = None,
     ) -> tuple[Approval, list[ReadyNode]]:
         """Approve (optionally with edited ``args``) or reject the waiting request of the
-        node: the decided approval, and the nodes to publish. ApprovalError if none waits."""
+        node: the decided approval, and the nodes to publish. NotWaitingError if none waits."""
         approval = self.read(run_id, node_id)
         if approval is None or approval.decision is not None:
-            raise ApprovalError(
+            raise NotWaitingError(
                 f"{shown_id(run_id)}/{shown_id(node_id)} is not waiting for an approval "
                 "(see `dagwright approvals list`)"
             )
@@ -144,7 +144,7 @@ class ApprovalBook:
             ),
         )
         if isinstance(outcome, str):
-            raise ApprovalError(
+            raise NotWaitingError(
                 f"{approval.run_id}/{approval.node} is no longer waiting for an approval: {outcome}"
             )
         return decided_approval, outcome

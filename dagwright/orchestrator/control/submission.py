@@ -8,6 +8,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from dagwright.egress import EgressPolicy
@@ -25,7 +26,9 @@ from dagwright.models import (
     Webhook,
 )
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.run_gates import RunGates, key_fields
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
+from dagwright.orchestrator.control.start_times import start_fields
 from dagwright.orchestrator.runstate.creation import (
     PRIORITY_FIELD,
     RUN_INPUTS_FIELD,
@@ -37,12 +40,13 @@ from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
+from dagwright.plans.concurrency_keys import with_rendered_node_keys
 from dagwright.plans.priced_models import (
     check_usd_budget_is_priced,
     models_of_goal,
     models_of_plan,
 )
-from dagwright.plans.run_inputs import bind_inputs, check_inputs
+from dagwright.plans.run_inputs import bind_inputs, check_inputs, declared_names
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanGraph, PlanLimits, validate_plan
 from dagwright.settings import Settings
@@ -57,6 +61,7 @@ def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry) -> Plan
         max_nodes=settings.max_nodes,
         max_timeout_s=settings.max_timeout_s,
         sizes=SizeLimits.of(settings),
+        max_map_items=settings.map_max_items,
     )
     return validate_plan(plan, registry, limits)
 
@@ -85,6 +90,8 @@ def start_run(
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
     priority: int | None = None,
+    not_before: datetime | str | None = None,
+    countdown_s: float | None = None,
 ) -> str:
     """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
     new one; another if an idempotency key names an earlier run). PlanError (with every
@@ -106,7 +113,9 @@ def start_run(
     its planner, whose plan may use them the same way. ``webhooks``: told when the run
     ends, with the plan's own (dagwright/webhooks/). ``priority`` (else the plan's, else
     3): 1 to 5, higher first, the run's nodes' place among the nodes waiting for a
-    worker (a node's own ``priority`` wins)."""
+    worker (a node's own ``priority`` wins). ``not_before`` (a datetime or ISO text) or
+    ``countdown_s``: the run is written now, its roots start then
+    (control/start_times.py)."""
     new_run = prepare_run(
         runtime,
         plan=plan,
@@ -121,6 +130,8 @@ def start_run(
         inputs=inputs,
         webhooks=webhooks,
         priority=priority,
+        not_before=not_before,
+        countdown_s=countdown_s,
     )
     return write_run(runtime, broker, run_id or new_run_id(), new_run, idempotency_key)
 
@@ -140,6 +151,8 @@ def prepare_run(
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
     priority: int | None = None,
+    not_before: datetime | str | None = None,
+    countdown_s: float | None = None,
 ) -> NewRun:
     """What ``start_run`` writes, checked (the same arguments, the same errors) and
     nothing written: the part a submit shares with ``AsyncClient``'s."""
@@ -161,12 +174,17 @@ def prepare_run(
     if llm_batch:
         fields["llm_batch"] = 1
     fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
+    fields.update(start_fields(not_before, countdown_s, settings.max_start_delay_s))
+    if plan is not None:
+        fields.update(key_fields(plan.concurrency, inputs, plan.inputs))
+        plan = with_rendered_node_keys(plan, inputs, declared_names(plan.inputs))
     run_timeout_s = run_timeout(timeout_s, plan)
     if run_timeout_s is not None:
         fields["timeout_ms"] = round(run_timeout_s * 1000)
     nodes_priority = run_priority(priority, plan)
     if own_priority(nodes_priority) is not None:
         fields[PRIORITY_FIELD] = nodes_priority
+    fields["teardown_timeout_ms"] = round(settings.teardown_timeout_s * 1000)
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
     if goal is not None:  # checked first: a refused submit must not take its key
@@ -209,14 +227,19 @@ def write_run(
     else:
         creation = IdempotencyKeys(runtime).create(idempotency_key, run_id, new_run)
     if creation.owner == run_id:
-        publish_roots(runtime, broker, run_id, creation.ready)
+        publish_roots(runtime, broker, run_id, creation.ready, gated=creation.gated)
     return creation.owner
 
 
-def publish_roots(runtime: Runtime, broker: Broker, run_id: str, ready: list[ReadyNode]) -> None:
-    """Publish a new run's roots (a failed publish is the reconciler's to retry)."""
+def publish_roots(
+    runtime: Runtime, broker: Broker, run_id: str, ready: list[ReadyNode], *, gated: bool = False
+) -> None:
+    """Publish a new run's roots (a failed publish is the reconciler's to retry); a run
+    ``gated`` by its concurrency key asks for a place first (else the reconciler does)."""
     try:
         dispatch(broker, runtime.machine, ready)
+        if gated:
+            RunGates(runtime, broker).admit(run_id)
     except ConfigurationError as exc:  # written: it goes out once the broker answers
         raise ConfigurationError(
             f"{exc}; run {run_id} is written, and its first nodes go out once it answers"

@@ -28,7 +28,10 @@ from dagwright.errors import (
     NodeTimeoutError,
     PermanentError,
     PoisonMessageError,
+    RateLimitWaitExpiredError,
     RetryableError,
+    TeamTaskFailedError,
+    TeamTaskPendingError,
 )
 from dagwright.models import ErrorInfo, Node, RetryPolicy
 from dagwright.orchestrator.broker import Broker
@@ -50,12 +53,14 @@ from dagwright.orchestrator.execution.limits import (
     publish_waiters,
 )
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
+from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.runstate.machine import (
     BreakerWait,
     Claim,
     Held,
     LeaseRef,
     ReadyNode,
+    WaitKind,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import (
@@ -65,6 +70,13 @@ from dagwright.planning.goals import (
     replanner_for,
 )
 from dagwright.planning.planner import PLANNER_TYPE
+from dagwright.plans.mapping import (
+    child_inputs,
+    children_of,
+    is_join,
+    items_of,
+    joined_output,
+)
 from dagwright.redaction import known_secrets, redact
 from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
@@ -72,6 +84,7 @@ from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import NodeDuration
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
+from dagwright.workers.team_tasks import give_up_waiting
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +141,11 @@ class ExecutionEnv:
         """Whose messages wait in this worker's queues (fairness.py), read at most every
         10 ms."""
         return WaitingMessages(self.broker, self.runtime.store.running_nodes)
+
+    @functools.cached_property
+    def rates(self) -> RateWindows:
+        """The rate limits' script (rates.py), loaded once per process."""
+        return RateWindows(self.runtime)
 
     @functools.cached_property
     def backlog(self) -> QueueBacklog:
@@ -190,10 +208,39 @@ def attempt_node(
         llm_batch=claim.run_llm_batch,
         run_inputs=claim.run_inputs,
     )
+    mapped = claim.node.map
+    if mapped is not None and mapped.index is None:
+        return map_step(env, ctx, claim, eager)
+    if mapped is not None:  # a map's child: its item is its input from map.over
+        ctx.inputs = child_inputs(claim.node, claim.inputs)
     outcome = run_within_limits(env, ctx, claim, eager)
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:
         observe_attempt(env, claim, outcome.value)
     return outcome
+
+
+def map_step(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None) -> Outcome:
+    """A mapped node's first claim spawns its children; its claim after they ended joins
+    their outputs (plans/mapping.py). Neither runs its worker type nor takes a slot."""
+    node = claim.node
+    try:
+        if is_join(node, claim.inputs):
+            joined = joined_output(node, claim.inputs)
+            output = encode_output(joined, env.runtime.settings.max_output_bytes)
+            return record_success(env, ctx, claim, output, eager=eager)
+        items = items_of(node, claim.inputs, env.runtime.settings.map_max_items)
+        children = children_of(node, items)
+    except PermanentError as exc:
+        return record_failure(env, ctx, claim, exc)
+    over = node.map.over if node.map else ""
+    advance = env.runtime.machine.spawn(ctx.run_id, node.id, ctx.fence, children, over)
+    if advance is None:
+        return Outcome.STALE
+    log.info("%s/%s mapped over %d items", ctx.run_id, node.id, len(items))
+    dispatch_readied(env, advance.ready, eager)
+    if advance.run_finished is not None:
+        env.runtime.forget_active(ctx.run_id)
+    return Outcome.SUCCEEDED
 
 
 def run_within_limits(
@@ -202,6 +249,11 @@ def run_within_limits(
     """Run the claimed node if its concurrency slots are free, else park it."""
     if claim.deliveries > env.runtime.settings.max_deliveries:
         return record_failure(env, ctx, claim, poisoned(claim))
+    rates = node_rates(env.runtime, claim.node)
+    if rates:  # before the slots: a node waiting for its rate holds none
+        over = env.rates.take(rates, f"{ctx.run_id}/{ctx.node_id}@{ctx.fence}")
+        if over is not None:
+            return wait_for_rate(env, ctx, claim, over)
     limits = env.limits
     slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
     if limits is None or slots is None:  # no limit applies: no round trip
@@ -252,7 +304,13 @@ def run_claimed(
 def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
     """The concurrency slots the claimed node must hold to run (None: no limit applies)."""
     return node_limits(
-        settings, ctx.run_id, ctx.node_id, ctx.fence, claim.node.type, claim.run_max_concurrent
+        settings,
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        claim.node.type,
+        claim.run_max_concurrent,
+        claim.node.concurrency,
     )
 
 
@@ -398,6 +456,8 @@ def record_failure(
         return wait_for_breaker(env, ctx, claim, exc, error)
     if isinstance(exc, LLMBatchPendingError):
         return wait_for_batch(env, ctx, claim, exc, error)
+    if isinstance(exc, TeamTaskPendingError):
+        return wait_for_team_task(env, ctx, claim, exc, error)
     policy = claim.node.retry or default_retry(runtime, claim.node.type)
     retryable = error.retryable and error.error_class not in policy.non_retryable
     retry = retryable and claim.attempt < policy.max_attempts
@@ -477,6 +537,32 @@ def attempt_duration(claim: Claim, outcome: str) -> NodeDuration:
     return NodeDuration(claim.node.type, outcome, time.monotonic() - claim.claimed_at)
 
 
+def park_waiting(
+    env: ExecutionEnv,
+    ctx: NodeContext,
+    error: ErrorInfo,
+    delay_s: float,
+    *,
+    kind: WaitKind,
+    name: str,
+    max_wait_s: float,
+    last_failure: str = "",
+) -> BreakerWait:
+    """Park the node for ``delay_s`` while it waits on ``name`` (its attempt given back),
+    unless its waits of that kind have lasted ``max_wait_s`` (retry.lua)."""
+    return env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
+        error,
+        delay_s,
+        kind=kind,
+        name=name,
+        last_failure=last_failure,
+        max_wait_s=max_wait_s,
+    )
+
+
 def wait_for_breaker(
     env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BreakerOpenError, error: ErrorInfo
 ) -> Outcome:
@@ -485,16 +571,15 @@ def wait_for_breaker(
     ``breaker_max_wait_s`` of such waits the node fails into the DLQ instead."""
     settings = env.runtime.settings
     delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
-    waited = env.runtime.machine.wait_on(
-        ctx.run_id,
-        ctx.node_id,
-        ctx.fence,
+    waited = park_waiting(
+        env,
+        ctx,
         error,
         delay,
         kind="breaker",
         name=exc.breaker,
-        last_failure=exc.last_failure,
         max_wait_s=settings.breaker_max_wait_s,
+        last_failure=exc.last_failure,
     )
     if waited == BreakerWait.EXPIRED:
         return fail_for_good(env, ctx, claim, *breaker_wait_expired(settings, exc))
@@ -518,15 +603,13 @@ def wait_for_batch(
     batch (``llm_batch_max_wait_s``, from when it was sent); retry.lua bounds it too, from
     the node's first wait on it, should the loop's clock and the server's disagree."""
     settings = env.runtime.settings
-    waited = env.runtime.machine.wait_on(
-        ctx.run_id,
-        ctx.node_id,
-        ctx.fence,
+    waited = park_waiting(
+        env,
+        ctx,
         error,
         exc.retry_after_s,
         kind="batch",
         name=exc.batch_id,
-        last_failure="",
         max_wait_s=settings.llm_batch_max_wait_s,
     )
     if waited == BreakerWait.EXPIRED:
@@ -541,6 +624,62 @@ def wait_for_batch(
     if waited == BreakerWait.STALE:
         return Outcome.STALE
     log.info("node %s/%s waits on Message Batch %s", ctx.run_id, ctx.node_id, exc.batch_id)
+    return Outcome.RETRYING
+
+
+def wait_for_rate(env: ExecutionEnv, ctx: NodeContext, claim: Claim, over: RateWait) -> Outcome:
+    """Park the node until its rate limit has room (RETRY_WAIT, its attempt given back, no
+    worker slot held); after ``rate_limit_max_wait_s`` of such waits the attempt fails
+    instead (RateLimitWaitExpiredError, retried as its retry policy says)."""
+    settings = env.runtime.settings
+    waiting = RetryableError(f"over its rate limit {over.limit}: waits {over.wait_s:.1f} s")
+    waited = park_waiting(
+        env,
+        ctx,
+        describe_error(waiting),
+        over.wait_s,
+        kind="rate",
+        name=str(over.limit),
+        max_wait_s=settings.rate_limit_max_wait_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        expired = RateLimitWaitExpiredError(
+            f"waited {settings.rate_limit_max_wait_s:g} s for the rate limit {over.limit} "
+            "(DAGWRIGHT_RATE_LIMIT_MAX_WAIT_S) without its turn"
+        )
+        return record_failure(env, ctx, claim, expired)
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
+    log.info(
+        "node %s/%s waits %.1fs for rate limit %s", ctx.run_id, ctx.node_id, over.wait_s, over.limit
+    )
+    return Outcome.RETRYING
+
+
+def wait_for_team_task(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: TeamTaskPendingError, error: ErrorInfo
+) -> Outcome:
+    """Park a ``celery_task`` node while its task runs on the team's workers, holding no
+    slot (the attempt given back): the reconciler wakes it when the task's result is in,
+    ``exc.retry_after_s`` at the latest. The node bounds the wait by its ``timeout_s``
+    (workers/team_tasks.py); retry.lua's bound is only a backstop for clocks that differ."""
+    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    waited = park_waiting(
+        env,
+        ctx,
+        error,
+        exc.retry_after_s,
+        kind="celery_task",
+        name=exc.task_id,
+        max_wait_s=timeout_s + env.runtime.settings.celery_task_poll_s,
+    )
+    if waited == BreakerWait.EXPIRED:
+        give_up_waiting(ctx)
+        expired = NodeTimeoutError(f"Celery task {exc.task_id} had no result in time: revoked")
+        return record_failure(env, ctx, claim, expired)
+    if waited == BreakerWait.STALE:
+        return Outcome.STALE
+    log.info("node %s/%s waits for Celery task %s", ctx.run_id, ctx.node_id, exc.task_id)
     return Outcome.RETRYING
 
 
@@ -572,7 +711,8 @@ def describe_error(exc: BaseException, secrets: tuple[str, ...] = ()) -> ErrorIn
     retryable = isinstance(exc, RetryableError) or not isinstance(exc, PermanentError)
     trace = "".join(traceback.format_exception(exc))
     return ErrorInfo(
-        error_class=type(exc).__name__,
+        # A team task's failure is recorded under the team's exception class.
+        error_class=exc.error_class if isinstance(exc, TeamTaskFailedError) else type(exc).__name__,
         message=redact(str(exc) or type(exc).__name__, secrets),
         retryable=retryable,
         traceback=redact(trace[-MAX_TRACEBACK_CHARS:], secrets),

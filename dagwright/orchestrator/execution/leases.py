@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from dagwright.orchestrator.runstate.machine import LeaseRef, RunStateMachine
-from dagwright.orchestrator.stop_signals import StopListener
+from dagwright.orchestrator.stop_signals import StopListener, stopped_nodes
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +100,14 @@ class LeaseKeeper:
         client, keys = self._machine.client, self._machine.keys
         self._listener = StopListener(client, keys.stop_channel, self._stop_run).start()
 
-    def _stop_run(self, run_id: str) -> None:
+    def _stop_run(self, announced: str) -> None:
+        run_id, nodes = stopped_nodes(announced)
         with self._lock:
-            stops = [held.stop for lease, held in self._held.items() if lease.run_id == run_id]
+            stops = [
+                held.stop
+                for lease, held in self._held.items()
+                if lease.run_id == run_id and (nodes is None or lease.node_id in nodes)
+            ]
         for stop in stops:
             stop.set()
         if stops:

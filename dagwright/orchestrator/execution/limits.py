@@ -26,6 +26,7 @@ from typing import Any
 import redis
 
 from dagwright.keys import Keys
+from dagwright.models import ConcurrencyKey
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.orchestrator.runtime import Runtime
@@ -48,7 +49,8 @@ def _slots_prelude() -> str:
 
 @dataclass(frozen=True)
 class Limit:
-    """One semaphore: ``type:<worker type>`` or ``run:<run id>``, and its size."""
+    """One semaphore: ``type:<worker type>``, ``run:<run id>`` or ``key:<a node's
+    concurrency key>``, and its size."""
 
     name: str
     size: int
@@ -108,15 +110,24 @@ def waiters_of(reply: Any) -> list[Waiter]:
 
 
 def node_limits(
-    settings: Settings, run_id: str, node_id: str, fence: int, worker_type: str, run_max: int
+    settings: Settings,
+    run_id: str,
+    node_id: str,
+    fence: int,
+    worker_type: str,
+    run_max: int,
+    node_key: ConcurrencyKey | None = None,
 ) -> Slots | None:
-    """The limits that apply to a node; None if none does (no round trip then)."""
+    """The limits that apply to a node; None if none does (no round trip then).
+    ``node_key``: the node's own per-key limit (its key rendered at submit)."""
     limits = []
     if run_max > 0:
         limits.append(Limit(f"run:{run_id}", run_max))
     type_max = settings.concurrency_limits.get(worker_type)
     if type_max is not None:
         limits.append(Limit(f"type:{worker_type}", type_max))
+    if node_key is not None:
+        limits.append(Limit(f"key:{node_key.key}", node_key.limit))
     return Slots(run_id, node_id, fence, tuple(limits)) if limits else None
 
 

@@ -16,8 +16,14 @@ from dagwright.models import RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.control.cancellation import stop_work
+from dagwright.orchestrator.control.run_gates import RunGates
 from dagwright.orchestrator.execution.fairness import aged_node
 from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
+from dagwright.orchestrator.execution.team_tasks import (
+    TeamAppFactory,
+    revoke_left_team_tasks,
+    wake_ended_team_tasks,
+)
 from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
@@ -38,14 +44,20 @@ class ReconcileReport:
     finished: list[str] = field(default_factory=list)
     exported: int = 0  # traces sent over OTLP
     webhooks_due: int = 0  # webhook deliveries handed to the sending thread
+    team_tasks_ended: int = 0  # celery_task nodes woken: their team task ended
 
 
 class Reconciler:
-    def __init__(self, runtime: Runtime, broker: Broker) -> None:
+    def __init__(
+        self, runtime: Runtime, broker: Broker, team_app: TeamAppFactory | None = None
+    ) -> None:
         self.runtime = runtime
         self.broker = broker
+        self.team_app = team_app  # None: no team Celery app here (no celery_task nodes)
         self.token = uuid.uuid4().hex
         self.limits = NodeLimits.for_runtime(runtime)
+        self.gates = RunGates(runtime, broker)
+        self._tidied_keys: set[str] = set()
         self.trace_export = TraceExport.for_runtime(runtime)
         self.webhooks = WebhookSender(runtime)
         self._release_lock = load_script(
@@ -58,7 +70,9 @@ class Reconciler:
             return report
         report.ran = True
         client = self.runtime.client
+        report.team_tasks_ended = self._watch_team_tasks()
         empty_queues: list[str] | None = None  # asked of the broker once per pass, if needed
+        self._tidied_keys = set()  # concurrency keys whose ended runs were dropped
         for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
             if empty_queues is None:
                 empty_queues = self._empty_queues()
@@ -72,6 +86,19 @@ class Reconciler:
             log.info("exported %d run trace(s) over OTLP", report.exported)
         report.webhooks_due = self.webhooks.send_due()
         return report
+
+    def _watch_team_tasks(self) -> int:
+        """celery_task nodes: wake those whose team task ended (before the runs' pass,
+        which then queues them), and revoke the team tasks of stopped runs."""
+        if self.team_app is None:
+            return 0
+        try:
+            app = self.team_app()
+        except Exception:  # the app cannot be imported or is unfit: its nodes say why
+            log.warning("the team's Celery app is unusable", exc_info=True)
+            return 0
+        revoke_left_team_tasks(self.runtime, app)
+        return wake_ended_team_tasks(self.runtime, app)
 
     def _reject_overdue_approvals(self, report: ReconcileReport) -> None:
         """Approvals nobody decided within their timeout count as rejected."""
@@ -109,11 +136,14 @@ class Reconciler:
             aging_limit=settings.priority_aging_per_pass,
         )
         if found.timed_out is not None:
-            log.warning("run %s ran past its run timeout: stopped", run_id)
+            log.warning("run %s ran past its run timeout (or teardown deadline): stopped", run_id)
             stop_work(self.runtime, self.broker, run_id, found.timed_out)
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
             return
+        if found.gated:  # waiting for its concurrency key: asked again each pass
+            admission = self.gates.admit(run_id, self._tidied_keys)
+            report.requeued += len(admission.ready) if admission else 0
         stranded = found.stranded
         to_publish = found.requeued + found.unpublished + stranded
         if found.requeued or found.unpublished or stranded:

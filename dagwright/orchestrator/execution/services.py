@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from dagwright.errors import NodeLostError
+from dagwright.errors import NodeLostError, TeamAppError
 from dagwright.llm import (
     LLM,
     InputTokenEstimator,
@@ -21,6 +21,7 @@ from dagwright.llm.batches import MessageBatches
 from dagwright.models import Approval, Budget, Usage
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook
+from dagwright.orchestrator.execution.team_tasks import RecordedTeamTasks, TeamAppFactory
 from dagwright.orchestrator.runstate.creation import PROMPT_NONCE_FIELD
 from dagwright.orchestrator.runstate.machine import LeaseRef
 from dagwright.orchestrator.runtime import Runtime
@@ -41,6 +42,7 @@ from dagwright.workers.budgets import (
     run_overrun,
 )
 from dagwright.workers.context import RunBackground
+from dagwright.workers.team_tasks import TeamTasks
 from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Workspace
 
 T = TypeVar("T")
@@ -49,9 +51,12 @@ T = TypeVar("T")
 class RedisNodeServices:
     """One per worker process; its LLM client is built on first use and shared."""
 
-    def __init__(self, runtime: Runtime, broker: Broker) -> None:
+    def __init__(
+        self, runtime: Runtime, broker: Broker, team_app: TeamAppFactory | None = None
+    ) -> None:
         self.runtime = runtime
         self.broker = broker  # to start the follow-up runs a scheduled run proposes
+        self.team_app = team_app  # None: this process has no team Celery app
         self._llm: LLM | None = None
         self._batches: MessageBatches | None = None
         self._input_estimator: InputTokenEstimator | None = None
@@ -172,6 +177,14 @@ class RedisNodeServices:
             max_bytes=settings.workspace_max_bytes,
             write_file=write_file,
         )
+
+    def team_tasks(self, ctx: NodeContext) -> TeamTasks:
+        if self.team_app is None:
+            raise TeamAppError(
+                "this worker has no team Celery app: set DAGWRIGHT_CELERY_APP=module:app "
+                "where it runs"
+            )
+        return RecordedTeamTasks(self.runtime, self.team_app(), ctx.run_id, ctx.node_id)
 
     def approval(self, ctx: NodeContext) -> Approval | None:
         return ApprovalBook(self.runtime).read(ctx.run_id, ctx.node_id)

@@ -43,8 +43,18 @@ CREATE_RUN_KEYS = (
     "outbox",
     "events",
     "run_if",
+    "retry",
+    "waits",
+    "countdown",
 )
 
+
+# The run hash's field saying some node has a countdown (K.countdown): scripts look a ready
+# node's up only then (prelude.lua start_node).
+COUNTDOWNS_FIELD = "countdowns"
+# The run hash's field naming its concurrency key, rendered (run_gates.py): it waits
+# for a place of the key before its roots start.
+CONCURRENCY_KEY_FIELD = "concurrency_key"
 
 # The run hash's field saying some node has a run_if rule: scripts read a node's rule
 # and its skipped dependencies only then, so a run without rules pays nothing for them.
@@ -77,10 +87,12 @@ class KeyClaim:
 @dataclass(frozen=True)
 class Creation:
     """The answer of a create: the run the key names (the new run's id, unless the key
-    named another run already) and the new run's roots to publish."""
+    named another run already), the new run's roots to publish and whether it waits for
+    a place of its concurrency key (run_gates.py admits it)."""
 
     owner: str
     ready: list[ReadyNode]
+    gated: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +138,7 @@ class NewRun:
             "output_nodes": json.dumps(outputs),
             PROMPT_NONCE_FIELD: secrets.token_hex(16),
             **({TRIGGER_RULES_FIELD: "1"} if columns["run_if"] else {}),
+            **({COUNTDOWNS_FIELD: "1"} if columns["countdown"] else {}),
         }
         return cls(
             fields=fields,
@@ -159,9 +172,14 @@ class NewRun:
             json.dumps(self.roots),
         ]
 
-    def ready(self, run_id: str) -> list[ReadyNode]:
-        """The roots, queued under fence 1, to publish."""
-        return [ReadyNode(run_id, root, 1, self.dispatch[root]) for root in self.roots]
+    def ready(self, run_id: str, parked: frozenset[str] = frozenset()) -> list[ReadyNode]:
+        """The roots, queued under fence 1, to publish, less those ``parked`` (waiting for
+        a delayed start or the run's concurrency key)."""
+        return [
+            ReadyNode(run_id, root, 1, self.dispatch[root])
+            for root in self.roots
+            if root not in parked
+        ]
 
 
 def key_claims() -> str:
@@ -186,10 +204,13 @@ def create_call(
 def creation_of(run_id: str, new_run: NewRun, reply: object) -> Creation:
     """What lua/create_run.lua answered: the run the key names, and the roots to publish
     if that is the new run (none if the key named another run: nothing was written)."""
-    owner = str(named_reply(reply)["owner"])
+    fields = named_reply(reply)
+    owner = str(fields["owner"])
     if owner != run_id:
         return Creation(owner, [])
-    return Creation(owner, new_run.ready(run_id))
+    parked = frozenset(str(node) for node in fields.get("parked") or [])
+    gated = CONCURRENCY_KEY_FIELD in new_run.fields
+    return Creation(owner, new_run.ready(run_id, parked), gated)
 
 
 def _flat(column: dict[str, str]) -> list[str]:
@@ -208,4 +229,5 @@ def _columns(graph: PlanGraph, dispatch: dict[str, Dispatch]) -> dict[str, dict[
         "fence": dict.fromkeys(dispatch, "0"),
         "attempts": dict.fromkeys(dispatch, "0"),
         "run_if": {n.id: n.run_if for n in nodes if n.run_if != DEFAULT_RUN_IF},
+        "countdown": {n.id: str(round(n.countdown_s * 1000)) for n in nodes if n.countdown_s},
     }

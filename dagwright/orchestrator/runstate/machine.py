@@ -241,6 +241,11 @@ class StoppedWork:
 
     running: list[str]
     queued: list[ReadyNode]
+    teardown: list[ReadyNode] = field(default_factory=list)
+    """Teardown nodes (``run_if: always``) the stop queued: to publish."""
+    tearing_down: bool = False
+    """The run stays open for its teardown nodes: only ``running`` are to stop, not all
+    of the run's nodes (prelude.lua, Teardown)."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +262,7 @@ class Cancelled:
         fields = named_reply(reply)
         if "running" not in fields:  # missing, or final already (cancelled before, perhaps)
             return cls(fields["outcome"])
-        return cls(fields["outcome"], _stopped_work(run_id, fields["running"], fields["queued"]))
+        return cls(fields["outcome"], _stopped_work(run_id, fields))
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,7 @@ class ReconcilePass:
     stranded: list[ReadyNode]
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
     aged: list[ReadyNode] = field(default_factory=list)  # waited past priority aging
+    gated: bool = False  # the run waits for its concurrency key (run_gates.py)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -275,8 +281,14 @@ class ReconcilePass:
         fields = named_reply(reply)
         timed_out = None
         if "timed_out_running" in fields:
-            running, queued = fields["timed_out_running"], fields["timed_out_queued"]
-            timed_out = _stopped_work(run_id, running, queued)
+            timed_out = _stopped_work(
+                run_id,
+                {
+                    **fields,
+                    "running": fields["timed_out_running"],
+                    "queued": fields["timed_out_queued"],
+                },
+            )
         return cls(
             status=fields["status"],
             requeued=_ready_nodes(run_id, fields.get("requeued", [])),
@@ -284,7 +296,38 @@ class ReconcilePass:
             stranded=_ready_nodes(run_id, fields.get("stranded", [])),
             timed_out=timed_out,
             aged=_ready_nodes(run_id, fields.get("aged", [])),
+            gated=fields.get("gated") == 1,
         )
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """forget.lua's answer: whether the run left the active set (true as a bool), and its
+    concurrency key ('' for none), whose place its caller gives back."""
+
+    forgotten: bool
+    concurrency_key: str = ""
+
+    def __bool__(self) -> bool:
+        return self.forgotten
+
+
+@dataclass(frozen=True)
+class Admission:
+    """admit.lua's answer: whether the run took a place of its concurrency key, how many
+    runs hold one now, and its roots to publish."""
+
+    admitted: bool
+    held: int
+    ready: list[ReadyNode]
+    expired: bool = False  # it waited too long: the run failed
+
+    @classmethod
+    def from_reply(cls, run_id: str, reply: Any) -> Admission:
+        fields = named_reply(reply)
+        ready = _ready_nodes(run_id, fields["ready"])
+        expired = bool(int(fields.get("expired", 0)))
+        return cls(bool(int(fields["admitted"])), int(fields["held"]), ready, expired)
 
 
 @dataclass(frozen=True)
@@ -322,7 +365,7 @@ class Reservation:
         return cls(owned=True)
 
 
-WaitKind = Literal["breaker", "batch"]
+WaitKind = Literal["breaker", "batch", "rate", "celery_task"]
 
 
 class BreakerWait(enum.StrEnum):
@@ -524,6 +567,17 @@ class RunStateMachine:
         )
         return Advance.from_reply(run_id, reply)
 
+    def spawn(
+        self, run_id: str, node_id: str, fence: int, children: list[tuple[str, str]], over: str
+    ) -> Advance | None:
+        """Add a mapped node's ``children`` ((id, spec JSON) in the items' order, each
+        holding its item of ``over``'s list) and queue them, the node waiting for them to
+        join (an empty list: it succeeds with ``[]``); one fenced step. None if this worker
+        no longer owns the node."""
+        wire = json.dumps([{"id": child, "spec": spec} for child, spec in children])
+        reply = self._call("spawn", run_id, node_id, fence, wire, over)
+        return Advance.from_reply(run_id, reply)
+
     def schedule_retry(
         self, run_id: str, node_id: str, fence: int, error: ErrorInfo, delay_s: float
     ) -> bool:
@@ -557,7 +611,8 @@ class RunStateMachine:
         max_wait_s: float,
     ) -> BreakerWait:
         """Park the node for ``delay_s`` while it waits on ``name``: an open circuit
-        breaker, or the Message Batch its call is in (``kind``), giving its attempt back
+        breaker, the Message Batch its call is in, or the team Celery task it sent
+        (``kind``), giving its attempt back
         (it was not the node failing), unless its waits of that kind have lasted
         ``max_wait_s`` already: then nothing changes, and the caller fails it."""
         reply = self._call(
@@ -579,6 +634,17 @@ class RunStateMachine:
         waits for a slot of ``limit``; the stranded rule looks at it again only after
         ``recheck_s``. False if the claim is no longer ours."""
         return _owned(self._call("park", run_id, node_id, fence, limit, int(recheck_s * 1000)))
+
+    def admit(
+        self, run_id: str, holders_key: str, waiters_key: str, *, max_wait_s: float
+    ) -> Admission:
+        """Let a run waiting for its concurrency key start if the key has room (see
+        lua/admit.lua; the key's holders and waiters are ``holders_key``/``waiters_key``);
+        one that waited ``max_wait_s`` fails instead."""
+        shared = (holders_key, waiters_key)
+        max_wait_ms = int(max_wait_s * 1000)
+        reply = self._call("admit", run_id, run_id, max_wait_ms, shared_keys=shared)
+        return Admission.from_reply(run_id, reply)
 
     def record_progress(
         self,
@@ -708,7 +774,7 @@ class RunStateMachine:
         )
         return ReconcilePass.from_reply(run_id, reply)
 
-    def forget(self, run_id: str, *, export_trace: bool = False) -> bool:
+    def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         in the same step, queue its webhook deliveries and, with ``export_trace``, its
         trace's OTLP export, and give its scores the run's time to live."""
@@ -723,7 +789,8 @@ class RunStateMachine:
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
         )
-        return bool(int(named_reply(reply)["forgotten"]))
+        fields = named_reply(reply)
+        return Forgotten(bool(int(fields["forgotten"])), str(fields.get("concurrency_key") or ""))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""
@@ -762,8 +829,14 @@ def _succeeded(reply: Any) -> bool:
     return bool(named_reply(reply)["status"] == "ok")
 
 
-def _stopped_work(run_id: str, running: list[str], queued: list[list[Any]]) -> StoppedWork:
-    return StoppedWork(running=list(running), queued=_ready_nodes(run_id, queued))
+def _stopped_work(run_id: str, fields: dict[str, Any]) -> StoppedWork:
+    """The work a stop left (its reply's ``running``, ``queued`` and ``teardown``)."""
+    return StoppedWork(
+        running=list(fields["running"]),
+        queued=_ready_nodes(run_id, fields["queued"]),
+        teardown=_ready_nodes(run_id, fields.get("teardown", [])),
+        tearing_down=fields.get("tearing_down") == "1",
+    )
 
 
 def _final(status: str) -> RunStatus | None:

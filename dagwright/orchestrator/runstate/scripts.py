@@ -37,6 +37,8 @@ SCRIPT_NAMES = (
     "park",
     "pool",
     "pull",
+    "admit",
+    "spawn",
 )
 
 

@@ -52,11 +52,14 @@ def events_of(run_id: str, streams: Any) -> list[Event]:
     return [event_of(run_id, entry_id, fields) for entry_id, fields in entries]
 
 
-def waits_of(raw: dict[str, str], states: list[str | None]) -> dict[str, NodeWait]:
+def waits_of(
+    raw: dict[str, str], states: list[str | None], run: dict[str, str] | None = None
+) -> dict[str, NodeWait]:
     """What each parked node waits on, from the run's ``waits`` hash and its nodes'
-    states (HMGET, in the hash's order)."""
+    states (HMGET, in the hash's order); ``run``: the run hash's fields a wait for its
+    concurrency key reads."""
     found = {
-        node_id: _wait(NodeStatus(state), raw[node_id])
+        node_id: _wait(NodeStatus(state), raw[node_id], run)
         for node_id, state in zip(raw, states, strict=True)
         if state is not None
     }
@@ -96,6 +99,9 @@ def state_of(run_id: str, columns: list[str], replies: list[dict[str, str]]) -> 
         usage=_run_usage(run),
         budget=budget_of_run(run),
         reason=run.get("stop_reason"),
+        tearing_down=None
+        if status.is_final or "stopping" not in run
+        else RunStatus(run["stopping"]),
         response_cache=run.get("response_cache") == "1",
         inputs=json.loads(run.get(RUN_INPUTS_FIELD) or "{}"),
     )
@@ -132,7 +138,7 @@ def _node_state(node_id: str, data: dict[str, dict[str, str]]) -> NodeState:
         output=json.loads(raw_output) if raw_output is not None else None,
         error=ErrorInfo.model_validate_json(error) if error else None,
         usage=Usage.model_validate_json(raw_usage) if raw_usage else Usage(),
-        waiting=_wait(status, data.get("waits", {}).get(node_id)),
+        waiting=_wait(status, data.get("waits", {}).get(node_id), data["run"]),
     )
 
 
@@ -141,24 +147,37 @@ WAITING_STATUS = {
     "breaker": NodeStatus.RETRY_WAIT,
     "slot": NodeStatus.QUEUED,
     "batch": NodeStatus.RETRY_WAIT,
+    "delay": NodeStatus.RETRY_WAIT,
+    "concurrency": NodeStatus.RETRY_WAIT,
+    "rate": NodeStatus.RETRY_WAIT,
+    "celery_task": NodeStatus.RETRY_WAIT,
 }
 
 
-def _wait(status: NodeStatus, raw: str | None) -> NodeWait | None:
-    """What a parked node waits on (retry.lua and park.lua keep it; a node that moved on
-    is no longer in the state of its wait, and has none)."""
+def _wait(
+    status: NodeStatus, raw: str | None, run: dict[str, str] | None = None
+) -> NodeWait | None:
+    """What a parked node waits on (retry.lua, park.lua and the flow control waits keep
+    it; a node that moved on is no longer in the state of its wait, and has none). A wait
+    for the run's concurrency key takes its numbers from the run hash (``run``), which
+    admit.lua keeps up to date."""
     if raw is None:
         return None
     wait = json.loads(raw)
     if WAITING_STATUS.get(wait["on"]) != status:
         return None
     until_ms = wait.get("until_ms")
+    limit, held = str(wait.get("limit") or ""), 0
+    if wait["on"] == "concurrency" and run is not None:
+        limit, held = run.get("concurrency_limit", ""), int(run.get("gate_held") or 0)
     return NodeWait(
         on=wait["on"],
         name=wait["name"],
         since=datetime.fromtimestamp(wait["since_ms"] / 1000, tz=UTC),
         until=datetime.fromtimestamp(until_ms / 1000, tz=UTC) if until_ms else None,
         last_failure=wait.get("last_failure") or "",
+        limit=limit,
+        held=held,
     )
 
 

@@ -140,7 +140,12 @@ class RunStore:
         if not raw:
             return {}
         states = self.client.hmget(self._key(run_id, "state"), list(raw))
-        return waits_of(raw, states)
+        run = None
+        if any('"concurrency"' in wait for wait in raw.values()):  # its numbers: the run's
+            fields = ("concurrency_limit", "gate_held")
+            values = self.client.hmget(self._key(run_id, "run"), list(fields))
+            run = {name: value for name, value in zip(fields, values, strict=True) if value}
+        return waits_of(raw, states, run)
 
     def read_state(
         self, run_id: str, *, include_nodes: bool = True, include_outputs: bool = True

@@ -33,6 +33,7 @@ from dagwright.json_views import event_json
 from dagwright.models import Event
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
+from dagwright.server.openapi import problem_responses
 from dagwright.server.problems import public_line, status_of
 from dagwright.server.stream_slots import EventStreams
 
@@ -43,7 +44,10 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["runs"])
 
-STREAM_ID = r"^(\d+(-\d+)?|\$)$"  # an event's id (`1795857930788-1`), or `$`: from now on
+# An event's id (`1795857930788-1`), or `$`: from now on. 19 digits a part at most, so
+# every id that matches is one Redis takes (64 bits a part): a stream that aborted after
+# its 200 would be reconnected to by an EventSource forever.
+STREAM_ID = r"^(\d{1,19}(-\d{1,19})?|\$)$"
 STEP_WAIT_S = 1.0  # longest block of one read: how soon a departed client is noticed
 
 
@@ -53,15 +57,26 @@ def sse_event(event: Event) -> str:
 
 
 END = "event: end\ndata: {}\n\n"
+SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "id": {"type": "string", "description": "The event's id (a Redis stream id)."},
+        "event": {"type": "string", "description": "Its kind; `end` and `error` close."},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
 
 
 @router.get(
     "/runs/{run_id}/events",
     response_class=StreamingResponse,
     responses={
-        200: {"content": {"text/event-stream": {}}},
-        429: {"description": "This token has its share of event streams open."},
-        503: {"description": "The server has all of its event streams open."},
+        200: {
+            "description": "The run's events, then `event: end` (or `event: error`).",
+            "content": {"text/event-stream": {"itemSchema": SSE_EVENT_SCHEMA}},
+        },
+        **problem_responses(404, 422, 429),
     },
 )
 async def run_events(

@@ -13,18 +13,26 @@ from dagwright.client import Client
 from dagwright.client.handle import RunHandle, result_of
 from dagwright.client.run_options import hinted
 from dagwright.json_views import run_json
-from dagwright.models import RunState
+from dagwright.models import Priority, RunState, RunStatus
 from dagwright.server.auth import OPERATE, READ, client_of
 from dagwright.server.blocking import in_thread
+from dagwright.server.openapi import LOCATION, documented, exactly_one
 from dagwright.server.payloads import payload
+from dagwright.server.resources import NodeDetail, Run, RunResult, RunsPage, Trace
 
 router = APIRouter(tags=["runs"])
 
 
-class SubmitRequest(BaseModel):
-    """A plan, or a goal for the planner, with the client's submit options."""
+CURSOR_PATTERN = r"^[0-9]{1,20}(:.{0,200})?$"  # next_cursor as a page gave it
 
-    model_config = ConfigDict(extra="forbid")
+
+class SubmitRequest(BaseModel):
+    """A plan, or a goal for the planner (exactly one of them), with the client's submit
+    options."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra=exactly_one("plan", "goal")
+    )
 
     plan: dict[str, Any] | None = None
     """The plan, as a plan file's JSON (goal, output, nodes)."""
@@ -39,7 +47,7 @@ class SubmitRequest(BaseModel):
     max_concurrent_nodes: int | None = None
     timeout_s: float | None = None
     response_cache: bool | None = None
-    priority: int | None = None
+    priority: Priority | None = None
     """1 to 5, higher first (default: the plan's, else 3): where the run's nodes stand
     among the nodes waiting for a worker."""
     llm_batch: bool = False
@@ -49,6 +57,10 @@ class SubmitRequest(BaseModel):
     """The run's inputs, checked against the plan's ``inputs`` schema."""
     webhooks: list[dict[str, Any] | str] = Field(default_factory=list)
     """Told when the run ends: ``{"url", "on", "secret_env"}`` or a URL (signed POSTs)."""
+    not_before: str | None = Field(None, max_length=64)
+    """ISO 8601 time the run's roots start at (the run is written now)."""
+    countdown_s: float | None = None
+    """Seconds from now the run's roots start after (instead of ``not_before``)."""
     idempotency_key: str | None = Field(None, max_length=512)
     """A repeat of the same submit with this key returns the first one's run."""
 
@@ -66,7 +78,7 @@ class SubmitRequest(BaseModel):
 
 
 class CancelRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     reason: str = "cancelled over the HTTP API"
 
@@ -75,7 +87,14 @@ class CancelRequest(BaseModel):
     "/runs",
     status_code=201,
     dependencies=[Depends(OPERATE)],
-    responses={200: {"description": "The idempotency key named an earlier run: that run."}},
+    responses={
+        **documented(Run, 400, 403, 409, 413, 422, status=201, headers=LOCATION),
+        200: {
+            "model": Run,
+            "description": "The idempotency key named an earlier run: that run.",
+            "headers": LOCATION,
+        },
+    },
 )
 async def submit_run(
     body: SubmitRequest,
@@ -99,13 +118,13 @@ def submit_and_read(
     return handle, client.status(handle.run_id)
 
 
-@router.get("/runs", dependencies=[Depends(READ)])
+@router.get("/runs", dependencies=[Depends(READ)], responses=documented(RunsPage, 422))
 async def list_runs(
     request: Request,
-    status: str | None = None,
+    status: RunStatus | None = None,
     q: str = "",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN)] = None,
 ) -> JSONResponse:
     """Run summaries (no nodes), newest first, filtered by status and goal/id text."""
     client = client_of(request)
@@ -119,13 +138,17 @@ def summary_json(state: RunState) -> dict[str, Any]:
     return {key: value for key, value in run_json(state).items() if key != "nodes"}
 
 
-@router.get("/runs/{run_id}", dependencies=[Depends(READ)])
+@router.get("/runs/{run_id}", dependencies=[Depends(READ)], responses=documented(Run, 404))
 async def get_run(run_id: str, request: Request) -> JSONResponse:
     """The run, as ``dagwright status --json`` prints it."""
     return payload(run_json(await in_thread(client_of(request).status, run_id)))
 
 
-@router.get("/runs/{run_id}/result", dependencies=[Depends(READ)])
+@router.get(
+    "/runs/{run_id}/result",
+    dependencies=[Depends(READ)],
+    responses=documented(RunResult, 404, 409, conflict="The run failed, was cancelled or runs."),
+)
 async def get_result(run_id: str, request: Request) -> JSONResponse:
     """``{"run_id", "result"}`` of a succeeded run; 409 for a failed, cancelled or
     unfinished one (with the line the CLI prints)."""
@@ -133,7 +156,11 @@ async def get_result(run_id: str, request: Request) -> JSONResponse:
     return payload({"run_id": run_id, "result": result_of(state)})
 
 
-@router.post("/runs/{run_id}/cancel", dependencies=[Depends(OPERATE)])
+@router.post(
+    "/runs/{run_id}/cancel",
+    dependencies=[Depends(OPERATE)],
+    responses=documented(Run, 400, 403, 404, 413, 422),
+)
 async def cancel_run(
     run_id: str, request: Request, body: CancelRequest | None = None
 ) -> JSONResponse:
@@ -142,14 +169,18 @@ async def cancel_run(
     return payload(run_json(await in_thread(client_of(request).cancel, run_id, reason)))
 
 
-@router.get("/runs/{run_id}/trace", dependencies=[Depends(READ)])
+@router.get("/runs/{run_id}/trace", dependencies=[Depends(READ)], responses=documented(Trace, 404))
 async def get_trace(run_id: str, request: Request) -> JSONResponse:
     """The trace, as ``dagwright trace --format json`` prints it."""
     trace = await in_thread(client_of(request).trace, run_id)
     return payload(trace.model_dump(mode="json"))
 
 
-@router.get("/runs/{run_id}/nodes/{node_id}", dependencies=[Depends(READ)])
+@router.get(
+    "/runs/{run_id}/nodes/{node_id}",
+    dependencies=[Depends(READ)],
+    responses=documented(NodeDetail, 404),
+)
 async def get_node(run_id: str, node_id: str, request: Request) -> JSONResponse:
     """One node in full: state, spec, inputs, transcript, LLM calls, spans."""
     detail = await in_thread(client_of(request).node, run_id, node_id)

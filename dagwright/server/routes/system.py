@@ -10,26 +10,28 @@ from fastapi.responses import JSONResponse
 
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
+from dagwright.server.openapi import documented, problem_responses
+from dagwright.server.resources import Caller, Health
 
 ReadPrincipal = Annotated[Principal, Depends(READ)]
 
 router = APIRouter(tags=["system"])
 
 
-@router.get("/health")
+@router.get("/health", response_model=None, responses=documented(Health))
 async def health(principal: ReadPrincipal) -> dict[str, Any]:
     """``{"status": "ok", "version"}``: the server answers (read scope)."""
     return {"status": "ok", "version": version("dagwright")}
 
 
-@router.get("/whoami")
+@router.get("/whoami", response_model=None, responses=documented(Caller))
 async def whoami(principal: ReadPrincipal) -> dict[str, Any]:
     """The caller's name and scope; a cookie session's CSRF token, which the dashboard
     sends back on every change."""
     return principal.to_json()
 
 
-@router.get("/worker-types", dependencies=[Depends(READ)])
+@router.get("/worker-types", dependencies=[Depends(READ)], responses=problem_responses())
 async def worker_types(request: Request) -> list[dict[str, Any]]:
     """Every registered worker type, as ``dagwright worker-types --json`` prints it."""
     return await in_thread(client_of(request).worker_types)

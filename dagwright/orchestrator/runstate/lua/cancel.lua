@@ -4,10 +4,14 @@
 -- Returns {'outcome', 'cancelled', 'running', {running nodes}, 'queued',
 -- {{node, fence, dispatch}} of the queued ones}, {'outcome', 'missing'}, or
 -- {'outcome', status} if the run was already final.
+-- A run with teardown nodes (run_if: always) stays open for them (stop_run, prelude):
+-- 'teardown' lists those it queued, to publish; a cancel of a run already stopping
+-- changes nothing: {'outcome', 'tearing_down'}.
 local status = run_status()
 if not status then return {'outcome', 'missing'} end
 if not is_open(status) then return {'outcome', status} end
-local running, queued = stop_open_nodes()
-redis.call('HSET', K.run, 'stop_reason', ARGV[3])
-finish_run('cancelled')
-return {'outcome', 'cancelled', 'running', running, 'queued', queued}
+if redis.call('HEXISTS', K.run, 'stopping') == 1 then return {'outcome', 'tearing_down'} end
+local running, queued, teardown, tearing_down = stop_run('cancelled', ARGV[3])
+if not tearing_down then finish_run('cancelled') end
+return {'outcome', 'cancelled', 'running', running, 'queued', queued, 'teardown', teardown,
+        'tearing_down', tearing_down and '1' or ''}

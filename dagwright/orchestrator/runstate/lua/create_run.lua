@@ -3,17 +3,19 @@
 -- reconciler publishes them if the submitter dies before it does.
 --
 -- KEYS: run, plan, spec, deps, dependents, remaining, dispatch, state, fence, attempts,
---       queued, outbox, events, run_if (the run's, see keys.RUN_KEY_NAMES), run index, active
---       runs, and the idempotency key if there is one.
+--       queued, outbox, events, run_if, retry, waits, countdown (the run's, see
+--       keys.RUN_KEY_NAMES), run index, active runs, and the idempotency key if there is one.
 -- ARGV: events stream cap, run id, the run hash's fields (JSON object of strings), the
 --       plan (JSON), the per-node columns (JSON object: column -> [node, value, ...] in
 --       the plan's order, kept as the hashes' field order), the
 --       roots (JSON list), then the key's TTL in seconds and its stale holder (or '').
--- Reply: {'owner', run}: the new run's id, or the run the key already names (then nothing
--- is written).
+-- Reply: {'owner', run, 'parked', {roots}}: the new run's id (or the run the key already
+-- names: then nothing is written) and its roots that wait instead of being queued (a
+-- delayed start, the run's concurrency key: see "Flow control" below).
 local K = {}
 for i, name in ipairs({'run', 'plan', 'spec', 'deps', 'dependents', 'remaining', 'dispatch',
-    'state', 'fence', 'attempts', 'queued', 'outbox', 'events', 'run_if', 'run_index',
+    'state', 'fence', 'attempts', 'queued', 'outbox', 'events', 'run_if', 'retry', 'waits',
+    'countdown', 'run_index',
     'active_runs', 'idempotency'}) do
   K[name] = KEYS[i]
 end
@@ -21,7 +23,7 @@ local EVENTS_MAXLEN, RUN_ID = ARGV[1], ARGV[2]
 
 if K.idempotency then
   local owner = claim_key(K.idempotency, RUN_ID, ARGV[7], ARGV[8])
-  if owner ~= RUN_ID then return {'owner', owner} end
+  if owner ~= RUN_ID then return {'owner', owner, 'parked', {}} end
 end
 
 local clock = redis.call('TIME')
@@ -72,6 +74,42 @@ hset_all(K.run, run)
 redis.call('SET', K.plan, ARGV[4])
 emit('run.submitted', 'nodes', run.total)
 for name, flat in pairs(columns) do hset_pairs(K[name], flat) end
+-- Flow control (docs/architecture.md §12). A run with a concurrency key waits for a
+-- place ('gate'), its roots all parked until run_gates.py admits it (admit.lua); else a
+-- root due later (the run's not_before, its own countdown) waits in RETRY_WAIT in the
+-- retry zset until then. Both say so in K.waits. The rest are queued at once.
+local parked = {}
+if run.start_delay_ms then
+  run.not_before_ms = math.max(tonumber(run.not_before_ms or 0), NOW + tonumber(run.start_delay_ms))
+  redis.call('HSET', K.run, 'not_before_ms', run.not_before_ms)
+end
+local function park_root(root, wait, due_ms)
+  parked[#parked + 1] = root
+  redis.call('HSET', K.state, root, 'retry_wait')
+  if due_ms then redis.call('ZADD', K.retry, due_ms, root) end
+  redis.call('HSET', K.waits, root, cjson.encode(wait))
+  emit('node.delayed', 'node', root, 'on', wait.on)
+end
+local function start_or_park(root, startable)
+  local countdown = run.countdowns and redis.call('HGET', K.countdown, root)
+  local due = math.max(tonumber(run.not_before_ms or 0), NOW + tonumber(countdown or 0))
+  if run.concurrency_key then
+    park_root(root, {on = 'concurrency', name = run.concurrency_key, since_ms = NOW})
+  elseif due > NOW then
+    local name = countdown and 'countdown' or 'not_before'
+    park_root(root, {on = 'delay', name = name, since_ms = NOW, until_ms = due}, due)
+  else
+    startable[#startable + 1] = root
+  end
+end
+if run.countdowns or run.not_before_ms or run.concurrency_key then  -- else: nothing to ask
+  local startable = {}
+  for _, root in ipairs(roots) do start_or_park(root, startable) end
+  if run.concurrency_key then redis.call('HSET', K.run, 'gate', 'waiting') end
+  roots = startable
+end
+-- End of flow control.
+
 local queued, fenced = {}, {}
 for _, root in ipairs(roots) do
   queued[#queued + 1], queued[#queued + 2] = root, 'queued'
@@ -82,4 +120,4 @@ hset_pairs(K.fence, fenced)
 zadd_now(K.queued, roots)
 zadd_now(K.outbox, roots)
 for _, root in ipairs(roots) do emit('node.queued', 'node', root, 'fence', '1') end
-return {'owner', RUN_ID}
+return {'owner', RUN_ID, 'parked', parked}

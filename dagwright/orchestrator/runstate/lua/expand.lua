@@ -60,6 +60,12 @@ for _, node in ipairs(new_nodes) do
     waiting = waiting + (is_new[dep] and 1 or count_existing(node, dep))
   end
   redis.call('HSET', K.remaining, node.id, waiting)
+  local countdown = cjson.decode(node.spec).countdown_s  -- flow control: prelude start_node
+  if type(countdown) == 'number' then
+    redis.call('HSET', K.countdown, node.id, math.floor(countdown * 1000))
+    redis.call('HSET', K.run, 'countdowns', '1')
+    countdowns_in_run = true
+  end
 end
 redis.call('HINCRBY', K.run, 'total', #new_nodes)
 if ARGV[7] ~= '' then redis.call('HSET', K.run, 'output_nodes', ARGV[7]) end
@@ -73,7 +79,7 @@ for _, node in ipairs(new_nodes) do
   if redis.call('HGET', K.state, node.id) == 'pending' then
     local verdict = fate(node.id, tonumber(redis.call('HGET', K.remaining, node.id)))
     if verdict == 'queue' then
-      queue_node(node.id, ready)
+      start_node(node.id, ready)
     elseif verdict then
       set_final(node.id, verdict)
       emit('node.' .. verdict, node.id, 'by', 'a dependency that did not succeed')

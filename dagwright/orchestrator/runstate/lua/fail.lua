@@ -43,7 +43,7 @@ local entry = dead_letter()
 emit('node.failed', node, 'dead_letter', entry)
 local ready = {}
 settle_dependents(node, 'failed', ready)
-if ARGV[6] ~= '' then
+if ARGV[6] ~= '' and redis.call('HEXISTS', K.run, 'stopping') == 0 then  -- not while tearing down
   local run = redis.call('HMGET', K.run, 'replans', 'replan_max')
   if tonumber(run[1] or 0) < tonumber(run[2] or 0) then
     local id = ARGV[6] .. redis.call('HINCRBY', K.run, 'replans', 1)

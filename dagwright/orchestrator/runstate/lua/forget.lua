@@ -1,6 +1,7 @@
 -- Drop a run from the active set (SHARED[1]) unless it is open: a replay may have
 -- re-opened it since its caller saw it end. ARGV[3] the run id, ARGV[4] '1' to queue its
--- trace's export. Returns {'forgotten', 1} if dropped, else {'forgotten', 0}.
+-- trace's export. Returns {'forgotten', 1} if dropped, else {'forgotten', 0}, and
+-- 'concurrency_key' (the run's, or '').
 -- The steps an ended run owes are queued here, in the same step, so whichever process
 -- saw it end (its last worker, a cancel, or the reconciler after a crash) queues them and
 -- a crash cannot lose them (the run stays in the active set until this runs):
@@ -47,4 +48,6 @@ if status then
   queue_webhooks()
   expire_scores()
 end
-return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3])}
+-- The run's concurrency key, if any: the caller gives its place back (run_gates.py).
+return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3]),
+        'concurrency_key', redis.call('HGET', K.run, 'concurrency_key') or ''}

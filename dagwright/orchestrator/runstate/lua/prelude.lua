@@ -63,6 +63,35 @@ local function queue_node(node, ready)
   ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node)}
 end
 
+-- Flow control waits (docs/architecture.md §12). A node due later than now waits in
+-- RETRY_WAIT in the retry zset, which the reconciler releases when due (reconcile.lua);
+-- K.waits says what it waits on, for `status`. Cancel and the run timeout clear it
+-- with the other retries (stop_open_nodes).
+local function park_until(node, due_ms, on, name)
+  redis.call('HSET', K.state, node, 'retry_wait')
+  redis.call('ZADD', K.retry, due_ms, node)
+  redis.call('HSET', K.waits, node, cjson.encode({on = on, name = name, since_ms = NOW, until_ms = due_ms}))
+  emit('node.delayed', node, 'on', on, 'until_ms', due_ms)
+end
+
+-- Queue a node that became ready, unless its countdown (Node.countdown_s, kept in
+-- K.countdown) or `not_before_ms` (a root's: the run's delayed start) holds it back; a
+-- run without countdowns pays one HEXISTS per script.
+local countdowns_in_run = nil
+local function start_node(node, ready, not_before_ms)
+  if countdowns_in_run == nil then
+    countdowns_in_run = redis.call('HEXISTS', K.run, 'countdowns') == 1
+  end
+  local countdown = countdowns_in_run and redis.call('HGET', K.countdown, node)
+  local due = math.max(NOW + tonumber(countdown or 0), tonumber(not_before_ms or 0))
+  if due > NOW then
+    park_until(node, due, 'delay', countdown and 'countdown' or 'not_before')
+  else
+    queue_node(node, ready)
+  end
+end
+-- End of flow control waits.
+
 -- The run's pool (pool.lua, execution/pool.py): queued nodes of a big fan-out left
 -- unpublished, which the workers of their queue pull as they finish a node. A member is
 -- '<queue>\t<rank>\t<node>', all scored 0, so one queue's nodes are one lexicographic
@@ -208,7 +237,9 @@ local function fate(node, remaining, outcome)
     return 'queue'
   end
   if remaining > 0 then return false end
-  if rule == 'all_done' or counter(K.failed_deps, node) > 0 then return 'queue' end
+  if rule == 'all_done' or rule == 'always' or counter(K.failed_deps, node) > 0 then
+    return 'queue'
+  end
   return 'skipped'
 end
 
@@ -234,7 +265,7 @@ local function settle_dependents(node, outcome, ready)
       if redis.call('HGET', K.state, child) == 'pending' then
         local verdict = fate(child, remaining, item[2])
         if verdict == 'queue' then
-          queue_node(child, ready)
+          start_node(child, ready)
         elseif verdict then
           set_final(child, verdict)
           emit('node.' .. verdict, child, 'by', node)
@@ -254,35 +285,112 @@ local function finish_run(status)
   return status
 end
 
+local FINAL_STATES = {succeeded = true, failed = true, blocked = true, cancelled = true,
+                      skipped = true, replaced = true}
+
+-- Forget the stopped nodes of a run that stays open for its teardown (`stopped`: {node,
+-- state it had}): nothing of theirs stays due, the run's counters lose them.
+local function forget_stopped(stopped)
+  for _, item in ipairs(stopped) do
+    local node, was = item[1], item[2]
+    for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry}) do redis.call('ZREM', key, node) end
+    redis.call('ZREM', K.pool, pool_member(cjson.decode(redis.call('HGET', K.dispatch, node)).queue, node))
+    redis.call('HDEL', K.holder, node)
+    if was == 'running' or was == 'waiting_approval' then redis.call('HINCRBY', K.run, was, -1) end
+  end
+end
+
 -- Stop the run's work (a cancel, or its run timeout): every node not yet final becomes
--- CANCELLED and nothing stays due. Returns the nodes that were running (their workers are
--- told to stop) and the queued ones as {node, fence, dispatch} (their messages revoked).
-local function stop_open_nodes()
-  local running, queued = {}, {}
+-- CANCELLED and nothing stays due, but for the nodes `spared` names (a set: the teardown
+-- nodes, see stop_run). Returns the nodes that were running (their workers are told to
+-- stop), the queued ones as {node, fence, dispatch} (their messages revoked) and the
+-- stopped ones as {node, state it had}.
+local function stop_open_nodes(spared)
+  local running, queued, stopped = {}, {}, {}
   local states = redis.call('HGETALL', K.state)
   for i = 1, #states, 2 do
     local node, state = states[i], states[i + 1]
-    if state == 'running' then running[#running + 1] = node end
-    if state == 'queued' then
-      queued[#queued + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
-    end
-    if state ~= 'succeeded' and state ~= 'failed' and state ~= 'blocked' and state ~= 'cancelled'
-        and state ~= 'skipped' and state ~= 'replaced' then
+    if not FINAL_STATES[state] and not (spared and spared[node]) then
+      if state == 'running' then running[#running + 1] = node end
+      if state == 'queued' then
+        queued[#queued + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+      end
       set_final(node, 'cancelled')
       emit('node.cancelled', node, 'was', state)
+      stopped[#stopped + 1] = {node, state}
     end
+  end
+  if spared then
+    forget_stopped(stopped)
+    return running, queued, stopped
   end
   for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder}) do
     redis.call('DEL', key)
   end
   redis.call('HSET', K.run, 'running', 0, 'waiting_approval', 0)
-  return running, queued
+  return running, queued, stopped
 end
 
--- Finish the run once every node is final; returns the run's final status or ''.
+-- ---- Teardown (run_if: always) -------------------------------------------------------
+-- A teardown node runs as all_done does, and after a stop too. A stop (cancel.lua, a run
+-- timeout in reconcile.lua) of a run with teardown nodes not yet final stops the others
+-- (stop_open_nodes), counts them as done for their dependents (so a teardown node whose
+-- dependencies are all final is queued: its envelopes say `cancelled`) and leaves the run
+-- open (status unchanged) with `stopping` = the status it ends as (finalize_if_done) and
+-- `teardown_deadline` (epoch ms: `teardown_timeout_ms`, recorded at submit, from now),
+-- past which reconcile.lua cancels what is left. Only teardown nodes are left to claim.
+
+local TEARDOWN_TIMEOUT_MS = 300000  -- runs written before teardown_timeout_ms was
+
+local function open_teardown_nodes()
+  local found, count = {}, 0
+  if not run_has_rules() then return found, count end
+  local rules = redis.call('HGETALL', K.run_if)
+  for i = 1, #rules, 2 do
+    if rules[i + 1] == 'always' and not FINAL_STATES[redis.call('HGET', K.state, rules[i])] then
+      found[rules[i]] = true
+      count = count + 1
+    end
+  end
+  return found, count
+end
+
+-- Stop the run, as `ends_as` ('cancelled' or 'failed') for `reason`. Returns the running
+-- and queued nodes to stop and revoke, the teardown nodes it queued ({node, fence,
+-- dispatch}, to publish) and whether the run stays open for its teardown.
+local function stop_run(ends_as, reason)
+  local spared, count = open_teardown_nodes()
+  redis.call('HSET', K.run, 'stop_reason', reason)
+  if count == 0 then
+    local running, queued = stop_open_nodes()
+    return running, queued, {}, false
+  end
+  local running, queued, stopped = stop_open_nodes(spared)
+  local ready = {}
+  for _, item in ipairs(stopped) do settle_dependents(item[1], 'cancelled', ready) end
+  local timeout_ms = tonumber(redis.call('HGET', K.run, 'teardown_timeout_ms') or TEARDOWN_TIMEOUT_MS)
+  redis.call('HSET', K.run, 'stopping', ends_as, 'teardown_deadline', NOW + timeout_ms)
+  emit('run.tearing_down', false, 'nodes', count, 'deadline_ms', timeout_ms)
+  return running, queued, ready, true
+end
+
+-- A stopping run past its teardown deadline: cancel what is left and end it. Returns
+-- the running and queued nodes to stop and revoke, or nil if its time is not up.
+local function end_teardown_if_due(run_stopping, deadline)
+  if NOW < tonumber(deadline) then return nil end
+  local running, queued = stop_open_nodes()
+  emit('run.teardown_timed_out', false)
+  finish_run(run_stopping)
+  return {running, queued}
+end
+-- ---- end of Teardown ------------------------------------------------------------------
+
+-- Finish the run once every node is final; returns the run's final status or ''. A run
+-- stopping for its teardown ends as its stop said.
 local function finalize_if_done()
-  local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked')
+  local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked', 'stopping')
   if not is_open(run[1]) or tonumber(run[3]) < tonumber(run[2]) then return '' end
+  if run[6] then return finish_run(run[6]) end
   if tonumber(run[4]) > 0 or tonumber(run[5]) > 0 then return finish_run('failed') end
   return finish_run('succeeded')
 end

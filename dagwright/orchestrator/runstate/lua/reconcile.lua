@@ -7,22 +7,31 @@
 -- per pass. ARGV[6], ARGV[7]: priority aging (aged, below).
 -- A pool left idle for ARGV[3] ms is published too (from_idle_pool), with the unpublished.
 -- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...,
--- 'aged', ...},
--- lists of {node, fence, dispatch}. A run past its run timeout (`timeout_ms` after
+-- 'aged', ..., 'gated', 1 if the run waits for its concurrency key else 0}, lists of
+-- {node, fence, dispatch}; a delayed node (its countdown, the run's not_before) is
+-- released with the due retries. A run past its run timeout (`timeout_ms` after
 -- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
 -- {'status', 'failed', 'timed_out_running', running nodes, 'timed_out_queued',
 -- {node, fence, dispatch}...}, for the caller to stop and revoke.
 local status = run_status()
 if not status then return {'status', 'missing'} end
 if not is_open(status) then return {'status', status} end
-local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at')
-if run[1] and NOW >= tonumber(run[2]) + tonumber(run[1]) then
-  local running, queued = stop_open_nodes()
+-- A run kept open for its teardown (prelude: Teardown) is not timed out again; past its
+-- teardown deadline it ends, as a timed-out run does. A timeout that leaves a run open
+-- for its teardown returns its status with 'teardown', the teardown nodes it queued.
+local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at', 'stopping', 'teardown_deadline')
+if run[3] then
+  local ended = end_teardown_if_due(run[3], run[4])
+  if ended then
+    return {'status', run[3], 'timed_out_running', ended[1], 'timed_out_queued', ended[2]}
+  end
+elseif run[1] and NOW >= tonumber(run[2]) + tonumber(run[1]) then
   local reason = string.format('timed out after %gs (its run timeout)', tonumber(run[1]) / 1000)
-  redis.call('HSET', K.run, 'stop_reason', reason)
   emit('run.timed_out', false, 'timeout_ms', run[1])
-  finish_run('failed')
-  return {'status', 'failed', 'timed_out_running', running, 'timed_out_queued', queued}
+  local running, queued, teardown, tearing_down = stop_run('failed', reason)
+  if not tearing_down then status = finish_run('failed') end
+  return {'status', status, 'timed_out_running', running, 'timed_out_queued', queued,
+          'teardown', teardown, 'tearing_down', tearing_down and '1' or ''}
 end
 local limit = ARGV[5]
 local requeued = {}
@@ -93,5 +102,7 @@ from_idle_pool(unpublished)
 local stranded_nodes = {}
 if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], stranded) end
 local aged = aged_nodes()
+-- A run waiting for its concurrency key: the caller asks its gate again (run_gates.py).
+local gated = redis.call('HGET', K.run, 'gate') == 'waiting' and 1 or 0
 return {'status', status, 'requeued', requeued, 'unpublished', unpublished,
-        'stranded', stranded_nodes, 'aged', aged}
+        'stranded', stranded_nodes, 'aged', aged, 'gated', gated}

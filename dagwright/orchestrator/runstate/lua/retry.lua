@@ -2,9 +2,10 @@
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] error JSON, ARGV[6] delay ms, ARGV[7] what the node
 -- waits on ('' if it is a plain retry): the circuit breaker that refused the call, or the
 -- Message Batch its call waits in, ARGV[8] the failure that opened the breaker, ARGV[9]
--- the longest a node may wait on such things (ms), ARGV[10] the kind of wait ('breaker' or
--- 'batch'). Such a wait is not a failed attempt of the node: its attempt is given back,
--- and it is not a first failure either. But it is bounded: parked on the same kind of
+-- the longest a node may wait on such things (ms), ARGV[10] the kind of wait ('breaker',
+-- 'batch' or 'celery_task': the team Celery task a celery_task node sent). Such a wait
+-- is not a failed attempt of the node: its attempt is given back, and it is not a first
+-- failure either. But it is bounded: parked on the same kind of
 -- thing again and again for ARGV[9] in all (a wait that ended longer ago than that starts
 -- afresh), the node is not parked but left running and {'status', 'expired'} returned, for
 -- the caller to fail it (fail.lua). What the node waits on is kept in K.waits for
@@ -19,8 +20,8 @@ local function waiting_since(max_wait_ms)
   if not previous then return NOW end
   local wait = cjson.decode(previous)
   if wait.on ~= kind or NOW - wait.until_ms > max_wait_ms then return NOW end
-  -- A batch's wait is its own: the next turn's batch starts afresh.
-  if kind == 'batch' and wait.name ~= breaker then return NOW end
+  -- A batch's (or a team Celery task's) wait is its own: the next one starts afresh.
+  if kind ~= 'breaker' and wait.name ~= breaker then return NOW end
   return wait.since_ms
 end
 

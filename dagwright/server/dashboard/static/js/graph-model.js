@@ -70,11 +70,53 @@ export function groupStatus(counts) {
   return STATUS_ORDER.find((status) => counts[status]) || "pending";
 }
 
+const MAP_CHILD = /^([a-z0-9_-]{1,64})\[(\d{1,6})\]$/;
+
+/**
+ * A mapped node's children (ids `<map>[<index>]`, dagwright/plans/mapping.py): map id ->
+ * its children in their items' order. They fold into one group whatever the run's size,
+ * drawn between the list's node and the map node, which joins their outputs.
+ */
+export function mapChildren(nodes) {
+  const children = new Map();
+  for (const id of Object.keys(nodes)) {
+    const found = MAP_CHILD.exec(id);
+    if (!found || !(found[1] in nodes)) continue;
+    if (!children.has(found[1])) children.set(found[1], []);
+    children.get(found[1]).push([Number(found[2]), id]);
+  }
+  for (const [map, indexed] of children) {
+    children.set(map, indexed.sort((a, b) => a[0] - b[0]).map(([, id]) => id));
+  }
+  return children;
+}
+
+function addMapGroups(nodes, expanded, items, itemOf) {
+  for (const [map, members] of mapChildren(nodes)) {
+    const signature = `map:${map}`;
+    if (expanded.has(signature)) {
+      // Opened: each child its own box (not folded again as siblings of a big run).
+      for (const member of members) {
+        items.set(member, { id: member, kind: "node", members: [member], type: nodes[member].type });
+        itemOf.set(member, member);
+      }
+      continue;
+    }
+    const id = `group:${signature}`;
+    const name = `${map}[0..${members.length - 1}]`;
+    items.set(id, { id, kind: "group", signature, members, type: nodes[members[0]].type, name });
+    for (const member of members) itemOf.set(member, id);
+  }
+}
+
 function itemsOf(nodes, expanded) {
   const total = Object.keys(nodes).length;
   const items = new Map();
   const itemOf = new Map();
-  for (const [signature, members] of siblingClasses(nodes)) {
+  addMapGroups(nodes, expanded, items, itemOf);
+  for (const [signature, all] of siblingClasses(nodes)) {
+    const members = all.filter((member) => !itemOf.has(member));
+    if (!members.length) continue;
     const folds = total > COLLAPSE_ABOVE && members.length >= MIN_GROUP;
     if (folds && !expanded.has(signature)) {
       const id = `group:${signature}`;
@@ -91,19 +133,28 @@ function itemsOf(nodes, expanded) {
   return { items, itemOf };
 }
 
+/** Every [dependency, node] pair: the plan's, and each map child's into its map's join. */
+function dependencyPairs(nodes) {
+  const pairs = [];
+  for (const [id, node] of Object.entries(nodes)) {
+    for (const dep of node.depends_on || []) pairs.push([dep, id]);
+    const child = MAP_CHILD.exec(id);
+    if (child && child[1] in nodes) pairs.push([id, child[1]]);
+  }
+  return pairs;
+}
+
 function edgesOf(nodes, itemOf) {
   const seen = new Set();
   const edges = [];
-  for (const [id, node] of Object.entries(nodes)) {
-    for (const dep of node.depends_on || []) {
-      if (!itemOf.has(dep)) continue;
-      const from = itemOf.get(dep);
-      const to = itemOf.get(id);
-      const key = `${from}\u0000${to}`;
-      if (from !== to && !seen.has(key)) {
-        seen.add(key);
-        edges.push([from, to]);
-      }
+  for (const [dep, id] of dependencyPairs(nodes)) {
+    if (!itemOf.has(dep)) continue;
+    const from = itemOf.get(dep);
+    const to = itemOf.get(id);
+    const key = `${from}\u0000${to}`;
+    if (from !== to && !seen.has(key)) {
+      seen.add(key);
+      edges.push([from, to]);
     }
   }
   return edges;

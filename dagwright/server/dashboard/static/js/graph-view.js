@@ -16,6 +16,7 @@ function shortened(text) {
 
 /** A group's name: its members' common id prefix (``map-…``), else their worker type. */
 function groupName(item) {
+  if (item.name) return `${item.name} ×${item.members.length}`; // a map's children
   let prefix = item.members[0];
   for (const id of item.members) {
     while (!id.startsWith(prefix)) prefix = prefix.slice(0, -1);

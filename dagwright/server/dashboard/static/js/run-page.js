@@ -18,6 +18,7 @@ const NODE_STATUSES = new Set([
 ]);
 const KIND_STATUS = {
   "node.retrying": "retry_wait",
+  "node.delayed": "retry_wait", // a delayed start, a concurrency key, a rate limit
   "node.lease_expired": "queued",
   "node.replayed": "queued",
   "node.unblocked": "pending",
@@ -31,6 +32,8 @@ const KINDS = [
   "node.approved", "node.rejected", "node.decided",
   "run.planning", "run.running", "run.succeeded", "run.failed", "run.cancelled",
   "run.planned", "run.reopened", "run.submitted", "run.timed_out", "llm.call", "tool.call",
+  "run.tearing_down", "run.teardown_timed_out",
+  "run.admitted", "run.gate_expired",
 ];
 
 // `readAtMs`: the server's clock at the last read of the run; events older than that (by
@@ -60,8 +63,17 @@ function header(run) {
   document.getElementById("run-facts").textContent =
     `${counts.succeeded ?? 0}/${counts.total ?? 0} nodes succeeded · ${counts.running ?? 0} running · ` +
     `${counts.failed ?? 0} failed · ${tokens(usage).toLocaleString()} tokens · ${cost(usage)} · ` +
-    `started ${age(run.created_at)} ago` + (run.reason ? ` · ${run.reason}` : "");
-  document.getElementById("cancel").hidden = FINAL_RUN.has(run.status);
+    `started ${age(run.created_at)} ago` + (run.reason ? ` · ${run.reason}` : "") +
+    teardownNote(run, counts);
+  document.getElementById("cancel").hidden = FINAL_RUN.has(run.status) || !!run.tearing_down;
+}
+
+// As RunState.teardown_note: a stopped run kept open for its `run_if: always` nodes.
+function teardownNote(run, counts) {
+  if (!run.tearing_down) return "";
+  const after = run.tearing_down === "cancelled" ? "a cancel" : "its run timeout";
+  const left = (counts.total ?? 0) - (counts.done ?? 0);
+  return ` · tearing down after ${after}: ${left} node${left === 1 ? "" : "s"}`;
 }
 
 function pager(graph) {
