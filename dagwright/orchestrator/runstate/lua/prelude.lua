@@ -294,7 +294,8 @@ local function forget_stopped(stopped)
   for _, item in ipairs(stopped) do
     local node, was = item[1], item[2]
     for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry}) do redis.call('ZREM', key, node) end
-    redis.call('ZREM', K.pool, pool_member(cjson.decode(redis.call('HGET', K.dispatch, node)).queue, node))
+    local dispatch = redis.call('HGET', K.dispatch, node)
+    redis.call('ZREM', K.pool, pool_member(cjson.decode(dispatch).queue, pool_rank(dispatch), node))
     redis.call('HDEL', K.holder, node)
     if was == 'running' or was == 'waiting_approval' then redis.call('HINCRBY', K.run, was, -1) end
   end
