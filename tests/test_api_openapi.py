@@ -15,10 +15,13 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.responses import JSONResponse
+from jsonschema import Draft202012Validator
 
+from dagwright.evals.runner import eval_store
 from dagwright.json_views import run_json
 from dagwright.server.resources import NodeDetail, Run, RunResult, RunsPage
 from tests.support.api_server import ApiServer
+from tests.support.evals import passing_eval, worse_eval
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -123,6 +126,54 @@ def test_the_served_json_has_exactly_the_fields_of_its_models_and_is_sent_as_bef
     assert set(node) == fields(NodeDetail)
     for model, data in ((Run, run.json()), (RunsPage, page), (NodeDetail, node)):
         model.model_validate(data)
+
+
+def exactly(schema: Any) -> Any:
+    """``schema`` with every object closed and every property required: what a view
+    sends that its model lacks, or lacks that its model states, fails."""
+    if isinstance(schema, list):
+        return [exactly(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: exactly(value) for key, value in schema.items()}
+    if "properties" in schema and schema.get("type") == "object":
+        closed["additionalProperties"] = False
+        closed["required"] = list(schema["properties"])
+    return closed
+
+
+def assert_served_as_documented(doc: dict[str, Any], path: str, served: Any) -> None:
+    """``served`` (the 200 of ``GET path``) is exactly its documented model."""
+    response = doc["paths"][path]["get"]["responses"]["200"]
+    schema = response["content"]["application/json"]["schema"]
+    assert "#/components/schemas/" in json.dumps(schema), (path, schema)  # a model, named
+    root = {**exactly(schema), "components": exactly(doc["components"])}
+    errors = [error.message for error in Draft202012Validator(root).iter_errors(served)]
+    assert not errors, (path, errors[:5])
+
+
+def test_the_worker_types_and_evals_served_are_exactly_their_documented_models(
+    api: ApiServer,
+) -> None:
+    """A field added to ``describe`` or an eval's JSON view and not to
+    ``server/resources.py`` (or one the models state and the views no longer send) fails."""
+    store = eval_store(api.client)
+    baseline = passing_eval(store, ago_s=300)
+    current = worse_eval(store, ago_s=60)
+    doc = document(api)
+    with api.http("read") as http:
+        served = {
+            "/api/v1/worker-types": http.get("/api/v1/worker-types").json(),
+            "/api/v1/evals": http.get("/api/v1/evals").json(),
+            "/api/v1/evals/{eval_id}": http.get(f"/api/v1/evals/{current}").json(),
+            "/api/v1/evals/{eval_id}/compare": http.get(
+                f"/api/v1/evals/{current}/compare", params={"baseline": baseline}
+            ).json(),
+        }
+    assert served["/api/v1/worker-types"] and len(served["/api/v1/evals"]) == 2
+    assert served["/api/v1/evals/{eval_id}/compare"]["worse_cases"] == ["france"]
+    for path, body in served.items():
+        assert_served_as_documented(doc, path, body)
 
 
 @pytest.mark.slow

@@ -13,13 +13,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 from pydantic.json_schema import JsonDict
 
 from dagwright.client.node_detail import LLMCall
 from dagwright.client.tokens import Scope
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, DeadLetterStatus
 from dagwright.dlq.entries import RawMessage
+from dagwright.evals.baselines import Comparison
+from dagwright.evals.results import CaseResult, EvalRecord, EvalStatus, ScorerStats
 from dagwright.models import (
     Approval,
     ApprovalStatus,
@@ -41,6 +43,9 @@ __all__ = [
     "DeadLetter",
     "DeadLetterStats",
     "DeadLetterSummary",
+    "Eval",
+    "EvalComparison",
+    "EvalSummary",
     "Health",
     "NodeDetail",
     "Purged",
@@ -53,6 +58,7 @@ __all__ = [
     "ScheduleRemoved",
     "ScheduleState",
     "Trace",
+    "WorkerType",
 ]
 
 
@@ -261,3 +267,101 @@ class Caller(Resource):
     scope: Scope
     anonymous: bool
     csrf_token: str | None
+
+
+class McpServerProbe(Resource):
+    """Whether an MCP server attached to a type answered, and with which tools."""
+
+    server: str
+    answers: bool
+    tools: list[str]
+    problem: str
+
+
+class WorkerType(Resource):
+    """A registered worker type (``client.catalog.describe``)."""
+
+    name: str
+    kind: str
+    """``agent``, ``function``, ``python``, ``celery_task``, ``custom``, or a plugin's."""
+    queue: str
+    model: str | None
+    tools: list[str]
+    not_offered: list[str]
+    capabilities: list[str] | None
+    mcp_servers: list[McpServerProbe]
+    description: str
+    function_queues: dict[str, list[str]]
+    """Function types: each ``queue=`` queue and the functions declared on it."""
+
+
+class RatedScorerStats(ScorerStats):
+    """A scorer's statistics with its pass rate (``reports.report_json``)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pass_rate(self) -> float:
+        return super().pass_rate
+
+
+class JudgeRequests(Resource):
+    """Verdicts asked of the judge model, read from its cache, and what they cost."""
+
+    asked: int
+    cached: int
+    cost_usd: float
+
+
+class Eval(Resource):
+    """One eval, as ``dagwright evals show --json`` prints it (``reports.report_json``)."""
+
+    record: EvalRecord
+    results: list[CaseResult]
+    stats: list[RatedScorerStats]
+    case_stats: dict[str, list[RatedScorerStats]]
+    cost_usd: float | None
+    judge: JudgeRequests
+    comparison: Comparison | None
+
+
+class EvalSummary(Resource):
+    """An eval in a list: its record without suite and plan, and its figures
+    (``json_views.eval_summary_json``)."""
+
+    id: str
+    suite: str
+    suite_digest: str
+    suite_file: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: EvalStatus
+    cases: list[str]
+    scorers: dict[str, list[str]]
+    repeat: int
+    changes: dict[str, Any]
+    baseline: str | None
+    duration_s: float | None
+    runs: int
+    runs_passed: int
+    scores: int
+    scores_passed: int
+    pass_rate: float | None
+    cost_usd: float | None
+    judge_cost_usd: float
+
+
+class EvalComparison(Comparison):
+    """An eval beside its baseline (``json_views.comparison_json``)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def regressed(self) -> bool:
+        return super().regressed
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def worse_cases(self) -> list[str]:  # type: ignore[override]
+        """The cases in which some scorer got worse."""
+        return super().worse_cases()

@@ -23,7 +23,8 @@ from dagwright.evals.store import EvalStore
 from dagwright.evals.suite import NAME_PATTERN
 from dagwright.server.auth import READ, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import problem_responses
+from dagwright.server.openapi import documented
+from dagwright.server.resources import Eval, EvalComparison, EvalSummary
 
 if TYPE_CHECKING:
     from dagwright.evals.results import EvalRecord
@@ -106,7 +107,12 @@ def listed(
     return found
 
 
-@router.get("/evals", dependencies=[Depends(READ)], responses=problem_responses(422))
+@router.get(
+    "/evals",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(list[EvalSummary], 422),
+)
 async def list_evals(
     request: Request,
     suite: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
@@ -116,7 +122,12 @@ async def list_evals(
     return await in_thread(listed, store_of(request), rows_of(request), suite, limit)
 
 
-@router.get("/evals/{eval_id}", dependencies=[Depends(READ)], responses=problem_responses(404))
+@router.get(
+    "/evals/{eval_id}",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(Eval, 404),
+)
 async def show_eval(eval_id: str, request: Request) -> dict[str, Any]:
     """One eval: its record, every case run's output and scores, per scorer and per
     case-by-scorer statistics (over repeats), cost and judge requests (404 if none)."""
@@ -127,7 +138,8 @@ async def show_eval(eval_id: str, request: Request) -> dict[str, Any]:
 @router.get(
     "/evals/{eval_id}/compare",
     dependencies=[Depends(READ)],
-    responses=problem_responses(404, 422),
+    response_model=None,
+    responses=documented(EvalComparison, 404, 422),
 )
 async def compare_evals(
     eval_id: str,

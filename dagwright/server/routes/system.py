@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse
 
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
-from dagwright.server.openapi import documented, problem_responses
-from dagwright.server.resources import Caller, Health
+from dagwright.server.openapi import documented
+from dagwright.server.resources import Caller, Health, WorkerType
 
 ReadPrincipal = Annotated[Principal, Depends(READ)]
 
@@ -31,7 +31,12 @@ async def whoami(principal: ReadPrincipal) -> dict[str, Any]:
     return principal.to_json()
 
 
-@router.get("/worker-types", dependencies=[Depends(READ)], responses=problem_responses())
+@router.get(
+    "/worker-types",
+    dependencies=[Depends(READ)],
+    response_model=None,
+    responses=documented(list[WorkerType]),
+)
 async def worker_types(request: Request) -> list[dict[str, Any]]:
     """Every registered worker type, as ``dagwright worker-types --json`` prints it."""
     return await in_thread(client_of(request).worker_types)
