@@ -121,11 +121,11 @@ def mapped_run() -> RunState:
 
 
 def test_a_maps_children_are_one_row_under_it_in_watch_and_status() -> None:
-    from dagwright.cli.output import node_table
+    from dagwright.cli.output import print_nodes
 
     console = Console(width=160, record=True, color_system=None)
     console.print(RunView(mapped_run()).render(height=30, now=T0.timestamp()))
-    node_table(mapped_run().nodes).print(console)
+    print_nodes(console, mapped_run().nodes)
     text = console.export_text()
     assert "research[0..11]  9 succeeded, 2 running, 1 failed" in text
     assert "first failed: research[10]" in text

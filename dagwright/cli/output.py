@@ -147,13 +147,14 @@ def print_summary(state: RunState) -> None:
         print_nodes(stderr, problems)
 
 
-def print_nodes(console: Console, nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS):
+def print_nodes(console: Console, nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> None:
     """The nodes' table (the first ``limit`` rows, a map's children folded in one), and
     how many more rows there are."""
-    node_table(nodes, limit).print(console, notes=stderr)
-    rows = len(folded(nodes, folds_of(nodes)))
-    if rows > limit:
-        console.print(f"… and {rows - limit} more rows (--json shows all)")
+    folds = folds_of(nodes)
+    rows = folded(nodes, folds)
+    node_table(nodes, folds, rows[:limit]).print(console, notes=stderr)
+    if len(rows) > limit:
+        console.print(f"… and {len(rows) - limit} more rows (--json shows all)")
 
 
 def node_columns(with_usage: bool) -> list[Column]:
@@ -169,11 +170,11 @@ def node_columns(with_usage: bool) -> list[Column]:
     ]
 
 
-def node_table(nodes: dict[str, NodeState], limit: int = MAX_TABLE_ROWS) -> FittedTable:
+def node_table(nodes: dict[str, NodeState], folds: dict[str, Fold], rows: list[str]) -> FittedTable:
+    """The table of ``rows``: node ids, or a map's folded children (``folds``)."""
     with_usage = any(node.usage.llm_calls for node in nodes.values())
     table = FittedTable(node_columns(with_usage))
-    folds = folds_of(nodes)
-    for node_id in folded(nodes, folds)[:limit]:
+    for node_id in rows:
         if node_id in folds:
             table.add_row(*fold_row(folds[node_id], nodes, with_usage))
             continue

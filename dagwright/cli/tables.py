@@ -16,6 +16,7 @@ column at its natural width (the terminal then wraps the lines).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -68,6 +69,7 @@ class FittedTable:
         if len(cells) != len(self.columns):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
         self.rows.append([cell if isinstance(cell, Text) else Text(cell) for cell in cells])
+        self.__dict__.pop("naturals", None)  # measured again when next laid out
 
     def print(self, console: Console, *, wide: bool = False, notes: Console | None = None) -> None:
         """Print to ``console``, fitted to its width unless ``wide``; what was left out is
@@ -112,10 +114,19 @@ class FittedTable:
 
     def natural_width(self, index: int) -> int:
         """The widest line of the column's header and cells."""
-        lines = [self.columns[index].header]
-        for row in self.rows:
-            lines += row[index].plain.splitlines() or [""]
-        return max(Text(line).cell_len for line in lines)
+        return self.naturals[index]
+
+    @functools.cached_property
+    def naturals(self) -> list[int]:
+        """Each column's widest line, measured once: the layout asks for them again and
+        again while it leaves columns out."""
+        return [
+            max(Text(line).cell_len for line in [column.header, *self.cell_lines(index)])
+            for index, column in enumerate(self.columns)
+        ]
+
+    def cell_lines(self, index: int) -> list[str]:
+        return [line for row in self.rows for line in row[index].plain.splitlines() or [""]]
 
     def least_width(self, index: int) -> int:
         column = self.columns[index]

@@ -60,7 +60,6 @@ from dagwright.orchestrator.runstate.machine import (
     Held,
     LeaseRef,
     ReadyNode,
-    WaitKind,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.goals import (
@@ -537,32 +536,6 @@ def attempt_duration(claim: Claim, outcome: str) -> NodeDuration:
     return NodeDuration(claim.node.type, outcome, time.monotonic() - claim.claimed_at)
 
 
-def park_waiting(
-    env: ExecutionEnv,
-    ctx: NodeContext,
-    error: ErrorInfo,
-    delay_s: float,
-    *,
-    kind: WaitKind,
-    name: str,
-    max_wait_s: float,
-    last_failure: str = "",
-) -> BreakerWait:
-    """Park the node for ``delay_s`` while it waits on ``name`` (its attempt given back),
-    unless its waits of that kind have lasted ``max_wait_s`` (retry.lua)."""
-    return env.runtime.machine.wait_on(
-        ctx.run_id,
-        ctx.node_id,
-        ctx.fence,
-        error,
-        delay_s,
-        kind=kind,
-        name=name,
-        last_failure=last_failure,
-        max_wait_s=max_wait_s,
-    )
-
-
 def wait_for_breaker(
     env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: BreakerOpenError, error: ErrorInfo
 ) -> Outcome:
@@ -571,9 +544,10 @@ def wait_for_breaker(
     ``breaker_max_wait_s`` of such waits the node fails into the DLQ instead."""
     settings = env.runtime.settings
     delay = exc.retry_after_s + random.uniform(0, BREAKER_WAIT_JITTER_S)
-    waited = park_waiting(
-        env,
-        ctx,
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
         error,
         delay,
         kind="breaker",
@@ -603,9 +577,10 @@ def wait_for_batch(
     batch (``llm_batch_max_wait_s``, from when it was sent); retry.lua bounds it too, from
     the node's first wait on it, should the loop's clock and the server's disagree."""
     settings = env.runtime.settings
-    waited = park_waiting(
-        env,
-        ctx,
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
         error,
         exc.retry_after_s,
         kind="batch",
@@ -633,9 +608,10 @@ def wait_for_rate(env: ExecutionEnv, ctx: NodeContext, claim: Claim, over: RateW
     instead (RateLimitWaitExpiredError, retried as its retry policy says)."""
     settings = env.runtime.settings
     waiting = RetryableError(f"over its rate limit {over.limit}: waits {over.wait_s:.1f} s")
-    waited = park_waiting(
-        env,
-        ctx,
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
         describe_error(waiting),
         over.wait_s,
         kind="rate",
@@ -664,9 +640,10 @@ def wait_for_team_task(
     ``exc.retry_after_s`` at the latest. The node bounds the wait by its ``timeout_s``
     (workers/team_tasks.py); retry.lua's bound is only a backstop for clocks that differ."""
     timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
-    waited = park_waiting(
-        env,
-        ctx,
+    waited = env.runtime.machine.wait_on(
+        ctx.run_id,
+        ctx.node_id,
+        ctx.fence,
         error,
         exc.retry_after_s,
         kind="celery_task",

@@ -607,8 +607,8 @@ class RunStateMachine:
         *,
         kind: WaitKind,
         name: str,
-        last_failure: str,
         max_wait_s: float,
+        last_failure: str = "",
     ) -> BreakerWait:
         """Park the node for ``delay_s`` while it waits on ``name``: an open circuit
         breaker, the Message Batch its call is in, or the team Celery task it sent
