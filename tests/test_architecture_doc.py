@@ -363,3 +363,13 @@ def test_the_focused_pages_name_only_files_that_exist() -> None:
             if not any(f == name or f.endswith(f"/{name}") for f in present):
                 missing.append(f"{page.relative_to(ROOT)}: {name}")
     assert missing == []
+
+
+def test_every_page_cites_only_decisions_that_exist() -> None:
+    """The decisions moved out of this page keep their numbers: any page citing one finds it."""
+    numbers = set(decision_numbers())
+    unknown = {
+        str(page.relative_to(ROOT)): sorted(cited_decisions(page.read_text()) - numbers)
+        for page in sorted(DOCS.rglob("*.md"))
+    }
+    assert {page: found for page, found in unknown.items() if found} == {}
