@@ -142,6 +142,8 @@ def resolve(token: str, base: Path) -> Path | None:
         return path if path.exists() else None
     if (base / name).exists():
         return base / name
+    if base == ROOT:  # from the root, a name is exact (below it lie .venv and caches)
+        return None
     return next((p for p in base.rglob("*") if p.as_posix().endswith(f"/{name}")), None)
 
 
