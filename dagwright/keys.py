@@ -354,7 +354,7 @@ class Keys:
         slot (not published again within the grace)."""
         return f"{self.prefix}{{limits}}:{name}:woken"
 
-    # Waits of flow control (docs/architecture.md §12): runs per concurrency key, and
+    # Waits of flow control (docs/internals/flow-control.md): runs per concurrency key, and
     # rate limits per function or worker type.
 
     def key_holders(self, key: str) -> str:

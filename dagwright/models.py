@@ -43,9 +43,9 @@ the recursion limits of the JSON code that reads them."""
 MIN_PRIORITY = 1
 MAX_PRIORITY = 5
 DEFAULT_PRIORITY = 3
-"""Run and node priorities: a small range, higher first (``docs/architecture.md`` §2,
-"Priorities and fairness"): RabbitMQ's order; kombu's Redis transport, where 0 comes
-first, is given ``AGED_PRIORITY - priority`` (``app.broker_priority``)."""
+"""Run and node priorities: a small range, higher first
+(``docs/internals/priorities-and-fairness.md``): RabbitMQ's order; kombu's Redis transport,
+where 0 comes first, is given ``AGED_PRIORITY - priority`` (``app.broker_priority``)."""
 AGED_PRIORITY = MAX_PRIORITY + 1
 """Above every priority a plan may ask for: a node that waited past
 ``priority_aging_s`` is published again at it, so no priority waits forever."""

@@ -369,7 +369,7 @@ class Settings(BaseSettings):
     only per worker slot (orchestrator/execution/pool.py). Off: every node is a Celery
     message of its own."""
 
-    # Priorities and fairness (docs/architecture.md §2, "Priorities and fairness").
+    # Priorities and fairness (docs/internals/priorities-and-fairness.md).
     priority_aging_s: float = Field(120.0, ge=0)
     """A node whose message has waited this long for a worker (a lower priority behind a
     steady stream of higher ones) is published again ahead of every priority, so no
@@ -623,7 +623,7 @@ class Settings(BaseSettings):
     ``DAGWRIGHT_CONCURRENCY_LIMITS='{"researcher": 4}'``; a type not listed is not
     limited. Give every worker the same value. Nodes over the limit wait in order."""
 
-    # Flow control waits (docs/architecture.md §12): delayed starts, rate limits, runs
+    # Flow control waits (docs/internals/flow-control.md): delayed starts, rate limits, runs
     # per concurrency key. Each wait is bounded by one of these.
     max_start_delay_s: float = Field(30 * 24 * 3600.0, gt=0)
     """Furthest in the future a run's delayed start may be (``not_before``/``countdown_s``

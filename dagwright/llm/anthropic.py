@@ -7,7 +7,7 @@ generation live: the bounds are a short connect timeout, an idle timeout between
 (the API pings while it works) and an overall deadline from ``max_tokens``
 (``llm/call_limits.py``), instead of one total timeout that a slow, healthy answer exceeds.
 
-Who retries what (docs/architecture.md §6): the SDK's own retries are off
+Who retries what (docs/architecture.md, "Who owns which retry"): the SDK's own retries are off
 (``max_retries=0``); this module retries one call on 408/409/429/5xx/529, an error event in
 the stream, a stalled stream and connection errors, honouring ``retry-after`` up to a cap;
 what still fails leaves as ``LLMUnavailableError`` (retryable: the node level decides
