@@ -36,6 +36,15 @@ def server(api: ApiServer, worker: Any) -> ApiServer:
     return api
 
 
+@pytest.fixture(autouse=True)
+def no_script_errors(browser: Any) -> Iterator[None]:  # noqa: F811
+    """No test here leaves a script error or a CSP refusal in the browser's console."""
+    browser.get_log("browser")  # what earlier tests left
+    yield
+    severe = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+
+
 def diamond() -> Plan:
     plan = PlanBuilder("Join two greetings built from one root")
     root = plan.function("a", "concat", params={"parts": ["hello"]})
