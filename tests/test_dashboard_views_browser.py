@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from tests.support.browser import (  # noqa: F401 (browser, chromium: fixtures)
     find_soon,
     log_in,
     open_run,
+    save_screenshot,
     wait_for_node,
 )
 from tests.support.waiting import wait_until
@@ -172,6 +174,7 @@ def test_a_fan_out_of_25_is_one_box_that_unfolds_and_folds_again(
 def test_a_dead_letters_traceback_unfolds_as_text(
     browser: Any,  # noqa: F811
     server: ApiServer,
+    tmp_path: Path,
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -195,6 +198,7 @@ def test_a_dead_letters_traceback_unfolds_as_text(
     assert browser.execute_script("return window.pwned || null") is None
     overflow = browser.execute_script("return getComputedStyle(arguments[0]).overflow", shown)
     assert overflow == "auto"  # a long one scrolls inside its box
+    save_screenshot(browser, tmp_path, "dashboard-dlq.png")
 
 
 @pytest.fixture
