@@ -253,3 +253,30 @@ def test_a_node_waiting_for_approval_says_what_waits_on_whom(
     asks = find_soon(browser, "#panel p.asks").text
     assert asks.startswith("The start of function node deploy waits for a person's approval.")
     assert "approval: node function" not in browser.find_element("id", "panel").text
+
+
+def test_filtering_the_runs_list_starts_no_second_refresh_timer(
+    browser: Any,  # noqa: F811
+    server: ApiServer,
+) -> None:
+    """The runs list reads its first page every 5 s: once, however often it is filtered
+    (each Filter click started another timer, each a read of the runs every 5 s)."""
+    from selenium.webdriver.common.by import By
+
+    counting = browser.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument",
+        {
+            "source": "window.timers = 0; const started = window.setInterval;"
+            "window.setInterval = (...args) => { window.timers += 1; return started(...args); };"
+        },
+    )
+    try:
+        log_in(browser, server)
+        wait_until(lambda: body_data(browser, "loaded"), timeout=10, what="the runs list")
+        for _ in range(3):
+            browser.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+        assert browser.execute_script("return window.timers") == 1
+    finally:
+        browser.execute_cdp_cmd(
+            "Page.removeScriptToEvaluateOnNewDocument", {"identifier": counting["identifier"]}
+        )

@@ -56,11 +56,7 @@ async function load(append) {
 let typing = null;
 form.addEventListener("submit", (event) => {
   event.preventDefault();
-  // The first page follows new runs and status changes; pages read further on stay still.
-setInterval(() => {
-  if (!document.hidden && pagesShown === 1) load(false);
-}, REFRESH_MS);
-load(false);
+  load(false);
 });
 form.elements.status.addEventListener("change", () => load(false));
 form.elements.q.addEventListener("input", () => {
