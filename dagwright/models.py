@@ -750,6 +750,19 @@ class Approval(BaseModel):
         return self.decision.status if self.decision else ApprovalStatus.PENDING
 
     @property
+    def subject(self) -> str:
+        """What waits for the person, in words: ``the start of function node deploy`` or
+        ``the call of tool web_fetch by node research``."""
+        if self.kind == "node":
+            return f"the start of {self.action} node {self.node}"
+        return f"the call of tool {self.action} by node {self.node}"
+
+    @property
+    def asks(self) -> str:
+        """The subject in a table's cell: ``start (function)``, ``call web_fetch``."""
+        return f"start ({self.action})" if self.kind == "node" else f"call {self.action}"
+
+    @property
     def effective_args(self) -> dict[str, Any]:
         """The arguments to act on: the edited ones if the approver gave any."""
         if self.decision is not None and self.decision.args is not None:

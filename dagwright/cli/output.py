@@ -204,10 +204,15 @@ def fold_row(fold: Fold, nodes: dict[str, NodeState], with_usage: bool) -> list[
     return [fold.label, fold.summary(nodes), why, nodes[fold.children[0]].type, *blanks]
 
 
+APPROVAL_WAIT = "waits for a person's approval (dagwright approvals list)"
+
+
 def why_not_done(node: NodeState) -> str:
     """A failed node's error, or what a parked node waits on (else nothing)."""
     if node.waiting is not None:
         return node.waiting.describe()
+    if node.status == NodeStatus.WAITING_APPROVAL:
+        return APPROVAL_WAIT
     error = node.error if node.status == NodeStatus.FAILED else None
     return f"{error.error_class}: {error.message}" if error else ""
 
