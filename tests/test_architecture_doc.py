@@ -356,7 +356,7 @@ def test_every_decision_it_cites_exists() -> None:
 def test_the_focused_pages_name_only_files_that_exist() -> None:
     """A path in docs/internals/ or docs/decisions.md (``runstate/lua/claim.lua``,
     ``workers/agent_spec.py``) is some file of the repository, so a rename is caught."""
-    roots = [PACKAGE, ROOT / "tests", ROOT / "benchmarks", ROOT / "ops", ROOT / "examples"]
+    roots = [PACKAGE, *(ROOT / d for d in ("tests", "benchmarks", "ops", "examples", "docs"))]
     present = {p.relative_to(ROOT).as_posix() for r in roots for p in r.rglob("*") if p.is_file()}
     path = re.compile(r"`([\w./-]+/[\w.-]+\.(?:py|lua))(?::\w+)?`")
     missing = []
