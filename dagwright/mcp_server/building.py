@@ -9,6 +9,7 @@ from mcp.server.mcpserver import MCPServer
 from dagwright.client import Client
 from dagwright.mcp_server.operation_tools import register_operation_tools
 from dagwright.mcp_server.plan_files import PlanFiles
+from dagwright.mcp_server.run_tasks import RunTasks
 from dagwright.mcp_server.run_tools import register_run_tools
 
 INSTRUCTIONS = """dagwright runs dependency DAGs of tasks and LLM agents on workers.
@@ -26,6 +27,7 @@ def build_mcp_server(client: Client) -> MCPServer:
         instructions=INSTRUCTIONS,
         version=version("dagwright"),
         log_level="WARNING",
+        extensions=[RunTasks(client)],
     )
     plan_files = PlanFiles(client.settings.mcp_plan_dir)
     register_run_tools(server, client, plan_files)
