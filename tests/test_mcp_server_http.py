@@ -4,11 +4,13 @@ refused, bodies are bounded."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
 
+from dagwright.json_views import event_json
 from tests.support.api_server import ApiServer
 from tests.support.mcp_sessions import ToolFailed, http_session, run
 
@@ -91,5 +93,16 @@ def test_an_operator_submits_approves_and_reads_the_result_over_http(api: ApiSer
             assert (await mcp.call("follow_run", run_id=run_id, wait_s=30))["status"] == "succeeded"
             answer = await mcp.call("get_result", run_id=run_id)
             assert answer == {"run_id": run_id, "result": "release v1"}
+            assert json.loads(await mcp.read(f"dagwright://runs/{run_id}/result")) == answer
+            trace = json.loads(await mcp.read(f"dagwright://runs/{run_id}/trace"))
+            assert trace == api.client.trace(run_id).model_dump(mode="json")
+            events = json.loads(await mcp.read(f"dagwright://runs/{run_id}/events"))
+            stored = api.client.events(run_id, follow=False)
+            assert events == [event_json(event) for event in stored]
+            assert "node.succeeded" in {event["kind"] for event in events}
+            kinds = json.loads(await mcp.read("dagwright://worker-types"))
+            assert kinds == api.client.worker_types()
+            with pytest.raises(ToolFailed, match="nope"):
+                await mcp.read("dagwright://runs/nope/result")
 
     run(session)

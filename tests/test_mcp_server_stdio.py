@@ -3,6 +3,9 @@ workers: submit a plan and a goal, follow to the result, approve, cancel, replay
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +169,32 @@ def test_plan_files_are_submitted_by_name_from_the_configured_directory_only(
             submitted = await mcp.call("submit_run", plan_file="join.yaml")
             followed = await mcp.call("follow_run", run_id=submitted["run_id"], wait_s=30)
             assert followed["result"] == "p q"
+            assert json.loads(await mcp.read("dagwright://plans")) == ["join.yaml"]
+            assert "concat" in await mcp.read("dagwright://plans/join.yaml")
+            with pytest.raises(ToolFailed, match="plan file"):
+                await mcp.read("dagwright://plans/outside.yaml")
             for name in ("../secret.yaml", "outside.yaml", "/etc/passwd", "join"):
                 with pytest.raises(ToolFailed, match="plan file"):
                     await mcp.call("submit_run", plan_file=name)
 
     run(session)
+
+
+def test_without_the_mcp_extra_dagwright_mcp_says_which_extra_in_one_line(
+    settings: Settings, tmp_path: Path
+) -> None:
+    hide_mcp = "import sys; sys.modules['mcp'] = None; sys.argv = ['dagwright', 'mcp']; "
+    without = subprocess.run(
+        [sys.executable, "-c", hide_mcp + "from dagwright.cli import main; main()"],
+        env=cli_env(settings, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert without.returncode == 2
+    assert without.stderr.strip().splitlines() == [
+        "error: dagwright mcp needs the 'mcp' package, which is not installed: "
+        "pip install 'dagwright[mcp]'"
+    ]
+    assert without.stdout == ""

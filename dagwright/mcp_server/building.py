@@ -9,6 +9,7 @@ from mcp.server.mcpserver import MCPServer
 from dagwright.client import Client
 from dagwright.mcp_server.operation_tools import register_operation_tools
 from dagwright.mcp_server.plan_files import PlanFiles
+from dagwright.mcp_server.resources import register_resources
 from dagwright.mcp_server.run_tasks import RunTasks
 from dagwright.mcp_server.run_tools import register_run_tools
 
@@ -32,4 +33,5 @@ def build_mcp_server(client: Client) -> MCPServer:
     plan_files = PlanFiles(client.settings.mcp_plan_dir)
     register_run_tools(server, client, plan_files)
     register_operation_tools(server, client, plan_files)
+    register_resources(server, client, plan_files)
     return server

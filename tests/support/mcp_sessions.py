@@ -59,6 +59,18 @@ class McpSession:
         self.note(f"← {json.dumps(answer)[:600]}")
         return answer
 
+    async def read(self, uri: str) -> str:
+        """The text of resource ``uri`` (ToolFailed with the error's message if refused)."""
+        self.note(f"→ read {uri}")
+        try:
+            found = await self.client.read_resource(uri)
+        except Exception as exc:
+            self.note(f"← error: {exc}")
+            raise ToolFailed(str(exc)) from exc
+        text = "".join(getattr(part, "text", "") for part in found.contents)
+        self.note(f"← {text[:600]}")
+        return text
+
     async def until(
         self, name: str, accept: Callable[[Any], bool], timeout: float = 30, **arguments: Any
     ) -> Any:
