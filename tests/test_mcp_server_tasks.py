@@ -5,15 +5,27 @@ cancelling the task cancels the run; a client without tasks gets the run."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import anyio
 import pytest
 import redis
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, EmptyResult
 
 from dagwright.settings import Settings
 from tests.support.api_server import ApiServer
 from tests.support.mcp_sessions import http_session, run, stdio_session
-from tests.support.mcp_tasks import TaskFollower
+from tests.support.mcp_tasks import (
+    CancelTask,
+    DetailedTask,
+    GetTask,
+    TaskFollower,
+    TaskIdParams,
+    TaskUpdateParams,
+    UpdateTask,
+)
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -77,3 +89,39 @@ def test_a_client_without_tasks_gets_the_run_and_follows_it(api: ApiServer) -> N
             assert submitted["status"] == "running" and "nodes" in submitted
 
     run(session)
+
+
+def test_a_read_token_reads_a_task_but_cannot_decide_or_cancel_it(api: ApiServer) -> None:
+    run_id = api.client.submit(GATED).run_id
+    tasks = TaskFollower()
+
+    async def session() -> None:
+        async with http_session(f"{api.url}/mcp", api.token("read"), [tasks]) as mcp:
+            session = mcp.client.session
+
+            async def task() -> DetailedTask:
+                request = GetTask(method="tasks/get", params=TaskIdParams(task_id=run_id))
+                return await session.send_request(request, DetailedTask)
+
+            deadline = time.monotonic() + 30
+            while (found := await task()).status != "input_required":
+                assert time.monotonic() < deadline, found
+                await anyio.sleep(0.2)
+            [key] = found.input_requests or {}
+            answer = {key: {"action": "accept", "content": {"decision": "approve"}}}
+            update = TaskUpdateParams(task_id=run_id, input_responses=answer)
+            with pytest.raises(MCPError, match="needs the operate scope; your token has read"):
+                await session.send_request(
+                    UpdateTask(method="tasks/update", params=update), EmptyResult
+                )
+            cancel = CancelTask(method="tasks/cancel", params=TaskIdParams(task_id=run_id))
+            with pytest.raises(MCPError, match="operate scope"):
+                await session.send_request(cancel, EmptyResult)
+            unknown = GetTask(method="tasks/get", params=TaskIdParams(task_id="nope"))
+            with pytest.raises(MCPError, match="Failed to retrieve task") as error:
+                await session.send_request(unknown, DetailedTask)
+            assert error.value.error.code == INVALID_PARAMS
+
+    run(session)
+    assert api.client.approvals.list(run_id)[0].decision is None  # still waiting
+    assert api.client.status(run_id).status.value == "running"

@@ -36,6 +36,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolRequestParams, RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from dagwright.client import Client
 from dagwright.client.tokens import Scope
@@ -138,12 +139,13 @@ class RunTasks(Extension):
     async def decide(self, approval: Approval, answer: dict[str, Any], by: str) -> None:
         """Approve or reject ``approval`` as an elicitation's ``answer`` says (``cancel``:
         no decision, it keeps waiting)."""
-        content = answer.get("content") if isinstance(answer.get("content"), dict) else {}
-        note = str((content or {}).get("note", ""))[:2000]
         action = answer.get("action")
-        approved = action == "accept" and (content or {}).get("decision") == "approve"
         if action not in ("accept", "decline"):
             return
+        content = answer.get("content")
+        content = content if isinstance(content, dict) else {}
+        approved = action == "accept" and content.get("decision") == "approve"
+        note = str(content.get("note", ""))[:2000]
         decide = self.client.approvals.approve if approved else self.client.approvals.reject
         try:
             await client_call(decide, approval.run_id, approval.node, comment=note, by=by)
@@ -162,6 +164,10 @@ class RunTasks(Extension):
 
 
 def declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """The client declared the extension on this request, at a protocol version that can
+    carry a task handle (2026-07-28 on)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
     capabilities = ctx.session.client_capabilities
     extensions = capabilities.extensions if capabilities else None
     return bool(extensions) and TASKS_EXTENSION in (extensions or {})
