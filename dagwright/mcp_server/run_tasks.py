@@ -199,7 +199,9 @@ def task_json(state: RunState, approvals: dict[str, Approval], poll_ms: int) -> 
     }
     if state.status == RunStatus.SUCCEEDED:
         answer = {"run_id": state.run_id, "result": state.result}
-        return {**task, "status": "completed", "result": tool_result(answer, error=False)}
+        line = f"run {state.run_id} succeeded"
+        result = tool_result(answer, error=False)
+        return {**task, "status": "completed", "statusMessage": line, "result": result}
     if state.status == RunStatus.FAILED:
         line = f"run {state.run_id} failed: {state.reason or 'see get_run'}"
         return {**task, "status": "completed", "statusMessage": line, "result": failed(line)}
@@ -235,10 +237,13 @@ def question(approval: Approval) -> str:
     shown = json.dumps(approval.args, ensure_ascii=False)
     if len(shown) > MAX_SHOWN_ARGS:
         shown = shown[:MAX_SHOWN_ARGS] + "…"
-    what = "the tool call" if approval.kind == "tool" else "the node"
+    if approval.kind == "tool":
+        what = f"the tool call {approval.action!r} of node {approval.node!r}"
+    else:
+        what = f"node {approval.node!r} (a {approval.action} node)"
     return (
-        f"Run {approval.run_id}: approve {what} {approval.action!r} of node {approval.node!r} "
-        f"with arguments {shown}? It waits until {iso(approval.deadline)}."
+        f"Run {approval.run_id}: approve {what} with arguments {shown}? "
+        f"It waits until {iso(approval.deadline)}."
     )
 
 

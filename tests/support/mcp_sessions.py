@@ -85,9 +85,14 @@ class McpSession:
 
     def note(self, line: str) -> None:
         self.lines.append(line)
-        if TRANSCRIPT_FILE:
-            with open(TRANSCRIPT_FILE, "a", encoding="utf-8") as out:
-                out.write(line + "\n")
+        transcribe(line)
+
+
+def transcribe(line: str) -> None:
+    """Append ``line`` to the transcript file, if one is asked for."""
+    if TRANSCRIPT_FILE:
+        with open(TRANSCRIPT_FILE, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
 
 
 def stdio_parameters(settings: Settings, **extra_env: str) -> StdioServerParameters:

@@ -11,6 +11,7 @@ kept in ``statuses``, every input request in ``asked``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ import anyio
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp_types import CallToolResult, EmptyResult, Request, RequestParams, Result, TextContent
 from pydantic import ConfigDict
+
+from tests.support.mcp_sessions import transcribe
 
 TASKS = "io.modelcontextprotocol/tasks"
 
@@ -89,6 +92,7 @@ class TaskFollower(ClientExtension):
     async def follow(self, created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
         """Poll the task to its end; its tool result (or an error result if cancelled)."""
         self.task_ids.append(created.task_id)
+        transcribe(f"  ← task {created.task_id} ({created.status})")
         self.statuses.append(created.status)
         deadline = time.monotonic() + self.timeout_s
         params = TaskIdParams(task_id=created.task_id)
@@ -97,6 +101,7 @@ class TaskFollower(ClientExtension):
                 GetTask(method="tasks/get", params=params), DetailedTask
             )
             self.statuses.append(task.status)
+            transcribe(f"  tasks/get {created.task_id} ← {task.status}: {task.status_message}")
             if task.status == "completed":
                 return CallToolResult.model_validate(task.result)
             if task.status in ("cancelled", "failed"):
@@ -111,12 +116,16 @@ class TaskFollower(ClientExtension):
         if task.status == "working" and self.cancel_when_working:
             self.cancel_when_working = False
             cancel = CancelTask(method="tasks/cancel", params=TaskIdParams(task_id=task.task_id))
+            transcribe(f"  tasks/cancel {task.task_id}")
             await ctx.session.send_request(cancel, EmptyResult)
         new = {k: v for k, v in (task.input_requests or {}).items() if k not in self.asked}
         if task.status != "input_required" or not new:
             return
         self.asked.update(new)
+        for key, request in new.items():
+            transcribe(f"  input request {key}: {request['params'].get('message')}")
         answers = {key: self.answer(key, request) for key, request in new.items()}
+        transcribe(f"  tasks/update {task.task_id} → {json.dumps(answers)}")
         update = TaskUpdateParams(task_id=task.task_id, input_responses=answers)
         await ctx.session.send_request(
             UpdateTask(method="tasks/update", params=update), EmptyResult
