@@ -49,6 +49,16 @@ def test_an_anonymous_or_wrong_credential_is_refused_before_the_sdk(api: ApiServ
     run(session)
 
 
+def test_basic_credentials_sent_by_another_sites_page_are_refused(api: ApiServer) -> None:
+    basic = httpx.BasicAuth("", api.token("operate"))
+    own = httpx.post(f"{api.url}/mcp", json=DISCOVER, headers=ACCEPT, auth=basic)
+    assert own.status_code == 200, own.text  # Basic, from a client: let in
+    foreign = {**ACCEPT, "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+    refused = httpx.post(f"{api.url}/mcp", json=DISCOVER, headers=foreign, auth=basic)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"] == "CSRFError"
+
+
 def test_a_body_over_the_limit_is_refused_unread(api: ApiServer) -> None:
     limit = api.client.settings.server_max_request_bytes
     with api.http("operate") as http:

@@ -4,9 +4,11 @@ credentials.
 Every request is authenticated before the SDK reads it, by the API's own rules
 (``server/auth.py``: a Bearer token, or Basic with the token as password); one with no
 credential, a wrong one, or only the dashboard's cookie is refused (401, problem+json,
-the challenge of the API). The principal stays in the request's ASGI scope, where the
-tools read its scope (``callers.py``): read lets a client follow and read, operate
-submit, cancel, decide and replay. The body limit of the whole app
+the challenge of the API), and one with Basic sent by another site's page too (403, as
+the API refuses such a change: a browser may send cached Basic credentials by itself).
+The principal stays in the request's ASGI scope, where the tools read its scope
+(``callers.py``): read lets a client follow and read, operate submit, cancel, decide and
+replay. The body limit of the whole app
 (``server_max_request_bytes``) holds here too, and the SDK is given the same.
 
 Stateless: a request carries all the server needs (its credential, its protocol
@@ -31,7 +33,7 @@ from starlette.requests import Request
 
 from dagwright.client import Client
 from dagwright.mcp_server.building import build_mcp_server
-from dagwright.server.auth import current_principal, unauthorized
+from dagwright.server.auth import current_principal, refuse_other_sites, unauthorized
 from dagwright.server.problems import Problem, problem_response
 
 if TYPE_CHECKING:
@@ -76,6 +78,11 @@ class McpEndpoint:
             return problem
         if principal is None or principal.via == "session":
             return unauthorized(TOKEN_REQUIRED)
+        if principal.via != "bearer":  # Basic: a browser may have it cached, and send it
+            try:
+                refuse_other_sites(request)
+            except Problem as problem:
+                return problem
         return None
 
 
