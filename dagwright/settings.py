@@ -875,6 +875,20 @@ class Settings(BaseSettings):
     """Seconds between keep-alive comments of an idle event stream (SSE), so proxies and
     browsers do not take a quiet run for a dead connection."""
 
+    mcp_plan_dir: Path | None = None
+    """Directory whose plan files (``*.yaml``, ``*.yml``, ``*.json``) an MCP client may
+    submit by name (``dagwright mcp`` and ``/mcp``: the ``plan_file`` of ``submit_run``).
+    Unset: none may be, and no plan file is listed; only a file directly inside it, by a
+    plain name, is read (no path, no link out of it)."""
+
+    mcp_follow_max_s: float = Field(300.0, gt=0, le=3600)
+    """Longest wait of one ``follow_run`` call of an MCP client, in seconds: it answers
+    then with the run as it is (call it again to go on following)."""
+
+    mcp_task_poll_ms: int = Field(1000, ge=100, le=60_000)
+    """Polling interval the MCP server suggests to a client following a run as an MCP
+    task (``pollIntervalMs``)."""
+
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
     """MCP servers by name (lowercase letters, digits, ``-``; 20 at most), e.g. in
     dagwright.toml ``[mcp_servers.time]`` ``command = "mcp-server-time"``. Each worker

@@ -24,6 +24,7 @@ from dagwright.cli import (
     doctor,
     evals,
     flower,
+    mcp_serving,
     metrics,
     planning,
     runs,
@@ -90,6 +91,7 @@ tokens.register(app)
 webhooks.register(app)
 scores.register(app)
 sandbox.register(app)
+mcp_serving.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

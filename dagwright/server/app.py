@@ -28,6 +28,7 @@ from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
+    from dagwright.mcp_server.http import McpEndpoint
     from dagwright.server.local_access import LocalAccess
 
 API_PREFIX = "/api/v1"
@@ -77,12 +78,13 @@ def create_app(
         openapi_url=None,  # served by routes/system.py, behind authentication
         docs_url=None,
         redoc_url=None,
-        lifespan=closing_local_access,
+        lifespan=serving,
         generate_unique_id_function=operation_id,
     )
     app.state.client = client or Client(settings)
     app.state.local_access = local_access
     install_problem_handlers(app)
+    app.state.mcp = mount_mcp(app, app.state.client)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
     app.openapi = functools.partial(api_document, app)  # type: ignore[method-assign]
@@ -114,6 +116,33 @@ def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: 
     app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
     if settings.server_trusted_proxies and not local_access:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)
+
+
+def mount_mcp(app: FastAPI, client: Client) -> McpEndpoint | None:
+    """The MCP server at ``/mcp`` (``mcp_server/http.py``), behind the API's tokens; None
+    without the ``mcp`` extra (the API and the dashboard serve on without it)."""
+    try:
+        from dagwright.mcp_server.http import MCP_PATH, McpEndpoint
+    except ImportError:
+        return None
+    from starlette.routing import Route
+
+    endpoint = McpEndpoint(client)
+    app.router.routes.append(Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"]))
+    return endpoint
+
+
+@asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[None]:
+    """The app's lifetime: the MCP endpoint's request handling runs meanwhile; the
+    local-access token is revoked at the end."""
+    mcp: McpEndpoint | None = app.state.mcp
+    async with closing_local_access(app):
+        if mcp is None:
+            yield
+            return
+        async with mcp.running():
+            yield
 
 
 @asynccontextmanager
