@@ -350,8 +350,10 @@ def check_plan_file(
 ) -> tuple[Plan, dict[str, Any] | None, PlanGraph]:
     """Load a plan file and validate it as it would run with the inputs given (--input
     pairs, --inputs file: read against its schema, its templates filled in); problems
-    name the file (RunInputError for the inputs). Returns the plan, those inputs and the
-    validated graph."""
+    name the file (RunInputError for the inputs). With a stack running, a function its
+    live workers have passes (orchestrator/control/live_registry.py). Returns the plan,
+    those inputs and the validated graph."""
+    from dagwright.orchestrator.control.live_registry import stack_workers, widened
     from dagwright.orchestrator.control.submission import check_plan
     from dagwright.plans.files import load_plan
     from dagwright.plans.run_inputs import bind_inputs
@@ -361,7 +363,8 @@ def check_plan_file(
     inputs = inputs_from(*given_inputs, plan.inputs, settings)
     try:
         bound = bind_inputs(plan, inputs, settings.max_params_bytes)
-        return plan, inputs, check_plan(bound.plan, settings, build_registry(settings))
+        registry = widened(build_registry(settings), stack_workers(settings))
+        return plan, inputs, check_plan(bound.plan, settings, registry)
     except PlanError as exc:  # RunInputError included: the same class, naming the file
         command = f"`dagwright validate {plan_file}`"
         raise type(exc)(exc.problems, source=str(plan_file), listed_by=command) from None

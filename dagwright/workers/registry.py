@@ -86,6 +86,16 @@ class WorkerRegistry:
         self._declared_by[name] = declared_by
         return worker_type
 
+    def copy(self, functions: FunctionRegistry) -> WorkerRegistry:
+        """Another registry of the same types and tools, with ``functions`` as its
+        function table (the ``function`` type still calls this one's until replaced)."""
+        copied = WorkerRegistry()
+        copied._types = dict(self._types)
+        copied._declared_by = dict(self._declared_by)
+        copied.functions = functions
+        copied.tools = self.tools
+        return copied
+
     def replace_type(self, worker_type: WorkerType) -> None:
         """Put ``worker_type`` in the place of the registered type of its name (as when
         MCP servers are attached to it), keeping what declared it."""
