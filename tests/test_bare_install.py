@@ -148,6 +148,8 @@ def test_up_run_status_trace_and_stop(bare: Bare) -> None:
             raise
     assert up.returncode == 0, stderr
     assert read_stack(bare.workdir / "data") is None
+    cpus = os.cpu_count()  # said, with how to change it: a run with more nodes queues
+    assert f"({cpus} worker processes, one per CPU: `dagwright up --concurrency N`" in stderr
 
 
 def test_each_missing_extra_says_which_to_install(bare: Bare) -> None:

@@ -441,9 +441,21 @@ def wait_with_progress(
                 embedded.check_alive()
             # Only a node that is neither running nor done may be waiting on something.
             idle = counts.total - counts.done - counts.running
-            progress.update(status, counts, client.waits(run_id) if idle and show else None)
+            waits = client.waits(run_id) if idle and show else None
+            note = busy_note(client, run_id, counts.running) if idle and show and not waits else ""
+            progress.update(status, counts, waits, note)
 
         return client.wait(run_id, timeout, on_progress=on_progress)
+
+
+def busy_note(client: Client, run_id: str, running: int) -> str:
+    """Why the run's queued nodes wait when its ``running`` ones take every worker
+    process ("" if they do not): `up` starts one per CPU, which a person does not guess."""
+    from dagwright.orchestrator.control.worker_waits import behind_busy_workers
+
+    runtime = client.runtime
+    queued = runtime.client.zcard(runtime.keys.run_key(run_id, "queued"))
+    return behind_busy_workers(running, queued, client.live_workers.read())
 
 
 def report_final(state: RunState, json_output: bool) -> int:
@@ -508,6 +520,10 @@ def status(run_id: str, json_output: JsonOption = False) -> None:
         print_json(run_json(state))
     else:
         print_status(state)
+        if not state.status.is_final:
+            note = busy_note(client, run_id, state.counts.running)
+            if note:
+                typer.echo(note)
         print_scores_summary(client.scores(run_id))
 
 
