@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,30 @@ def test_run_and_validate_trust_the_functions_of_a_running_up(tmp_path: Path) ->
             up.kill()
             raise
     assert up.returncode == 0, stderr
+
+
+def test_a_type_only_the_live_workers_serve_names_their_module_to_import(
+    no_worker_settings: Settings,
+) -> None:
+    """The client routes and prices a type's nodes by its declaration: it must import it
+    too, and is told which module the workers serving it import."""
+    entry = WorkerCapabilities(
+        worker_types=frozenset({"forecaster", "function"}),
+        functions=frozenset({"noop"}),
+        imports=("mytasks",),
+        llm="ANTHROPIC_BASE_URL",
+        queues=frozenset({"dw.forecaster", "dw.function"}),
+        slots=2,
+    )
+    state = redis.Redis.from_url(no_worker_settings.redis_url or "")
+    state.hset(Keys().worker_capabilities, "w1@host", entry.to_json(time.time() + 15))
+    plan = PlanBuilder("typed")
+    plan.agent("a", "forecaster", "forecast")
+    with pytest.raises(PlanError) as refused:
+        Client(no_worker_settings).submit(plan.build())
+    (problem,) = refused.value.problems
+    assert problem.startswith("node 'a' has type 'forecaster', which no worker type is ")
+    assert problem.endswith(
+        "; live workers serve it: pass `--import mytasks` too, so that this client can "
+        "route its nodes"
+    )

@@ -70,6 +70,9 @@ class WorkerRegistry:
         self.functions = FunctionRegistry()
         self.tools = ToolRegistry()
         self._declared_by: dict[str, object] = {}  # type name -> what declared it
+        self.served_elsewhere: Callable[[str], str] = lambda name: ""
+        """Where a type not registered here is served, as a clause ("" if unknown): set
+        on a client's registry widened by the live workers (control/live_registry.py)."""
 
     def register_type(self, worker_type: WorkerType, *, declared_by: object = None) -> WorkerType:
         """Add ``worker_type``; ConfigurationError if another has its name. The same
@@ -131,6 +134,9 @@ class WorkerRegistry:
     def registered_type_names(self) -> list[str]:
         """Every type a plan could use here (the same: a run that allows fewer narrows it)."""
         return self.type_names()
+
+    def unknown_type_hint(self, name: str) -> str:
+        return self.served_elsewhere(name)
 
     def node_problems(self, node: Node) -> list[str]:
         worker_type = self.get(node.type)

@@ -71,6 +71,7 @@ def widened(registry: WorkerRegistry, workers: dict[str, WorkerCapabilities]) ->
         if functions.get(name) is None:
             functions.add_from_workers(name, queue)
     wider = registry.copy(functions)
+    wider.served_elsewhere = type_in_live_workers(workers)
     calling = function_worker_type(functions, unregistered=in_no_live_worker(workers))
     wider.replace_type(
         dataclasses.replace(
@@ -109,6 +110,25 @@ def in_no_live_worker(workers: dict[str, WorkerCapabilities]) -> Callable[[str],
         )
 
     return problem
+
+
+def type_in_live_workers(workers: dict[str, WorkerCapabilities]) -> Callable[[str], str]:
+    """Where live workers serve a type this client has not registered: the client must
+    import its module too, to route and price its nodes (the workers say which modules
+    they import)."""
+
+    def hint(name: str) -> str:
+        serving = [w for w in workers.values() if name in w.worker_types]
+        if not serving:
+            return ""
+        modules = sorted({module for worker in serving for module in worker.imports})
+        flags = " ".join(f"--import {module}" for module in modules) or "--import MODULE"
+        return (
+            f"; live workers serve it: pass `{flags}` too, so that this client can route "
+            "its nodes"
+        )
+
+    return hint
 
 
 def live_offer(workers: dict[str, WorkerCapabilities]) -> str:
