@@ -124,8 +124,7 @@ def type_in_live_workers(workers: dict[str, WorkerCapabilities]) -> Callable[[st
         modules = sorted({module for worker in serving for module in worker.imports})
         flags = " ".join(f"--import {module}" for module in modules) or "--import MODULE"
         return (
-            f"; live workers serve it: pass `{flags}` too, so that this client can route "
-            "its nodes"
+            f"; live workers serve it: pass `{flags}` too, so that this client can route its nodes"
         )
 
     return hint
