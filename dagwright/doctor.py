@@ -347,7 +347,8 @@ def llm_hints(capabilities: WorkerCapabilities, llm_types: set[str]) -> list[str
         return []
     return [
         f"its {', '.join(starved)} nodes cannot call a model: set ANTHROPIC_API_KEY or "
-        "ANTHROPIC_BASE_URL in its environment"
+        "ANTHROPIC_BASE_URL in its environment and restart it (`up`'s: stop `dagwright up` "
+        "and start it again with the variable set)"
     ]
 
 

@@ -348,3 +348,17 @@ def test_the_trace_export_is_checked_only_when_an_endpoint_is_set(settings: Sett
     (check,) = check_otlp(settings.model_copy(update={"otlp_endpoint": "http://collector:4318"}))
     assert check.status == Status.OK
     assert check.detail == "traces exported to http://collector:4318/v1/traces"
+
+
+def test_a_worker_without_an_llm_is_told_to_restart_with_the_variable() -> None:
+    """Workers read the variable when they start: setting it later changes nothing."""
+    from dagwright.doctor import llm_hints
+    from dagwright.workers.capabilities import WorkerCapabilities
+
+    worker = WorkerCapabilities(frozenset({"researcher", "function"}), frozenset(), (), "")
+    (hint,) = llm_hints(worker, {"researcher", "writer"})
+    assert hint == (
+        "its researcher nodes cannot call a model: set ANTHROPIC_API_KEY or "
+        "ANTHROPIC_BASE_URL in its environment and restart it (`up`'s: stop `dagwright up` "
+        "and start it again with the variable set)"
+    )
