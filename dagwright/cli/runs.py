@@ -479,7 +479,8 @@ def validate(
 ) -> None:
     """Check a plan file without running it (exit 2 and every problem if it is invalid:
     one line each; with --json, ``{"valid": false, "problems": [...]}``). A plan taking
-    inputs is checked with those given (--input, --inputs) and its defaults."""
+    inputs is checked with those given (--input, --inputs) and its defaults. With a stack
+    running, a function its live workers have is valid without --import."""
     settings = settings_from(imports)
     try:
         _, _, graph = check_plan_file(plan_file, settings, (input_pairs, inputs_file))
