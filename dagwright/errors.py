@@ -189,7 +189,13 @@ class ConfigurationError(InputError):
 
 # The optional dependencies that each serve one feature, by the module a feature imports:
 # the extra of pyproject.toml that installs it.
-EXTRA_OF_MODULE = {"docker": "docker", "flower": "flower", "PIL": "charts", "mcp": "mcp"}
+EXTRA_OF_MODULE = {
+    "docker": "docker",
+    "flower": "flower",
+    "PIL": "charts",
+    "mcp": "mcp",
+    "opentelemetry": "opentelemetry",
+}
 
 
 class RetiredModelError(ConfigurationError):

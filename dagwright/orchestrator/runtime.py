@@ -105,9 +105,15 @@ class Runtime:
             counters=Counters(client, keys),
         )
 
-    def dispatch_for(self, node: Node, run_priority: int = DEFAULT_PRIORITY) -> Dispatch:
-        """How ``node`` is published: at its own priority, else its run's."""
-        worker_type = self.registry.get(node.type)
+    def dispatch_for(
+        self,
+        node: Node,
+        run_priority: int = DEFAULT_PRIORITY,
+        registry: WorkerRegistry | None = None,
+    ) -> Dispatch:
+        """How ``node`` is published: at its own priority, else its run's; routed by
+        ``registry`` (a submit's, widened by the live workers') else this process's."""
+        worker_type = (registry or self.registry).get(node.type)
         return Dispatch(
             queue=worker_type.queue_of(node),
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,
