@@ -48,8 +48,8 @@ from dagwright.planning.planner import (
 )
 from dagwright.plans.validation import PlanGraph, validate_plan
 from dagwright.settings import Settings
-from dagwright.testing.memory import MemoryServices
 from dagwright.workers import NodeContext, WorkerRegistry
+from dagwright.workers.memory_services import MemoryServices
 from dagwright.workers.signatures import describe_validation_error
 
 if TYPE_CHECKING:  # a caller passes it in: the runtime sits above planning
