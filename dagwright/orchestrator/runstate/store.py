@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -31,6 +32,12 @@ from dagwright.orchestrator.runstate.creation import (
     key_claims,
 )
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.orchestrator.runstate.replan_reading import (
+    REPLAN_COLUMNS,
+    ReplanReading,
+    replan_reading_of,
+    replans_left,
+)
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
     events_of,
@@ -223,3 +230,22 @@ class RunStore:
         pipe.hget(self._key(run_id, "checkpoint"), node_id)
         spec, checkpoint = pipe.execute()
         return spec, checkpoint
+
+    def replan_reading(self, run_id: str) -> ReplanReading | None:
+        """What re-planning a failed branch of the run needs, read at one instant; None
+        (after one HGETALL) for a run that cannot re-plan: a plan's run, or a goal run
+        whose re-plans are used up."""
+        run = self.client.hgetall(self._key(run_id, "run"))
+        if not replans_left(run):
+            return None
+        pipe = self.client.pipeline(transaction=True)
+        for name in REPLAN_COLUMNS:
+            pipe.hgetall(self._key(run_id, name))
+        return replan_reading_of(run, pipe.execute())
+
+    def node_specs(self, run_id: str, node_ids: list[str]) -> list[dict[str, Any]]:
+        """The stored specs (decoded) of those of ``node_ids`` the run has, in that order."""
+        if not node_ids:
+            return []
+        specs = self.client.hmget(self._key(run_id, "spec"), node_ids)
+        return [json.loads(spec) for spec in specs if spec]
