@@ -97,3 +97,15 @@ def test_the_import_contracts_fail_on_a_wrong_way_import(tmp_path: Path) -> None
     assert "Dependencies point one way (docs/architecture.md §1) BROKEN" in report
     assert "No two packages import each other BROKEN" in report
     assert "Illegal imports of protected package dagwright.testing" in report
+
+
+def test_no_two_lua_scripts_of_a_folder_are_named_as_anagrams() -> None:
+    """``key_claim.lua`` beside ``claim_key.lua`` made a reader open both to find which
+    was the shared prelude: names of the same words in another order are refused."""
+    collisions = []
+    for folder in {path.parent for path in PACKAGE.rglob("*.lua")}:
+        by_words: dict[tuple[str, ...], list[str]] = {}
+        for script in folder.glob("*.lua"):
+            by_words.setdefault(tuple(sorted(script.stem.split("_"))), []).append(script.name)
+        collisions += [sorted(names) for names in by_words.values() if len(names) > 1]
+    assert collisions == []

@@ -14,7 +14,7 @@ A map of the rooms, bottom to top (each may import the ones below it, never abov
   at once that a run was stopped).
 - ``control/``: run control, what a person or a program asks for: ``submission.py`` (start a
   run of a plan or a goal), ``cancellation.py``, ``approvals.py`` (nodes waiting for a person
-  and the decisions), ``replay.py`` (dead letters run again).
+  and the decisions), ``dead_letter_replay.py`` (dead letters run again).
 - ``execution/``: executing nodes on a worker: ``attempt.py`` (claim, run under a lease,
   record the outcome), ``leases.py`` (one renewal thread per process), ``limits.py``
   (concurrency slots), ``services.py`` (``NodeServices`` over Redis: what a running node may

@@ -187,8 +187,8 @@ class NewRun:
 
 
 def key_claims() -> str:
-    """lua/key_claim.lua: the helpers create_run.lua and claim_key.lua share (a prelude)."""
-    return lua_source(PACKAGE, "key_claim")
+    """lua/idempotency_prelude.lua: what create_run.lua and claim_idempotency_key.lua share."""
+    return lua_source(PACKAGE, "idempotency_prelude")
 
 
 def create_call(

@@ -71,7 +71,7 @@ class RunStore:
         self.keys = keys
         self.events_maxlen = events_maxlen
         self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
-        self._claim_key = load_script(client, PACKAGE, "claim_key", prelude=key_claims)
+        self._claim_key = load_script(client, PACKAGE, "claim_idempotency_key", prelude=key_claims)
 
     def server_time_ms(self) -> int:
         seconds, micros = self.client.time()
@@ -104,7 +104,7 @@ class RunStore:
         return creation_of(run_id, new_run, self._create_run(keys=keys, args=args))
 
     def claim_key(self, claim: KeyClaim, run_id: str) -> str:
-        """Take an idempotency key for ``run_id`` alone (lua/claim_key.lua), unless it
+        """Take an idempotency key for ``run_id`` alone (lua/claim_idempotency_key.lua), unless it
         names another run already; the run it names now."""
         reply = self._claim_key(keys=[claim.key], args=[run_id, claim.ttl_s, claim.stale_owner])
         return str(named_reply(reply)["owner"])
