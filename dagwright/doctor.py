@@ -36,7 +36,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.llm.model_ids import unpriced
 from dagwright.llm.model_lifecycle import check_configured_models
 from dagwright.orchestrator.broker import Broker
-from dagwright.orchestrator.control.replay import dead_letters
+from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.priced_models import models_of_types

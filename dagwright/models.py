@@ -314,7 +314,7 @@ class Plan(BaseModel):
     wins; a planner's plan cannot set it."""
     response_cache: bool = False
     """Answer the run's agent calls (planner included) from the cross-run response cache
-    when the very same request was answered before, at 0 tokens (``llm/cache.py``). A
+    when the very same request was answered before, at 0 tokens (``llm/response_cache.py``). A
     ``response_cache`` given at submit wins; a planner's plan cannot set it."""
     inputs: dict[str, Any] | None = None
     """The run's arguments, as a JSON Schema (Draft 2020-12) of an object: ``type:

@@ -88,47 +88,6 @@ class ModelPrice(BaseModel):
         return self.input * 2 if self.cache_write_1h is None else self.cache_write_1h
 
 
-def _price(
-    input: float, output: float, cache_read: float | None = None, **writes: float
-) -> ModelPrice:
-    return ModelPrice(input=input, output=output, cache_read=cache_read, **writes)
-
-
-# Published list prices (platform.claude.com/docs/en/about-claude/pricing, November 2026),
-# one row per model family: dated ids (``claude-opus-4-5-20251101``) and ``-latest``
-# aliases are priced as their family (dagwright/llm/model_ids.py). A test checks that
-# every model id of the installed anthropic SDK has a row. Override with
-# DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or in dagwright.toml.
-DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
-    "claude-fable-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
-    "claude-mythos-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
-    "claude-fable-5-1": _price(10, 50, 0.25),  # reads at 0.025x input
-    "claude-mythos-5-1": _price(10, 50, 0.25),
-    "claude-fable-5": _price(10, 50),
-    "claude-mythos-5": _price(10, 50),
-    # Not listed on the pricing page (research preview): Fable 5 was announced at "less
-    # than half" its price; $25 / $125 is taken so that a budget is not undercounted.
-    "claude-mythos-preview": _price(25, 125),
-    "claude-opus-5-5": _price(4, 20, 0.2),  # reads at 0.05x input
-    "claude-opus-5": _price(5, 25),
-    "claude-opus-4-8": _price(5, 25),
-    "claude-opus-4-7": _price(5, 25),
-    "claude-opus-4-6": _price(5, 25),
-    "claude-opus-4-5": _price(5, 25),
-    "claude-opus-4-1": _price(15, 75),
-    "claude-opus-4": _price(15, 75),
-    "claude-sonnet-5-5": _price(2, 10, 0.1),  # reads at 0.05x input (the migration guide)
-    "claude-sonnet-5": _price(2, 10),
-    "claude-sonnet-4-6": _price(3, 15),
-    "claude-sonnet-4-5": _price(3, 15),
-    "claude-sonnet-4": _price(3, 15),
-    # Haiku 5.5 is priced in two bands; these are of prompts up to 100,000 tokens (longer
-    # ones cost 5x): a node that reads more than that is undercounted.
-    "claude-haiku-5-5": _price(0.1, 0.5, 0.01),
-    "claude-haiku-4-5": _price(1, 5),
-}
-
-
 class LLMRateLimit(BaseModel):
     """How much of one model the whole deployment may use per ``llm_rate_window_s``."""
 
@@ -422,13 +381,14 @@ class Settings(BaseSettings):
     worker; one past it is refused, naming its replacement. Set a later day to rehearse a
     coming retirement (DAGWRIGHT_MODEL_LIFECYCLE_DATE=2026-12-01)."""
 
-    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """USD per million tokens by model, for the cost of every call, node and run: ``input``,
     ``output``, and optionally ``cache_read``, ``cache_write`` (5-minute) and
     ``cache_write_1h`` (else 0.1x, 1.25x and 2x ``input``). Entries given are added to the
-    published prices (or replace theirs). A dated id or ``-latest`` alias is priced as its
-    family. A model with no price is unpriced: its cost shows as unknown, and a run with
-    a USD budget that would call it is refused at submit."""
+    published prices (``llm/pricing.py``; or replace theirs): this holds only those. A
+    dated id or ``-latest`` alias is priced as its family. A model with no price is
+    unpriced: its cost shows as unknown, and a run with a USD budget that would call it is
+    refused at submit."""
 
     eval_judge_model: str | None = None
     """Model of an eval's LLM judge when its scorer names none (default: ``default_model``)."""
@@ -955,12 +915,6 @@ class Settings(BaseSettings):
                 f"not a package of the index (name, optional extras and versions): {bad[0]!r}"
             )
         return [spec.strip() for spec in packages]
-
-    @field_validator("model_prices")
-    @classmethod
-    def _added_to_published_prices(cls, prices: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
-        # Added, not replacing: pricing one more model must not unprice all the others.
-        return {**DEFAULT_MODEL_PRICES, **prices}
 
     @field_validator("concurrency_limits")
     @classmethod

@@ -19,7 +19,7 @@ from dagwright.json_views import letter_json
 from dagwright.shown_ids import shown_id
 
 if TYPE_CHECKING:
-    from dagwright.orchestrator.control.replay import ReplayResult
+    from dagwright.orchestrator.control.dead_letter_replay import ReplayResult
 
 app = typer.Typer(
     help="The dead-letter queue: nodes that failed for good, kept to be replayed.",

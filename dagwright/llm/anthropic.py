@@ -59,8 +59,9 @@ from dagwright.llm.call_limits import (
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.model_lifecycle import LifecycleGuard
 from dagwright.llm.pricing import priced
+from dagwright.llm.prompt_caching import system_blocks
 from dagwright.llm.protocol import LLMRequest, LLMResponse
-from dagwright.llm.wire import message_body, system_blocks
+from dagwright.llm.wire import message_body
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import LLMSettings, ModelPrice

@@ -38,6 +38,11 @@ from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.execution.backoff import compute_backoff
 from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.execution.expansion import (
+    Expansion,
+    apply_expansion,
+    prepare_expansion,
+)
 from dagwright.orchestrator.execution.fairness import (
     Turn,
     WaitingMessages,
@@ -54,6 +59,7 @@ from dagwright.orchestrator.execution.limits import (
 )
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
+from dagwright.orchestrator.execution.replanning import replanner_for
 from dagwright.orchestrator.runstate.machine import (
     BreakerWait,
     Claim,
@@ -62,12 +68,6 @@ from dagwright.orchestrator.runstate.machine import (
     ReadyNode,
 )
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.planning.goals import (
-    Expansion,
-    apply_expansion,
-    prepare_expansion,
-    replanner_for,
-)
 from dagwright.planning.planner import PLANNER_TYPE
 from dagwright.plans.mapping import (
     child_inputs,
