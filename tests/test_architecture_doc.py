@@ -304,7 +304,11 @@ def import_contracts() -> list[dict]:
 
 
 def test_the_layers_are_the_import_linter_contract_s() -> None:
-    (layers,) = [c["layers"] for c in import_contracts() if c["type"] == "layers"]
+    (layers,) = [
+        c["layers"]
+        for c in import_contracts()
+        if c["type"] == "layers" and "containers" not in c  # the package-wide one
+    ]
     listed = re.findall(r"^\d+\. `([^`]+)`$", section("Import layers"), re.M)
     assert listed == layers
 

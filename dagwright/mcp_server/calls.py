@@ -17,8 +17,7 @@ from typing import ParamSpec, TypeVar
 import anyio.to_thread
 from mcp.server.mcpserver.exceptions import ToolError
 
-from dagwright.errors import DagwrightError
-from dagwright.server.problems import public_line
+from dagwright.errors import DagwrightError, public_line
 
 P = ParamSpec("P")
 T = TypeVar("T")

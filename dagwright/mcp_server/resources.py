@@ -26,12 +26,11 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from dagwright.client import Client
 from dagwright.client.handle import result_of
-from dagwright.errors import DagwrightError, UnknownRunError
+from dagwright.errors import DagwrightError, UnknownRunError, public_line
 from dagwright.json_views import event_json
 from dagwright.mcp_server.plan_files import PlanFiles
 from dagwright.plans.documents import read_plan_text
 from dagwright.plans.files import FILE_SIZE_SETTING
-from dagwright.server.problems import public_line
 
 T = TypeVar("T")
 JSON = "application/json"

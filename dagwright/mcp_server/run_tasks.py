@@ -40,12 +40,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from dagwright.client import Client
 from dagwright.client.tokens import Scope
-from dagwright.errors import DagwrightError, UnknownRunError
+from dagwright.errors import DagwrightError, UnknownRunError, public_line
 from dagwright.json_views import iso
 from dagwright.mcp_server.callers import caller_of
 from dagwright.mcp_server.calls import client_call
 from dagwright.models import Approval, RunState, RunStatus
-from dagwright.server.problems import public_line
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_TOOL = "submit_run"

@@ -19,13 +19,12 @@ from pydantic import Field
 from dagwright.client import Client
 from dagwright.client.handle import result_of
 from dagwright.client.tokens import Scope
-from dagwright.errors import DagwrightError
+from dagwright.errors import DagwrightError, public_line
 from dagwright.json_views import run_json
 from dagwright.mcp_server.callers import require
 from dagwright.mcp_server.calls import client_call
 from dagwright.mcp_server.plan_files import PlanFiles
 from dagwright.models import RunState, RunStatus
-from dagwright.server.problems import public_line
 
 RunId = Annotated[str, Field(min_length=1, max_length=200, description="The run's id.")]
 

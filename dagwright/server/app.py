@@ -28,8 +28,8 @@ from dagwright.server.problems import install_problem_handlers
 from dagwright.settings import Settings
 
 if TYPE_CHECKING:
-    from dagwright.mcp_server.http import McpEndpoint
     from dagwright.server.local_access import LocalAccess
+    from dagwright.server.mcp_endpoint import McpEndpoint
 
 API_PREFIX = "/api/v1"
 
@@ -119,10 +119,10 @@ def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: 
 
 
 def mount_mcp(app: FastAPI, client: Client) -> McpEndpoint | None:
-    """The MCP server at ``/mcp`` (``mcp_server/http.py``), behind the API's tokens; None
+    """The MCP server at ``/mcp`` (``server/mcp_endpoint.py``), behind the API's tokens; None
     without the ``mcp`` extra (the API and the dashboard serve on without it)."""
     try:
-        from dagwright.mcp_server.http import MCP_PATH, McpEndpoint
+        from dagwright.server.mcp_endpoint import MCP_PATH, McpEndpoint
     except ImportError:
         return None
     from starlette.routing import Route
