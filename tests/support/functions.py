@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from functools import cache
 from typing import Any
@@ -329,3 +330,25 @@ def fails_on_until_fixed(ctx: NodeContext, item: str, bad: str) -> str:
     if item == bad and not client.exists(fixed_key(ctx.run_id)):
         raise PermanentError(f"cannot research {item} (on purpose)")
     return f"researched {item}"
+
+
+chatter_log = logging.getLogger("tests.chatter")
+
+
+@dagwright.function
+def chatter(
+    ctx: NodeContext, lines: int = 1, secret: str = "", fail_times: int = 0, seconds: float = 0.0
+) -> int:
+    """Print ``lines`` lines to stdout, one to stderr, log a warning (with ``secret`` in
+    it, if given); fail the first ``fail_times`` attempts (retryable); sleep ``seconds``
+    between its first line and the rest (a node to follow while it runs)."""
+    print(f"hello from {ctx.node_id} attempt {ctx.attempt}")
+    if seconds:
+        time.sleep(seconds)  # the node is running, its first line written: what -f sees
+    for i in range(1, lines):
+        print(f"line {i} of {ctx.node_id}")
+    print(f"to stderr from {ctx.node_id}", file=sys.stderr)
+    chatter_log.warning("logged by %s%s", ctx.node_id, f" with api_key={secret}" if secret else "")
+    if ctx.attempt <= fail_times:
+        raise RetryableError(f"attempt {ctx.attempt} fails on purpose")
+    return ctx.attempt

@@ -1,10 +1,11 @@
-// The side panel of the run page: one node's detail (spec, inputs, output, error, attempts,
-// LLM transcript and calls, trace timeline) or one folded group's members, and the
+// The side panel of the run page: one node's detail (spec, inputs, output, logs, error,
+// attempts, LLM transcript and calls, trace timeline) or one folded group's members, and the
 // approve / reject controls of a node waiting for approval.
 
 import { getJson, postJson } from "./api.js";
 import { actionButton, cost, el, flash, pretty, reported } from "./dom.js";
 import { STATUS_ORDER, statusCounts } from "./graph-model.js";
+import { nodeLogs } from "./node-logs.js";
 
 const panel = () => document.getElementById("panel");
 
@@ -139,6 +140,7 @@ export async function showNode(runId, nodeId, onChange) {
     section("spec", block(detail.spec)),
     section("inputs", block(detail.inputs ?? {})),
     section("output", block(detail.output ?? null)),
+    section("logs", nodeLogs(runId, nodeId, detail.status, detail.attempts)),
     section("LLM calls", llmCalls(detail.llm_calls)),
     section("transcript", transcript(detail.transcript)),
     section("trace", timeline(detail.spans)),

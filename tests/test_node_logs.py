@@ -1,0 +1,266 @@
+"""Node logs: what a node attempt prints and logs, kept per attempt (bounded, redacted),
+read back by the client, ``dagwright logs`` and the HTTP API; worker log lines name the
+attempt they were made in. Real workers (threads in this process, prefork subprocesses),
+real Valkey."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dagwright import Client, PlanBuilder, Settings
+from dagwright.errors import InputError, UnknownNodeError, UnknownRunError
+from dagwright.models import NodeLogLine, RetryPolicy, RunStatus
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.telemetry.node_logs import AttemptLog, LogLimits, capturing
+from tests.support.api_server import ApiServer
+from tests.support.cli import cli_env, dagwright, one_error_line
+from tests.support.processes import REPO_ROOT, Workers, settings_env
+from tests.support.runstate import finish, start
+from tests.support.waiting import wait_until
+
+SECRET = "hunter2-very-secret-value"
+
+
+def chatter_plan(**params: Any) -> Any:
+    plan = PlanBuilder("chatter")
+    plan.function("talk", "chatter", params=params, retry=RetryPolicy(max_attempts=3, backoff_s=0.1))
+    return plan.build()
+
+
+def texts(lines: list[NodeLogLine], source: str | None = None) -> list[str]:
+    return [line.text for line in lines if source is None or line.source == source]
+
+
+def ran(client: Client, plan: Any, timeout: float = 60) -> str:
+    run_id = client.submit(plan).run_id
+    assert client.wait(run_id, timeout=timeout).status == RunStatus.SUCCEEDED
+    return run_id
+
+
+# -- capture, without a worker -----------------------------------------------------------
+
+
+@pytest.fixture
+def runtime(no_worker_settings: Settings) -> Runtime:
+    return Runtime.from_settings(no_worker_settings)
+
+
+def attempt_log(runtime: Runtime, run_id: str, node: str, **limits: Any) -> AttemptLog:
+    bounds = LogLimits(**{"max_bytes": 65536, "max_line_chars": 2000, **limits})
+    sink = lambda lines: runtime.node_logs.append(run_id, lines)  # noqa: E731
+    return AttemptLog(run_id, node, 1, bounds, sink)
+
+
+def test_an_attempt_keeps_its_prints_and_records_and_no_other_threads(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    others_printed = threading.Event()
+
+    def another_node() -> None:  # its own context: nothing of it is kept as a's
+        print("not a's line")
+        logging.getLogger("tests.other").warning("not a's record")
+        others_printed.set()
+
+    with capturing(attempt_log(runtime, run_id, "a")):
+        print("first", end="")
+        print(" line")
+        print("oops", file=sys.stderr)
+        logging.getLogger("tests.mine").warning("a record %d", 7)
+        threading.Thread(target=another_node).start()
+        assert others_printed.wait(10)
+    lines = Client(runtime.settings).logs(run_id)
+    assert [(line.source, line.text) for line in lines] == [
+        ("stdout", "first line"),
+        ("stderr", "oops"),
+        ("log", "a record 7"),
+    ]
+    assert lines[2].level == "WARNING" and lines[2].logger == "tests.mine"
+    assert all((line.node, line.attempt, line.run_id) == ("a", 1, run_id) for line in lines)
+    print("after the attempt")  # not kept: no attempt runs here
+    assert len(Client(runtime.settings).logs(run_id)) == 3
+
+
+def test_an_attempts_logs_are_bounded_cut_and_redacted(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    log = attempt_log(runtime, run_id, "a", max_bytes=300, max_line_chars=100, secrets=(SECRET,))
+    with capturing(log):
+        print(f"the password is {SECRET}; api_key=sk-ant-abcdefghijklmnopqrstuvwxyz")
+        print("x" * 500)
+        for i in range(100):
+            print(f"line {i}")
+    lines = Client(runtime.settings).logs(run_id)
+    first, long, *rest = texts(lines)
+    assert SECRET not in first and "abcdefghijklmnop" not in first and "***" in first
+    assert long == "x" * 100 + "…"
+    assert rest[-1].startswith("… truncated ") and rest[-1].endswith(" bytes")
+    assert int(rest[-1].split()[2]) > 0
+    assert rest[:-1] == [f"line {i}" for i in range(len(rest) - 1)]  # the first ones kept
+    assert sum(len(text.encode()) + 1 for text in texts(lines)[:-1]) <= 300
+
+
+def test_reads_page_by_cursor_and_refuse_unknown_runs_nodes_and_cursors(
+    runtime: Runtime,
+) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
+    for node in ("a", "b"):
+        with capturing(attempt_log(runtime, run_id, node)):
+            for i in range(3):
+                print(f"{node}{i}")
+    client = Client(runtime.settings)
+    assert texts(client.logs(run_id, "b")) == ["b0", "b1", "b2"]
+    page = client.logs(run_id, limit=2)
+    assert texts(page) == ["a0", "a1"]
+    assert texts(client.logs(run_id, after=page[-1].id)) == ["a2", "b0", "b1", "b2"]
+    assert client.logs(run_id, "a", after=client.logs(run_id)[-1].id) == []
+    with pytest.raises(UnknownRunError):
+        client.logs("0" * 20)
+    with pytest.raises(UnknownNodeError):
+        client.logs(run_id, "nope")
+    with pytest.raises(InputError, match="a cursor is a line's id"):
+        client.logs(run_id, after="latest")
+
+
+def test_the_logs_expire_with_the_run(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    with capturing(attempt_log(runtime, run_id, "a")):
+        print("kept while the run is open")
+    logs_key = runtime.keys.run_logs(run_id)
+    assert runtime.client.pttl(logs_key) == -1
+    assert finish(runtime, run_id, "a").run_finished == RunStatus.SUCCEEDED
+    runtime.forget_active(run_id)
+    run_ttl = runtime.client.pttl(runtime.keys.run_key(run_id, "run"))
+    assert 0 < runtime.client.pttl(logs_key) <= run_ttl
+    with capturing(attempt_log(runtime, run_id, "a")):
+        print("a late line")  # written after the end: it takes the run's time to live too
+    assert 0 < runtime.client.pttl(logs_key) <= run_ttl
+    runtime.client.delete(runtime.keys.run_key(run_id, "run"))  # the run expired
+    length = runtime.client.xlen(logs_key)
+    assert runtime.node_logs.append(run_id, ['{"never": "kept"}']) is False
+    assert runtime.client.xlen(logs_key) == length
+
+
+# -- real workers ---------------------------------------------------------------------
+
+
+def test_a_function_nodes_prints_and_logs_reach_its_logs_redacted(
+    client: Client, worker: object
+) -> None:
+    run_id = ran(client, chatter_plan(lines=3, secret=SECRET))
+    lines = client.logs(run_id, "talk")
+    assert texts(lines, "stdout") == [
+        "hello from talk attempt 1",
+        "line 1 of talk",
+        "line 2 of talk",
+    ]
+    assert texts(lines, "stderr") == ["to stderr from talk"]
+    [record] = [line for line in lines if line.logger == "tests.chatter"]
+    assert record.text == "logged by talk with api_key=***" and record.level == "WARNING"
+    assert all(SECRET not in line.text for line in client.logs(run_id))
+
+
+def test_a_retried_node_shows_each_attempts_lines(client: Client, worker: object) -> None:
+    run_id = ran(client, chatter_plan(fail_times=1))
+    lines = client.logs(run_id, "talk")
+    assert texts(lines, "stdout") == ["hello from talk attempt 1", "hello from talk attempt 2"]
+    assert sorted({line.attempt for line in lines}) == [1, 2]
+    failed = [line for line in lines if line.attempt == 1 and "fails on purpose" in line.text]
+    assert failed and failed[0].level == "WARNING"  # the worker's own line about the attempt
+
+
+def test_the_api_serves_a_runs_logs_a_page_at_a_time(api: ApiServer, worker: object) -> None:
+    run_id = ran(api.client, chatter_plan(lines=2))
+    with api.http("read") as http:
+        page = http.get(f"/api/v1/runs/{run_id}/logs", params={"node": "talk", "limit": 1})
+        assert page.status_code == 200, page.text
+        body = page.json()
+        [first] = body["lines"]
+        assert first["text"] == "hello from talk attempt 1" and first["source"] == "stdout"
+        assert body["after"] == first["id"] and first["attempt"] == 1 and first["node"] == "talk"
+        rest = http.get(f"/api/v1/runs/{run_id}/logs", params={"after": body["after"]}).json()
+        assert [line["text"] for line in rest["lines"]][:1] == ["line 1 of talk"]
+        unknown = http.get(f"/api/v1/runs/{run_id}/logs", params={"node": "nope"})
+        assert unknown.status_code == 404 and "has no node 'nope'" in unknown.json()["detail"]
+        bad = http.get(f"/api/v1/runs/{run_id}/logs", params={"after": "x"})
+        assert bad.status_code == 422
+        assert http.get(f"/api/v1/runs/{'0' * 20}/logs").status_code == 404
+    with api.http(None) as anonymous:
+        assert anonymous.get(f"/api/v1/runs/{run_id}/logs").status_code == 401
+
+
+# -- prefork worker subprocesses and the CLI -----------------------------------------------
+
+
+@pytest.fixture
+def prefork(workers: Workers, subprocess_settings: Settings) -> Workers:
+    workers.start(subprocess_settings, concurrency=2)
+    return workers
+
+
+def test_a_prefork_workers_log_lines_name_the_run_and_node(
+    prefork: Workers, subprocess_settings: Settings, tmp_path: Path
+) -> None:
+    client = Client(subprocess_settings)
+    run_id = ran(client, chatter_plan(lines=2), timeout=90)
+    assert texts(client.logs(run_id, "talk"), "stdout")[:1] == ["hello from talk attempt 1"]
+    worker_log = wait_until(
+        lambda: "logged by talk" in prefork[0].log_tail(200) and prefork[0].log_tail(200),
+        timeout=10,
+        what="the worker's log line",
+    )
+    [line] = [line for line in worker_log.splitlines() if "logged by talk" in line]
+    assert f"[run={run_id} node=talk] logged by talk" in line
+
+
+def test_dagwright_logs_prints_lines_within_80_columns_and_as_json(
+    prefork: Workers, subprocess_settings: Settings, tmp_path: Path
+) -> None:
+    client = Client(subprocess_settings)
+    run_id = ran(client, chatter_plan(lines=2, fail_times=1), timeout=90)
+    env = cli_env(subprocess_settings, tmp_path, COLUMNS="80")
+    shown = dagwright("logs", run_id, env=env)
+    assert shown.returncode == 0, shown.stderr
+    printed = shown.stdout.splitlines()
+    assert printed and all(len(line) <= 80 for line in printed), printed
+    assert any(line.endswith("talk#1 out   hello from talk attempt 1") for line in printed)
+    assert any(line.endswith("talk#2 out   hello from talk attempt 2") for line in printed)
+    assert any("talk#2 WARN  logged by talk" in line for line in printed)
+    only = dagwright("logs", run_id, "talk", "--json", env=env)
+    lines = [NodeLogLine.model_validate_json(line) for line in only.stdout.splitlines()]
+    assert lines == client.logs(run_id, "talk")
+    unknown = dagwright("logs", run_id, "nope", env=env)
+    assert unknown.returncode == 2 and "has no node 'nope'" in one_error_line(unknown)
+    missing = dagwright("logs", "0" * 20, env=env)
+    assert missing.returncode == 2 and "no run" in one_error_line(missing)
+
+
+def test_dagwright_logs_follows_a_running_node_to_the_runs_end(
+    prefork: Workers, subprocess_settings: Settings, tmp_path: Path
+) -> None:
+    client = Client(subprocess_settings)
+    run_id = client.submit(chatter_plan(lines=3, seconds=2.0)).run_id
+    wait_until(lambda: client.logs(run_id), timeout=60, what="the node's first line")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "dagwright", "logs", run_id, "talk", "-f", "--timeout", "60"],
+        cwd=REPO_ROOT,
+        env={**settings_env(subprocess_settings), "COLUMNS": "80"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert follower.stdout is not None
+    first = follower.stdout.readline()  # shown while the node still runs
+    assert first.rstrip().endswith("out   hello from talk attempt 1")
+    assert client.counts(run_id)[0] == RunStatus.RUNNING
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err
+    assert [line.split(" out   ")[-1] for line in out.splitlines() if " out " in line] == [
+        "line 1 of talk",
+        "line 2 of talk",
+    ]
+    assert f"run {run_id} ended: succeeded" in err
