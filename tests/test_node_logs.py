@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from dagwright import Client, PlanBuilder, Settings
 from dagwright.errors import InputError, UnknownNodeError, UnknownRunError
@@ -21,6 +22,7 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.telemetry.node_logs import AttemptLog, LogLimits, capturing
 from tests.support.api_server import ApiServer
 from tests.support.cli import cli_env, dagwright, one_error_line
+from tests.support.functions import release_key
 from tests.support.processes import REPO_ROOT, Workers, settings_env
 from tests.support.runstate import finish, start
 from tests.support.waiting import wait_until
@@ -30,7 +32,9 @@ SECRET = "hunter2-very-secret-value"
 
 def chatter_plan(**params: Any) -> Any:
     plan = PlanBuilder("chatter")
-    plan.function("talk", "chatter", params=params, retry=RetryPolicy(max_attempts=3, backoff_s=0.1))
+    plan.function(
+        "talk", "chatter", params=params, retry=RetryPolicy(max_attempts=3, backoff_s=0.1)
+    )
     return plan.build()
 
 
@@ -243,21 +247,24 @@ def test_dagwright_logs_follows_a_running_node_to_the_runs_end(
     prefork: Workers, subprocess_settings: Settings, tmp_path: Path
 ) -> None:
     client = Client(subprocess_settings)
-    run_id = client.submit(chatter_plan(lines=3, seconds=2.0)).run_id
-    wait_until(lambda: client.logs(run_id), timeout=60, what="the node's first line")
+    run_id = client.submit(chatter_plan(lines=3, held=True)).run_id
     follower = subprocess.Popen(
-        [sys.executable, "-m", "dagwright", "logs", run_id, "talk", "-f", "--timeout", "60"],
+        [sys.executable, "-m", "dagwright", "logs", run_id, "talk", "-f", "--timeout", "90"],
         cwd=REPO_ROOT,
         env={**settings_env(subprocess_settings), "COLUMNS": "80"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert follower.stdout is not None
-    first = follower.stdout.readline()  # shown while the node still runs
-    assert first.rstrip().endswith("out   hello from talk attempt 1")
-    assert client.counts(run_id)[0] == RunStatus.RUNNING
-    out, err = follower.communicate(timeout=60)
+    try:
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # shown while the node is held, running
+        assert first.rstrip().endswith("out   hello from talk attempt 1"), first
+        assert client.counts(run_id)[0] == RunStatus.RUNNING
+        redis.Redis.from_url(subprocess_settings.redis_url or "").set(release_key(run_id), 1)
+        out, err = follower.communicate(timeout=90)
+    finally:
+        follower.kill()
     assert follower.returncode == 0, err
     assert [line.split(" out   ")[-1] for line in out.splitlines() if " out " in line] == [
         "line 1 of talk",

@@ -14,9 +14,11 @@ from tests.support.browser import (  # noqa: F401 (browser, chromium: fixtures)
     browser,
     chromium,
     log_in,
+    node_status,
     open_run,
     wait_for_node,
 )
+from tests.support.functions import release_key
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.subprocess  # chromedriver and chromium are child processes
@@ -40,8 +42,10 @@ def test_the_node_panel_follows_a_running_nodes_logs(
     from selenium.webdriver.common.by import By
 
     plan = PlanBuilder("talk slowly")
-    params = {"lines": 3, "seconds": 4.0, "fail_times": 1}
-    plan.function("talk", "chatter", params=params, retry=RetryPolicy(max_attempts=2, backoff_s=0.1))
+    params = {"lines": 3, "held": True, "fail_times": 1}
+    plan.function(
+        "talk", "chatter", params=params, retry=RetryPolicy(max_attempts=2, backoff_s=0.1)
+    )
     run_id = api.client.submit(plan.build()).run_id
     wait_until(lambda: api.client.logs(run_id), timeout=30, what="the node's first line")
     log_in(browser, api)
@@ -52,7 +56,8 @@ def test_the_node_panel_follows_a_running_nodes_logs(
         timeout=15,
         what="the running node's first line in its panel",
     )
-    assert api.client.counts(run_id)[0].value == "running"
+    assert node_status(browser, "talk") == "running"  # held: shown while it runs
+    api.client.runtime.client.set(release_key(run_id), 1)
     wait_for_node(browser, "talk", "succeeded", timeout=60)
     wait_until(
         lambda: any("#2 out   line 2 of talk" in line for line in panel_lines(browser)),

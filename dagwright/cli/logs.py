@@ -10,6 +10,7 @@ JSON object per line, for scripts.
 from __future__ import annotations
 
 import shutil
+import sys
 import textwrap
 import time
 from typing import TYPE_CHECKING, Annotated
@@ -105,6 +106,7 @@ class LogPrinter:
                 print_json(line.model_dump(mode="json"))
             else:
                 stdout.print(self.styled(line))
+        sys.stdout.flush()  # -f into a pipe: each line as it comes, not at the exit
         return lines[-1].id if lines else None
 
     def styled(self, line: NodeLogLine) -> Text:
@@ -139,7 +141,9 @@ def wrapped(text: str, indent: int, width: int) -> str:
     pieces = textwrap.wrap(first, width, initial_indent=pad, subsequent_indent=CONTINUATION)
     lines = [pieces[0][indent:] if pieces else "", *pieces[1:]]
     for more in rest:
-        folded = textwrap.wrap(more, width, initial_indent=CONTINUATION, subsequent_indent=CONTINUATION)
+        folded = textwrap.wrap(
+            more, width, initial_indent=CONTINUATION, subsequent_indent=CONTINUATION
+        )
         lines.extend(folded or [""])
     return "\n".join(lines)
 

@@ -168,7 +168,6 @@ def sdk_client(settings: LLMSettings, limits: CallLimits) -> SdkClient:
     return anthropic.Anthropic(api_key=key or PLACEHOLDER_KEY, **options)
 
 
-
 def log_retry(state: RetryCallState) -> None:
     """A retried LLM call, as a node's logs show it (telemetry/node_logs.py): which
     attempt failed, of what, and how long it waits."""

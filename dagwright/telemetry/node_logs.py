@@ -302,9 +302,9 @@ def install_capture() -> None:
     not done yet (again after Celery replaced them: its worker redirects the streams and
     takes over the root logger as it starts, and a pool's child does it again)."""
     if not isinstance(sys.stdout, NodeStream) and sys.stdout is not None:
-        sys.stdout = NodeStream(sys.stdout, "stdout")  # type: ignore[assignment]
+        sys.stdout = NodeStream(sys.stdout, "stdout")
     if not isinstance(sys.stderr, NodeStream) and sys.stderr is not None:
-        sys.stderr = NodeStream(sys.stderr, "stderr")  # type: ignore[assignment]
+        sys.stderr = NodeStream(sys.stderr, "stderr")
     root = logging.getLogger()
     if _HANDLER not in root.handlers:
         root.addHandler(_HANDLER)

@@ -77,6 +77,7 @@ from dagwright.llm.protocol import LLMRequest, LLMResponse, rough_tokens
 from dagwright.llm.server_tools import WEB_SEARCH
 from dagwright.models import Budget, Node
 from dagwright.redaction import known_secrets, redact
+from dagwright.shown_ids import shown_id
 from dagwright.workers.agent_answers import answer_contract
 from dagwright.workers.agent_context import (
     SUMMARY_SYSTEM,
@@ -113,7 +114,6 @@ from dagwright.workers.tools.base import (
     truncate,
 )
 from dagwright.workers.tools.policy import ToolPolicy
-from dagwright.shown_ids import shown_id
 from dagwright.workers.untrusted import DataFence
 
 __all__ = [
@@ -644,7 +644,9 @@ def log_llm_call(turn: int, response: LLMResponse) -> None:
         response.model,
         usage.input_tokens,
         usage.output_tokens,
-        f" ({usage.cache_read_input_tokens} read from cache)" if usage.cache_read_input_tokens else "",
+        f" ({usage.cache_read_input_tokens} read from cache)"
+        if usage.cache_read_input_tokens
+        else "",
         response.stop_reason,
     )
 

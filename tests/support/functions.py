@@ -337,14 +337,15 @@ chatter_log = logging.getLogger("tests.chatter")
 
 @dagwright.function
 def chatter(
-    ctx: NodeContext, lines: int = 1, secret: str = "", fail_times: int = 0, seconds: float = 0.0
+    ctx: NodeContext, lines: int = 1, secret: str = "", fail_times: int = 0, held: bool = False
 ) -> int:
     """Print ``lines`` lines to stdout, one to stderr, log a warning (with ``secret`` in
-    it, if given); fail the first ``fail_times`` attempts (retryable); sleep ``seconds``
-    between its first line and the rest (a node to follow while it runs)."""
+    it, if given); fail the first ``fail_times`` attempts (retryable). ``held``: after its
+    first line, wait until the test sets :func:`release_key` (a node to follow while it
+    provably runs)."""
     print(f"hello from {ctx.node_id} attempt {ctx.attempt}")
-    if seconds:
-        time.sleep(seconds)  # the node is running, its first line written: what -f sees
+    if held:
+        held_until_released(ctx, 60.0)
     for i in range(1, lines):
         print(f"line {i} of {ctx.node_id}")
     print(f"to stderr from {ctx.node_id}", file=sys.stderr)

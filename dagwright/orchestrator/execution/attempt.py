@@ -212,7 +212,9 @@ def attempt_node(
         return run_attempt(env, ctx, claim, eager)
 
 
-def run_attempt(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None) -> Outcome:
+def run_attempt(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None
+) -> Outcome:
     """The claimed attempt: a map's step, or the node's worker within its limits."""
     mapped = claim.node.map
     if mapped is not None and mapped.index is None:

@@ -100,7 +100,11 @@ class NodeLogs:
         return appended(self._append(keys=keys, args=args))
 
     def read(
-        self, run_id: str, node: str | None = None, after: str | None = None, limit: int = DEFAULT_LIMIT
+        self,
+        run_id: str,
+        node: str | None = None,
+        after: str | None = None,
+        limit: int = DEFAULT_LIMIT,
     ) -> list[NodeLogLine]:
         """The run's lines (only ``node``'s, if given) after the cursor ``after``, oldest
         first, at most ``limit``. UnknownRunError, UnknownNodeError, InputError."""
@@ -124,7 +128,11 @@ class AsyncNodeLogs:
         self.keys = keys
 
     async def read(
-        self, run_id: str, node: str | None = None, after: str | None = None, limit: int = DEFAULT_LIMIT
+        self,
+        run_id: str,
+        node: str | None = None,
+        after: str | None = None,
+        limit: int = DEFAULT_LIMIT,
     ) -> list[NodeLogLine]:
         read = LogRead(run_id, node, after, limit)
         async with self.client.pipeline(transaction=False) as pipe:
