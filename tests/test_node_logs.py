@@ -26,6 +26,7 @@ from tests.support.functions import release_key
 from tests.support.processes import REPO_ROOT, Workers, settings_env
 from tests.support.runstate import finish, start
 from tests.support.waiting import wait_until
+from tests.test_api_openapi import assert_served_as_documented, document
 
 SECRET = "hunter2-very-secret-value"
 
@@ -188,6 +189,9 @@ def test_the_api_serves_a_runs_logs_a_page_at_a_time(api: ApiServer, worker: obj
         assert body["after"] == first["id"] and first["attempt"] == 1 and first["node"] == "talk"
         rest = http.get(f"/api/v1/runs/{run_id}/logs", params={"after": body["after"]}).json()
         assert [line["text"] for line in rest["lines"]][:1] == ["line 1 of talk"]
+        whole = http.get(f"/api/v1/runs/{run_id}/logs").json()
+        assert {line["source"] for line in whole["lines"]} == {"stdout", "stderr", "log"}
+        assert_served_as_documented(document(api), "/api/v1/runs/{run_id}/logs", whole)
         unknown = http.get(f"/api/v1/runs/{run_id}/logs", params={"node": "nope"})
         assert unknown.status_code == 404 and "has no node 'nope'" in unknown.json()["detail"]
         bad = http.get(f"/api/v1/runs/{run_id}/logs", params={"after": "x"})
