@@ -25,6 +25,7 @@ from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.functions import release_key
 from tests.support.processes import REPO_ROOT, Workers, settings_env
 from tests.support.runstate import finish, start
+from tests.support.sandboxes import require_a_sandbox
 from tests.support.waiting import wait_until
 from tests.test_api_openapi import assert_served_as_documented, document
 
@@ -275,3 +276,14 @@ def test_dagwright_logs_follows_a_running_node_to_the_runs_end(
         "line 2 of talk",
     ]
     assert f"run {run_id} ended: succeeded" in err
+
+
+@pytest.mark.sandbox
+def test_a_python_nodes_stderr_from_its_sandbox_reaches_its_logs(
+    client: Client, worker: object
+) -> None:
+    require_a_sandbox()
+    plan = PlanBuilder("stderr in the sandbox")
+    plan.python("code", "import sys\nprint('progress 1/2', file=sys.stderr)\nprint('done')\n")
+    run_id = ran(client, plan.build())
+    assert texts(client.logs(run_id, "code"), "stderr") == ["progress 1/2"]
