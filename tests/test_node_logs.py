@@ -20,9 +20,11 @@ from dagwright.errors import InputError, UnknownNodeError, UnknownRunError
 from dagwright.models import NodeLogLine, RetryPolicy, RunStatus
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.telemetry.node_logs import AttemptLog, LogLimits, capturing
+from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer
 from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.functions import release_key
+from tests.support.llm_script import RESEARCHER, call, text, turn
 from tests.support.processes import REPO_ROOT, Workers, settings_env
 from tests.support.runstate import finish, start
 from tests.support.sandboxes import require_a_sandbox
@@ -287,3 +289,56 @@ def test_a_python_nodes_stderr_from_its_sandbox_reaches_its_logs(
     plan.python("code", "import sys\nprint('progress 1/2', file=sys.stderr)\nprint('done')\n")
     run_id = ran(client, plan.build())
     assert texts(client.logs(run_id, "code"), "stderr") == ["progress 1/2"]
+
+
+@pytest.fixture
+def info_records() -> Any:
+    """The worker at ``-l INFO`` (its default): this process's root logger lets INFO by."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    yield
+    root.setLevel(level)
+
+
+def test_an_agents_llm_and_tool_calls_are_in_its_logs_without_the_prompts(
+    client: Client, fake_llm: FakeAnthropicServer, worker: object, info_records: None
+) -> None:
+    fake_llm.add(
+        turn(RESEARCHER, 1, text("Reading."), call("read_input", node="brief"), tokens=(300, 40)),
+        turn(RESEARCHER, 3, text("Streams are append-only logs."), tokens=(500, 60)),
+    )
+    plan = PlanBuilder("Research Redis streams")
+    brief = plan.function("brief", "concat", params={"parts": ["Topic: Redis streams"]})
+    plan.agent("research", "researcher", "Collect facts on the topic.", depends_on=[brief])
+    run_id = ran(client, plan.build())
+    lines = client.logs(run_id, "research")
+    events = [line.text for line in lines if line.logger == "dagwright.workers.agent_loop"]
+    model = fake_llm.requests[0].body["model"]
+    assert events[:3] == [
+        f"LLM call 1 done: {model}, 300 input + 40 output tokens, stop_reason tool_use",
+        "tool call read_input: ok",
+        f"LLM call 2 done: {model}, 500 input + 60 output tokens, stop_reason end_turn",
+    ]
+    assert not any("Topic: Redis streams" in line.text for line in lines)  # no prompt text
+
+
+def test_an_agents_llm_retries_are_in_its_logs(
+    client: Client, fake_llm: FakeAnthropicServer, worker: object, info_records: None
+) -> None:
+    fake_llm.add(
+        {"status": 429, "headers": {"retry-after": "0"}},
+        {"status": 529},
+        turn(RESEARCHER, 1, text("Found it.")),
+    )
+    plan = PlanBuilder("Find it")
+    plan.agent("research", "researcher", "Find it.")
+    run_id = ran(client, plan.build())
+    retries = [
+        line.text for line in client.logs(run_id) if line.logger == "dagwright.llm.anthropic"
+    ]
+    assert [text.split(" (")[0] for text in retries] == [
+        "LLM call attempt 1 failed",
+        "LLM call attempt 2 failed",
+    ]
+    assert "RateLimitError" in retries[0] and "retrying in" in retries[0]
