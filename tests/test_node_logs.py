@@ -5,6 +5,7 @@ real Valkey."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from dagwright import Client, PlanBuilder, Settings
+from dagwright import AsyncClient, Client, PlanBuilder, Settings
 from dagwright.errors import InputError, UnknownNodeError, UnknownRunError
 from dagwright.models import NodeLogLine, RetryPolicy, RunStatus
 from dagwright.orchestrator.runtime import Runtime
@@ -134,6 +135,18 @@ def test_reads_page_by_cursor_and_refuse_unknown_runs_nodes_and_cursors(
         client.logs(run_id, after="latest")
 
 
+def test_the_asyncio_client_reads_the_same_lines(runtime: Runtime) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    with capturing(attempt_log(runtime, run_id, "a")):
+        print("one\ntwo")
+
+    async def read() -> list[NodeLogLine]:
+        async with AsyncClient(runtime.settings) as client:
+            return await client.logs(run_id, "a", limit=1)
+
+    assert asyncio.run(read()) == Client(runtime.settings).logs(run_id, limit=1)
+
+
 def test_the_logs_expire_with_the_run(runtime: Runtime) -> None:
     run_id, _ = start(runtime, [{"id": "a"}])
     with capturing(attempt_log(runtime, run_id, "a")):
@@ -218,7 +231,10 @@ def test_a_prefork_workers_log_lines_name_the_run_and_node(
 ) -> None:
     client = Client(subprocess_settings)
     run_id = ran(client, chatter_plan(lines=2), timeout=90)
-    assert texts(client.logs(run_id, "talk"), "stdout")[:1] == ["hello from talk attempt 1"]
+    lines = client.logs(run_id, "talk")  # each once: print's redirection to the log is not kept
+    assert texts(lines, "stdout") == ["hello from talk attempt 1", "line 1 of talk"]
+    assert texts(lines, "stderr") == ["to stderr from talk"]
+    assert [line.text for line in lines if line.logger == "tests.chatter"] == ["logged by talk"]
     worker_log = wait_until(
         lambda: "logged by talk" in prefork[0].log_tail(200) and prefork[0].log_tail(200),
         timeout=10,

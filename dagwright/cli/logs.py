@@ -82,7 +82,9 @@ def follow_logs(
     while True:
         status, _ = client.counts(run_id)
         cursor = printer.show(client.logs(run_id, node, cursor)) or cursor
-        if status.is_final:
+        if status.is_final:  # once more: a worker's line about the end comes just after it
+            time.sleep(FOLLOW_POLL_S)
+            printer.show(client.logs(run_id, node, cursor))
             return status
         if deadline is not None and time.monotonic() >= deadline:
             stderr.print(Text(f"run {run_id} is still {status.value} after {timeout:g}s"))
