@@ -6,6 +6,7 @@ import { getJson } from "./api.js";
 import { el } from "./dom.js";
 
 const POLL_MS = 1000;
+const MAX_SHOWN = 2000; // lines in the panel; the rest: `dagwright logs` or the API
 const FINAL = new Set(["succeeded", "failed", "blocked", "cancelled", "skipped"]);
 const TAGS = { stdout: "out", stderr: "err" };
 
@@ -46,8 +47,14 @@ export function nodeLogs(runId, nodeId, status, attempts) {
       return;
     }
     if (page.lines.length) empty.remove();
-    box.append(...page.lines.map((line) => lineElement(line, retried || line.attempt > 1)));
-    box.dataset.lines = String(Number(box.dataset.lines) + page.lines.length);
+    const shown = Number(box.dataset.lines);
+    const lines = page.lines.slice(0, MAX_SHOWN - shown);
+    box.append(...lines.map((line) => lineElement(line, retried || line.attempt > 1)));
+    box.dataset.lines = String(shown + lines.length);
+    if (shown + lines.length >= MAX_SHOWN) {
+      box.append(el("p", { class: "muted" }, `first ${MAX_SHOWN} lines: \`dagwright logs ${runId} ${nodeId}\` shows them all`));
+      return;
+    }
     after = page.after;
     if (!FINAL.has(status) && box.isConnected) setTimeout(read, POLL_MS);
   };
