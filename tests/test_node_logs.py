@@ -27,7 +27,7 @@ from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.functions import release_key
 from tests.support.llm_script import RESEARCHER, call, text, turn
 from tests.support.processes import REPO_ROOT, Workers, settings_env
-from tests.support.runstate import finish, start
+from tests.support.runstate import claim, finish, start
 from tests.support.sandboxes import require_a_sandbox
 from tests.support.waiting import wait_until
 from tests.test_api_openapi import assert_served_as_documented, document
@@ -133,6 +133,31 @@ def test_reads_page_by_cursor_and_refuse_unknown_runs_nodes_and_cursors(
         client.logs(run_id, "nope")
     with pytest.raises(InputError, match="a cursor is a line's id"):
         client.logs(run_id, after="latest")
+
+
+def test_a_replay_that_reopens_the_run_keeps_its_logs_until_it_ends_again(
+    runtime: Runtime,
+) -> None:
+    from dagwright.dlq import DeadLetterFilter
+    from dagwright.models import ErrorInfo
+    from dagwright.orchestrator.control.replay import dead_letters
+    from dagwright.orchestrator.runstate.machine import Replayed
+
+    run_id, _ = start(runtime, [{"id": "a"}])
+    claim(runtime, run_id, "a")
+    with capturing(attempt_log(runtime, run_id, "a")):
+        print("the first attempt")
+    runtime.machine.fail(run_id, "a", 1, ErrorInfo(error_class="E", message="m", retryable=False))
+    runtime.forget_active(run_id)
+    logs_key = runtime.keys.run_logs(run_id)
+    assert runtime.client.pttl(logs_key) > 0
+    [letter] = dead_letters(runtime).find(DeadLetterFilter(run_id=run_id))
+    assert isinstance(runtime.machine.replay(run_id, "a", 1, entry_id=letter.id), Replayed)
+    assert runtime.client.pttl(logs_key) == -1  # open again: kept as long as the run
+    finish(runtime, run_id, "a", fence=2)
+    runtime.forget_active(run_id)
+    assert runtime.client.pttl(logs_key) > 0
+    assert texts(Client(runtime.settings).logs(run_id)) == ["the first attempt"]
 
 
 def test_the_asyncio_client_reads_the_same_lines(runtime: Runtime) -> None:
