@@ -60,6 +60,9 @@ def logs(
     client = client_from(imports)
     printer = LogPrinter(node is None, json_output)
     cursor = printer.show(client.logs(run_id, node))
+    if cursor is None and not json_output:
+        whose = f"node {node} of run {run_id}" if node else f"run {run_id}"
+        stderr.print(Text(f"{whose} has no log lines{' yet' if follow else ''}"))
     if not follow:
         return
     status = follow_logs(client, printer, run_id, node, cursor, timeout)
