@@ -216,16 +216,21 @@ class Flusher:
     minute shows that line within about a second (``dagwright logs -f``, the dashboard)."""
 
     def __init__(self) -> None:
+        self._reset()
+        # A fork (a prefork pool's child) has no thread and none of its parent's attempts;
+        # a lock held by a parent's thread at the fork would stay held in the child.
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._live: set[AttemptLog] = set()
-        self._pid = 0  # the process whose thread runs: a fork starts its own
+        self._started = False
 
     def watch(self, attempt_log: AttemptLog) -> None:
         with self._lock:
             self._live.add(attempt_log)
-            if self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._live = {attempt_log}  # a fork's copy holds its parent's attempts
+            if not self._started:
+                self._started = True
                 threading.Thread(target=self._run, name="dagwright-node-logs", daemon=True).start()
 
     def forget(self, attempt_log: AttemptLog) -> None:
