@@ -205,7 +205,8 @@ def test_a_function_nodes_prints_and_logs_reach_its_logs_redacted(
         "line 2 of talk",
     ]
     assert texts(lines, "stderr") == ["to stderr from talk"]
-    [record] = [line for line in lines if line.logger == "tests.chatter"]
+    info, record = [line for line in lines if line.logger == "tests.chatter"]
+    assert (info.level, info.text) == ("INFO", "working on talk")
     assert record.text == "logged by talk with api_key=***" and record.level == "WARNING"
     assert all(SECRET not in line.text for line in client.logs(run_id))
 
@@ -247,7 +248,8 @@ def test_the_api_serves_a_runs_logs_a_page_at_a_time(api: ApiServer, worker: obj
 
 @pytest.fixture
 def prefork(workers: Workers, subprocess_settings: Settings) -> Workers:
-    workers.start(subprocess_settings, concurrency=2)
+    """A prefork worker logging warnings and up, as the embedded stack's do."""
+    workers.start(subprocess_settings, concurrency=2, args=("--loglevel", "WARNING"))
     return workers
 
 
@@ -259,7 +261,10 @@ def test_a_prefork_workers_log_lines_name_the_run_and_node(
     lines = client.logs(run_id, "talk")  # each once: print's redirection to the log is not kept
     assert texts(lines, "stdout") == ["hello from talk attempt 1", "line 1 of talk"]
     assert texts(lines, "stderr") == ["to stderr from talk"]
-    assert [line.text for line in lines if line.logger == "tests.chatter"] == ["logged by talk"]
+    assert [line.text for line in lines if line.logger == "tests.chatter"] == [
+        "working on talk",  # an INFO record, kept though the worker logs WARNING and up
+        "logged by talk",
+    ]
     worker_log = wait_until(
         lambda: "logged by talk" in prefork[0].log_tail(200) and prefork[0].log_tail(200),
         timeout=10,
@@ -267,6 +272,7 @@ def test_a_prefork_workers_log_lines_name_the_run_and_node(
     )
     [line] = [line for line in worker_log.splitlines() if "logged by talk" in line]
     assert f"[run={run_id} node=talk] logged by talk" in line
+    assert "working on talk" not in worker_log  # its own log as quiet as it was
 
 
 def test_dagwright_logs_prints_lines_within_80_columns_and_as_json(
@@ -332,18 +338,8 @@ def test_a_python_nodes_stderr_from_its_sandbox_reaches_its_logs(
     assert texts(client.logs(run_id, "code"), "stderr") == ["progress 1/2"]
 
 
-@pytest.fixture
-def info_records() -> Any:
-    """The worker at ``-l INFO`` (its default): this process's root logger lets INFO by."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.INFO)
-    yield
-    root.setLevel(level)
-
-
 def test_an_agents_llm_and_tool_calls_are_in_its_logs_without_the_prompts(
-    client: Client, fake_llm: FakeAnthropicServer, worker: object, info_records: None
+    client: Client, fake_llm: FakeAnthropicServer, worker: object
 ) -> None:
     fake_llm.add(
         turn(RESEARCHER, 1, text("Reading."), call("read_input", node="brief"), tokens=(300, 40)),
@@ -365,7 +361,7 @@ def test_an_agents_llm_and_tool_calls_are_in_its_logs_without_the_prompts(
 
 
 def test_an_agents_llm_retries_are_in_its_logs(
-    client: Client, fake_llm: FakeAnthropicServer, worker: object, info_records: None
+    client: Client, fake_llm: FakeAnthropicServer, worker: object
 ) -> None:
     fake_llm.add(
         {"status": 429, "headers": {"retry-after": "0"}},

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_LINES = 50  # a batch of lines written in one round trip while the node runs
 FLUSH_INTERVAL_S = 1.0  # or older than this, when the next line arrives
+CAPTURE_LEVEL = logging.INFO  # the records kept, whatever the worker's own log level
 LINE_CUT_MARK = "…"
 # Records not kept as node logs: what printing already kept (Celery's redirected stdout),
 # and this module's own (a failed write must not feed itself).
@@ -313,6 +314,22 @@ def install_capture() -> None:
     root = logging.getLogger()
     if _HANDLER not in root.handlers:
         root.addHandler(_HANDLER)
+    keep_records_from(CAPTURE_LEVEL)
+
+
+def keep_records_from(level: int) -> None:
+    """Let the root logger pass records of ``level`` and up, for the node logs, while its
+    other handlers keep writing what they wrote: a worker at ``-l WARNING`` (the embedded
+    stack's) still keeps a node's ``logging.info`` and an agent's steps in its logs, and
+    its log file stays as quiet. A level is a logger's gate: a record below it is never
+    made, whatever a handler wants."""
+    root = logging.getLogger()
+    if root.level == logging.NOTSET or root.level <= level:
+        return
+    for handler in root.handlers:
+        if handler is not _HANDLER and handler.level < root.level:
+            handler.setLevel(root.level)
+    root.setLevel(level)
 
 
 # -- the worker's own log lines, tagged with the attempt they were made in --------------

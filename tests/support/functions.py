@@ -349,6 +349,7 @@ def chatter(
     for i in range(1, lines):
         print(f"line {i} of {ctx.node_id}")
     print(f"to stderr from {ctx.node_id}", file=sys.stderr)
+    chatter_log.info("working on %s", ctx.node_id)
     chatter_log.warning("logged by %s%s", ctx.node_id, f" with api_key={secret}" if secret else "")
     if ctx.attempt <= fail_times:
         raise RetryableError(f"attempt {ctx.attempt} fails on purpose")
