@@ -832,6 +832,35 @@ class RunScore(NewScore):
     """When it was written (the Redis server's clock)."""
 
 
+NodeLogSource = Literal["stdout", "stderr", "log"]
+
+
+class NodeLogLine(BaseModel):
+    """One line a node attempt left in its run's logs (``Client.logs``, ``dagwright logs``,
+    ``GET /api/v1/runs/{run_id}/logs``): a line it printed to stdout or stderr, or one
+    ``logging`` record made while it ran (an agent's LLM calls and tool calls among them).
+    Redacted and bounded when captured (``node_log_max_bytes``)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
+    id: str
+    """Its entry id in the run's log stream: unique, in the order written, and the cursor
+    to read on from (``after``)."""
+    run_id: str
+    node: str
+    attempt: int
+    """Which attempt of the node wrote it (1 the first; a retry is 2...)."""
+    at: datetime
+    """When it was written (the worker's clock)."""
+    source: NodeLogSource
+    """``stdout`` or ``stderr`` (printed), or ``log`` (a ``logging`` record)."""
+    level: str | None = None
+    """A ``log`` line's level (``INFO``, ``WARNING``...); None for printed lines."""
+    logger: str | None = None
+    """A ``log`` line's logger name."""
+    text: str
+
+
 class Event(BaseModel):
     """One entry of a run's event stream (``kind`` is e.g. ``node.succeeded``)."""
 

@@ -356,6 +356,17 @@ class Settings(BaseSettings):
     past it a score is refused (ScoreLimitError, HTTP 422), so that feedback cannot grow a
     run's keys without end. They expire with the run."""
 
+    # Node logs (telemetry/node_logs.py; `dagwright logs`, docs/client-guide.md "Node logs").
+    node_log_max_bytes: int = Field(65_536, ge=0, le=16 * 1024 * 1024)
+    """Most bytes of logs kept per node attempt (its stdout, stderr, ``logging`` records
+    and an agent's notable events); past it the rest is counted and a ``… truncated N
+    bytes`` line closes the attempt's logs. 0 keeps none (capture off)."""
+    node_log_max_line_chars: int = Field(2_000, ge=80, le=100_000)
+    """Longest log line kept; a longer one is cut (and marked ``…``)."""
+    node_log_run_max_lines: int = Field(100_000, ge=100)
+    """Approximate cap of a run's log stream: past it the oldest lines are dropped, so a
+    run of 10,000 chatty nodes stays bounded. The logs expire with the run."""
+
     worker_concurrency: int | None = Field(None, ge=1)
     """Processes per worker (default: the number of CPUs)."""
 

@@ -24,6 +24,7 @@ from dagwright.cli import (
     doctor,
     evals,
     flower,
+    logs,
     mcp_serving,
     metrics,
     planning,
@@ -83,6 +84,7 @@ doctor.register(app)
 schedules.register(app)
 approvals.register(app)
 watch.register(app)
+logs.register(app)
 flower.register(app)
 traces.register(app)
 metrics.register(app)

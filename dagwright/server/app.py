@@ -41,6 +41,7 @@ def api_router() -> APIRouter:
         dead_letters,
         evals,
         events,
+        logs,
         runs,
         schedules,
         scores,
@@ -48,7 +49,7 @@ def api_router() -> APIRouter:
     )
 
     router = APIRouter()
-    for module in (system, runs, events, scores, approvals, dead_letters, schedules, evals):
+    for module in (system, runs, events, logs, scores, approvals, dead_letters, schedules, evals):
         router.include_router(module.router)
     return router
 
