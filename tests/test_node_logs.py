@@ -133,12 +133,14 @@ def test_reads_page_by_cursor_and_refuse_unknown_runs_nodes_and_cursors(
         client.logs(run_id, "nope")
     with pytest.raises(InputError, match="a cursor is a line's id"):
         client.logs(run_id, after="latest")
+    with pytest.raises(InputError, match="a cursor is a line's id"):
+        client.logs(run_id, after="3-41454991490929467513")  # past 2^64 - 1: no stream id
 
 
 def test_a_replay_that_reopens_the_run_keeps_its_logs_until_it_ends_again(
     runtime: Runtime,
 ) -> None:
-    from dagwright.orchestrator.control.replay import dead_letters
+    from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 
     from dagwright.dlq import DeadLetterFilter
     from dagwright.models import ErrorInfo
@@ -239,6 +241,9 @@ def test_the_api_serves_a_runs_logs_a_page_at_a_time(api: ApiServer, worker: obj
         assert unknown.status_code == 404 and "has no node 'nope'" in unknown.json()["detail"]
         bad = http.get(f"/api/v1/runs/{run_id}/logs", params={"after": "x"})
         assert bad.status_code == 422
+        # a part past 2^64 - 1 is no id Redis takes: refused before it is read (was a 500)
+        huge = http.get(f"/api/v1/runs/{run_id}/logs", params={"after": "3-41454991490929467513"})
+        assert huge.status_code == 422, huge.text
         assert http.get(f"/api/v1/runs/{'0' * 20}/logs").status_code == 404
     with api.http(None) as anonymous:
         assert anonymous.get(f"/api/v1/runs/{run_id}/logs").status_code == 401

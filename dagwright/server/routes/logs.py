@@ -15,7 +15,7 @@ from dagwright.server.openapi import problem_responses
 router = APIRouter(tags=["logs"])
 
 MAX_PAGE_LINES = 1000
-CURSOR_PATTERN = r"^\d{1,20}-\d{1,20}$"
+CURSOR_PATTERN = r"^\d{1,19}-\d{1,19}$"  # as runstate/node_logs.py CURSOR: ids Redis takes
 
 
 class RunLogs(BaseModel):
