@@ -132,9 +132,8 @@ class MemoryStore:
         pipe = self.client.pipeline(transaction=True)
         files_key, meta_key = self.keys.memory_files(namespace), self.keys.memory_meta(namespace)
         pipe.delete(files_key)
-        if cleaned:
-            mapping: dict[str | bytes, bytes | float | int | str] = dict(cleaned)
-            pipe.hset(files_key, mapping=mapping)
+        for path, text in cleaned.items():
+            pipe.hset(files_key, path, text)
         size = sum(len(text.encode()) for text in cleaned.values())
         pipe.hincrby(meta_key, "version", 1)
         pipe.hset(meta_key, mapping={"bytes": size, "updated_ms": _now_ms(self.client)})
