@@ -41,7 +41,7 @@ def test_a_worker_killed_after_a_memory_write_resumes_without_writing_again(
     keys = Keys(settings.key_prefix)
     files = client.runtime.client.hgetall(keys.memory_files(f"run:{run.run_id}"))
     assert files == {"/memories/log": "1\n2\n"}
-    assert int(client.runtime.client.hget(keys.memory_meta(f"run:{run.run_id}"), "version")) == 2
+    assert client.runtime.client.hget(keys.memory_meta(f"run:{run.run_id}"), "version") == "2"
     last = fake_llm.requests[-1].body["messages"]
     insert_result = (
         last[-2]["content"][0] if last[-1]["role"] == "assistant" else last[-1]["content"][0]
