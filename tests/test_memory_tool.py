@@ -176,3 +176,20 @@ def test_settings_attach_the_memory_tool_and_its_rules_to_a_type(settings: Setti
     unknown = settings.model_copy(update={"agent_memory": {"nobody": AgentMemorySettings()}})
     with pytest.raises(ConfigurationError, match="agent_memory names 'nobody', which is no agent"):
         build_registry(unknown)
+
+
+@pytest.mark.usefixtures("worker")
+def test_a_plan_names_the_namespace_its_runs_share(
+    client: Client, fake_llm: FakeAnthropicServer, settings: Settings
+) -> None:
+    fake_llm.add(
+        turn(ARCHIVIST, 1, memory_call(command="create", path="/memories/t.md", file_text="t")),
+        turn(ARCHIVIST, 3, text("kept")),
+    )
+    plan = PlanBuilder()
+    plan.agent("keep", "archivist", "Keep it.")
+    run = client.submit(plan.build().model_copy(update={"memory": "team-notes"}))
+    assert run.wait(timeout=60).status == RunStatus.SUCCEEDED
+    keys = Keys(settings.key_prefix)
+    assert client.runtime.client.hgetall(keys.memory_files("team-notes")) == {"/memories/t.md": "t"}
+    assert not client.runtime.client.exists(keys.memory_files(f"run:{run.run_id}"))

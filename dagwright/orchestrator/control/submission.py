@@ -14,6 +14,7 @@ from typing import Any
 from dagwright.egress import EgressPolicy
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.llm.model_lifecycle import warn_of_end_of_life
+from dagwright.memory.namespaces import MEMORY_FIELD, checked_name
 from dagwright.models import (
     DEFAULT_PRIORITY,
     MAX_DURATION_S,
@@ -85,6 +86,7 @@ def start_run(
     timeout_s: float | None = None,
     response_cache: bool | None = None,
     llm_batch: bool = False,
+    memory: str | None = None,
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
     inputs: dict[str, Any] | None = None,
@@ -104,7 +106,8 @@ def start_run(
     wall-clock limit, enforced by the reconciler.
     ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
     (read back by claim.lua with each node, so it costs no round trip); ``llm_batch``:
-    they go through the Message Batches API, at half price (``llm/batches.py``). Given
+    they go through the Message Batches API, at half price (``llm/batches.py``); ``memory``
+    (else the plan's): the memory namespace its agents use (``memory/namespaces.py``). Given
     ``live_workers``, UnrunnablePlanError if workers are live and none can run some
     node (a scheduled run is not checked: nobody is there to read the refusal).
     ``inputs``: the run's inputs, checked against the plan's ``inputs:`` schema (its
@@ -126,6 +129,7 @@ def start_run(
         timeout_s=timeout_s,
         response_cache=response_cache,
         llm_batch=llm_batch,
+        memory=memory,
         live_workers=live_workers,
         inputs=inputs,
         webhooks=webhooks,
@@ -147,6 +151,7 @@ def prepare_run(
     timeout_s: float | None = None,
     response_cache: bool | None = None,
     llm_batch: bool = False,
+    memory: str | None = None,
     live_workers: LiveCapabilities | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
@@ -173,6 +178,7 @@ def prepare_run(
         fields["response_cache"] = 1
     if llm_batch:
         fields["llm_batch"] = 1
+    fields.update(memory_fields(memory, plan))
     fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
     fields.update(start_fields(not_before, countdown_s, settings.max_start_delay_s))
     if plan is not None:
@@ -325,6 +331,13 @@ def own_priority(priority: int) -> int | None:
     """A priority to write down: None for the default (a default run's request digest,
     and its planner node, stay what they were before priorities)."""
     return None if priority == DEFAULT_PRIORITY else priority
+
+
+def memory_fields(memory: str | None, plan: Plan | None) -> dict[str, str]:
+    """The run hash's named memory namespace: the submit's, else the plan's (none: the
+    type's, the schedule's or the run's own, ``memory/namespaces.py``)."""
+    named = memory or (plan.memory if plan is not None else None)
+    return {MEMORY_FIELD: checked_name(named, derived=False)} if named else {}
 
 
 def run_response_cache(response_cache: bool | None, plan: Plan | None) -> bool:
