@@ -24,6 +24,7 @@ from dagwright.cli import (
     doctor,
     evals,
     flower,
+    memory,
     metrics,
     planning,
     runs,
@@ -80,6 +81,7 @@ dlq.register(app)
 evals.register(app)
 doctor.register(app)
 schedules.register(app)
+memory.register(app)
 approvals.register(app)
 watch.register(app)
 flower.register(app)
