@@ -19,6 +19,7 @@
     │   ├── ScoreError             a run's score is malformed (its name, value or comment)
     │   │   └── ScoreLimitError    ... or its run holds run_scores_max scores already
     │   ├── UnknownEvalError       no eval with that id (or it expired)
+    │   ├── UnknownMemoryError     no memory namespace by that name (or it expired)
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
     │   ├── IdempotencyConflictError  the key names a run started with another request
@@ -518,6 +519,17 @@ class ScoreError(InputError):
 class ScoreLimitError(ScoreError):
     """The run holds as many scores as a run may (``run_scores_max``): a bound, so that
     feedback cannot grow a run's keys without end."""
+
+
+class UnknownMemoryError(InputError):
+    """No memory namespace by this name (never written, removed, or past its retention)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        super().__init__(
+            f"no memory namespace {namespace!r}: `dagwright memory ls` lists them "
+            "(a namespace is kept for DAGWRIGHT_MEMORY_RETENTION_S after its last write)"
+        )
 
 
 class UnknownEvalError(InputError):

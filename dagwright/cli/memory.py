@@ -74,12 +74,10 @@ def remove(
     namespace: NamespaceArg, json_output: JsonOption = False, imports: ImportOption = None
 ) -> None:
     """Forget a namespace whole."""
-    removed = client_from(imports).memory.remove(namespace)
+    client_from(imports).memory.remove(namespace)
     if json_output:
-        print_json({"namespace": namespace, "removed": removed})
+        print_json({"namespace": namespace, "removed": True})
         return
-    if not removed:
-        raise InputError(f"no memory namespace {namespace!r}: `dagwright memory ls` lists them")
     stdout.out(f"removed {namespace}", highlight=False)
 
 

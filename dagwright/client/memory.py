@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dagwright.errors import InputError, ToolError
+from dagwright.errors import InputError, ToolError, UnknownMemoryError
 from dagwright.memory.namespaces import checked_name
 from dagwright.memory.store import MemoryStore, NamespaceInfo
 
@@ -44,12 +44,13 @@ class MemoryClient:
         """The files of ``namespace`` (path -> text); InputError if it holds nothing."""
         files = self._store.snapshot(checked_name(namespace)).files
         if not files and self._store.info(namespace) is None:
-            raise InputError(f"no memory namespace {namespace!r}: `dagwright memory ls` lists them")
+            raise UnknownMemoryError(namespace)
         return dict(sorted(files.items()))
 
-    def remove(self, namespace: str) -> bool:
-        """Forget ``namespace`` whole; False if there was none."""
-        return self._store.remove(checked_name(namespace))
+    def remove(self, namespace: str) -> None:
+        """Forget ``namespace`` whole; UnknownMemoryError if there was none."""
+        if not self._store.remove(checked_name(namespace)):
+            raise UnknownMemoryError(namespace)
 
     def export(self, namespace: str) -> MemoryExport:
         """``namespace`` as a document ``import_`` takes back."""

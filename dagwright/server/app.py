@@ -40,6 +40,7 @@ def api_router() -> APIRouter:
         dead_letters,
         evals,
         events,
+        memory,
         runs,
         schedules,
         scores,
@@ -47,7 +48,7 @@ def api_router() -> APIRouter:
     )
 
     router = APIRouter()
-    for module in (system, runs, events, scores, approvals, dead_letters, schedules, evals):
+    for module in (system, runs, events, scores, approvals, dead_letters, schedules, evals, memory):
         router.include_router(module.router)
     return router
 

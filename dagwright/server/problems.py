@@ -11,7 +11,7 @@ Status codes, by the error's class (the first that matches):
 ==========================================  ======
 UnknownRunError, UnknownNodeError,           404
 UnknownDeadLetterError, UnknownScheduleError,
-UnknownEvalError
+UnknownEvalError, UnknownMemoryError
 IdempotencyConflictError, ConflictError      409
 (a state that forbids the action: a letter
 replayed already, a node waiting for nothing)
@@ -50,6 +50,7 @@ from dagwright.errors import (
     RunError,
     UnknownDeadLetterError,
     UnknownEvalError,
+    UnknownMemoryError,
     UnknownNodeError,
     UnknownRunError,
     UnknownScheduleError,
@@ -71,6 +72,7 @@ STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], 
             UnknownDeadLetterError,
             UnknownScheduleError,
             UnknownEvalError,
+            UnknownMemoryError,
         ),
         404,
     ),
