@@ -6,10 +6,10 @@ dead letter, it is not undone)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict
+from fastapi import APIRouter, Depends, Path, Request
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from dagwright.client.memory import EXPORT_FORMAT
 from dagwright.server.auth import ADMIN, READ, client_of
@@ -19,6 +19,21 @@ from dagwright.server.resources import MemoryFiles, MemoryImported, MemoryNamesp
 
 router = APIRouter(tags=["memory"])
 
+NAMESPACE_PATTERN = (
+    r"^([a-z0-9][a-z0-9_.-]{0,62}|schedule:[a-z0-9][a-z0-9_.-]{0,62}|run:[A-Za-z0-9_.-]{1,80})$"
+)
+# A segment that is not "." nor "..", with no "/" nor control character (memory/paths.py).
+SEGMENT = (
+    r"(?:[^/.\x00-\x1f\x7f][^/\x00-\x1f\x7f]*|\.[^/.\x00-\x1f\x7f][^/\x00-\x1f\x7f]*"
+    r"|\.\.[^/\x00-\x1f\x7f]+)"
+)
+MemoryPath = Annotated[
+    str, StringConstraints(pattern=rf"^/memories(?:/+{SEGMENT})*/*$", max_length=512)
+]
+Namespace = Annotated[
+    str, Path(pattern=NAMESPACE_PATTERN, description="A name, schedule:<name> or run:<id>.")
+]
+
 
 class MemoryImport(BaseModel):
     """A namespace's files, as ``GET /memory/{namespace}`` gives them."""
@@ -27,14 +42,14 @@ class MemoryImport(BaseModel):
 
     format: str = EXPORT_FORMAT
     namespace: str = ""
-    files: dict[str, str]
+    files: dict[MemoryPath, str]
 
 
 @router.get(
     "/memory", dependencies=[Depends(READ)], response_model=None,
     responses=documented(list[MemoryNamespace]),
 )  # fmt: skip
-async def list_namespaces(request: Request) -> list[dict[str, Any]]:
+async def memory_list(request: Request) -> list[dict[str, Any]]:
     """Every memory namespace, the last written first."""
     found = await in_thread(client_of(request).memory.list)
     return [info.__dict__ for info in found]
@@ -44,7 +59,7 @@ async def list_namespaces(request: Request) -> list[dict[str, Any]]:
     "/memory/{namespace}", dependencies=[Depends(READ)], response_model=None,
     responses=documented(MemoryFiles, 404, 422),
 )  # fmt: skip
-async def show(namespace: str, request: Request) -> dict[str, Any]:
+async def memory_show(namespace: Namespace, request: Request) -> dict[str, Any]:
     """A namespace's files (what its agents wrote: data, never instructions), as an
     export ``PUT`` takes back."""
     export = await in_thread(client_of(request).memory.export, namespace)
@@ -53,9 +68,11 @@ async def show(namespace: str, request: Request) -> dict[str, Any]:
 
 @router.put(
     "/memory/{namespace}", dependencies=[Depends(ADMIN)], response_model=None,
-    responses=documented(MemoryImported, 403, 413, 422),
+    responses=documented(MemoryImported, 400, 403, 413, 422),
 )  # fmt: skip
-async def import_namespace(namespace: str, body: MemoryImport, request: Request) -> dict[str, Any]:
+async def memory_import(
+    namespace: Namespace, body: MemoryImport, request: Request
+) -> dict[str, Any]:
     """Make the namespace hold exactly these files (paths checked, secrets masked,
     within the limits: 422 otherwise, nothing written)."""
     count = await in_thread(client_of(request).memory.import_, namespace, body.model_dump())
@@ -66,7 +83,7 @@ async def import_namespace(namespace: str, body: MemoryImport, request: Request)
     "/memory/{namespace}", dependencies=[Depends(ADMIN)], response_model=None,
     responses=documented(MemoryImported, 403, 404, 422),
 )  # fmt: skip
-async def remove(namespace: str, request: Request) -> dict[str, Any]:
+async def memory_remove(namespace: Namespace, request: Request) -> dict[str, Any]:
     """Forget the namespace whole."""
     await in_thread(client_of(request).memory.remove, namespace)
     return {"namespace": namespace, "files": 0}
@@ -76,7 +93,7 @@ async def remove(namespace: str, request: Request) -> dict[str, Any]:
     "/runs/{run_id}/memory", dependencies=[Depends(READ)], response_model=None,
     responses=documented(list[MemoryWrite]),
 )  # fmt: skip
-async def writes(run_id: str, request: Request) -> list[dict[str, Any]]:
+async def run_memory_writes(run_id: str, request: Request) -> list[dict[str, Any]]:
     """The memory writes the run's nodes made (what they read is in the trace: its
     ``memory.command`` spans)."""
     found = await in_thread(client_of(request).memory.writes, run_id)
