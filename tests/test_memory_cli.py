@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 import redis
 
-from dagwright import Client, Settings
+from dagwright import AsyncClient, Client, Settings
 from dagwright.errors import InputError
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 
@@ -66,3 +67,17 @@ def test_an_import_is_checked_before_anything_is_written(client: Client) -> None
     with pytest.raises(InputError, match="not a memory export"):
         client.memory.import_("team", {"files": [], "namespace": "t"})
     assert client.memory.list() == []
+
+
+def test_the_async_client_reads_and_changes_memory(client: Client, settings: Settings) -> None:
+    asyncio.run(async_memory(settings))
+
+
+async def async_memory(settings: Settings) -> None:
+    async with AsyncClient(settings) as aclient:
+        await aclient.memory.import_("async-notes", {"files": {"/memories/n": "note"}})
+        assert [info.name for info in await aclient.memory.list()] == ["async-notes"]
+        assert await aclient.memory.show("async-notes") == {"/memories/n": "note"}
+        await aclient.memory.remove("async-notes")
+        with pytest.raises(InputError, match="no memory namespace 'async-notes'"):
+            await aclient.memory.show("async-notes")

@@ -4,6 +4,7 @@ memory writes of one run."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,8 @@ class MemoryExport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: str = EXPORT_FORMAT
-    namespace: str
+    namespace: str = ""
+    """The namespace it was exported from (an import may name another)."""
     files: dict[str, str]
 
 
@@ -77,3 +79,28 @@ class MemoryClient:
         """The memory writes of ``run_id``'s nodes: ``<node>/<tool_use_id>`` -> what was
         written (namespace, command, paths, result)."""
         return self._store.writes_of_run(run_id)
+
+
+class AsyncMemoryClient:
+    """``MemoryClient`` for asyncio (``AsyncClient.memory``): each call in a thread."""
+
+    def __init__(self, sync: MemoryClient) -> None:
+        self.sync = sync
+
+    async def list(self) -> builtins.list[NamespaceInfo]:
+        return await asyncio.to_thread(self.sync.list)
+
+    async def show(self, namespace: str) -> dict[str, str]:
+        return await asyncio.to_thread(self.sync.show, namespace)
+
+    async def remove(self, namespace: str) -> None:
+        await asyncio.to_thread(self.sync.remove, namespace)
+
+    async def export(self, namespace: str) -> MemoryExport:
+        return await asyncio.to_thread(self.sync.export, namespace)
+
+    async def import_(self, namespace: str, document: dict[str, Any] | MemoryExport) -> int:
+        return await asyncio.to_thread(self.sync.import_, namespace, document)
+
+    async def writes(self, run_id: str) -> dict[str, dict[str, Any]]:
+        return await asyncio.to_thread(self.sync.writes, run_id)
