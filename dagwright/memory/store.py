@@ -33,7 +33,7 @@ import redis
 from dagwright.errors import NodeLostError, ToolError
 from dagwright.keys import Keys
 from dagwright.memory.commands import Change, MemoryCommand, run_command
-from dagwright.memory.paths import memory_path
+from dagwright.memory.paths import ROOT, memory_path
 from dagwright.redaction import known_secrets, redact
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.settings import Settings
@@ -146,6 +146,8 @@ class MemoryStore:
     def checked_files(self, files: Mapping[str, str]) -> dict[str, str]:
         """``files`` with normalised paths, redacted, within the limits."""
         secrets = known_secrets(self.settings)
+        if any(memory_path(path) == ROOT for path in files):
+            raise ToolError(f"{ROOT} is the directory of every file: name a file under it")
         cleaned = {
             redact(memory_path(path), secrets): redact(text, secrets)
             for path, text in files.items()

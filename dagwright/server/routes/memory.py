@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from dagwright.client.memory import EXPORT_FORMAT
 from dagwright.server.auth import ADMIN, READ, client_of
@@ -28,11 +28,19 @@ SEGMENT = (
     r"|\.\.[^/\x00-\x1f\x7f]+)"
 )
 MemoryPath = Annotated[
-    str, StringConstraints(pattern=rf"^/memories(?:/+{SEGMENT})*/*$", max_length=512)
+    str, StringConstraints(pattern=rf"^/memories(?:/+{SEGMENT})+/*$", max_length=512)
 ]
 Namespace = Annotated[
     str, Path(pattern=NAMESPACE_PATTERN, description="A name, schedule:<name> or run:<id>.")
 ]
+
+
+def _paths_as_property_names(schema: dict[str, Any]) -> None:
+    """Pydantic says a constrained key as ``patternProperties``, which leaves keys that do
+    not match it free; the keys are the paths: every one must match."""
+    pattern = next(iter(schema.pop("patternProperties")))
+    schema["propertyNames"] = {"pattern": pattern, "maxLength": 512}
+    schema["additionalProperties"] = {"type": "string"}
 
 
 class MemoryImport(BaseModel):
@@ -42,7 +50,7 @@ class MemoryImport(BaseModel):
 
     format: str = EXPORT_FORMAT
     namespace: str = ""
-    files: dict[MemoryPath, str]
+    files: dict[MemoryPath, str] = Field(json_schema_extra=_paths_as_property_names)
 
 
 @router.get(
