@@ -6,12 +6,11 @@ dead letter, it is not undone)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from dagwright.client.memory import EXPORT_FORMAT
 from dagwright.server.auth import ADMIN, READ, client_of
 from dagwright.server.blocking import in_thread
 from dagwright.server.openapi import documented
@@ -48,7 +47,7 @@ class MemoryImport(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    format: str = EXPORT_FORMAT
+    format: Literal["dagwright.memory/1"] = "dagwright.memory/1"
     namespace: str = ""
     files: dict[MemoryPath, str] = Field(json_schema_extra=_paths_as_property_names)
 
