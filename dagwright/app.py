@@ -1,4 +1,4 @@
-"""The only place a Celery app is built (docs/architecture.md §5).
+"""The only place a Celery app is built (docs/internals/celery.md).
 
 Reliability settings and why:
 

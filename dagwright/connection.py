@@ -1,6 +1,6 @@
 """Redis connections for the run-state store, and the translation of redis errors.
 
-The state store and the broker are separate settings (docs/architecture.md §9); this
+The state store and the broker are separate settings (docs/configuration.md); this
 module makes the redis-py clients (of the state store, and of the broker where doctor
 and the metrics server read it), through ``dagwright.redis_endpoint`` for TLS, ACL
 credentials and Sentinel. Connection failures become

@@ -36,7 +36,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE, ORCHESTRATOR_TYPE
 from dagwright.llm.model_ids import unpriced
 from dagwright.llm.model_lifecycle import check_configured_models
 from dagwright.orchestrator.broker import Broker
-from dagwright.orchestrator.control.replay import dead_letters
+from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.plans.priced_models import models_of_types
@@ -103,7 +103,8 @@ def healthy(checks: list[Check]) -> bool:
 
 def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
-    reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server."""
+    reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server, and
+    the trace export if an OTLP endpoint is set."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url, settings.redis_access)
     reachable = url is not None and redis_check.status != Status.FAIL
@@ -129,6 +130,7 @@ def diagnose(settings: Settings) -> list[Check]:
         *local,
         *guarded("models", lambda: [check_model_lifecycle(settings, configured_models(settings))]),
         *guarded("mcp", lambda: mcp_checks(settings)),
+        *check_otlp(settings),
     ]
 
 
@@ -345,7 +347,8 @@ def llm_hints(capabilities: WorkerCapabilities, llm_types: set[str]) -> list[str
         return []
     return [
         f"its {', '.join(starved)} nodes cannot call a model: set ANTHROPIC_API_KEY or "
-        "ANTHROPIC_BASE_URL in its environment"
+        "ANTHROPIC_BASE_URL in its environment and restart it (`up`'s: stop `dagwright up` "
+        "and start it again with the variable set)"
     ]
 
 
@@ -629,6 +632,21 @@ def check_mcp_server(
             f'with rules = [{{tool = "mcp__{server}__*", action = "allow"}}]',
         )
     return ok(name, f"{tools} · attached to {', '.join(types)}")
+
+
+def check_otlp(settings: Settings) -> list[Check]:
+    """Whether traces reach the OTLP endpoint set: without the extra they are not
+    exported (the workers log it once, where nobody looks)."""
+    from dagwright.errors import MissingExtraError
+    from dagwright.telemetry.otlp import otel_missing, traces_url
+
+    if not settings.otlp_endpoint:
+        return []
+    missing = otel_missing()
+    if missing is None:
+        return [ok("otlp", f"traces exported to {traces_url(settings.otlp_endpoint)}")]
+    problem = MissingExtraError.of(missing, "exporting traces (DAGWRIGHT_OTLP_ENDPOINT)")
+    return [warn("otlp", f"traces are not exported: {problem}", "install the extra it names")]
 
 
 def plural(count: int, noun: str) -> str:

@@ -190,7 +190,13 @@ class ConfigurationError(InputError):
 
 # The optional dependencies that each serve one feature, by the module a feature imports:
 # the extra of pyproject.toml that installs it.
-EXTRA_OF_MODULE = {"docker": "docker", "flower": "flower", "PIL": "charts", "mcp": "mcp"}
+EXTRA_OF_MODULE = {
+    "docker": "docker",
+    "flower": "flower",
+    "PIL": "charts",
+    "mcp": "mcp",
+    "opentelemetry": "opentelemetry",
+}
 
 
 class RetiredModelError(ConfigurationError):
@@ -545,3 +551,48 @@ class UnknownEvalError(InputError):
 
 class UnknownScheduleError(ScheduleError):
     """There is no schedule by that name."""
+
+
+# -- what a remote caller (the HTTP API, an MCP client) is told of an error ------------
+
+INTERNAL_ERROR = "internal error: see the server's log"
+
+STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], ...], int], ...] = (
+    (
+        (
+            UnknownRunError,
+            UnknownNodeError,
+            UnknownDeadLetterError,
+            UnknownScheduleError,
+            UnknownEvalError,
+            UnknownMemoryError,
+        ),
+        404,
+    ),
+    ((IdempotencyConflictError, ConflictError), 409),
+    (RunError, 409),
+    (ConfigurationError, 500),
+    (InputError, 422),
+    (BrokerUnavailableError, 503),
+)
+
+
+def status_of(exc: DagwrightError) -> int:
+    for classes, status in STATUS_OF_ERROR:
+        if isinstance(exc, classes):
+            return status
+    return 500
+
+
+def public_line(exc: DagwrightError, status: int | None = None) -> str:
+    """What a caller is told of ``exc``: its CLI line when the caller can act on it (a
+    4xx), else a line that names no internal address (the line of a 5xx, which says
+    where Redis is, goes to the server's log only)."""
+    status = status or status_of(exc)
+    if status < 500:
+        return error_line(exc)
+    if isinstance(exc, BrokerUnavailableError):
+        return "the server cannot reach its Redis store right now: retry later (its log says more)"
+    if isinstance(exc, ConfigurationError):
+        return "the server's configuration is wrong: see the server's log"
+    return INTERNAL_ERROR

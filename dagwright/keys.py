@@ -165,6 +165,13 @@ class Keys:
         holding its JSON; it expires with the run's keys (score.lua, forget.lua)."""
         return f"{self.prefix}{{{run_id}}}:scores"
 
+    def run_logs(self, run_id: str) -> str:
+        """Stream of the run's node logs (telemetry/node_logs.py), oldest first, one field
+        ``line`` holding a line's JSON (node, attempt, source, text...), capped at
+        ~``node_log_run_max_lines``; it expires with the run's keys (node_logs.lua,
+        forget.lua) and persists again when a replay re-opens the run (replay.lua)."""
+        return f"{self.prefix}{{{run_id}}}:logs"
+
     def team_tasks(self, run_id: str) -> str:
         """Hash node -> Celery task id of the run's ``celery_task`` nodes whose team task
         was sent and is not yet settled: what the reconciler reads results of, and what a
@@ -375,7 +382,7 @@ class Keys:
         slot (not published again within the grace)."""
         return f"{self.prefix}{{limits}}:{name}:woken"
 
-    # Waits of flow control (docs/architecture.md §12): runs per concurrency key, and
+    # Waits of flow control (docs/internals/flow-control.md): runs per concurrency key, and
     # rate limits per function or worker type.
 
     def key_holders(self, key: str) -> str:

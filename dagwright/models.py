@@ -43,9 +43,9 @@ the recursion limits of the JSON code that reads them."""
 MIN_PRIORITY = 1
 MAX_PRIORITY = 5
 DEFAULT_PRIORITY = 3
-"""Run and node priorities: a small range, higher first (``docs/architecture.md`` §2,
-"Priorities and fairness"): RabbitMQ's order; kombu's Redis transport, where 0 comes
-first, is given ``AGED_PRIORITY - priority`` (``app.broker_priority``)."""
+"""Run and node priorities: a small range, higher first
+(``docs/internals/priorities-and-fairness.md``): RabbitMQ's order; kombu's Redis transport,
+where 0 comes first, is given ``AGED_PRIORITY - priority`` (``app.broker_priority``)."""
 AGED_PRIORITY = MAX_PRIORITY + 1
 """Above every priority a plan may ask for: a node that waited past
 ``priority_aging_s`` is published again at it, so no priority waits forever."""
@@ -314,7 +314,7 @@ class Plan(BaseModel):
     wins; a planner's plan cannot set it."""
     response_cache: bool = False
     """Answer the run's agent calls (planner included) from the cross-run response cache
-    when the very same request was answered before, at 0 tokens (``llm/cache.py``). A
+    when the very same request was answered before, at 0 tokens (``llm/response_cache.py``). A
     ``response_cache`` given at submit wins; a planner's plan cannot set it."""
     memory: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
     """The memory namespace of the run's agents that are offered the memory tool (e.g.
@@ -755,6 +755,19 @@ class Approval(BaseModel):
         return self.decision.status if self.decision else ApprovalStatus.PENDING
 
     @property
+    def subject(self) -> str:
+        """What waits for the person, in words: ``the start of function node deploy`` or
+        ``the call of tool web_fetch by node research``."""
+        if self.kind == "node":
+            return f"the start of {self.action} node {self.node}"
+        return f"the call of tool {self.action} by node {self.node}"
+
+    @property
+    def asks(self) -> str:
+        """The subject in a table's cell: ``start (function)``, ``call web_fetch``."""
+        return f"start ({self.action})" if self.kind == "node" else f"call {self.action}"
+
+    @property
     def effective_args(self) -> dict[str, Any]:
         """The arguments to act on: the edited ones if the approver gave any."""
         if self.decision is not None and self.decision.args is not None:
@@ -822,6 +835,35 @@ class RunScore(NewScore):
     run_id: str
     at: datetime
     """When it was written (the Redis server's clock)."""
+
+
+NodeLogSource = Literal["stdout", "stderr", "log"]
+
+
+class NodeLogLine(BaseModel):
+    """One line a node attempt left in its run's logs (``Client.logs``, ``dagwright logs``,
+    ``GET /api/v1/runs/{run_id}/logs``): a line it printed to stdout or stderr, or one
+    ``logging`` record made while it ran (an agent's LLM calls and tool calls among them).
+    Redacted and bounded when captured (``node_log_max_bytes``)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
+    id: str
+    """Its entry id in the run's log stream: unique, in the order written, and the cursor
+    to read on from (``after``)."""
+    run_id: str
+    node: str
+    attempt: int
+    """Which attempt of the node wrote it (1 the first; a retry is 2...)."""
+    at: datetime
+    """When it was written (the worker's clock)."""
+    source: NodeLogSource
+    """``stdout`` or ``stderr`` (printed), or ``log`` (a ``logging`` record)."""
+    level: str | None = None
+    """A ``log`` line's level (``INFO``, ``WARNING``...); None for printed lines."""
+    logger: str | None = None
+    """A ``log`` line's logger name."""
+    text: str
 
 
 class Event(BaseModel):

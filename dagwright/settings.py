@@ -88,47 +88,6 @@ class ModelPrice(BaseModel):
         return self.input * 2 if self.cache_write_1h is None else self.cache_write_1h
 
 
-def _price(
-    input: float, output: float, cache_read: float | None = None, **writes: float
-) -> ModelPrice:
-    return ModelPrice(input=input, output=output, cache_read=cache_read, **writes)
-
-
-# Published list prices (platform.claude.com/docs/en/about-claude/pricing, November 2026),
-# one row per model family: dated ids (``claude-opus-4-5-20251101``) and ``-latest``
-# aliases are priced as their family (dagwright/llm/model_ids.py). A test checks that
-# every model id of the installed anthropic SDK has a row. Override with
-# DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or in dagwright.toml.
-DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
-    "claude-fable-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
-    "claude-mythos-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
-    "claude-fable-5-1": _price(10, 50, 0.25),  # reads at 0.025x input
-    "claude-mythos-5-1": _price(10, 50, 0.25),
-    "claude-fable-5": _price(10, 50),
-    "claude-mythos-5": _price(10, 50),
-    # Not listed on the pricing page (research preview): Fable 5 was announced at "less
-    # than half" its price; $25 / $125 is taken so that a budget is not undercounted.
-    "claude-mythos-preview": _price(25, 125),
-    "claude-opus-5-5": _price(4, 20, 0.2),  # reads at 0.05x input
-    "claude-opus-5": _price(5, 25),
-    "claude-opus-4-8": _price(5, 25),
-    "claude-opus-4-7": _price(5, 25),
-    "claude-opus-4-6": _price(5, 25),
-    "claude-opus-4-5": _price(5, 25),
-    "claude-opus-4-1": _price(15, 75),
-    "claude-opus-4": _price(15, 75),
-    "claude-sonnet-5-5": _price(2, 10, 0.1),  # reads at 0.05x input (the migration guide)
-    "claude-sonnet-5": _price(2, 10),
-    "claude-sonnet-4-6": _price(3, 15),
-    "claude-sonnet-4-5": _price(3, 15),
-    "claude-sonnet-4": _price(3, 15),
-    # Haiku 5.5 is priced in two bands; these are of prompts up to 100,000 tokens (longer
-    # ones cost 5x): a node that reads more than that is undercounted.
-    "claude-haiku-5-5": _price(0.1, 0.5, 0.01),
-    "claude-haiku-4-5": _price(1, 5),
-}
-
-
 class LLMRateLimit(BaseModel):
     """How much of one model the whole deployment may use per ``llm_rate_window_s``."""
 
@@ -408,7 +367,7 @@ class Settings(BaseSettings):
     only per worker slot (orchestrator/execution/pool.py). Off: every node is a Celery
     message of its own."""
 
-    # Priorities and fairness (docs/architecture.md §2, "Priorities and fairness").
+    # Priorities and fairness (docs/internals/priorities-and-fairness.md).
     priority_aging_s: float = Field(120.0, ge=0)
     """A node whose message has waited this long for a worker (a lower priority behind a
     steady stream of higher ones) is published again ahead of every priority, so no
@@ -436,6 +395,17 @@ class Settings(BaseSettings):
     past it a score is refused (ScoreLimitError, HTTP 422), so that feedback cannot grow a
     run's keys without end. They expire with the run."""
 
+    # Node logs (telemetry/node_logs.py; `dagwright logs`, docs/client-guide.md "Node logs").
+    node_log_max_bytes: int = Field(65_536, ge=0, le=16 * 1024 * 1024)
+    """Most bytes of logs kept per node attempt (its stdout, stderr, ``logging`` records
+    and an agent's notable events); past it the rest is counted and a ``… truncated N
+    bytes`` line closes the attempt's logs. 0 keeps none (capture off)."""
+    node_log_max_line_chars: int = Field(2_000, ge=80, le=100_000)
+    """Longest log line kept; a longer one is cut (and marked ``…``)."""
+    node_log_run_max_lines: int = Field(100_000, ge=100)
+    """Approximate cap of a run's log stream: past it the oldest lines are dropped, so a
+    run of 10,000 chatty nodes stays bounded. The logs expire with the run."""
+
     worker_concurrency: int | None = Field(None, ge=1)
     """Processes per worker (default: the number of CPUs)."""
 
@@ -461,13 +431,14 @@ class Settings(BaseSettings):
     worker; one past it is refused, naming its replacement. Set a later day to rehearse a
     coming retirement (DAGWRIGHT_MODEL_LIFECYCLE_DATE=2026-12-01)."""
 
-    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PRICES))
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """USD per million tokens by model, for the cost of every call, node and run: ``input``,
     ``output``, and optionally ``cache_read``, ``cache_write`` (5-minute) and
     ``cache_write_1h`` (else 0.1x, 1.25x and 2x ``input``). Entries given are added to the
-    published prices (or replace theirs). A dated id or ``-latest`` alias is priced as its
-    family. A model with no price is unpriced: its cost shows as unknown, and a run with
-    a USD budget that would call it is refused at submit."""
+    published prices (``llm/pricing.py``; or replace theirs): this holds only those. A
+    dated id or ``-latest`` alias is priced as its family. A model with no price is
+    unpriced: its cost shows as unknown, and a run with a USD budget that would call it is
+    refused at submit."""
 
     eval_judge_model: str | None = None
     """Model of an eval's LLM judge when its scorer names none (default: ``default_model``)."""
@@ -662,7 +633,7 @@ class Settings(BaseSettings):
     ``DAGWRIGHT_CONCURRENCY_LIMITS='{"researcher": 4}'``; a type not listed is not
     limited. Give every worker the same value. Nodes over the limit wait in order."""
 
-    # Flow control waits (docs/architecture.md §12): delayed starts, rate limits, runs
+    # Flow control waits (docs/internals/flow-control.md): delayed starts, rate limits, runs
     # per concurrency key. Each wait is bounded by one of these.
     max_start_delay_s: float = Field(30 * 24 * 3600.0, gt=0)
     """Furthest in the future a run's delayed start may be (``not_before``/``countdown_s``
@@ -914,6 +885,20 @@ class Settings(BaseSettings):
     """Seconds between keep-alive comments of an idle event stream (SSE), so proxies and
     browsers do not take a quiet run for a dead connection."""
 
+    mcp_plan_dir: Path | None = None
+    """Directory whose plan files (``*.yaml``, ``*.yml``, ``*.json``) an MCP client may
+    submit by name (``dagwright mcp`` and ``/mcp``: the ``plan_file`` of ``submit_run``).
+    Unset: none may be, and no plan file is listed; only a file directly inside it, by a
+    plain name, is read (no path, no link out of it)."""
+
+    mcp_follow_max_s: float = Field(300.0, gt=0, le=3600)
+    """Longest wait of one ``follow_run`` call of an MCP client, in seconds: it answers
+    then with the run as it is (call it again to go on following)."""
+
+    mcp_task_poll_ms: int = Field(1000, ge=100, le=60_000)
+    """Polling interval the MCP server suggests to a client following a run as an MCP
+    task (``pollIntervalMs``)."""
+
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
     """MCP servers by name (lowercase letters, digits, ``-``; 20 at most), e.g. in
     dagwright.toml ``[mcp_servers.time]`` ``command = "mcp-server-time"``. Each worker
@@ -1005,12 +990,6 @@ class Settings(BaseSettings):
                 f"not a package of the index (name, optional extras and versions): {bad[0]!r}"
             )
         return [spec.strip() for spec in packages]
-
-    @field_validator("model_prices")
-    @classmethod
-    def _added_to_published_prices(cls, prices: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
-        # Added, not replacing: pricing one more model must not unprice all the others.
-        return {**DEFAULT_MODEL_PRICES, **prices}
 
     @field_validator("concurrency_limits")
     @classmethod

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from dagwright.llm.anthropic import AnthropicLLM
+from dagwright.llm.prompt_caching import MAX_BREAKPOINTS, breakpoints
 from dagwright.llm.protocol import LLMRequest, LLMResponse
-from dagwright.llm.wire import MAX_BREAKPOINTS, breakpoints
 from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer
 from dagwright.workers import builtin_registry

@@ -1,4 +1,4 @@
-"""The Celery configuration docs/architecture.md §5 requires, pinned."""
+"""The Celery configuration docs/internals/celery.md requires, pinned."""
 
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ def test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith(
-        f"approved node function of {gated.run_id}/deploy: the node is queued again, to run\n"
+        f"approved the start of function node deploy of run {gated.run_id}: the node is "
+        "queued again, to run\n"
     )
 
     final = gated.wait(timeout=30)
@@ -125,14 +126,14 @@ def test_a_rejected_node_fails_into_the_dlq_and_blocks_its_dependents(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == (  # what the decision does, not "queued again"
-        f"rejected node function of {run.run_id}/deploy: the node fails, and the nodes that "
-        "depend on it are blocked\n"
+        f"rejected the start of function node deploy of run {run.run_id}: the node fails, and "
+        "the nodes that depend on it are blocked\n"
     )
     state = run.wait(timeout=30)
     assert state.status == RunStatus.FAILED
     error = state.nodes["deploy"].error
     assert error is not None and error.error_class == "ApprovalRejectedError"
-    assert error.message == "function was rejected by bob: not on a Friday"
+    assert error.message == "the start of function node deploy was rejected by bob: not on a Friday"
     assert state.nodes["deploy"].attempts == 1  # not retried: a person said no
     assert state.nodes["announce"].status == NodeStatus.BLOCKED
     [letter] = client.dlq.list(run_id=run.run_id)
@@ -147,7 +148,9 @@ def test_an_approval_nobody_decides_is_rejected_at_its_timeout(client: Client) -
     assert time.monotonic() - started < 10
     error = state.nodes["deploy"].error
     assert error is not None
-    assert error.message == "function was rejected by dagwright: nobody decided within 1s"
+    assert error.message == (
+        "the start of function node deploy was rejected by dagwright: nobody decided within 1s"
+    )
     actions = [(e.action, e.by) for e in client.audit(run.run_id)]
     assert actions == [("approval_requested", ""), ("rejected", "dagwright")]
 

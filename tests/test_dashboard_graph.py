@@ -23,8 +23,10 @@ import("/static/js/graph-model.js").then((model) => {
       ? model.groupStatus(model.statusCounts(nodes, item.members)) : null,
     signature: item.signature || null,
   }));
+  const opened = graph.opened.map(
+    (group) => ({signature: group.signature, size: group.members.length}));
   done({items, edges: graph.edges, pages: graph.pages, page: graph.page, hidden: graph.hidden,
-        limit: model.MAX_VISIBLE});
+        limit: model.MAX_VISIBLE, opened});
 }, (error) => done({error: String(error)}));
 """
 
@@ -61,6 +63,19 @@ def test_a_small_run_is_drawn_node_by_node(visible: Any) -> None:
         "join", "m0", "m1", "m2", "m3", "m4", "root",
     ]  # fmt: skip
     assert len(graph["edges"]) == 10 and graph["pages"] == [[0, 2]]
+
+
+def test_ten_like_siblings_fold_in_a_small_run_and_nine_do_not(visible: Any) -> None:
+    """A fan-out of 25 in a 27-node run: one box, not a column 25 boxes tall."""
+    graph = visible(fan(25))
+    group = next(item for item in graph["items"] if item["kind"] == "group")
+    kinds = {item["id"]: (item["kind"], item["size"]) for item in graph["items"]}
+    assert kinds == {"root": ("node", 1), "join": ("node", 1), group["id"]: ("group", 25)}
+    assert graph["opened"] == []
+    opened = visible(fan(25), expanded=[group["signature"]])
+    assert len(opened["items"]) == 27
+    assert opened["opened"] == [{"signature": group["signature"], "size": 25}]  # folds again
+    assert {item["kind"] for item in visible(fan(9))["items"]} == {"node"}
 
 
 def test_siblings_of_a_big_run_fold_into_one_group_with_its_edges(visible: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 from dagwright.dlq import Classification, DeadLetterFilter, DeadLetterStatus
 from dagwright.errors import DeadLetterError, InputError
 from dagwright.models import ErrorInfo, RunStatus
-from dagwright.orchestrator.control.replay import dead_letters, replay, replay_matching
+from dagwright.orchestrator.control.dead_letter_replay import dead_letters, replay, replay_matching
 from dagwright.orchestrator.runstate.machine import Claim, Replayed, ReplayRefused
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings

@@ -337,3 +337,28 @@ def test_active_schedules_without_a_beat_warn_and_a_running_beat_is_seen(
     wait_until(lambda: client.runtime.client.exists(keys.beat_lock), timeout=30, what="beat")
     _, report = doctor_json(env)
     assert by_name(report)["beat"]["detail"] == "a beat is active · 1 active schedule"
+
+
+def test_the_trace_export_is_checked_only_when_an_endpoint_is_set(settings: Settings) -> None:
+    """Without the opentelemetry extra the check says which to install (the extras-free
+    install's test, tests/test_bare_install.py); with it, where traces go."""
+    from dagwright.doctor import Status, check_otlp
+
+    assert check_otlp(settings.model_copy(update={"otlp_endpoint": None})) == []
+    (check,) = check_otlp(settings.model_copy(update={"otlp_endpoint": "http://collector:4318"}))
+    assert check.status == Status.OK
+    assert check.detail == "traces exported to http://collector:4318/v1/traces"
+
+
+def test_a_worker_without_an_llm_is_told_to_restart_with_the_variable() -> None:
+    """Workers read the variable when they start: setting it later changes nothing."""
+    from dagwright.doctor import llm_hints
+    from dagwright.workers.capabilities import WorkerCapabilities
+
+    worker = WorkerCapabilities(frozenset({"researcher", "function"}), frozenset(), (), "")
+    (hint,) = llm_hints(worker, {"researcher", "writer"})
+    assert hint == (
+        "its researcher nodes cannot call a model: set ANTHROPIC_API_KEY or "
+        "ANTHROPIC_BASE_URL in its environment and restart it (`up`'s: stop `dagwright up` "
+        "and start it again with the variable set)"
+    )

@@ -83,7 +83,7 @@ def test_a_node_of_a_type_this_worker_lacks_fails_permanently(no_worker_settings
     bare_runtime = dataclasses.replace(runtime, given_registry=WorkerRegistry())
     leases = LeaseKeeper(runtime.machine, lease_s=10, interval_s=1)
     broker = Broker()
-    services = RedisNodeServices(runtime, broker)  # type: ignore[arg-type]
+    services = RedisNodeServices(runtime)
     env = ExecutionEnv(bare_runtime, broker, leases, services)  # type: ignore[arg-type]
     outcome = execute_node(env, run_id, "a", 1)
     assert outcome == Outcome.FAILED

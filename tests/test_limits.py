@@ -149,7 +149,7 @@ def test_waiters_whose_node_no_longer_waits_are_dropped(runtime: Runtime) -> Non
 def execution_env(runtime: Runtime, broker: RecordingBroker) -> ExecutionEnv:
     limits = limits_of(runtime)
     leases = LeaseKeeper(runtime.machine, lease_s=10, interval_s=1, renew_also=limits.renew_held)
-    services = RedisNodeServices(runtime, broker)
+    services = RedisNodeServices(runtime)
     return ExecutionEnv(runtime, broker, leases, services, limits)
 
 

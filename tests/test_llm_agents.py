@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from dagwright import Client, PlanBuilder, RunStatus
-from dagwright.settings import DEFAULT_MODEL_PRICES
+from dagwright.llm.pricing import DEFAULT_MODEL_PRICES
 from dagwright.testing import FakeAnthropicServer
 from dagwright.testing.fake_anthropic_script import text_of
 from tests.support.llm_script import RESEARCHER, call, text, turn

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from dagwright.llm.messages_api_rules import refuses_sampling
+from dagwright.llm.prompt_caching import MAX_BREAKPOINTS, breakpoints
 from dagwright.llm.protocol import LLMRequest
-from dagwright.llm.wire import MAX_BREAKPOINTS, breakpoints, message_body
+from dagwright.llm.wire import message_body
 
 TOOLS = [
     {"name": "a", "description": "A.", "input_schema": {"type": "object"}},

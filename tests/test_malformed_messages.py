@@ -17,7 +17,7 @@ from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.dlq import Classification, DeadLetter, RawMessage
 from dagwright.errors import DeadLetterError
 from dagwright.keys import NODE_EXECUTE_TASK, SCHEDULE_FIRE_TASK
-from dagwright.orchestrator.control.replay import dead_letters
+from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from dagwright.tasks import build_app

@@ -23,10 +23,10 @@ from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.connection import connect
 from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
+from dagwright.llm.pricing import DEFAULT_MODEL_PRICES
 from dagwright.metrics.server import bind_metrics_server
 from dagwright.resilience import Breakers
 from dagwright.sandbox.choice import choose_sandbox
-from dagwright.settings import DEFAULT_MODEL_PRICES
 from dagwright.telemetry.counters import Counters, node_duration
 from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, one_error_line

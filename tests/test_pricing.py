@@ -11,11 +11,11 @@ import pytest
 
 from dagwright.llm.anthropic import AnthropicLLM, one_hour_cache_writes
 from dagwright.llm.model_ids import model_family, price_of, unpriced
-from dagwright.llm.pricing import priced
+from dagwright.llm.pricing import DEFAULT_MODEL_PRICES, priced
 from dagwright.llm.protocol import LLMRequest
 from dagwright.llm.sdk_models import sdk_model_ids
 from dagwright.models import Usage
-from dagwright.settings import DEFAULT_MODEL_PRICES, ModelPrice, Settings
+from dagwright.settings import ModelPrice, Settings
 from dagwright.testing import FakeAnthropicServer
 
 # 1 USD per million tokens in, 10 out: a million tokens of each kind are easy to read.
@@ -103,9 +103,16 @@ def test_an_unpriced_model_costs_unknown_never_zero() -> None:
 
 
 def test_prices_given_in_settings_are_added_to_the_published_ones() -> None:
+    cheaper = ModelPrice(input=0.05, output=0.25)
     given = Settings(model_prices={"claude-x-1": ModelPrice(input=2, output=10)})
-    assert given.model_prices["claude-x-1"].input == 2
-    assert given.model_prices["claude-haiku-5-5"] == DEFAULT_MODEL_PRICES["claude-haiku-5-5"]
+    overriding = Settings(model_prices={"claude-haiku-5-5": cheaper})
+    assert set(given.model_prices) == {"claude-x-1"}  # settings hold what was given
+    price = price_of("claude-x-1-20990101", given.model_prices)
+    assert price is not None and price.input == 2
+    published = DEFAULT_MODEL_PRICES["claude-haiku-5-5"]
+    assert price_of("claude-haiku-5-5", given.model_prices) == published
+    assert price_of("claude-haiku-5-5-latest", overriding.model_prices) == cheaper
+    assert price_of("claude-opus-4-5", overriding.model_prices) is not None
 
 
 def answer(model: str) -> dict[str, Any]:

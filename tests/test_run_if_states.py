@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dagwright.dlq import DeadLetterFilter
 from dagwright.models import ErrorInfo, RunStatus
-from dagwright.orchestrator.control.replay import dead_letters
+from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 from dagwright.orchestrator.runstate.machine import Claim, Replayed, ReplayRefused
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings

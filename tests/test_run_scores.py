@@ -171,7 +171,7 @@ def test_a_replay_that_reopens_the_run_keeps_its_scores_until_it_ends_again(
     runtime: Runtime, scorer: Client
 ) -> None:
     from dagwright.dlq import DeadLetterFilter
-    from dagwright.orchestrator.control.replay import dead_letters
+    from dagwright.orchestrator.control.dead_letter_replay import dead_letters
     from dagwright.orchestrator.runstate.machine import Replayed
 
     run_id, _ = start(runtime, [{"id": "a"}])

@@ -192,11 +192,6 @@ def test_an_llm_breaker_s_events_are_spans_of_the_node_whose_calls_caused_them(
 # -- the services driven by hand --------------------------------------------------------------
 
 
-class NoBroker:
-    def publish(self, nodes: list[object]) -> list[object]:
-        return nodes
-
-
 def created_run(runtime: Runtime, *node_ids: str) -> str:
     plan = Plan.model_validate(
         {"nodes": [{"id": node, "type": "function", "function": "noop"} for node in node_ids]}
@@ -239,7 +234,7 @@ def test_breaker_events_are_told_to_the_node_whose_call_caused_them(
     )
 
     def process() -> RedisNodeServices:  # each with its own breakers, as worker processes
-        return RedisNodeServices(Runtime.from_settings(settings), NoBroker())  # type: ignore[arg-type]
+        return RedisNodeServices(Runtime.from_settings(settings))
 
     one, other = process(), process()
     run_id = created_run(one.runtime, "a", "b")
@@ -283,7 +278,7 @@ def test_a_recording_failure_never_fails_the_node(
 ) -> None:
     require_a_sandbox()
     runtime = Runtime.from_settings(no_worker_settings)
-    services = RedisNodeServices(runtime, NoBroker())  # type: ignore[arg-type]
+    services = RedisNodeServices(runtime)
     gone = redis.Redis(port=closed_port(), socket_connect_timeout=1)
     services.spans = SpanRecorder(gone, runtime.keys, no_worker_settings)
     ctx = node_context(services, created_run(runtime, "code"), "code")

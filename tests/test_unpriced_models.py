@@ -138,7 +138,7 @@ def test_the_workers_reservation_refuses_an_unpriced_call_under_a_usd_budget(
     no_worker_settings: Settings,
 ) -> None:
     runtime = Runtime.from_settings(no_worker_settings)
-    services = RedisNodeServices(runtime, None)  # type: ignore[arg-type]
+    services = RedisNodeServices(runtime)
     unknown = priced(Usage(input_tokens=10, output_tokens=10), None)
     for budget, refused in ((Budget(max_cost_usd=1.0), True), (Budget(max_total_tokens=99), False)):
         run_id = new_run_id()

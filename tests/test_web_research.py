@@ -15,11 +15,11 @@ from pydantic import SecretStr
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.cli.output import spend
 from dagwright.llm.anthropic import AnthropicLLM
-from dagwright.llm.pricing import priced
+from dagwright.llm.pricing import DEFAULT_MODEL_PRICES, priced
 from dagwright.models import Usage
 from dagwright.planning.planner import RestrictedCatalog
 from dagwright.plans.files import load_plan
-from dagwright.settings import DEFAULT_MODEL_PRICES, Settings
+from dagwright.settings import Settings
 from dagwright.testing import FakeAnthropicServer, Script
 from dagwright.workers import builtin_registry
 from dagwright.workers.agent_loop import run_agent

@@ -89,15 +89,34 @@ def test_an_agent_plan_on_workers_without_an_llm_endpoint_is_refused(
     plan.agent("a", "researcher", "say hi")
     plan.agent("b", "writer", "say it again", depends_on=["a"])
     plan.function("c", "noop", depends_on=["b"])  # runs: the worker has it
+    base_url = no_worker_settings.anthropic_base_url  # the fake's, as `fake-llm` offline
+    offline = no_worker_settings.model_copy(update={"anthropic_api_key": None})
     with pytest.raises(UnrunnablePlanError) as refused:
-        Client(no_worker_settings).submit(plan.build())
-    message = str(refused.value)
-    assert message.startswith(
+        Client(offline).submit(plan.build())
+    assert str(refused.value) == (
         "no live worker serving 'researcher' or 'writer' has an Anthropic API key or "
-        "ANTHROPIC_BASE_URL: set ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL in the workers' "
-        "environment"
+        "ANTHROPIC_BASE_URL, and workers read ANTHROPIC_BASE_URL only when they start: stop "
+        f"`dagwright up` (Ctrl-C) and start it again with `ANTHROPIC_BASE_URL={base_url} "
+        "dagwright up` (other workers: set ANTHROPIC_BASE_URL in their environment and "
+        "restart them)"
     )
-    assert "workers' environment" in message and "dagwright up" in message
+
+
+def test_the_fix_for_workers_without_an_llm_names_the_key_never_its_value(
+    no_worker_settings: Settings,
+) -> None:
+    publish(no_worker_settings, "w1@host", llm="")
+    plan = PlanBuilder("ask")
+    plan.agent("a", "researcher", "say hi")
+    keyed = no_worker_settings.model_copy(
+        update={"anthropic_api_key": SecretStr("sk-ant-secret-123")}
+    )
+    with pytest.raises(UnrunnablePlanError) as refused:
+        Client(keyed).submit(plan.build())
+    message = str(refused.value)
+    assert "`ANTHROPIC_API_KEY=sk-ant-... ANTHROPIC_BASE_URL=http" in message
+    assert "read ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL only when" in message
+    assert "secret-123" not in message
 
 
 def test_a_goal_needs_a_planner_with_an_llm_endpoint(no_worker_settings: Settings) -> None:

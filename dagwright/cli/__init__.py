@@ -24,6 +24,8 @@ from dagwright.cli import (
     doctor,
     evals,
     flower,
+    logs,
+    mcp_serving,
     memory,
     metrics,
     planning,
@@ -84,6 +86,7 @@ schedules.register(app)
 memory.register(app)
 approvals.register(app)
 watch.register(app)
+logs.register(app)
 flower.register(app)
 traces.register(app)
 metrics.register(app)
@@ -92,6 +95,7 @@ tokens.register(app)
 webhooks.register(app)
 scores.register(app)
 sandbox.register(app)
+mcp_serving.register(app)
 
 
 class OneLineFormatter(logging.Formatter):

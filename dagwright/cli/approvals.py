@@ -100,8 +100,8 @@ def report_decision(approval: Approval, json_output: bool) -> None:
     decision = approval.decision
     assert decision is not None
     stdout.print(
-        f"{decision.status.value} {approval.kind} {escape(approval.action)} of "
-        f"{approval.run_id}/{approval.node}: {what_happens_next(approval)}"
+        f"{decision.status.value} {escape(approval.subject)} of run {approval.run_id}: "
+        f"{what_happens_next(approval)}"
     )
 
 
@@ -122,7 +122,7 @@ def what_happens_next(approval: Approval) -> str:
 APPROVAL_COLUMNS = [
     Column("run", Kind.ID),
     Column("node", Kind.ID),
-    Column("action"),
+    Column("waits to"),
     Column("waiting", justify="right"),
     Column("args", Kind.TEXT, min_width=24),
     Column("expires in", justify="right", optional=True),
@@ -138,7 +138,7 @@ def approvals_table(approvals: list[Approval]) -> FittedTable:
         table.add_row(
             approval.run_id,
             approval.node,
-            approval.action,
+            approval.asks,
             span(now - approval.requested_at),
             args if len(args) <= ARGS_SHOWN_CHARS else args[: ARGS_SHOWN_CHARS - 1] + "…",
             span(approval.deadline - now),

@@ -8,17 +8,18 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
+from dagwright.cli.clock import clock_time
 from dagwright.cli.exits import ExitCode
 from dagwright.cli.options import ImportOption, JsonOption, WideOption, client_from
 from dagwright.cli.output import print_json, stderr, stdout
 from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.dlq import Classification, DeadLetter, DeadLetterStats, RawMessage
 from dagwright.errors import InputError
-from dagwright.json_views import iso, letter_json
+from dagwright.json_views import letter_json
 from dagwright.shown_ids import shown_id
 
 if TYPE_CHECKING:
-    from dagwright.orchestrator.control.replay import ReplayResult
+    from dagwright.orchestrator.control.dead_letter_replay import ReplayResult
 
 app = typer.Typer(
     help="The dead-letter queue: nodes that failed for good, kept to be replayed.",
@@ -257,8 +258,8 @@ def print_letter(letter: DeadLetter) -> None:
         "node": f"{letter.node_id} ({letter.worker_type}), fence {letter.fence}",
         "class": letter.classification,
         "attempts": str(letter.attempts),
-        "first failure": iso(letter.first_failure_at) or "",
-        "last failure": iso(letter.last_failure_at) or "",
+        "first failure": clock_time(letter.first_failure_at),
+        "last failure": clock_time(letter.last_failure_at),
         "error": f"{letter.error_class}: {letter.message}",
     }
     for name, value in fields.items():
@@ -283,7 +284,7 @@ def print_malformed(letter: DeadLetter, raw: RawMessage) -> None:
         "content type": raw.content_type or "-",
         "encoding": raw.content_encoding or "-",
         "body size": size,
-        "dropped at": iso(letter.last_failure_at) or "",
+        "dropped at": clock_time(letter.last_failure_at),
         "why": letter.message,
     }
     for name, value in fields.items():
@@ -318,5 +319,5 @@ def print_stats(found: DeadLetterStats) -> None:
     stdout.print(f"[bold]    by class[/] {counts(found.by_classification)}")
     stdout.print(f"[bold]     by type[/] {counts(found.by_worker_type)}")
     if found.newest_at is not None:
-        stdout.print(f"[bold]      oldest[/] {iso(found.oldest_at)}")
-        stdout.print(f"[bold]      newest[/] {iso(found.newest_at)}")
+        stdout.print(f"[bold]      oldest[/] {clock_time(found.oldest_at)}")
+        stdout.print(f"[bold]      newest[/] {clock_time(found.newest_at)}")

@@ -43,6 +43,10 @@ def flower(
     fence=…` (search `run=<id>` to find a run's tasks). The login comes from
     DAGWRIGHT_FLOWER_BASIC_AUTH (`user:password`, comma-separated for several); without
     one it refuses to start unless told `--no-auth`."""
+    try:  # first: without the extra, nothing else matters (one line says what to install)
+        from dagwright.tasks.flower import run_flower  # Celery and Flower
+    except ImportError as exc:
+        raise MissingExtraError.of(exc, "dagwright flower") from None
     settings = settings_from(None)
     login = checked_login(settings.flower_basic_auth, no_auth)
     broker_url = settings.broker_url or require_redis_url(settings)
@@ -54,11 +58,6 @@ def flower(
         + "; Ctrl-C stops it",
         soft_wrap=True,
     )
-    try:
-        from dagwright.tasks.flower import run_flower  # Celery and Flower
-    except ImportError as exc:
-        raise MissingExtraError.of(exc, "dagwright flower") from None
-
     code = run_flower(settings, port=port, address=address, url_prefix=url_prefix, basic_auth=login)
     raise typer.Exit(code)
 

@@ -204,10 +204,15 @@ def fold_row(fold: Fold, nodes: dict[str, NodeState], with_usage: bool) -> list[
     return [fold.label, fold.summary(nodes), why, nodes[fold.children[0]].type, *blanks]
 
 
+APPROVAL_WAIT = "waits for a person's approval (dagwright approvals list)"
+
+
 def why_not_done(node: NodeState) -> str:
     """A failed node's error, or what a parked node waits on (else nothing)."""
     if node.waiting is not None:
         return node.waiting.describe()
+    if node.status == NodeStatus.WAITING_APPROVAL:
+        return APPROVAL_WAIT
     error = node.error if node.status == NodeStatus.FAILED else None
     return f"{error.error_class}: {error.message}" if error else ""
 
@@ -367,13 +372,15 @@ def progress_line(
     counts: RunCounts,
     elapsed_s: float,
     waits: dict[str, NodeWait] | None = None,
+    note: str = "",
 ) -> str:
+    """The progress line; ``note``: why queued nodes wait, when no node's wait says it."""
     return (
         f"run {run_id} {status.value} · {counts.done}/{counts.total} nodes done · "
         f"{counts.running} running · {counts.failed} failed · "
         + (f"{counts.waiting_approval} waiting for approval · " if counts.waiting_approval else "")
         + f"{elapsed_s:.1f}s"
-        + waits_part(waits or {})
+        + (waits_part(waits) if waits else f" · {note}" if note else "")
     )
 
 
@@ -413,12 +420,16 @@ class ProgressDisplay:
             self._live.__exit__(exc_type, exc, tb)
 
     def update(
-        self, status: RunStatus, counts: RunCounts, waits: dict[str, NodeWait] | None = None
+        self,
+        status: RunStatus,
+        counts: RunCounts,
+        waits: dict[str, NodeWait] | None = None,
+        note: str = "",
     ) -> None:
         if not self.enabled:
             return
         elapsed_s = time.monotonic() - self.started
-        line = progress_line(self.run_id, status, counts, elapsed_s, waits)
+        line = progress_line(self.run_id, status, counts, elapsed_s, waits, note)
         if self._live is not None:
             self._live.update(Text(line))
         elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:

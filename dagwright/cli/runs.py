@@ -350,8 +350,10 @@ def check_plan_file(
 ) -> tuple[Plan, dict[str, Any] | None, PlanGraph]:
     """Load a plan file and validate it as it would run with the inputs given (--input
     pairs, --inputs file: read against its schema, its templates filled in); problems
-    name the file (RunInputError for the inputs). Returns the plan, those inputs and the
-    validated graph."""
+    name the file (RunInputError for the inputs). With a stack running, a function its
+    live workers have passes (orchestrator/control/live_registry.py). Returns the plan,
+    those inputs and the validated graph."""
+    from dagwright.orchestrator.control.live_registry import stack_workers, widened
     from dagwright.orchestrator.control.submission import check_plan
     from dagwright.plans.files import load_plan
     from dagwright.plans.run_inputs import bind_inputs
@@ -361,7 +363,8 @@ def check_plan_file(
     inputs = inputs_from(*given_inputs, plan.inputs, settings)
     try:
         bound = bind_inputs(plan, inputs, settings.max_params_bytes)
-        return plan, inputs, check_plan(bound.plan, settings, build_registry(settings))
+        registry = widened(build_registry(settings), stack_workers(settings))
+        return plan, inputs, check_plan(bound.plan, settings, registry)
     except PlanError as exc:  # RunInputError included: the same class, naming the file
         command = f"`dagwright validate {plan_file}`"
         raise type(exc)(exc.problems, source=str(plan_file), listed_by=command) from None
@@ -438,9 +441,21 @@ def wait_with_progress(
                 embedded.check_alive()
             # Only a node that is neither running nor done may be waiting on something.
             idle = counts.total - counts.done - counts.running
-            progress.update(status, counts, client.waits(run_id) if idle and show else None)
+            waits = client.waits(run_id) if idle and show else None
+            note = busy_note(client, run_id, counts.running) if idle and show and not waits else ""
+            progress.update(status, counts, waits, note)
 
         return client.wait(run_id, timeout, on_progress=on_progress)
+
+
+def busy_note(client: Client, run_id: str, running: int) -> str:
+    """Why the run's queued nodes wait when its ``running`` ones take every worker
+    process ("" if they do not): `up` starts one per CPU, which a person does not guess."""
+    from dagwright.orchestrator.control.worker_waits import behind_busy_workers
+
+    runtime = client.runtime
+    queued = runtime.client.zcard(runtime.keys.run_key(run_id, "queued"))
+    return behind_busy_workers(running, queued, client.live_workers.read())
 
 
 def report_final(state: RunState, json_output: bool) -> int:
@@ -464,7 +479,8 @@ def validate(
 ) -> None:
     """Check a plan file without running it (exit 2 and every problem if it is invalid:
     one line each; with --json, ``{"valid": false, "problems": [...]}``). A plan taking
-    inputs is checked with those given (--input, --inputs) and its defaults."""
+    inputs is checked with those given (--input, --inputs) and its defaults. With a stack
+    running, a function its live workers have is valid without --import."""
     settings = settings_from(imports)
     try:
         _, _, graph = check_plan_file(plan_file, settings, (input_pairs, inputs_file))
@@ -505,6 +521,10 @@ def status(run_id: str, json_output: JsonOption = False) -> None:
         print_json(run_json(state))
     else:
         print_status(state)
+        if not state.status.is_final:
+            note = busy_note(client, run_id, state.counts.running)
+            if note:
+                typer.echo(note)
         print_scores_summary(client.scores(run_id))
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from dagwright.cli.clock import TimeZoneOption, clock_time, zone_named
 from dagwright.cli.options import (
     BudgetInputOption,
     BudgetOption,
@@ -25,9 +26,10 @@ from dagwright.cli.options import (
 from dagwright.cli.output import print_json, stderr, stdout
 from dagwright.cli.tables import Column, FittedTable, Kind
 from dagwright.errors import InputError
-from dagwright.json_views import iso
 
 if TYPE_CHECKING:
+    from datetime import tzinfo
+
     from dagwright.client import ScheduleInfo
     from dagwright.schedules.definition import Schedule
     from dagwright.schedules.store import Fire
@@ -150,12 +152,19 @@ def add(
     if json_output:
         print_json(schedule.model_dump(mode="json", exclude_none=True))
         return
+    info = client.schedules.get(schedule.name, history=1)
+    next_fire = clock_time(info.next_fire_at, zone_named(schedule.timezone))
     stderr.print(f"[green]✔[/] schedule {schedule.name} added: {escape(schedule.when)}")
+    stderr.print(f"  next fire: {next_fire}")
 
 
 @app.command("list")
-def list_schedules(json_output: JsonOption = False, imports: ImportOption = None) -> None:
-    """Every schedule: when it fires next, its last run and that run's status."""
+def list_schedules(
+    zone: TimeZoneOption = None, json_output: JsonOption = False, imports: ImportOption = None
+) -> None:
+    """Every schedule: when it fires next (in its own time zone, or --tz), its last run
+    and that run's status."""
+    shown_in = zone_named(zone) if zone else None
     infos = client_from(imports).schedules.list()
     if json_output:
         print_json([info.to_json() for info in infos])
@@ -163,22 +172,24 @@ def list_schedules(json_output: JsonOption = False, imports: ImportOption = None
     if not infos:
         stderr.print("no schedules: add one with `dagwright schedule add`")
         return
-    schedules_table(infos).print(stdout, notes=stderr)
+    schedules_table(infos, shown_in).print(stdout, notes=stderr)
 
 
 @app.command("show")
 def show(
     name: NameArgument,
     history: Annotated[int, typer.Option("--history", min=1, help="Fires to show.")] = 20,
+    zone: TimeZoneOption = None,
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
-    """One schedule, with the history of its fires."""
+    """One schedule, with the history of its fires (times in its own time zone, or --tz)."""
+    shown_in = zone_named(zone) if zone else None
     info = client_from(imports).schedules.get(name, history=history)
     if json_output:
         print_json(info.to_json())
         return
-    print_schedule(info)
+    print_schedule(info, shown_in or zone_named(info.schedule.timezone))
 
 
 @app.command("pause")
@@ -228,15 +239,17 @@ SCHEDULE_COLUMNS = [
 ]
 
 
-def schedules_table(infos: list[ScheduleInfo]) -> FittedTable:
+def schedules_table(infos: list[ScheduleInfo], zone: tzinfo | None = None) -> FittedTable:
+    """The schedules, their next fires in ``zone`` (None: each in its own)."""
     table = FittedTable(SCHEDULE_COLUMNS)
     for info in infos:
         schedule = info.schedule
+        shown_in = zone or zone_named(schedule.timezone)
         table.add_row(
             schedule.name,
             schedule.when,
             what(schedule),
-            "paused" if schedule.paused else (iso(info.next_fire_at) or "-"),
+            "paused" if schedule.paused else clock_time(info.next_fire_at, shown_in),
             info.last_run_id or "-",
             info.last_run_status.value if info.last_run_status else "-",
         )
@@ -250,7 +263,7 @@ def what(schedule: Schedule) -> str:
     return f"plan: {schedule.plan.goal or f'{len(schedule.plan.nodes)} nodes'}"[:70]
 
 
-def print_schedule(info: ScheduleInfo) -> None:
+def print_schedule(info: ScheduleInfo, zone: tzinfo) -> None:
     schedule = info.schedule
     fields = {
         "name": schedule.name,
@@ -259,16 +272,16 @@ def print_schedule(info: ScheduleInfo) -> None:
         "overlap": schedule.overlap.value,
         "catch-up": schedule.catchup.value,
         "state": "paused" if schedule.paused else "active",
-        "next": iso(info.next_fire_at) or "-",
+        "next": clock_time(info.next_fire_at, zone),
     }
     for label, value in fields.items():
         stdout.print(f"[bold]{label:>9}[/] {escape(value)}")
     for fire in info.history:
-        stdout.print(f"  {describe_fire(fire)}")
+        stdout.print(f"  {escape(describe_fire(fire, zone))}")
 
 
-def describe_fire(fire: Fire) -> str:
-    at = iso(fire.fired_at)
+def describe_fire(fire: Fire, zone: tzinfo) -> str:
+    at = clock_time(fire.fired_at, zone)
     if fire.run_id:
         return f"{at} started {fire.run_id}" + (f" ({fire.reason})" if fire.reason else "")
     return f"{at} skipped: {fire.reason}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -237,13 +238,26 @@ def announce(stack: EmbeddedStack, settings: Settings) -> None:
     queues = queues_for(None, build_registry(settings))
     stderr.print(
         f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
-        f"(data in {settings.data_dir}), workers for {', '.join(queues)}, "
+        f"(data in {settings.data_dir}), workers for {', '.join(queues)} "
+        f"({worker_processes(stack.concurrency, settings)}), "
         "beat for the schedules. "
-        "Ctrl-C stops it."
+        "Ctrl-C stops it.",
+        soft_wrap=True,
     )
     if stack.server_url:
         for line in server_lines(stack.server_url, settings):
             stderr.print(line, soft_wrap=True, markup=False)
+
+
+def worker_processes(concurrency: int | None, settings: Settings) -> str:
+    """How many nodes `up` runs at once, and how to change it: a run whose nodes outnumber
+    them queues, and one process per CPU is not what a person guesses."""
+    if concurrency:
+        return f"{concurrency} worker processes: --concurrency"
+    if settings.worker_concurrency:
+        return f"{settings.worker_concurrency} worker processes: DAGWRIGHT_WORKER_CONCURRENCY"
+    cpus = os.cpu_count() or 1
+    return f"{cpus} worker processes, one per CPU: `dagwright up --concurrency N` for more"
 
 
 def server_lines(url: str, settings: Settings) -> list[str]:

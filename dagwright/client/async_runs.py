@@ -50,8 +50,9 @@ from dagwright.client.runs import (
 )
 from dagwright.connection import connect_async, translate_redis_errors
 from dagwright.keys import Keys
-from dagwright.models import Event, Plan, RunCounts, RunScore, RunState, RunStatus
+from dagwright.models import Event, NodeLogLine, Plan, RunCounts, RunScore, RunState, RunStatus
 from dagwright.orchestrator.runstate.async_store import AsyncRunStore
+from dagwright.orchestrator.runstate.node_logs import DEFAULT_LIMIT, AsyncNodeLogs
 from dagwright.orchestrator.runstate.scores import AsyncRunScores
 from dagwright.settings import Settings
 
@@ -101,6 +102,10 @@ class AsyncClient:
         return AsyncRunScores(
             self.redis, Keys(self.settings.key_prefix), max_scores=self.settings.run_scores_max
         )
+
+    @cached_property
+    def node_logs(self) -> AsyncNodeLogs:
+        return AsyncNodeLogs(self.redis, Keys(self.settings.key_prefix))
 
     async def aclose(self) -> None:
         """Close the asyncio connections."""
@@ -275,6 +280,18 @@ class AsyncClient:
     async def scores(self, run_id: str) -> list[RunScore]:
         """``Client.scores``: every score of the run, oldest first."""
         return await self.run_scores.read(run_id)
+
+    @translated_async
+    async def logs(
+        self,
+        run_id: str,
+        node: str | None = None,
+        after: str | None = None,
+        *,
+        limit: int = DEFAULT_LIMIT,
+    ) -> list[NodeLogLine]:
+        """``Client.logs``: the run's node log lines after the cursor, oldest first."""
+        return await self.node_logs.read(run_id, node, after, limit)
 
     async def find_runs(self, **where: Any) -> RunPage:
         """``Client.find_runs`` (status, text, limit, cursor), run in a thread."""

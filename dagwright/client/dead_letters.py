@@ -14,7 +14,7 @@ from dagwright.dlq import (
     DeadLetterStatus,
 )
 from dagwright.errors import InputError, NotReplayableError, UnknownDeadLetterError
-from dagwright.orchestrator.control.replay import (
+from dagwright.orchestrator.control.dead_letter_replay import (
     ReplayResult,
     dead_letters,
     replay,

@@ -22,6 +22,7 @@ from dagwright.connection import require_redis_url
 from dagwright.models import (
     AuditEntry,
     Event,
+    NodeLogLine,
     NodeWait,
     Plan,
     RunCounts,
@@ -388,6 +389,22 @@ class Client:
     def scores(self, run_id: str) -> list[RunScore]:
         """Every score of the run, oldest first (UnknownRunError if there is no such run)."""
         return self.run_scores.read(run_id)
+
+    @translated
+    def logs(
+        self,
+        run_id: str,
+        node: str | None = None,
+        after: str | None = None,
+        *,
+        limit: int = 1000,
+    ) -> list[NodeLogLine]:
+        """The run's node logs, oldest first: what its nodes printed (stdout, stderr) and
+        logged (``logging`` records, an agent's LLM and tool calls), each line with its node
+        and attempt; only ``node``'s if given. ``after``: the id of the last line read
+        (read on from there, as ``dagwright logs -f`` does); at most ``limit`` lines (1 to
+        10,000). UnknownRunError, UnknownNodeError; InputError for a bad cursor or limit."""
+        return self.runtime.node_logs.read(run_id, node, after, limit)
 
     @translated
     def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:

@@ -124,7 +124,7 @@ class ScheduleClient(SubClient):
 
     def _check(self, schedule: Schedule) -> None:
         """What the tick would refuse, refused now: the cron, the plan, the goal."""
-        from dagwright.tasks.beat import parse_cron
+        from dagwright.schedules.cron import parse_cron
 
         if schedule.cron is not None:
             parse_cron(schedule.cron, schedule.timezone)

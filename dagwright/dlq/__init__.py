@@ -1,5 +1,8 @@
 """The dead-letter queue: nodes that failed for good, with what a replay needs.
 
+Replaying one moves its run on, so it is the orchestrator's:
+``dagwright.orchestrator.control.dead_letter_replay`` (this package sits below it).
+
 The store loads on first use (PEP 562): the entries are plain types, which the CLI reads
 without paying for a Redis client.
 """

@@ -16,15 +16,15 @@ if TYPE_CHECKING:
 
     from dagwright.keys import Keys
     from dagwright.llm.batches import MessageBatches
-    from dagwright.llm.cache import CachingLLM
     from dagwright.llm.input_tokens import InputTokenEstimator
     from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
     from dagwright.llm.ratelimit import RateLimitedLLM
+    from dagwright.llm.response_cache import CachingLLM
     from dagwright.resilience import Breakers
     from dagwright.settings import LLMSettings
 
 _LAZY = {
-    "CachingLLM": "dagwright.llm.cache",
+    "CachingLLM": "dagwright.llm.response_cache",
     "InputTokenEstimator": "dagwright.llm.input_tokens",
     "LLM": "dagwright.llm.protocol",
     "LLMRequest": "dagwright.llm.protocol",
@@ -47,9 +47,9 @@ def build_llm(
     ``breakers``, rate-limited per model (``llm_rate_limits``) and, given a client, with a
     response cache in Redis for the requests that opt in."""
     from dagwright.llm.anthropic import AnthropicLLM  # the SDK loads only where LLMs run
-    from dagwright.llm.cache import CachingLLM
     from dagwright.llm.call_limits import CallLimits
     from dagwright.llm.ratelimit import RateLimitedLLM
+    from dagwright.llm.response_cache import CachingLLM
 
     llm: LLM = AnthropicLLM(settings, breakers)
     limits = CallLimits.of(settings)

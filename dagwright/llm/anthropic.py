@@ -7,7 +7,7 @@ generation live: the bounds are a short connect timeout, an idle timeout between
 (the API pings while it works) and an overall deadline from ``max_tokens``
 (``llm/call_limits.py``), instead of one total timeout that a slow, healthy answer exceeds.
 
-Who retries what (docs/architecture.md §6): the SDK's own retries are off
+Who retries what (docs/architecture.md, "Who owns which retry"): the SDK's own retries are off
 (``max_retries=0``); this module retries one call on 408/409/429/5xx/529, an error event in
 the stream, a stalled stream and connection errors, honouring ``retry-after`` up to a cap;
 what still fails leaves as ``LLMUnavailableError`` (retryable: the node level decides
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -59,12 +60,14 @@ from dagwright.llm.call_limits import (
 from dagwright.llm.model_ids import price_of
 from dagwright.llm.model_lifecycle import LifecycleGuard
 from dagwright.llm.pricing import priced
+from dagwright.llm.prompt_caching import system_blocks
 from dagwright.llm.protocol import LLMRequest, LLMResponse
-from dagwright.llm.wire import message_body, system_blocks
+from dagwright.llm.wire import message_body
 from dagwright.models import Usage
 from dagwright.resilience import Breakers, call_directly
 from dagwright.settings import LLMSettings, ModelPrice
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529}) | frozenset(range(500, 600))
@@ -166,6 +169,19 @@ def sdk_client(settings: LLMSettings, limits: CallLimits) -> SdkClient:
     return anthropic.Anthropic(api_key=key or PLACEHOLDER_KEY, **options)
 
 
+def log_retry(state: RetryCallState) -> None:
+    """A retried LLM call, as a node's logs show it (telemetry/node_logs.py): which
+    attempt failed, of what, and how long it waits."""
+    failure = state.outcome.exception() if state.outcome is not None else None
+    wait_s = state.next_action.sleep if state.next_action is not None else 0.0
+    log.info(
+        "LLM call attempt %d failed (%s); retrying in %.1fs",
+        state.attempt_number,
+        type(failure).__name__,
+        wait_s,
+    )
+
+
 class AnthropicLLM:
     """``LLM`` over the Anthropic SDK (``ANTHROPIC_BASE_URL`` honoured), or over Bedrock or
     Vertex AI (``llm_provider``) with the same retries, breakers and accounting."""
@@ -202,6 +218,7 @@ class AnthropicLLM:
             retry=retry_if_exception(retry_on),
             stop=stop_after_attempt(self._attempts),
             wait=self._wait,
+            before_sleep=log_retry,
             reraise=True,
         )
         try:

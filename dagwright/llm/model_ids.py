@@ -26,9 +26,18 @@ def model_family(model_id: str) -> str:
 
 
 def price_of(model_id: str, prices: dict[str, ModelPrice]) -> ModelPrice | None:
-    """The price of ``model_id``: its own row (a snapshot priced apart), else its
-    family's; None if it has neither (unpriced)."""
-    return prices.get(model_id) or prices.get(model_family(model_id))
+    """The price of ``model_id`` in ``prices`` (``Settings.model_prices``: the prices
+    given), else in the published table: its own row (a snapshot priced apart), else its
+    family's; None if neither has one (unpriced). Given prices are added to the published
+    ones, not replacing them: pricing one more model must not unprice all the others."""
+    from dagwright.llm.pricing import DEFAULT_MODEL_PRICES  # pricing stands on settings
+
+    family = model_family(model_id)
+    for table in (prices, DEFAULT_MODEL_PRICES):
+        found = table.get(model_id) or table.get(family)
+        if found is not None:
+            return found
+    return None
 
 
 def unpriced(model_ids: set[str], prices: dict[str, ModelPrice]) -> list[str]:

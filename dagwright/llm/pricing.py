@@ -1,4 +1,5 @@
-"""The cost of an LLM call, from the per-model price table in settings.
+"""The published price table of the Claude models, and the cost of an LLM call from it
+(with what ``Settings.model_prices`` adds or overrides, ``llm/model_ids.price_of``).
 
 A call to a model missing from the table is not free: its tokens are counted as
 ``unpriced_tokens`` and every view of the cost says "unknown" (``Usage.cost_words``).
@@ -22,6 +23,48 @@ PER_SEARCH = 1 / 1_000
 WEB_SEARCH_USD_PER_1K = 10.0  # the published price; settings.web_search_usd_per_1k
 # An unpriced model's cache reads and writes weigh as the published multiples of input.
 PUBLISHED_MULTIPLES = ModelPrice(input=1.0, output=1.0)
+
+
+def _price(
+    input: float, output: float, cache_read: float | None = None, **writes: float
+) -> ModelPrice:
+    return ModelPrice(input=input, output=output, cache_read=cache_read, **writes)
+
+
+# Published list prices (platform.claude.com/docs/en/about-claude/pricing, November 2026),
+# one row per model family: dated ids (``claude-opus-4-5-20251101``) and ``-latest``
+# aliases are priced as their family (dagwright/llm/model_ids.py). A test checks that
+# every model id of the installed anthropic SDK has a row. Settings add to it or override
+# rows: DAGWRIGHT_MODEL_PRICES='{"model-id": {"input": 2, "output": 10}}' or dagwright.toml
+# (``Settings.model_prices`` holds only those; ``price_of`` falls back to this table).
+DEFAULT_MODEL_PRICES: dict[str, ModelPrice] = {
+    "claude-fable-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
+    "claude-mythos-5-2": _price(8, 40, 0.2, cache_write=10, cache_write_1h=16),
+    "claude-fable-5-1": _price(10, 50, 0.25),  # reads at 0.025x input
+    "claude-mythos-5-1": _price(10, 50, 0.25),
+    "claude-fable-5": _price(10, 50),
+    "claude-mythos-5": _price(10, 50),
+    # Not listed on the pricing page (research preview): Fable 5 was announced at "less
+    # than half" its price; $25 / $125 is taken so that a budget is not undercounted.
+    "claude-mythos-preview": _price(25, 125),
+    "claude-opus-5-5": _price(4, 20, 0.2),  # reads at 0.05x input
+    "claude-opus-5": _price(5, 25),
+    "claude-opus-4-8": _price(5, 25),
+    "claude-opus-4-7": _price(5, 25),
+    "claude-opus-4-6": _price(5, 25),
+    "claude-opus-4-5": _price(5, 25),
+    "claude-opus-4-1": _price(15, 75),
+    "claude-opus-4": _price(15, 75),
+    "claude-sonnet-5-5": _price(2, 10, 0.1),  # reads at 0.05x input (the migration guide)
+    "claude-sonnet-5": _price(2, 10),
+    "claude-sonnet-4-6": _price(3, 15),
+    "claude-sonnet-4-5": _price(3, 15),
+    "claude-sonnet-4": _price(3, 15),
+    # Haiku 5.5 is priced in two bands; these are of prompts up to 100,000 tokens (longer
+    # ones cost 5x): a node that reads more than that is undercounted.
+    "claude-haiku-5-5": _price(0.1, 0.5, 0.01),
+    "claude-haiku-4-5": _price(1, 5),
+}
 
 
 def priced(

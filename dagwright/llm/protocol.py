@@ -46,7 +46,8 @@ class LLMRequest(BaseModel):
     the lingua franca of agent loops (and of checkpoints).
 
     Messages hold no ``cache_control``: prompt-cache breakpoints are placed when the request
-    is sent (``dagwright.llm.wire``), so a checkpointed conversation never accumulates them.
+    is sent (``dagwright.llm.prompt_caching``), so a checkpointed conversation never
+    accumulates them.
     """
 
     model_config = ConfigDict(frozen=True)

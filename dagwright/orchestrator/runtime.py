@@ -20,7 +20,9 @@ from dagwright.settings import Settings
 from dagwright.telemetry.counters import Counters
 
 if TYPE_CHECKING:
+    from dagwright.orchestrator.runstate.node_logs import NodeLogs
     from dagwright.resilience import Breakers
+    from dagwright.telemetry.node_logs import LogLimits
     from dagwright.workers import WorkerRegistry
 
 T = TypeVar("T")
@@ -55,6 +57,26 @@ class Runtime:
         """The per-model circuit breakers, made on first use: only the processes that call
         LLMs need them (and pybreaker, and a second connection pool that speaks bytes)."""
         return self._once("breakers", self._make_breakers)
+
+    @cached_property
+    def node_logs(self) -> NodeLogs:
+        """The runs' node logs in Redis (what a worker appends an attempt's lines to)."""
+        return self._once("node_logs", self._make_node_logs)
+
+    @cached_property
+    def log_limits(self) -> LogLimits:
+        """The bounds of a node attempt's logs, and the secrets masked in them."""
+        from dagwright.telemetry.node_logs import LogLimits
+
+        settings = self.settings
+        return LogLimits(
+            settings.node_log_max_bytes, settings.node_log_max_line_chars, known_secrets(settings)
+        )
+
+    def _make_node_logs(self) -> NodeLogs:
+        from dagwright.orchestrator.runstate.node_logs import NodeLogs
+
+        return NodeLogs(self.client, self.keys, max_lines=self.settings.node_log_run_max_lines)
 
     def _once(self, name: str, build: Callable[[], T]) -> T:
         """``build()`` stored as attribute ``name``, once even when threads of a worker ask
@@ -105,9 +127,15 @@ class Runtime:
             counters=Counters(client, keys),
         )
 
-    def dispatch_for(self, node: Node, run_priority: int = DEFAULT_PRIORITY) -> Dispatch:
-        """How ``node`` is published: at its own priority, else its run's."""
-        worker_type = self.registry.get(node.type)
+    def dispatch_for(
+        self,
+        node: Node,
+        run_priority: int = DEFAULT_PRIORITY,
+        registry: WorkerRegistry | None = None,
+    ) -> Dispatch:
+        """How ``node`` is published: at its own priority, else its run's; routed by
+        ``registry`` (a submit's, widened by the live workers') else this process's."""
+        worker_type = (registry or self.registry).get(node.type)
         return Dispatch(
             queue=worker_type.queue_of(node),
             time_limit_s=node.timeout_s or self.settings.default_timeout_s,

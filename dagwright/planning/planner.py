@@ -122,6 +122,9 @@ class RestrictedCatalog:
     def node_problems(self, node: Node) -> list[str]:
         return self.registry.node_problems(node)
 
+    def unknown_type_hint(self, name: str) -> str:
+        return self.registry.unknown_type_hint(name)
+
     def describe(self) -> str:
         """The catalog as the planner reads it: one line per type (and per function)."""
         lines = []

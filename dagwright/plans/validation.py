@@ -33,6 +33,11 @@ class WorkerCatalog(Protocol):
 
     def node_problems(self, node: Node) -> list[str]: ...
 
+    def unknown_type_hint(self, name: str) -> str:
+        """Where a type not registered here is known (live workers serving it), as a
+        clause to end its problem with; "" if nowhere."""
+        ...
+
 
 @dataclass(frozen=True)
 class PlanLimits:
@@ -240,7 +245,8 @@ def _node_problems(plan: Plan, catalog: WorkerCatalog, limits: PlanLimits) -> li
                 f"(allowed: {', '.join(sorted(allowed))})"
             )
         else:
-            problems.append(_unknown_type_problem(node, allowed, registered))
+            hint = catalog.unknown_type_hint(node.type)
+            problems.append(_unknown_type_problem(node, allowed, registered) + hint)
     return problems
 
 

@@ -1,6 +1,6 @@
 """The bubblewrap backend: model-written code in ``bwrap``, started as an unprivileged uid.
 
-What confines the program (docs/architecture.md §8):
+What confines the program (docs/internals/sandbox.md):
 
 * Namespaces: ``--unshare-all`` (user, pid, net, ipc, uts, cgroup), so there is no
   network at all, loopback included (the broker cannot be reached), and only the run's

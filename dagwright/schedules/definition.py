@@ -28,8 +28,6 @@ from dagwright.models import (
 from dagwright.planning.goals import GoalOptions, requested_budget
 
 HISTORY_MAX = 100  # fires kept per schedule
-SCHEDULE_FIELD = "schedule"  # run hash: the schedule that started the run
-DEPTH_FIELD = "followup_depth"  # run hash: 0 for a scheduled run, n for its n-th follow-up
 TICK_TTL_S = 7 * 24 * 3600  # how long a fired tick is remembered
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 

@@ -16,10 +16,9 @@ from dagwright.errors import UnknownRunError
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.cancellation import cancel_run
 from dagwright.orchestrator.control.submission import start_run
+from dagwright.orchestrator.runstate.creation import DEPTH_FIELD, SCHEDULE_FIELD
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.schedules.definition import (
-    DEPTH_FIELD,
-    SCHEDULE_FIELD,
     Catchup,
     Overlap,
     Schedule,

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from dagwright.errors import ScheduleError
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.submission import start_run
+from dagwright.orchestrator.runstate.creation import DEPTH_FIELD, SCHEDULE_FIELD
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
-from dagwright.schedules.definition import (
-    DEPTH_FIELD,
-    SCHEDULE_FIELD,
-)
 from dagwright.schedules.store import Fire, schedule_store
+
+
+def followup_starter(runtime: Runtime, broker: Broker) -> Callable[[str, str, str], str]:
+    """What a worker's node services start follow-up runs with: ``propose_followup``
+    bound to this process's runtime and broker."""
+    return lambda run_id, goal, reason: propose_followup(runtime, broker, run_id, goal, reason)
 
 
 def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, reason: str) -> str:

@@ -29,6 +29,7 @@ from dagwright.settings import Settings
 
 if TYPE_CHECKING:
     from dagwright.server.local_access import LocalAccess
+    from dagwright.server.mcp_endpoint import McpEndpoint
 
 API_PREFIX = "/api/v1"
 
@@ -40,6 +41,7 @@ def api_router() -> APIRouter:
         dead_letters,
         evals,
         events,
+        logs,
         memory,
         runs,
         schedules,
@@ -48,7 +50,18 @@ def api_router() -> APIRouter:
     )
 
     router = APIRouter()
-    for module in (system, runs, events, scores, approvals, dead_letters, schedules, evals, memory):
+    for module in (
+        system,
+        runs,
+        events,
+        logs,
+        scores,
+        approvals,
+        dead_letters,
+        schedules,
+        evals,
+        memory,
+    ):
         router.include_router(module.router)
     return router
 
@@ -78,12 +91,13 @@ def create_app(
         openapi_url=None,  # served by routes/system.py, behind authentication
         docs_url=None,
         redoc_url=None,
-        lifespan=closing_local_access,
+        lifespan=serving,
         generate_unique_id_function=operation_id,
     )
     app.state.client = client or Client(settings)
     app.state.local_access = local_access
     install_problem_handlers(app)
+    app.state.mcp = mount_mcp(app, app.state.client)
     app.include_router(api_router(), prefix=API_PREFIX)
     app.include_router(dashboard_router())
     app.openapi = functools.partial(api_document, app)  # type: ignore[method-assign]
@@ -115,6 +129,33 @@ def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: 
     app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
     if settings.server_trusted_proxies and not local_access:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)
+
+
+def mount_mcp(app: FastAPI, client: Client) -> McpEndpoint | None:
+    """The MCP server at ``/mcp`` (``server/mcp_endpoint.py``), behind the API's tokens; None
+    without the ``mcp`` extra (the API and the dashboard serve on without it)."""
+    try:
+        from dagwright.server.mcp_endpoint import MCP_PATH, McpEndpoint
+    except ImportError:
+        return None
+    from starlette.routing import Route
+
+    endpoint = McpEndpoint(client)
+    app.router.routes.append(Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"]))
+    return endpoint
+
+
+@asynccontextmanager
+async def serving(app: FastAPI) -> AsyncIterator[None]:
+    """The app's lifetime: the MCP endpoint's request handling runs meanwhile; the
+    local-access token is revoked at the end."""
+    mcp: McpEndpoint | None = app.state.mcp
+    async with closing_local_access(app):
+        if mcp is None:
+            yield
+            return
+        async with mcp.running():
+            yield
 
 
 @asynccontextmanager

@@ -40,48 +40,19 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from dagwright.errors import (
-    BrokerUnavailableError,
-    ConfigurationError,
-    ConflictError,
+    INTERNAL_ERROR,
     DagwrightError,
-    IdempotencyConflictError,
-    InputError,
     PlanError,
-    RunError,
-    UnknownDeadLetterError,
-    UnknownEvalError,
-    UnknownMemoryError,
-    UnknownNodeError,
-    UnknownRunError,
-    UnknownScheduleError,
     UnrunnablePlanError,
     error_line,
+    public_line,
+    status_of,
 )
 from dagwright.server.methods import allowed_methods
 
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
-INTERNAL_ERROR = "internal error: see the server's log"
-
-STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], ...], int], ...] = (
-    (
-        (
-            UnknownRunError,
-            UnknownNodeError,
-            UnknownDeadLetterError,
-            UnknownScheduleError,
-            UnknownEvalError,
-            UnknownMemoryError,
-        ),
-        404,
-    ),
-    ((IdempotencyConflictError, ConflictError), 409),
-    (RunError, 409),
-    (ConfigurationError, 500),
-    (InputError, 422),
-    (BrokerUnavailableError, 503),
-)
 
 
 class Problem(Exception):
@@ -122,13 +93,6 @@ def problem_response(
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
 
 
-def status_of(exc: DagwrightError) -> int:
-    for classes, status in STATUS_OF_ERROR:
-        if isinstance(exc, classes):
-            return status
-    return 500
-
-
 def dagwright_problem(exc: DagwrightError) -> JSONResponse:
     """The problem response for an error the client raised, with its CLI line (a
     public line instead for the server's own failures: ``public_line``)."""
@@ -137,20 +101,6 @@ def dagwright_problem(exc: DagwrightError) -> JSONResponse:
         extra["problems"] = list(exc.problems)
     status = status_of(exc)
     return problem_response(status, public_line(exc, status), type(exc).__name__, **extra)
-
-
-def public_line(exc: DagwrightError, status: int | None = None) -> str:
-    """What a caller is told of ``exc``: its CLI line when the caller can act on it (a
-    4xx), else a line that names no internal address (the line of a 5xx, which says
-    where Redis is, goes to the server's log only)."""
-    status = status or status_of(exc)
-    if status < 500:
-        return error_line(exc)
-    if isinstance(exc, BrokerUnavailableError):
-        return "the server cannot reach its Redis store right now: retry later (its log says more)"
-    if isinstance(exc, ConfigurationError):
-        return "the server's configuration is wrong: see the server's log"
-    return INTERNAL_ERROR
 
 
 def validation_problem(exc: RequestValidationError) -> JSONResponse:

@@ -10,7 +10,7 @@
   the fire task claims the tick before starting anything: a tick fired twice (two
   beats, a retried send) starts one run.
 - redbeat stores a crontab without its timezone, so entries are rebuilt from the
-  schedule itself when loaded (``ZonedCrontab``).
+  schedule itself when loaded (``schedules/cron.py``'s ``ZonedCrontab``).
 """
 
 from __future__ import annotations
@@ -20,18 +20,17 @@ import logging
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import redis
 from celery import Celery
-from celery.schedules import BaseSchedule, crontab
-from celery.schedules import schedule as interval
+from celery.schedules import crontab
 from redbeat import RedBeatScheduler, RedBeatSchedulerEntry
 from redbeat.schedulers import ensure_conf
 
 from dagwright.connection import connect
 from dagwright.errors import ScheduleError
 from dagwright.keys import ORCHESTRATOR_QUEUE, SCHEDULE_FIRE_TASK, Keys
+from dagwright.schedules.cron import celery_schedule
 from dagwright.schedules.definition import Schedule
 from dagwright.schedules.store import ScheduleStore
 from dagwright.settings import Settings
@@ -42,54 +41,6 @@ ENTRY_PREFIX = "dw:"
 BEAT_RESTART_MAX_S = 5.0
 
 log = logging.getLogger(__name__)
-
-
-class ZonedCrontab(crontab):
-    """A crontab read in its own timezone (celery's uses the app's, for every entry)."""
-
-    def __init__(self, *args: Any, zone: str = "UTC", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.zone = ZoneInfo(zone)
-
-    @property
-    def tz(self) -> ZoneInfo:
-        return self.zone
-
-    def now(self) -> datetime:
-        return datetime.now(self.zone)
-
-    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
-        return super().remaining_estimate(self._here(last_run_at))
-
-    def is_due(self, last_run_at: datetime) -> Any:
-        return super().is_due(self._here(last_run_at))
-
-    def _here(self, moment: datetime) -> datetime:
-        aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        return aware.astimezone(self.zone)
-
-
-def celery_schedule(schedule: Schedule) -> BaseSchedule:
-    """The celery schedule of a dagwright schedule; ScheduleError for a bad cron."""
-    if schedule.every_s is not None:
-        return interval(timedelta(seconds=schedule.every_s))
-    return parse_cron(schedule.cron or "", schedule.timezone)
-
-
-def parse_cron(expression: str, zone: str = "UTC") -> ZonedCrontab:
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ScheduleError(
-            f"invalid cron expression {expression!r}: it needs 5 fields, "
-            "minute hour day-of-month month day-of-week (e.g. '0 9 * * 1-5')"
-        )
-    minute, hour, day_of_month, month, day_of_week = fields
-    try:
-        cron = ZonedCrontab(minute, hour, day_of_week, day_of_month, month, zone=zone)
-        cron.remaining_estimate(datetime.now(UTC))  # some errors show only when used
-    except (ValueError, IndexError, KeyError) as exc:
-        raise ScheduleError(f"invalid cron expression {expression!r}: {exc}") from None
-    return cron
 
 
 def entry_name(name: str) -> str:

@@ -28,7 +28,7 @@ from vine import promise
 
 from dagwright.app import DagwrightCelery
 from dagwright.dlq import RawMessage
-from dagwright.orchestrator.control.replay import dead_letters
+from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 from dagwright.tasks.compressed_bodies import refuse_compressed_bodies
 from dagwright.tasks.env import execution_env
 from dagwright.tasks.message_checks import DeliveredMessage, malformation

@@ -11,6 +11,7 @@ from dagwright.orchestrator.execution.limits import NodeLimits
 from dagwright.orchestrator.execution.reconciler import Reconciler
 from dagwright.orchestrator.execution.services import RedisNodeServices
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.schedules.followups import followup_starter
 from dagwright.tasks.publish import CeleryBroker
 from dagwright.tasks.team_app import team_app_factory
 
@@ -38,7 +39,11 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
             runtime=runtime,
             broker=broker,
             leases=leases,
-            services=RedisNodeServices(runtime, broker, team_app_factory(settings)),
+            services=RedisNodeServices(
+                runtime,
+                team_app_factory(settings),
+                followups=followup_starter(runtime, broker),
+            ),
             limits=limits,
         )
     return env

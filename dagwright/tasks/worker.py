@@ -14,6 +14,7 @@ from dagwright.keys import FUNCTION_QUEUE_TYPE_PREFIX, ORCHESTRATOR_QUEUE, ORCHE
 from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
 from dagwright.tasks.app_factory import build_app
+from dagwright.tasks.log_ids import tag_logs_once_set_up
 from dagwright.tasks.log_redaction import redact_logs_once_set_up
 from dagwright.tasks.steps import Endpoint, MetricsStep, PresenceStep, ReconcilerStep
 from dagwright.workers import WorkerRegistry
@@ -66,6 +67,7 @@ def run_worker(
     if reconciler:
         app.steps["consumer"].add(ReconcilerStep)
     redact_logs_once_set_up(settings)  # before the worker: it sets up its logging at once
+    tag_logs_once_set_up()
     worker = app.Worker(
         queues=queues,
         concurrency=concurrency or settings.worker_concurrency or os.cpu_count() or 1,

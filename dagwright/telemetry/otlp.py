@@ -101,12 +101,20 @@ def exporter_for(endpoint: str | None) -> OtlpTraceExporter | None:
     return OtlpTraceExporter(endpoint) if endpoint and exporting(endpoint) else None
 
 
-@cache
-def _otel_installed() -> bool:
+def otel_missing() -> ImportError | None:
+    """The ImportError of the first OpenTelemetry module not installed; None if all are."""
     try:
         for module in OTEL_MODULES:
             importlib.import_module(module)
     except ImportError as exc:
+        return exc
+    return None
+
+
+@cache
+def _otel_installed() -> bool:
+    exc = otel_missing()
+    if exc is not None:
         log.warning(
             "otlp_endpoint is set but OpenTelemetry is not installed (%s): traces are not "
             "exported; install dagwright[opentelemetry]",

@@ -1,6 +1,7 @@
 """What users test their worker types, functions, tools and agents with:
 
-- ``MemoryServices`` (:mod:`dagwright.testing.memory`): the services a node asks of
+- ``MemoryServices`` (:mod:`dagwright.workers.memory_services`: production code, as
+  ``dagwright plan`` runs the planner with it; exported here): the services a node asks of
   dagwright (checkpoints, usage, budget, workspace, breakers, approvals, spans), kept in
   memory. ``MemoryServices(llm, tmp_path).context(inputs=...)`` is a ``NodeContext`` to
   call a worker type's function or ``run_agent`` with, in a plain test: no Redis, no
@@ -28,7 +29,7 @@ from dagwright.testing.scripted import ScriptedLLM
 
 if TYPE_CHECKING:
     from dagwright.testing.fake_anthropic import FakeAnthropicServer, LoggedRequest
-    from dagwright.testing.memory import MemoryServices
+    from dagwright.workers.memory_services import MemoryServices
 
 __all__ = [
     "FakeAnthropicServer",
@@ -42,7 +43,7 @@ __all__ = [
 _LAZY = {
     "FakeAnthropicServer": "dagwright.testing.fake_anthropic",
     "LoggedRequest": "dagwright.testing.fake_anthropic",
-    "MemoryServices": "dagwright.testing.memory",
+    "MemoryServices": "dagwright.workers.memory_services",
 }
 
 

@@ -77,6 +77,7 @@ from dagwright.llm.protocol import LLMRequest, LLMResponse, rough_tokens
 from dagwright.llm.server_tools import WEB_SEARCH
 from dagwright.models import Budget, Node
 from dagwright.redaction import known_secrets, redact
+from dagwright.shown_ids import shown_id
 from dagwright.workers.agent_answers import answer_contract
 from dagwright.workers.agent_context import (
     SUMMARY_SYSTEM,
@@ -440,6 +441,7 @@ class AgentLoop:
         state.turn += 1
         state.usage = state.usage.plus(response.usage)
         state.last_call_tokens = response.usage.total_tokens
+        log_llm_call(state.turn, response)
         handle = self._STOP_REASONS.get(response.stop_reason, AgentLoop._answered)
         return handle(self, response)
 
@@ -570,6 +572,7 @@ class AgentLoop:
         state = self.state
         call = state.pending[len(state.results)]
         outcome = self._call_tool(call.get("name", ""), call.get("input") or {}, call["id"])
+        log_tool_call(call.get("name", ""), outcome)
         state.results.append(
             {
                 "type": "tool_result",
@@ -629,6 +632,34 @@ class AgentLoop:
 
     def _snapshot(self) -> dict[str, Any]:
         return self.state.model_dump(mode="json")
+
+
+def log_llm_call(turn: int, response: LLMResponse) -> None:
+    """The call, as the node's logs show it (telemetry/node_logs.py): model, tokens and
+    stop reason; never the prompt or the answer."""
+    usage = response.usage
+    log.info(
+        "LLM call %d done: %s, %d input + %d output tokens%s, stop_reason %s",
+        turn,
+        response.model,
+        usage.input_tokens,
+        usage.output_tokens,
+        f" ({usage.cache_read_input_tokens} read from cache)"
+        if usage.cache_read_input_tokens
+        else "",
+        response.stop_reason,
+    )
+
+
+def log_tool_call(name: str, outcome: ToolOutcome) -> None:
+    """A tool call's outcome, as the node's logs show it: its name and how it went."""
+    if outcome.refused_by_policy:
+        how = "refused by the tool policy"
+    elif outcome.refused_by_tool:
+        how = "refused by the tool"
+    else:
+        how = "failed" if outcome.is_error else "ok"
+    log.info("tool call %s: %s", shown_id(name), how)
 
 
 def continuable(content: list[dict[str, Any]]) -> bool:

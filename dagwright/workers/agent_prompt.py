@@ -5,11 +5,11 @@ data it works on, each piece in a delimited block of untrusted data
 (``workers/untrusted.py``), and then, last, its instruction; and the tool its structured
 answer is given through.
 
-The submitter is trusted (docs/architecture.md, Trust): their goal and context are not
-fenced, and the agent is told to keep the constraints they state (a language, a length,
+The submitter is trusted (docs/internals/agents.md, "Untrusted data"): their goal and context
+are not fenced, and the agent is told to keep the constraints they state (a language, a length,
 a platform) even where the planner did not copy them into its instruction. They sit in
 the system prompt, byte for byte the same for every node of the run, so that the run's
-nodes share a cached prefix (``llm/wire.py``). A goal a model wrote (a follow-up run's)
+nodes share a cached prefix (``llm/prompt_caching.py``). A goal a model wrote (a follow-up run's)
 is data: it goes into the first message, fenced, as background.
 
 Data first, the instruction after it: the instruction is what the model reads last, and

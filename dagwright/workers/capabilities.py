@@ -34,6 +34,23 @@ def llm_endpoint(settings: LLMSettings) -> str:
     return ""
 
 
+def llm_assignment(settings: LLMSettings) -> str:
+    """The variable assignments to start workers with to reach the models as this process
+    does (``ANTHROPIC_BASE_URL=<url>``; a key is never written out, only its name and a
+    placeholder), space-separated; "" if this process cannot reach them either, or uses
+    another provider."""
+    from dagwright.connection import redact_url
+
+    if settings.provider != "anthropic":
+        return ""
+    assignments = []
+    if settings.api_key is not None and settings.api_key.get_secret_value():
+        assignments.append("ANTHROPIC_API_KEY=sk-ant-...")
+    if settings.base_url:
+        assignments.append(f"ANTHROPIC_BASE_URL={redact_url(settings.base_url)}")
+    return " ".join(assignments)
+
+
 @dataclass(frozen=True)
 class WorkerCapabilities:
     """What one worker can run: a node needs a live worker whose capabilities cover it."""
@@ -57,6 +74,10 @@ class WorkerCapabilities:
     broker: str = ""
     """Which broker it consumes from, without credentials (``app.broker_identity``): a
     client publishing to another one sends it nothing (``doctor`` warns); "" if untold."""
+    function_queues: tuple[tuple[str, str], ...] = ()
+    """(function, queue) for each of its functions declared with its own ``queue=``: a
+    client that has not imported the function routes its nodes by this
+    (``orchestrator/control/live_registry.py``)."""
 
     @classmethod
     def of(
@@ -71,11 +92,11 @@ class WorkerCapabilities:
         ``broker`` with ``slots`` processes."""
         consumed = set(queues)
         types = registry.types(include_internal=True)
-        function_queues = registry.served_queues().items()
+        queue_types = registry.served_queues().items()
         return cls(
             worker_types=frozenset(
                 {wt.name for wt in types if wt.queue in consumed}
-                | {name for name, queue in function_queues if queue in consumed}
+                | {name for name, queue in queue_types if queue in consumed}
             ),
             functions=frozenset(registry.functions.names()),
             imports=tuple(settings.imports),
@@ -84,6 +105,11 @@ class WorkerCapabilities:
             slots=slots,
             pulls=settings.eager_dispatch,
             broker=broker,
+            function_queues=tuple(
+                (name, queue)
+                for queue, names in registry.functions.queues().items()
+                for name in names
+            ),
         )
 
     def runs(self, worker_type: str, *, function: str | None = None, llm: bool = False) -> bool:
@@ -106,6 +132,7 @@ class WorkerCapabilities:
                 "slots": self.slots,
                 "pulls": self.pulls,
                 "broker": self.broker,
+                "function_queues": dict(self.function_queues),
                 "expires_at": expires_at,
             }
         )
@@ -123,5 +150,6 @@ class WorkerCapabilities:
             slots=int(entry.get("slots", 0)),
             pulls=bool(entry.get("pulls", False)),
             broker=str(entry.get("broker", "")),
+            function_queues=tuple(sorted(dict(entry.get("function_queues", {})).items())),
         )
         return capabilities, float(entry.get("expires_at", 0))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dagwright.errors import ConfigurationError, PermanentError
 from dagwright.rates import Rate
@@ -75,9 +75,41 @@ class RegisteredFunction:
         return run_to_completion(self.func(**kwargs))
 
 
+class WorkerCheckedParams(BaseModel):
+    """The params of a function that only the live workers have: any, checked by the
+    worker that runs the node (its signature is not known here)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def runs_in_workers(**params: Any) -> Any:
+    """What a function known only from the live workers' capabilities does here: nothing
+    (a worker that imported it runs its nodes)."""
+    raise PermanentError("this function is registered in the live workers only, not here")
+
+
 class FunctionRegistry:
     def __init__(self) -> None:
         self._functions: dict[str, RegisteredFunction] = {}
+
+    def copy(self) -> FunctionRegistry:
+        """Another table of the same functions, to add to without changing this one."""
+        copied = FunctionRegistry()
+        copied._functions = dict(self._functions)
+        return copied
+
+    def add_from_workers(self, name: str, queue: str | None) -> None:
+        """Add ``name``, a function the live workers advertise and this process did not
+        import: its nodes may be submitted (routed to ``queue``, their params checked by
+        the worker that runs them), never called here."""
+        self._functions[name] = RegisteredFunction(
+            name=name,
+            func=runs_in_workers,
+            params_model=WorkerCheckedParams,
+            wants_inputs=False,
+            wants_ctx=False,
+            queue=queue,
+        )
 
     def register(
         self,

@@ -5,6 +5,7 @@ This makes dagwright a plain DAG runner too, and is what tests and benchmarks us
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from dagwright.errors import PermanentError
@@ -17,17 +18,18 @@ from dagwright.workers.registry import WorkerType
 FUNCTION_TYPE = "function"
 
 
-def function_worker_type(functions: FunctionRegistry) -> WorkerType:
+def function_worker_type(
+    functions: FunctionRegistry, unregistered: Callable[[str], str] | None = None
+) -> WorkerType:
+    """The ``function`` type calling ``functions``; ``unregistered``: the problem of a
+    plan naming a function not among them (default: where to import it here)."""
+
     def check_node(node: Node) -> list[str]:
         if not node.function:
             return ["a function node needs `function: <name>` (a registered function)"]
         registered = functions.get(node.function)
         if registered is None:
-            return [
-                f"function {node.function!r} is not registered; registered: "
-                f"{', '.join(functions.names())}. If it is yours, pass --import <module> "
-                "or set DAGWRIGHT_IMPORTS"
-            ]
+            return [(unregistered or not_imported_here(functions))(node.function)]
         return registered.params_problems(node.params)
 
     def run(ctx: NodeContext, node: Node) -> Any:
@@ -53,3 +55,16 @@ def function_worker_type(functions: FunctionRegistry) -> WorkerType:
         check_node=check_node,
         own_queue_of=own_queue_of,
     )
+
+
+def not_imported_here(functions: FunctionRegistry) -> Callable[[str], str]:
+    """The problem of a function this process has not registered (no stack asked)."""
+
+    def problem(name: str) -> str:
+        return (
+            f"function {name!r} is not registered; registered: "
+            f"{', '.join(functions.names())}. If it is yours, pass --import <module> "
+            "or set DAGWRIGHT_IMPORTS"
+        )
+
+    return problem

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dagwright.llm.messages_api_rules import CLAUDE_ID, LEGACY_CLAUDE_ID, max_output_tokens
 from dagwright.llm.model_ids import model_family
+from dagwright.llm.pricing import DEFAULT_MODEL_PRICES
 from dagwright.models import Node
-from dagwright.settings import DEFAULT_MODEL_PRICES
 from dagwright.workers.agent_answers import output_schema_problems
 from dagwright.workers.agent_spec import AgentSpec
 

@@ -16,6 +16,7 @@ from typing import Any
 from dagwright.errors import CodeExecutionError
 from dagwright.models import Node, RetryPolicy
 from dagwright.sandbox import ExecutionResult
+from dagwright.telemetry.node_logs import write_node_output
 from dagwright.workers.context import NodeContext
 from dagwright.workers.registry import WorkerType
 from dagwright.workers.sandboxed import output_of, run_code
@@ -48,6 +49,7 @@ def run_python_node(ctx: NodeContext, node: Node) -> Any:
         input_json=json.dumps(ctx.inputs, ensure_ascii=False),
         wall_time_s=node.timeout_s + SANDBOX_WALL_TIME_MARGIN_S if node.timeout_s else None,
     )
+    write_node_output("stderr", result.stderr)  # the program's own log: the node's logs
     # First: the sandbox stops a program whose output passes the cap, so it is not ok too.
     if result.truncated:
         limit = ctx.settings.sandbox_output_bytes

@@ -70,6 +70,9 @@ class WorkerRegistry:
         self.functions = FunctionRegistry()
         self.tools = ToolRegistry()
         self._declared_by: dict[str, object] = {}  # type name -> what declared it
+        self.served_elsewhere: Callable[[str], str] = lambda name: ""
+        """Where a type not registered here is served, as a clause ("" if unknown): set
+        on a client's registry widened by the live workers (control/live_registry.py)."""
 
     def register_type(self, worker_type: WorkerType, *, declared_by: object = None) -> WorkerType:
         """Add ``worker_type``; ConfigurationError if another has its name. The same
@@ -85,6 +88,16 @@ class WorkerRegistry:
         self._types[name] = worker_type
         self._declared_by[name] = declared_by
         return worker_type
+
+    def copy(self, functions: FunctionRegistry) -> WorkerRegistry:
+        """Another registry of the same types and tools, with ``functions`` as its
+        function table (the ``function`` type still calls this one's until replaced)."""
+        copied = WorkerRegistry()
+        copied._types = dict(self._types)
+        copied._declared_by = dict(self._declared_by)
+        copied.functions = functions
+        copied.tools = self.tools
+        return copied
 
     def replace_type(self, worker_type: WorkerType, *, declaration: object = None) -> None:
         """Put ``worker_type`` in the place of the registered type of its name (as when
@@ -124,6 +137,9 @@ class WorkerRegistry:
     def registered_type_names(self) -> list[str]:
         """Every type a plan could use here (the same: a run that allows fewer narrows it)."""
         return self.type_names()
+
+    def unknown_type_hint(self, name: str) -> str:
+        return self.served_elsewhere(name)
 
     def node_problems(self, node: Node) -> list[str]:
         worker_type = self.get(node.type)

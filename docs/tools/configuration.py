@@ -33,7 +33,7 @@ END = "<!-- end of the settings table -->"
 # Defaults computed at start-up, said in words.
 FACTORY_DEFAULTS = {
     "data_dir": "`$XDG_DATA_HOME/dagwright` (`~/.local/share/dagwright`)",
-    "model_prices": "published prices (settings.py)",
+    "model_prices": "none (added to the published prices of `llm/pricing.py`)",
 }
 DURATIONS = ((86400, "d"), (3600, "h"), (60, "min"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from functools import cache
 from typing import Any
@@ -349,3 +350,27 @@ archivist = AgentSpec(
         ]
     ),
 )
+
+
+chatter_log = logging.getLogger("tests.chatter")
+
+
+@dagwright.function
+def chatter(
+    ctx: NodeContext, lines: int = 1, secret: str = "", fail_times: int = 0, held: bool = False
+) -> int:
+    """Print ``lines`` lines to stdout, one to stderr, log a warning (with ``secret`` in
+    it, if given); fail the first ``fail_times`` attempts (retryable). ``held``: after its
+    first line, wait until the test sets :func:`release_key` (a node to follow while it
+    provably runs)."""
+    print(f"hello from {ctx.node_id} attempt {ctx.attempt}")
+    if held:
+        held_until_released(ctx, 60.0)
+    for i in range(1, lines):
+        print(f"line {i} of {ctx.node_id}")
+    print(f"to stderr from {ctx.node_id}", file=sys.stderr)
+    chatter_log.info("working on %s", ctx.node_id)
+    chatter_log.warning("logged by %s%s", ctx.node_id, f" with api_key={secret}" if secret else "")
+    if ctx.attempt <= fail_times:
+        raise RetryableError(f"attempt {ctx.attempt} fails on purpose")
+    return ctx.attempt

@@ -253,7 +253,7 @@ def rejection_message(approval: Approval) -> str:
     decision = approval.decision
     assert decision is not None
     comment = f": {decision.comment}" if decision.comment else ""
-    return f"{approval.action} was rejected by {decision.by}{comment}"
+    return f"{approval.subject} was rejected by {decision.by}{comment}"
 
 
 def parse_edited_args(text: str | None) -> dict[str, Any] | None:

@@ -10,7 +10,8 @@ it ends (success, failure, cancel, run timeout): ``Runtime.release_key_place`` r
 the steps an ended run owes (``forget_active``), and every admission first drops the holders
 and waiters whose run is no longer open or no longer exists (forgotten, expired), so a
 crash between the end and the release leaks nothing either. A run has no worker of its
-own to die: its nodes' workers may, and the run goes on (leases, §2), holding its place.
+own to die: its nodes' workers may, and the run goes on (leases: docs/architecture.md,
+"Recovery"), holding its place.
 
 Rejected: the node slots of ``execution/limits.py`` with the run as holder (a slot is
 renewed only while a node runs, so a run between two nodes, or retrying, would lose its

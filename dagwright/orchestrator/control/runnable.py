@@ -93,12 +93,16 @@ class LiveCapabilities:
             self._read_at = now
         return self._reading
 
-    def require(self, needs: list[NodeNeed], client_imports: Iterable[str]) -> None:
-        """UnrunnablePlanError if workers are live and none can meet some need."""
+    def require(
+        self, needs: list[NodeNeed], client_imports: Iterable[str], client_llm: str = ""
+    ) -> None:
+        """UnrunnablePlanError if workers are live and none can meet some need.
+        ``client_llm``: the variable this client reaches the models with, for the fix
+        (``llm_assignment``)."""
         imports = list(client_imports)
         if not unmet(needs, self.read(), imports):
             return
-        problems = unmet(needs, self.read(fresh=True), imports)
+        problems = unmet(needs, self.read(fresh=True), imports, client_llm=client_llm)
         if problems:
             raise UnrunnablePlanError(problems)
 
@@ -114,7 +118,11 @@ def live_entries(entries: dict[str, str], now: float) -> dict[str, WorkerCapabil
 
 
 def unmet(
-    needs: list[NodeNeed], workers: dict[str, WorkerCapabilities], client_imports: list[str]
+    needs: list[NodeNeed],
+    workers: dict[str, WorkerCapabilities],
+    client_imports: list[str],
+    *,
+    client_llm: str = "",
 ) -> list[str]:
     """What no live worker offers, one sentence per kind of thing missing, naming each
     (none without workers)."""
@@ -128,7 +136,10 @@ def unmet(
             names = gaps.setdefault(found[0], [])
             if found[1] not in names:
                 names.append(found[1])
-    return [describe(kind, names, live, client_imports) for kind, names in gaps.items()]
+    return [
+        describe(kind, names, live, client_imports, client_llm=client_llm)
+        for kind, names in gaps.items()
+    ]
 
 
 class Gap(enum.Enum):
@@ -163,7 +174,12 @@ def gap(
 
 
 def describe(
-    kind: Gap, names: list[str], workers: list[WorkerCapabilities], client_imports: list[str]
+    kind: Gap,
+    names: list[str],
+    workers: list[WorkerCapabilities],
+    client_imports: list[str],
+    *,
+    client_llm: str = "",
 ) -> str:
     """One sentence: what is missing, and where to set it."""
     quoted = ", ".join(repr(name) for name in names)
@@ -188,15 +204,25 @@ def describe(
             f"with `dagwright worker {flags} {imports}`"
         )
     if kind is Gap.LLM:
-        return (
-            f"no live worker serving {' or '.join(repr(n) for n in names)} has an Anthropic API "
-            "key or ANTHROPIC_BASE_URL: set ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL in the "
-            "workers' environment (`dagwright up` passes on its own)"
-        )
+        return no_llm_endpoint(names, client_llm)
     what = "function" if kind is Gap.FUNCTION else "worker type"
     return (
         f"{what}{'s' if several else ''} {quoted} {'are' if several else 'is'} not registered "
         f"in any live worker: {where_to_import(workers, client_imports)}"
+    )
+
+
+def no_llm_endpoint(names: list[str], client_llm: str) -> str:
+    """Workers without a way to the models: they read their environment when they start,
+    so the fix is a restart with the variable set (this client's, if it has one)."""
+    assignments = client_llm or "ANTHROPIC_API_KEY=sk-ant-..."
+    variables = " and ".join(part.split("=", 1)[0] for part in assignments.split(" "))
+    return (
+        f"no live worker serving {' or '.join(repr(n) for n in names)} has an Anthropic API "
+        f"key or ANTHROPIC_BASE_URL, and workers read {variables} only when they start: "
+        f"stop `dagwright up` (Ctrl-C) and start it again with "
+        f"`{assignments} dagwright up` (other workers: set {variables} in their environment "
+        "and restart them)"
     )
 
 

@@ -27,6 +27,7 @@ from dagwright.models import (
     Webhook,
 )
 from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.control.live_registry import registry_for_plan
 from dagwright.orchestrator.control.run_gates import RunGates, key_fields
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.control.start_times import start_fields
@@ -54,6 +55,7 @@ from dagwright.settings import Settings
 from dagwright.webhooks.urls import check_webhooks
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.budgets import run_fields
+from dagwright.workers.capabilities import llm_assignment
 
 
 def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry) -> PlanGraph:
@@ -193,6 +195,7 @@ def prepare_run(
     fields["teardown_timeout_ms"] = round(settings.teardown_timeout_s * 1000)
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
+    registry = runtime.registry
     if goal is not None:  # checked first: a refused submit must not take its key
         request = plan_request(settings, runtime.registry, goal, options, inputs)
         replan = settings.replan_enabled if options.replan is None else options.replan
@@ -207,16 +210,17 @@ def prepare_run(
         needs = needs_of_goal()
     else:
         assert plan is not None
-        graph = check_plan(plan, settings, runtime.registry)
-        models = models_of_plan(plan, runtime.registry, settings)
-        needs = needs_of_plan(plan, runtime.registry)
+        registry = registry_for_plan(plan, runtime.registry, live_workers)
+        graph = check_plan(plan, settings, registry)
+        models = models_of_plan(plan, registry, settings)
+        needs = needs_of_plan(plan, registry)
     check_usd_budget_is_priced(budget, models, settings)
     warn_of_end_of_life(models.values(), settings)
     if live_workers is not None:
-        live_workers.require(needs, settings.imports)
+        live_workers.require(needs, settings.imports, llm_assignment(settings.llm))
     return NewRun.of(
         graph,
-        lambda node: runtime.dispatch_for(node, nodes_priority),
+        lambda node: runtime.dispatch_for(node, nodes_priority, registry),
         status=status,
         output_nodes=output_nodes,
         extra=fields,

@@ -141,3 +141,22 @@ def worker_wait(queue: str, queued_at_ms: float, *, alive: bool) -> NodeWait:
         since=datetime.fromtimestamp(queued_at_ms / 1000, tz=UTC),
         worker_type=worker_type_of_queue(queue),
     )
+
+
+def behind_busy_workers(running: int, queued: int, workers: dict[str, WorkerCapabilities]) -> str:
+    """One line when a run's ``queued`` nodes wait for a free worker process: its
+    ``running`` nodes take every process of the live ``workers`` (each publishes how many
+    it has), so more processes, not more patience, would start them ("" otherwise, or
+    when the workers do not say)."""
+    slots = sum(worker.slots for worker in workers.values())
+    if not queued or not slots or running < slots:
+        return ""
+    busy = (
+        "the one worker process is running a node"
+        if slots == 1
+        else f"all {slots} worker processes are running nodes"
+    )
+    return (
+        f"{queued} node{'s' if queued > 1 else ''} queued behind busy workers: {busy} "
+        "(more at once: `dagwright up --concurrency N`, or more `dagwright worker`s)"
+    )

@@ -38,6 +38,11 @@ from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.execution.backoff import compute_backoff
 from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.execution.expansion import (
+    Expansion,
+    apply_expansion,
+    prepare_expansion,
+)
 from dagwright.orchestrator.execution.fairness import (
     Turn,
     WaitingMessages,
@@ -54,6 +59,7 @@ from dagwright.orchestrator.execution.limits import (
 )
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
+from dagwright.orchestrator.execution.replanning import replanner_for
 from dagwright.orchestrator.runstate.machine import (
     BreakerWait,
     Claim,
@@ -62,12 +68,6 @@ from dagwright.orchestrator.runstate.machine import (
     ReadyNode,
 )
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.planning.goals import (
-    Expansion,
-    apply_expansion,
-    prepare_expansion,
-    replanner_for,
-)
 from dagwright.planning.planner import PLANNER_TYPE
 from dagwright.plans.mapping import (
     child_inputs,
@@ -81,6 +81,7 @@ from dagwright.settings import Settings
 from dagwright.shown_ids import shown_id
 from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import NodeDuration
+from dagwright.telemetry.node_logs import AttemptLog, capturing, flush_current
 from dagwright.workers import NodeContext, NodeServices
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
 from dagwright.workers.team_tasks import give_up_waiting
@@ -207,6 +208,14 @@ def attempt_node(
         llm_batch=claim.run_llm_batch,
         run_inputs=claim.run_inputs,
     )
+    with capturing(attempt_log(env.runtime, ctx)):
+        return run_attempt(env, ctx, claim, eager)
+
+
+def run_attempt(
+    env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None
+) -> Outcome:
+    """The claimed attempt: a map's step, or the node's worker within its limits."""
     mapped = claim.node.map
     if mapped is not None and mapped.index is None:
         return map_step(env, ctx, claim, eager)
@@ -216,6 +225,16 @@ def attempt_node(
     if outcome not in UNMEASURED_OUTCOMES | COUNTED_WHEN_RECORDED:
         observe_attempt(env, claim, outcome.value)
     return outcome
+
+
+def attempt_log(runtime: Runtime, ctx: NodeContext) -> AttemptLog | None:
+    """Where the attempt's prints and logs go (telemetry/node_logs.py); None when node
+    logs are off (``node_log_max_bytes`` 0)."""
+    limits = runtime.log_limits
+    if not limits.max_bytes:
+        return None
+    append = functools.partial(runtime.node_logs.append, ctx.run_id)
+    return AttemptLog(ctx.run_id, ctx.node_id, ctx.attempt, limits, append)
 
 
 def map_step(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None) -> Outcome:
@@ -418,6 +437,7 @@ def record_success(
     nodes to the run. Of the nodes this readied, ``eager`` may keep one for this worker
     to run next; the others are published."""
     runtime = env.runtime
+    flush_current()  # the node's lines are in before its end is: a reader sees them all
     if expansion is not None:
         advance = apply_expansion(runtime, ctx, expansion)
         if advance is not None:
@@ -469,6 +489,7 @@ def record_failure(
         error.message,
         "; will retry" if retry else "",
     )
+    flush_current()
     if retry:
         # An API that said when to come back (retry-after) is not asked sooner.
         delay = max(compute_backoff(policy, claim.attempt), getattr(exc, "retry_after_s", 0) or 0)

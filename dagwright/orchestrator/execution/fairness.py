@@ -1,9 +1,10 @@
-"""Priorities and fairness: which node a worker runs next (docs/architecture.md §2).
+"""Priorities and fairness: which node a worker runs next.
 
-Priorities order the broker's messages (``app.broker_priority``), a run's pool (pool.lua)
-and so a worker's pulls. A node that waited past ``priority_aging_s`` goes ahead of every
-priority (the reconciler publishes it again at ``AGED_PRIORITY``): a low priority is
-late under a stream of higher ones, never starved.
+The design is in docs/internals/priorities-and-fairness.md. Priorities order the broker's
+messages (``app.broker_priority``), a run's pool (pool.lua) and so a worker's pulls. A node
+that waited past ``priority_aging_s`` goes ahead of every priority (the reconciler publishes
+it again at ``AGED_PRIORITY``): a low priority is late under a stream of higher ones, never
+starved.
 
 Fairness: a worker that runs a chain or pulls a fan-out eagerly (eager.py, pool.py) would
 serve one run for as long as its message allows, while other runs' messages wait behind.

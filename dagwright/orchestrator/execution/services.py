@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from dagwright.errors import NodeLostError, TeamAppError
+from dagwright.errors import NodeLostError, ScheduleError, TeamAppError
 from dagwright.llm import (
     LLM,
     InputTokenEstimator,
@@ -21,15 +21,12 @@ from dagwright.llm.batches import MessageBatches
 from dagwright.memory.namespaces import MEMORY_FIELD, namespace_of
 from dagwright.memory.store import MemoryStore, NodeMemory
 from dagwright.models import Approval, Budget, Usage
-from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.execution.team_tasks import RecordedTeamTasks, TeamAppFactory
-from dagwright.orchestrator.runstate.creation import PROMPT_NONCE_FIELD
+from dagwright.orchestrator.runstate.creation import DEPTH_FIELD, PROMPT_NONCE_FIELD, SCHEDULE_FIELD
 from dagwright.orchestrator.runstate.machine import LeaseRef
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.resilience import Breakers
-from dagwright.schedules.definition import DEPTH_FIELD, SCHEDULE_FIELD
-from dagwright.schedules.followups import propose_followup
 from dagwright.telemetry.counters import Increment
 from dagwright.telemetry.recorder import SpanRecorder
 from dagwright.telemetry.spans import Span
@@ -49,16 +46,25 @@ from dagwright.workers.tools.workspace import DiskWorkspace, RedisWorkspace, Wor
 
 T = TypeVar("T")
 
+FollowupStarter = Callable[[str, str, str], str]
+"""Starts a follow-up run that a scheduled run's node proposes: (run id, goal, reason) →
+what happened, for the model; ScheduleError saying why not. The schedules sit above the
+orchestrator, so the worker's environment passes it in (schedules/followups.py)."""
+
 
 class RedisNodeServices:
     """One per worker process; its LLM client is built on first use and shared."""
 
     def __init__(
-        self, runtime: Runtime, broker: Broker, team_app: TeamAppFactory | None = None
+        self,
+        runtime: Runtime,
+        team_app: TeamAppFactory | None = None,
+        *,
+        followups: FollowupStarter | None = None,
     ) -> None:
         self.runtime = runtime
-        self.broker = broker  # to start the follow-up runs a scheduled run proposes
         self.team_app = team_app  # None: this process has no team Celery app
+        self.followups = followups  # None: this process starts no follow-up runs
         self._llm: LLM | None = None
         self._batches: MessageBatches | None = None
         self._input_estimator: InputTokenEstimator | None = None
@@ -193,7 +199,9 @@ class RedisNodeServices:
         return ApprovalBook(self.runtime).read(ctx.run_id, ctx.node_id)
 
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
-        return propose_followup(self.runtime, self.broker, ctx.run_id, goal, reason)
+        if self.followups is None:
+            raise ScheduleError("this worker cannot start follow-up runs")
+        return self.followups(ctx.run_id, goal, reason)
 
     def memory(self, ctx: NodeContext) -> NodeMemory:
         settings = self.runtime.settings

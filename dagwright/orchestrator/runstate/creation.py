@@ -73,6 +73,10 @@ RUN_INPUTS_FIELD = "inputs"
 # The run's priority (1 to 5, higher first), kept for people and for re-planners: each
 # node's own is in its dispatch, where the scripts and the publish read it.
 PRIORITY_FIELD = "priority"
+# The schedule that started the run, and how deep a follow-up it is (0: the scheduled run
+# itself, n: its n-th follow-up): written by schedules/, read by a node's background.
+SCHEDULE_FIELD = "schedule"
+DEPTH_FIELD = "followup_depth"
 
 
 @dataclass(frozen=True)
@@ -183,8 +187,8 @@ class NewRun:
 
 
 def key_claims() -> str:
-    """lua/key_claim.lua: the helpers create_run.lua and claim_key.lua share (a prelude)."""
-    return lua_source(PACKAGE, "key_claim")
+    """lua/idempotency_prelude.lua: what create_run.lua and claim_idempotency_key.lua share."""
+    return lua_source(PACKAGE, "idempotency_prelude")
 
 
 def create_call(

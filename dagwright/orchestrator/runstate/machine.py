@@ -538,6 +538,7 @@ class RunStateMachine:
                 self.keys.dlq_status(entry_id),
                 self.keys.active_runs,
                 self.keys.run_scores(run_id),
+                self.keys.run_logs(run_id),
             ),
         )
         return Replayed.from_reply(run_id, reply)
@@ -777,7 +778,7 @@ class RunStateMachine:
     def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         in the same step, queue its webhook deliveries and, with ``export_trace``, its
-        trace's OTLP export, and give its scores the run's time to live."""
+        trace's OTLP export, and give its scores and node logs the run's time to live."""
         keys = self.keys
         shared = (
             keys.active_runs,
@@ -785,6 +786,7 @@ class RunStateMachine:
             keys.webhooks_due,
             keys.webhook_log(run_id),
             keys.run_scores(run_id),
+            keys.run_logs(run_id),
         )
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -31,6 +32,12 @@ from dagwright.orchestrator.runstate.creation import (
     key_claims,
 )
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.orchestrator.runstate.replan_reading import (
+    REPLAN_COLUMNS,
+    ReplanReading,
+    replan_reading_of,
+    replans_left,
+)
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
     events_of,
@@ -64,7 +71,7 @@ class RunStore:
         self.keys = keys
         self.events_maxlen = events_maxlen
         self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
-        self._claim_key = load_script(client, PACKAGE, "claim_key", prelude=key_claims)
+        self._claim_key = load_script(client, PACKAGE, "claim_idempotency_key", prelude=key_claims)
 
     def server_time_ms(self) -> int:
         seconds, micros = self.client.time()
@@ -97,7 +104,7 @@ class RunStore:
         return creation_of(run_id, new_run, self._create_run(keys=keys, args=args))
 
     def claim_key(self, claim: KeyClaim, run_id: str) -> str:
-        """Take an idempotency key for ``run_id`` alone (lua/claim_key.lua), unless it
+        """Take an idempotency key for ``run_id`` alone (lua/claim_idempotency_key.lua), unless it
         names another run already; the run it names now."""
         reply = self._claim_key(keys=[claim.key], args=[run_id, claim.ttl_s, claim.stale_owner])
         return str(named_reply(reply)["owner"])
@@ -223,3 +230,22 @@ class RunStore:
         pipe.hget(self._key(run_id, "checkpoint"), node_id)
         spec, checkpoint = pipe.execute()
         return spec, checkpoint
+
+    def replan_reading(self, run_id: str) -> ReplanReading | None:
+        """What re-planning a failed branch of the run needs, read at one instant; None
+        (after one HGETALL) for a run that cannot re-plan: a plan's run, or a goal run
+        whose re-plans are used up."""
+        run = self.client.hgetall(self._key(run_id, "run"))
+        if not replans_left(run):
+            return None
+        pipe = self.client.pipeline(transaction=True)
+        for name in REPLAN_COLUMNS:
+            pipe.hgetall(self._key(run_id, name))
+        return replan_reading_of(run, pipe.execute())
+
+    def node_specs(self, run_id: str, node_ids: list[str]) -> list[dict[str, Any]]:
+        """The stored specs (decoded) of those of ``node_ids`` the run has, in that order."""
+        if not node_ids:
+            return []
+        specs = self.client.hmget(self._key(run_id, "spec"), node_ids)
+        return [json.loads(spec) for spec in specs if spec]

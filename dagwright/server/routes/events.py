@@ -28,13 +28,12 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from dagwright.client.following import EventFollower
-from dagwright.errors import DagwrightError, error_line
+from dagwright.errors import DagwrightError, error_line, public_line, status_of
 from dagwright.json_views import event_json
 from dagwright.models import Event
 from dagwright.server.auth import READ, Principal, client_of
 from dagwright.server.blocking import in_thread
 from dagwright.server.openapi import problem_responses
-from dagwright.server.problems import public_line, status_of
 from dagwright.server.stream_slots import EventStreams
 
 if TYPE_CHECKING:

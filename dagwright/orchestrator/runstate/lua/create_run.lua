@@ -74,7 +74,7 @@ hset_all(K.run, run)
 redis.call('SET', K.plan, ARGV[4])
 emit('run.submitted', 'nodes', run.total)
 for name, flat in pairs(columns) do hset_pairs(K[name], flat) end
--- Flow control (docs/architecture.md §12). A run with a concurrency key waits for a
+-- Flow control (docs/internals/flow-control.md). A run with a concurrency key waits for a
 -- place ('gate'), its roots all parked until run_gates.py admits it (admit.lua); else a
 -- root due later (the run's not_before, its own countdown) waits in RETRY_WAIT in the
 -- retry zset until then. Both say so in K.waits. The rest are queued at once.

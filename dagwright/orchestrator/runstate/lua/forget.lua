@@ -11,7 +11,8 @@
 --   Its id names the end (finished_at), so queueing twice is once and a replayed run
 --   that ends again is told again;
 -- - SHARED[5] (the run's scores, runstate/scores.py): the run's time to live, so that no
---   score outlives its run (one written after the end took it in score.lua).
+--   score outlives its run (one written after the end took it in score.lua);
+-- - SHARED[6] (the run's node logs, runstate/node_logs.py): the run's time to live, too.
 local status = run_status()
 if is_open(status) then return {'forgotten', 0} end
 if status and ARGV[4] == '1' then redis.call('ZADD', SHARED[2], 'NX', NOW, ARGV[3]) end
@@ -39,14 +40,17 @@ local function queue_webhooks()
   redis.call('EXPIRE', SHARED[4], RETENTION_S)
 end
 
-local function expire_scores()
+local function expire_scores_and_logs()
   local ttl = redis.call('PTTL', K.run)
-  if ttl > 0 then redis.call('PEXPIRE', SHARED[5], ttl) end
+  if ttl > 0 then
+    redis.call('PEXPIRE', SHARED[5], ttl)
+    redis.call('PEXPIRE', SHARED[6], ttl)
+  end
 end
 
 if status then
   queue_webhooks()
-  expire_scores()
+  expire_scores_and_logs()
 end
 -- The run's concurrency key, if any: the caller gives its place back (run_gates.py).
 return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3]),

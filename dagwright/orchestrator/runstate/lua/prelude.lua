@@ -63,7 +63,7 @@ local function queue_node(node, ready)
   ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node)}
 end
 
--- Flow control waits (docs/architecture.md §12). A node due later than now waits in
+-- Flow control waits (docs/internals/flow-control.md). A node due later than now waits in
 -- RETRY_WAIT in the retry zset, which the reconciler releases when due (reconcile.lua);
 -- K.waits says what it waits on, for `status`. Cancel and the run timeout clear it
 -- with the other retries (stop_open_nodes).

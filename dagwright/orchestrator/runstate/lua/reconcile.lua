@@ -81,7 +81,7 @@ local function from_idle_pool(found)
   end
 end
 
--- Priority aging (docs/architecture.md §2, "Priorities and fairness"): a node whose
+-- Priority aging (docs/internals/priorities-and-fairness.md): a node whose
 -- message has waited in the broker over ARGV[6] ms (queued, published, not pooled) and
 -- whose priority is below the top is listed, at most ARGV[7] a pass, for the caller to
 -- publish again ahead of every priority (same fence: the message it leaves behind is

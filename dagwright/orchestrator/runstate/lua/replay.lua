@@ -10,7 +10,8 @@
 -- letter's status key, set here, so that a dead letter is replayed once; SHARED[2] the
 -- set of active runs, which a re-opened run joins in this same step (the reconciler then
 -- publishes its node even if this caller dies right after); SHARED[3] the run's scores,
--- which persist with the run's keys while it is open again (forget.lua expires them).
+-- which persist with the run's keys while it is open again (forget.lua expires them), and
+-- SHARED[4] the run's node logs, likewise.
 -- Returns {'status', 'ok', 'reopened', 0/1, 'ready', {{node, fence, dispatch}}},
 -- {'status', 'done', 'was', status} if the dead letter was replayed or purged already,
 -- {'status', 'busy', 'node', id, 'state', state} if a node downstream still works,
@@ -62,6 +63,7 @@ if not is_open(status) then
   redis.call('DEL', K.done)  -- waiters block on it: it must hold nothing until the run ends
   for _, key in pairs(K) do redis.call('PERSIST', key) end
   redis.call('PERSIST', SHARED[3])
+  redis.call('PERSIST', SHARED[4])
   redis.call('SADD', SHARED[2], ARGV[8])
   emit('run.reopened', false, 'dead_letter', ARGV[6])
 end

@@ -1,7 +1,9 @@
-// The dead letters: what failed for good, why, and a replay button for each.
+// The dead letters: what failed for good, why (its traceback folded under the error, read
+// when unfolded: the list leaves tracebacks out), and a replay button for each.
 
 import { getJson, postJson } from "./api.js";
-import { actionButton, age, el, flash, reported } from "./dom.js";
+import { actionButton, el, flash, reported } from "./dom.js";
+import { ageElement } from "./times.js";
 
 const rows = document.getElementById("letters");
 
@@ -15,6 +17,19 @@ function replayButton(letter) {
   return actionButton({ class: "replay", onclick: replay, disabled: letter.status !== "pending" }, "Replay");
 }
 
+/** The stored traceback (redacted when it was stored), read once, on first unfolding. */
+function tracebackFold(letter) {
+  const fold = el("details", { class: "traceback" }, el("summary", {}, "traceback"));
+  fold.addEventListener("toggle", async () => {
+    if (!fold.open || fold.dataset.read) return;
+    fold.dataset.read = "yes";
+    const full = await reported(() => getJson(`/api/v1/dlq/${encodeURIComponent(letter.id)}`));
+    const text = full && full.traceback ? full.traceback : "no traceback stored";
+    fold.append(el("pre", { class: "traceback" }, text));
+  });
+  return fold;
+}
+
 function row(letter) {
   const run = letter.run_id
     ? el("a", { href: `/runs/${encodeURIComponent(letter.run_id)}` }, letter.run_id)
@@ -23,14 +38,14 @@ function row(letter) {
     "tr",
     { "data-letter": letter.id },
     el("td", { class: "id" }, letter.id),
-    el("td", {}, age(letter.last_failure_at)),
+    el("td", {}, ageElement(letter.last_failure_at)),
     el("td", { class: "id" }, run),
     el("td", {}, letter.node_id || "-"),
     el("td", {}, letter.worker_type),
     el("td", {}, letter.classification),
     el("td", {}, el("span", { class: `badge dl-${letter.status}` }, letter.status)),
     el("td", { class: "num" }, letter.attempts),
-    el("td", { class: "error" }, `${letter.error_class}: ${letter.message}`),
+    el("td", { class: "error" }, `${letter.error_class}: ${letter.message}`, tracebackFold(letter)),
     el("td", {}, replayButton(letter)),
   );
 }

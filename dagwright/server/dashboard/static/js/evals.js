@@ -2,7 +2,8 @@
 // (read again every few seconds while one of them runs).
 
 import { getJson } from "./api.js";
-import { age, el, reported } from "./dom.js";
+import { el, reported } from "./dom.js";
+import { ageElement } from "./times.js";
 import { percent, usd } from "./eval-format.js";
 
 const rows = document.getElementById("evals");
@@ -17,7 +18,7 @@ function row(summary) {
     { "data-eval": summary.id },
     el("td", {}, suiteLink),
     el("td", { class: "id" }, el("a", { href: `/evals/${encodeURIComponent(summary.id)}` }, summary.id)),
-    el("td", { title: summary.started_at }, `${age(summary.started_at)} ago`),
+    el("td", {}, ageElement(summary.started_at, " ago")),
     el("td", { class: "num" }, summary.cases.length),
     el("td", { class: "num" }, summary.repeat),
     el("td", { class: "num pass-rate" }, percent(summary.pass_rate)),

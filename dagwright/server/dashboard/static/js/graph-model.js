@@ -4,13 +4,16 @@
 // 1. Siblings (same worker type, same dependencies, same dependents) fold into one "×N"
 //    group with status counts. This loses no structure: every member has exactly the
 //    group's edges, so the picture is the same DAG, drawn once per shape. A group opens
-//    (expand) on request. Fan-outs (map steps, research over N sources) are what make
-//    runs big, and they are exactly this shape.
+//    (expand) on request, and folds again. Fan-outs (map steps, research over N sources)
+//    are what make runs big, and they are exactly this shape. dagre puts the nodes of one
+//    rank in one column, a box and a gap (54 px) each: a fan-out of 25 unfolded is a column
+//    taller than a screen, so FOLD_LIKE_SIBLINGS or more fold in a run of any size.
 // 2. If the folded graph is still larger than MAX_VISIBLE (long chains, lattices), only a
 //    window of its layers (longest-path depth) is laid out, with a pager over the rest.
 
-export const COLLAPSE_ABOVE = 40; // runs with at most this many nodes are drawn node by node
+export const COLLAPSE_ABOVE = 40; // in a run of more nodes, MIN_GROUP siblings fold
 export const MIN_GROUP = 3; // fewer siblings than this stay single boxes
+export const FOLD_LIKE_SIBLINGS = 10; // this many siblings fold in a run of any size
 export const MAX_VISIBLE = 150; // boxes one layout may hold (dagre: well under a second)
 
 export const STATUS_ORDER = [
@@ -91,46 +94,57 @@ export function mapChildren(nodes) {
   return children;
 }
 
-function addMapGroups(nodes, expanded, items, itemOf) {
+/** Each of `members` drawn as a box of its own. */
+function addSingles(nodes, members, items, itemOf) {
+  for (const member of members) {
+    items.set(member, { id: member, kind: "node", members: [member], type: nodes[member].type });
+    itemOf.set(member, member);
+  }
+}
+
+function addMapGroups(nodes, expanded, items, itemOf, opened) {
   for (const [map, members] of mapChildren(nodes)) {
     const signature = `map:${map}`;
+    const name = `${map}[0..${members.length - 1}]`;
     if (expanded.has(signature)) {
       // Opened: each child its own box (not folded again as siblings of a big run).
-      for (const member of members) {
-        items.set(member, { id: member, kind: "node", members: [member], type: nodes[member].type });
-        itemOf.set(member, member);
-      }
+      addSingles(nodes, members, items, itemOf);
+      opened.push({ signature, members, type: nodes[members[0]].type, name });
       continue;
     }
     const id = `group:${signature}`;
-    const name = `${map}[0..${members.length - 1}]`;
     items.set(id, { id, kind: "group", signature, members, type: nodes[members[0]].type, name });
     for (const member of members) itemOf.set(member, id);
   }
+}
+
+/** Whether `size` siblings in a run of `total` nodes fold into one group. */
+export function foldsAt(total, size) {
+  return size >= FOLD_LIKE_SIBLINGS || (total > COLLAPSE_ABOVE && size >= MIN_GROUP);
 }
 
 function itemsOf(nodes, expanded) {
   const total = Object.keys(nodes).length;
   const items = new Map();
   const itemOf = new Map();
-  addMapGroups(nodes, expanded, items, itemOf);
+  const opened = []; // the groups shown opened, each of which may fold again
+  addMapGroups(nodes, expanded, items, itemOf, opened);
   for (const [signature, all] of siblingClasses(nodes)) {
     const members = all.filter((member) => !itemOf.has(member));
     if (!members.length) continue;
-    const folds = total > COLLAPSE_ABOVE && members.length >= MIN_GROUP;
-    if (folds && !expanded.has(signature)) {
+    const type = nodes[members[0]].type;
+    if (!foldsAt(total, members.length)) {
+      addSingles(nodes, members, items, itemOf);
+    } else if (expanded.has(signature)) {
+      addSingles(nodes, members, items, itemOf);
+      opened.push({ signature, members, type });
+    } else {
       const id = `group:${signature}`;
-      const type = nodes[members[0]].type;
       items.set(id, { id, kind: "group", signature, members, type });
       for (const member of members) itemOf.set(member, id);
-    } else {
-      for (const member of members) {
-        items.set(member, { id: member, kind: "node", members: [member], type: nodes[member].type });
-        itemOf.set(member, member);
-      }
     }
   }
-  return { items, itemOf };
+  return { items, itemOf, opened };
 }
 
 /** Every [dependency, node] pair: the plan's, and each map child's into its map's join. */
@@ -203,11 +217,12 @@ export function layerPages(depth) {
 }
 
 /**
- * The graph to draw: {items, edges, itemOf, pages, page, hidden}. `expanded` holds the
- * signatures of opened groups; `page` picks a layer window when there are several.
+ * The graph to draw: {items, edges, itemOf, opened, pages, page, hidden}. `expanded` holds
+ * the signatures of opened groups (`opened`: those among them that would fold, with their
+ * members, as a group item has them); `page` picks a layer window when there are several.
  */
 export function visibleGraph(nodes, expanded = new Set(), page = 0) {
-  const { items, itemOf } = itemsOf(nodes, expanded);
+  const { items, itemOf, opened } = itemsOf(nodes, expanded);
   let edges = edgesOf(nodes, itemOf);
   const depth = depthsOf(items, edges);
   const pages = layerPages(depth);
@@ -224,5 +239,5 @@ export function visibleGraph(nodes, expanded = new Set(), page = 0) {
     }
     edges = edges.filter(([from, to]) => items.has(from) && items.has(to));
   }
-  return { items, edges, itemOf, pages, page: current, hidden };
+  return { items, edges, itemOf, opened, pages, page: current, hidden };
 }

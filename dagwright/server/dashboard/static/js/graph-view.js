@@ -15,7 +15,7 @@ function shortened(text) {
 }
 
 /** A group's name: its members' common id prefix (``map-…``), else their worker type. */
-function groupName(item) {
+export function groupName(item) {
   if (item.name) return `${item.name} ×${item.members.length}`; // a map's children
   let prefix = item.members[0];
   for (const id of item.members) {
@@ -91,10 +91,19 @@ const SMALLEST_SCALE = 0.5; // below this, labels are unreadable: scroll instead
 
 /** Shrinks a graph wider than its scrolling box to fit it, down to SMALLEST_SCALE. */
 function fit(container, size) {
+  container.dataset.width = String(size.width);
+  container.dataset.height = String(size.height);
   const room = container.parentElement ? container.parentElement.clientWidth - 2 : size.width;
   const scale = Math.min(1, Math.max(SMALLEST_SCALE, room / size.width));
   container.setAttribute("width", (size.width * scale).toFixed(0));
   container.setAttribute("height", (size.height * scale).toFixed(0));
+}
+
+/** Fits the drawn graph again to its scrolling box, whose width changed (the window
+ * resized, the page's scroll bar came or went as the panel filled). */
+export function refit(container) {
+  if (!container.dataset.width) return;
+  fit(container, { width: Number(container.dataset.width), height: Number(container.dataset.height) });
 }
 
 /** Draws the graph into `container` (an <svg>); returns item id -> its <g>. */

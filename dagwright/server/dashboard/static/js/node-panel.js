@@ -1,10 +1,15 @@
-// The side panel of the run page: one node's detail (spec, inputs, output, error, attempts,
-// LLM transcript and calls, trace timeline) or one folded group's members, and the
-// approve / reject controls of a node waiting for approval.
+// The side panel of the run page: one node's detail (spec, inputs, output, logs, error,
+// attempts, LLM transcript and calls, trace timeline) or one folded group's members, and the
+// approve / reject controls of a node waiting for approval. `dataset.wanted` names what the
+// panel was last asked to show: a node's detail that arrives after the visitor moved on
+// (back, forward, another click) is not shown over it.
 
 import { getJson, postJson } from "./api.js";
 import { actionButton, cost, el, flash, pretty, reported } from "./dom.js";
 import { STATUS_ORDER, statusCounts } from "./graph-model.js";
+import { nodeLogs } from "./node-logs.js";
+import { nodeAddress } from "./panel-address.js";
+import { timeElement } from "./times.js";
 
 const panel = () => document.getElementById("panel");
 
@@ -83,6 +88,17 @@ async function approvalOf(runId, nodeId) {
   return list.find((a) => a.node === nodeId && a.status === "pending");
 }
 
+/** What waits for the person, and what each answer does, in words (as
+ * `Approval.subject` and `dagwright approve` say it). */
+function asks(approval) {
+  if (approval.kind === "node") {
+    return `The start of ${approval.action} node ${approval.node} waits for a person's approval. ` +
+      "Approve starts it with the arguments below; Reject fails it and blocks the nodes that depend on it.";
+  }
+  return `The call of tool ${approval.action} by node ${approval.node} waits for a person's approval. ` +
+    "Approve makes the call with the arguments below; Reject tells the agent the call was refused.";
+}
+
 function decisionForm(runId, nodeId, approval, onChange) {
   const original = pretty(approval ? approval.args : {});
   const args = el("textarea", { class: "args", rows: 6, "aria-label": "arguments (JSON)" }, original);
@@ -102,7 +118,8 @@ function decisionForm(runId, nodeId, approval, onChange) {
       onChange();
     });
   return section(
-    approval ? `approval: ${approval.kind} ${approval.action}` : "approval",
+    "waiting for your approval",
+    el("p", { class: "asks" }, approval ? asks(approval) : `${nodeId} waits for a person's approval.`),
     approval && approval.reasoning ? el("p", { class: "text" }, approval.reasoning) : null,
     args,
     el("div", { class: "buttons" },
@@ -117,8 +134,8 @@ function facts(detail) {
     ["status", detail.status],
     ["type", detail.type],
     ["attempts", detail.attempts],
-    ["started", detail.started_at],
-    ["finished", detail.finished_at],
+    ["started", detail.started_at && timeElement(detail.started_at)],
+    ["finished", detail.finished_at && timeElement(detail.finished_at)],
     ["waiting", detail.waiting ? detail.waiting.description : null],
   ].filter(([, v]) => v !== null && v !== undefined && v !== "");
   return el("dl", { class: "facts" }, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
@@ -127,11 +144,13 @@ function facts(detail) {
 /** Shows one node's detail in the panel (fetched from the node detail endpoint). */
 export async function showNode(runId, nodeId, onChange) {
   const path = `/api/v1/runs/${encodeURIComponent(runId)}/nodes/${encodeURIComponent(nodeId)}`;
+  panel().dataset.wanted = nodeId;
   const detail = await reported(() => getJson(path));
-  if (!detail) return;
+  if (!detail || panel().dataset.wanted !== nodeId) return;
   const parts = [el("h2", {}, nodeId), facts(detail)];
   if (detail.status === "waiting_approval") {
     const approval = await reported(() => approvalOf(runId, nodeId));
+    if (panel().dataset.wanted !== nodeId) return;
     parts.push(decisionForm(runId, nodeId, approval, onChange));
   }
   if (detail.error) parts.push(section("error", el("pre", { class: "error" }, `${detail.error.class}: ${detail.error.message}`)));
@@ -139,24 +158,28 @@ export async function showNode(runId, nodeId, onChange) {
     section("spec", block(detail.spec)),
     section("inputs", block(detail.inputs ?? {})),
     section("output", block(detail.output ?? null)),
+    section("logs", nodeLogs(runId, nodeId, detail.status, detail.attempts)),
     section("LLM calls", llmCalls(detail.llm_calls)),
     section("transcript", transcript(detail.transcript)),
     section("trace", timeline(detail.spans)),
   );
   panel().replaceChildren(...parts);
   panel().dataset.node = nodeId;
+  panel().dataset.missing = "";
 }
 
-/** Shows a folded group: its counts, its members (each opens), and an expand button. */
-export function showGroup(runId, item, nodes, expand, onChange) {
+/** Shows a folded group: its counts, its members (each opens by `openNode`), and an
+ * expand button. */
+export function showGroup(item, nodes, expand, openNode) {
   const counts = statusCounts(nodes, item.members);
   const summary = STATUS_ORDER.filter((s) => counts[s]).map((s) => `${counts[s]} ${s}`).join(", ");
   const members = item.members.map((id) =>
-    el("li", {}, el("a", { href: "#", class: `member st-${nodes[id].status}`, onclick: (event) => {
+    el("li", {}, el("a", { href: nodeAddress(id), class: `member st-${nodes[id].status}`, onclick: (event) => {
       event.preventDefault();
-      showNode(runId, id, onChange);
+      openNode(id);
     } }, `${id} (${nodes[id].status})`)),
   );
+  panel().dataset.wanted = "";
   panel().replaceChildren(
     el("h2", {}, `${item.members.length} × ${item.type}`),
     el("p", {}, summary),
@@ -164,4 +187,31 @@ export function showGroup(runId, item, nodes, expand, onChange) {
     section("members", el("ul", { class: "members" }, members)),
   );
   panel().dataset.node = "";
+  panel().dataset.missing = "";
+}
+
+/** Says that the run has no node `nodeId` (a link to another run's node, a node re-planned
+ * away, a mistyped address), or not yet, while its plan is being made. */
+export function showMissingNode(nodeId, planning) {
+  const said = planning
+    ? `This run has no node named \u201c${nodeId}\u201d yet: its plan is still being made, ` +
+      "and this panel opens when the node appears."
+    : `This run has no node named \u201c${nodeId}\u201d. The link may name a node of another ` +
+      "run, or one that a re-plan replaced.";
+  panel().dataset.wanted = "";
+  panel().replaceChildren(
+    el("h2", {}, nodeId),
+    el("p", { class: "missing" }, said),
+    el("p", { class: "muted" }, "Click a node of the graph to see its detail."),
+  );
+  panel().dataset.node = "";
+  panel().dataset.missing = nodeId;
+}
+
+/** The panel as the page opens: no node chosen. */
+export function showNoNode() {
+  panel().dataset.wanted = "";
+  panel().replaceChildren(el("p", { class: "muted" }, "Click a node to see its detail."));
+  panel().dataset.node = "";
+  panel().dataset.missing = "";
 }

@@ -1,12 +1,13 @@
 // The run page: the run's DAG (graph-model folds it, graph-view draws it with dagre),
-// node colours kept live by the run's SSE stream, the node panel, cancel, and the run's
-// scores (run-scores.js).
+// node colours kept live by the run's SSE stream, the node panel (its node named in the
+// page's address: panel-address.js), cancel, and the run's scores (run-scores.js).
 
 import { getJsonDated, postJson } from "./api.js";
 import { age, cost, el, flash, mayOperate, reported, tokens } from "./dom.js";
 import { visibleGraph } from "./graph-model.js";
-import { draw, layout, paint } from "./graph-view.js";
-import { showGroup, showNode } from "./node-panel.js";
+import { draw, groupName, layout, paint, refit } from "./graph-view.js";
+import { showGroup, showMissingNode, showNoNode, showNode } from "./node-panel.js";
+import { addressedNode, rememberPanel } from "./panel-address.js";
 import { followScores, showScores } from "./run-scores.js";
 
 const runId = document.body.dataset.runId;
@@ -91,15 +92,58 @@ function pager(graph) {
   );
 }
 
+/** Fold-again buttons for the groups opened in the graph. */
+function folds(graph) {
+  const fold = (signature) => () => {
+    view.expanded.delete(signature);
+    redraw();
+  };
+  document.getElementById("folds").replaceChildren(
+    ...graph.opened.map((group) =>
+      el("button", { class: "fold", onclick: fold(group.signature) }, `Fold ${groupName(group)} again`)),
+  );
+}
+
+/** Outlines the box of the node whose panel is open (its group's, when folded). */
+function markSelected() {
+  const nodeId = document.getElementById("panel").dataset.node;
+  const selected = nodeId ? view.graph.itemOf.get(nodeId) : null;
+  for (const [id, box] of view.boxes) box.toggleAttribute("data-selected", id === selected);
+}
+
+/** Opens a node's panel, and names it in the page's address unless that came from there. */
+async function openNode(nodeId, remember = true) {
+  if (remember) rememberPanel(nodeId);
+  if (!view.run.nodes[nodeId]) {
+    showMissingNode(nodeId, view.run.status === "planning");
+  } else {
+    await showNode(runId, nodeId, () => scheduleRefresh());
+  }
+  markSelected();
+}
+
 function select(item) {
-  const refresh = () => scheduleRefresh();
   if (item.kind === "group") {
-    showGroup(runId, item, view.run.nodes, (signature) => {
+    rememberPanel(null);
+    showGroup(item, view.run.nodes, (signature) => {
       view.expanded.add(signature);
       redraw();
-    }, refresh);
+    }, openNode);
+    markSelected();
   } else {
-    showNode(runId, item.id, refresh);
+    openNode(item.id);
+  }
+}
+
+/** The panel the address names (on load, back, forward, an edited address). */
+function openAddressed() {
+  const nodeId = addressedNode();
+  const panelElement = document.getElementById("panel");
+  if (nodeId === null) {
+    if (panelElement.dataset.node || panelElement.dataset.missing) showNoNode();
+    markSelected();
+  } else if (panelElement.dataset.node !== nodeId && panelElement.dataset.wanted !== nodeId) {
+    openNode(nodeId, false);
   }
 }
 
@@ -115,6 +159,8 @@ function redraw() {
     box.addEventListener("keydown", (event) => { if (event.key === "Enter") select(item); });
   }
   pager(view.graph);
+  folds(view.graph);
+  markSelected();
   document.getElementById("graph-note").textContent =
     `${Object.keys(view.run.nodes).length} nodes drawn as ${view.graph.items.size} boxes`;
   // Read by the browser tests and benchmarks/dashboard_load.py: the graph is on screen.
@@ -134,6 +180,7 @@ async function refresh() {
   const run = await readRun();
   if (!run) return;
   const before = Object.keys(view.run.nodes).join("\u0000");
+  const wasPlanning = view.run.status === "planning";
   view.run = run;
   header(run);
   showScores(runId);
@@ -143,6 +190,9 @@ async function refresh() {
   }
   if (Object.keys(run.nodes).join("\u0000") !== before) redraw();
   else repaint(Object.keys(run.nodes));
+  const missing = document.getElementById("panel").dataset.missing;
+  const planned = wasPlanning && run.status !== "planning";
+  if (missing && (run.nodes[missing] || planned)) openNode(missing, false); // as it now is
 }
 
 let refreshTimer = null;
@@ -162,7 +212,7 @@ function refreshPanel(nodeId) {
   if (panelElement.dataset.node !== nodeId || panelTimer !== null) return;
   panelTimer = setTimeout(() => {
     panelTimer = null;
-    showNode(runId, nodeId, () => scheduleRefresh());
+    if (panelElement.dataset.node === nodeId) showNode(runId, nodeId, () => scheduleRefresh());
   }, 500);
 }
 
@@ -229,6 +279,8 @@ async function cancel() {
 // background tab closes its stream, and opens it again, after the last event it had,
 // when it is shown.
 window.addEventListener("pagehide", pause);
+window.addEventListener("popstate", openAddressed); // back, forward
+window.addEventListener("hashchange", openAddressed); // an address edited by hand
 window.addEventListener("pageshow", (event) => {
   if (event.persisted) resume();
 });
@@ -236,6 +288,9 @@ document.addEventListener("visibilitychange", () => {
   if (document.hidden) pause();
   else resume();
 });
+
+const graphElement = document.getElementById("graph");
+new ResizeObserver(() => refit(graphElement)).observe(graphElement.parentElement);
 
 async function start() {
   const cancelButton = document.getElementById("cancel");
@@ -248,6 +303,7 @@ async function start() {
   if (!view.run) return;
   header(view.run);
   redraw();
+  openAddressed();
   follow();
   followScores(runId);
 }

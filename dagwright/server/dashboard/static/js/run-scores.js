@@ -4,7 +4,8 @@
 // Names, comments and authors are anyone's text: they go in as text nodes (dom.js `el`).
 
 import { getJson, postJson } from "./api.js";
-import { age, el, flash, mayOperate, reported } from "./dom.js";
+import { el, flash, mayOperate, reported } from "./dom.js";
+import { ageElement } from "./times.js";
 
 const POLL_MS = 10000;
 const TRUE_WORDS = new Set(["true", "yes", "pass"]);
@@ -22,7 +23,7 @@ function row(score) {
     el("td", { class: "num score-value" }, String(score.value)),
     el("td", { class: "score-comment" }, score.comment || ""),
     el("td", { class: "score-by" }, score.by, el("span", { class: "muted" }, ` · ${score.source}`)),
-    el("td", { title: score.at }, `${age(score.at)} ago`),
+    el("td", {}, ageElement(score.at, " ago")),
   );
 }
 

@@ -1,7 +1,8 @@
 // The runs list: status, goal, age, tokens, cost; filtered by status and a search text.
 
 import { getJson } from "./api.js";
-import { age, cost, el, reported, tokens } from "./dom.js";
+import { cost, el, reported, tokens } from "./dom.js";
+import { ageElement } from "./times.js";
 
 const form = document.getElementById("filters");
 const rows = document.getElementById("runs");
@@ -30,7 +31,7 @@ function row(run) {
     el("td", {}, el("span", { class: `badge st-${run.status}` }, run.status)),
     el("td", { class: "goal" }, run.goal || "(explicit plan)"),
     el("td", {}, counts.total !== undefined ? `${counts.done ?? 0}/${counts.total}` : ""),
-    el("td", {}, age(run.created_at)),
+    el("td", {}, ageElement(run.created_at)),
     el("td", { class: "num" }, tokens(run.usage).toLocaleString()),
     el("td", { class: "num" }, cost(run.usage)),
   );
@@ -55,11 +56,7 @@ async function load(append) {
 let typing = null;
 form.addEventListener("submit", (event) => {
   event.preventDefault();
-  // The first page follows new runs and status changes; pages read further on stay still.
-setInterval(() => {
-  if (!document.hidden && pagesShown === 1) load(false);
-}, REFRESH_MS);
-load(false);
+  load(false);
 });
 form.elements.status.addEventListener("change", () => load(false));
 form.elements.q.addEventListener("input", () => {

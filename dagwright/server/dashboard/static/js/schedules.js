@@ -2,6 +2,7 @@
 
 import { getJson, postJson } from "./api.js";
 import { actionButton, el, flash, reported } from "./dom.js";
+import { timeElement } from "./times.js";
 
 const rows = document.getElementById("schedules");
 
@@ -16,6 +17,12 @@ function action(schedule, verb, label) {
   return actionButton({ class: verb, onclick: act }, label);
 }
 
+/** A cron schedule's times in its own zone (its cron fields' clock); an interval's in the
+ * browser's. */
+function zoneOf(schedule) {
+  return schedule.cron && schedule.timezone ? schedule.timezone : undefined;
+}
+
 function row(schedule) {
   const when = schedule.cron ? `cron ${schedule.cron} ${schedule.timezone || ""}` : `every ${schedule.every_s}s`;
   const last = schedule.last_run_id
@@ -28,7 +35,7 @@ function row(schedule) {
     el("td", {}, when),
     el("td", { class: "goal" }, schedule.goal || (schedule.plan ? schedule.plan.goal || "(plan)" : "")),
     el("td", {}, schedule.paused ? "paused" : "active"),
-    el("td", {}, schedule.next_fire_at || "-"),
+    el("td", { class: "next-fire" }, timeElement(schedule.next_fire_at, zoneOf(schedule))),
     el("td", { class: "id" }, last),
     el(
       "td",

@@ -5,8 +5,8 @@ and are not deterministic anyway, so whether an identical request may get the ea
 answer is the caller's choice (an agent type's ``response_cache``, or the deployment's
 ``llm_cache_enabled``). The key is the whole request as the model would read it (model,
 system, tools, messages, max_tokens, thinking, effort, temperature), not how it is
-delivered (prompt-cache breakpoints). A hit costs nothing: its usage is zero tokens,
-zero calls.
+delivered (prompt-cache breakpoints, ``llm/prompt_caching.py``). A hit costs nothing: its
+usage is zero tokens, zero calls.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
--- Shared by create_run.lua and claim_key.lua (prepended by store.py): an idempotency key.
+-- Shared by create_run.lua and claim_idempotency_key.lua (prepended by store.py): an idempotency key.
 -- Takes `key` for `run_id` (for `ttl_s` seconds) unless it names another run already, and
 -- returns the run it names now. `stale` (or '') is a holder whose run never appeared (its
 -- submitter died between an older client's claim and its write): it is taken over.

@@ -4,7 +4,8 @@ what it did can be read back as lists.
 
 The orchestrator implements the same ``NodeServices`` protocol over Redis; this one is
 also what ``dagwright plan`` runs the planner with, as a plan made without a run writes
-nothing anywhere.
+nothing anywhere: so it lives here, with the worker code, and ``dagwright.testing``
+exports it for tests (production code never imports the test kit).
 """
 
 from __future__ import annotations
