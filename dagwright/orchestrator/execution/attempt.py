@@ -52,7 +52,12 @@ from dagwright.orchestrator.execution.limits import (
     node_limits,
     publish_waiters,
 )
-from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
+from dagwright.orchestrator.execution.pool import (
+    PullingSlots,
+    QueueBacklog,
+    dispatch_or_pool,
+    release_rest,
+)
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.runstate.machine import (
     BreakerWait,
@@ -441,7 +446,11 @@ def record_success(
         dispatch_readied(env, advance.ready, eager)
     else:  # fairness.py: the worker's turn is over
         dispatch_readied(env, handed_over(advance), None)
-    if advance.run_finished is not None:
+    finished = advance.run_finished
+    if advance.settling and finished is None:  # a big fan-out: the rest of its dependents, chunk by chunk
+        kept = eager.kept if eager is not None and turn is Turn.KEEP else None
+        finished = release_rest(env.broker, runtime.machine, env.pulling, ctx.run_id, kept)
+    if finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from dagwright.models import RunStatus
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.runnable import LiveCapabilities
 from dagwright.orchestrator.runstate.machine import ReadyNode, RunStateMachine
@@ -114,3 +115,33 @@ def dispatch_or_pool(
     if pool:
         machine.pool(pool[0].run_id, pool)
     dispatch(broker, machine, publish)
+
+
+def _woken_already(queue: str) -> int:
+    """The backlog a later chunk of a release assumes: the first chunk woke the idle
+    slots, so only a queue this worker does not run on next gets a message."""
+    return 1 << 30
+
+
+def release_rest(
+    broker: Broker,
+    machine: RunStateMachine,
+    slots: PullingSlots,
+    run_id: str,
+    kept: ReadyNode | None,
+) -> RunStatus | None:
+    """Release the rest of a big fan-out whose success released only its first chunk
+    (``Advance.settling``): chunk after chunk (``machine.settle``), each pooled as the
+    first one was, until none is left; the run's final status if the release ended it.
+    Each chunk counts at least one dependent, so the loop ends; killed in between, the
+    worker leaves the rest to the reconciler (nothing was lost: it is still counted)."""
+    while True:
+        advance = machine.settle(run_id)
+        if advance is None:
+            return None
+        publish, pool = wake_or_pool(advance.ready, slots.of, kept, _woken_already)
+        if pool:
+            machine.pool(run_id, pool)
+        dispatch(broker, machine, publish)
+        if not advance.settling:
+            return advance.run_finished

@@ -253,27 +253,79 @@ local function count_outcome(child, outcome)
   return redis.call('HINCRBY', K.remaining, child, -1)
 end
 
--- `node` reached the final state `outcome`: count it in each dependent's counters and
--- decide every pending dependent: queue it (appended to `ready`) or make it final
--- (blocked or skipped), which settles its own dependents in turn, 'by' `node`.
-local function settle_dependents(node, outcome, ready)
-  local stack = {{node, outcome}}
-  while #stack > 0 do
-    local item = table.remove(stack)
-    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, item[1]))) do
-      local remaining = count_outcome(child, item[2])
-      if redis.call('HGET', K.state, child) == 'pending' then
-        local verdict = fate(child, remaining, item[2])
-        if verdict == 'queue' then
-          start_node(child, ready)
-        elseif verdict then
-          set_final(child, verdict)
-          emit('node.' .. verdict, child, 'by', node)
-          stack[#stack + 1] = {child, verdict}
-        end
+-- Releasing a big fan-out in chunks (docs/architecture.md §2, "Priorities and fairness").
+-- Valkey runs one script at a time: a success readying thousands of dependents in one
+-- step would hold every other run's submit and claim behind it. A script that sets
+-- `settle_budget` (complete.lua, settle.lua, reconcile.lua) counts at most that many
+-- dependents; a node whose dependents are not all counted is kept in K.settling as
+-- [outcome, offset, end, at_ms] (its first `offset` of `end` counted: dependents a map
+-- appends later count it themselves, expand.lua), and settle.lua counts on from there:
+-- the worker that completed it calls it chunk after chunk, the reconciler takes over an
+-- entry left untouched for its grace (a worker killed between chunks). Other scripts
+-- leave the budget nil: unbounded, as before. Its size: SETTLE_CHUNK in scripts.py.
+local SETTLE_CHUNK = __SETTLE_CHUNK__
+local settle_budget = nil
+local settling_left = false  -- whether this script left some counting in K.settling
+
+-- Count the outcome of item = {node, outcome, offset, end, resumed} in its dependents
+-- from `offset`, deciding each (see settle_dependents); cascades are pushed on `stack`.
+-- Returns the offset it stopped at (`end` when all are counted).
+local function settle_some(item, stack, ready)
+  local node, outcome = item[1], item[2]
+  local children = cjson.decode(redis.call('HGET', K.dependents, node))
+  local last = item[4] or #children
+  local i = item[3] or 0
+  while i < last and (settle_budget == nil or settle_budget > 0) do
+    i = i + 1
+    if settle_budget then settle_budget = settle_budget - 1 end
+    local child = children[i]
+    local remaining = count_outcome(child, outcome)
+    if redis.call('HGET', K.state, child) == 'pending' then
+      local verdict = fate(child, remaining, outcome)
+      if verdict == 'queue' then
+        start_node(child, ready)
+      elseif verdict then
+        set_final(child, verdict)
+        emit('node.' .. verdict, child, 'by', node)
+        stack[#stack + 1] = {child, verdict}
       end
     end
   end
+  if i < last then
+    redis.call('HSET', K.settling, node, cjson.encode({outcome, i, last, NOW}))
+    settling_left = true
+  elseif item[5] then
+    redis.call('HDEL', K.settling, node)
+  end
+  return i
+end
+
+-- `node` reached the final state `outcome`: count it in each dependent's counters and
+-- decide every pending dependent: queue it (appended to `ready`) or make it final
+-- (blocked or skipped), which settles its own dependents in turn, 'by' `node`. Past the
+-- script's settle_budget, what is left waits in K.settling (above).
+local function settle_dependents(node, outcome, ready)
+  local stack = {{node, outcome}}
+  while #stack > 0 do settle_some(table.remove(stack), stack, ready) end
+end
+
+-- Count on the nodes K.settling holds (those untouched since `older_than_ms`, if given)
+-- within the script's settle_budget. Returns whether some are left, and whether it
+-- counted any.
+local function settle_on(ready, older_than_ms)
+  local entries = redis.call('HGETALL', K.settling)
+  local stack = {}
+  for i = 1, #entries, 2 do
+    local entry = cjson.decode(entries[i + 1])
+    if not older_than_ms or tonumber(entry[4]) < older_than_ms then
+      stack[#stack + 1] = {entries[i], entry[1], entry[2], entry[3], true}
+    end
+  end
+  local counted = #stack > 0
+  while #stack > 0 and (settle_budget == nil or settle_budget > 0) do
+    settle_some(table.remove(stack), stack, ready)
+  end
+  return #entries > 0 and redis.call('EXISTS', K.settling) == 1, counted
 end
 
 local function finish_run(status)
@@ -281,6 +333,7 @@ local function finish_run(status)
   redis.call('HSET', K.run, 'open_status', run_status(), 'status', status, 'finished_at', NOW)
   emit('run.' .. status, false)
   redis.call('XADD', K.done, '*', 'status', status)
+  redis.call('DEL', K.settling)  -- only final nodes were left to count: a replay recounts
   for _, key in pairs(K) do redis.call('EXPIRE', key, RETENTION_S) end
   return status
 end
@@ -325,7 +378,7 @@ local function stop_open_nodes(spared)
     forget_stopped(stopped)
     return running, queued, stopped
   end
-  for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder}) do
+  for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder, K.settling}) do
     redis.call('DEL', key)
   end
   redis.call('HSET', K.run, 'running', 0, 'waiting_approval', 0)

@@ -45,6 +45,14 @@ for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.retry, '-inf', NOW, 'LIMIT',
   redis.call('ZREM', K.retry, node)
   queue_node(node, requeued)
 end
+-- A release of a fan-out left untouched for ARGV[3] ms (its worker died between two
+-- chunks, prelude.lua settle_dependents): counted on here, ARGV[5] dependents a pass.
+settle_budget = tonumber(limit)
+local _, counted = settle_on(requeued, NOW - tonumber(ARGV[3]))
+if counted then  -- the dependents it decided may have been the run's last open nodes
+  local ended = finalize_if_done()
+  if ended ~= '' then return {'status', ended} end
+end
 
 -- Entries older than the cutoff that `keep` accepts (at most `count`, else `limit`),
 -- re-stamped (all of them) so the next pass does not look at them again before another period.
