@@ -26,6 +26,7 @@ from dagwright.orchestrator.runstate.scripts import SETTLE_CHUNK
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from tests.support.runstate import finish, start
+from tests.support.workers_live import announce
 
 WIDTH = 2 * SETTLE_CHUNK + SETTLE_CHUNK // 2  # three chunks: two full, one half
 
@@ -133,6 +134,40 @@ def test_the_worker_releases_every_chunk_into_the_pool_or_a_message_once(
     assert children_in(runtime, run_id, "queued") == {f"c{i}" for i in range(WIDTH)}
 
 
+def test_workers_draining_the_pool_release_the_next_chunk_as_they_need_it(
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = worker_env.runtime
+    announce(worker_env, "two-slots", slots=2, queue="dw.function")
+    worker_env.fair = False  # the wake-up message waits: this worker would give way to it
+    run_id, _ = start(runtime, fan_out())
+    pooled: list[int] = []
+    pool = runtime.machine.pool
+
+    def counted(run: str, nodes: list[ReadyNode]) -> int:
+        pooled.append(len(nodes))
+        return pool(run, nodes)
+
+    def never(run: str) -> None:
+        raise AssertionError("pulled chunks are not released by the completing worker")
+
+    monkeypatch.setattr(runtime.machine, "pool", counted)
+    monkeypatch.setattr(runtime.machine, "settle", never)
+    assert execute_node(worker_env, run_id, "root", 1, long_slot()) == Outcome.SUCCEEDED
+    # the first chunk: one kept, one message for the other slot, the rest pooled; each
+    # next chunk taken by the pull that found the pool drained (the pulling success's
+    # own dependent, the join, counts in its chunk): one kept, the rest pooled
+    assert len(pooled) == 3 and max(pooled) <= SETTLE_CHUNK - 2
+    assert sum(pooled) + len(pooled) + 1 == WIDTH
+    assert settling(runtime, run_id) == {}
+    woken = children_in(runtime, run_id, "queued")
+    assert len(woken) == 1 and worker_env.broker.queue_depth("dw.function") == 1
+    assert execute_node(worker_env, run_id, woken.pop(), 1, long_slot()) == Outcome.SUCCEEDED
+    state = runtime.store.read_state(run_id)
+    assert state.status == RunStatus.SUCCEEDED
+    assert {node.attempts for node in state.nodes.values()} == {1}
+
+
 KILLED_BETWEEN_CHUNKS = """
 import os, signal, sys, time
 from dagwright.orchestrator.execution.attempt import execute_node
@@ -196,8 +231,3 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "DAGWRIGHT_DATA_DIR": str(Path(settings.data_dir)),
         "DAGWRIGHT_ANTHROPIC_BASE_URL": str(settings.anthropic_base_url or ""),
     }
-
-
-@pytest.fixture(autouse=True)
-def _wide_plans_allowed() -> None:
-    """``start`` validates with the default limits, which allow these widths."""

@@ -107,14 +107,16 @@ def dispatch_or_pool(
     backlog: QueueBacklog,
     ready: list[ReadyNode],
     kept: ReadyNode | None,
-) -> None:
+) -> int:
     """Dispatch the nodes a worker's step readied (and did not keep), pooling what
-    ``wake_or_pool`` says. The pool is filled before the wake-up messages go out, so a
-    woken worker finds it; the nodes are all of one run (one step readied them)."""
+    ``wake_or_pool`` says; returns how many were pooled. The pool is filled before the
+    wake-up messages go out, so a woken worker finds it; the nodes are all of one run
+    (one step readied them)."""
     publish, pool = wake_or_pool(ready, slots.of, kept, backlog.of)
     if pool:
         machine.pool(pool[0].run_id, pool)
     dispatch(broker, machine, publish)
+    return len(pool)
 
 
 def _woken_already(queue: str) -> int:
@@ -131,10 +133,11 @@ def release_rest(
     kept: ReadyNode | None,
 ) -> RunStatus | None:
     """Release the rest of a big fan-out whose success released only its first chunk
-    (``Advance.settling``): chunk after chunk (``machine.settle``), each pooled as the
-    first one was, until none is left; the run's final status if the release ended it.
-    Each chunk counts at least one dependent, so the loop ends; killed in between, the
-    worker leaves the rest to the reconciler (nothing was lost: it is still counted)."""
+    (``Advance.settling``) when none of it was pooled (no worker of its queue pulls, so
+    none would ask for the next chunk): chunk after chunk (``machine.settle``), until
+    none is left; the run's final status if the release ended it. Each chunk counts at
+    least one dependent, so the loop ends; killed in between, the worker leaves the rest
+    to the reconciler (nothing was lost: it is still to be counted)."""
     while True:
         advance = machine.settle(run_id)
         if advance is None:

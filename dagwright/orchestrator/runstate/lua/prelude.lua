@@ -127,10 +127,20 @@ local function unpool(member, ready)
   return true
 end
 
+-- The release of a fan-out in chunks (settle_dependents, below): how many dependents a
+-- script may still count (nil: no bound), whether it left some for later, and the step
+-- that counts on.
+local SETTLE_CHUNK = __SETTLE_CHUNK__
+local settle_budget = nil
+local settling_left = false
+local settle_on
+
 -- Take one pooled node of one of `queues` into `ready`: the most urgent of the first
 -- node of each queue's range (the first queue on a tie). Every pull stamps
 -- pool_pulled_at: a pool nobody pulls from for a while has lost its workers
--- (reconcile.lua publishes it).
+-- (reconcile.lua publishes it). A pool drained while a fan-out is released in chunks
+-- (K.settling) gets its next chunk, all of it in `ready` for the caller to keep one and
+-- pool the rest: the release goes as fast as its workers pull, no faster.
 local function pull_from_pool(queues, ready)
   while true do
     local best = nil
@@ -141,7 +151,13 @@ local function pull_from_pool(queues, ready)
         best = found[1]
       end
     end
-    if best == nil then return end
+    if best == nil then
+      if settle_budget and redis.call('EXISTS', K.settling) == 1 then
+        redis.call('HSET', K.run, 'pool_pulled_at', NOW)
+        settle_on(ready)
+      end
+      return
+    end
     redis.call('HSET', K.run, 'pool_pulled_at', NOW)
     if unpool(best, ready) then return end
   end
@@ -259,13 +275,12 @@ end
 -- `settle_budget` (complete.lua, settle.lua, reconcile.lua) counts at most that many
 -- dependents; a node whose dependents are not all counted is kept in K.settling as
 -- [outcome, offset, end, at_ms] (its first `offset` of `end` counted: dependents a map
--- appends later count it themselves, expand.lua), and settle.lua counts on from there:
--- the worker that completed it calls it chunk after chunk, the reconciler takes over an
--- entry left untouched for its grace (a worker killed between chunks). Other scripts
--- leave the budget nil: unbounded, as before. Its size: SETTLE_CHUNK in scripts.py.
-local SETTLE_CHUNK = __SETTLE_CHUNK__
-local settle_budget = nil
-local settling_left = false  -- whether this script left some counting in K.settling
+-- appends later count it themselves, expand.lua), counted on from there by whoever needs
+-- the next chunk: a worker finding the run's pool drained (pull_from_pool), the worker
+-- that completed the node when nothing of it was pooled (settle.lua, chunk after chunk:
+-- no worker pulls), the reconciler for an entry untouched for its grace while the pool is
+-- empty or idle (its workers died). Other scripts leave the budget nil: unbounded, as
+-- before. Its size: SETTLE_CHUNK in scripts.py.
 
 -- Count the outcome of item = {node, outcome, offset, end, resumed} in its dependents
 -- from `offset`, deciding each (see settle_dependents); cascades are pushed on `stack`.
@@ -312,7 +327,7 @@ end
 -- Count on the nodes K.settling holds (those untouched since `older_than_ms`, if given)
 -- within the script's settle_budget. Returns whether some are left, and whether it
 -- counted any.
-local function settle_on(ready, older_than_ms)
+settle_on = function(ready, older_than_ms)
   local entries = redis.call('HGETALL', K.settling)
   local stack = {}
   for i = 1, #entries, 2 do
