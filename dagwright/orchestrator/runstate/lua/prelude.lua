@@ -138,9 +138,16 @@ local settle_on
 -- Take one pooled node of one of `queues` into `ready`: the most urgent of the first
 -- node of each queue's range (the first queue on a tie). Every pull stamps
 -- pool_pulled_at: a pool nobody pulls from for a while has lost its workers
--- (reconcile.lua publishes it). A pool drained while a fan-out is released in chunks
--- (K.settling) gets its next chunk, all of it in `ready` for the caller to keep one and
--- pool the rest: the release goes as fast as its workers pull, no faster.
+-- (reconcile.lua publishes it). A pool this pull drains, or finds drained, while a
+-- fan-out is released in chunks (K.settling) gets the next chunk, all of it in `ready`
+-- (after the node pulled, which the caller keeps) for the caller to pool: the release
+-- goes as fast as its workers pull, and the pool is never empty while a chunk is left.
+local function refill_pool(ready)
+  if settle_budget and redis.call('EXISTS', K.pool) == 0 and redis.call('EXISTS', K.settling) == 1 then
+    settle_on(ready)
+  end
+end
+
 local function pull_from_pool(queues, ready)
   while true do
     local best = nil
@@ -151,15 +158,9 @@ local function pull_from_pool(queues, ready)
         best = found[1]
       end
     end
-    if best == nil then
-      if settle_budget and redis.call('EXISTS', K.settling) == 1 then
-        redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-        settle_on(ready)
-      end
-      return
-    end
+    if best == nil then return refill_pool(ready) end
     redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-    if unpool(best, ready) then return end
+    if unpool(best, ready) then return refill_pool(ready) end
   end
 end
 
@@ -276,7 +277,7 @@ end
 -- dependents; a node whose dependents are not all counted is kept in K.settling as
 -- [outcome, offset, end, at_ms] (its first `offset` of `end` counted: dependents a map
 -- appends later count it themselves, expand.lua), counted on from there by whoever needs
--- the next chunk: a worker finding the run's pool drained (pull_from_pool), the worker
+-- the next chunk: a worker draining the run's pool (pull_from_pool), the worker
 -- that completed the node when nothing of it was pooled (settle.lua, chunk after chunk:
 -- no worker pulls), the reconciler for an entry untouched for its grace while the pool is
 -- empty or idle (its workers died). Other scripts leave the budget nil: unbounded, as
