@@ -78,6 +78,33 @@ def test_a_success_queues_one_chunk_of_its_dependents_and_settle_releases_the_re
     assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
 
 
+def test_dependents_made_final_by_a_chunk_settle_their_own_across_chunks_once(
+    no_worker_settings: Settings,
+) -> None:
+    runtime = Client(no_worker_settings).runtime
+    # each child waits for the root and for a handler that is skipped: the root's success
+    # skips the child, which skips its grandchild (cascades inside a chunk's budget)
+    children = [{"id": f"c{i}", "depends_on": ["root", "handler"]} for i in range(WIDTH)]
+    grandchildren = [{"id": f"g{i}", "depends_on": [f"c{i}"]} for i in range(WIDTH)]
+    handler = {"id": "handler", "depends_on": ["ok"], "run_if": "any_failed"}
+    run_id, _ = start(runtime, [{"id": "root"}, {"id": "ok"}, handler, *children, *grandchildren])
+    finish(runtime, run_id, "ok")
+    assert finish(runtime, run_id, "root").settling
+    for _ in range(2 * WIDTH):  # bounded: each step counts at least one
+        step = runtime.machine.settle(run_id)
+        if step is None or not step.settling:
+            break
+    assert settling(runtime, run_id) == {}
+    final = states(runtime, run_id)
+    assert {node for node, state in final.items() if state == "skipped"} == set(final) - {
+        "root",
+        "ok",
+    }
+    status, counts = runtime.store.counts(run_id)
+    assert status.is_final  # each made final once: the counters add up to the nodes
+    assert (counts.done, counts.skipped) == (len(final), len(final) - 2)
+
+
 def test_a_release_cut_short_is_finished_by_the_reconciler_only_after_its_grace(
     no_worker_settings: Settings,
 ) -> None:

@@ -285,9 +285,10 @@ end
 
 -- Count the outcome of item = {node, outcome, offset, end, resumed} in its dependents
 -- from `offset`, deciding each (see settle_dependents); cascades are pushed on `stack`.
--- Returns the offset it stopped at (`end` when all are counted).
+-- What the budget leaves is kept in K.settling.
 local function settle_some(item, stack, ready)
   local node, outcome = item[1], item[2]
+  if item[5] and settle_budget ~= nil and settle_budget <= 0 then return end  -- kept as it is
   local children = cjson.decode(redis.call('HGET', K.dependents, node))
   local last = item[4] or #children
   local i = item[3] or 0
@@ -313,7 +314,6 @@ local function settle_some(item, stack, ready)
   elseif item[5] then
     redis.call('HDEL', K.settling, node)
   end
-  return i
 end
 
 -- `node` reached the final state `outcome`: count it in each dependent's counters and
@@ -338,9 +338,9 @@ settle_on = function(ready, older_than_ms)
     end
   end
   local counted = #stack > 0
-  while #stack > 0 and (settle_budget == nil or settle_budget > 0) do
-    settle_some(table.remove(stack), stack, ready)
-  end
+  -- to the end of the stack: past the budget, a node a cascade made final is kept in
+  -- K.settling, an entry untouched stays as it was
+  while #stack > 0 do settle_some(table.remove(stack), stack, ready) end
   return #entries > 0 and redis.call('EXISTS', K.settling) == 1, counted
 end
 
