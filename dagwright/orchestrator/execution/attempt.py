@@ -447,8 +447,8 @@ def record_success(
     else:  # fairness.py: the worker's turn is over
         pooled = dispatch_readied(env, handed_over(advance), None)
     finished = advance.run_finished
-    # A big fan-out released in chunks: its pullers ask for the next chunk as they drain
-    # the pool (pool.lua); with nothing pooled, this worker releases the rest itself.
+    # A big fan-out released in chunks: its pullers release the next chunk as they drain
+    # the pool (prelude.lua pull_from_pool); with nothing pooled, this worker does.
     if advance.settling and finished is None and not pooled:
         kept = eager.kept if eager is not None and turn is Turn.KEEP else None
         finished = release_rest(env.broker, runtime.machine, env.pulling, ctx.run_id, kept)

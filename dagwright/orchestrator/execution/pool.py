@@ -9,6 +9,12 @@ queued in the run's pool (pool.lua). A worker that finishes a node of the run ta
 one from the pool in the script that records its success (complete.lua) and runs it
 next, eagerly: through its claim, with its fence, limits, lease and timeout (eager.py).
 
+A fan-out wider than ``scripts.SETTLE_CHUNK`` is released in chunks: its success readies
+the first chunk, and the pull that drains the pool releases the next one in the same
+step (prelude.lua), so no step holds Valkey for long (other runs' submits and claims go
+in between) and the release goes as fast as the workers pull (``release_rest`` when no
+worker pulls).
+
 Nothing is lost: a pulled node is in the outbox until its claim, and a pool nobody pulled
 from for ``publish_grace_s`` is published by the reconciler (reconcile.lua). Nodes are
 pooled only when every live worker of their queue pulls and told its slots: one that
