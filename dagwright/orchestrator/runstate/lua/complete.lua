@@ -21,6 +21,7 @@ emit('node.succeeded', node)
 local ready = {}
 settle_budget = SETTLE_CHUNK
 settle_dependents(node, 'succeeded', ready)
+local own_left = settling_left  -- a chunk a pull releases below goes to the pool itself
 if #ARGV >= 9 then
   local queues = {unpack(ARGV, 9)}
   if not readies_one_of(ready, queues) then pull_from_pool(queues, ready) end
@@ -31,4 +32,4 @@ if ARGV[6] ~= '' then
   redis.pcall('HINCRBYFLOAT', SHARED[1], ARGV[7], ARGV[8])
 end
 return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
-        'running', redis.call('HGET', K.run, 'running'), 'settling', settling_left and 1 or 0}
+        'running', redis.call('HGET', K.run, 'running'), 'settling', own_left and 1 or 0}

@@ -139,12 +139,29 @@ local settle_on
 -- node of each queue's range (the first queue on a tie). Every pull stamps
 -- pool_pulled_at: a pool nobody pulls from for a while has lost its workers
 -- (reconcile.lua publishes it). A pool this pull drains, or finds drained, while a
--- fan-out is released in chunks (K.settling) gets the next chunk, all of it in `ready`
--- (after the node pulled, which the caller keeps) for the caller to pool: the release
--- goes as fast as its workers pull, and the pool is never empty while a chunk is left.
-local function refill_pool(ready)
-  if settle_budget and redis.call('EXISTS', K.pool) == 0 and redis.call('EXISTS', K.settling) == 1 then
-    settle_on(ready)
+-- fan-out is released in chunks (K.settling) gets the next chunk in the same step: its
+-- nodes of `queues` go straight into the pool (as pool.lua would put them: out of the
+-- outbox), but one for the caller to keep when the pull found none; its other nodes go
+-- in `ready`, for the caller to dispatch. So the pool is never empty while a chunk is
+-- left, and the release goes as fast as the run's workers pull.
+local function refill_pool(queues, ready, pulled)
+  if not settle_budget or redis.call('EXISTS', K.pool) == 1 or redis.call('EXISTS', K.settling) == 0 then
+    return
+  end
+  local wanted = {}
+  for _, queue in ipairs(queues) do wanted[queue] = true end
+  local chunk = {}
+  settle_on(chunk)
+  for _, item in ipairs(chunk) do
+    local node, dispatch = item[1], item[3]
+    local queue = cjson.decode(dispatch).queue
+    if not wanted[queue] or not pulled then
+      ready[#ready + 1] = item
+      pulled = pulled or wanted[queue]
+    else
+      redis.call('ZREM', K.outbox, node)
+      redis.call('ZADD', K.pool, 0, pool_member(queue, pool_rank(dispatch), node))
+    end
   end
 end
 
@@ -158,9 +175,9 @@ local function pull_from_pool(queues, ready)
         best = found[1]
       end
     end
-    if best == nil then return refill_pool(ready) end
+    if best == nil then return refill_pool(queues, ready, false) end
     redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-    if unpool(best, ready) then return refill_pool(ready) end
+    if unpool(best, ready) then return refill_pool(queues, ready, true) end
   end
 end
 
