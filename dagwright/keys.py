@@ -76,6 +76,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     #          one lexicographic range. The run hash's pool_pulled_at: epoch ms of the last pull
     "countdown",  # hash node -> ms it waits once ready before it is queued (Node.countdown_s;
     #               only nodes with one). Delayed nodes wait in `retry` as retry_wait
+    "settling",  # hash node -> JSON [outcome, offset, end, at_ms]: a succeeded node whose
+    #              dependents are counted a chunk at a time (prelude.lua settle_dependents),
+    #              `offset` of its first `end` counted so far; settle.lua counts on
 )
 
 
