@@ -19,6 +19,7 @@
     │   ├── ScoreError             a run's score is malformed (its name, value or comment)
     │   │   └── ScoreLimitError    ... or its run holds run_scores_max scores already
     │   ├── UnknownEvalError       no eval with that id (or it expired)
+    │   ├── UnknownMemoryError     no memory namespace by that name (or it expired)
     │   ├── UnpricedModelError     a USD budget, on nodes using a model the price table lacks
     │   ├── UnrunnablePlanError    live workers exist, and none can run some node of the plan
     │   ├── IdempotencyConflictError  the key names a run started with another request
@@ -526,6 +527,17 @@ class ScoreLimitError(ScoreError):
     feedback cannot grow a run's keys without end."""
 
 
+class UnknownMemoryError(InputError):
+    """No memory namespace by this name (never written, removed, or past its retention)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        super().__init__(
+            f"no memory namespace {namespace!r}: `dagwright memory ls` lists them "
+            "(a namespace is kept for DAGWRIGHT_MEMORY_RETENTION_S after its last write)"
+        )
+
+
 class UnknownEvalError(InputError):
     """No eval has this id (a typo, another Redis, or its retention expired)."""
 
@@ -553,6 +565,7 @@ STATUS_OF_ERROR: tuple[tuple[type[DagwrightError] | tuple[type[DagwrightError], 
             UnknownDeadLetterError,
             UnknownScheduleError,
             UnknownEvalError,
+            UnknownMemoryError,
         ),
         404,
     ),

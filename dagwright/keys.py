@@ -76,6 +76,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     #          one lexicographic range. The run hash's pool_pulled_at: epoch ms of the last pull
     "countdown",  # hash node -> ms it waits once ready before it is queued (Node.countdown_s;
     #               only nodes with one). Delayed nodes wait in `retry` as retry_wait
+    "settling",  # hash node -> JSON [outcome, offset, end, at_ms]: a succeeded node whose
+    #              dependents are counted a chunk at a time (prelude.lua settle_dependents),
+    #              `offset` of its first `end` counted so far; settle.lua counts on
 )
 
 
@@ -247,6 +250,27 @@ class Keys:
         """Hash of one metric family's counters over the whole deployment: the JSON list
         of its label values -> the running total (telemetry/counters.py)."""
         return f"{self.prefix}metrics:{family}"
+
+    def memory_files(self, namespace: str) -> str:
+        """Hash of one memory namespace's files: path (``/memories/...``) -> text."""
+        return f"{self.prefix}memory:{{{namespace}}}:files"
+
+    def memory_meta(self, namespace: str) -> str:
+        """Hash of one memory namespace's ``version`` (+1 on every write: what a write
+        checks it read), ``bytes`` and ``updated_ms``."""
+        return f"{self.prefix}memory:{{{namespace}}}:meta"
+
+    @property
+    def memory_namespaces(self) -> str:
+        """Zset of the memory namespaces -> epoch ms of their last write (``memory ls``);
+        a member whose files expired is dropped when read."""
+        return f"{self.prefix}memory:namespaces"
+
+    def memory_writes(self, run_id: str) -> str:
+        """Hash of the memory writes a run's nodes made: ``<node>/<tool_use_id>`` -> JSON
+        (namespace, command, paths, result). Written with the write, in one step: a
+        resumed node finds its call there and does not write again."""
+        return f"{self.prefix}{{{run_id}}}:memory_writes"
 
     @property
     def schedules(self) -> str:

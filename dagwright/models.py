@@ -316,6 +316,11 @@ class Plan(BaseModel):
     """Answer the run's agent calls (planner included) from the cross-run response cache
     when the very same request was answered before, at 0 tokens (``llm/response_cache.py``). A
     ``response_cache`` given at submit wins; a planner's plan cannot set it."""
+    memory: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+    """The memory namespace of the run's agents that are offered the memory tool (e.g.
+    ``team-digest``: runs naming it share their memory). Unset: their type's, else the
+    schedule's for a scheduled run, else the run's own (docs/memory.md). A ``memory``
+    given at submit wins; a planner's plan cannot set it."""
     inputs: dict[str, Any] | None = None
     """The run's arguments, as a JSON Schema (Draft 2020-12) of an object: ``type:
     object``, ``properties`` with their types and ``default``s, ``required``. A run gives

@@ -27,6 +27,7 @@ from dagwright.workers import (
     load_entry_points,
 )
 from dagwright.workers.mcp.attach import attach_mcp_servers
+from dagwright.workers.memory_attach import attach_memory
 from dagwright.workers.team_tasks import celery_task_worker_type
 
 
@@ -41,5 +42,6 @@ def build_registry(settings: Settings) -> WorkerRegistry:
     for module in import_user_modules(settings.imports):
         add_declared(registry, declared_in(module))
     load_entry_points(registry)
+    attach_memory(registry, settings)
     attach_mcp_servers(registry, settings)
     return registry

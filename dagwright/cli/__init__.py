@@ -26,6 +26,7 @@ from dagwright.cli import (
     flower,
     logs,
     mcp_serving,
+    memory,
     metrics,
     planning,
     runs,
@@ -82,6 +83,7 @@ dlq.register(app)
 evals.register(app)
 doctor.register(app)
 schedules.register(app)
+memory.register(app)
 approvals.register(app)
 watch.register(app)
 logs.register(app)

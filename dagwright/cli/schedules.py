@@ -107,6 +107,12 @@ def add(
             "each answered within 24 hours.",
         ),
     ] = False,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory", help="The memory namespace its runs' agents share (default: schedule:NAME)."
+        ),
+    ] = None,
     json_output: JsonOption = False,
     imports: ImportOption = None,
 ) -> None:
@@ -141,6 +147,7 @@ def add(
         replace=replace,
         webhooks=webhook_urls or [],
         llm_batch=llm_batch,
+        memory=memory,
     )
     if json_output:
         print_json(schedule.model_dump(mode="json", exclude_none=True))

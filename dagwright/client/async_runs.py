@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
     import redis.asyncio
 
+    from dagwright.client.memory import AsyncMemoryClient
     from dagwright.client.run_pages import RunPage
     from dagwright.orchestrator.runstate.creation import NewRun
 
@@ -88,6 +89,13 @@ class AsyncClient:
         return AsyncRunStore(
             self.redis, Keys(self.settings.key_prefix), events_maxlen=self.settings.events_maxlen
         )
+
+    @cached_property
+    def memory(self) -> AsyncMemoryClient:
+        """Memory namespaces, as ``Client.memory`` (each call in a thread)."""
+        from dagwright.client.memory import AsyncMemoryClient
+
+        return AsyncMemoryClient(self.sync.memory)
 
     @cached_property
     def run_scores(self) -> AsyncRunScores:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from dagwright.client.approvals import ApprovalClient
     from dagwright.client.dead_letters import DeadLetterClient
     from dagwright.client.following import EventFollower
+    from dagwright.client.memory import MemoryClient
     from dagwright.client.node_detail import NodeDetail
     from dagwright.client.run_pages import RunPage
     from dagwright.client.schedules import ScheduleClient
@@ -104,6 +105,14 @@ class Client:
         from dagwright.client.schedules import ScheduleClient
 
         return ScheduleClient(self)
+
+    @cached_property
+    def memory(self) -> MemoryClient:
+        """Memory namespaces: ``list``, ``show``, ``remove``, ``export``, ``import_``,
+        ``writes`` (of a run)."""
+        from dagwright.client.memory import MemoryClient
+
+        return MemoryClient(self)
 
     @cached_property
     def approvals(self) -> ApprovalClient:

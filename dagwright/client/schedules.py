@@ -75,6 +75,7 @@ class ScheduleClient(SubClient):
         inputs: dict[str, Any] | None = None,
         webhooks: Sequence[Webhook | dict[str, Any] | str] = (),
         llm_batch: bool = False,
+        memory: str | None = None,
     ) -> Schedule:
         """Start ``goal`` or ``plan`` on a cron expression (in ``timezone``) or every
         ``every_s`` seconds, from the next tick on. Its runs' writers may queue up to
@@ -83,7 +84,8 @@ class ScheduleClient(SubClient):
         now against the plan's ``inputs:`` schema, as a submit checks them: RunInputError).
         ``webhooks`` are told when each of its runs ends (as ``submit``'s); with
         ``llm_batch`` its runs' LLM calls go through the Message Batches API, at half
-        the price, each answered within 24 hours.
+        the price, each answered within 24 hours. ``memory`` names the memory namespace
+        its runs' agents share (else the plan's, else ``schedule:<name>``).
         ScheduleError if anything is invalid (nothing is stored then), or if the name is
         taken and not ``replace``."""
         from dagwright.tasks.beat import sync_entry
@@ -109,6 +111,7 @@ class ScheduleClient(SubClient):
                 "inputs": inputs,
                 "webhooks": coerce_webhooks(webhooks),
                 "llm_batch": llm_batch,
+                "memory": memory,
             }
         )
         self._check(schedule)

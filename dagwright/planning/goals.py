@@ -144,7 +144,13 @@ def planned_plan(output: Any, request: PlanRequest, settings: Settings) -> Plan:
     plan = Plan.model_validate(output)
     nodes = [node.model_copy(update={"priority": None}) for node in plan.nodes]
     plan = plan.model_copy(
-        update={"budget": None, "response_cache": False, "webhooks": [], "nodes": nodes}
+        update={
+            "budget": None,
+            "response_cache": False,
+            "webhooks": [],
+            "memory": None,
+            "nodes": nodes,
+        }
     )
     return with_run_inputs(plan, request, settings)
 

@@ -31,6 +31,7 @@ RUN_OPTIONS = (
     "webhooks",
     "concurrency",
     "priority",
+    "memory",
 )
 """Plan fields that set the run, not a node: the submitter's, never a planned plan's."""
 

@@ -68,6 +68,8 @@ class Schedule(BaseModel):
     webhooks: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)  # each end
     llm_batch: bool = False  # its runs' LLM calls through Message Batches, at half price
     priority: int | None = Field(None, ge=MIN_PRIORITY, le=MAX_PRIORITY)  # else its plan's, 3
+    # the memory namespace of its runs' agents (else its plan's, else schedule:<name>)
+    memory: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
     paused: bool = False
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 

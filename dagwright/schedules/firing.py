@@ -66,6 +66,7 @@ def start_scheduled_run(runtime: Runtime, broker: Broker, schedule: Schedule) ->
         webhooks=schedule.webhooks,
         llm_batch=schedule.llm_batch,
         priority=schedule.priority,
+        memory=schedule.memory,
     )
 
 

@@ -42,6 +42,7 @@ def api_router() -> APIRouter:
         evals,
         events,
         logs,
+        memory,
         runs,
         schedules,
         scores,
@@ -49,7 +50,18 @@ def api_router() -> APIRouter:
     )
 
     router = APIRouter()
-    for module in (system, runs, events, logs, scores, approvals, dead_letters, schedules, evals):
+    for module in (
+        system,
+        runs,
+        events,
+        logs,
+        scores,
+        approvals,
+        dead_letters,
+        schedules,
+        evals,
+        memory,
+    ):
         router.include_router(module.router)
     return router
 

@@ -11,7 +11,7 @@ Status codes, by the error's class (the first that matches):
 ==========================================  ======
 UnknownRunError, UnknownNodeError,           404
 UnknownDeadLetterError, UnknownScheduleError,
-UnknownEvalError
+UnknownEvalError, UnknownMemoryError
 IdempotencyConflictError, ConflictError      409
 (a state that forbids the action: a letter
 replayed already, a node waiting for nothing)

@@ -365,3 +365,38 @@ class EvalComparison(Comparison):
     def worse_cases(self) -> list[str]:  # type: ignore[override]
         """The cases in which some scorer got worse."""
         return super().worse_cases()
+
+
+class MemoryNamespace(Resource):
+    """A memory namespace in a list (``memory ls --json``)."""
+
+    name: str
+    files: int
+    bytes: int
+    updated_ms: int
+    """Epoch ms of its last write."""
+
+
+class MemoryFiles(Resource):
+    """A memory namespace's files (``memory show``, ``memory export``): path -> text."""
+
+    format: str
+    namespace: str
+    files: dict[str, str]
+
+
+class MemoryImported(Resource):
+    namespace: str
+    files: int
+    """How many files the namespace holds now."""
+
+
+class MemoryWrite(Resource):
+    """One memory write of a run's node (its tool_use id after the node's)."""
+
+    call: str
+    """``<node>/<tool_use_id>``."""
+    namespace: str
+    command: str
+    paths: list[str]
+    result: str

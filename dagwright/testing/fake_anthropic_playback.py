@@ -28,12 +28,18 @@ from dagwright.testing.fake_anthropic_answers import (
 )
 from dagwright.testing.fake_anthropic_batches import batch_result
 from dagwright.testing.fake_anthropic_context import context_management_problem, managed_prompt
+from dagwright.testing.fake_anthropic_memory import (
+    MEMORY_TOOL_NAME,
+    memory_command_problem,
+    offers_memory,
+)
 from dagwright.testing.fake_anthropic_rules import Rejection, request_rejection
 from dagwright.testing.fake_anthropic_script import (
     FaultInjection,
     RequestFacts,
     Script,
     ScriptedServerToolUse,
+    ScriptedToolUse,
     ScriptEntry,
 )
 from dagwright.testing.fake_anthropic_server_tools import offered_server_tools
@@ -248,6 +254,9 @@ class Playback:
             if unoffered is not None:  # the model can only call a server tool it is given
                 message = UNOFFERED.format(name=unoffered)
                 return error_answer(self._ids, 400, message)
+            misplayed = _misplayed_memory_call(entry, body)
+            if misplayed is not None:
+                return error_answer(self._ids, 400, f"fake-anthropic: {misplayed}")
             usage = self._cache.account(body["model"], prompt_blocks(seen))
         return entry_answer(entry, body, self._ids, usage, context_management)
 
@@ -267,6 +276,21 @@ def _unoffered_server_tool(entry: ScriptEntry, body: dict[str, Any]) -> str | No
     offered = offered_server_tools(body)
     called = [b.name for b in entry.reply.content if isinstance(b, ScriptedServerToolUse)]
     return next((name for name in called if name not in offered), None)
+
+
+def _misplayed_memory_call(entry: ScriptEntry, body: dict[str, Any]) -> str | None:
+    """Why the entry's memory call is one the model could not make (the request does not
+    offer the memory tool, or the input is no memory command); None if it could."""
+    assert entry.reply is not None
+    for block in entry.reply.content:
+        if not isinstance(block, ScriptedToolUse) or block.name != MEMORY_TOOL_NAME:
+            continue
+        if not offers_memory(body):
+            return "the script plays a memory call, but the request does not offer the memory tool"
+        problem = memory_command_problem(block.input)
+        if problem is not None:
+            return f"the script plays a malformed memory call: {problem}"
+    return None
 
 
 def _json_object(raw_body: bytes) -> dict[str, Any] | None:

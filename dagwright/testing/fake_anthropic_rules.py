@@ -30,6 +30,7 @@ from dagwright.testing.fake_anthropic_conversation import (
     conversation_problem,
     thinking_turn_problem,
 )
+from dagwright.testing.fake_anthropic_memory import MEMORY_TOOL_TYPE, memory_tool_problem
 from dagwright.testing.fake_anthropic_server_tools import (
     server_tool_problem,
     unanswered_server_call,
@@ -241,6 +242,8 @@ def _tools_problem(body: Body) -> str | None:
             return f"tools.{i}: Input should be a valid dictionary"
         if tool.get("type", "custom") == "custom":
             problem = _custom_tool_problem(i, tool)
+        elif tool.get("type") == MEMORY_TOOL_TYPE:
+            problem = memory_tool_problem(i, tool)
         else:
             problem = server_tool_problem(i, tool)
         if problem is not None:

@@ -26,7 +26,7 @@ SERVER_TOOL_RESULT_TYPES = {
     "web_fetch": "web_fetch_tool_result",
 }
 RESULT_TYPES = frozenset(SERVER_TOOL_RESULT_TYPES.values())
-CUSTOM_TOOL_TYPES = ("custom",)
+CUSTOM_TOOL_TYPES = ("custom", "memory_20250818")
 
 
 def server_tool_problem(i: int, tool: Mapping[str, Any]) -> str | None:

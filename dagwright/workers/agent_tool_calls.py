@@ -13,7 +13,7 @@ from dagwright.redaction import known_secrets, redact
 from dagwright.telemetry.spans import TOOL_CALL
 from dagwright.workers.agent_prompt import delimited_tool_result
 from dagwright.workers.agent_spec import AgentSpec
-from dagwright.workers.context import NodeContext, OpenSpan
+from dagwright.workers.context import NodeContext, OpenSpan, ToolCallRef
 from dagwright.workers.proposals import ApprovalNeeded, Proposal, decided
 from dagwright.workers.tools.base import ToolOutcome, ToolRegistry, truncate
 from dagwright.workers.tools.policy import PolicyAction, PolicyDecision
@@ -59,6 +59,7 @@ class ToolCaller:
     ) -> ToolOutcome:
         """Call tool ``name`` for the model, as the policy decides: run it, refuse it, or
         hold it for a person's approval (``reasoning``: what the model said, for them)."""
+        self.ctx.tool_call = ToolCallRef(call_id, self.spec.name)
         # Sizes, not contents: arguments and results may carry anything, secrets included.
         # The outcome stays "error" if the call raises (an open breaker, a lost node).
         with self.ctx.span(

@@ -22,6 +22,7 @@ from dagwright.workers.proposals import ApprovalNeeded
 if TYPE_CHECKING:
     from dagwright.llm.batches import MessageBatches
     from dagwright.llm.protocol import LLM, LLMRequest, LLMResponse
+    from dagwright.memory.store import NodeMemory
     from dagwright.resilience import BreakerEvent
     from dagwright.workers.budgets import Overrun
     from dagwright.workers.team_tasks import TeamTasks
@@ -29,6 +30,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ToolCallRef:
+    """One tool call of an agent: its ``tool_use`` id and the agent type making it."""
+
+    tool_use_id: str
+    agent_type: str
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,12 @@ class NodeServices(Protocol):
         happened, for the model); ScheduleError saying why not."""
         ...
 
+    def memory(self, ctx: NodeContext) -> NodeMemory:
+        """The memory namespace of ``ctx``'s current tool call (``ctx.tool_call``): named
+        by the run, the agent type, else the run's schedule, else the run
+        (``memory/namespaces.py``); ToolError where there is no memory store."""
+        ...
+
     def run_background(self, ctx: NodeContext) -> RunBackground:
         """The run's goal, context and nonce (one read; agents ask once per node, when
         they start a conversation: function nodes never do)."""
@@ -164,6 +179,10 @@ class NodeContext:
     run_inputs: dict[str, Any] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # set (before ``stop``) when the node ran past its timeout_s
+    tool_call: ToolCallRef | None = None
+    """The tool call being answered (set by the agent's ToolCaller before it runs the
+    tool): what a tool whose effect belongs to the call reads (a memory write is applied
+    once per ``tool_use`` id)."""
 
     @property
     def cancelled(self) -> bool:
@@ -232,6 +251,9 @@ class NodeContext:
 
     def run_background(self) -> RunBackground:
         return self.services.run_background(self)
+
+    def memory(self) -> NodeMemory:
+        return self.services.memory(self)
 
     @contextmanager
     def span(self, name: str, **attributes: AttributeValue | None) -> Iterator[OpenSpan]:

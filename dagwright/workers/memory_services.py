@@ -20,6 +20,7 @@ from dagwright.errors import LLMNotConfiguredError, NodeLostError, TeamAppError,
 from dagwright.llm.batches import MessageBatches
 from dagwright.llm.input_tokens import rough_request_tokens
 from dagwright.llm.protocol import LLM, LLMRequest
+from dagwright.memory.store import NodeMemory
 from dagwright.models import Approval, Budget, Usage
 from dagwright.resilience import Breakers
 from dagwright.settings import Settings
@@ -174,6 +175,9 @@ class MemoryServices:
     def propose_followup(self, ctx: NodeContext, goal: str, reason: str) -> str:
         self.followups.append((goal, reason))
         return f"queued follow-up {len(self.followups)}"
+
+    def memory(self, ctx: NodeContext) -> NodeMemory:
+        raise ToolError("the memory tool needs Redis: run the node under a worker")
 
     def run_background(self, ctx: NodeContext) -> RunBackground:
         self.background_reads += 1

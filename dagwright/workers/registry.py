@@ -99,11 +99,14 @@ class WorkerRegistry:
         copied.tools = self.tools
         return copied
 
-    def replace_type(self, worker_type: WorkerType) -> None:
+    def replace_type(self, worker_type: WorkerType, *, declaration: object = None) -> None:
         """Put ``worker_type`` in the place of the registered type of its name (as when
-        MCP servers are attached to it), keeping what declared it."""
+        MCP servers are attached to it), keeping what declared it unless ``declaration``
+        (the AgentSpec it now runs, once the settings equipped it) is given."""
         self.get(worker_type.name)
         self._types[worker_type.name] = worker_type
+        if declaration is not None:
+            self._declared_by[worker_type.name] = declaration
 
     def declaration(self, name: str) -> object:
         """What declared type ``name`` (an AgentSpec for agents), None if unknown."""

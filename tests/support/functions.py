@@ -332,6 +332,26 @@ def fails_on_until_fixed(ctx: NodeContext, item: str, bad: str) -> str:
     return f"researched {item}"
 
 
+ARCHIVIST = "You are the archivist"
+archivist = AgentSpec(
+    name="archivist",
+    description="Keeps notes in its memory; never deletes them.",
+    system_prompt=ARCHIVIST,
+    tools=("memory",),
+    policy=ToolPolicy(
+        rules=[
+            PolicyRule(
+                tool="memory",
+                action=PolicyAction.DENY,
+                when={"command": "delete"},
+                reason="the archive keeps everything",
+            ),
+            PolicyRule(tool="memory", action=PolicyAction.ALLOW),
+        ]
+    ),
+)
+
+
 chatter_log = logging.getLogger("tests.chatter")
 
 

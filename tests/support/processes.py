@@ -75,6 +75,7 @@ PASSED_JSON_SETTINGS = (
     "llm_rate_limits",
     "mcp_servers",
     "agent_mcp",
+    "agent_memory",
     "web_search_allowed_domains",
     "llm_batch_types",
     "egress_allow",  # the loopback receivers of webhook tests, allow-listed

@@ -14,6 +14,7 @@ from typing import Any
 from dagwright.egress import EgressPolicy
 from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
 from dagwright.llm.model_lifecycle import warn_of_end_of_life
+from dagwright.memory.namespaces import MEMORY_FIELD, checked_name
 from dagwright.models import (
     DEFAULT_PRIORITY,
     MAX_DURATION_S,
@@ -87,6 +88,7 @@ def start_run(
     timeout_s: float | None = None,
     response_cache: bool | None = None,
     llm_batch: bool = False,
+    memory: str | None = None,
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
     inputs: dict[str, Any] | None = None,
@@ -106,7 +108,8 @@ def start_run(
     wall-clock limit, enforced by the reconciler.
     ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
     (read back by claim.lua with each node, so it costs no round trip); ``llm_batch``:
-    they go through the Message Batches API, at half price (``llm/batches.py``). Given
+    they go through the Message Batches API, at half price (``llm/batches.py``); ``memory``
+    (else the plan's): the memory namespace its agents use (``memory/namespaces.py``). Given
     ``live_workers``, UnrunnablePlanError if workers are live and none can run some
     node (a scheduled run is not checked: nobody is there to read the refusal).
     ``inputs``: the run's inputs, checked against the plan's ``inputs:`` schema (its
@@ -128,6 +131,7 @@ def start_run(
         timeout_s=timeout_s,
         response_cache=response_cache,
         llm_batch=llm_batch,
+        memory=memory,
         live_workers=live_workers,
         inputs=inputs,
         webhooks=webhooks,
@@ -149,6 +153,7 @@ def prepare_run(
     timeout_s: float | None = None,
     response_cache: bool | None = None,
     llm_batch: bool = False,
+    memory: str | None = None,
     live_workers: LiveCapabilities | None = None,
     inputs: dict[str, Any] | None = None,
     webhooks: Sequence[Webhook] = (),
@@ -175,6 +180,7 @@ def prepare_run(
         fields["response_cache"] = 1
     if llm_batch:
         fields["llm_batch"] = 1
+    fields.update(memory_fields(memory, plan))
     fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
     fields.update(start_fields(not_before, countdown_s, settings.max_start_delay_s))
     if plan is not None:
@@ -329,6 +335,13 @@ def own_priority(priority: int) -> int | None:
     """A priority to write down: None for the default (a default run's request digest,
     and its planner node, stay what they were before priorities)."""
     return None if priority == DEFAULT_PRIORITY else priority
+
+
+def memory_fields(memory: str | None, plan: Plan | None) -> dict[str, str]:
+    """The run hash's named memory namespace: the submit's, else the plan's (none: the
+    type's, the schedule's or the run's own, ``memory/namespaces.py``)."""
+    named = memory or (plan.memory if plan is not None else None)
+    return {MEMORY_FIELD: checked_name(named, derived=False)} if named else {}
 
 
 def run_response_cache(response_cache: bool | None, plan: Plan | None) -> bool:

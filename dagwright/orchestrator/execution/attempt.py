@@ -57,7 +57,12 @@ from dagwright.orchestrator.execution.limits import (
     node_limits,
     publish_waiters,
 )
-from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, dispatch_or_pool
+from dagwright.orchestrator.execution.pool import (
+    PullingSlots,
+    QueueBacklog,
+    dispatch_or_pool,
+    release_rest,
+)
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.execution.replanning import replanner_for
 from dagwright.orchestrator.runstate.machine import (
@@ -458,10 +463,16 @@ def record_success(
     if eager is not None and env.fair:
         turn = next_turn(eager, ctx.run_id, advance, env.waiting)
     if turn is Turn.KEEP:
-        dispatch_readied(env, advance.ready, eager)
+        pooled = dispatch_readied(env, advance.ready, eager)
     else:  # fairness.py: the worker's turn is over
-        dispatch_readied(env, handed_over(advance), None)
-    if advance.run_finished is not None:
+        pooled = dispatch_readied(env, handed_over(advance), None)
+    finished = advance.run_finished
+    # A big fan-out released in chunks: its pullers release the next chunk as they drain
+    # the pool (prelude.lua pull_from_pool); with nothing pooled, this worker does.
+    if advance.settling and finished is None and not pooled:
+        kept = eager.kept if eager is not None and turn is Turn.KEEP else None
+        finished = release_rest(env.broker, runtime.machine, env.pulling, ctx.run_id, kept)
+    if finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED
 
@@ -527,13 +538,14 @@ def fail_for_good(
     return Outcome.FAILED
 
 
-def dispatch_readied(env: ExecutionEnv, ready: list[ReadyNode], eager: EagerSlot | None) -> None:
+def dispatch_readied(env: ExecutionEnv, ready: list[ReadyNode], eager: EagerSlot | None) -> int:
     """Of the nodes a step readied, ``eager`` keeps one for this worker to run next; the
-    others are published, or pooled for the workers of their queue to pull (pool.py)."""
+    others are published, or pooled for the workers of their queue to pull (pool.py).
+    Returns how many were pooled."""
     if eager is not None:
         ready = eager.keep_one(ready)
     kept = eager.kept if eager is not None else None
-    dispatch_or_pool(env.broker, env.runtime.machine, env.pulling, env.backlog, ready, kept)
+    return dispatch_or_pool(env.broker, env.runtime.machine, env.pulling, env.backlog, ready, kept)
 
 
 def record_timeout(env: ExecutionEnv, ctx: NodeContext, claim: Claim, timeout_s: float) -> None:

@@ -18,10 +18,12 @@ from dagwright.llm import (
     build_llm,
 )
 from dagwright.llm.batches import MessageBatches
+from dagwright.memory.namespaces import MEMORY_FIELD, namespace_of
+from dagwright.memory.store import MemoryStore, NodeMemory
 from dagwright.models import Approval, Budget, Usage
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.execution.team_tasks import RecordedTeamTasks, TeamAppFactory
-from dagwright.orchestrator.runstate.creation import DEPTH_FIELD, PROMPT_NONCE_FIELD
+from dagwright.orchestrator.runstate.creation import DEPTH_FIELD, PROMPT_NONCE_FIELD, SCHEDULE_FIELD
 from dagwright.orchestrator.runstate.machine import LeaseRef
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.resilience import Breakers
@@ -67,6 +69,7 @@ class RedisNodeServices:
         self._batches: MessageBatches | None = None
         self._input_estimator: InputTokenEstimator | None = None
         self._llm_lock = threading.Lock()
+        self._memory: MemoryStore | None = None
         self.spans = SpanRecorder(runtime.client, runtime.keys, runtime.settings)
 
     def record_progress(
@@ -199,6 +202,25 @@ class RedisNodeServices:
         if self.followups is None:
             raise ScheduleError("this worker cannot start follow-up runs")
         return self.followups(ctx.run_id, goal, reason)
+
+    def memory(self, ctx: NodeContext) -> NodeMemory:
+        settings = self.runtime.settings
+        agent_type = ctx.tool_call.agent_type if ctx.tool_call is not None else ""
+        attached = settings.agent_memory.get(agent_type)
+        run_key = self.runtime.keys.run_key(ctx.run_id, "run")
+        named, schedule = self.runtime.client.hmget(run_key, [MEMORY_FIELD, SCHEDULE_FIELD])
+        namespace = namespace_of(
+            named, attached.namespace if attached else None, schedule, ctx.run_id
+        )
+        read_only = attached is not None and attached.read_only
+        return NodeMemory(self._memory_store(), namespace, read_only=read_only)
+
+    def _memory_store(self) -> MemoryStore:
+        with self._llm_lock:
+            if self._memory is None:
+                runtime = self.runtime
+                self._memory = MemoryStore(runtime.client, runtime.keys, runtime.settings)
+            return self._memory
 
     def run_background(self, ctx: NodeContext) -> RunBackground:
         run_key = self.runtime.keys.run_key(ctx.run_id, "run")

@@ -188,10 +188,12 @@ class Advance:
     run_finished: RunStatus | None
     dead_letter: str | None = None
     running: int = 0  # the run's nodes still running (on other workers), complete.lua's
+    # Dependents left to release (complete.lua, settle.lua): ``RunStateMachine.settle``.
+    settling: bool = False
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> Advance | None:
-        """The answer of complete.lua, fail.lua or expand.lua; None if stale."""
+        """The answer of complete.lua, fail.lua, expand.lua or settle.lua; None if stale."""
         fields = named_reply(reply)
         if fields["status"] != "ok":
             return None
@@ -200,6 +202,7 @@ class Advance:
             run_finished=_final(fields["run_finished"]),
             dead_letter=fields.get("dead_letter"),
             running=int(fields.get("running") or 0),
+            settling=int(fields.get("settling") or 0) == 1,
         )
 
 
@@ -476,6 +479,14 @@ class RunStateMachine:
         ]
         fields = named_reply(self._call("pool", run_id, *triples))
         return int(fields.get("pooled", 0))
+
+    def settle(self, run_id: str) -> Advance | None:
+        """Release the next chunk of the dependents a success left uncounted (a big
+        fan-out: ``Advance.settling``), at most ``scripts.SETTLE_CHUNK``, each a short
+        step so that other runs' commands run between them; the ready nodes are queued
+        (in the outbox) for the caller to dispatch or pool. None if the run is no longer
+        open. The reconciler releases what a dead caller left (reconcile.lua)."""
+        return Advance.from_reply(run_id, self._call("settle", run_id))
 
     def pull(self, run_id: str, queues: Sequence[str]) -> list[ReadyNode]:
         """One node of the run's pool on one of ``queues`` (none if it has none): for a

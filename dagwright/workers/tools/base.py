@@ -84,12 +84,18 @@ class Tool:
     settings_note: Callable[[Settings], str] | None = None
     """A sentence added to the description where it is offered, from the deployment
     (``run_python``: what the sandbox has installed)."""
+    api_definition: dict[str, Any] | None = None
+    """The Messages API ``tools`` entry of a tool the API defines, which it describes to
+    the model itself (``{"type": "memory_20250818", "name": "memory"}``): sent as it is,
+    with no description or input schema of ours (the API refuses them there)."""
 
     def offered(self, settings: Settings) -> bool:
         return self.offered_when is None or self.offered_when(settings)
 
     def schema(self) -> dict[str, Any]:
         """The Messages API tool definition."""
+        if self.api_definition is not None:
+            return dict(self.api_definition)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         return {"name": self.name, "description": self.description, "input_schema": schema}
@@ -207,6 +213,7 @@ class ToolRegistry:
         carries_outside_content: bool = False,
         offered_when: Callable[[Settings], bool] | None = None,
         settings_note: Callable[[Settings], str] | None = None,
+        api_definition: dict[str, Any] | None = None,
     ) -> Tool:
         name = name or func.__name__
         if name in self._tools and self._tools[name].func is not func:
@@ -227,6 +234,7 @@ class ToolRegistry:
             carries_outside_content=carries_outside_content,
             offered_when=offered_when,
             settings_note=settings_note,
+            api_definition=api_definition,
         )
         self._tools[name] = tool
         return tool

@@ -14,6 +14,7 @@ from dagwright.settings import HttpToolSettings, Settings
 from dagwright.workers.context import NodeContext
 from dagwright.workers.tools.base import ToolRegistry
 from dagwright.workers.tools.followups import propose_followup
+from dagwright.workers.tools.memory import MEMORY_TOOL_DEFINITION, memory
 from dagwright.workers.tools.pages import page, page_limit
 from dagwright.workers.tools.run_python import (
     RUN_PYTHON_MAX_CHARS,
@@ -174,3 +175,5 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
         settings_note=sandbox_note,
     )
     tools.register(propose_followup, timeout_s=60.0)
+    # What an earlier run wrote to memory is data for this one, never instructions.
+    tools.register(memory, carries_outside_content=True, api_definition=MEMORY_TOOL_DEFINITION)

@@ -127,10 +127,44 @@ local function unpool(member, ready)
   return true
 end
 
+-- The release of a fan-out in chunks (settle_dependents, below): how many dependents a
+-- script may still count (nil: no bound), whether it left some for later, and the step
+-- that counts on.
+local SETTLE_CHUNK = __SETTLE_CHUNK__
+local settle_budget = nil
+local settling_left = false
+local settle_on
+
 -- Take one pooled node of one of `queues` into `ready`: the most urgent of the first
 -- node of each queue's range (the first queue on a tie). Every pull stamps
 -- pool_pulled_at: a pool nobody pulls from for a while has lost its workers
--- (reconcile.lua publishes it).
+-- (reconcile.lua publishes it). A pool this pull drains, or finds drained, while a
+-- fan-out is released in chunks (K.settling) gets the next chunk in the same step: its
+-- nodes of `queues` go straight into the pool (as pool.lua would put them: out of the
+-- outbox), but one for the caller to keep when the pull found none; its other nodes go
+-- in `ready`, for the caller to dispatch. So the pool is never empty while a chunk is
+-- left, and the release goes as fast as the run's workers pull.
+local function refill_pool(queues, ready, pulled)
+  if not settle_budget or redis.call('EXISTS', K.pool) == 1 or redis.call('EXISTS', K.settling) == 0 then
+    return
+  end
+  local wanted = {}
+  for _, queue in ipairs(queues) do wanted[queue] = true end
+  local chunk = {}
+  settle_on(chunk)
+  for _, item in ipairs(chunk) do
+    local node, dispatch = item[1], item[3]
+    local queue = cjson.decode(dispatch).queue
+    if not wanted[queue] or not pulled then
+      ready[#ready + 1] = item
+      pulled = pulled or wanted[queue]
+    else
+      redis.call('ZREM', K.outbox, node)
+      redis.call('ZADD', K.pool, 0, pool_member(queue, pool_rank(dispatch), node))
+    end
+  end
+end
+
 local function pull_from_pool(queues, ready)
   while true do
     local best = nil
@@ -141,9 +175,9 @@ local function pull_from_pool(queues, ready)
         best = found[1]
       end
     end
-    if best == nil then return end
+    if best == nil then return refill_pool(queues, ready, false) end
     redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-    if unpool(best, ready) then return end
+    if unpool(best, ready) then return refill_pool(queues, ready, true) end
   end
 end
 
@@ -253,27 +287,78 @@ local function count_outcome(child, outcome)
   return redis.call('HINCRBY', K.remaining, child, -1)
 end
 
--- `node` reached the final state `outcome`: count it in each dependent's counters and
--- decide every pending dependent: queue it (appended to `ready`) or make it final
--- (blocked or skipped), which settles its own dependents in turn, 'by' `node`.
-local function settle_dependents(node, outcome, ready)
-  local stack = {{node, outcome}}
-  while #stack > 0 do
-    local item = table.remove(stack)
-    for _, child in ipairs(cjson.decode(redis.call('HGET', K.dependents, item[1]))) do
-      local remaining = count_outcome(child, item[2])
-      if redis.call('HGET', K.state, child) == 'pending' then
-        local verdict = fate(child, remaining, item[2])
-        if verdict == 'queue' then
-          start_node(child, ready)
-        elseif verdict then
-          set_final(child, verdict)
-          emit('node.' .. verdict, child, 'by', node)
-          stack[#stack + 1] = {child, verdict}
-        end
+-- Releasing a big fan-out in chunks (docs/architecture.md §2, "Priorities and fairness").
+-- Valkey runs one script at a time: a success readying thousands of dependents in one
+-- step would hold every other run's submit and claim behind it. A script that sets
+-- `settle_budget` (complete.lua, settle.lua, reconcile.lua) counts at most that many
+-- dependents; a node whose dependents are not all counted is kept in K.settling as
+-- [outcome, offset, end, at_ms] (its first `offset` of `end` counted: dependents a map
+-- appends later count it themselves, expand.lua), counted on from there by whoever needs
+-- the next chunk: a worker draining the run's pool (pull_from_pool), the worker
+-- that completed the node when nothing of it was pooled (settle.lua, chunk after chunk:
+-- no worker pulls), the reconciler for an entry untouched for its grace while the pool is
+-- empty or idle (its workers died). Other scripts leave the budget nil: unbounded, as
+-- before. Its size: SETTLE_CHUNK in scripts.py.
+
+-- Count the outcome of item = {node, outcome, offset, end, resumed} in its dependents
+-- from `offset`, deciding each (see settle_dependents); cascades are pushed on `stack`.
+-- What the budget leaves is kept in K.settling.
+local function settle_some(item, stack, ready)
+  local node, outcome = item[1], item[2]
+  if item[5] and settle_budget ~= nil and settle_budget <= 0 then return end  -- kept as it is
+  local children = cjson.decode(redis.call('HGET', K.dependents, node))
+  local last = item[4] or #children
+  local i = item[3] or 0
+  while i < last and (settle_budget == nil or settle_budget > 0) do
+    i = i + 1
+    if settle_budget then settle_budget = settle_budget - 1 end
+    local child = children[i]
+    local remaining = count_outcome(child, outcome)
+    if redis.call('HGET', K.state, child) == 'pending' then
+      local verdict = fate(child, remaining, outcome)
+      if verdict == 'queue' then
+        start_node(child, ready)
+      elseif verdict then
+        set_final(child, verdict)
+        emit('node.' .. verdict, child, 'by', node)
+        stack[#stack + 1] = {child, verdict}
       end
     end
   end
+  if i < last then
+    redis.call('HSET', K.settling, node, cjson.encode({outcome, i, last, NOW}))
+    settling_left = true
+  elseif item[5] then
+    redis.call('HDEL', K.settling, node)
+  end
+end
+
+-- `node` reached the final state `outcome`: count it in each dependent's counters and
+-- decide every pending dependent: queue it (appended to `ready`) or make it final
+-- (blocked or skipped), which settles its own dependents in turn, 'by' `node`. Past the
+-- script's settle_budget, what is left waits in K.settling (above).
+local function settle_dependents(node, outcome, ready)
+  local stack = {{node, outcome}}
+  while #stack > 0 do settle_some(table.remove(stack), stack, ready) end
+end
+
+-- Count on the nodes K.settling holds (those untouched since `older_than_ms`, if given)
+-- within the script's settle_budget. Returns whether some are left, and whether it
+-- counted any.
+settle_on = function(ready, older_than_ms)
+  local entries = redis.call('HGETALL', K.settling)
+  local stack = {}
+  for i = 1, #entries, 2 do
+    local entry = cjson.decode(entries[i + 1])
+    if not older_than_ms or tonumber(entry[4]) < older_than_ms then
+      stack[#stack + 1] = {entries[i], entry[1], entry[2], entry[3], true}
+    end
+  end
+  local counted = #stack > 0
+  -- to the end of the stack: past the budget, a node a cascade made final is kept in
+  -- K.settling, an entry untouched stays as it was
+  while #stack > 0 do settle_some(table.remove(stack), stack, ready) end
+  return #entries > 0 and redis.call('EXISTS', K.settling) == 1, counted
 end
 
 local function finish_run(status)
@@ -281,6 +366,7 @@ local function finish_run(status)
   redis.call('HSET', K.run, 'open_status', run_status(), 'status', status, 'finished_at', NOW)
   emit('run.' .. status, false)
   redis.call('XADD', K.done, '*', 'status', status)
+  redis.call('DEL', K.settling)  -- only final nodes were left to count: a replay recounts
   for _, key in pairs(K) do redis.call('EXPIRE', key, RETENTION_S) end
   return status
 end
@@ -325,7 +411,7 @@ local function stop_open_nodes(spared)
     forget_stopped(stopped)
     return running, queued, stopped
   end
-  for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder}) do
+  for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder, K.settling}) do
     redis.call('DEL', key)
   end
   redis.call('HSET', K.run, 'running', 0, 'waiting_approval', 0)

@@ -45,6 +45,23 @@ for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.retry, '-inf', NOW, 'LIMIT',
   redis.call('ZREM', K.retry, node)
   queue_node(node, requeued)
 end
+-- A release of a fan-out in chunks (prelude.lua settle_dependents) left untouched for
+-- ARGV[3] ms while its pool is empty or nobody pulled from it for as long (its workers
+-- died between two chunks): counted on here, ARGV[5] dependents a pass.
+local function release_stalled()
+  if redis.call('EXISTS', K.settling) == 0 then return false end
+  local pulled_at = tonumber(redis.call('HGET', K.run, 'pool_pulled_at') or 0)
+  if redis.call('EXISTS', K.pool) == 1 and NOW - pulled_at < tonumber(ARGV[3]) then
+    return false
+  end
+  settle_budget = tonumber(limit)
+  local _, counted = settle_on(requeued, NOW - tonumber(ARGV[3]))
+  return counted
+end
+if release_stalled() then  -- the dependents it decided may have been the run's last open nodes
+  local ended = finalize_if_done()
+  if ended ~= '' then return {'status', ended} end
+end
 
 -- Entries older than the cutoff that `keep` accepts (at most `count`, else `limit`),
 -- re-stamped (all of them) so the next pass does not look at them again before another period.

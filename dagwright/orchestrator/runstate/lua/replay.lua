@@ -133,6 +133,7 @@ redis.call('HSET', K.attempts, node, 0)
 if ARGV[5] == '1' then redis.call('HDEL', K.checkpoint, node) end
 emit('node.replayed', node, 'dead_letter', ARGV[6])
 local ready = {}
+settle_on(ready)  -- a release in chunks ends first: unsettle_dependents recounts from states
 queue_node(node, ready)
 unsettle_dependents()
 redis.call('SET', SHARED[1], 'replayed', 'EX', ARGV[7])
