@@ -140,10 +140,9 @@ def test_reads_page_by_cursor_and_refuse_unknown_runs_nodes_and_cursors(
 def test_a_replay_that_reopens_the_run_keeps_its_logs_until_it_ends_again(
     runtime: Runtime,
 ) -> None:
-    from dagwright.orchestrator.control.dead_letter_replay import dead_letters
-
     from dagwright.dlq import DeadLetterFilter
     from dagwright.models import ErrorInfo
+    from dagwright.orchestrator.control.dead_letter_replay import dead_letters
     from dagwright.orchestrator.runstate.machine import Replayed
 
     run_id, _ = start(runtime, [{"id": "a"}])
