@@ -20,10 +20,10 @@ from dagwright.orchestrator.execution.fairness import WaitingMessages
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.settings import Settings
-from dagwright.workers.capabilities import WorkerCapabilities
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import start
 from tests.support.waiting import wait_until
+from tests.support.workers_live import announce as live_worker
 
 QUEUE = f"{QUEUE_PREFIX}function"
 OTHER_QUEUE = f"{QUEUE_PREFIX}coder"
@@ -74,19 +74,8 @@ def test_each_queue_is_split_on_its_own() -> None:
 def announce(
     worker_env: ExecutionEnv, name: str, *, slots: int, pulls: bool = True, queue: str = QUEUE
 ) -> None:
-    """A live worker's capabilities entry, as its presence step writes it."""
-    capabilities = WorkerCapabilities(
-        worker_types=frozenset({"function"}),
-        functions=frozenset(),
-        imports=(),
-        llm="",
-        queues=frozenset({queue}),
-        slots=slots,
-        pulls=pulls,
-    )
-    worker_env.runtime.client.hset(
-        worker_env.runtime.keys.worker_capabilities, name, capabilities.to_json(time.time() + 60)
-    )
+    """A live worker of ``QUEUE`` (unless told another), as its presence step writes it."""
+    live_worker(worker_env, name, slots=slots, queue=queue, pulls=pulls)
 
 
 def test_the_slots_of_a_queue_are_those_of_its_live_pulling_workers(

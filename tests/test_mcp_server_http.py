@@ -5,29 +5,16 @@ refused, bodies are bounded."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 import pytest
 
 from dagwright.json_views import event_json
 from tests.support.api_server import ApiServer
-from tests.support.mcp_sessions import ToolFailed, http_session, run
+from tests.support.mcp_sessions import GATED, ToolFailed, http_session, run
 
 pytestmark = pytest.mark.usefixtures("worker")
 
-GATED: dict[str, Any] = {
-    "output": "deploy",
-    "nodes": [
-        {
-            "id": "deploy",
-            "type": "function",
-            "function": "concat",
-            "params": {"parts": ["release", "v1"]},
-            "approval": "required",
-        }
-    ],
-}
 DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 

@@ -17,7 +17,7 @@ from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright
 from tests.support.functions import fixed_key
 from tests.support.llm_script import planned
-from tests.support.mcp_sessions import ToolFailed, run, stdio_session
+from tests.support.mcp_sessions import GATED, HELD, ToolFailed, run, stdio_session
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -27,21 +27,6 @@ CONCAT: dict[str, Any] = {
     "nodes": [
         {"id": "joined", "type": "function", "function": "concat", "params": {"parts": ["a", "b"]}}
     ],
-}
-GATED: dict[str, Any] = {
-    "output": "deploy",
-    "nodes": [
-        {
-            "id": "deploy",
-            "type": "function",
-            "function": "concat",
-            "params": {"parts": ["release", "v1"]},
-            "approval": "required",
-        }
-    ],
-}
-HELD: dict[str, Any] = {
-    "nodes": [{"id": "h", "type": "function", "function": "held_until_released"}]
 }
 BROKEN: dict[str, Any] = {
     "output": "f",

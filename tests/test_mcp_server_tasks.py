@@ -6,7 +6,6 @@ cancelling the task cancels the run; a client without tasks gets the run."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio
 import pytest
@@ -16,7 +15,7 @@ from mcp_types import INVALID_PARAMS, EmptyResult
 
 from dagwright.settings import Settings
 from tests.support.api_server import ApiServer
-from tests.support.mcp_sessions import http_session, run, stdio_session
+from tests.support.mcp_sessions import GATED, HELD, http_session, run, stdio_session
 from tests.support.mcp_tasks import (
     CancelTask,
     DetailedTask,
@@ -28,22 +27,6 @@ from tests.support.mcp_tasks import (
 )
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-GATED: dict[str, Any] = {
-    "output": "deploy",
-    "nodes": [
-        {
-            "id": "deploy",
-            "type": "function",
-            "function": "concat",
-            "params": {"parts": ["release", "v1"]},
-            "approval": "required",
-        }
-    ],
-}
-HELD: dict[str, Any] = {
-    "nodes": [{"id": "h", "type": "function", "function": "held_until_released"}]
-}
 
 
 def test_a_waiting_approval_is_input_required_and_the_result_the_tasks_over_stdio(

@@ -130,3 +130,21 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
         with open(TRANSCRIPT_FILE, "a", encoding="utf-8") as out:
             out.write(f"\n# {os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]}\n")
     anyio.run(test)
+
+
+# The plans the MCP tests submit: a node waiting for approval, a node held until released.
+GATED: dict[str, Any] = {
+    "output": "deploy",
+    "nodes": [
+        {
+            "id": "deploy",
+            "type": "function",
+            "function": "concat",
+            "params": {"parts": ["release", "v1"]},
+            "approval": "required",
+        }
+    ],
+}
+HELD: dict[str, Any] = {
+    "nodes": [{"id": "h", "type": "function", "function": "held_until_released"}]
+}
