@@ -99,7 +99,9 @@ def test_a_node_waits_visibly_on_an_open_breaker_then_is_dead_lettered_and_repla
             "breaker_fail_max": 2,
             "breaker_reset_timeout_s": 3.0,
             "llm_max_attempts": 2,
-            "breaker_max_wait_s": 8.0,
+            # long enough for a `dagwright status` process to start on a loaded machine
+            # while the node still waits (8 s was not: the node was dead-lettered first)
+            "breaker_max_wait_s": 30.0,
         }
     )
     breaker = f"model:{settings.default_model}"
@@ -132,14 +134,14 @@ def test_a_node_waits_visibly_on_an_open_breaker_then_is_dead_lettered_and_repla
 
     wait_until(
         lambda: client.status(run.run_id).status.is_final,
-        timeout=30,
+        timeout=60,
         what=f"the run to fail: {workers.log_tails()}",
     )
     state = client.status(run.run_id)
     assert state.status == RunStatus.FAILED, workers.log_tails()
     error = state.nodes["research"].error
     assert error is not None and error.error_class == "BreakerWaitExpiredError"
-    assert f"waiting 8 s on the open circuit breaker '{breaker}'" in error.message
+    assert f"waiting 30 s on the open circuit breaker '{breaker}'" in error.message
     [letter] = client.dlq.list(run_id=run.run_id)
     assert letter.classification == "transient"
 

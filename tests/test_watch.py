@@ -47,7 +47,8 @@ def test_watch_shows_the_run_live_in_a_terminal_and_exits_0_when_it_succeeds(
     env = cli_env(settings, tmp_path / "data")
     with Terminal("watch", run.run_id, env=env, columns=140, rows=30) as terminal:
         live = wait_until(lambda: terminal.seen(shows_running), timeout=60, what="a running node")
-        assert client.counts(run.run_id)[0] == RunStatus.RUNNING  # seen live, not afterwards
+        # Seen live, not afterwards: watch draws "running" only from a reading of a running
+        # run. (Asking the run's status here raced its end on a loaded machine.)
         assert f"run {run.run_id} running" in live
         assert "done · " in live and "tokens" in live
         assert terminal.wait(timeout=60) == 0  # exits by itself once the run has ended
