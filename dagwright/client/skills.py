@@ -27,10 +27,11 @@ def describe_skills(settings: Settings) -> list[dict[str, Any]]:
 
 def describe_skill(settings: Settings, name: str) -> dict[str, Any]:
     """One skill, with its body; InputError naming the skills there are."""
+    from dagwright.registry import build_registry
     from dagwright.skills.library import SkillLibrary
 
     skill = SkillLibrary.from_settings(settings).get(name)
-    types = [row["types"] for row in describe_skills(settings) if row["name"] == name][0]
+    types = [wt.name for wt in build_registry(settings).types() if name in wt.skills]
     return {**describe(skill, types), "body": skill.manifest.body}
 
 
