@@ -9,18 +9,23 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import pytest
 
 from dagwright.doctor import Status, skill_checks
 from dagwright.errors import ConfigurationError, MalformedSkillError, SkillChangedError, ToolError
 from dagwright.models import Node
 from dagwright.registry import build_registry
-from dagwright.settings import Settings
+from dagwright.settings import SKILL_TOOLS, Settings
 from dagwright.skills.folder import SkillLimits, read_skill
 from dagwright.skills.library import SkillLibrary
+from dagwright.testing import FakeAnthropicServer
 from dagwright.workers.agent_loop import run_agent
 from dagwright.workers.memory_services import MemoryServices
+from tests.support.llm_script import call, turn
+from tests.support.settings import TEST_API_KEY
 from tests.support.skills import EXAMPLE_SKILLS, RELEASE_NOTES, write_skill
 
 LONG = "x" * 1025
@@ -169,3 +174,46 @@ def test_a_resumed_node_whose_skill_changed_is_refused_with_one_line(tmp_path: P
     message = str(refused.value)
     assert "skill 'release-notes' changed since node 'w' started (000000000000 ->" in message
     assert "dagwright dlq replay ID --fresh" in message and "\n" not in message
+
+
+def skill_tool_definitions() -> list[dict[str, Any]]:
+    settings = Settings(skill_dirs=[EXAMPLE_SKILLS], agent_skills={"writer": [RELEASE_NOTES]})
+    tools = build_registry(settings).tools
+    return [tools.get(name).schema() for name in SKILL_TOOLS]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("offered", "played", "said"),
+    [
+        (False, {"skill": RELEASE_NOTES}, "the request does not offer load_skill"),
+        (True, {}, "its input schema refuses: 'skill' is a required property"),
+        (True, {"skill": 3}, "its input schema refuses: 3 is not of type 'string'"),
+    ],
+)
+def test_the_fake_plays_no_skill_call_the_model_could_not_make(
+    fake_llm: FakeAnthropicServer, offered: bool, played: dict[str, Any], said: str
+) -> None:
+    fake_llm.add(turn("You are", 1, call("load_skill", **played)))
+    sdk = anthropic.Anthropic(api_key=TEST_API_KEY, base_url=fake_llm.base_url, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError, match=said):
+        sdk.messages.create(
+            model="claude-sonnet-5-5",
+            max_tokens=100,
+            system="You are a writer",
+            messages=[{"role": "user", "content": "hi"}],
+            tools=skill_tool_definitions() if offered else [],  # type: ignore[arg-type]
+        )
+
+
+def test_the_fake_plays_a_skill_call_as_any_tool_call(fake_llm: FakeAnthropicServer) -> None:
+    fake_llm.add(turn("You are", 1, call("load_skill", skill=RELEASE_NOTES)))
+    sdk = anthropic.Anthropic(api_key=TEST_API_KEY, base_url=fake_llm.base_url, max_retries=0)
+    reply = sdk.messages.create(
+        model="claude-sonnet-5-5",
+        max_tokens=100,
+        system="You are a writer",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=skill_tool_definitions(),  # type: ignore[arg-type]
+    )
+    (used,) = reply.content
+    assert used.type == "tool_use" and used.input == {"skill": RELEASE_NOTES}
