@@ -23,6 +23,8 @@ from dagwright.skills.folder import SkillLimits, read_skill
 from dagwright.skills.library import SkillLibrary
 from dagwright.testing import FakeAnthropicServer
 from dagwright.workers.agent_loop import run_agent
+from dagwright.workers.agent_skills import equip_skills
+from dagwright.workers.agent_spec import AgentSpec
 from dagwright.workers.memory_services import MemoryServices
 from tests.support.llm_script import call, turn
 from tests.support.settings import TEST_API_KEY
@@ -217,3 +219,18 @@ def test_the_fake_plays_a_skill_call_as_any_tool_call(fake_llm: FakeAnthropicSer
     )
     (used,) = reply.content
     assert used.type == "tool_use" and used.input == {"skill": RELEASE_NOTES}
+
+
+def test_a_node_that_narrows_away_load_skill_gets_no_catalog() -> None:
+    settings = Settings(skill_dirs=[EXAMPLE_SKILLS], agent_skills={"writer": [RELEASE_NOTES]})
+    registry = build_registry(settings)
+    spec = registry.declaration("writer")
+    assert isinstance(spec, AgentSpec)
+    ctx = MemoryServices().context(settings=settings, node_id="w")
+    kept = Node(id="w", type="writer", instruction="Write.")
+    equipped, _, versions = equip_skills(ctx, kept, spec, registry.tools)
+    assert "<name>release-notes</name>" in equipped.system_prompt and versions
+    narrowed = Node(id="w", type="writer", instruction="Write.", tools=["read_input"])
+    equipped, _, _ = equip_skills(ctx, narrowed, spec, registry.tools)
+    assert "<available_skills>" not in equipped.system_prompt
+    assert "load_skill" not in equipped.tools

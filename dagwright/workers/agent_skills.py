@@ -63,8 +63,8 @@ def equip_skills(
             skill_hash=skill.content_hash,
             resumed=pinned is not None,
         )
-    if not skills:
-        return replace(spec, tools=without_skill_tools(spec.tools)), tools, {}
+    if not skills or not loads_skills(node, spec):
+        return replace(spec, tools=without_skill_tools(spec.tools)), tools, versions
     prompt = f"{spec.system_prompt.rstrip()}\n\n{skills_catalog(skills)}\n"
     equipped = replace(spec, system_prompt=prompt)
     return equipped, node_skill_tools(tools, {s.name: s for s in skills}), versions
@@ -118,6 +118,12 @@ def check_unchanged(node: Node, pinned: dict[str, str] | None, versions: dict[st
                 "conversation used the old version; replay it fresh (dagwright dlq replay "
                 "ID --fresh) to run it with the new one"
             )
+
+
+def loads_skills(node: Node, spec: AgentSpec) -> bool:
+    """Whether the node keeps ``load_skill`` (its ``tools:`` may leave it out): with no
+    way to load one, a catalog would only cost tokens."""
+    return "load_skill" in (spec.tools if node.tools is None else node.tools)
 
 
 def without_skill_tools(tools: tuple[str, ...]) -> tuple[str, ...]:
