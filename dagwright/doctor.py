@@ -46,6 +46,7 @@ from dagwright.sandbox.choice import candidate_names, probe
 from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
 from dagwright.settings import RedisAccess, Settings
+from dagwright.skills.library import SkillLibrary
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.capabilities import LLM_KINDS, WorkerCapabilities
 
@@ -103,7 +104,7 @@ def healthy(checks: list[Check]) -> bool:
 
 def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
-    reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server, and
+    reconciler, breakers, dlq, beat, sandbox, llm, skills, models, then one per MCP server, and
     the trace export if an OTLP endpoint is set."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url, settings.redis_access)
@@ -128,6 +129,7 @@ def diagnose(settings: Settings) -> list[Check]:
         broker_check,
         *state,
         *local,
+        *skill_checks(settings),
         *guarded("models", lambda: [check_model_lifecycle(settings, configured_models(settings))]),
         *guarded("mcp", lambda: mcp_checks(settings)),
         *check_otlp(settings),
@@ -596,6 +598,32 @@ def check_model_lifecycle(settings: Settings, models_by_user: dict[str, str]) ->
         return warn("models", "; ".join(warnings), "move to the replacement before that day")
     models = sorted(set(models_by_user.values()))
     return ok("models", f"{', '.join(models)}: none near its end of life")
+
+
+def skill_checks(settings: Settings) -> list[Check]:
+    """The skills of ``skill_dirs``: each SKILL.md is one the specification allows, and
+    every skill an agent type is given exists (as a worker checks when it starts)."""
+    if not settings.skill_dirs and not settings.agent_skills:
+        return []
+    from dagwright.registry import build_registry
+
+    try:
+        registry = build_registry(settings)
+    except ConfigurationError as exc:
+        return [
+            fail(
+                "skills",
+                str(exc),
+                "fix the skill (docs/skills.md): until then, workers refuse to start",
+            )
+        ]
+    given = [f"{wt.name} ({', '.join(wt.skills)})" for wt in registry.types() if wt.skills]
+    library = SkillLibrary.from_settings(settings)
+    found = f"{plural(len(library.skills), 'skill')}: {', '.join(library.names()) or 'none'}"
+    if not given:
+        hint = 'attach them: [agent_skills] researcher = ["<skill>"]'
+        return [warn("skills", f"{found} · given to no agent type", hint)]
+    return [ok("skills", f"{found} · given to {'; '.join(given)}")]
 
 
 def mcp_checks(settings: Settings) -> list[Check]:

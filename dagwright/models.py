@@ -240,6 +240,9 @@ class Node(BaseModel):
     model's output limit)."""
     tools: list[str] | None = None
     """LLM agent nodes: only these of its type's tools (``[]``: none)."""
+    skills: list[str] | None = None
+    """LLM agent nodes: only these of its type's skills (``[]``: none); never one the
+    type is not given."""
     map: MapOver | None = None
     """Run once per item of an upstream's list (dynamic fan-out, see ``MapOver``): each
     child sees its item as that upstream's output, and ``{{ item }}``,

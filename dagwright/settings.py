@@ -233,6 +233,47 @@ class AgentMemorySettings(BaseModel):
     default), as with any tool: ``[{action = "allow"}]`` allows them all."""
 
 
+SKILL_TOOLS = ("load_skill", "read_skill_file", "run_skill_script")
+"""The tools an agent type with skills is offered (``workers/tools/skills.py``)."""
+
+
+class SkillToolRule(BaseModel):
+    """A policy rule on the skill tools of an agent type (as ``PolicyRule``, for
+    ``load_skill``, ``read_skill_file`` and ``run_skill_script`` only): tried before the
+    type's own rules, first match wins. ``when`` matches the call's arguments, e.g.
+    ``{skill = "release-notes"}``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: Literal["load_skill", "read_skill_file", "run_skill_script"]
+    """Which skill tool: these rules cannot widen what a type may do with other tools."""
+    action: Literal["allow", "deny", "require_approval"]
+    """What happens to a matching call."""
+    when: dict[str, str] = Field(default_factory=dict)
+    """Argument name -> glob its value must match (all of them): ``skill``, ``script``..."""
+    reason: str = ""
+    """Why: shown to the model when the call is refused, and audited."""
+
+
+class AgentSkillsSettings(BaseModel):
+    """The skills attached to one agent type; a plain list is the skills alone
+    (``researcher = ["release-notes"]``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skills: list[str] = Field(default_factory=list)
+    """Names of skills (folders of ``skill_dirs``) the type's catalog lists."""
+    rules: list[SkillToolRule] = Field(default_factory=list)
+    """Policy rules on the skill tools, tried before the ones attaching adds (loading a
+    skill and reading its files allowed, running a script denied): ``[{tool =
+    "run_skill_script", action = "allow"}]`` lets its scripts run in the sandbox."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_is_skills(cls, value: Any) -> Any:
+        return {"skills": value} if isinstance(value, list) else value
+
+
 class Settings(BaseSettings):
     """dagwright's configuration. Every field is settable as ``DAGWRIGHT_<FIELD>``."""
 
@@ -915,6 +956,23 @@ class Settings(BaseSettings):
     type name, with their namespace and the policy rules on its commands:
     ``[agent_memory.digest]`` ``rules = [{action = "allow"}]``. Attaching offers the tool;
     only a rule lets a command through (docs/memory.md)."""
+
+    skill_dirs: list[Path] = Field(default_factory=list)
+    """Directories of Agent Skills: each folder directly inside one that holds a
+    ``SKILL.md`` is a skill (docs/skills.md). Read when a process builds its registry; a
+    malformed skill stops it there, with one line."""
+
+    agent_skills: dict[str, AgentSkillsSettings] = Field(default_factory=dict)
+    """Skills attached to agent types, by type name: ``[agent_skills]`` ``researcher =
+    ["release-notes"]``, or ``[agent_skills.coder]`` ``skills = [...]`` ``rules = [...]``.
+    The type's system prompt lists their names and descriptions; the model loads a body,
+    reads a file or runs a script (in the sandbox) with the skill tools, under the policy."""
+
+    skill_max_files: int = Field(256, ge=1)
+    """Most files one skill folder may hold (SKILL.md included)."""
+
+    skill_max_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    """Most bytes one skill folder may hold, all its files together."""
 
     memory_max_file_bytes: int = Field(64 * 1024, ge=1)
     """Largest memory file, in bytes (UTF-8): a write that would make a file bigger is
