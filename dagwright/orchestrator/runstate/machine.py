@@ -316,6 +316,30 @@ class Forgotten:
 
 
 @dataclass(frozen=True)
+class EndedRetention:
+    """How long an ended run keeps its checkpoints (if it succeeded), events and spans,
+    in seconds (None: as long as the run; see ``Settings.checkpoint_retention_s``)."""
+
+    checkpoints_s: int | None = 0
+    events_s: int | None = None
+    spans_s: int | None = None
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """compact.lua's answer: the run's status ('open', 'missing' or final) and how many of
+    its keys it deleted."""
+
+    status: str
+    dropped: int
+
+
+def _seconds_or_forever(seconds: int | None) -> int:
+    """A retention as compact.lua reads it: -1 for as long as the run."""
+    return -1 if seconds is None else seconds
+
+
+@dataclass(frozen=True)
 class Admission:
     """admit.lua's answer: whether the run took a place of its concurrency key, how many
     runs hold one now, and its roots to publish."""
@@ -785,6 +809,19 @@ class RunStateMachine:
             *empty_queues,
         )
         return ReconcilePass.from_reply(run_id, reply)
+
+    def compact(self, run_id: str, retention: EndedRetention) -> Compacted:
+        """Drop what an ended run's surfaces no longer read and shorten what the
+        ``retention`` settings keep less long (lua/compact.lua); an open run is left alone."""
+        reply = self._call(
+            "compact",
+            run_id,
+            _seconds_or_forever(retention.checkpoints_s),
+            _seconds_or_forever(retention.events_s),
+            _seconds_or_forever(retention.spans_s),
+        )
+        fields = named_reply(reply)
+        return Compacted(str(fields["status"]), int(fields["dropped"]))
 
     def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);

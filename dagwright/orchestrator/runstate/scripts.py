@@ -31,6 +31,7 @@ SCRIPT_NAMES = (
     "expand",
     "replay",
     "forget",
+    "compact",
     "await_approval",
     "decide",
     "reserve",
