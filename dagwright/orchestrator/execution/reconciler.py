@@ -141,6 +141,8 @@ class Reconciler:
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
             return
+        if self._age_out_if_too_old(run_id, found.age_ms, report):
+            return
         if found.gated:  # waiting for its concurrency key: asked again each pass
             admission = self.gates.admit(run_id, self._tidied_keys)
             report.requeued += len(admission.ready) if admission else 0
@@ -158,6 +160,25 @@ class Reconciler:
         report.republished += len(found.unpublished) + len(stranded)
         dispatch(self.broker, self.runtime.machine, to_publish)
         self._publish_aged(run_id, found.aged, report)
+
+    def _age_out_if_too_old(self, run_id: str, age_ms: int, report: ReconcileReport) -> bool:
+        """Fail a run open past ``run_max_age_s`` (its nodes at work dead-lettered, so a
+        replay re-opens it); True if it did."""
+        max_age_s = self.runtime.settings.run_max_age_s
+        if max_age_s is None or age_ms < max_age_s * 1000:
+            return False
+        aged = self.runtime.machine.age_out(run_id, max_age_s)
+        if aged.status != RunStatus.FAILED.value:
+            return False
+        log.warning(
+            "run %s was open past its maximum age (%d s): failed, %d dead letter(s)",
+            run_id,
+            max_age_s,
+            aged.dead_letters,
+        )
+        stop_work(self.runtime, self.broker, run_id, aged.stopped)
+        self._forget_if_over(run_id, aged.status, report)
+        return True
 
     def _publish_aged(self, run_id: str, aged: list[ReadyNode], report: ReconcileReport) -> None:
         """Publish the nodes that waited past ``priority_aging_s`` again, ahead of every

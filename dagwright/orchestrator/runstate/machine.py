@@ -277,6 +277,7 @@ class ReconcilePass:
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
     aged: list[ReadyNode] = field(default_factory=list)  # waited past priority aging
     gated: bool = False  # the run waits for its concurrency key (run_gates.py)
+    age_ms: int = 0  # how long it has been open (since created or re-opened by a replay)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -300,6 +301,7 @@ class ReconcilePass:
             timed_out=timed_out,
             aged=_ready_nodes(run_id, fields.get("aged", [])),
             gated=fields.get("gated") == 1,
+            age_ms=int(fields.get("age_ms", 0)),
         )
 
 
@@ -313,6 +315,16 @@ class Forgotten:
 
     def __bool__(self) -> bool:
         return self.forgotten
+
+
+@dataclass(frozen=True)
+class AgedOut:
+    """age_out.lua's answer: the run's status after it, what was still in flight (to stop
+    and revoke), and how many dead letters it wrote."""
+
+    status: str
+    stopped: StoppedWork
+    dead_letters: int
 
 
 @dataclass(frozen=True)
@@ -809,6 +821,28 @@ class RunStateMachine:
             *empty_queues,
         )
         return ReconcilePass.from_reply(run_id, reply)
+
+    def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
+        """Fail a run open for longer than ``max_age_s`` (since its creation or its last
+        re-opening): its nodes at work fail with dead letters (lua/age_out.lua)."""
+        reason = (
+            f"open longer than its maximum age ({max_age_s} s, run_max_age_s): failed by "
+            "the reconciler; `dagwright dlq replay` runs it again"
+        )
+        error = ErrorInfo(error_class="RunMaxAgeExceeded", message=reason, retryable=False)
+        reply = self._call(
+            "age_out",
+            run_id,
+            max_age_s * 1000,
+            error.model_dump_json(),
+            reason,
+            run_id,
+            self.dlq_retention_s * 1000,
+            shared_keys=(self.keys.dlq,),
+        )
+        fields = named_reply(reply)
+        stopped = _stopped_work(run_id, fields)
+        return AgedOut(str(fields["status"]), stopped, int(fields["dead_letters"]))
 
     def compact(self, run_id: str, retention: EndedRetention) -> Compacted:
         """Drop what an ended run's surfaces no longer read and shorten what the
