@@ -11,6 +11,7 @@ import redis
 
 from dagwright.client.node_detail import read_node_detail
 from dagwright.dlq import Classification, DeadLetterFilter
+from dagwright.metrics.readings import MetricsReader
 from dagwright.models import ErrorInfo, RunStatus
 from dagwright.orchestrator.control.dead_letter_replay import dead_letters, replay
 from dagwright.orchestrator.execution.reconciler import Reconciler
@@ -18,6 +19,7 @@ from dagwright.orchestrator.runstate.machine import Claim
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from dagwright.telemetry.trace_reads import read_trace
+from dagwright.workers import builtin_registry
 from tests.support.runstate import RecordingBroker, claim, finish, start
 
 DAY_S = 24 * 3600
@@ -84,9 +86,7 @@ def test_a_succeeded_run_keeps_only_what_its_surfaces_read_for_its_retention(
     assert all(retention_s - 60 < ttl <= retention_s for ttl in kept.values()), kept
     state = runtime.store.read_state(run_id)
     assert state.status == RunStatus.SUCCEEDED and state.result == "D"
-    assert {n: node.output for n, node in state.nodes.items()} == dict(
-        a="A", b="B", c="C", d="D"
-    )
+    assert {n: node.output for n, node in state.nodes.items()} == dict(a="A", b="B", c="C", d="D")
     assert state.nodes["d"].depends_on == ["b", "c"] and state.nodes["d"].attempts == 1
     trace = read_trace(runtime.store, run_id)
     assert [span.attributes["outcome"] for span in trace.attempts()] == ["succeeded"] * 4
@@ -214,3 +214,73 @@ def test_compacting_an_open_run_changes_nothing(runtime: Runtime) -> None:
     assert runtime.machine.compact(run_id, runtime.ended_retention).status == "open"
     assert run_keys(runtime, run_id) == before
     assert isinstance(runtime.client, redis.Redis)
+
+
+def scrape_commands(reader: MetricsReader, observer: redis.Redis, dbs: set[str]) -> int:
+    """Commands one metrics read sends to the state store and the broker (their
+    connections' ``tot-cmds`` in CLIENT LIST, before and after; the observer's left out)."""
+
+    def sent() -> int:
+        me = str(observer.client_id())
+        return sum(
+            int(entry["tot-cmds"])
+            for entry in observer.client_list()
+            if entry["db"] in dbs and entry["id"] != me
+        )
+
+    reader.read()  # any health-check PING of a connection idle since is sent here
+    before = sent()
+    reader.read()
+    return sent() - before
+
+
+def retain_runs(runtime: Runtime, succeeded: int, dead_letters: int) -> None:
+    """``succeeded`` one-node runs ended and forgotten, and ``dead_letters`` entries."""
+    for _ in range(succeeded):
+        run_id, _ = start(runtime, [{"id": "only"}])
+        finish(runtime, run_id, "only")
+        runtime.forget_active(run_id)
+    for i in range(dead_letters):
+        runtime.client.xadd(runtime.keys.dlq, {"run": "", "node": f"n{i}", "spec": "{}"})
+
+
+def test_a_metrics_scrape_costs_the_same_whatever_the_store_retains(
+    runtime: Runtime, no_worker_settings: Settings
+) -> None:
+    settings = no_worker_settings
+    reader = MetricsReader(
+        settings, settings.redis_url or "", settings.broker_url or "", builtin_registry()
+    )
+    observer = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    dbs = {settings.redis_url.rsplit("/", 1)[1], settings.broker_url.rsplit("/", 1)[1]}  # type: ignore[union-attr]
+    open_run, _ = start(runtime, [{"id": "left"}])
+    failed_run = chain_failed(runtime)
+    reader.read()  # its connections made
+
+    retain_runs(runtime, succeeded=10, dead_letters=10)
+    few = scrape_commands(reader, observer, dbs)
+    retain_runs(runtime, succeeded=140, dead_letters=240)
+    many = scrape_commands(reader, observer, dbs)
+
+    assert many == few, (few, many)
+    readings = reader.read()
+    assert readings.runs == {
+        "planning": 0, "running": 1, "succeeded": 150, "failed": 1, "cancelled": 0
+    }  # fmt: skip
+    assert readings.dlq_depth == 251
+    [letter] = dead_letters(runtime).find(DeadLetterFilter(run_id=failed_run))
+    assert replay(runtime, RecordingBroker(), letter).reopened
+    readings = reader.read()
+    assert (readings.runs["running"], readings.runs["failed"]) == (2, 0)
+    assert readings.dlq_depth == 250
+    assert runtime.store.run_status(open_run) == RunStatus.RUNNING
+
+
+def chain_failed(runtime: Runtime) -> str:
+    """A one-node run failed for good (one dead letter), its end seen."""
+    run_id, _ = start(runtime, [{"id": "a"}])
+    assert isinstance(claim(runtime, run_id, "a"), Claim)
+    error = ErrorInfo(error_class="ValueError", message="bad", retryable=False)
+    runtime.machine.fail(run_id, "a", 1, error)
+    runtime.forget_active(run_id)
+    return run_id

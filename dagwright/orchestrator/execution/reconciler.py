@@ -24,7 +24,7 @@ from dagwright.orchestrator.execution.team_tasks import (
     revoke_left_team_tasks,
     wake_ended_team_tasks,
 )
-from dagwright.orchestrator.runstate.machine import ReadyNode
+from dagwright.orchestrator.runstate.machine import ReadyNode, ended_run_keys
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.telemetry.trace_export import TraceExport
@@ -120,10 +120,18 @@ class Reconciler:
         return sorted(queue for queue in queues if self.broker.queue_depth(queue) == 0)
 
     def _trim_run_index(self) -> None:
-        """Drop index entries of runs past retention (their keys have expired)."""
-        retention_ms = self.runtime.settings.retention_s * 1000
-        cutoff = self.runtime.store.server_time_ms() - retention_ms
-        self.runtime.client.zremrangebyscore(self.runtime.keys.run_index, "-inf", cutoff)
+        """Drop index entries of runs past retention (their keys have expired): from the
+        run index (by creation), the ended runs' sets the metrics count (by end), and the
+        replayed dead letters trimmed from the DLQ stream (``keys.dlq_settled``)."""
+        settings, keys = self.runtime.settings, self.runtime.keys
+        now_ms = self.runtime.store.server_time_ms()
+        cutoff = now_ms - settings.retention_s * 1000
+        pipe = self.runtime.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(keys.run_index, "-inf", cutoff)
+        for key in ended_run_keys(keys):
+            pipe.zremrangebyscore(key, "-inf", cutoff)
+        pipe.zremrangebyscore(keys.dlq_settled, "-inf", now_ms - settings.dlq_retention_s * 1000)
+        pipe.execute()
 
     def _reconcile_run(self, run_id: str, report: ReconcileReport, empty_queues: list[str]) -> None:
         settings = self.runtime.settings

@@ -346,6 +346,15 @@ class Compacted:
     dropped: int
 
 
+ENDED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)  # as the scripts
+
+
+def ended_run_keys(keys: Keys) -> tuple[str, ...]:
+    """The ended runs' sorted sets, one per final status, in the order forget.lua and
+    replay.lua name them."""
+    return tuple(keys.ended_runs(status.value) for status in ENDED_STATUSES)
+
+
 def _seconds_or_forever(seconds: int | None) -> int:
     """A retention as compact.lua reads it: -1 for as long as the run."""
     return -1 if seconds is None else seconds
@@ -586,6 +595,8 @@ class RunStateMachine:
                 self.keys.active_runs,
                 self.keys.run_scores(run_id),
                 self.keys.run_logs(run_id),
+                *ended_run_keys(self.keys),
+                self.keys.dlq_settled,
             ),
         )
         return Replayed.from_reply(run_id, reply)
@@ -869,6 +880,7 @@ class RunStateMachine:
             keys.webhook_log(run_id),
             keys.run_scores(run_id),
             keys.run_logs(run_id),
+            *ended_run_keys(keys),
         )
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
