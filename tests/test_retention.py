@@ -46,7 +46,8 @@ KEPT_BY_A_SUCCEEDED_RUN = {
 
 @pytest.fixture
 def runtime(no_worker_settings: Settings) -> Runtime:
-    return Runtime.from_settings(no_worker_settings)
+    """The default retention (the suite's settings keep checkpoints: tests/support)."""
+    return runtime_with(no_worker_settings, checkpoint_retention_s=0)
 
 
 def runtime_with(settings: Settings, **changes: object) -> Runtime:
@@ -78,6 +79,7 @@ def succeeded_diamond(runtime: Runtime) -> str:
 def test_a_succeeded_run_keeps_only_what_its_surfaces_read_for_its_retention(
     runtime: Runtime,
 ) -> None:
+    assert Settings.model_fields["checkpoint_retention_s"].default == 0
     run_id = succeeded_diamond(runtime)
 
     kept = run_keys(runtime, run_id)
@@ -157,6 +159,7 @@ def test_a_run_open_past_its_maximum_age_is_failed_visibly_and_replayable(
     no_worker_settings: Settings,
 ) -> None:
     runtime = runtime_with(no_worker_settings, run_max_age_s=3600)
+    assert Settings.model_fields["run_max_age_s"].default == 7 * DAY_S
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}, {"id": "c", "depends_on": ["a", "b"]}])
     assert isinstance(claim(runtime, run_id, "a"), Claim)  # a runs, b waits in its queue
     reconciler = Reconciler(runtime, RecordingBroker())
@@ -284,3 +287,23 @@ def chain_failed(runtime: Runtime) -> str:
     runtime.machine.fail(run_id, "a", 1, error)
     runtime.forget_active(run_id)
     return run_id
+
+
+def test_an_ended_runs_small_streams_give_their_preallocated_slack_back(
+    runtime: Runtime,
+) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}])
+    logs = runtime.keys.run_logs(run_id)
+    runtime.client.xadd(logs, {"line": json.dumps({"node": "a", "text": "hello"})})
+    done = runtime.keys.run_key(run_id, "done")
+    finish(runtime, run_id, "a")
+    assert (runtime.client.memory_usage(done, samples=0) or 0) > 4000  # a 4 KB listpack node
+    assert (runtime.client.memory_usage(logs, samples=0) or 0) > 4000
+
+    runtime.forget_active(run_id)
+    for key in (done, logs):
+        assert (runtime.client.memory_usage(key, samples=0) or 0) < 1000, key
+        assert runtime.client.ttl(key) > 0
+    assert runtime.store.wait_until_done(run_id, 0.1)
+    [entry] = runtime.client.xrange(logs)
+    assert json.loads(entry[1]["line"])["text"] == "hello"

@@ -48,5 +48,12 @@ def make_settings(
         data_dir=data_dir,
         anthropic_base_url=llm.base_url,
         anthropic_api_key=SecretStr(TEST_API_KEY),
-        **{"imports": [TEST_DECLARATIONS], **FAST_TIMINGS, **overrides},
+        # The suite's agent tests read a succeeded run's transcripts (its checkpoints), which
+        # the default drops at the run's end: tests/test_retention.py tests the default.
+        **{
+            "imports": [TEST_DECLARATIONS],
+            "checkpoint_retention_s": None,
+            **FAST_TIMINGS,
+            **overrides,
+        },
     )

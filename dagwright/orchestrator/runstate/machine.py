@@ -864,6 +864,7 @@ class RunStateMachine:
             _seconds_or_forever(retention.checkpoints_s),
             _seconds_or_forever(retention.events_s),
             _seconds_or_forever(retention.spans_s),
+            shared_keys=(self.keys.run_logs(run_id), self.keys.run_scores(run_id)),
         )
         fields = named_reply(reply)
         return Compacted(str(fields["status"]), int(fields["dropped"]))

@@ -3,10 +3,12 @@
 -- first; compacting twice is compacting once). Touches the run's keys only.
 -- ARGV[3] how long a succeeded run keeps its nodes' checkpoints (s; 0: dropped now, -1:
 -- as long as the run), ARGV[4] how long its events stream is kept (s; -1: as long as the
--- run), ARGV[5] its spans stream (the trace's recorded spans), likewise.
+-- run), ARGV[5] its spans stream (the trace's recorded spans), likewise. SHARED[1],
+-- SHARED[2]: the run's node logs and scores streams (keys.run_logs, keys.run_scores: the
+-- run's hash tag, so this stays one slot), shrunk as its own streams are.
 -- Every ended run:
 -- - loses `plan` (the plan's JSON as submitted: no surface reads it, `spec` holds each node);
--- - has its small streams (`done`, `events`, `spans`, `audit`) copied over themselves: a
+-- - has its small streams (`done`, `events`, `spans`, `audit`, logs, scores) copied over themselves: a
 --   stream's last node is allocated at stream-node-max-bytes (4 KB) and keeps that slack,
 --   which a copy (COPY allocates what is used) gives back: 4.3 KB -> 0.3 KB for `done`;
 -- - keeps its events and spans for ARGV[4], ARGV[5] if shorter than the run.
@@ -30,7 +32,7 @@ local function shrink(key)
   redis.call('COPY', key, K.settling, 'REPLACE')
   redis.call('RENAME', K.settling, key)
 end
-for _, key in ipairs({K.done, K.events, K.spans, K.audit}) do shrink(key) end
+for _, key in ipairs({K.done, K.events, K.spans, K.audit, SHARED[1], SHARED[2]}) do shrink(key) end
 
 -- A key kept `seconds` (-1: as long as the run) if that is shorter than the run's time.
 local function keep_for(key, seconds)
