@@ -178,6 +178,9 @@ def test_a_run_open_past_its_maximum_age_is_failed_visibly_and_replayable(
     letters = dead_letters(runtime).find(DeadLetterFilter(run_id=run_id))
     assert sorted(letter.node_id for letter in letters) == ["a", "b"]
     assert {letter.classification for letter in letters} == {Classification.TRANSIENT}
+    attempts = read_trace(runtime.store, run_id).attempts()
+    outcomes = {span.node: span.attributes["outcome"] for span in attempts}
+    assert outcomes == {"a": "failed"}  # b never ran: no attempt of its own
 
     broker = RecordingBroker()
     for letter in letters:
