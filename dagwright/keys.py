@@ -141,6 +141,13 @@ class Keys:
         """Sorted set run_id -> creation time (ms): every run still retained."""
         return f"{self.prefix}runs"
 
+    def ended_runs(self, status: str) -> str:
+        """Sorted set run_id -> epoch ms it ended, of the retained runs that ended with
+        ``status`` (succeeded, failed, cancelled): what the metrics count (ZCARD) instead
+        of reading every run. Joined by forget.lua, left by replay.lua, trimmed by the
+        reconciler past ``retention_s``."""
+        return f"{self.prefix}runs:ended:{status}"
+
     @property
     def active_runs(self) -> str:
         """Set of runs not yet finished: what the reconciler looks at."""
@@ -241,6 +248,13 @@ class Keys:
     def dlq(self) -> str:
         """The dead-letter stream."""
         return f"{self.prefix}dlq"
+
+    @property
+    def dlq_settled(self) -> str:
+        """Sorted set entry id -> epoch ms of its id: the dead letters replayed while
+        still in the DLQ stream (replay.lua; a purge removes its entry from both), so that
+        the ones waiting are the stream's length less these, counted without a scan."""
+        return f"{self.prefix}dlq:settled"
 
     def dlq_status(self, entry_id: str) -> str:
         """A dead letter's fate (replayed, purged): set once, in the step that decides it."""

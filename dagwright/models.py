@@ -656,7 +656,8 @@ class RunState(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     budget: Budget | None = None
     reason: str | None = None
-    """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
+    """Why the run was stopped: the cancel's reason, or "timed out after ...", or why the
+    reconciler failed it ("open longer than its maximum age ...": run_max_age_s)."""
     tearing_down: RunStatus | None = None
     """Set while a stopped run (``reason``) is kept open for its teardown nodes (``run_if:
     always``): the status it ends as once they are done (``cancelled``, or ``failed``

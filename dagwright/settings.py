@@ -428,6 +428,25 @@ class Settings(BaseSettings):
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""
 
+    # Retention of what a finished run keeps (orchestrator/runstate/lua/compact.lua,
+    # docs/internals/retention.md). Each is at most ``retention_s``; None: as long as the run.
+    checkpoint_retention_s: int | None = Field(0, ge=0)
+    """How long a succeeded run keeps its nodes' checkpoints (an agent's conversation,
+    shown as the node's transcript) after it ends: 0 drops them at its end (the node's
+    detail says so), None keeps them as long as the run. A failed or cancelled run keeps
+    them as long as itself: a replay resumes its agents from them."""
+    events_retention_s: int | None = Field(None, ge=60)
+    """How long a finished run keeps its event stream (what ``watch``, the dashboard's
+    events and the trace's attempts are read from); None: as long as the run."""
+    trace_retention_s: int | None = Field(None, ge=60)
+    """How long a finished run keeps its recorded spans (tool calls, sandbox runs,
+    breaker events in its trace); None: as long as the run."""
+    run_max_age_s: int | None = Field(7 * 24 * 3600, ge=60)
+    """Oldest a run may get without finishing: past it (from its creation, or its last
+    re-opening by a replay) the reconciler fails its nodes still at work, each with a
+    dead letter saying so (``dlq replay`` re-opens the run), and the run ends failed
+    with that reason. None: no bound (a run with a ``timeout_s`` is bounded by it too)."""
+
     events_maxlen: int = Field(100_000, ge=100)
     """Approximate cap of a run's event stream."""
 

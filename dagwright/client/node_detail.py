@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import UnknownNodeError
@@ -64,8 +65,12 @@ class NodeDetail:
     transcript: list[dict[str, Any]]
     llm_calls: list[LLMCall]
     spans: list[Span]
+    transcript_gone: str = ""
+    """Why ``transcript`` is empty although the node may have kept one: its run dropped
+    its checkpoints at its end (``checkpoint_retention_s``), or they have expired."""
 
     def to_json(self) -> dict[str, Any]:
+        gone = {"transcript_gone": self.transcript_gone} if self.transcript_gone else {}
         return {
             "run_id": self.run_id,
             "node_id": self.node_id,
@@ -75,6 +80,7 @@ class NodeDetail:
             "transcript": self.transcript,
             "llm_calls": [call.__dict__ for call in self.llm_calls],
             "spans": [span.model_dump(mode="json") for span in self.spans],
+            **gone,
         }
 
 
@@ -100,7 +106,19 @@ def read_node_detail(
         transcript=transcript_of(json.loads(checkpoint) if checkpoint else None),
         llm_calls=[LLMCall.from_span(span) for span in spans if span.name == LLM_CALL],
         spans=spans,
+        transcript_gone="" if checkpoint else checkpoints_gone(store.checkpoints_kept(run_id)),
     )
+
+
+def checkpoints_gone(kept: str | None) -> str:
+    """What the run hash's ``checkpoints`` (compact.lua) says of its nodes' transcripts:
+    '' if nothing was dropped."""
+    if kept is None:
+        return ""
+    if kept == "dropped":
+        return "checkpoints dropped at the end of the run (setting checkpoint_retention_s)"
+    until = datetime.fromtimestamp(int(kept) / 1000, tz=UTC).isoformat(timespec="seconds")
+    return f"checkpoints kept until {until} after the run (setting checkpoint_retention_s)"
 
 
 def inputs_of(state: RunState, depends_on: list[str]) -> dict[str, Any]:

@@ -106,23 +106,30 @@ class DeadLetterStore:
             self.keys.dlq_status(entry_id), DeadLetterStatus.PURGED, nx=True, ex=self.retention_s
         )
         pipe.xdel(self.keys.dlq, entry_id)
+        pipe.zrem(self.keys.dlq_settled, entry_id)
         try:
-            _, deleted = pipe.execute()
+            _, deleted, _ = pipe.execute()
         except redis.ResponseError:  # not a stream id at all
             return False
         return bool(deleted)
 
     def depth(self) -> int:
-        """Dead letters waiting for a replay or a purge: those with no status yet (counted
-        a page at a time, without decoding the entries)."""
-        pending, end = 0, "+"
-        while True:
-            page = self.client.xrevrange(self.keys.dlq, max=end, min="-", count=PAGE)
-            statuses = self._statuses([entry_id for entry_id, _ in page])
-            pending += sum(1 for status in statuses if status is None)
-            if len(page) < PAGE:
-                return pending
-            end = "(" + page[-1][0]
+        """Dead letters waiting for a replay or a purge, in three commands whatever the
+        DLQ holds: the stream's length less its entries replayed (``keys.dlq_settled``,
+        from the stream's oldest entry on: those trimmed with it are not in the length).
+        A purge takes its entry out of both."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.keys.dlq)
+        pipe.xrange(self.keys.dlq, min="-", max="+", count=1)
+        length, oldest = pipe.execute()
+        if not oldest:
+            return 0
+        oldest_id = oldest[0][0]
+        oldest_ms = int(
+            (oldest_id.decode() if isinstance(oldest_id, bytes) else oldest_id).split("-")[0]
+        )
+        replayed = self.client.zcount(self.keys.dlq_settled, oldest_ms, "+inf")
+        return max(0, int(length) - int(replayed))
 
     def stats(self) -> DeadLetterStats:
         by_status: Counter[str] = Counter()

@@ -2,7 +2,13 @@
 
 Nothing here is kept between scrapes: every number is read from the state store (and the
 broker) when Prometheus asks, so any process can serve the metrics and they are the
-whole deployment's.
+whole deployment's. A scrape costs the same whatever the state store retains: ended runs
+are counted by the sizes of their sets (``keys.ended_runs``, kept by forget.lua and
+replay.lua), dead letters by the stream's length less those replayed
+(``DeadLetterStore.depth``), workers by the capabilities hash (one entry per worker);
+only the open runs' statuses are read one by one. Rejected: reading every retained run's
+status and every dead letter at each scrape (what this did until issue 31: 10,000
+retained runs were 10,000 HGETs and a SCAN over some 130,000 keys per scrape).
 """
 
 from __future__ import annotations
@@ -24,15 +30,14 @@ from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.settings import RedisAccess, Settings
 from dagwright.telemetry import counters
 from dagwright.workers import WorkerRegistry
+from dagwright.workers.capabilities import WorkerCapabilities
 
 # A scrape must answer within Prometheus' timeout (10 s by default), Redis up or not: no
 # retries, short timeouts.
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 5.0
 COMMANDS_PER_PIPELINE = 5000  # bounds a pipeline's memory on both ends
-# Keys looked at per SCAN call: the scan for live workers walks every key (10,000 retained
-# runs are some 130,000), and a call of this size keeps Redis busy for about a millisecond.
-SCAN_COUNT = 10_000
+ENDED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 COUNTER_FAMILIES = (
     counters.LLM_CALLS,
     counters.LLM_TOKENS,
@@ -90,9 +95,9 @@ class MetricsReader:
 
     def read(self) -> Readings:
         """Everything, or the Redis error that stopped it."""
-        retained, active, families = self._read_indexes()
+        ended, active, families = self._read_indexes()
         return Readings(
-            runs=self._runs_by_status(retained | active),
+            runs={**self._open_runs_by_status(active), **ended},
             counters=families,
             queue_depths=self._queue_depths(),
             breakers=self.breakers.statuses(),
@@ -102,30 +107,35 @@ class MetricsReader:
 
     def _read_indexes(
         self,
-    ) -> tuple[set[str], set[str], dict[str, dict[tuple[str, ...], float]]]:
-        """The retained and the open runs' ids, and every counter family: one round trip."""
+    ) -> tuple[dict[str, int], set[str], dict[str, dict[tuple[str, ...], float]]]:
+        """How many retained runs ended with each final status, the open runs' ids and
+        every counter family: one round trip."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.zrange(self.keys.run_index, 0, -1)
+        for status in ENDED_STATUSES:
+            pipe.zcard(self.keys.ended_runs(status.value))
         pipe.smembers(self.keys.active_runs)
         for family in COUNTER_FAMILIES:
             pipe.hgetall(self.keys.metrics(family))
-        retained, active, *raw = pipe.execute()
+        replies = pipe.execute()
+        ended = dict(zip((s.value for s in ENDED_STATUSES), map(int, replies), strict=False))
+        active, raw = replies[len(ENDED_STATUSES)], replies[len(ENDED_STATUSES) + 1 :]
         families = {
             family: counters.decode_counters(values)
             for family, values in zip(COUNTER_FAMILIES, raw, strict=True)
         }
-        return set(retained), set(active), families
+        return ended, set(active), families
 
-    def _runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
-        """Each retained run's status, read anew at every scrape: a run that ended may be
-        re-opened by a replay and end again between two scrapes, so no status is
-        remembered. (An expired run, indexed until the reconciler trims the index, counts
-        as nothing.)"""
+    def _open_runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
+        """The open runs by status (planning, running), read anew at every scrape. An
+        entry of the active set whose run has ended (until it is forgotten) is counted
+        with the ended runs once it is."""
         statuses = self._pipelined(
             [("hget", self.keys.run_key(run_id, "run"), "status") for run_id in run_ids]
         )
         found = Counter(status for status in statuses if status is not None)
-        return {status.value: found.get(status.value, 0) for status in RunStatus}
+        return {
+            status.value: found.get(status.value, 0) for status in RunStatus if not status.is_final
+        }
 
     def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         replies: list[Any] = []
@@ -152,9 +162,14 @@ class MetricsReader:
         }
 
     def _workers_online(self) -> int:
-        """Workers whose presence record has not expired (refreshed every few seconds)."""
-        pattern = self.keys.worker_heartbeat_pattern
-        return sum(1 for _ in self.client.scan_iter(pattern, count=SCAN_COUNT))
+        """Workers whose presence has not lapsed: the entries of the capabilities hash (one
+        per worker, refreshed every few seconds) not past their ``expires_at``."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hvals(self.keys.worker_capabilities)
+        pipe.time()
+        entries, (seconds, micros) = pipe.execute()
+        now = int(seconds) + int(micros) / 1e6
+        return sum(1 for entry in entries if WorkerCapabilities.from_json(entry)[1] > now)
 
 
 def queues_of(registry: WorkerRegistry) -> list[str]:

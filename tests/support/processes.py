@@ -17,6 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # The timings and limits tests shorten, passed on to the worker processes.
 PASSED_SETTINGS = (
+    "checkpoint_retention_s",  # the suite keeps a succeeded run's (support/settings.py)
     "lease_s",
     "worker_wait_grace_s",
     "heartbeat_interval_s",

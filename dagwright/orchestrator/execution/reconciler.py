@@ -24,7 +24,7 @@ from dagwright.orchestrator.execution.team_tasks import (
     revoke_left_team_tasks,
     wake_ended_team_tasks,
 )
-from dagwright.orchestrator.runstate.machine import ReadyNode
+from dagwright.orchestrator.runstate.machine import ReadyNode, ended_run_keys
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.telemetry.trace_export import TraceExport
@@ -120,10 +120,18 @@ class Reconciler:
         return sorted(queue for queue in queues if self.broker.queue_depth(queue) == 0)
 
     def _trim_run_index(self) -> None:
-        """Drop index entries of runs past retention (their keys have expired)."""
-        retention_ms = self.runtime.settings.retention_s * 1000
-        cutoff = self.runtime.store.server_time_ms() - retention_ms
-        self.runtime.client.zremrangebyscore(self.runtime.keys.run_index, "-inf", cutoff)
+        """Drop index entries of runs past retention (their keys have expired): from the
+        run index (by creation), the ended runs' sets the metrics count (by end), and the
+        replayed dead letters trimmed from the DLQ stream (``keys.dlq_settled``)."""
+        settings, keys = self.runtime.settings, self.runtime.keys
+        now_ms = self.runtime.store.server_time_ms()
+        cutoff = now_ms - settings.retention_s * 1000
+        pipe = self.runtime.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(keys.run_index, "-inf", cutoff)
+        for key in ended_run_keys(keys):
+            pipe.zremrangebyscore(key, "-inf", cutoff)
+        pipe.zremrangebyscore(keys.dlq_settled, "-inf", now_ms - settings.dlq_retention_s * 1000)
+        pipe.execute()
 
     def _reconcile_run(self, run_id: str, report: ReconcileReport, empty_queues: list[str]) -> None:
         settings = self.runtime.settings
@@ -140,6 +148,8 @@ class Reconciler:
             stop_work(self.runtime, self.broker, run_id, found.timed_out)
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
+            return
+        if self._age_out_if_too_old(run_id, found.age_ms, report):
             return
         if found.gated:  # waiting for its concurrency key: asked again each pass
             admission = self.gates.admit(run_id, self._tidied_keys)
@@ -158,6 +168,25 @@ class Reconciler:
         report.republished += len(found.unpublished) + len(stranded)
         dispatch(self.broker, self.runtime.machine, to_publish)
         self._publish_aged(run_id, found.aged, report)
+
+    def _age_out_if_too_old(self, run_id: str, age_ms: int, report: ReconcileReport) -> bool:
+        """Fail a run open past ``run_max_age_s`` (its nodes at work dead-lettered, so a
+        replay re-opens it); True if it did."""
+        max_age_s = self.runtime.settings.run_max_age_s
+        if max_age_s is None or age_ms < max_age_s * 1000:
+            return False
+        aged = self.runtime.machine.age_out(run_id, max_age_s)
+        if aged.status != RunStatus.FAILED.value:
+            return False
+        log.warning(
+            "run %s was open past its maximum age (%d s): failed, %d dead letter(s)",
+            run_id,
+            max_age_s,
+            aged.dead_letters,
+        )
+        stop_work(self.runtime, self.broker, run_id, aged.stopped)
+        self._forget_if_over(run_id, aged.status, report)
+        return True
 
     def _publish_aged(self, run_id: str, aged: list[ReadyNode], report: ReconcileReport) -> None:
         """Publish the nodes that waited past ``priority_aging_s`` again, ahead of every

@@ -277,6 +277,7 @@ class ReconcilePass:
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
     aged: list[ReadyNode] = field(default_factory=list)  # waited past priority aging
     gated: bool = False  # the run waits for its concurrency key (run_gates.py)
+    age_ms: int = 0  # how long it has been open (since created or re-opened by a replay)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -300,6 +301,7 @@ class ReconcilePass:
             timed_out=timed_out,
             aged=_ready_nodes(run_id, fields.get("aged", [])),
             gated=fields.get("gated") == 1,
+            age_ms=int(fields.get("age_ms", 0)),
         )
 
 
@@ -313,6 +315,49 @@ class Forgotten:
 
     def __bool__(self) -> bool:
         return self.forgotten
+
+
+@dataclass(frozen=True)
+class AgedOut:
+    """age_out.lua's answer: the run's status after it, what was still in flight (to stop
+    and revoke), and how many dead letters it wrote."""
+
+    status: str
+    stopped: StoppedWork
+    dead_letters: int
+
+
+@dataclass(frozen=True)
+class EndedRetention:
+    """How long an ended run keeps its checkpoints (if it succeeded), events and spans,
+    in seconds (None: as long as the run; see ``Settings.checkpoint_retention_s``)."""
+
+    checkpoints_s: int | None = 0
+    events_s: int | None = None
+    spans_s: int | None = None
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """compact.lua's answer: the run's status ('open', 'missing' or final) and how many of
+    its keys it deleted."""
+
+    status: str
+    dropped: int
+
+
+ENDED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)  # as the scripts
+
+
+def ended_run_keys(keys: Keys) -> tuple[str, ...]:
+    """The ended runs' sorted sets, one per final status, in the order forget.lua and
+    replay.lua name them."""
+    return tuple(keys.ended_runs(status.value) for status in ENDED_STATUSES)
+
+
+def _seconds_or_forever(seconds: int | None) -> int:
+    """A retention as compact.lua reads it: -1 for as long as the run."""
+    return -1 if seconds is None else seconds
 
 
 @dataclass(frozen=True)
@@ -550,6 +595,8 @@ class RunStateMachine:
                 self.keys.active_runs,
                 self.keys.run_scores(run_id),
                 self.keys.run_logs(run_id),
+                *ended_run_keys(self.keys),
+                self.keys.dlq_settled,
             ),
         )
         return Replayed.from_reply(run_id, reply)
@@ -786,6 +833,42 @@ class RunStateMachine:
         )
         return ReconcilePass.from_reply(run_id, reply)
 
+    def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
+        """Fail a run open for longer than ``max_age_s`` (since its creation or its last
+        re-opening): its nodes at work fail with dead letters (lua/age_out.lua)."""
+        reason = (
+            f"open longer than its maximum age ({max_age_s} s, run_max_age_s): failed by "
+            "the reconciler; `dagwright dlq replay` runs it again"
+        )
+        error = ErrorInfo(error_class="RunMaxAgeExceeded", message=reason, retryable=False)
+        reply = self._call(
+            "age_out",
+            run_id,
+            max_age_s * 1000,
+            error.model_dump_json(),
+            reason,
+            run_id,
+            self.dlq_retention_s * 1000,
+            shared_keys=(self.keys.dlq,),
+        )
+        fields = named_reply(reply)
+        stopped = _stopped_work(run_id, fields)
+        return AgedOut(str(fields["status"]), stopped, int(fields["dead_letters"]))
+
+    def compact(self, run_id: str, retention: EndedRetention) -> Compacted:
+        """Drop what an ended run's surfaces no longer read and shorten what the
+        ``retention`` settings keep less long (lua/compact.lua); an open run is left alone."""
+        reply = self._call(
+            "compact",
+            run_id,
+            _seconds_or_forever(retention.checkpoints_s),
+            _seconds_or_forever(retention.events_s),
+            _seconds_or_forever(retention.spans_s),
+            shared_keys=(self.keys.run_logs(run_id), self.keys.run_scores(run_id)),
+        )
+        fields = named_reply(reply)
+        return Compacted(str(fields["status"]), int(fields["dropped"]))
+
     def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened);
         in the same step, queue its webhook deliveries and, with ``export_trace``, its
@@ -798,6 +881,7 @@ class RunStateMachine:
             keys.webhook_log(run_id),
             keys.run_scores(run_id),
             keys.run_logs(run_id),
+            *ended_run_keys(keys),
         )
         reply = self._call(
             "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared

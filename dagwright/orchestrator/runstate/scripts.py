@@ -31,6 +31,8 @@ SCRIPT_NAMES = (
     "expand",
     "replay",
     "forget",
+    "compact",
+    "age_out",
     "await_approval",
     "decide",
     "reserve",

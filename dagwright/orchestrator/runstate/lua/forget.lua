@@ -12,7 +12,9 @@
 --   that ends again is told again;
 -- - SHARED[5] (the run's scores, runstate/scores.py): the run's time to live, so that no
 --   score outlives its run (one written after the end took it in score.lua);
--- - SHARED[6] (the run's node logs, runstate/node_logs.py): the run's time to live, too.
+-- - SHARED[6] (the run's node logs, runstate/node_logs.py): the run's time to live, too;
+-- - SHARED[7..9] (the ended runs by status: succeeded, failed, cancelled): the run joins
+--   its status's, scored by its end, for the metrics to count (keys.ended_runs).
 local status = run_status()
 if is_open(status) then return {'forgotten', 0} end
 if status and ARGV[4] == '1' then redis.call('ZADD', SHARED[2], 'NX', NOW, ARGV[3]) end
@@ -48,9 +50,17 @@ local function expire_scores_and_logs()
   end
 end
 
+local ENDED = {succeeded = SHARED[7], failed = SHARED[8], cancelled = SHARED[9]}
+local function count_ended()
+  if not ENDED[status] then return end
+  local finished_at = redis.call('HGET', K.run, 'finished_at') or NOW
+  redis.call('ZADD', ENDED[status], finished_at, ARGV[3])
+end
+
 if status then
   queue_webhooks()
   expire_scores_and_logs()
+  count_ended()
 end
 -- The run's concurrency key, if any: the caller gives its place back (run_gates.py).
 return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3]),

@@ -7,7 +7,8 @@
 -- per pass. ARGV[6], ARGV[7]: priority aging (aged, below).
 -- A pool left idle for ARGV[3] ms is published too (from_idle_pool), with the unpublished.
 -- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...,
--- 'aged', ..., 'gated', 1 if the run waits for its concurrency key else 0}, lists of
+-- 'aged', ..., 'gated', 1 if the run waits for its concurrency key else 0, 'age_ms', ms
+-- since it was created or last re-opened}, lists of
 -- {node, fence, dispatch}; a delayed node (its countdown, the run's not_before) is
 -- released with the due retries. A run past its run timeout (`timeout_ms` after
 -- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
@@ -19,7 +20,8 @@ if not is_open(status) then return {'status', status} end
 -- A run kept open for its teardown (prelude: Teardown) is not timed out again; past its
 -- teardown deadline it ends, as a timed-out run does. A timeout that leaves a run open
 -- for its teardown returns its status with 'teardown', the teardown nodes it queued.
-local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at', 'stopping', 'teardown_deadline')
+local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at', 'stopping', 'teardown_deadline',
+                      'reopened_at')
 if run[3] then
   local ended = end_teardown_if_due(run[3], run[4])
   if ended then
@@ -121,5 +123,8 @@ if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], st
 local aged = aged_nodes()
 -- A run waiting for its concurrency key: the caller asks its gate again (run_gates.py).
 local gated = redis.call('HGET', K.run, 'gate') == 'waiting' and 1 or 0
+-- How long it has been open (since its creation or its last re-opening): past
+-- run_max_age_s the caller fails it (age_out.lua).
+local age_ms = NOW - math.max(tonumber(run[2] or NOW), tonumber(run[5] or 0))
 return {'status', status, 'requeued', requeued, 'unpublished', unpublished,
-        'stranded', stranded_nodes, 'aged', aged, 'gated', gated}
+        'stranded', stranded_nodes, 'aged', aged, 'gated', gated, 'age_ms', age_ms}

@@ -11,7 +11,9 @@
 -- set of active runs, which a re-opened run joins in this same step (the reconciler then
 -- publishes its node even if this caller dies right after); SHARED[3] the run's scores,
 -- which persist with the run's keys while it is open again (forget.lua expires them), and
--- SHARED[4] the run's node logs, likewise.
+-- SHARED[4] the run's node logs, likewise; SHARED[5..7] the ended runs by status
+-- (keys.ended_runs), which a re-opened run leaves; SHARED[8] the replayed dead letters
+-- still in the stream (keys.dlq_settled), which this one joins.
 -- Returns {'status', 'ok', 'reopened', 0/1, 'ready', {{node, fence, dispatch}}},
 -- {'status', 'done', 'was', status} if the dead letter was replayed or purged already,
 -- {'status', 'busy', 'node', id, 'state', state} if a node downstream still works,
@@ -59,12 +61,14 @@ if not is_open(status) then
   reopened = 1
   local open_status = redis.call('HGET', K.run, 'open_status') or 'running'
   redis.call('HSET', K.run, 'status', open_status)
-  redis.call('HDEL', K.run, 'finished_at')
+  redis.call('HDEL', K.run, 'finished_at', 'aged_out')
+  redis.call('HSET', K.run, 'reopened_at', NOW)  -- its maximum age counts from here (age_out.lua)
   redis.call('DEL', K.done)  -- waiters block on it: it must hold nothing until the run ends
   for _, key in pairs(K) do redis.call('PERSIST', key) end
   redis.call('PERSIST', SHARED[3])
   redis.call('PERSIST', SHARED[4])
   redis.call('SADD', SHARED[2], ARGV[8])
+  for i = 5, 7 do redis.call('ZREM', SHARED[i], ARGV[8]) end
   emit('run.reopened', false, 'dead_letter', ARGV[6])
 end
 
@@ -137,4 +141,5 @@ settle_on(ready)  -- a release in chunks ends first: unsettle_dependents recount
 queue_node(node, ready)
 unsettle_dependents()
 redis.call('SET', SHARED[1], 'replayed', 'EX', ARGV[7])
+redis.call('ZADD', SHARED[8], tonumber(string.match(ARGV[6], '^%d+')), ARGV[6])
 return {'status', 'ok', 'reopened', reopened, 'ready', ready}
