@@ -73,7 +73,8 @@
         │   │                              refused (no fallback model), empty twice, or
         │   │                              the model's context window is full
         │   ├── PlanningFailedError        the planner gave no valid plan within its repairs
-        │   ├── PoisonMessageError         the node killed its worker on every delivery
+        │   ├── PoisonMessageError         the node killed its process on every delivery
+        │   ├── WorkersLostError           its workers were lost max_worker_losses times
         │   ├── CodeExecutionError         sandboxed code failed (exit code, time or memory)
         │   ├── BudgetExceededError        the next LLM call could pass the token budget
         │   ├── ApprovalRejectedError      a person (or the timeout) rejected the node
@@ -466,8 +467,15 @@ class PlanningFailedError(PermanentError):
 
 
 class PoisonMessageError(PermanentError):
-    """The node was delivered again and again without recording an outcome: it kills the
-    worker that runs it (a crash, a hard time limit). It goes to the DLQ, not round again."""
+    """The process running the node died again and again without recording an outcome, as
+    its worker's surviving parent saw: the node kills the process that runs it (a crash,
+    an OOM kill, a hard time limit). It goes to the DLQ, not round again."""
+
+
+class WorkersLostError(PermanentError):
+    """The node lost its whole worker (a host, an eviction, a SIGKILL of the group: its
+    lease expired) ``max_worker_losses`` times without recording an outcome. No fault of
+    the node's was seen, but it is not delivered again for ever."""
 
 
 class BudgetExceededError(PermanentError):

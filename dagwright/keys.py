@@ -62,7 +62,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "usage",  # hash node -> JSON token usage and cost of its LLM calls
     "audit",  # stream of tool-policy decisions
     "workspace",  # hash path -> content: the run's workspace (redis backend)
-    "deliveries",  # hash node -> claims since its last recorded outcome (poison guard)
+    "deaths",  # hash node -> deaths of its process a surviving worker parent saw since its
+    #            last recorded outcome (the poison guard, death.lua)
+    "losses",  # hash node -> workers lost under it (lease expired) since its last outcome
     "first_failure",  # hash node -> epoch ms of its first failed attempt
     "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
     "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)

@@ -571,8 +571,26 @@ class Settings(BaseSettings):
     back). No node waits for ever on a dependency that stays down."""
 
     max_deliveries: int = Field(3, ge=1)
-    """Deliveries of a node without any recorded outcome (its worker died each time) after
-    which it is failed as a poison message and dead-lettered."""
+    """Deaths of the process running a node, without any recorded outcome in between, after
+    which it is failed as a poison message and dead-lettered. Only deaths its worker's
+    surviving parent saw count (a prefork child killed by a signal, an OOM kill, a hard
+    time limit): a worker lost whole (a host lost, an eviction, a SIGKILL of its process
+    group) is no fault of the node's, and its node is delivered again after
+    ``worker_loss_backoff_s``. (With the ``threads`` or ``solo`` pool no parent survives a
+    node that kills its process: such a node ends by ``max_worker_losses``.)"""
+
+    worker_loss_backoff_s: float = Field(2.0, ge=0)
+    """How long a node whose worker was lost (its lease expired: the worker died whole or
+    hung) waits before it is delivered again, doubled after each further loss
+    (``status`` shows the wait); 0: at once. The run's ``timeout_s`` bounds the waits."""
+
+    worker_loss_backoff_max_s: float = Field(60.0, ge=0)
+    """The longest ``worker_loss_backoff_s`` grows to."""
+
+    max_worker_losses: int = Field(20, ge=1)
+    """Workers a node may lose under it without any recorded outcome in between; at the
+    next delivery it fails (``WorkersLostError``, dead-lettered as ``permanent``) rather
+    than wait for ever on a fleet that keeps dying."""
 
     dlq_retention_s: int = Field(30 * 24 * 3600, ge=3600)
     """How long dead letters are kept."""

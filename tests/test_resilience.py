@@ -269,3 +269,7 @@ def test_a_poison_message_is_dead_lettered_after_max_deliveries(
     assert letter.classification == "poison" and letter.error_class == "PoisonMessageError"
     runs_of_poison = client.runtime.client.hget(executions_key(run.run_id), "poison")
     assert runs_of_poison == "2"  # two deliveries ran it; the third was refused
+    # Each death was seen by the worker's parent, which survived it (issue 31).
+    died = [e for e in run.events(follow=False) if e.kind == "node.process_died"]
+    assert [e.data["deaths"] for e in died] == ["1", "2"]
+    assert all("Worker exited prematurely" in e.data["cause"] for e in died)

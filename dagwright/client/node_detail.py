@@ -17,6 +17,7 @@ from dagwright.json_views import iso, node_json
 from dagwright.models import Node, RunState
 from dagwright.orchestrator.runstate.store import RunStore
 from dagwright.plans.mapping import child_inputs
+from dagwright.redaction import redact
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, Span
 from dagwright.telemetry.trace_reads import read_trace
@@ -85,10 +86,15 @@ class NodeDetail:
 
 
 def read_node_detail(
-    store: RunStore, run_id: str, node_id: str, worker_waits: WorkerWaits | None = None
+    store: RunStore,
+    run_id: str,
+    node_id: str,
+    worker_waits: WorkerWaits | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> NodeDetail:
     """The node ``node_id`` of run ``run_id`` (UnknownRunError, UnknownNodeError); with
-    ``worker_waits``, saying so if it is queued and no live worker serves it."""
+    ``worker_waits``, saying so if it is queued and no live worker serves it. The
+    transcript is what the model wrote too: ``secrets`` are masked in it."""
     state = store.read_state(run_id)
     if worker_waits is not None:
         state = worker_waits.annotate(state)
@@ -103,7 +109,7 @@ def read_node_detail(
         state=node_json(node),
         spec=json.loads(spec) if spec else {},
         inputs=received(spec, inputs_of(state, node.depends_on)),
-        transcript=transcript_of(json.loads(checkpoint) if checkpoint else None),
+        transcript=masked(transcript_of(json.loads(checkpoint) if checkpoint else None), secrets),
         llm_calls=[LLMCall.from_span(span) for span in spans if span.name == LLM_CALL],
         spans=spans,
         transcript_gone="" if checkpoint else checkpoints_gone(store.checkpoints_kept(run_id)),
@@ -132,6 +138,18 @@ def received(spec: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
     if node is None or node.map is None or node.map.index is None:
         return inputs
     return child_inputs(node, inputs)
+
+
+def masked(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` with every string in it redacted (a transcript holds what the model
+    wrote, which may quote a secret it saw)."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, list):
+        return [masked(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {key: masked(item, secrets) for key, item in value.items()}
+    return value
 
 
 def transcript_of(checkpoint: Any) -> list[dict[str, Any]]:

@@ -451,8 +451,10 @@ class Client:
         transcript (an agent's checkpointed messages), LLM calls (tokens, cost, duration)
         and trace spans. UnknownRunError, or UnknownNodeError if the run has no such node."""
         from dagwright.client.node_detail import read_node_detail
+        from dagwright.redaction import known_secrets
 
-        return read_node_detail(self.runtime.store, run_id, node_id, self.worker_waits)
+        secrets = known_secrets(self.runtime.settings)
+        return read_node_detail(self.runtime.store, run_id, node_id, self.worker_waits, secrets)
 
     def worker_types(self) -> list[dict[str, Any]]:
         """The registered worker types, as ``dagwright worker-types --json`` prints them."""

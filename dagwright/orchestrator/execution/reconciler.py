@@ -24,7 +24,7 @@ from dagwright.orchestrator.execution.team_tasks import (
     revoke_left_team_tasks,
     wake_ended_team_tasks,
 )
-from dagwright.orchestrator.runstate.machine import ReadyNode, ended_run_keys
+from dagwright.orchestrator.runstate.machine import LossBackoff, ReadyNode, ended_run_keys
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.redis_scripts import load_script, named_reply
 from dagwright.telemetry.trace_export import TraceExport
@@ -142,6 +142,9 @@ class Reconciler:
             empty_queues=empty_queues,
             priority_aging_s=settings.priority_aging_s,
             aging_limit=settings.priority_aging_per_pass,
+            loss_backoff=LossBackoff(
+                settings.worker_loss_backoff_s, settings.worker_loss_backoff_max_s
+            ),
         )
         if found.timed_out is not None:
             log.warning("run %s ran past its run timeout (or teardown deadline): stopped", run_id)

@@ -116,7 +116,8 @@ class Claim:
     attempt: int
     inputs: dict[str, Any]
     checkpoint: Any = None
-    deliveries: int = 1  # claims since the node last recorded an outcome
+    deaths: int = 0  # its process died (a parent saw it) since its last outcome: poison guard
+    losses: int = 0  # its worker was lost whole (lease expired) since its last outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
     run_response_cache: bool = False  # the run asked its agents to use the response cache
     run_llm_batch: bool = False  # the run asked its agents' calls to go through batches
@@ -143,7 +144,8 @@ class Claim:
             attempt=int(fields["attempt"]),
             inputs=inputs,
             checkpoint=json.loads(fields["checkpoint"]) if fields["checkpoint"] else None,
-            deliveries=int(fields["deliveries"]),
+            deaths=int(fields["deaths"]),
+            losses=int(fields["losses"]),
             run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
             run_response_cache=fields["response_cache"] == "1",
             run_llm_batch=fields.get("llm_batch") == "1",
@@ -266,6 +268,16 @@ class Cancelled:
         if "running" not in fields:  # missing, or final already (cancelled before, perhaps)
             return cls(fields["outcome"])
         return cls(fields["outcome"], _stopped_work(run_id, fields))
+
+
+@dataclass(frozen=True)
+class LossBackoff:
+    """How long a node whose worker was lost waits before it is queued again:
+    ``base_s`` after its first loss, doubled after each next one, at most ``max_s``
+    (lua/reconcile.lua). Settings ``worker_loss_backoff_s``/``worker_loss_backoff_max_s``."""
+
+    base_s: float
+    max_s: float
 
 
 @dataclass(frozen=True)
@@ -806,6 +818,13 @@ class RunStateMachine:
         """Cancel a run (see lua/cancel.lua); ``reason`` becomes its ``stop_reason``."""
         return Cancelled.from_reply(run_id, self._call("cancel", run_id, reason))
 
+    def record_death(self, lease: LeaseRef, cause: str) -> int:
+        """Count a death of the process running the node, seen by its worker's surviving
+        parent (lua/death.lua); the node's deaths so far, or 0 when the claim that died is
+        no longer the node's (its fence moved on: nothing is counted)."""
+        reply = self._call("death", lease.run_id, lease.node_id, lease.fence, cause)
+        return int(named_reply(reply)["counted"])
+
     def reconcile_run(
         self,
         run_id: str,
@@ -816,11 +835,14 @@ class RunStateMachine:
         limit: int = 1000,
         priority_aging_s: float = 0.0,
         aging_limit: int = 100,
+        loss_backoff: LossBackoff | None = None,
     ) -> ReconcilePass:
         """One reconciler pass over a run; ``empty_queues`` are the queues known to be
         empty now (a queued node counts as stranded only if its queue is one of them).
         Nodes waiting in the broker over ``priority_aging_s`` (0: none), below the top
-        priority, are listed as ``aged``, at most ``aging_limit``."""
+        priority, are listed as ``aged``, at most ``aging_limit``. A node whose lease
+        expired is queued again after ``loss_backoff`` (None: at once)."""
+        backoff = loss_backoff or LossBackoff(0.0, 0.0)
         reply = self._call(
             "reconcile",
             run_id,
@@ -829,6 +851,8 @@ class RunStateMachine:
             limit,
             int(priority_aging_s * 1000),
             aging_limit,
+            int(backoff.base_s * 1000),
+            int(backoff.max_s * 1000),
             *empty_queues,
         )
         return ReconcilePass.from_reply(run_id, reply)

@@ -42,6 +42,7 @@ SCRIPT_NAMES = (
     "admit",
     "spawn",
     "settle",
+    "death",
 )
 
 # How many dependents one script counts and decides when a node succeeds (complete.lua,

@@ -151,6 +151,7 @@ WAITING_STATUS = {
     "concurrency": NodeStatus.RETRY_WAIT,
     "rate": NodeStatus.RETRY_WAIT,
     "celery_task": NodeStatus.RETRY_WAIT,
+    "lost": NodeStatus.RETRY_WAIT,
 }
 
 
@@ -178,6 +179,7 @@ def _wait(
         last_failure=wait.get("last_failure") or "",
         limit=limit,
         held=held,
+        count=int(wait.get("count") or 0),
     )
 
 

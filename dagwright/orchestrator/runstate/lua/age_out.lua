@@ -51,7 +51,7 @@ local function age_out_node(node, state)
   end
   for _, key in ipairs({K.queued, K.outbox, K.retry}) do redis.call('ZREM', key, node) end
   redis.call('HDEL', K.waits, node)
-  redis.call('HDEL', K.deliveries, node)
+  forget_deaths(node)
   redis.call('HSET', K.error, node, ARGV[4])
   set_final(node, 'failed')
   letters = letters + 1

@@ -48,7 +48,7 @@ keep_for(K.spans, tonumber(ARGV[5]))
 
 if status == 'succeeded' then
   for _, key in ipairs({K.dispatch, K.deps, K.dependents, K.remaining, K.fence,
-                        K.failed_deps, K.skipped_deps, K.run_if, K.countdown, K.deliveries,
+                        K.failed_deps, K.skipped_deps, K.run_if, K.countdown, K.deaths, K.losses,
                         K.first_failure, K.reserved, K.holder, K.waits, K.settling}) do
     -- UNLINK: a 10,000-node run's hashes are freed off the main thread
     dropped = dropped + redis.call('UNLINK', key)

@@ -35,7 +35,7 @@ local function dead_letter()
 end
 
 release(node)
-redis.call('HDEL', K.deliveries, node)
+forget_deaths(node)
 redis.call('HDEL', K.waits, node)  -- a replay waits afresh
 redis.call('HSET', K.error, node, ARGV[5])
 set_final(node, 'failed')

@@ -38,6 +38,13 @@ local function owns(node, fence, state)
   return redis.call('HGET', K.state, node) == state and redis.call('HGET', K.fence, node) == fence
 end
 
+-- A recorded outcome (success, failure, retry, wait) forgets how often the process running
+-- the node died (K.deaths, the poison guard) and how often its worker was lost (K.losses).
+local function forget_deaths(node)
+  redis.call('HDEL', K.deaths, node)
+  redis.call('HDEL', K.losses, node)
+end
+
 -- Add one of dagwright's own nodes (a re-planner). It may name dependencies that have
 -- all succeeded (so that its claim gets their outputs): it is ready at once.
 local function add_internal_node(node, spec, dispatch)

@@ -129,7 +129,7 @@ local function unsettle_dependents()
 end
 
 reopen(node, 'failed')
-redis.call('HDEL', K.error, node)  -- its deliveries count went with its failure (fail.lua)
+redis.call('HDEL', K.error, node)  -- its deaths and losses went with its failure (fail.lua)
 redis.call('HDEL', K.first_failure, node)
 -- A rejected approval is asked again: a replay is someone wanting the node to run.
 redis.call('HDEL', K.approvals, 'request:' .. node, 'decision:' .. node)
