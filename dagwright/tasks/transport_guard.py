@@ -51,7 +51,9 @@ def guard_transport_reads(connection: Any, on_unreadable: Callable[[Exception], 
     alone (its internals are not known here)."""
     transport = connection.transport
     channel_class = getattr(transport, "Channel", None)  # py-amqp's transport has none
-    if not hasattr(channel_class, READ_METHOD) or getattr(channel_class, "guarded", False):
+    if channel_class is None or not hasattr(channel_class, READ_METHOD):
+        return
+    if getattr(channel_class, "guarded", False):
         return
     transport.Channel = guarded_channel_class(channel_class, on_unreadable)
 
