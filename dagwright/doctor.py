@@ -23,6 +23,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from dagwright.brokers import BrokerKind, broker_kind
+from dagwright.brokers.amqp import (
+    CONSUMER_TIMEOUT_ARGUMENT,
+    amqp_connection,
+    consumer_arguments,
+    honours_consumer_timeout,
+)
 from dagwright.connection import (
     TLS_HINT,
     connect,
@@ -113,7 +120,7 @@ def diagnose(settings: Settings) -> list[Check]:
     if broker_url == url and not reachable:
         broker_check = skip("broker", "not checked: the same server as Redis")
     else:
-        broker_check = check_broker(broker_url, settings.redis_access)
+        broker_check = check_broker(broker_url, settings.redis_access, settings.max_timeout_s)
     if url and reachable:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
@@ -212,14 +219,18 @@ def persistence_problems(client: redis.Redis) -> list[tuple[str, str]]:
     return problems
 
 
-def check_broker(url: str | None, access: RedisAccess) -> Check:
-    """The Celery broker answers PING (it is a Redis server, by default the state store)."""
+def check_broker(url: str | None, access: RedisAccess, max_timeout_s: float = 0.0) -> Check:
+    """The Celery broker answers: a Redis server (by default the state store) PING, a
+    RabbitMQ the AMQP handshake. ``max_timeout_s``: the longest node timeout, which an
+    older RabbitMQ's consumer timeout must exceed."""
     if not url:
         return fail(
             "broker",
             "no broker configured",
             "set DAGWRIGHT_BROKER_URL (unset: the same server as DAGWRIGHT_REDIS_URL)",
         )
+    if broker_kind(url) is BrokerKind.AMQP:
+        return check_rabbitmq(url, max_timeout_s)
     try:
         with probe_client(url, access) as client:
             client.ping()
@@ -227,6 +238,27 @@ def check_broker(url: str | None, access: RedisAccess) -> Check:
         hint = "is it running? check DAGWRIGHT_BROKER_URL (unset: DAGWRIGHT_REDIS_URL)"
         return unreachable("broker", "the broker", url, exc, hint)
     return ok("broker", f"reachable at {redact_url(url)}")
+
+
+def check_rabbitmq(url: str, max_timeout_s: float) -> Check:
+    """RabbitMQ answers; one older than 3.12 (which ignores the consumer timeout each
+    dagwright consumer asks for) is a warning, with the server setting to raise."""
+    try:
+        with amqp_connection(url, timeout_s=PROBE_TIMEOUT_S) as connection:
+            version = str(connection.connection.server_properties.get("version", ""))
+    except Exception as exc:  # kombu's and py-amqp's errors: each is "cannot reach"
+        hint = "is it running? check the host, port, user and vhost in DAGWRIGHT_BROKER_URL"
+        return fail("broker", f"cannot reach RabbitMQ at {redact_url(url)}: {exc}", hint)
+    detail = f"RabbitMQ {version or '(version unknown)'} reachable at {redact_url(url)}"
+    if version and not honours_consumer_timeout(version):
+        timeout_ms = consumer_arguments(max_timeout_s)[CONSUMER_TIMEOUT_ARGUMENT]
+        return warn(
+            "broker",
+            f"{detail}; it ignores the consumer timeout workers ask for (3.11.15+ honours it)",
+            f"make sure rabbitmq.conf sets consumer_timeout = {timeout_ms} (ms) or more: "
+            "else a node running past its 30 minutes' default has its worker's channel closed",
+        )
+    return ok("broker", detail)
 
 
 # What the state store says: workers, reconciler, breakers, dead letters.

@@ -423,6 +423,33 @@ def test_keda_owns_the_replicas_of_what_it_scales(chart: Rendered) -> None:
         assert ("replicas" in deployment["spec"]) == (name not in scaled), name
 
 
+def test_on_rabbitmq_keda_reads_each_quorum_queue_and_pods_get_the_broker_url(
+    helm: str, tmp_path: Path
+) -> None:
+    """broker.kind rabbitmq: each worker type's ScaledObject is KEDA's rabbitmq scaler on
+    its queue (ready messages per replica: its concurrency), authenticated by the Secret's
+    broker-url, which every dagwright pod reads as DAGWRIGHT_BROKER_URL (by reference)."""
+    rendered = render(helm, {"broker": {"kind": "rabbitmq"}}, tmp=tmp_path)
+    workers = rendered.worker_args()
+    for scaled_object in rendered.objects("ScaledObject").values():
+        [trigger] = scaled_object["spec"]["triggers"]
+        args = workers[scaled_object["spec"]["scaleTargetRef"]["name"]]
+        assert trigger["type"] == "rabbitmq"
+        assert trigger["authenticationRef"]["name"] == "dagwright-rabbitmq"
+        metadata = trigger["metadata"]
+        assert metadata["protocol"] == "amqp" and metadata["mode"] == "QueueLength"
+        assert [metadata["queueName"]] == queues_for([worker_type(args)], BUILT_IN)
+        assert metadata["value"] == args[args.index("--concurrency") + 1]
+    [auth] = rendered.objects("TriggerAuthentication").values()
+    assert auth["spec"]["secretTargetRef"][0]["key"] == "broker-url"
+    for name, deployment in rendered.objects("Deployment").items():
+        if name == "valkey":
+            continue
+        for container in containers(deployment):
+            env = {e["name"]: e for e in container.get("env", [])}
+            assert env["DAGWRIGHT_BROKER_URL"]["valueFrom"]["secretKeyRef"]["key"] == "broker-url"
+
+
 def test_without_keda_workers_are_plain_deployments(helm: str, tmp_path: Path) -> None:
     rendered = render(helm, {"keda": {"enabled": False}}, tmp=tmp_path)
     assert rendered.objects("ScaledObject") == rendered.objects("TriggerAuthentication") == {}

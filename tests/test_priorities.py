@@ -8,6 +8,7 @@ import redis
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.app import broker_priority
+from dagwright.brokers.redis_lists import task_id_of
 from dagwright.errors import InputError, RunOptionError
 from dagwright.keys import QUEUE_PREFIX, Keys, node_task_id
 from dagwright.models import AGED_PRIORITY, Plan
@@ -18,7 +19,6 @@ from dagwright.planning.goals import planned_plan
 from dagwright.planning.plan_language import PlannedPlan
 from dagwright.planning.planner import PlanRequest
 from dagwright.settings import Settings
-from dagwright.tasks.publish import task_id_of
 from tests.support.api_server import ApiServer
 from tests.support.functions import ORDER_KEY, release_key
 from tests.support.processes import Workers

@@ -66,10 +66,11 @@ def assert_each_node_completed_once(runs: list[RunHandle], nodes: int) -> None:
 
 
 def test_sigkill_chaos_loses_nothing_and_completes_every_node_once(
-    subprocess_settings: Settings, workers: Workers
+    broker_subprocess_settings: Settings, workers: Workers
 ) -> None:
+    """On each broker (Redis lists, RabbitMQ quorum queues)."""
     # Kills land at random, several on the same node now and then: not poison.
-    settings = subprocess_settings.model_copy(update={"max_deliveries": 50})
+    settings = broker_subprocess_settings.model_copy(update={"max_deliveries": 50})
     for _ in range(2):
         workers.start(settings, concurrency=3)
     client = Client(settings)

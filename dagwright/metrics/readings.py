@@ -13,6 +13,7 @@ retained runs were 10,000 HGETs and a SCAN over some 130,000 keys per scrape).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from dagwright.app import KOMBU_PRIORITY_STEPS, priority_lists
+from dagwright.brokers import open_queue_reader
 from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
@@ -31,6 +32,8 @@ from dagwright.settings import RedisAccess, Settings
 from dagwright.telemetry import counters
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.capabilities import WorkerCapabilities
+
+log = logging.getLogger(__name__)
 
 # A scrape must answer within Prometheus' timeout (10 s by default), Redis up or not: no
 # retries, short timeouts.
@@ -46,15 +49,13 @@ COUNTER_FAMILIES = (
     counters.NODE_DURATION,
     counters.SANDBOX_EXECUTIONS,
 )
-# As the settings spell them (dagwright.redis_endpoint).
-REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels")
 
 
 @dataclass(frozen=True)
 class Readings:
     runs: dict[str, int]  # run status -> retained runs
     counters: dict[str, dict[tuple[str, ...], float]]  # family -> label values -> total
-    queue_depths: dict[str, int] | None  # queue -> messages waiting (None: not a Redis broker)
+    queue_depths: dict[str, int] | None  # queue -> messages waiting (None: a broker not read)
     breakers: list[BreakerStatus]
     dlq_depth: int
     workers_online: int
@@ -80,7 +81,8 @@ class MetricsReader:
         self.keys = Keys(settings.key_prefix)
         access = settings.redis_access
         self.client = metrics_client(redis_url, access)
-        self.broker = metrics_client(broker_url, access) if is_redis_url(broker_url) else None
+        self.broker_url = broker_url
+        self.access = access
         self.queues = queues_of(registry)
         self.breakers = Breakers(
             metrics_client(redis_url, access, decode_responses=False),
@@ -147,19 +149,18 @@ class MetricsReader:
         return replies
 
     def _queue_depths(self) -> dict[str, int] | None:
-        """Each queue's messages: its lists of every priority step summed (app.py), as
-        kombu's own queue size does."""
-        if self.broker is None:
+        """Each queue's waiting messages, as the broker tells them (``dagwright.brokers``:
+        a Redis queue's lists of every priority step summed, a RabbitMQ queue's ready
+        messages), on a connection of this scrape's own. None if it cannot be read: the
+        other numbers are still shown (the state store's errors end the scrape)."""
+        try:
+            with open_queue_reader(
+                self.broker_url, self.access, timeout_s=CONNECT_TIMEOUT_S
+            ) as reader:
+                return None if reader is None else reader.depths(self.queues)
+        except Exception:
+            log.warning("cannot read the queue depths of the broker", exc_info=True)
             return None
-        pipe = self.broker.pipeline(transaction=False)
-        for name in priority_lists(self.queues):
-            pipe.llen(name)
-        lengths = pipe.execute()
-        per_queue = len(KOMBU_PRIORITY_STEPS)
-        return {
-            queue: sum(lengths[i * per_queue : (i + 1) * per_queue])
-            for i, queue in enumerate(self.queues)
-        }
 
     def _workers_online(self) -> int:
         """Workers whose presence has not lapsed: the entries of the capabilities hash (one
@@ -175,7 +176,3 @@ class MetricsReader:
 def queues_of(registry: WorkerRegistry) -> list[str]:
     """The orchestrator's queue and the queue of every registered worker type."""
     return sorted({ORCHESTRATOR_QUEUE, *registry.served_queues().values()})
-
-
-def is_redis_url(url: str) -> bool:
-    return url.partition("://")[0] in REDIS_SCHEMES
