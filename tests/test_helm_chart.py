@@ -17,6 +17,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -359,8 +360,10 @@ def test_every_pod_is_isolated_and_each_opens_only_what_it_serves(chart: Rendere
     pods = pod_labels(chart)
     assert all(selects(deny, labels) for labels in pods.values()), "a pod takes any connection"
     expected = {
-        "valkey": {6379: [{"podSelector": DAGWRIGHT_PODS}, namespace_peer("keda")]},
+        "valkey": {6379: [{"podSelector": DAGWRIGHT_PODS}]},
         "dagwright-server": {8400: [namespace_peer("ingress-nginx")]},
+        # KEDA reads the ready backlog there (/backlog), not Valkey
+        "dagwright-metrics": {9464: [namespace_peer("keda")]},
     }
     for name, labels in pods.items():
         assert ways_in(chart, labels) == expected.get(name, {}), name
@@ -389,19 +392,41 @@ def test_network_policies_switch_off(helm: str, tmp_path: Path) -> None:
 
 
 def scaled_queues(chart: Rendered) -> dict[str, str]:
-    """Worker type -> the Redis list its ScaledObject scales on, checked on the way."""
+    """Worker type -> the queue its ScaledObject scales on, checked on the way: its ready
+    backlog from dagwright-metrics' /backlog (issue 31), or with metrics off its Redis list."""
     args = chart.deployment_args()
     found = {}
     for scaled_object in chart.objects("ScaledObject").values():
         target = scaled_object["spec"]["scaleTargetRef"]["name"]
         (trigger,) = scaled_object["spec"]["triggers"]
-        assert trigger["type"] == "redis"
-        assert int(trigger["metadata"]["listLength"]) >= 1
-        assert trigger["authenticationRef"]["name"] == "dagwright-redis"
         # Not to zero: docs/operations.md ("Kubernetes") says why.
         assert scaled_object["spec"]["minReplicaCount"] >= 1
-        found[worker_type(args[target])] = trigger["metadata"]["listName"]
+        found[worker_type(args[target])] = trigger_queue(trigger)
     return found
+
+
+def trigger_queue(trigger: dict[str, Any]) -> str:
+    metadata = trigger["metadata"]
+    if trigger["type"] == "redis":
+        assert int(metadata["listLength"]) >= 1
+        assert trigger["authenticationRef"]["name"] == "dagwright-redis"
+        return str(metadata["listName"])
+    assert trigger["type"] == "metrics-api"
+    assert (metadata["format"], metadata["valueLocation"]) == ("json", "ready")
+    assert int(metadata["targetValue"]) >= 1
+    url = urlsplit(metadata["url"])
+    assert (url.hostname, url.port, url.path) == (
+        "dagwright-metrics.dagwright.svc",
+        9464,
+        "/backlog",
+    )
+    (queue,) = parse_qs(url.query)["queue"]
+    return queue
+
+
+def per_replica(scaled_object: dict[str, Any]) -> str:
+    metadata = scaled_object["spec"]["triggers"][0]["metadata"]
+    return str(metadata.get("targetValue") or metadata.get("listLength"))
 
 
 def test_one_scaled_object_per_worker_type_on_its_queue(chart: Rendered) -> None:
@@ -430,6 +455,25 @@ def test_without_keda_workers_are_plain_deployments(helm: str, tmp_path: Path) -
         assert rendered.objects("Deployment")[name]["spec"]["replicas"] == 1, name
 
 
+def test_keda_reads_the_ready_backlog_of_each_queue_not_redis(chart: Rendered) -> None:
+    """Issue 31: the Redis list misses the pooled nodes of pulled fan-outs, so KEDA reads
+    dagwright-metrics' /backlog (messages waiting + pooled) and needs no Redis access."""
+    for scaled_object in chart.objects("ScaledObject").values():
+        [trigger] = scaled_object["spec"]["triggers"]
+        assert trigger["type"] == "metrics-api"
+    assert chart.objects("TriggerAuthentication") == {}
+
+
+def test_without_metrics_keda_falls_back_to_the_redis_list(helm: str, tmp_path: Path) -> None:
+    rendered = render(helm, {"metrics": {"enabled": False}}, tmp=tmp_path)
+    assert set(scaled_queues(rendered)) == WORKER_TYPES
+    for scaled_object in rendered.objects("ScaledObject").values():
+        assert scaled_object["spec"]["triggers"][0]["type"] == "redis"
+    assert set(rendered.objects("TriggerAuthentication")) == {"dagwright-redis"}
+    pods = pod_labels(rendered)
+    assert namespace_peer("keda") in ways_in(rendered, pods["valkey"])[6379]
+
+
 # -- the workers: map ----------------------------------------------------------------
 
 
@@ -448,7 +492,7 @@ def test_adding_a_worker_type_is_one_entry(helm: str, chart: Rendered, tmp_path:
     registry.functions.register(lambda: None, "render_gpu", queue="gpu")
     assert scaled_queues(rendered)["function:gpu"] == queues_for(["function:gpu"], registry)[0]
     scaled = rendered.objects("ScaledObject")["dagwright-function-gpu"]
-    assert scaled["spec"]["triggers"][0]["metadata"]["listLength"] == "1"
+    assert per_replica(scaled) == "1"
 
 
 def test_an_override_changes_only_its_type(helm: str, chart: Rendered, tmp_path: Path) -> None:
@@ -470,9 +514,9 @@ def test_an_override_changes_only_its_type(helm: str, chart: Rendered, tmp_path:
     }
     assert pod_spec(deployment)["securityContext"]["runAsUser"] == 10002
     assert container["securityContext"]["procMount"] == "Unmasked"
-    scaled = rendered.objects("ScaledObject")["dagwright-python"]["spec"]
-    assert scaled["maxReplicaCount"] == 4
-    assert scaled["triggers"][0]["metadata"]["listLength"] == "3"
+    scaled = rendered.objects("ScaledObject")["dagwright-python"]
+    assert scaled["spec"]["maxReplicaCount"] == 4
+    assert per_replica(scaled) == "3"
 
 
 def test_a_null_entry_removes_a_type(helm: str, tmp_path: Path) -> None:

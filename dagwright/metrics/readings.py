@@ -8,7 +8,7 @@ whole deployment's.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -20,6 +20,7 @@ from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.models import RunStatus
+from dagwright.orchestrator.execution.backlog import ReadyBacklog, decode_pooled, ready_backlogs
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.settings import RedisAccess, Settings
 from dagwright.telemetry import counters
@@ -53,6 +54,8 @@ class Readings:
     breakers: list[BreakerStatus]
     dlq_depth: int
     workers_online: int
+    # queue -> nodes waiting in the runs' pools (pulled fan-outs): the ready backlog's other half
+    pooled: dict[str, int] = field(default_factory=dict)
 
 
 def metrics_client(url: str, access: RedisAccess, *, decode_responses: bool = True) -> redis.Redis:
@@ -90,11 +93,12 @@ class MetricsReader:
 
     def read(self) -> Readings:
         """Everything, or the Redis error that stopped it."""
-        retained, active, families = self._read_indexes()
+        retained, active, families, pooled = self._read_indexes()
         return Readings(
             runs=self._runs_by_status(retained | active),
             counters=families,
             queue_depths=self._queue_depths(),
+            pooled={queue: pooled.get(queue, 0) for queue in self.queues},
             breakers=self.breakers.statuses(),
             dlq_depth=self.dead_letters.depth(),
             workers_online=self._workers_online(),
@@ -102,19 +106,29 @@ class MetricsReader:
 
     def _read_indexes(
         self,
-    ) -> tuple[set[str], set[str], dict[str, dict[tuple[str, ...], float]]]:
-        """The retained and the open runs' ids, and every counter family: one round trip."""
+    ) -> tuple[set[str], set[str], dict[str, dict[tuple[str, ...], float]], dict[str, int]]:
+        """The retained and the open runs' ids, every counter family and the pooled
+        nodes per queue: one round trip."""
         pipe = self.client.pipeline(transaction=False)
         pipe.zrange(self.keys.run_index, 0, -1)
         pipe.smembers(self.keys.active_runs)
+        pipe.hgetall(self.keys.pooled_nodes)
         for family in COUNTER_FAMILIES:
             pipe.hgetall(self.keys.metrics(family))
-        retained, active, *raw = pipe.execute()
+        retained, active, pooled, *raw = pipe.execute()
         families = {
             family: counters.decode_counters(values)
             for family, values in zip(COUNTER_FAMILIES, raw, strict=True)
         }
-        return set(retained), set(active), families
+        return set(retained), set(active), families, decode_pooled(pooled)
+
+    def backlogs(self) -> list[ReadyBacklog]:
+        """Each measured queue's ready backlog (messages waiting + pooled nodes), for an
+        autoscaler: two round trips, whatever the number of runs."""
+        depths = self._queue_depths()
+        pooled = decode_pooled(self.client.hgetall(self.keys.pooled_nodes))
+        waiting = (lambda queue: None) if depths is None else depths.get
+        return ready_backlogs(self.queues, waiting, pooled)
 
     def _runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
         """Each retained run's status, read anew at every scrape: a run that ended may be
@@ -138,7 +152,8 @@ class MetricsReader:
 
     def _queue_depths(self) -> dict[str, int] | None:
         """Each queue's messages: its lists of every priority step summed (app.py), as
-        kombu's own queue size does."""
+        kombu's own queue size does. The one reading of messages waiting here (the
+        metrics, the ready backlog): another broker answers it in its own way."""
         if self.broker is None:
             return None
         pipe = self.broker.pipeline(transaction=False)
