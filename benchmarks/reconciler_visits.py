@@ -55,7 +55,7 @@ class NoBroker:
 def fill(runtime: Runtime, runs: int) -> None:
     plan = PlanBuilder("one node")
     plan.function("only", "noop")
-    graph = check_plan(plan.build(), runtime.settings)
+    graph = check_plan(plan.build(), runtime.settings, runtime.registry)
     for _ in range(runs):
         runtime.store.create_run(new_run_id(), graph, runtime.dispatch_for)
 
@@ -72,7 +72,7 @@ def one_trip_per_run(settings: Settings) -> float:
 
 
 def reconciler(settings: Settings) -> Reconciler:
-    return Reconciler(Runtime.from_settings(settings), NoBroker())  # type: ignore[arg-type]
+    return Reconciler(Runtime.from_settings(settings), NoBroker())
 
 
 def one_reconciler(settings: Settings) -> float:

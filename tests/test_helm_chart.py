@@ -99,9 +99,8 @@ def test_the_default_render_has_the_expected_objects(chart: Rendered) -> None:
         "Service": 4,  # valkey, server, flower, metrics
         "StatefulSet": 1,  # valkey
         "Deployment": len(COMPONENTS) + len(WORKER_TYPES),
-        "TriggerAuthentication": 1,
-        "ScaledObject": len(WORKER_TYPES),
-        "NetworkPolicy": 3,  # deny all in, then valkey's and the server's way in
+        "ScaledObject": len(WORKER_TYPES),  # on /backlog: no TriggerAuthentication for Redis
+        "NetworkPolicy": 4,  # deny all in, then valkey's, the server's and metrics' (KEDA) way in
     }
     assert set(chart.objects("Deployment")) == {f"dagwright-{c}" for c in COMPONENTS | WORKER_TYPES}
     namespaced = [doc for doc in chart.documents if doc["kind"] != "Namespace"]
@@ -162,7 +161,13 @@ def test_selectors_and_references_resolve(chart: Rendered) -> None:
                     assert ref["name"] == "dagwright-secrets" and ref["key"] in secret_keys
             for source in container.get("envFrom", []):
                 assert source["configMapRef"]["name"] in config_maps
-    auth = chart.objects("TriggerAuthentication")["dagwright-redis"]["spec"]["secretTargetRef"]
+    assert {"redis-address", "redis-password"} <= secret_keys
+
+
+def test_keda_without_metrics_reads_redis_with_the_secrets_keys(helm: str, tmp_path: Path) -> None:
+    rendered = render(helm, {"metrics": {"enabled": False}}, tmp=tmp_path)
+    secret_keys = set(env_file_variables(SECRETS_ENV_EXAMPLE))
+    auth = rendered.objects("TriggerAuthentication")["dagwright-redis"]["spec"]["secretTargetRef"]
     assert {ref["parameter"]: ref["key"] for ref in auth} == {
         "address": "redis-address",
         "password": "redis-password",

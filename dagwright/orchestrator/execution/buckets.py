@@ -73,6 +73,12 @@ class BucketLeases:
             self.held |= self._taken(share - len(self.held))
         return set(self.held)
 
+    def renew(self) -> set[int]:
+        """Renew the leases held, mid-pass (a pass longer than a lease would otherwise lose
+        them under it); the buckets still held."""
+        self.held = self._renewed()
+        return set(self.held)
+
     def release_all(self) -> int:
         """Give every bucket back and leave (a clean stop), so that the others take them
         at their next pass instead of after the lease; how many were held."""

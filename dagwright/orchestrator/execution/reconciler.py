@@ -114,12 +114,19 @@ class Reconciler:
         return (mine[start:] + mine[:start])[:most]
 
     def _visit(self, run_ids: list[str], report: ReconcileReport) -> None:
-        """Each run's pass, ``VISIT_BATCH`` runs a round trip."""
+        """Each run's pass, ``VISIT_BATCH`` runs a round trip; the leases renewed every
+        third of a lease, and the runs of a bucket lost meanwhile left to its new holder."""
         if not run_ids:
             return
         terms = self._terms(self._empty_queues())
+        renew_every_s = self.leases.lease_ms / 3000
+        renewed_at = time.monotonic()
+        buckets = self.runtime.settings.reconciler_buckets
         for start in range(0, len(run_ids), VISIT_BATCH):
             batch = run_ids[start : start + VISIT_BATCH]
+            if time.monotonic() - renewed_at > renew_every_s:
+                held, renewed_at = self.leases.renew(), time.monotonic()
+                batch = [run_id for run_id in batch if bucket_of(run_id, buckets) in held]
             passes = self.runtime.machine.reconcile_runs(batch, terms)
             for run_id, found in zip(batch, passes, strict=True):
                 report.runs += 1
