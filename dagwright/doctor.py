@@ -449,9 +449,15 @@ def check_unserved_queue(queue: str, worker_types: list[str], depth: int | None)
 
 
 def check_reconciler(runtime: Runtime) -> Check:
-    """A reconciler holds its lock (refreshed every pass): lost work gets re-queued."""
-    if runtime.client.exists(runtime.keys.reconciler_lock):
-        return ok("reconciler", "a reconciler is active")
+    """A reconciler holds bucket 0 (its lease is renewed every pass; a dead holder's is
+    taken over): lost work gets re-queued. How many share the runs, from their presence."""
+    keys = runtime.keys
+    pipe = runtime.client.pipeline(transaction=False)
+    pipe.exists(keys.reconciler_bucket_lease(0))
+    pipe.zcard(keys.reconcilers)
+    held, live = pipe.execute()
+    if held:
+        return ok("reconciler", f"{plural(max(int(live), 1), 'reconciler')} active")
     every = runtime.settings.reconcile_interval_s * 3
     return warn(
         "reconciler",

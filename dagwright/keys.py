@@ -208,10 +208,25 @@ class Keys:
         out), so the workers running its nodes stop them at once."""
         return f"{self.prefix}stop"
 
+    def reconciler_bucket_lease(self, bucket: int) -> str:
+        """String: the token of the reconciler that holds active-run bucket ``bucket``
+        (``orchestrator/execution/buckets.py``), with a TTL of one lease period. A key of
+        its own, tagged by the bucket, so the leases spread over a cluster's slots."""
+        return f"{self.prefix}reconciler:{{b{bucket}}}:lease"
+
     @property
-    def reconciler_lock(self) -> str:
-        """Held by the one reconciler doing the work; the others stand by."""
-        return f"{self.prefix}reconciler:lock"
+    def reconcilers(self) -> str:
+        """Sorted set reconciler token -> epoch ms it last passed: the live reconcilers,
+        which share the buckets evenly (each holds at most its share)."""
+        return f"{self.prefix}reconcilers"
+
+    @property
+    def pooled_nodes(self) -> str:
+        """Hash queue -> nodes waiting in the pools of every run (pulled fan-outs), kept by
+        the run-state scripts in the step that changes a pool (prelude.lua pool_add,
+        pool_remove, pool_clear); with the broker's messages waiting, a queue's ready
+        backlog (``orchestrator/execution/backlog.py``). A queue with none has no field."""
+        return f"{self.prefix}pooled"
 
     def worker_heartbeat(self, hostname: str) -> str:
         """Hash a live worker refreshes: its queues and pid, with a short TTL."""

@@ -392,7 +392,22 @@ class Settings(BaseSettings):
     """How often a worker renews the leases of the nodes it runs."""
 
     reconcile_interval_s: float = Field(2.0, gt=0)
-    """How often the reconciler looks for expired leases, due retries and lost publishes."""
+    """How often the reconciler looks for expired leases, due retries and lost publishes.
+    A reconciler holds its buckets of active runs for 3 times this (its lease): one that
+    dies has its buckets taken over by the others after that long."""
+
+    # Reconcilers sharing the active runs (issue 31; orchestrator/execution/buckets.py).
+    reconciler_buckets: int = Field(16, ge=1, le=1024)
+    """Buckets the active runs are split into, each leased by one reconciler at a time:
+    the most reconcilers that can share the work. Every reconciler of a deployment must
+    use the same number (a change takes effect as the old ones stop)."""
+    reconcile_max_runs_per_pass: int = Field(10_000, ge=1)
+    """Most active runs one reconciler visits in a pass: past it, its next passes go on
+    where this one stopped, so one pass stays bounded however many runs are open."""
+    backlog_recount_interval_s: float = Field(60.0, ge=0)
+    """How often the reconciler holding bucket 0 counts the runs' pools again to repair
+    the pooled-nodes counter (keys.pooled_nodes) if anything drifted it; 0: never.
+    O(active runs) of Valkey time in one step."""
 
     publish_grace_s: float = Field(5.0, gt=0)
     """A queued node whose message was not confirmed published after this is published again."""

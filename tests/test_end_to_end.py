@@ -225,6 +225,6 @@ def test_an_invalid_plan_writes_nothing(client: Client, redis_client: redis.Redi
     with pytest.raises(PlanError, match="dependency cycle a -> b -> c -> a"):
         client.submit(EXAMPLES / "cycle.yaml")
     # The session's live worker refreshes its own records (presence, capabilities, the
-    # reconciler's lock) at any moment: everything else must be absent.
-    background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler:lock")
+    # reconcilers' leases and presence) at any moment: everything else must be absent.
+    background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler")
     assert [key for key in redis_client.scan_iter() if not key.startswith(background)] == []

@@ -25,7 +25,7 @@ from tests.support.llm_script import PLANNER, text, turn
 GREETING = "examples/plans/greeting_inputs.yaml"
 WRITER = "You are the writer"
 # What the session's live worker writes on its own, at any moment, in the state database.
-WORKER_RECORDS = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler:lock")
+WORKER_RECORDS = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler")
 
 
 def greeting_plan() -> Plan:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -27,6 +27,7 @@ from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.models import RunStatus
+from dagwright.orchestrator.execution.backlog import ReadyBacklog, decode_pooled, ready_backlogs
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.settings import RedisAccess, Settings
 from dagwright.telemetry import counters
@@ -59,6 +60,8 @@ class Readings:
     breakers: list[BreakerStatus]
     dlq_depth: int
     workers_online: int
+    # queue -> nodes waiting in the runs' pools (pulled fan-outs): the ready backlog's other half
+    pooled: dict[str, int] = field(default_factory=dict)
 
 
 def metrics_client(url: str, access: RedisAccess, *, decode_responses: bool = True) -> redis.Redis:
@@ -97,11 +100,12 @@ class MetricsReader:
 
     def read(self) -> Readings:
         """Everything, or the Redis error that stopped it."""
-        ended, active, families = self._read_indexes()
+        ended, active, families, pooled = self._read_indexes()
         return Readings(
             runs={**self._open_runs_by_status(active), **ended},
             counters=families,
             queue_depths=self._queue_depths(),
+            pooled={queue: pooled.get(queue, 0) for queue in self.queues},
             breakers=self.breakers.statuses(),
             dlq_depth=self.dead_letters.depth(),
             workers_online=self._workers_online(),
@@ -109,23 +113,33 @@ class MetricsReader:
 
     def _read_indexes(
         self,
-    ) -> tuple[dict[str, int], set[str], dict[str, dict[tuple[str, ...], float]]]:
-        """How many retained runs ended with each final status, the open runs' ids and
-        every counter family: one round trip."""
+    ) -> tuple[dict[str, int], set[str], dict[str, dict[tuple[str, ...], float]], dict[str, int]]:
+        """How many retained runs ended with each final status, the open runs' ids, every
+        counter family and the pooled nodes per queue: one round trip."""
         pipe = self.client.pipeline(transaction=False)
         for status in ENDED_STATUSES:
             pipe.zcard(self.keys.ended_runs(status.value))
         pipe.smembers(self.keys.active_runs)
+        pipe.hgetall(self.keys.pooled_nodes)
         for family in COUNTER_FAMILIES:
             pipe.hgetall(self.keys.metrics(family))
         replies = pipe.execute()
         ended = dict(zip((s.value for s in ENDED_STATUSES), map(int, replies), strict=False))
-        active, raw = replies[len(ENDED_STATUSES)], replies[len(ENDED_STATUSES) + 1 :]
+        active, pooled = replies[len(ENDED_STATUSES)], replies[len(ENDED_STATUSES) + 1]
+        raw = replies[len(ENDED_STATUSES) + 2 :]
         families = {
             family: counters.decode_counters(values)
             for family, values in zip(COUNTER_FAMILIES, raw, strict=True)
         }
-        return ended, set(active), families
+        return ended, set(active), families, decode_pooled(pooled)
+
+    def backlogs(self) -> list[ReadyBacklog]:
+        """Each measured queue's ready backlog (messages waiting + pooled nodes), for an
+        autoscaler: two round trips, whatever the number of runs."""
+        depths = self._queue_depths()
+        pooled = decode_pooled(self.client.hgetall(self.keys.pooled_nodes))
+        waiting = (lambda queue: None) if depths is None else depths.get
+        return ready_backlogs(self.queues, waiting, pooled)
 
     def _open_runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
         """The open runs by status (planning, running), read anew at every scrape. An

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import redis
 
-from dagwright.keys import NODE_EXECUTE_TASK, Keys
+from dagwright.keys import NODE_EXECUTE_TASK, RUN_KEY_NAMES, Keys
 from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.scripts import RunScripts
 from dagwright.redis_scripts import named_reply
@@ -317,6 +317,35 @@ class ReconcilePass:
         )
 
 
+_ENCODED_RUN_KEY_NAMES = tuple(name.encode() for name in RUN_KEY_NAMES)
+
+
+@dataclass(frozen=True)
+class ReconcileTerms:
+    """What a reconciler pass over a run looks for (reconcile.lua's ARGV): see
+    ``RunStateMachine.reconcile_run``."""
+
+    publish_grace_s: float
+    stranded_after_s: float
+    empty_queues: tuple[str, ...] = ()
+    limit: int = 1000
+    priority_aging_s: float = 0.0
+    aging_limit: int = 100
+    loss_backoff: LossBackoff = LossBackoff(0.0, 0.0)  # a lost worker's node: queued at once
+
+    def args(self) -> tuple[Any, ...]:
+        return (
+            int(self.publish_grace_s * 1000),
+            int(self.stranded_after_s * 1000),
+            self.limit,
+            int(self.priority_aging_s * 1000),
+            self.aging_limit,
+            int(self.loss_backoff.base_s * 1000),
+            int(self.loss_backoff.max_s * 1000),
+            *self.empty_queues,
+        )
+
+
 @dataclass(frozen=True)
 class Forgotten:
     """forget.lua's answer: whether the run left the active set (true as a bool), and its
@@ -464,7 +493,9 @@ class RunStateMachine:
         self._encoded_keys = lru_cache(maxsize=4096)(self._encode_keys)
 
     def _encode_keys(self, run_id: str) -> tuple[bytes, ...]:
-        return tuple(key.encode() for key in self.keys.run_keys(run_id))
+        # keys.run_keys' names, built from one prefix: a reconciler pass encodes 10,000 runs'
+        base = self.keys.run_key(run_id, RUN_KEY_NAMES[0]).removesuffix(RUN_KEY_NAMES[0]).encode()
+        return tuple(base + name for name in _ENCODED_RUN_KEY_NAMES)
 
     def _call(
         self,
@@ -473,10 +504,14 @@ class RunStateMachine:
         *args: Any,
         client: Any = None,
         shared_keys: tuple[str, ...] = (),
+        uncached: bool = False,
     ) -> Any:
-        keys = self._encoded_keys(run_id)
-        if shared_keys:
-            keys = (*keys, *(key.encode() for key in shared_keys))
+        """Run a script on a run's keys. ``uncached``: for a sweep over many runs (the
+        reconciler's), which would only push the hot runs' keys out of the cache."""
+        # the last key is always the pooled-nodes counter (prelude.lua POOLED)
+        shared = (*shared_keys, self.keys.pooled_nodes)
+        run_keys = self._encode_keys(run_id) if uncached else self._encoded_keys(run_id)
+        keys = (*run_keys, *(key.encode() for key in shared))
         return self._scripts.call(name, keys, *args, client=client)
 
     def claim(
@@ -842,20 +877,27 @@ class RunStateMachine:
         Nodes waiting in the broker over ``priority_aging_s`` (0: none), below the top
         priority, are listed as ``aged``, at most ``aging_limit``. A node whose lease
         expired is queued again after ``loss_backoff`` (None: at once)."""
-        backoff = loss_backoff or LossBackoff(0.0, 0.0)
-        reply = self._call(
-            "reconcile",
-            run_id,
-            int(publish_grace_s * 1000),
-            int(stranded_after_s * 1000),
-            limit,
-            int(priority_aging_s * 1000),
-            aging_limit,
-            int(backoff.base_s * 1000),
-            int(backoff.max_s * 1000),
-            *empty_queues,
-        )
-        return ReconcilePass.from_reply(run_id, reply)
+        terms = ReconcileTerms(
+            publish_grace_s, stranded_after_s, tuple(empty_queues), limit,
+            priority_aging_s, aging_limit, loss_backoff or LossBackoff(0.0, 0.0),
+        )  # fmt: skip
+        return ReconcilePass.from_reply(run_id, self._call("reconcile", run_id, *terms.args()))
+
+    def reconcile_runs(
+        self, run_ids: Sequence[str], terms: ReconcileTerms
+    ) -> list[ReconcilePass | Exception]:
+        """``reconcile_run`` over several runs in one round trip (a pipeline of the
+        script, one step per run: the others' steps go in between); a run whose step
+        failed gets its error in its place, the others their pass."""
+        pipe = self.client.pipeline(transaction=False)
+        args = terms.args()
+        for run_id in run_ids:
+            self._call("reconcile", run_id, *args, client=pipe, uncached=True)
+        replies = pipe.execute(raise_on_error=False)
+        return [
+            reply if isinstance(reply, Exception) else ReconcilePass.from_reply(run_id, reply)
+            for run_id, reply in zip(run_ids, replies, strict=True)
+        ]
 
     def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
         """Fail a run open for longer than ``max_age_s`` (since its creation or its last
