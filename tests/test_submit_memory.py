@@ -96,7 +96,7 @@ def test_the_api_body_names_the_namespace(api: ApiServer, client: Client) -> Non
         refused = http.post("/api/v1/runs", json={"plan": plan, "memory": "Team:X"})
     assert accepted.status_code == 201, accepted.text
     assert named_namespace(client, accepted.json()["run_id"]) == "team-digest"
-    assert refused.status_code == 400, refused.text
+    assert refused.status_code == 422, refused.text  # as any InputError (server/problems.py)
     assert refused.json()["detail"] == BAD_NAME_LINE
 
 
