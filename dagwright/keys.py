@@ -1,8 +1,12 @@
 """The wire contract: every Redis key, queue and task name dagwright uses.
 
 Nothing else builds a key string. A run's keys share the hash tag ``{<run_id>}`` so they
-land in one Redis Cluster slot. (Cluster is not supported for the state store yet: some
-scripts also touch a global key, such as the DLQ stream or the active-run set.)
+land in one Redis Cluster slot, and so do the per-run keys outside ``RUN_KEY_NAMES``
+(scores, node logs, webhook log, DLQ statuses). Every
+script and every MULTI touches the keys of one slot only; a global structure (the active
+runs, the DLQ stream, the indexes...) is written in a step of its own, in an order that a
+retry or the reconciler repairs (docs/internals/cluster.md), so the state store may be a
+Redis/Valkey Cluster (``redis+cluster://``).
 
 A run is stored column-wise: one hash per node attribute, keyed by node id (``state``,
 ``fence``, ``output``...), rather than one hash per node. A run therefore has a fixed set
@@ -242,9 +246,10 @@ class Keys:
         """The dead-letter stream."""
         return f"{self.prefix}dlq"
 
-    def dlq_status(self, entry_id: str) -> str:
-        """A dead letter's fate (replayed, purged): set once, in the step that decides it."""
-        return f"{self.prefix}dlq:status:{entry_id}"
+    def dlq_status(self, run_id: str, entry_id: str) -> str:
+        """A dead letter's fate (replayed, purged): set once, in the step that decides it.
+        In its run's slot, so that replay.lua sets it in the step that re-queues the node."""
+        return f"{self.prefix}{{{run_id}}}:dlq-status:{entry_id}"
 
     def metrics(self, family: str) -> str:
         """Hash of one metric family's counters over the whole deployment: the JSON list

@@ -20,9 +20,10 @@ import redis
 
 from dagwright.keys import NODE_EXECUTE_TASK, Keys
 from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
+from dagwright.orchestrator.runstate.dead_letters import DeadLetterWriter
 from dagwright.orchestrator.runstate.scripts import RunScripts
 from dagwright.redis_scripts import named_reply
-from dagwright.telemetry.counters import NODE_DURATION, NodeDuration
+from dagwright.telemetry.counters import Counters, NodeDuration
 
 
 @dataclass(frozen=True)
@@ -402,6 +403,8 @@ class RunStateMachine:
         self.keys = keys
         self.dlq_retention_s = dlq_retention_s
         self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
+        self._counters = Counters(client, keys)
+        self._dead_letters = DeadLetterWriter(client, keys, retention_s=dlq_retention_s)
         # Every script call names all of the run's keys; encoding them once per run, not
         # per call, is a measurable share of a no-op node's cost.
         self._encoded_keys = lru_cache(maxsize=4096)(self._encode_keys)
@@ -446,22 +449,17 @@ class RunStateMachine:
         duration: NodeDuration | None = None,
         pull_from: Sequence[str] = (),
     ) -> Advance | None:
-        """Record success, and count the attempt's ``duration`` in the same step; None if
-        this worker no longer owns the node (nothing is counted then). With ``pull_from``
-        (the queues of a worker that runs on) and no node of them readied, one node of the
-        run's pool is taken too, and is among the ready (see ``pool``)."""
-        counted = duration.fields() if duration is not None else ("", "", 0.0)
-        reply = self._call(
-            "complete",
-            run_id,
-            node_id,
-            fence,
-            output_json,
-            *counted,
-            *pull_from,
-            shared_keys=(self.keys.metrics(NODE_DURATION),),
-        )
-        return Advance.from_reply(run_id, reply)
+        """Record success, then count the attempt's ``duration`` (the counters are in
+        another Cluster slot: a crash in between loses one sample of a metric, never a
+        node); None if this worker no longer owns the node (nothing is counted then).
+        With ``pull_from`` (the queues of a worker that runs on) and no node of them
+        readied, one node of the run's pool is taken too, and is among the ready (see
+        ``pool``)."""
+        reply = self._call("complete", run_id, node_id, fence, output_json, *pull_from)
+        advance = Advance.from_reply(run_id, reply)
+        if advance is not None and duration is not None:
+            self._counters.add(duration.increments())
+        return advance
 
     def pool(self, run_id: str, nodes: list[ReadyNode]) -> int:
         """Leave these queued nodes of one run unpublished, in the run's pool, for the
@@ -512,6 +510,7 @@ class RunStateMachine:
             if replanner
             else ["", "", ""]
         )
+        entry = self._dead_letters.add(run_id, node_id, fence, error, classification)
         reply = self._call(
             "fail",
             run_id,
@@ -519,12 +518,12 @@ class RunStateMachine:
             fence,
             error.model_dump_json(),
             *replan_args,
-            run_id,
-            classification,
-            self.dlq_retention_s * 1000,
-            shared_keys=(self.keys.dlq,),
+            entry,
         )
-        return Advance.from_reply(run_id, reply)
+        advance = Advance.from_reply(run_id, reply)
+        if advance is None:
+            self._dead_letters.withdraw(entry)
+        return advance
 
     def replay(
         self,
@@ -535,7 +534,12 @@ class RunStateMachine:
         entry_id: str,
         fresh: bool = False,
     ) -> Replayed | ReplayRefused:
-        """Queue a dead-lettered node again (see lua/replay.lua)."""
+        """Queue a dead-lettered node again (see lua/replay.lua). The run joins the active
+        set before the step that may re-open it (a crash after it leaves the reconciler
+        a run to visit, never an open run it cannot see; one that stays ended is dropped
+        by its next pass) and after it (a ``forget`` that raced the step may have dropped
+        it in between)."""
+        self.client.sadd(self.keys.active_runs, run_id)
         reply = self._call(
             "replay",
             run_id,
@@ -546,13 +550,15 @@ class RunStateMachine:
             self.dlq_retention_s,
             run_id,
             shared_keys=(
-                self.keys.dlq_status(entry_id),
-                self.keys.active_runs,
+                self.keys.dlq_status(run_id, entry_id),
                 self.keys.run_scores(run_id),
                 self.keys.run_logs(run_id),
             ),
         )
-        return Replayed.from_reply(run_id, reply)
+        replayed = Replayed.from_reply(run_id, reply)
+        if isinstance(replayed, Replayed) and replayed.reopened:
+            self.client.sadd(self.keys.active_runs, run_id)
+        return replayed
 
     def expand(
         self,
@@ -713,7 +719,12 @@ class RunStateMachine:
         audit: dict[str, str],
     ) -> bool:
         """Park a running node until a person decides (its worker slot is freed); False
-        if this worker no longer owns the node."""
+        if this worker no longer owns the node. The pending index (another slot) is
+        written first: a crash after it leaves an entry of a running node, which
+        ``approvals list`` skips and the reconciler drops at its deadline; never a
+        waiting node that no list shows and no timeout reaches."""
+        member = pending_member(lease.run_id, lease.node_id)
+        self.client.zadd(self.keys.pending_approvals, {member: deadline_ms})
         reply = self._call(
             "await_approval",
             lease.run_id,
@@ -721,9 +732,8 @@ class RunStateMachine:
             lease.fence,
             request_json,
             deadline_ms,
-            pending_member(lease.run_id, lease.node_id),
+            member,
             *_flatten(audit),
-            shared_keys=(self.keys.pending_approvals,),
         )
         return _succeeded(reply)
 
@@ -738,7 +748,9 @@ class RunStateMachine:
         audit: dict[str, str],
     ) -> list[ReadyNode] | str:
         """Record the decision on approval ``approval_id`` and queue its node again: the
-        nodes to publish, or why the request is no longer waiting."""
+        nodes to publish, or why the request is no longer waiting. The request then
+        leaves the pending index (another slot), unless its node runs (it may be about
+        to wait again); a crash in between leaves an entry that ``approvals list`` drops."""
         reply = self._call(
             "decide",
             run_id,
@@ -748,9 +760,10 @@ class RunStateMachine:
             "approved" if approved else "rejected",
             pending_member(run_id, node_id),
             *_flatten(audit),
-            shared_keys=(self.keys.pending_approvals,),
         )
         fields = named_reply(reply)
+        if int(fields.get("unindex", 1)):
+            self.client.zrem(self.keys.pending_approvals, pending_member(run_id, node_id))
         if fields["status"] != "ok":
             return str(fields["why"])
         return _ready_nodes(run_id, fields["ready"])
@@ -787,23 +800,33 @@ class RunStateMachine:
         return ReconcilePass.from_reply(run_id, reply)
 
     def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
-        """Drop a run that has ended from the reconciler's set (not if it re-opened);
-        in the same step, queue its webhook deliveries and, with ``export_trace``, its
-        trace's OTLP export, and give its scores and node logs the run's time to live."""
+        """Drop a run that has ended from the reconciler's set (not if it re-opened),
+        after queueing its webhook deliveries and, with ``export_trace``, its trace's
+        OTLP export, and giving its scores and node logs the run's time to live.
+
+        Three steps, each in one Cluster slot (lua/forget.lua on the run's; the queues;
+        the active set), in an order a crash cannot break: the run leaves the active set
+        last, so the reconciler repeats whatever a dead caller left (the repeat queues the
+        same deliveries: ZADD NX). A replay re-opening the run between the first step and
+        the removal is seen by a re-read after it, and the run is put back."""
         keys = self.keys
-        shared = (
-            keys.active_runs,
-            keys.trace_exports,
-            keys.webhooks_due,
-            keys.webhook_log(run_id),
-            keys.run_scores(run_id),
-            keys.run_logs(run_id),
+        shared = (keys.webhook_log(run_id), keys.run_scores(run_id), keys.run_logs(run_id))
+        fields = named_reply(
+            self._call("forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared)
         )
-        reply = self._call(
-            "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
-        )
-        fields = named_reply(reply)
-        return Forgotten(bool(int(fields["forgotten"])), str(fields.get("concurrency_key") or ""))
+        if not int(fields["closed"]):
+            return Forgotten(False, "")
+        now_ms = int(fields["now"])
+        if int(fields["export"]):
+            self.client.zadd(keys.trace_exports, {run_id: now_ms}, nx=True)
+        webhooks = [_text(item) for item in fields.get("webhooks") or []]
+        if webhooks:
+            self.client.zadd(keys.webhooks_due, dict.fromkeys(webhooks, now_ms), nx=True)
+        removed = bool(self.client.srem(keys.active_runs, run_id))
+        if _text(self.client.hget(keys.run_key(run_id, "run"), "status") or "") in OPEN_STATUSES:
+            self.client.sadd(keys.active_runs, run_id)  # re-opened meanwhile (replay)
+            return Forgotten(False, "")
+        return Forgotten(removed, _text(fields.get("concurrency_key") or ""))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""
@@ -823,6 +846,13 @@ class RunStateMachine:
 def pending_member(run_id: str, node_id: str) -> str:
     """A waiting approval's member in the pending-approvals index."""
     return f"{run_id}/{node_id}"
+
+
+OPEN_STATUSES = frozenset({"running", "planning"})  # prelude.lua is_open
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _flatten(fields: dict[str, str]) -> list[str]:

@@ -29,6 +29,7 @@ from dagwright.orchestrator.runstate.creation import (
     NewRun,
     create_call,
     creation_of,
+    index_run,
     key_claims,
 )
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
@@ -70,7 +71,7 @@ class RunStore:
         self.client = client
         self.keys = keys
         self.events_maxlen = events_maxlen
-        self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
+        self._create_run = load_script(client, PACKAGE, "create_run")
         self._claim_key = load_script(client, PACKAGE, "claim_idempotency_key", prelude=key_claims)
 
     def server_time_ms(self) -> int:
@@ -97,10 +98,16 @@ class RunStore:
         """Write a run and queue its root nodes in one step (lua/create_run.lua), unless
         ``claim``'s key names another run already: then nothing is written.
 
-        The run joins the active set in the same step: if this process dies before
-        publishing, the reconciler still finds the queued roots and publishes them.
+        The key is claimed first and the run joins the index and the active set before
+        it is written (``index_run``): if this process dies before publishing, the
+        reconciler still finds the queued roots and publishes them.
         """
-        keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen, claim)
+        if claim is not None and (owner := self.claim_key(claim, run_id)) != run_id:
+            return Creation(owner, [])
+        pipe = self.client.pipeline(transaction=False)
+        index_run(pipe, self.keys, run_id)
+        pipe.execute()
+        keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen)
         return creation_of(run_id, new_run, self._create_run(keys=keys, args=args))
 
     def claim_key(self, claim: KeyClaim, run_id: str) -> str:
