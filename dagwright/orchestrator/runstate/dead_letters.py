@@ -17,6 +17,7 @@ flushed by the reconciler).
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from dagwright.keys import Keys
@@ -43,9 +44,8 @@ class DeadLetterWriter:
         pipe.hget(self.keys.run_key(run_id, "spec"), node_id)
         pipe.hget(self.keys.run_key(run_id, "attempts"), node_id)
         pipe.hget(self.keys.run_key(run_id, "first_failure"), node_id)
-        pipe.time()
-        spec, attempts, first_failure, (seconds, micros) = pipe.execute()
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        spec, attempts, first_failure = pipe.execute()
+        now_ms = int(time.time() * 1000)  # as a malformed message's (dlq/store.py)
         spec_text = _decoded(spec) or "{}"
         fields = {
             "run": run_id,

@@ -22,7 +22,7 @@ from dagwright.keys import NODE_EXECUTE_TASK, Keys
 from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.dead_letters import DeadLetterWriter
 from dagwright.orchestrator.runstate.scripts import RunScripts
-from dagwright.redis_scripts import named_reply
+from dagwright.redis_scripts import is_cluster_client, named_reply
 from dagwright.telemetry.counters import Counters, NodeDuration
 
 
@@ -702,7 +702,18 @@ class RunStateMachine:
         )
 
     def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
-        """Extend leases in one round trip; False for each lease no longer held."""
+        """Extend leases in one round trip; False for each lease no longer held. On a
+        Cluster, one call each: redis-py's cluster pipeline refuses scripts (EVALSHA and
+        its NOSCRIPT recovery), and a process holds a few leases."""
+        if is_cluster_client(self.client):
+            return [
+                _owned(
+                    self._call(
+                        "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000)
+                    )
+                )
+                for lease in leases
+            ]
         pipe = self.client.pipeline(transaction=False)
         for lease in leases:
             self._call(

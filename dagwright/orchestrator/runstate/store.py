@@ -178,20 +178,20 @@ class RunStore:
     def read_with_streams(
         self, run_id: str, streams: tuple[str, ...]
     ) -> tuple[RunState, list[list[tuple[str, dict[str, str]]]], datetime]:
-        """A snapshot of the run (node outputs left out), every entry of its ``streams``
-        (run key names) and the server's time, all read at one instant in one round trip."""
+        """A snapshot of the run (node outputs left out) and every entry of its
+        ``streams`` (run key names), read at one instant in one transaction, and the
+        server's time just after (a Cluster refuses TIME in a transaction)."""
         columns = state_columns(include_nodes=True, include_outputs=False)
         pipe = self.client.pipeline(transaction=True)
         for name in columns:
             pipe.hgetall(self._key(run_id, name))
         for name in streams:
             pipe.xrange(self._key(run_id, name))
-        pipe.time()
         replies = pipe.execute()
         state = state_of(run_id, columns, replies[: len(columns)])
-        seconds, micros = replies[-1]
+        seconds, micros = self.client.time()
         now = datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
-        return state, replies[len(columns) : -1], now
+        return state, replies[len(columns) :], now
 
     def read_events(
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000

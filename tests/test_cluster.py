@@ -1,0 +1,103 @@
+"""State on a real 3-primary Valkey Cluster, the broker on a plain Valkey.
+
+The session's cluster (``valkey_cluster``, tests/support/valkey_cluster.py) holds the run
+state; Celery's broker stays on the session's Valkey (kombu has no cluster transport).
+Besides the tests written here (the spine: DAGs through real workers), suites written for
+one Valkey run here unchanged: they are imported, and this module's ``subprocess_settings``
+and ``no_worker_settings`` give them the cluster instead (pytest resolves a test's
+fixtures where it is collected). A script or MULTI naming keys of two slots fails them
+with CROSSSLOT.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.errors import ConfigurationError
+from dagwright.tasks import build_app
+from tests.support.functions import executions_key
+from tests.support.processes import Workers
+from tests.support.valkey_cluster import ValkeyCluster
+
+# Suites that run on the cluster as written (each name is the test collected here too).
+from tests.test_approvals import (  # noqa: F401
+    test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited,
+)
+from tests.test_cancellation import (  # noqa: F401
+    test_cancel_revokes_the_messages_of_queued_nodes_and_none_of_them_runs,
+)
+from tests.test_dlq import (  # noqa: F401
+    runtime,
+    test_a_dead_letter_is_replayed_once_only,
+    test_a_final_failure_writes_one_dead_letter_with_everything_needed_to_replay,
+    test_replay_reopens_the_run_unblocks_dependents_and_keeps_completed_nodes,
+)
+from tests.test_recovery import (  # noqa: F401
+    test_a_pool_process_killed_mid_node_is_recovered_at_once,
+    test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry,
+)
+from tests.test_schedules import (  # noqa: F401
+    test_an_interval_schedule_fires_on_time_pauses_and_resumes,
+    test_ticks_fired_at_once_start_one_run_under_overlap_skip,
+)
+
+RUNS = 24  # enough that every primary holds some (all on two of three: < 0.1%)
+
+
+@pytest.fixture
+def subprocess_settings(cluster_settings: Settings) -> Settings:
+    """The imported suites' worker-subprocess settings, on the cluster."""
+    return cluster_settings
+
+
+@pytest.fixture
+def no_worker_settings(cluster_settings: Settings) -> Settings:
+    """The imported suites' settings of tests driving the state machine by hand."""
+    return cluster_settings
+
+
+def diamond(index: int) -> PlanBuilder:
+    plan = PlanBuilder(f"diamond {index}")
+    plan.function("a", "count")
+    plan.function("b", "count", depends_on=["a"])
+    plan.function("c", "count", depends_on=["a"])
+    plan.function("d", "count", depends_on=["b", "c"])
+    return plan
+
+
+def test_dags_of_many_runs_run_each_node_once_through_real_workers_on_the_cluster(
+    cluster_settings: Settings, workers: Workers, valkey_cluster: ValkeyCluster
+) -> None:
+    workers.start(cluster_settings, concurrency=4)
+    client = Client(cluster_settings)
+    runs = [client.submit(diamond(index).build(output="d")) for index in range(RUNS)]
+    for run in runs:
+        state = run.wait(timeout=90)
+        assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
+        assert state.result == "d"
+        counts = client.runtime.client.hgetall(executions_key(run.run_id))
+        assert counts == {"a": "1", "b": "1", "c": "1", "d": "1"}
+    held = [node.dbsize() for node in valkey_cluster.node_clients()]
+    assert all(size > 0 for size in held), held  # the runs spread over the three primaries
+    assert {run.run_id for run in runs} <= set(client.runtime.store.list_runs(limit=RUNS))
+
+
+def test_a_cluster_cannot_be_the_broker_and_says_what_to_set(
+    cluster_settings: Settings,
+) -> None:
+    settings = cluster_settings.model_copy(update={"broker_url": None})
+    with pytest.raises(ConfigurationError, match="set DAGWRIGHT_BROKER_URL to a plain Redis"):
+        build_app(settings)
+
+
+def test_a_script_naming_keys_of_two_slots_is_refused_by_the_cluster(
+    cluster_settings: Settings,
+) -> None:
+    """What every test here guards against (so a pass means something)."""
+    client = Client(cluster_settings).runtime.client
+    script = client.register_script("return redis.call('EXISTS', KEYS[1], KEYS[2])")
+    refusals = (redis.RedisError, redis.exceptions.RedisClusterException)
+    with pytest.raises(refusals, match=r"same (key )?slot|CROSSSLOT"):
+        script(keys=["dw:{run-a}:run", "dw:{run-b}:run"])
