@@ -395,12 +395,13 @@ class Keys:
 
     def key_holders(self, key: str) -> str:
         """Zset run id -> epoch ms it took a place: the runs of concurrency key ``key``
-        (``customer=acme``) that run now (orchestrator/control/run_gates.py)."""
-        return f"{self.prefix}runkey:{key}:holders"
+        (``customer=acme``) that run now (orchestrator/control/run_gates.py). A key's
+        holders and waiters share the hash tag ``{<key>}``: gate_take.lua takes both."""
+        return f"{self.prefix}runkey:{{{key}}}:holders"
 
     def key_waiters(self, key: str) -> str:
         """Zset run id -> epoch ms it was created: the runs of ``key`` waiting to start."""
-        return f"{self.prefix}runkey:{key}:waiters"
+        return f"{self.prefix}runkey:{{{key}}}:waiters"
 
     def rate_window(self, name: str) -> str:
         """Zset ``<run>/<node>@<fence>`` -> epoch ms it started: the starts of rate limit

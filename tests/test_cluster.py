@@ -17,7 +17,7 @@ import redis
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import ConfigurationError
 from dagwright.tasks import build_app
-from tests.support.functions import executions_key
+from tests.support.functions import executions_key, overlap_key
 from tests.support.processes import Workers
 from tests.support.valkey_cluster import ValkeyCluster
 
@@ -28,6 +28,7 @@ from tests.test_approvals import (  # noqa: F401
 from tests.test_cancellation import (  # noqa: F401
     test_cancel_revokes_the_messages_of_queued_nodes_and_none_of_them_runs,
 )
+from tests.test_concurrency_keys import keyed_plan
 from tests.test_dlq import (  # noqa: F401
     runtime,
     test_a_dead_letter_is_replayed_once_only,
@@ -101,3 +102,18 @@ def test_a_script_naming_keys_of_two_slots_is_refused_by_the_cluster(
     refusals = (redis.RedisError, redis.exceptions.RedisClusterException)
     with pytest.raises(refusals, match=r"same (key )?slot|CROSSSLOT"):
         script(keys=["dw:{run-a}:run", "dw:{run-b}:run"])
+
+
+def test_runs_of_a_concurrency_key_take_its_places_in_turn_on_the_cluster(
+    cluster_settings: Settings, workers: Workers
+) -> None:
+    """A key's places (its slot) and each run (its own) in two steps: gate_take.lua, admit.lua."""
+    workers.start(cluster_settings, concurrency=4)
+    client = Client(cluster_settings)
+    plan = keyed_plan({"function": "overlap", "params": {"seconds": 0.3, "group": "acme"}})
+    handles = [client.submit(plan, inputs={"customer": "acme"}) for _ in range(4)]
+    for handle in handles:
+        assert handle.wait(timeout=90).status == RunStatus.SUCCEEDED, workers.log_tails()
+    assert client.runtime.client.hget(overlap_key("acme"), "max") == "2"
+    kinds = [event.kind for handle in handles for event in handle.events(follow=False)]
+    assert kinds.count("run.admitted") == 4

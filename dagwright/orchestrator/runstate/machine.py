@@ -21,8 +21,8 @@ import redis
 from dagwright.keys import NODE_EXECUTE_TASK, Keys
 from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.dead_letters import DeadLetterWriter
-from dagwright.orchestrator.runstate.scripts import RunScripts
-from dagwright.redis_scripts import is_cluster_client, named_reply
+from dagwright.orchestrator.runstate.scripts import PACKAGE, RunScripts
+from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
 from dagwright.telemetry.counters import Counters, NodeDuration
 
 
@@ -404,6 +404,7 @@ class RunStateMachine:
         self.dlq_retention_s = dlq_retention_s
         self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
         self._counters = Counters(client, keys)
+        self._gate_take = load_script(client, PACKAGE, "gate_take")
         self._dead_letters = DeadLetterWriter(client, keys, retention_s=dlq_retention_s)
         # Every script call names all of the run's keys; encoding them once per run, not
         # per call, is a measurable share of a no-op node's cost.
@@ -656,12 +657,26 @@ class RunStateMachine:
     def admit(
         self, run_id: str, holders_key: str, waiters_key: str, *, max_wait_s: float
     ) -> Admission:
-        """Let a run waiting for its concurrency key start if the key has room (see
-        lua/admit.lua; the key's holders and waiters are ``holders_key``/``waiters_key``);
-        one that waited ``max_wait_s`` fails instead."""
-        shared = (holders_key, waiters_key)
-        max_wait_ms = int(max_wait_s * 1000)
-        reply = self._call("admit", run_id, run_id, max_wait_ms, shared_keys=shared)
+        """Let a run waiting for its concurrency key start if the key has room (the key's
+        holders and waiters are ``holders_key``/``waiters_key``); one that waited
+        ``max_wait_s`` fails instead. Two steps, each in one Cluster slot: the place is
+        taken in the key's (lua/gate_take.lua), then the run admitted in its own
+        (lua/admit.lua); a caller dying in between leaves the run holding a place and
+        still waiting, and the next call (the reconciler's pass) admits it."""
+        gate, limit, created = self.client.hmget(
+            self.keys.run_key(run_id, "run"), ["gate", "concurrency_limit", "created_at"]
+        )
+        if _text(gate or "") != "waiting" or limit is None or created is None:
+            return Admission(False, 0, [])
+        place = named_reply(
+            self._gate_take(
+                keys=[holders_key, waiters_key],
+                args=[run_id, int(created), int(limit), int(max_wait_s * 1000)],
+            )
+        )
+        reply = self._call(
+            "admit", run_id, run_id, int(place["taken"]), int(place["held"]), int(place["expired"])
+        )
         return Admission.from_reply(run_id, reply)
 
     def record_progress(
