@@ -28,6 +28,12 @@ from tests.test_approvals import (  # noqa: F401
 from tests.test_cancellation import (  # noqa: F401
     test_cancel_revokes_the_messages_of_queued_nodes_and_none_of_them_runs,
 )
+from tests.test_cluster_write_orders import (  # noqa: F401
+    test_a_refused_fail_leaves_no_dead_letter_behind,
+    test_a_run_whose_caller_died_before_writing_it_leaves_the_active_set,
+    test_an_approval_indexed_before_its_node_waits_is_not_listed_nor_dropped,
+    test_forget_keeps_a_run_open_again_in_the_active_set,
+)
 from tests.test_concurrency_keys import keyed_plan
 from tests.test_dlq import (  # noqa: F401
     runtime,
