@@ -46,7 +46,7 @@ from tests.test_recovery import (  # noqa: F401
     test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry,
 )
 from tests.test_schedules import (  # noqa: F401
-    test_an_interval_schedule_fires_on_time_pauses_and_resumes,
+    test_overlap_skip_starts_no_second_run_while_one_runs,
     test_ticks_fired_at_once_start_one_run_under_overlap_skip,
 )
 
