@@ -28,16 +28,23 @@ Reliability settings and why:
   would otherwise connect without checking the certificate), a ``sentinel://`` URL
   becomes kombu's Sentinel transport with ``master_name``, and a URL without credentials
   gets ``redis_username`` / ``redis_password``.
+- RabbitMQ (an ``amqp://`` broker URL, ``dagwright.brokers.amqp``): quorum queues
+  (``task_default_queue_type``; Celery then sets a per-consumer prefetch, as quorum
+  queues have no global one), and each consumer asks for a consumer timeout above the
+  hard time limit, since messages are acknowledged late.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
+from celery.app.amqp import AMQP, Queues
 
+from dagwright.brokers import BrokerKind, broker_kind
+from dagwright.brokers.amqp import consumer_arguments
+from dagwright.brokers.redis_lists import KOMBU_PRIORITY_STEPS, redis_priority
 from dagwright.keys import (
     CONTROL_EXCHANGE,
     EVENT_EXCHANGE,
@@ -45,7 +52,6 @@ from dagwright.keys import (
     ORCHESTRATOR_QUEUE,
     Keys,
 )
-from dagwright.models import AGED_PRIORITY, MIN_PRIORITY
 from dagwright.redis_endpoint import (
     credential_options,
     is_sentinel_url,
@@ -56,15 +62,6 @@ from dagwright.redis_endpoint import (
     with_credentials,
 )
 from dagwright.settings import Settings
-
-# kombu's Redis transport keeps one list per priority step and pops them in step order,
-# 0 first (the opposite of RabbitMQ's x-max-priority, where higher comes first): one step
-# per dagwright priority (5 is step 1, the default 3 step 3, 1 step 5) and step 0, the
-# list named as the queue, for aged nodes (AGED_PRIORITY) and for messages without a
-# priority (Celery's own, an older client's): served first.
-KOMBU_PRIORITY_STEPS = tuple(range(AGED_PRIORITY - MIN_PRIORITY + 1))
-KOMBU_PRIORITY_SEP = "\x06\x16"  # kombu's default, between a queue's name and its step
-REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels", "redis+socket")
 
 # A node's own deadline (its timeout_s, kept by the lease keeper) comes first; Celery's
 # soft limit (the task gets an exception) this much later, its hard kill later still.
@@ -78,15 +75,7 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "broker_url": kombu_url(broker_url, settings),
         "broker_use_ssl": broker_tls(broker_url, settings),
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {
-            "visibility_timeout": settings.visibility_timeout_s,
-            "socket_timeout": 30,
-            "socket_connect_timeout": 5,
-            "socket_keepalive": True,
-            "health_check_interval": 10,
-            "priority_steps": list(KOMBU_PRIORITY_STEPS),
-            **sentinel_transport_options(broker_url, settings),
-        },
+        **broker_options(broker_url, settings),
         "broker_pool_limit": 10,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -124,9 +113,62 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
     }
 
 
+def broker_options(broker_url: str, settings: Settings) -> dict[str, Any]:
+    """The settings that differ by broker: kombu's Redis transport options, or RabbitMQ's
+    quorum queues (``dagwright.brokers.amqp``)."""
+    if broker_kind(broker_url) is BrokerKind.AMQP:
+        return {
+            "broker_transport_options": {"connect_timeout": 5},
+            "task_default_queue_type": "quorum",
+            "task_create_missing_queue_type": "quorum",
+            "worker_detect_quorum_queues": True,
+        }
+    return {
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "socket_timeout": 30,
+            "socket_connect_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": 10,
+            "priority_steps": list(KOMBU_PRIORITY_STEPS),
+            **sentinel_transport_options(broker_url, settings),
+        },
+    }
+
+
+class DagwrightQueues(Queues):
+    """Celery's table of queues, with dagwright's consumer arguments on every queue it
+    holds (on RabbitMQ: the consumer timeout, ``dagwright.brokers.amqp``)."""
+
+    consumer_arguments: dict[str, Any] | None = None
+
+    def __setitem__(self, name: str, queue: Any) -> None:
+        if self.consumer_arguments and not queue.consumer_arguments:
+            queue.consumer_arguments = dict(self.consumer_arguments)
+        super().__setitem__(name, queue)
+
+
+class DagwrightAMQP(AMQP):
+    """Celery's messaging part, whose queues carry dagwright's consumer arguments."""
+
+    queues_cls = DagwrightQueues
+
+    def Queues(self, *args: Any, **kwargs: Any) -> DagwrightQueues:
+        queues = super().Queues(*args, **kwargs)
+        settings = getattr(self.app, "dagwright_settings", None)
+        url = str(self.app.conf.broker_url or "")
+        if settings is not None and broker_kind(url) is BrokerKind.AMQP:
+            queues.consumer_arguments = consumer_arguments(settings.max_timeout_s)
+            for queue in queues.values():  # those added before the arguments were known
+                queue.consumer_arguments = queue.consumer_arguments or queues.consumer_arguments
+        return queues
+
+
 class DagwrightCelery(Celery):
     """A Celery app that carries the dagwright settings it was built from, and, in a
     worker, the worker's node name (``name@host``: how Flower names it)."""
+
+    amqp_cls = "dagwright.app:DagwrightAMQP"
 
     def __init__(self, settings: Settings, broker_url: str) -> None:
         super().__init__("dagwright", set_as_current=False)
@@ -138,20 +180,11 @@ class DagwrightCelery(Celery):
 def broker_priority(priority: int, broker_url: str) -> int:
     """A message's priority as the broker orders it, from dagwright's (1 to 5, higher
     first, and ``AGED_PRIORITY``, 6, above them): kombu's Redis transport serves its
-    step 0 first, so 6 becomes 0, 5 becomes 1 and 1 becomes 5; RabbitMQ (a queue
-    declared with ``x-max-priority`` 6) serves higher first: sent as it is."""
-    if broker_url.partition("://")[0] in REDIS_SCHEMES:
-        return AGED_PRIORITY - priority
+    step 0 first, so 6 becomes 0, 5 becomes 1 and 1 becomes 5; RabbitMQ serves higher
+    first (a quorum queue of RabbitMQ 4: 5 and above before the rest): sent as it is."""
+    if broker_kind(broker_url) is BrokerKind.REDIS:
+        return redis_priority(priority)
     return priority
-
-
-def priority_lists(queues: Sequence[str]) -> list[str]:
-    """The Redis lists of ``queues``, one per kombu priority step, each queue's in turn."""
-    return [
-        f"{queue}{KOMBU_PRIORITY_SEP}{step}" if step else queue
-        for queue in queues
-        for step in KOMBU_PRIORITY_STEPS
-    ]
 
 
 def create_app(settings: Settings, broker_url: str) -> DagwrightCelery:
@@ -164,6 +197,8 @@ def kombu_url(url: str, settings: Settings) -> str:
     ``redis+socket:///path``, ``sentinel://h1,h2/primary/db`` as one
     ``sentinel://h/db`` per Sentinel joined by ``;``, and the settings' credentials
     written in where the URL has none."""
+    if broker_kind(url) is not BrokerKind.REDIS:
+        return url  # RabbitMQ's credentials are its URL's: the redis_* settings are not
     credentials = credential_options(url, settings.redis_access)
     username, password = credentials.get("username"), credentials.get("password")
     if is_sentinel_url(url):

@@ -23,6 +23,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from dagwright.brokers import BrokerKind, broker_kind
+from dagwright.brokers.amqp import (
+    CONSUMER_TIMEOUT_ARGUMENT,
+    amqp_connection,
+    consumer_arguments,
+    honours_consumer_timeout,
+)
 from dagwright.connection import (
     TLS_HINT,
     connect,
@@ -46,6 +53,7 @@ from dagwright.sandbox.choice import candidate_names, probe
 from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
 from dagwright.settings import RedisAccess, Settings
+from dagwright.skills.library import SkillLibrary
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.capabilities import LLM_KINDS, WorkerCapabilities
 
@@ -103,7 +111,7 @@ def healthy(checks: list[Check]) -> bool:
 
 def diagnose(settings: Settings) -> list[Check]:
     """Every check, in a fixed order: redis, broker, workers (and problem queues),
-    reconciler, breakers, dlq, beat, sandbox, llm, models, then one per MCP server, and
+    reconciler, breakers, dlq, beat, sandbox, llm, skills, models, then one per MCP server, and
     the trace export if an OTLP endpoint is set."""
     url = resolve_redis_url(settings)
     redis_check = check_redis(url, settings.redis_access)
@@ -112,7 +120,7 @@ def diagnose(settings: Settings) -> list[Check]:
     if broker_url == url and not reachable:
         broker_check = skip("broker", "not checked: the same server as Redis")
     else:
-        broker_check = check_broker(broker_url, settings.redis_access)
+        broker_check = check_broker(broker_url, settings.redis_access, settings.max_timeout_s)
     if url and reachable:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
@@ -128,6 +136,7 @@ def diagnose(settings: Settings) -> list[Check]:
         broker_check,
         *state,
         *local,
+        *skill_checks(settings),
         *guarded("models", lambda: [check_model_lifecycle(settings, configured_models(settings))]),
         *guarded("mcp", lambda: mcp_checks(settings)),
         *check_otlp(settings),
@@ -210,14 +219,18 @@ def persistence_problems(client: redis.Redis) -> list[tuple[str, str]]:
     return problems
 
 
-def check_broker(url: str | None, access: RedisAccess) -> Check:
-    """The Celery broker answers PING (it is a Redis server, by default the state store)."""
+def check_broker(url: str | None, access: RedisAccess, max_timeout_s: float = 0.0) -> Check:
+    """The Celery broker answers: a Redis server (by default the state store) PING, a
+    RabbitMQ the AMQP handshake. ``max_timeout_s``: the longest node timeout, which an
+    older RabbitMQ's consumer timeout must exceed."""
     if not url:
         return fail(
             "broker",
             "no broker configured",
             "set DAGWRIGHT_BROKER_URL (unset: the same server as DAGWRIGHT_REDIS_URL)",
         )
+    if broker_kind(url) is BrokerKind.AMQP:
+        return check_rabbitmq(url, max_timeout_s)
     try:
         with probe_client(url, access) as client:
             client.ping()
@@ -225,6 +238,27 @@ def check_broker(url: str | None, access: RedisAccess) -> Check:
         hint = "is it running? check DAGWRIGHT_BROKER_URL (unset: DAGWRIGHT_REDIS_URL)"
         return unreachable("broker", "the broker", url, exc, hint)
     return ok("broker", f"reachable at {redact_url(url)}")
+
+
+def check_rabbitmq(url: str, max_timeout_s: float) -> Check:
+    """RabbitMQ answers; one older than 3.12 (which ignores the consumer timeout each
+    dagwright consumer asks for) is a warning, with the server setting to raise."""
+    try:
+        with amqp_connection(url, timeout_s=PROBE_TIMEOUT_S) as connection:
+            version = str(connection.connection.server_properties.get("version", ""))
+    except Exception as exc:  # kombu's and py-amqp's errors: each is "cannot reach"
+        hint = "is it running? check the host, port, user and vhost in DAGWRIGHT_BROKER_URL"
+        return fail("broker", f"cannot reach RabbitMQ at {redact_url(url)}: {exc}", hint)
+    detail = f"RabbitMQ {version or '(version unknown)'} reachable at {redact_url(url)}"
+    if version and not honours_consumer_timeout(version):
+        timeout_ms = consumer_arguments(max_timeout_s)[CONSUMER_TIMEOUT_ARGUMENT]
+        return warn(
+            "broker",
+            f"{detail}; it ignores the consumer timeout workers ask for (3.11.15+ honours it)",
+            f"make sure rabbitmq.conf sets consumer_timeout = {timeout_ms} (ms) or more: "
+            "else a node running past its 30 minutes' default has its worker's channel closed",
+        )
+    return ok("broker", detail)
 
 
 # What the state store says: workers, reconciler, breakers, dead letters.
@@ -415,9 +449,15 @@ def check_unserved_queue(queue: str, worker_types: list[str], depth: int | None)
 
 
 def check_reconciler(runtime: Runtime) -> Check:
-    """A reconciler holds its lock (refreshed every pass): lost work gets re-queued."""
-    if runtime.client.exists(runtime.keys.reconciler_lock):
-        return ok("reconciler", "a reconciler is active")
+    """A reconciler holds bucket 0 (its lease is renewed every pass; a dead holder's is
+    taken over): lost work gets re-queued. How many share the runs, from their presence."""
+    keys = runtime.keys
+    pipe = runtime.client.pipeline(transaction=False)
+    pipe.exists(keys.reconciler_bucket_lease(0))
+    pipe.zcard(keys.reconcilers)
+    held, live = pipe.execute()
+    if held:
+        return ok("reconciler", f"{plural(max(int(live), 1), 'reconciler')} active")
     every = runtime.settings.reconcile_interval_s * 3
     return warn(
         "reconciler",
@@ -596,6 +636,32 @@ def check_model_lifecycle(settings: Settings, models_by_user: dict[str, str]) ->
         return warn("models", "; ".join(warnings), "move to the replacement before that day")
     models = sorted(set(models_by_user.values()))
     return ok("models", f"{', '.join(models)}: none near its end of life")
+
+
+def skill_checks(settings: Settings) -> list[Check]:
+    """The skills of ``skill_dirs``: each SKILL.md is one the specification allows, and
+    every skill an agent type is given exists (as a worker checks when it starts)."""
+    if not settings.skill_dirs and not settings.agent_skills:
+        return []
+    from dagwright.registry import build_registry
+
+    try:
+        registry = build_registry(settings)
+    except ConfigurationError as exc:
+        return [
+            fail(
+                "skills",
+                str(exc),
+                "fix the skill (docs/skills.md): until then, workers refuse to start",
+            )
+        ]
+    given = [f"{wt.name} ({', '.join(wt.skills)})" for wt in registry.types() if wt.skills]
+    library = SkillLibrary.from_settings(settings)
+    found = f"{plural(len(library.skills), 'skill')}: {', '.join(library.names()) or 'none'}"
+    if not given:
+        hint = 'attach them: [agent_skills] researcher = ["<skill>"]'
+        return [warn("skills", f"{found} · given to no agent type", hint)]
+    return [ok("skills", f"{found} · given to {'; '.join(given)}")]
 
 
 def mcp_checks(settings: Settings) -> list[Check]:

@@ -26,7 +26,8 @@
     │   ├── RunOptionError     a submit keyword is unknown or of the wrong type (a TypeError)
     │   ├── EgressRefusedError     a URL points at loopback, private or metadata addresses
     │   └── ConfigurationError     settings are missing or contradictory
-    │       └── MissingExtraError  a feature's optional dependency is not installed
+    │       ├── MissingExtraError  a feature's optional dependency is not installed
+    │       └── MalformedSkillError  a skill folder's SKILL.md is not the specification's
     ├── BrokerUnavailableError     Redis/Valkey or the broker cannot be reached
     ├── RunError                   a run did not produce a result
     │   ├── RunFailedError         at least one node failed for good
@@ -72,10 +73,13 @@
         │   │                              refused (no fallback model), empty twice, or
         │   │                              the model's context window is full
         │   ├── PlanningFailedError        the planner gave no valid plan within its repairs
-        │   ├── PoisonMessageError         the node killed its worker on every delivery
+        │   ├── PoisonMessageError         the node killed its process on every delivery
+        │   ├── WorkersLostError           its workers were lost max_worker_losses times
         │   ├── CodeExecutionError         sandboxed code failed (exit code, time or memory)
         │   ├── BudgetExceededError        the next LLM call could pass the token budget
         │   ├── ApprovalRejectedError      a person (or the timeout) rejected the node
+        │   ├── SkillChangedError          a resumed node's skill is not the version it
+        │                                  started with (dagwright/skills, decision 92)
         │   └── SandboxUnavailableError    no sandbox backend works here: code is refused,
         │                                  never run unsandboxed
         └── NodeLostError          the node was taken from this worker (re-queued or
@@ -202,6 +206,12 @@ EXTRA_OF_MODULE = {
 class RetiredModelError(ConfigurationError):
     """A configured model is past its end of life: the API refuses every call to it. The
     message names the replacement (dagwright.llm.model_lifecycle)."""
+
+
+class MalformedSkillError(ConfigurationError):
+    """A skill folder is not what the Agent Skills specification allows (its SKILL.md's
+    front matter, its name, a link out of it, its size): one line naming the folder and
+    what to fix. Refused when a worker starts, and by ``dagwright doctor``."""
 
 
 class ModelEndOfLifeWarning(UserWarning):
@@ -457,8 +467,15 @@ class PlanningFailedError(PermanentError):
 
 
 class PoisonMessageError(PermanentError):
-    """The node was delivered again and again without recording an outcome: it kills the
-    worker that runs it (a crash, a hard time limit). It goes to the DLQ, not round again."""
+    """The process running the node died again and again without recording an outcome, as
+    its worker's surviving parent saw: the node kills the process that runs it (a crash,
+    an OOM kill, a hard time limit). It goes to the DLQ, not round again."""
+
+
+class WorkersLostError(PermanentError):
+    """The node lost its whole worker (a host, an eviction, a SIGKILL of the group: its
+    lease expired) ``max_worker_losses`` times without recording an outcome. No fault of
+    the node's was seen, but it is not delivered again for ever."""
 
 
 class BudgetExceededError(PermanentError):
@@ -515,6 +532,13 @@ class NotWaitingError(ApprovalError, ConflictError):
 class ApprovalRejectedError(PermanentError):
     """The node needed a person's approval, and it was rejected (or nobody decided in
     time): a policy matter, so not retried."""
+
+
+class SkillChangedError(PermanentError):
+    """A node resumed from its checkpoint uses a skill whose content is no longer the
+    version the node started with (its hash, recorded in the checkpoint): the node's
+    conversation was built on the old version, so it is not continued with another.
+    Replaying it fresh (``dagwright dlq replay ID --fresh``) runs it with the new one."""
 
 
 class ScoreError(InputError):

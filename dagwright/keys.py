@@ -66,7 +66,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "usage",  # hash node -> JSON token usage and cost of its LLM calls
     "audit",  # stream of tool-policy decisions
     "workspace",  # hash path -> content: the run's workspace (redis backend)
-    "deliveries",  # hash node -> claims since its last recorded outcome (poison guard)
+    "deaths",  # hash node -> deaths of its process a surviving worker parent saw since its
+    #            last recorded outcome (the poison guard, death.lua)
+    "losses",  # hash node -> workers lost under it (lease expired) since its last outcome
     "first_failure",  # hash node -> epoch ms of its first failed attempt
     "approvals",  # hash "request:<node>" / "decision:<node>" -> JSON of its approval
     "reserved",  # hash node -> JSON worst case of its LLM call in flight (run budget)
@@ -145,6 +147,13 @@ class Keys:
         """Sorted set run_id -> creation time (ms): every run still retained."""
         return f"{self.prefix}runs"
 
+    def ended_runs(self, status: str) -> str:
+        """Sorted set run_id -> epoch ms it ended, of the retained runs that ended with
+        ``status`` (succeeded, failed, cancelled): what the metrics count (ZCARD) instead
+        of reading every run. Joined by forget.lua, left by replay.lua, trimmed by the
+        reconciler past ``retention_s``."""
+        return f"{self.prefix}runs:ended:{status}"
+
     @property
     def active_runs(self) -> str:
         """Set of runs not yet finished: what the reconciler looks at."""
@@ -203,10 +212,26 @@ class Keys:
         out), so the workers running its nodes stop them at once."""
         return f"{self.prefix}stop"
 
+    def reconciler_bucket_lease(self, bucket: int) -> str:
+        """String: the token of the reconciler that holds active-run bucket ``bucket``
+        (``orchestrator/execution/buckets.py``), with a TTL of one lease period. A key of
+        its own, tagged by the bucket, so the leases spread over a cluster's slots."""
+        return f"{self.prefix}reconciler:{{b{bucket}}}:lease"
+
     @property
-    def reconciler_lock(self) -> str:
-        """Held by the one reconciler doing the work; the others stand by."""
-        return f"{self.prefix}reconciler:lock"
+    def reconcilers(self) -> str:
+        """Sorted set reconciler token -> epoch ms it last passed: the live reconcilers,
+        which share the buckets evenly (each holds at most its share)."""
+        return f"{self.prefix}reconcilers"
+
+    @property
+    def pooled_nodes(self) -> str:
+        """Hash queue -> nodes waiting in the pools of every run (pulled fan-outs), kept by
+        the run-state scripts in the step that changes a pool (prelude.lua pool_add,
+        pool_remove, pool_clear); with the broker's messages waiting, a queue's ready
+        backlog (``orchestrator/execution/backlog.py``). A queue with none has no field.
+        Not kept on a Cluster (another slot than the runs'): docs/internals/cluster.md."""
+        return f"{self.prefix}pooled"
 
     def worker_heartbeat(self, hostname: str) -> str:
         """Hash a live worker refreshes: its queues and pid, with a short TTL."""
@@ -245,6 +270,14 @@ class Keys:
     def dlq(self) -> str:
         """The dead-letter stream."""
         return f"{self.prefix}dlq"
+
+    @property
+    def dlq_settled(self) -> str:
+        """Sorted set entry id -> epoch ms of its id: the dead letters replayed while
+        still in the DLQ stream (written after replay.lua, in its own step; a purge removes
+        its entry from both), so that the ones waiting are the stream's length less these,
+        counted without a scan."""
+        return f"{self.prefix}dlq:settled"
 
     def dlq_status(self, run_id: str, entry_id: str) -> str:
         """A dead letter's fate (replayed, purged): set once, in the step that decides it.

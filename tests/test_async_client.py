@@ -111,7 +111,7 @@ def test_an_unknown_run_and_a_bad_plan_raise_typed_errors(
                 await client.submit(EXAMPLES / "cycle.yaml")
 
     asyncio.run(scenario())
-    background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler:lock")
+    background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler")
     assert [key for key in redis_client.scan_iter() if not key.startswith(background)] == []
 
 

@@ -41,3 +41,12 @@ def test_the_api_latency_benchmark_runs_with_tiny_arguments() -> None:
     for line in ("Client.submit", "POST /api/v1/runs", "the API adds", "Client.next_events"):
         assert line in done.stdout, done.stdout
     assert "SSE /events" in done.stdout
+
+
+def test_the_skills_benchmark_finds_the_catalog_cheaper_than_the_bodies_inlined() -> None:
+    from benchmarks.skills_catalog import measure
+
+    counts = measure(3, 2000)
+    (catalog, counted), (inlined, _) = counts["catalog"], counts["inlined"]
+    assert catalog == counted  # the usage and count_tokens agree
+    assert counts["no skills"][0] < catalog < inlined

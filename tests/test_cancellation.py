@@ -78,9 +78,10 @@ def test_cancel_kills_a_long_sandboxed_program_and_nothing_after_it_starts(
 
 
 def test_cancel_revokes_the_messages_of_queued_nodes_and_none_of_them_runs(
-    subprocess_settings: Settings, workers: Workers
+    broker_subprocess_settings: Settings, workers: Workers
 ) -> None:
-    settings = subprocess_settings.model_copy(update=SLOW_RENEWALS)
+    """On each broker: the revoke is a broadcast on the broker's control exchange."""
+    settings = broker_subprocess_settings.model_copy(update=SLOW_RENEWALS)
     worker = workers.start(settings, concurrency=1)
     client = Client(settings)
     plan = PlanBuilder("a busy worker")

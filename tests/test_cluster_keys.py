@@ -7,13 +7,19 @@ tests of tests/test_cluster.py run the same steps on a real 3-primary cluster.
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 from redis.crc import key_slot
 
 from dagwright.connection import redact_url
 from dagwright.errors import ConfigurationError
 from dagwright.keys import Keys
+from dagwright.orchestrator import runstate
 from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS
+from dagwright.orchestrator.runstate.machine import RunStateMachine
+from dagwright.orchestrator.runstate.scripts import prelude
 from dagwright.redis_endpoint import is_cluster_url, parse_cluster_url, url_credentials
 
 KEYS = Keys("dw:")
@@ -82,3 +88,37 @@ def test_a_cluster_url_names_its_start_nodes_and_credentials() -> None:
 def test_a_bad_cluster_url_is_one_line_saying_how_to_write_it(url: str) -> None:
     with pytest.raises(ConfigurationError, match=r"redis\+cluster://\[user:password@\]host"):
         parse_cluster_url(url)
+
+
+def test_on_a_cluster_the_last_key_of_every_run_script_call_is_the_runs_own() -> None:
+    """The pooled-nodes counter (prelude.lua POOLED) is global: on a Cluster machine.py
+    names the run's hash in its place, which the prelude reads as "no counter"."""
+    on_cluster = SimpleNamespace(_cluster=True, keys=KEYS)
+    standalone = SimpleNamespace(_cluster=False, keys=KEYS)
+    last = RunStateMachine._pooled_key(on_cluster, RUN)  # type: ignore[arg-type]
+    assert last == KEYS.run_key(RUN, "run")
+    assert slots([*KEYS.run_keys(RUN), last]) == slots([KEYS.run_key(RUN, "run")])
+    assert RunStateMachine._pooled_key(standalone, RUN) == KEYS.pooled_nodes  # type: ignore[arg-type]
+    assert "if POOLED == K.run then POOLED = nil end" in prelude()
+
+
+def test_compacts_keys_share_the_runs_slot() -> None:
+    compact = [KEYS.run_logs(RUN), KEYS.run_scores(RUN)]
+    assert slots([*KEYS.run_keys(RUN), *compact]) == slots([KEYS.run_key(RUN, "run")])
+
+
+# The run scripts that name keys beyond the run's (SHARED), and whether those are all in
+# the run's slot; age_out.lua's (the DLQ stream) are not: the reconciler does not call it
+# on a Cluster (docs/internals/cluster.md).
+SHARED_KEY_SCRIPTS = {"forget": True, "replay": True, "compact": True, "age_out": False}
+
+
+def test_the_run_scripts_naming_shared_keys_are_the_known_ones() -> None:
+    lua = Path(runstate.__file__).parent / "lua"
+    naming = {
+        path.stem
+        for path in lua.glob("*.lua")
+        if path.stem != "prelude"
+        and any("SHARED[" in line.split("--")[0] for line in path.read_text().splitlines())
+    }
+    assert naming == set(SHARED_KEY_SCRIPTS)

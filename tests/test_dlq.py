@@ -7,14 +7,27 @@ from pathlib import Path
 import pytest
 
 from dagwright.dlq import Classification, DeadLetterFilter, DeadLetterStatus
-from dagwright.errors import DeadLetterError, InputError
-from dagwright.models import ErrorInfo, RunStatus
+from dagwright.errors import (
+    DeadLetterError,
+    InputError,
+    PoisonMessageError,
+    WorkersLostError,
+)
+from dagwright.models import ErrorInfo, Node, RunStatus
 from dagwright.orchestrator.control.dead_letter_replay import dead_letters, replay, replay_matching
-from dagwright.orchestrator.runstate.machine import Claim, Replayed, ReplayRefused
+from dagwright.orchestrator.execution.poison import refused_delivery
+from dagwright.orchestrator.runstate.machine import (
+    Claim,
+    LeaseRef,
+    LossBackoff,
+    Replayed,
+    ReplayRefused,
+)
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.runstate import RecordingBroker, claim, finish, kinds, start
+from tests.support.waiting import wait_until
 
 ERROR = ErrorInfo(
     error_class="ValueError", message="bad input", retryable=False, traceback="Traceback: ..."
@@ -141,15 +154,60 @@ def test_fresh_replay_drops_the_checkpoint_and_a_plain_one_keeps_it(runtime: Run
         assert isinstance(replayed, Claim) and replayed.checkpoint == expected
 
 
-def test_deliveries_count_claims_until_an_outcome_is_recorded(runtime: Runtime) -> None:
+def test_deaths_count_what_a_parent_saw_losses_the_expired_leases(runtime: Runtime) -> None:
+    # Issue 31: only a death seen by the worker's surviving parent counts towards poison;
+    # a lease that expired (a worker lost whole) is a loss, delivered again after a backoff.
     run_id, _ = start(runtime, [{"id": "a"}])
-    first = claim(runtime, run_id, "a", holder="host:1")
-    assert isinstance(first, Claim) and first.deliveries == 1
-    second = claim(runtime, run_id, "a", holder="host:2", takeover="host:1")
-    assert isinstance(second, Claim) and second.deliveries == 2
-    runtime.machine.schedule_retry(run_id, "a", 1, ERROR, delay_s=0)
-    third = claim(runtime, run_id, "a", fence=1, holder="host:3")
-    assert third is None  # the retry moved it on: a new fence is published by the reconciler
+    first = claim(runtime, run_id, "a", holder="host:1", lease_s=0.2)
+    assert isinstance(first, Claim) and (first.deaths, first.losses) == (0, 0)
+    assert runtime.machine.record_death(LeaseRef(run_id, "a", 7), "signal 9") == 0  # stale
+    assert runtime.machine.record_death(LeaseRef(run_id, "a", 1), "signal 9") == 1
+    second = claim(runtime, run_id, "a", holder="host:2", takeover="host:1", lease_s=0.2)
+    assert isinstance(second, Claim) and (second.deaths, second.losses) == (1, 0)
+    assert "node.process_died" in kinds(runtime, run_id)
+
+    backoff = LossBackoff(base_s=0.3, max_s=10)
+    requeued = wait_until(
+        lambda: (
+            runtime.machine.reconcile_run(
+                run_id, publish_grace_s=60, stranded_after_s=60, loss_backoff=backoff
+            ).requeued
+            or runtime.store.waits(run_id).get("a")
+        ),
+        what="the lease to expire",
+    )
+    assert requeued == runtime.store.waits(run_id)["a"]  # it waits, not re-queued at once
+    assert requeued.on == "lost" and requeued.count == 1 and requeued.name == "host:2"
+    assert requeued.until is not None and requeued.until > requeued.since
+    assert requeued.describe().startswith("waiting for re-delivery after its worker was lost")
+    wait_until(
+        lambda: (
+            runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
+        ),
+        what="the re-delivery, due after the backoff",
+    )
+    third = claim(runtime, run_id, "a", fence=2, holder="host:3")
+    assert isinstance(third, Claim) and (third.deaths, third.losses) == (1, 1)
+    runtime.machine.schedule_retry(run_id, "a", 2, ERROR, delay_s=0)  # an outcome: forgotten
+    wait_until(
+        lambda: (
+            runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60).requeued
+        ),
+        what="the retry",
+    )
+    fourth = claim(runtime, run_id, "a", fence=3, holder="host:4")
+    assert isinstance(fourth, Claim) and (fourth.deaths, fourth.losses) == (0, 0)
+
+
+def test_a_poison_guard_tells_deaths_from_losses(runtime: Runtime) -> None:
+    settings = runtime.settings.model_copy(update={"max_deliveries": 2, "max_worker_losses": 3})
+    node = Node.model_validate({"id": "a", "type": "function", "function": "count"})
+    refused = refused_delivery(settings, Claim(node, attempt=5, inputs={}, deaths=1, losses=3))
+    assert refused is None  # three whole workers lost: still delivered
+    poison = refused_delivery(settings, Claim(node, attempt=3, inputs={}, deaths=2))
+    assert isinstance(poison, PoisonMessageError) and "died 2 times" in str(poison)
+    lost = refused_delivery(settings, Claim(node, attempt=5, inputs={}, losses=4))
+    assert isinstance(lost, WorkersLostError) and "lost 4 times" in str(lost)
 
 
 def test_filters_stats_purge_and_typed_errors(runtime: Runtime) -> None:

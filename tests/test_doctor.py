@@ -67,7 +67,8 @@ def live_env(settings: Settings, worker: Any, redis_client: redis.Redis, tmp_pat
         timeout=15,
         what="the worker's presence record",
     )
-    wait_until(lambda: redis_client.exists(keys.reconciler_lock), timeout=15, what="the lock")
+    lease = keys.reconciler_bucket_lease(0)
+    wait_until(lambda: redis_client.exists(lease), timeout=15, what="the reconciler's lease")
     return cli_env(settings, tmp_path / "data")
 
 

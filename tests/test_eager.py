@@ -14,7 +14,7 @@ import redis
 from celery.worker import state as worker_state
 
 from dagwright import Client, PlanBuilder, RunStatus
-from dagwright.app import KOMBU_PRIORITY_STEPS
+from dagwright.brokers.redis_lists import KOMBU_PRIORITY_STEPS
 from dagwright.keys import EVENT_EXCHANGE, NODE_EXECUTE_TASK, QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node

@@ -1,4 +1,5 @@
-"""Plans run end to end on a real Celery worker (threads pool) and a real Valkey."""
+"""Plans run end to end on a real Celery worker (threads pool) and a real Valkey: the
+spine, on each broker (Redis lists and RabbitMQ's quorum queues, ``broker_settings``)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,25 @@ from dagwright import (
     RunFailedError,
     RunNotFinishedError,
     RunStatus,
+    Settings,
 )
 from dagwright.keys import NODE_EXECUTE_TASK
 from dagwright.orchestrator.runstate.machine import ReadyNode
 from tests.support.functions import executions_key
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.usefixtures("worker")
+
+@pytest.fixture
+def client(broker_settings: Settings) -> Client:
+    """A client of the in-process worker on the broker under test."""
+    return Client(broker_settings)
+
+
+@pytest.fixture
+def redis_client(broker_settings: Settings) -> redis.Redis:
+    """Its state store (emptied by ``broker_settings``)."""
+    return redis.Redis.from_url(broker_settings.redis_url or "", decode_responses=True)
+
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "plans"
 
@@ -212,6 +225,6 @@ def test_an_invalid_plan_writes_nothing(client: Client, redis_client: redis.Redi
     with pytest.raises(PlanError, match="dependency cycle a -> b -> c -> a"):
         client.submit(EXAMPLES / "cycle.yaml")
     # The session's live worker refreshes its own records (presence, capabilities, the
-    # reconciler's lock) at any moment: everything else must be absent.
-    background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler:lock")
+    # reconcilers' leases and presence) at any moment: everything else must be absent.
+    background = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler")
     assert [key for key in redis_client.scan_iter() if not key.startswith(background)] == []

@@ -17,6 +17,7 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -98,9 +99,8 @@ def test_the_default_render_has_the_expected_objects(chart: Rendered) -> None:
         "Service": 4,  # valkey, server, flower, metrics
         "StatefulSet": 1,  # valkey
         "Deployment": len(COMPONENTS) + len(WORKER_TYPES),
-        "TriggerAuthentication": 1,
-        "ScaledObject": len(WORKER_TYPES),
-        "NetworkPolicy": 3,  # deny all in, then valkey's and the server's way in
+        "ScaledObject": len(WORKER_TYPES),  # on /backlog: no TriggerAuthentication for Redis
+        "NetworkPolicy": 4,  # deny all in, then valkey's, the server's and metrics' (KEDA) way in
     }
     assert set(chart.objects("Deployment")) == {f"dagwright-{c}" for c in COMPONENTS | WORKER_TYPES}
     namespaced = [doc for doc in chart.documents if doc["kind"] != "Namespace"]
@@ -161,7 +161,13 @@ def test_selectors_and_references_resolve(chart: Rendered) -> None:
                     assert ref["name"] == "dagwright-secrets" and ref["key"] in secret_keys
             for source in container.get("envFrom", []):
                 assert source["configMapRef"]["name"] in config_maps
-    auth = chart.objects("TriggerAuthentication")["dagwright-redis"]["spec"]["secretTargetRef"]
+    assert {"redis-address", "redis-password"} <= secret_keys
+
+
+def test_keda_without_metrics_reads_redis_with_the_secrets_keys(helm: str, tmp_path: Path) -> None:
+    rendered = render(helm, {"metrics": {"enabled": False}}, tmp=tmp_path)
+    secret_keys = set(env_file_variables(SECRETS_ENV_EXAMPLE))
+    auth = rendered.objects("TriggerAuthentication")["dagwright-redis"]["spec"]["secretTargetRef"]
     assert {ref["parameter"]: ref["key"] for ref in auth} == {
         "address": "redis-address",
         "password": "redis-password",
@@ -359,8 +365,10 @@ def test_every_pod_is_isolated_and_each_opens_only_what_it_serves(chart: Rendere
     pods = pod_labels(chart)
     assert all(selects(deny, labels) for labels in pods.values()), "a pod takes any connection"
     expected = {
-        "valkey": {6379: [{"podSelector": DAGWRIGHT_PODS}, namespace_peer("keda")]},
+        "valkey": {6379: [{"podSelector": DAGWRIGHT_PODS}]},
         "dagwright-server": {8400: [namespace_peer("ingress-nginx")]},
+        # KEDA reads the ready backlog there (/backlog), not Valkey
+        "dagwright-metrics": {9464: [namespace_peer("keda")]},
     }
     for name, labels in pods.items():
         assert ways_in(chart, labels) == expected.get(name, {}), name
@@ -389,19 +397,41 @@ def test_network_policies_switch_off(helm: str, tmp_path: Path) -> None:
 
 
 def scaled_queues(chart: Rendered) -> dict[str, str]:
-    """Worker type -> the Redis list its ScaledObject scales on, checked on the way."""
+    """Worker type -> the queue its ScaledObject scales on, checked on the way: its ready
+    backlog from dagwright-metrics' /backlog (issue 31), or with metrics off its Redis list."""
     args = chart.deployment_args()
     found = {}
     for scaled_object in chart.objects("ScaledObject").values():
         target = scaled_object["spec"]["scaleTargetRef"]["name"]
         (trigger,) = scaled_object["spec"]["triggers"]
-        assert trigger["type"] == "redis"
-        assert int(trigger["metadata"]["listLength"]) >= 1
-        assert trigger["authenticationRef"]["name"] == "dagwright-redis"
         # Not to zero: docs/operations.md ("Kubernetes") says why.
         assert scaled_object["spec"]["minReplicaCount"] >= 1
-        found[worker_type(args[target])] = trigger["metadata"]["listName"]
+        found[worker_type(args[target])] = trigger_queue(trigger)
     return found
+
+
+def trigger_queue(trigger: dict[str, Any]) -> str:
+    metadata = trigger["metadata"]
+    if trigger["type"] == "redis":
+        assert int(metadata["listLength"]) >= 1
+        assert trigger["authenticationRef"]["name"] == "dagwright-redis"
+        return str(metadata["listName"])
+    assert trigger["type"] == "metrics-api"
+    assert (metadata["format"], metadata["valueLocation"]) == ("json", "ready")
+    assert int(metadata["targetValue"]) >= 1
+    url = urlsplit(metadata["url"])
+    assert (url.hostname, url.port, url.path) == (
+        "dagwright-metrics.dagwright.svc",
+        9464,
+        "/backlog",
+    )
+    (queue,) = parse_qs(url.query)["queue"]
+    return queue
+
+
+def per_replica(scaled_object: dict[str, Any]) -> str:
+    metadata = scaled_object["spec"]["triggers"][0]["metadata"]
+    return str(metadata.get("targetValue") or metadata.get("listLength"))
 
 
 def test_one_scaled_object_per_worker_type_on_its_queue(chart: Rendered) -> None:
@@ -423,11 +453,65 @@ def test_keda_owns_the_replicas_of_what_it_scales(chart: Rendered) -> None:
         assert ("replicas" in deployment["spec"]) == (name not in scaled), name
 
 
+def test_on_rabbitmq_keda_reads_each_quorum_queue_and_pods_get_the_broker_url(
+    helm: str, tmp_path: Path
+) -> None:
+    """broker.kind rabbitmq without dagwright-metrics: each worker type's ScaledObject is
+    KEDA's rabbitmq scaler on its queue (ready messages per replica: its concurrency),
+    authenticated by the Secret's broker-url, which every dagwright pod reads as
+    DAGWRIGHT_BROKER_URL (by reference). With dagwright-metrics (the default) KEDA reads
+    the ready backlog there, whatever the broker."""
+    (tmp_path / "metrics").mkdir()
+    with_metrics = render(helm, {"broker": {"kind": "rabbitmq"}}, tmp=tmp_path / "metrics")
+    for scaled_object in with_metrics.objects("ScaledObject").values():
+        assert [t["type"] for t in scaled_object["spec"]["triggers"]] == ["metrics-api"]
+    rendered = render(
+        helm, {"broker": {"kind": "rabbitmq"}, "metrics": {"enabled": False}}, tmp=tmp_path
+    )
+    workers = rendered.worker_args()
+    for scaled_object in rendered.objects("ScaledObject").values():
+        [trigger] = scaled_object["spec"]["triggers"]
+        args = workers[scaled_object["spec"]["scaleTargetRef"]["name"]]
+        assert trigger["type"] == "rabbitmq"
+        assert trigger["authenticationRef"]["name"] == "dagwright-rabbitmq"
+        metadata = trigger["metadata"]
+        assert metadata["protocol"] == "amqp" and metadata["mode"] == "QueueLength"
+        assert [metadata["queueName"]] == queues_for([worker_type(args)], BUILT_IN)
+        assert metadata["value"] == args[args.index("--concurrency") + 1]
+    [auth] = rendered.objects("TriggerAuthentication").values()
+    assert auth["spec"]["secretTargetRef"][0]["key"] == "broker-url"
+    for name, deployment in rendered.objects("Deployment").items():
+        if name == "valkey":
+            continue
+        for container in containers(deployment):
+            env = {e["name"]: e for e in container.get("env", [])}
+            assert env["DAGWRIGHT_BROKER_URL"]["valueFrom"]["secretKeyRef"]["key"] == "broker-url"
+
+
 def test_without_keda_workers_are_plain_deployments(helm: str, tmp_path: Path) -> None:
     rendered = render(helm, {"keda": {"enabled": False}}, tmp=tmp_path)
     assert rendered.objects("ScaledObject") == rendered.objects("TriggerAuthentication") == {}
     for name in rendered.worker_args():
         assert rendered.objects("Deployment")[name]["spec"]["replicas"] == 1, name
+
+
+def test_keda_reads_the_ready_backlog_of_each_queue_not_redis(chart: Rendered) -> None:
+    """Issue 31: the Redis list misses the pooled nodes of pulled fan-outs, so KEDA reads
+    dagwright-metrics' /backlog (messages waiting + pooled) and needs no Redis access."""
+    for scaled_object in chart.objects("ScaledObject").values():
+        [trigger] = scaled_object["spec"]["triggers"]
+        assert trigger["type"] == "metrics-api"
+    assert chart.objects("TriggerAuthentication") == {}
+
+
+def test_without_metrics_keda_falls_back_to_the_redis_list(helm: str, tmp_path: Path) -> None:
+    rendered = render(helm, {"metrics": {"enabled": False}}, tmp=tmp_path)
+    assert set(scaled_queues(rendered)) == WORKER_TYPES
+    for scaled_object in rendered.objects("ScaledObject").values():
+        assert scaled_object["spec"]["triggers"][0]["type"] == "redis"
+    assert set(rendered.objects("TriggerAuthentication")) == {"dagwright-redis"}
+    pods = pod_labels(rendered)
+    assert namespace_peer("keda") in ways_in(rendered, pods["valkey"])[6379]
 
 
 # -- the workers: map ----------------------------------------------------------------
@@ -448,7 +532,7 @@ def test_adding_a_worker_type_is_one_entry(helm: str, chart: Rendered, tmp_path:
     registry.functions.register(lambda: None, "render_gpu", queue="gpu")
     assert scaled_queues(rendered)["function:gpu"] == queues_for(["function:gpu"], registry)[0]
     scaled = rendered.objects("ScaledObject")["dagwright-function-gpu"]
-    assert scaled["spec"]["triggers"][0]["metadata"]["listLength"] == "1"
+    assert per_replica(scaled) == "1"
 
 
 def test_an_override_changes_only_its_type(helm: str, chart: Rendered, tmp_path: Path) -> None:
@@ -470,9 +554,9 @@ def test_an_override_changes_only_its_type(helm: str, chart: Rendered, tmp_path:
     }
     assert pod_spec(deployment)["securityContext"]["runAsUser"] == 10002
     assert container["securityContext"]["procMount"] == "Unmasked"
-    scaled = rendered.objects("ScaledObject")["dagwright-python"]["spec"]
-    assert scaled["maxReplicaCount"] == 4
-    assert scaled["triggers"][0]["metadata"]["listLength"] == "3"
+    scaled = rendered.objects("ScaledObject")["dagwright-python"]
+    assert scaled["spec"]["maxReplicaCount"] == 4
+    assert per_replica(scaled) == "3"
 
 
 def test_a_null_entry_removes_a_type(helm: str, tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ from dagwright import Client, RunStatus
 from dagwright.errors import InputError, PlanError
 from dagwright.json_shapes import json_shape
 from dagwright.models import MAX_PARAMS_DEPTH, Plan
-from dagwright.orchestrator.control.submission import check_plan, run_timeout
+from dagwright.orchestrator.control.run_request import RunRequest
+from dagwright.orchestrator.control.submission import check_plan
 from dagwright.planning.planner import PlanRequest, RestrictedCatalog, plan_problems, planner_spec
 from dagwright.plans.documents import MAX_DOCUMENT_DEPTH
 from dagwright.plans.files import load_plan, parse_plan
@@ -244,7 +245,7 @@ def test_durations_have_a_ceiling(node: dict[str, Any]) -> None:
 @pytest.mark.parametrize("timeout_s", [math.inf, math.nan, 1e300, -1.0, 0.0])
 def test_a_run_timeout_given_at_submit_is_finite_and_bounded(timeout_s: float) -> None:
     with pytest.raises(InputError, match="the run timeout must be a positive number"):
-        run_timeout(timeout_s, None)
+        RunRequest(goal="g", timeout_s=timeout_s)
 
 
 # -- nesting -------------------------------------------------------------------------

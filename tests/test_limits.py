@@ -17,6 +17,7 @@ from dagwright.errors import InputError, LLMCallTooLargeError, LLMRateLimitedErr
 from dagwright.keys import Keys
 from dagwright.llm import LLMRequest, LLMResponse, RateLimitedLLM
 from dagwright.models import Plan, Usage
+from dagwright.orchestrator.control.run_request import RunRequest
 from dagwright.orchestrator.control.submission import start_run
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.leases import LeaseKeeper
@@ -160,7 +161,7 @@ def test_a_node_over_its_runs_limit_is_parked_without_using_an_attempt(runtime: 
     plan = Plan.model_validate(
         {"nodes": [{"id": n, "type": "function", "function": "noop"} for n in ("a", "b")]}
     )
-    run_id = start_run(runtime, broker, plan=plan, max_concurrent_nodes=1)
+    run_id = start_run(runtime, broker, RunRequest(plan=plan, max_concurrent_nodes=1))
     held = slots(run_id, "a", Limit(f"run:{run_id}", 1))
     assert env.limits.acquire(held) is None  # as if a ran now
 
@@ -192,7 +193,7 @@ def test_the_reconciler_wakes_waiters_when_a_dead_workers_slot_expires(
     broker = RecordingBroker()
     env = execution_env(runtime, broker)
     plan = Plan.model_validate({"nodes": [{"id": "b", "type": "function", "function": "noop"}]})
-    run_id = start_run(runtime, broker, plan=plan, max_concurrent_nodes=1)
+    run_id = start_run(runtime, broker, RunRequest(plan=plan, max_concurrent_nodes=1))
     dead = limits_of(runtime, slot_ttl_s=0.5)  # a worker that died holding the slot
     assert dead.acquire(slots(run_id, "gone", Limit(f"run:{run_id}", 1))) is None
     assert execute_node(env, run_id, "b", 1) == Outcome.PARKED
@@ -207,7 +208,7 @@ def test_the_reconciler_wakes_waiters_when_a_dead_workers_slot_expires(
 def test_max_concurrent_nodes_must_be_positive(runtime: Runtime) -> None:
     plan = Plan.model_validate({"nodes": [{"id": "a", "type": "function", "function": "noop"}]})
     with pytest.raises(InputError, match="at least 1"):
-        start_run(runtime, RecordingBroker(), plan=plan, max_concurrent_nodes=0)
+        start_run(runtime, RecordingBroker(), RunRequest(plan=plan, max_concurrent_nodes=0))
 
 
 # -- the LLM rate limit, on Valkey -----------------------------------------------------------

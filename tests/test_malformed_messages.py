@@ -24,7 +24,16 @@ from dagwright.tasks import build_app
 from dagwright.tasks.message_checks import TASK_ARGUMENTS, DeliveredMessage, malformation
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import Workers
-from tests.support.raw_messages import CANARY, bz2_bomb, envelope, push, task_headers
+from tests.support.raw_messages import (
+    CANARY,
+    RawParts,
+    bz2_bomb,
+    envelope,
+    messages_waiting,
+    push,
+    queue_raw,
+    task_headers,
+)
 from tests.support.waiting import wait_until
 
 QUEUE = "dw.function"
@@ -134,27 +143,16 @@ def test_the_dlq_commands_show_a_malformed_message_and_refuse_its_replay(
     assert refused.returncode == 2 and "not a node" in one_error_line(refused)
 
 
-def four_malformed_messages() -> list[tuple[str, bytes]]:
+def four_malformed_messages() -> list[RawParts]:
     """``{}``, ``null``, a bz2 bomb (1 GiB of zeros), a body that is not JSON at all."""
     return [
-        ("empty", envelope(b"{}", queue=QUEUE).encode()),
-        ("null", envelope(b"null", queue=QUEUE).encode()),
-        (
-            "bomb",
-            envelope(
-                bz2_bomb(),
-                queue=QUEUE,
-                headers=task_headers(compression="application/x-bz2"),
-            ).encode(),
-        ),
-        (
-            "data",
-            envelope(
-                f"binary {CANARY}".encode(),
-                queue=QUEUE,
-                content_type="application/data",
-                content_encoding="binary",
-            ).encode(),
+        RawParts(b"{}"),
+        RawParts(b"null"),
+        RawParts(bz2_bomb(), headers=task_headers(compression="application/x-bz2")),
+        RawParts(
+            f"binary {CANARY}".encode(),
+            content_type="application/data",
+            content_encoding="binary",
         ),
     ]
 
@@ -167,14 +165,13 @@ def peak_rss_bytes(pid: int) -> int:
 
 
 def test_malformed_messages_queued_before_a_worker_starts_leave_it_running(
-    subprocess_settings: Settings, workers: Workers
+    broker_subprocess_settings: Settings, workers: Workers
 ) -> None:
-    broker = redis.Redis.from_url(subprocess_settings.broker_url or "")
-    messages = four_malformed_messages()
-    for _, item in messages:
-        push(broker, QUEUE, item)
-    worker = workers.start(subprocess_settings, concurrency=1)
-    client = Client(subprocess_settings)
+    """On each broker (Redis lists, RabbitMQ quorum queues)."""
+    settings = broker_subprocess_settings
+    queue_raw(settings.broker_url or "", QUEUE, four_malformed_messages())
+    worker = workers.start(settings, concurrency=1)
+    client = Client(settings)
 
     def four_dead_letters() -> list[DeadLetter]:
         letters = client.dlq.list(classification="malformed")
@@ -182,7 +179,7 @@ def test_malformed_messages_queued_before_a_worker_starts_leave_it_running(
 
     letters = wait_until(four_dead_letters, timeout=60, what="four malformed dead letters")
     assert worker.process.poll() is None, worker.log_tail()
-    assert broker.llen(QUEUE) == 0
+    assert messages_waiting(settings, QUEUE) == 0
     sizes = sorted(letter.raw_message.body_bytes for letter in letters if letter.raw_message)
     assert sizes == sorted([2, 4, len(bz2_bomb()), len(f"binary {CANARY}")])
     assert {letter.raw_message.queue for letter in letters if letter.raw_message} == {QUEUE}

@@ -53,6 +53,8 @@ METRICS = {
     "dagwright_runs",
     "dagwright_node_duration_seconds",
     "dagwright_queue_depth",
+    "dagwright_queue_pooled",  # issue 31: the ready backlog, what autoscaling reads
+    "dagwright_queue_ready",
     "dagwright_llm_calls_total",
     "dagwright_llm_tokens_total",
     "dagwright_llm_cost_usd_total",

@@ -43,10 +43,12 @@ def node(node_id: str, type_: str, instruction: str, *deps: str) -> dict[str, An
 
 
 def dispatch_queue(client: Client, run_id: str, node_id: str) -> str:
-    import json
+    """The queue the node was routed to, from its stored spec (a succeeded run's
+    ``dispatch`` column is dropped at its end: docs/internals/retention.md)."""
+    from dagwright.models import Node
 
-    raw = client.runtime.client.hget(client.runtime.keys.run_key(run_id, "dispatch"), node_id)
-    return str(json.loads(raw or "{}").get("queue"))
+    raw = client.runtime.client.hget(client.runtime.keys.run_key(run_id, "spec"), node_id)
+    return client.runtime.dispatch_for(Node.model_validate_json(raw or "{}")).queue
 
 
 def test_a_goal_becomes_parallel_branches_and_a_synthesis(

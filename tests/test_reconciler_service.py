@@ -58,8 +58,8 @@ def test_a_standalone_reconciler_recovers_a_node_of_a_dead_worker(
     assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
     kinds = [(event.kind, event.node) for event in run.events(follow=False)]
     assert ("node.lease_expired", "slow") in kinds
-    lock = client.runtime.keys.reconciler_lock
-    assert client.runtime.client.get(lock)  # held by the service
+    lock = client.runtime.keys.reconciler_bucket_lease(0)
+    assert client.runtime.client.get(lock)  # held by the service (the only reconciler)
 
     service.stop()
     assert service.process.returncode == 0, service.log_tail()

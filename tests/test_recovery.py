@@ -27,10 +27,11 @@ def slow_pipeline() -> PlanBuilder:
 
 
 def test_a_pool_process_killed_mid_node_is_recovered_at_once(
-    subprocess_settings: Settings, workers: Workers
+    broker_subprocess_settings: Settings, workers: Workers
 ) -> None:
+    """On each broker: the killed process's message is handed back at once by both."""
     # A lease far longer than the wait below: only the takeover can recover the node in time.
-    settings = subprocess_settings.model_copy(update={"lease_s": 60.0})
+    settings = broker_subprocess_settings.model_copy(update={"lease_s": 60.0})
     workers.start(settings)
     client = Client(settings)
     run = client.submit(slow_pipeline().build())

@@ -66,10 +66,11 @@ def assert_each_node_completed_once(runs: list[RunHandle], nodes: int) -> None:
 
 
 def test_sigkill_chaos_loses_nothing_and_completes_every_node_once(
-    subprocess_settings: Settings, workers: Workers
+    broker_subprocess_settings: Settings, workers: Workers
 ) -> None:
+    """On each broker (Redis lists, RabbitMQ quorum queues)."""
     # Kills land at random, several on the same node now and then: not poison.
-    settings = subprocess_settings.model_copy(update={"max_deliveries": 50})
+    settings = broker_subprocess_settings.model_copy(update={"max_deliveries": 50})
     for _ in range(2):
         workers.start(settings, concurrency=3)
     client = Client(settings)
@@ -269,3 +270,7 @@ def test_a_poison_message_is_dead_lettered_after_max_deliveries(
     assert letter.classification == "poison" and letter.error_class == "PoisonMessageError"
     runs_of_poison = client.runtime.client.hget(executions_key(run.run_id), "poison")
     assert runs_of_poison == "2"  # two deliveries ran it; the third was refused
+    # Each death was seen by the worker's parent, which survived it (issue 31).
+    died = [e for e in run.events(follow=False) if e.kind == "node.process_died"]
+    assert [e.data["deaths"] for e in died] == ["1", "2"]
+    assert all("Worker exited prematurely" in e.data["cause"] for e in died)

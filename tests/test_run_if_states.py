@@ -300,7 +300,8 @@ def test_a_handlers_claim_reply_decodes_by_name_whatever_the_order() -> None:
         "outcomes", ["a", "succeeded", "b", "failed"],
         "inputs", ["a", '{"x": 1}', "b", None],
         "status", "ok", "spec", spec.model_dump_json(), "attempt", 1, "checkpoint", "",
-        "deliveries", 1, "max_concurrent_nodes", "", "response_cache", "", "run_inputs", "",
+        "deaths", 0, "losses", 0,
+        "max_concurrent_nodes", "", "response_cache", "", "run_inputs", "",
     ]  # fmt: skip
     claim = Claim.from_reply(reply)
     assert isinstance(claim, Claim) and claim.node.run_if == "all_done"

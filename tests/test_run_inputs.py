@@ -25,7 +25,7 @@ from tests.support.llm_script import PLANNER, text, turn
 GREETING = "examples/plans/greeting_inputs.yaml"
 WRITER = "You are the writer"
 # What the session's live worker writes on its own, at any moment, in the state database.
-WORKER_RECORDS = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler:lock")
+WORKER_RECORDS = ("dw:workers:", "dw:worker-capabilities", "dw:reconciler")
 
 
 def greeting_plan() -> Plan:
@@ -201,10 +201,10 @@ def test_a_plan_with_inputs_runs_from_the_client(client: Client, redis_client: r
         "seen": {"name": "Ada", "times": 3, "greeting": "hello"},
     }
     assert state.inputs == {"name": "Ada", "times": 3, "greeting": "hello"}
-    # The stored plan holds the values: what ran is what is shown.
-    stored = json.loads(redis_client.get(client.runtime.keys.run_key(run.run_id, "plan")) or "")
-    assert stored["nodes"][0]["params"] == {"parts": ["hello", "Ada"]}
-    assert "{{" not in json.dumps(stored["nodes"])
+    # The stored specs hold the values: what ran is what is shown.
+    specs = redis_client.hgetall(client.runtime.keys.run_key(run.run_id, "spec"))
+    assert json.loads(specs["greet"])["params"] == {"parts": ["hello", "Ada"]}
+    assert "{{" not in json.dumps(specs)
 
 
 @pytest.mark.usefixtures("worker")

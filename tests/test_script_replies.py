@@ -22,12 +22,13 @@ def test_a_claim_reply_decodes_by_name_whatever_the_order() -> None:
         "status", "ok",
         "checkpoint", '{"step": 2}',
         "attempt", 3,
-        "deliveries", 1,
+        "deaths", 1,
+        "losses", 2,
         "spec", spec.model_dump_json(),
     ]  # fmt: skip
     claim = Claim.from_reply(reply)
     assert isinstance(claim, Claim)
-    assert claim.node == spec and claim.attempt == 3 and claim.deliveries == 1
+    assert claim.node == spec and claim.attempt == 3 and (claim.deaths, claim.losses) == (1, 2)
     assert claim.inputs == {"dep": {"x": 1}} and claim.checkpoint == {"step": 2}
     assert claim.run_max_concurrent == 0 and claim.run_response_cache
     assert claim.run_inputs == {"n": 3}

@@ -34,6 +34,7 @@ from dagwright.cli import (
     schedules,
     scores,
     server,
+    skills,
     stack,
     tokens,
     traces,
@@ -84,6 +85,7 @@ evals.register(app)
 doctor.register(app)
 schedules.register(app)
 memory.register(app)
+skills.register(app)
 approvals.register(app)
 watch.register(app)
 logs.register(app)

@@ -60,7 +60,13 @@ def worker_types(
         table.add_row(
             row["name"],
             "\n".join([row["queue"], *row.get("function_queues", {})]),
-            "\n".join([*shown_tools(row), *unanswered(row["mcp_servers"])]),
+            "\n".join(
+                [
+                    *shown_tools(row),
+                    *unanswered(row["mcp_servers"]),
+                    *(f"skill:{name}" for name in row.get("skills", [])),
+                ]
+            ),
             row["description"],
             row["model"] or "",
             row["kind"],

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -58,7 +57,7 @@ from dagwright.stackfile import read_stack
 # `--help` and the read-only commands (`status`, `events`) start without them.
 if TYPE_CHECKING:
     from dagwright.client import Client, RunHandle
-    from dagwright.planning.goals import GoalOptions
+    from dagwright.orchestrator.control.run_request import RunRequest
     from dagwright.plans.validation import PlanGraph
     from dagwright.settings import Settings
 
@@ -181,6 +180,15 @@ def run(
             help="Start the run's first nodes SECONDS from now (Celery's countdown).",
         ),
     ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            metavar="NAMESPACE",
+            help="The memory namespace the run's agents use (runs naming it share their "
+            "memory); wins over the plan file's memory.",
+        ),
+    ] = None,
 ) -> None:
     """Run a plan file, or a goal that the planner turns into a plan, and wait for its
     result, showing progress.
@@ -189,37 +197,37 @@ def run(
     (Valkey and workers) for the duration of the command.
     """
     from dagwright.client import Client
-    from dagwright.planning.goals import GoalOptions
 
     settings = settings_from(imports)
     budget = budget_from(budget_tokens, budget_input_tokens, budget_output_tokens, budget_usd)
-    goal_options = GoalOptions(
-        context=context,
-        worker_types=worker_types,
-        max_nodes=max_nodes,
-        max_depth=max_depth,
-        replan=replan,
-        budget=budget,
-    )
+    options: dict[str, Any] = {
+        "context": context,
+        "worker_types": worker_types,
+        "max_nodes": max_nodes,
+        "max_depth": max_depth,
+        "replan": replan,
+        "budget": budget,
+        "max_concurrent_nodes": max_concurrent,
+        "timeout_s": run_timeout_s,
+        "response_cache": response_cache,
+        "llm_batch": llm_batch,
+        "webhooks": webhook_urls or [],
+        "priority": priority,
+        "not_before": not_before,
+        "countdown_s": countdown_s,
+        "memory": memory,
+    }
     try:
-        submission = submission_for(  # checked now
-            target,
-            settings,
-            goal_options,
-            idempotency_key,
-            max_concurrent,
-            run_timeout_s,
-            response_cache,
-            as_goal=as_goal,
-            given_inputs=(input_pairs, inputs_file),
-            webhook_urls=webhook_urls or [],
-            llm_batch=llm_batch,
-            priority=priority,
-            start={"not_before": not_before, "countdown_s": countdown_s},
+        request = run_request_for(  # checked now, before any stack starts
+            target, settings, options, as_goal=as_goal, given_inputs=(input_pairs, inputs_file)
         )
     except RunInputError as exc:  # every problem, one line each
         report_plan_problems(exc, target, json_output=json_output)
         raise typer.Exit(ExitCode.INPUT_ERROR) from None
+
+    def submission(client: Client) -> RunHandle:
+        return client.submit(request, idempotency_key=idempotency_key)
+
     if settings.redis_url or (no_wait and up_is_running(settings)):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
@@ -268,70 +276,39 @@ def is_plan_file(target: str, *, as_goal: bool = False) -> bool:
 PLAN_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def submission_for(
+def run_request_for(
     target: str,
     settings: Settings,
-    options: GoalOptions,
-    idempotency_key: str | None = None,
-    max_concurrent: int | None = None,
-    run_timeout_s: float | None = None,
-    response_cache: bool | None = None,
+    options: dict[str, Any],
     *,
     as_goal: bool = False,
     given_inputs: tuple[list[str] | None, Path | None] = (None, None),
-    webhook_urls: Sequence[str] = (),
-    llm_batch: bool = False,
-    priority: int | None = None,
-    start: dict[str, Any] | None = None,
-) -> Callable[[Client], RunHandle]:
-    """How to submit ``target``: a checked plan file, or a goal for the planner.
-    ``given_inputs``: the --input pairs and the --inputs file, read against the plan's
-    schema and checked now, before any stack starts. ``start``: the delayed start
-    (``not_before``, ``countdown_s``), checked now too."""
-    from dagwright.client.webhooks import coerce_webhooks
+) -> RunRequest:
+    """What ``dagwright run TARGET`` asks for (a checked plan file, or a goal for the
+    planner) with the flags' ``options`` (``RunOptions``' names), as the RunRequest every
+    door builds; checked now, before any stack starts. ``given_inputs``: the --input
+    pairs and the --inputs file, read against the plan's schema."""
+    from dagwright.client.run_options import build_run_request
     from dagwright.orchestrator.control.start_times import start_fields
-    from dagwright.orchestrator.control.submission import run_timeout
 
-    run_timeout(run_timeout_s, None)  # refused now, before any stack starts
-    start = {name: value for name, value in (start or {}).items() if value is not None}
-    start_fields(start.get("not_before"), start.get("countdown_s"), settings.max_start_delay_s)
-    webhooks = coerce_webhooks(webhook_urls)
     if not target.strip():
         raise InputError("nothing to run: give a plan file, or a goal in words")
+    given = {name: value for name, value in options.items() if value is not None}
+    plan = None
     if is_plan_file(target, as_goal=as_goal):
-        misplaced = [FLAGS[name] for name in options.goal_only()]
+        misplaced = [FLAGS[name] for name in FLAGS if given.get(name) not in (None, "", [])]
         if misplaced:
             raise InputError(
                 f"{', '.join(misplaced)} apply to goals, not to the plan file {target}"
             )
-        plan, inputs, _ = check_plan_file(Path(target), settings, given_inputs)
-        return lambda client: client.submit(
-            plan,
-            inputs=inputs,
-            budget=options.budget,
-            idempotency_key=idempotency_key,
-            max_concurrent_nodes=max_concurrent,
-            timeout_s=run_timeout_s,
-            response_cache=response_cache,
-            llm_batch=llm_batch,
-            webhooks=webhooks,
-            priority=priority,
-            **start,
-        )
-    inputs = inputs_from(*given_inputs, None, settings)
-    return lambda client: client.submit(
-        goal=target,
-        inputs=inputs,
-        idempotency_key=idempotency_key,
-        max_concurrent_nodes=max_concurrent,
-        timeout_s=run_timeout_s,
-        response_cache=response_cache,
-        llm_batch=llm_batch,
-        webhooks=webhooks,
-        priority=priority,
-        **start,
-        **dataclasses.asdict(options),
+        plan, given["inputs"], _ = check_plan_file(Path(target), settings, given_inputs)
+    else:
+        given |= {"goal": target, "inputs": inputs_from(*given_inputs, None, settings)}
+    request = build_run_request(
+        "dagwright run", plan, given, max_plan_file_bytes=settings.max_plan_file_bytes
     )
+    start_fields(request.not_before, request.countdown_s, settings.max_start_delay_s)
+    return request
 
 
 FLAGS = {

@@ -6,7 +6,7 @@ import builtins
 import getpass
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.redis_errors import SubClient, translated
+from dagwright.client.redis_errors import SubClient
 from dagwright.errors import UnknownNodeError
 from dagwright.models import Approval
 from dagwright.orchestrator.broker import dispatch
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 class ApprovalClient(SubClient):
     """Approve or reject what a run's policy sent to a person (``client.approvals``)."""
 
-    @translated
     def list(self, run_id: str | None = None) -> builtins.list[Approval]:
         """Approval requests waiting for a person, oldest first (of one run, or all)."""
         runtime = self._client.runtime
@@ -27,7 +26,6 @@ class ApprovalClient(SubClient):
             runtime.store.run_status(run_id)
         return ApprovalBook(runtime).pending(run_id)
 
-    @translated
     def approve(
         self,
         run_id: str,
@@ -42,7 +40,6 @@ class ApprovalClient(SubClient):
         node, NotWaitingError if it waits for no decision."""
         return self._decide(run_id, node_id, approved=True, comment=comment, args=args, by=by)
 
-    @translated
     def reject(
         self, run_id: str, node_id: str, *, comment: str = "", by: str | None = None
     ) -> Approval:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from dagwright.client.following import FollowCursor
 from dagwright.client.handle import ProgressCallback, result_of, still_running
-from dagwright.client.redis_errors import translated_async
+from dagwright.client.redis_errors import ConnectedPart
 from dagwright.client.run_options import RunOptions, check_run_options
 from dagwright.client.runs import (
     PROGRESS_INTERVAL_S,
@@ -48,7 +48,7 @@ from dagwright.client.runs import (
     WAKE_UP_S,
     Client,
 )
-from dagwright.connection import connect_async, translate_redis_errors
+from dagwright.connection import connect_async
 from dagwright.keys import Keys
 from dagwright.models import Event, NodeLogLine, Plan, RunCounts, RunScore, RunState, RunStatus
 from dagwright.orchestrator.runstate.async_store import AsyncRunStore
@@ -63,10 +63,11 @@ if TYPE_CHECKING:
 
     from dagwright.client.memory import AsyncMemoryClient
     from dagwright.client.run_pages import RunPage
+    from dagwright.orchestrator.control.run_request import RunRequest
     from dagwright.orchestrator.runstate.creation import NewRun
 
 
-class AsyncClient:
+class AsyncClient(ConnectedPart):
     """``Client``'s run methods as coroutines; ``events`` an async iterator.
 
     ``cancel``, ``find_runs`` and a keyed ``submit`` run the sync client's in a thread,
@@ -123,10 +124,9 @@ class AsyncClient:
     ) -> None:
         await self.aclose()
 
-    @translated_async
     async def submit(
         self,
-        plan: Plan | dict[str, Any] | str | Path | None = None,
+        plan: RunRequest | Plan | dict[str, Any] | str | Path | None = None,
         *,
         idempotency_key: str | None = None,
         **options: Unpack[RunOptions],
@@ -158,21 +158,19 @@ class AsyncClient:
         return AsyncRunHandle(self, run_id)
 
     def _prepare(
-        self, plan: Plan | dict[str, Any] | str | Path | None, options: RunOptions
+        self, plan: RunRequest | Plan | dict[str, Any] | str | Path | None, options: RunOptions
     ) -> NewRun:
-        """The checked run a submit writes (``prepare_run``), for a thread."""
+        """The checked run a submit writes (its RunRequest, ``prepare_run``), for a thread."""
         from dagwright.orchestrator.control.submission import prepare_run
 
-        request = self.sync.run_request(plan, **options)
-        return prepare_run(self.sync.runtime, **request)
+        request = self.sync.run_request(plan, caller="AsyncClient.submit", **options)
+        return prepare_run(self.sync.runtime, request, live_workers=self.sync.live_workers)
 
-    @translated_async
     async def get_run(self, run_id: str) -> AsyncRunHandle:
         """A handle on an existing run (UnknownRunError if there is none)."""
         await self.store.run_status(run_id)
         return AsyncRunHandle(self, run_id)
 
-    @translated_async
     async def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
         """A snapshot of the run and its nodes (outputs and result too, unless told not to);
         a queued node no live worker serves says so (``Client.status``'s rule, in a thread)."""
@@ -183,11 +181,9 @@ class AsyncClient:
             return state
         return await asyncio.to_thread(self.sync.worker_waits.annotate, state)
 
-    @translated_async
     async def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
         return await self.store.counts(run_id)
 
-    @translated_async
     async def wait(
         self,
         run_id: str,
@@ -220,24 +216,21 @@ class AsyncClient:
         """The run's events from the start (or after stream id ``after``), as ``async for``
         iterates them; with ``follow``, until the run has ended (``Client.events``'
         rule: blocking reads of at most WAKE_UP_S). UnknownRunError at the first step."""
-        with translate_redis_errors(self.redis_url):
-            await self.store.run_status(run_id)
+        await self.store.run_status(run_id)
         position = FollowCursor(after)
         while not position.finished:
-            with translate_redis_errors(self.redis_url):
-                batch = await self.store.read_events(
-                    run_id,
-                    after=position.cursor,
-                    block_ms=position.block_ms(WAKE_UP_S if follow else None),
-                )
-                if position.took(batch):
-                    position.saw_final((await self.store.run_status(run_id)).is_final)
+            batch = await self.store.read_events(
+                run_id,
+                after=position.cursor,
+                block_ms=position.block_ms(WAKE_UP_S if follow else None),
+            )
+            if position.took(batch):
+                position.saw_final((await self.store.run_status(run_id)).is_final)
             for event in batch:
                 yield event
             if not batch and not follow:
                 return
 
-    @translated_async
     async def next_events(
         self, run_id: str, *, after: str = "$", wait_s: float = WAKE_UP_S
     ) -> list[Event]:
@@ -250,7 +243,6 @@ class AsyncClient:
         """``Client.cancel``, run in a thread (its revokes go through Celery)."""
         return await asyncio.to_thread(self.sync.cancel, run_id, reason)
 
-    @translated_async
     async def list_runs(self, limit: int = 20) -> list[RunState]:
         """The most recent runs, newest first, as summaries (no nodes)."""
         return [
@@ -259,7 +251,6 @@ class AsyncClient:
             if await self.store.exists(run_id)
         ]
 
-    @translated_async
     async def score(
         self,
         run_id: str,
@@ -276,12 +267,10 @@ class AsyncClient:
         given = new_score(name, value, comment, source=source, by=by)
         return await self.run_scores.add(run_id, given)
 
-    @translated_async
     async def scores(self, run_id: str) -> list[RunScore]:
         """``Client.scores``: every score of the run, oldest first."""
         return await self.run_scores.read(run_id)
 
-    @translated_async
     async def logs(
         self,
         run_id: str,

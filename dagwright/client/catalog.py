@@ -1,5 +1,6 @@
 """The worker types as ``dagwright worker-types --json`` and ``GET /api/v1/worker-types``
 show them: kind, queue, model, tools (those of attached MCP servers that answered too),
+skills,
 and for ``function`` the queues of functions declared with their own (``function_queues``:
 Celery queue -> the functions on it)."""
 
@@ -53,6 +54,7 @@ def describe(
         "not_offered": not_offered(worker_type.tools, capabilities),
         "capabilities": capabilities,
         "mcp_servers": [server.to_json() for server in servers],
+        "skills": list(worker_type.skills),
         "description": worker_type.description,
     }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
-from dagwright.client.redis_errors import SubClient, translated
+from dagwright.client.redis_errors import SubClient
 from dagwright.dlq import (
     Classification,
     DeadLetter,
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 class DeadLetterClient(SubClient):
     """Nodes that failed for good, and what to do about them (``client.dlq``)."""
 
-    @translated
     def list(
         self,
         *,
@@ -45,12 +44,10 @@ class DeadLetterClient(SubClient):
         where = dlq_filter(run_id, worker_type, classification, status)
         return dead_letters(self._client.runtime).find(where, limit=limit)
 
-    @translated
     def get(self, entry_id: str) -> DeadLetter:
         """One dead letter (DeadLetterError if there is none)."""
         return dead_letters(self._client.runtime).get(entry_id)
 
-    @translated
     def replay(self, entry_id: str, *, fresh: bool = False) -> ReplayResult:
         """Run a dead letter's node again, re-opening its run: completed nodes are kept,
         and an agent resumes from its checkpoint unless ``fresh``. NotReplayableError if it
@@ -62,7 +59,6 @@ class DeadLetterClient(SubClient):
             raise NotReplayableError(f"cannot replay dead letter {entry_id}: {result.reason}")
         return result
 
-    @translated
     def replay_all(
         self,
         *,
@@ -75,13 +71,11 @@ class DeadLetterClient(SubClient):
         where = dlq_filter(run_id, worker_type, classification, None)
         return replay_matching(self._client.runtime, self._client.broker, where, fresh=fresh)
 
-    @translated
     def purge(self, entry_id: str) -> None:
         """Delete a dead letter (DeadLetterError if there is none)."""
         if not dead_letters(self._client.runtime).purge(entry_id):
             raise UnknownDeadLetterError(f"no dead letter {shown_id(entry_id)!r}")
 
-    @translated
     def purge_all(
         self,
         *,
@@ -95,7 +89,6 @@ class DeadLetterClient(SubClient):
         where = dlq_filter(run_id, worker_type, classification, status)
         return sum(store.purge(letter.id) for letter in builtins.list(store.scan(where)))
 
-    @translated
     def stats(self) -> DeadLetterStats:
         return dead_letters(self._client.runtime).stats()
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dagwright.client.redis_errors import ConnectedPart
 from dagwright.errors import InputError, ToolError, UnknownMemoryError
 from dagwright.memory.namespaces import checked_name
 from dagwright.memory.store import MemoryStore, NamespaceInfo
@@ -31,10 +32,11 @@ class MemoryExport(BaseModel):
     files: dict[str, str]
 
 
-class MemoryClient:
+class MemoryClient(ConnectedPart):
     """The memory namespaces (``dagwright memory``; docs/memory.md)."""
 
     def __init__(self, client: Client) -> None:
+        self.redis_url = client.redis_url
         runtime = client.runtime
         self._store = MemoryStore(runtime.client, runtime.keys, runtime.settings)
 
@@ -81,11 +83,12 @@ class MemoryClient:
         return self._store.writes_of_run(run_id)
 
 
-class AsyncMemoryClient:
+class AsyncMemoryClient(ConnectedPart):
     """``MemoryClient`` for asyncio (``AsyncClient.memory``): each call in a thread."""
 
     def __init__(self, sync: MemoryClient) -> None:
         self.sync = sync
+        self.redis_url = sync.redis_url
 
     async def list(self) -> builtins.list[NamespaceInfo]:
         return await asyncio.to_thread(self.sync.list)

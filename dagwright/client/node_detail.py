@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dagwright.errors import UnknownNodeError
@@ -16,6 +17,7 @@ from dagwright.json_views import iso, node_json
 from dagwright.models import Node, RunState
 from dagwright.orchestrator.runstate.store import RunStore
 from dagwright.plans.mapping import child_inputs
+from dagwright.redaction import redact
 from dagwright.telemetry.run_trace import Trace
 from dagwright.telemetry.spans import LLM_CALL, Span
 from dagwright.telemetry.trace_reads import read_trace
@@ -64,8 +66,12 @@ class NodeDetail:
     transcript: list[dict[str, Any]]
     llm_calls: list[LLMCall]
     spans: list[Span]
+    transcript_gone: str = ""
+    """Why ``transcript`` is empty although the node may have kept one: its run dropped
+    its checkpoints at its end (``checkpoint_retention_s``), or they have expired."""
 
     def to_json(self) -> dict[str, Any]:
+        gone = {"transcript_gone": self.transcript_gone} if self.transcript_gone else {}
         return {
             "run_id": self.run_id,
             "node_id": self.node_id,
@@ -75,14 +81,20 @@ class NodeDetail:
             "transcript": self.transcript,
             "llm_calls": [call.__dict__ for call in self.llm_calls],
             "spans": [span.model_dump(mode="json") for span in self.spans],
+            **gone,
         }
 
 
 def read_node_detail(
-    store: RunStore, run_id: str, node_id: str, worker_waits: WorkerWaits | None = None
+    store: RunStore,
+    run_id: str,
+    node_id: str,
+    worker_waits: WorkerWaits | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> NodeDetail:
     """The node ``node_id`` of run ``run_id`` (UnknownRunError, UnknownNodeError); with
-    ``worker_waits``, saying so if it is queued and no live worker serves it."""
+    ``worker_waits``, saying so if it is queued and no live worker serves it. The
+    transcript is what the model wrote too: ``secrets`` are masked in it."""
     state = store.read_state(run_id)
     if worker_waits is not None:
         state = worker_waits.annotate(state)
@@ -97,10 +109,22 @@ def read_node_detail(
         state=node_json(node),
         spec=json.loads(spec) if spec else {},
         inputs=received(spec, inputs_of(state, node.depends_on)),
-        transcript=transcript_of(json.loads(checkpoint) if checkpoint else None),
+        transcript=masked(transcript_of(json.loads(checkpoint) if checkpoint else None), secrets),
         llm_calls=[LLMCall.from_span(span) for span in spans if span.name == LLM_CALL],
         spans=spans,
+        transcript_gone="" if checkpoint else checkpoints_gone(store.checkpoints_kept(run_id)),
     )
+
+
+def checkpoints_gone(kept: str | None) -> str:
+    """What the run hash's ``checkpoints`` (compact.lua) says of its nodes' transcripts:
+    '' if nothing was dropped."""
+    if kept is None:
+        return ""
+    if kept == "dropped":
+        return "checkpoints dropped at the end of the run (setting checkpoint_retention_s)"
+    until = datetime.fromtimestamp(int(kept) / 1000, tz=UTC).isoformat(timespec="seconds")
+    return f"checkpoints kept until {until} after the run (setting checkpoint_retention_s)"
 
 
 def inputs_of(state: RunState, depends_on: list[str]) -> dict[str, Any]:
@@ -114,6 +138,18 @@ def received(spec: str | None, inputs: dict[str, Any]) -> dict[str, Any]:
     if node is None or node.map is None or node.map.index is None:
         return inputs
     return child_inputs(node, inputs)
+
+
+def masked(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` with every string in it redacted (a transcript holds what the model
+    wrote, which may quote a secret it saw)."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, list):
+        return [masked(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {key: masked(item, secrets) for key, item in value.items()}
+    return value
 
 
 def transcript_of(checkpoint: Any) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""What a submit may say besides its plan (``RunOptions``), and the check that refuses
-anything else at run time.
+"""What a submit may say besides its plan (``RunOptions``), the check that refuses
+anything else at run time, and ``build_run_request``: the keyword options as the one
+``RunRequest`` every door submits (orchestrator/control/run_request.py).
 
 ``**options: Unpack[RunOptions]`` is a promise mypy keeps, not Python: without this check
 ``submit(plan, timeout=2)`` (meant ``timeout_s``) ran with no limit, and Celery's
@@ -17,10 +18,14 @@ import types
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from typing import Any, TypedDict, Union, get_args, get_origin, get_type_hints
 
-from dagwright.errors import RunOptionError
-from dagwright.models import Budget, Webhook
+from pydantic import ValidationError
+
+from dagwright.errors import InputError, RunOptionError
+from dagwright.models import Budget, Plan, Webhook
+from dagwright.orchestrator.control.run_request import RunRequest
 
 
 class RunOptions(TypedDict, total=False):
@@ -44,6 +49,7 @@ class RunOptions(TypedDict, total=False):
     webhooks: Sequence[Webhook | dict[str, Any] | str]
     not_before: datetime | str | None
     countdown_s: float | None
+    memory: str | None
 
 
 RUN_OPTION_NAMES = frozenset(RunOptions.__annotations__)
@@ -68,6 +74,38 @@ CELERY_WORDS = {
     "kwargs": "inputs= are the run's arguments",
 }
 """Celery's ``apply_async`` words with no dagwright meaning: what to use instead."""
+
+
+def build_run_request(
+    caller: str,
+    plan: Plan | dict[str, Any] | str | Path | None,
+    options: Mapping[str, Any],
+    *,
+    max_plan_file_bytes: int,
+) -> RunRequest:
+    """The RunRequest of a submit's plan (a Plan, its dict, or a plan file's path) and
+    keyword ``options``: unknown or mistyped options refused as ``caller``'s
+    (RunOptionError), the plan read, the budget (``budget_tokens`` is short for its
+    ``max_total_tokens``) and webhooks coerced, then every bound checked (InputError)."""
+    from dagwright.client.webhooks import coerce_webhooks
+    from dagwright.planning.goals import requested_budget
+    from dagwright.plans.files import coerce_plan
+
+    check_run_options(caller, options)
+    given = {name: value for name, value in options.items() if name != "budget_tokens"}
+    given["budget"] = requested_budget(options.get("budget"), options.get("budget_tokens"))
+    given["webhooks"] = tuple(coerce_webhooks(options.get("webhooks", ())))
+    if given.get("llm_batch") is None:
+        given["llm_batch"] = False
+    if given.get("worker_types") is not None:
+        given["worker_types"] = tuple(given["worker_types"])
+    if plan is not None:
+        given["plan"] = coerce_plan(plan, max_file_bytes=max_plan_file_bytes)
+    try:
+        return RunRequest(**given)
+    except ValidationError as exc:  # a container of the wrong shape: say which, one line
+        problems = (f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"invalid run request: {'; '.join(problems)}") from None
 
 
 MAX_OTHERS_SHOWN = 5  # unknown names listed after the first

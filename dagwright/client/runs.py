@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from dagwright.client.handle import ProgressCallback, RunHandle, result_of, still_running
-from dagwright.client.redis_errors import translated
+from dagwright.client.redis_errors import ConnectedPart
 from dagwright.client.run_options import RunOptions as RunOptions
-from dagwright.client.run_options import check_run_options
+from dagwright.client.run_options import build_run_request
 from dagwright.connection import require_redis_url
+from dagwright.errors import RunOptionError
 from dagwright.models import (
     AuditEntry,
     Event,
@@ -30,6 +31,7 @@ from dagwright.models import (
     RunState,
     RunStatus,
 )
+from dagwright.orchestrator.control.run_request import RunRequest
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 
@@ -56,11 +58,12 @@ PROGRESS_INTERVAL_S = 0.25  # how often wait() reports progress when asked to
 SAFETY_WAKE_UP_S = 5.0  # wait() re-reads the status this often even with no news
 
 
-class Client:
+class Client(ConnectedPart):
     """Talks to the run-state store and the broker named by ``settings``.
 
     Runs are its own methods; ``dlq``, ``schedules`` and ``approvals`` are sub-clients
-    sharing its runtime (one Redis connection pool, one Celery app).
+    sharing its runtime (one Redis connection pool, one Celery app). Each public method
+    leaves Redis errors as typed ones (``ConnectedPart``, client/redis_errors.py).
     """
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -136,18 +139,18 @@ class Client:
 
         return WebhookClient(self)
 
-    @translated
     def submit(
         self,
-        plan: Plan | dict[str, Any] | str | Path | None = None,
+        plan: RunRequest | Plan | dict[str, Any] | str | Path | None = None,
         *,
         idempotency_key: str | None = None,
         **options: Unpack[RunOptions],
     ) -> RunHandle:
         """Start a run of a plan (a Plan, a dict, or a YAML/JSON file path), or of a
-        ``goal``, which the planner first turns into a plan. A repeated submit with the
-        same ``idempotency_key`` (within ``settings.idempotency_ttl_s``) returns the run
-        the first one started.
+        ``goal``, which the planner first turns into a plan; or of a RunRequest (the
+        same options as one frozen object, orchestrator/control/run_request.py). A
+        repeated submit with the same ``idempotency_key`` (within
+        ``settings.idempotency_ttl_s``) returns the run the first one started.
 
         ``inputs`` are the run's arguments: checked against the plan's ``inputs:`` schema
         (its defaults filled in), they replace ``{{ inputs.<name> }}`` in its params and
@@ -172,7 +175,9 @@ class Client:
         low priority is never starved. ``llm_batch=True`` sends the run's agent calls, its
         planner's included, through the Message Batches API at half the price, each
         answered within 24 hours (nodes wait parked meanwhile, "waiting on batch ..."):
-        for runs nobody waits on.
+        for runs nobody waits on. ``memory`` names the memory namespace the run's agents
+        use (``team-digest``: runs naming it share their memory; docs/memory.md): it wins
+        over the plan's ``memory:`` (InputError for a name that is no namespace).
         ``webhooks`` (Webhook, its dict, or a URL for every run end) are told when the run
         ends, with the plan's own: a signed POST per end, at least once
         (docs/client-guide.md, "Webhooks"). ``not_before`` (a datetime, naive = UTC, or
@@ -190,57 +195,39 @@ class Client:
         from dagwright.orchestrator.control.submission import start_run
         from dagwright.orchestrator.runstate.store import new_run_id
 
-        check_run_options("Client.submit", options)
-        request = self.run_request(plan, **options)
+        request = self.run_request(plan, caller="Client.submit", **options)
         new_id = new_run_id()
         run_id = start_run(
             self.runtime,
             self.broker,
+            request,
             run_id=new_id,
             idempotency_key=idempotency_key,
-            **request,
+            live_workers=self.live_workers,
         )
         return RunHandle(self, run_id, created=run_id == new_id)
 
     def run_request(
         self,
-        plan: Plan | dict[str, Any] | str | Path | None = None,
+        plan: RunRequest | Plan | dict[str, Any] | str | Path | None = None,
+        *,
+        caller: str = "Client.run_request",
         **options: Unpack[RunOptions],
-    ) -> dict[str, Any]:
-        """``submit``'s arguments (less the idempotency key) as ``start_run`` and
-        ``prepare_run`` take them: the plan read, the goal's options and webhooks
-        coerced. Shared with ``AsyncClient.submit``. RunOptionError as ``submit``'s."""
-        from dagwright.client.webhooks import coerce_webhooks
-        from dagwright.planning.goals import GoalOptions, requested_budget
-        from dagwright.plans.files import coerce_plan
-
-        check_run_options("Client.run_request", options)
-        goal_options = GoalOptions(
-            context=options.get("context", ""),
-            worker_types=options.get("worker_types"),
-            max_nodes=options.get("max_nodes"),
-            max_depth=options.get("max_depth"),
-            replan=options.get("replan"),
-            budget=requested_budget(options.get("budget"), options.get("budget_tokens")),
-        )
+    ) -> RunRequest:
+        """What ``submit`` asks for (less the idempotency key), as the one RunRequest
+        every door builds: the plan read, the options checked and coerced. A RunRequest
+        given is taken as it is (then no options). Shared with ``AsyncClient.submit``,
+        the HTTP API, the MCP server and the CLI; RunOptionError as ``submit``'s."""
+        if isinstance(plan, RunRequest):
+            if options:
+                raise RunOptionError(
+                    f"{caller}() takes a RunRequest or options, not both "
+                    f"({', '.join(sorted(options))})"
+                )
+            return plan
         max_bytes = self.settings.max_plan_file_bytes
-        return {
-            "plan": coerce_plan(plan, max_file_bytes=max_bytes) if plan is not None else None,
-            "goal": options.get("goal"),
-            "options": goal_options,
-            "max_concurrent_nodes": options.get("max_concurrent_nodes"),
-            "timeout_s": options.get("timeout_s"),
-            "response_cache": options.get("response_cache"),
-            "priority": options.get("priority"),
-            "llm_batch": bool(options.get("llm_batch", False)),
-            "live_workers": self.live_workers,
-            "inputs": options.get("inputs"),
-            "webhooks": coerce_webhooks(options.get("webhooks", ())),
-            "not_before": options.get("not_before"),
-            "countdown_s": options.get("countdown_s"),
-        }
+        return build_run_request(caller, plan, options, max_plan_file_bytes=max_bytes)
 
-    @translated
     def get_run(self, run_id: str) -> RunHandle:
         """A handle on an existing run (UnknownRunError if there is none)."""
         self.runtime.store.run_status(run_id)
@@ -253,25 +240,21 @@ class Client:
 
         return WorkerWaits(self.runtime, self.live_workers)
 
-    @translated
     def status(self, run_id: str, *, include_outputs: bool = True) -> RunState:
         """A snapshot of the run and its nodes (outputs and result too, unless told not to);
         a queued node no live worker serves says so in its ``waiting``."""
         state = self.runtime.store.read_state(run_id, include_outputs=include_outputs)
         return self.worker_waits.annotate(state)
 
-    @translated
     def counts(self, run_id: str) -> tuple[RunStatus, RunCounts]:
         return self.runtime.store.counts(run_id)
 
-    @translated
     def waits(self, run_id: str) -> dict[str, NodeWait]:
         """What each node parked waits on (an open breaker, a Message Batch, a slot), and
         each queued node no live worker serves, by node id."""
         parked = self.runtime.store.waits(run_id)
         return {**parked, **self.worker_waits.of_queued(run_id, parked)}
 
-    @translated
     def wait(
         self,
         run_id: str,
@@ -303,7 +286,6 @@ class Client:
         """Wait for the run and return its result, or raise RunFailedError/RunCancelledError."""
         return result_of(self.wait(run_id, timeout))
 
-    @translated
     def events(self, run_id: str, *, follow: bool = True, after: str = "0") -> Iterator[Event]:
         """The run's events from the start (or after stream id ``after``). With ``follow``,
         keeps waiting for new ones until the run is final.
@@ -333,7 +315,6 @@ class Client:
 
         return EventFollower(self, run_id, after=after, store=store)
 
-    @translated
     def next_events(
         self, run_id: str, *, after: str = "$", wait_s: float = WAKE_UP_S
     ) -> list[Event]:
@@ -342,7 +323,6 @@ class Client:
         block_ms = max(1, int(wait_s * 1000))
         return self.runtime.store.read_events(run_id, after=after, block_ms=block_ms)
 
-    @translated
     def trace(self, run_id: str) -> Trace:
         """The run's trace: the run, each node attempt, LLM call, tool call, sandbox run,
         retry and breaker event, as spans (open ones end now). UnknownRunError if there
@@ -351,7 +331,6 @@ class Client:
 
         return read_trace(self.runtime.store, run_id)
 
-    @translated
     def audit(self, run_id: str) -> list[AuditEntry]:
         """Every tool-policy decision the run's agents met, oldest first."""
         return self.runtime.store.read_audit(run_id)
@@ -364,7 +343,6 @@ class Client:
         runtime = self.runtime
         return RunScores(runtime.client, runtime.keys, max_scores=self.settings.run_scores_max)
 
-    @translated
     def score(
         self,
         run_id: str,
@@ -385,12 +363,10 @@ class Client:
         given = new_score(name, value, comment, source=source, by=by)
         return self.run_scores.add(run_id, given)
 
-    @translated
     def scores(self, run_id: str) -> list[RunScore]:
         """Every score of the run, oldest first (UnknownRunError if there is no such run)."""
         return self.run_scores.read(run_id)
 
-    @translated
     def logs(
         self,
         run_id: str,
@@ -406,7 +382,6 @@ class Client:
         10,000). UnknownRunError, UnknownNodeError; InputError for a bad cursor or limit."""
         return self.runtime.node_logs.read(run_id, node, after, limit)
 
-    @translated
     def cancel(self, run_id: str, reason: str = "cancelled by a user") -> RunState:
         """Cancel a run: no node starts any more, queued messages are revoked, running
         nodes are told to stop (sandboxed programs are killed) within about a second, and
@@ -418,7 +393,6 @@ class Client:
         cancel_run(runtime, self.broker, run_id, reason)
         return runtime.store.read_state(run_id)
 
-    @translated
     def list_runs(self, limit: int = 20) -> list[RunState]:
         """The most recent runs, newest first, as summaries (no nodes)."""
         store = self.runtime.store
@@ -428,7 +402,6 @@ class Client:
             if store.exists(run_id)
         ]
 
-    @translated
     def find_runs(
         self,
         *,
@@ -445,14 +418,15 @@ class Client:
         where = RunFilter(status=parse_status(status), text=text)
         return find_runs(self.runtime.store, where, limit, cursor)
 
-    @translated
     def node(self, run_id: str, node_id: str) -> NodeDetail:
         """One node in full: its state, plan entry, inputs (its dependencies' outputs),
         transcript (an agent's checkpointed messages), LLM calls (tokens, cost, duration)
         and trace spans. UnknownRunError, or UnknownNodeError if the run has no such node."""
         from dagwright.client.node_detail import read_node_detail
+        from dagwright.redaction import known_secrets
 
-        return read_node_detail(self.runtime.store, run_id, node_id, self.worker_waits)
+        secrets = known_secrets(self.runtime.settings)
+        return read_node_detail(self.runtime.store, run_id, node_id, self.worker_waits, secrets)
 
     def worker_types(self) -> list[dict[str, Any]]:
         """The registered worker types, as ``dagwright worker-types --json`` prints them."""

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dagwright.client.redis_errors import SubClient, translated
+from dagwright.client.redis_errors import SubClient
 from dagwright.client.webhooks import coerce_webhooks
 from dagwright.egress import EgressPolicy
 from dagwright.errors import ScheduleError
@@ -54,7 +54,6 @@ class ScheduleInfo:
 class ScheduleClient(SubClient):
     """Add, list, pause, resume, remove and fire schedules (``client.schedules``)."""
 
-    @translated
     def add(
         self,
         name: str,
@@ -140,13 +139,11 @@ class ScheduleClient(SubClient):
             goal_inputs(schedule.inputs, max_bytes)
             plan_request(runtime.settings, runtime.registry, schedule.goal, schedule.options())
 
-    @translated
     def list(self) -> builtins.list[ScheduleInfo]:
         """Every schedule, with its next fire time and its last fire."""
         schedules = schedule_store(self._client.runtime).all()
         return [self._info(schedule, 1) for schedule in schedules]
 
-    @translated
     def get(self, name: str, *, history: int = 20) -> ScheduleInfo:
         return self._info(schedule_store(self._client.runtime).get(name), history)
 
@@ -167,12 +164,10 @@ class ScheduleClient(SubClient):
             last_run_status=status,
         )
 
-    @translated
     def pause(self, name: str) -> Schedule:
         """Stop firing (a paused schedule keeps its history; ``resume`` resumes)."""
         return self._set_paused(name, True)
 
-    @translated
     def resume(self, name: str) -> Schedule:
         """Fire again from the next tick (missed ticks follow the catch-up policy)."""
         return self._set_paused(name, False)
@@ -186,14 +181,12 @@ class ScheduleClient(SubClient):
         sync_entry(self._client.app, schedule)
         return schedule
 
-    @translated
     def remove(self, name: str) -> None:
         from dagwright.tasks.beat import drop_entry
 
         schedule_store(self._client.runtime).delete(name)
         drop_entry(self._client.app, name)
 
-    @translated
     def run_now(self, name: str) -> Fire:
         """Fire the schedule once now, paused or not (its overlap policy still applies)."""
         client = self._client

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from dagwright.client.redis_errors import SubClient, translated
+from dagwright.client.redis_errors import SubClient
 from dagwright.errors import InputError
 from dagwright.shown_ids import shown_id
 
@@ -105,7 +105,6 @@ def parse_scope(scope: Scope | str) -> Scope:
 class TokenClient(SubClient):
     """Create, list, revoke and check API tokens; open and end dashboard sessions."""
 
-    @translated
     def create(self, name: str, *, scope: Scope | str = Scope.READ) -> NewToken:
         """A new token named ``name`` (for people: who or what uses it) with ``scope``."""
         if not name.strip():
@@ -125,7 +124,6 @@ class TokenClient(SubClient):
         redis.set(keys.api_token_by_digest(record["sha256"]), record["id"])
         return NewToken(info=self._info(record, None), token=token)
 
-    @translated
     def list(self) -> builtins.list[TokenInfo]:
         """Every token, oldest first."""
         records = [json.loads(raw) for raw in self._redis.hvals(self._keys.api_tokens)]
@@ -133,7 +131,6 @@ class TokenClient(SubClient):
         infos = [self._info(record, used.get(record["id"])) for record in records]
         return sorted(infos, key=lambda info: info.created_at)
 
-    @translated
     def revoke(self, token_id: str) -> TokenInfo:
         """Delete a token, and end the dashboard sessions it opened (InputError if none)."""
         keys, redis = self._keys, self._redis
@@ -154,7 +151,6 @@ class TokenClient(SubClient):
         redis.hdel(keys.api_tokens, token_id)
         return self._info(record, None)
 
-    @translated
     def authenticate(self, token: str) -> TokenInfo | None:
         """The token's record if ``token`` is a live token (and note its use), else None."""
         keys = self._keys
@@ -170,7 +166,6 @@ class TokenClient(SubClient):
             return None
         return self._info(json.loads(raw), None)
 
-    @translated
     def open_session(self, session_id: str, token: TokenInfo, *, ttl_s: int) -> SessionRecord:
         """Store a session for ``token`` under ``session_id`` (kept as its sha256)."""
         record = SessionRecord(token.id, token.name, token.scope, secrets.token_urlsafe(32))
@@ -180,7 +175,6 @@ class TokenClient(SubClient):
         self._redis.set(key, json.dumps(asdict(record)), ex=ttl_s)
         return record
 
-    @translated
     def session(self, session_id: str) -> SessionRecord | None:
         """The live session ``session_id`` names (its token not revoked), else None."""
         raw = self._redis.get(self._keys.api_session(digest(session_id)))
@@ -193,7 +187,6 @@ class TokenClient(SubClient):
             data["token_id"], data["name"], Scope(data["scope"]), data["csrf_token"]
         )
 
-    @translated
     def close_session(self, session_id: str) -> None:
         """End a session (nothing happens if it has ended already)."""
         self._redis.delete(self._keys.api_session(digest(session_id)))

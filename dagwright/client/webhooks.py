@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dagwright.client.redis_errors import SubClient, translated
+from dagwright.client.redis_errors import SubClient
 from dagwright.errors import InputError
 from dagwright.models import Webhook
 from dagwright.webhooks.records import Delivery, list_deliveries, redeliver
@@ -16,12 +16,10 @@ from dagwright.webhooks.records import Delivery, list_deliveries, redeliver
 class WebhookClient(SubClient):
     """What a run's webhooks were sent, and sending them again (``client.webhooks``)."""
 
-    @translated
     def deliveries(self, run_id: str) -> list[Delivery]:
         """Every delivery of the run, each with its attempts (answer or error, duration)."""
         return list_deliveries(self._client.runtime, run_id)
 
-    @translated
     def redeliver(self, run_id: str, delivery_id: str | None = None) -> list[Delivery]:
         """Queue the run's deliveries (or the one named) again, due now, with a fresh
         number of attempts; the reconciler sends them at its next pass."""

@@ -101,7 +101,8 @@ class DeadLetterStore:
         """Delete a dead letter; False if there was none. A replayed one keeps saying so
         (its status outlives it), a pending one can no longer be replayed. The status is
         set before the entry goes, so that a replay racing the purge finds it (the status
-        is in the run's Cluster slot, the stream in its own: two steps, in that order)."""
+        is in the run's Cluster slot, the stream and ``dlq_settled`` in their own: separate
+        steps, in that order)."""
         try:
             entries = self.client.xrange(self.keys.dlq, min=entry_id, max=entry_id, count=1)
         except redis.ResponseError:  # not a stream id at all
@@ -111,19 +112,27 @@ class DeadLetterStore:
         [(found_id, fields)] = entries
         status_key = self.keys.dlq_status(fields.get("run", ""), found_id)
         self.client.set(status_key, DeadLetterStatus.PURGED, nx=True, ex=self.retention_s)
-        return bool(self.client.xdel(self.keys.dlq, found_id))
+        deleted = self.client.xdel(self.keys.dlq, found_id)
+        self.client.zrem(self.keys.dlq_settled, found_id)
+        return bool(deleted)
 
     def depth(self) -> int:
-        """Dead letters waiting for a replay or a purge: those with no status yet (counted
-        a page at a time, without decoding the entries)."""
-        pending, end = 0, "+"
-        while True:
-            page = self.client.xrevrange(self.keys.dlq, max=end, min="-", count=PAGE)
-            statuses = self._statuses(page)
-            pending += sum(1 for status in statuses if status is None)
-            if len(page) < PAGE:
-                return pending
-            end = "(" + page[-1][0]
+        """Dead letters waiting for a replay or a purge, in three commands whatever the
+        DLQ holds: the stream's length less its entries replayed (``keys.dlq_settled``,
+        from the stream's oldest entry on: those trimmed with it are not in the length).
+        A purge takes its entry out of both."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.keys.dlq)
+        pipe.xrange(self.keys.dlq, min="-", max="+", count=1)
+        length, oldest = pipe.execute()
+        if not oldest:
+            return 0
+        oldest_id = oldest[0][0]
+        oldest_ms = int(
+            (oldest_id.decode() if isinstance(oldest_id, bytes) else oldest_id).split("-")[0]
+        )
+        replayed = self.client.zcount(self.keys.dlq_settled, oldest_ms, "+inf")
+        return max(0, int(length) - int(replayed))
 
     def stats(self) -> DeadLetterStats:
         by_status: Counter[str] = Counter()

@@ -83,6 +83,14 @@ def submit_tool(client: Client, plan_files: PlanFiles) -> Callable[..., Awaitabl
         priority: Annotated[
             int | None, Field(ge=1, le=5, description="1 to 5, higher first (default 3).")
         ] = None,
+        memory: Annotated[
+            str | None,
+            Field(
+                max_length=63,
+                description="The memory namespace the run's agents use (runs naming it "
+                "share their memory); wins over the plan's `memory`.",
+            ),
+        ] = None,
         idempotency_key: Annotated[
             str | None,
             Field(max_length=512, description="The same key again answers the first run."),
@@ -91,7 +99,7 @@ def submit_tool(client: Client, plan_files: PlanFiles) -> Callable[..., Awaitabl
         require(ctx, Scope.OPERATE)
         document = await chosen_plan(plan_files, plan, plan_file, goal)
         options: dict[str, Any] = {"context": context, "inputs": inputs, "budget": budget}
-        options |= {"worker_types": worker_types, "priority": priority}
+        options |= {"worker_types": worker_types, "priority": priority, "memory": memory}
         if goal is not None:
             options["goal"] = goal
         state = await client_call(submit_and_read, client, document, idempotency_key, options)
@@ -203,9 +211,11 @@ async def chosen_plan(
 def submit_and_read(
     client: Client, plan: Any, idempotency_key: str | None, options: dict[str, Any]
 ) -> RunState:
-    """Submit, then read the run: one trip to a worker thread for both."""
+    """Submit the tool's RunRequest, then read the run: one trip to a worker thread for
+    both."""
     given = {name: value for name, value in options.items() if value is not None}
-    handle = client.submit(plan, idempotency_key=idempotency_key, **given)
+    request = client.run_request(plan, caller="Client.submit", **given)
+    handle = client.submit(request, idempotency_key=idempotency_key)
     return client.status(handle.run_id)
 
 

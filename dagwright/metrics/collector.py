@@ -71,6 +71,9 @@ def families(readings: Readings) -> Iterator[Metric]:
     yield node_durations(readings.counters[counters.NODE_DURATION])
     if readings.queue_depths is not None:
         yield queue_depths(readings.queue_depths)
+    yield pooled_nodes(readings.pooled)
+    if readings.queue_depths is not None:
+        yield ready_nodes(readings.queue_depths, readings.pooled)
     yield from llm_usage(readings.counters)
     yield breaker_states(readings.breakers)
     yield GaugeMetricFamily(
@@ -121,6 +124,32 @@ def queue_depths(depths: dict[str, int]) -> Metric:
     )
     for queue, depth in depths.items():
         family.add_metric([queue], depth)
+    return family
+
+
+def pooled_nodes(pooled: dict[str, int]) -> Metric:
+    family = GaugeMetricFamily(
+        "dagwright_queue_pooled",
+        "Nodes of pulled fan-outs waiting in their runs' pools, by queue (no message yet)",
+        labels=["queue"],
+    )
+    for queue, count in sorted(pooled.items()):
+        family.add_metric([queue], count)
+    return family
+
+
+def ready_nodes(depths: dict[str, int], pooled: dict[str, int]) -> Metric:
+    """What autoscaling reads: every node a queue's workers could start now. With the
+    state on a Redis Cluster no pooled-nodes counter is kept (it would be in another
+    slot than the runs': docs/internals/cluster.md), so there it is the broker's
+    messages waiting only, and a pulled fan-out's pooled nodes are not seen."""
+    family = GaugeMetricFamily(
+        "dagwright_queue_ready",
+        "Nodes ready to run on each queue: messages waiting plus pooled nodes",
+        labels=["queue"],
+    )
+    for queue in sorted(depths.keys() | pooled.keys()):
+        family.add_metric([queue], depths.get(queue, 0) + pooled.get(queue, 0))
     return family
 
 

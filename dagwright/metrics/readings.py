@@ -2,37 +2,46 @@
 
 Nothing here is kept between scrapes: every number is read from the state store (and the
 broker) when Prometheus asks, so any process can serve the metrics and they are the
-whole deployment's.
+whole deployment's. A scrape costs the same whatever the state store retains: ended runs
+are counted by the sizes of their sets (``keys.ended_runs``, kept by forget.lua and
+replay.lua), dead letters by the stream's length less those replayed
+(``DeadLetterStore.depth``), workers by the capabilities hash (one entry per worker);
+only the open runs' statuses are read one by one. Rejected: reading every retained run's
+status and every dead letter at each scrape (what this did until issue 31: 10,000
+retained runs were 10,000 HGETs and a SCAN over some 130,000 keys per scrape).
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from dagwright.app import KOMBU_PRIORITY_STEPS, priority_lists
+from dagwright.brokers import open_queue_reader
 from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.models import RunStatus
+from dagwright.orchestrator.execution.backlog import ReadyBacklog, decode_pooled, ready_backlogs
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.settings import RedisAccess, Settings
 from dagwright.telemetry import counters
 from dagwright.workers import WorkerRegistry
+from dagwright.workers.capabilities import WorkerCapabilities
+
+log = logging.getLogger(__name__)
 
 # A scrape must answer within Prometheus' timeout (10 s by default), Redis up or not: no
 # retries, short timeouts.
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 5.0
 COMMANDS_PER_PIPELINE = 5000  # bounds a pipeline's memory on both ends
-# Keys looked at per SCAN call: the scan for live workers walks every key (10,000 retained
-# runs are some 130,000), and a call of this size keeps Redis busy for about a millisecond.
-SCAN_COUNT = 10_000
+ENDED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 COUNTER_FAMILIES = (
     counters.LLM_CALLS,
     counters.LLM_TOKENS,
@@ -41,18 +50,18 @@ COUNTER_FAMILIES = (
     counters.NODE_DURATION,
     counters.SANDBOX_EXECUTIONS,
 )
-# As the settings spell them (dagwright.redis_endpoint).
-REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels")
 
 
 @dataclass(frozen=True)
 class Readings:
     runs: dict[str, int]  # run status -> retained runs
     counters: dict[str, dict[tuple[str, ...], float]]  # family -> label values -> total
-    queue_depths: dict[str, int] | None  # queue -> messages waiting (None: not a Redis broker)
+    queue_depths: dict[str, int] | None  # queue -> messages waiting (None: a broker not read)
     breakers: list[BreakerStatus]
     dlq_depth: int
     workers_online: int
+    # queue -> nodes waiting in the runs' pools (pulled fan-outs): the ready backlog's other half
+    pooled: dict[str, int] = field(default_factory=dict)
 
 
 def metrics_client(url: str, access: RedisAccess, *, decode_responses: bool = True) -> redis.Redis:
@@ -75,7 +84,8 @@ class MetricsReader:
         self.keys = Keys(settings.key_prefix)
         access = settings.redis_access
         self.client = metrics_client(redis_url, access)
-        self.broker = metrics_client(broker_url, access) if is_redis_url(broker_url) else None
+        self.broker_url = broker_url
+        self.access = access
         self.queues = queues_of(registry)
         self.breakers = Breakers(
             metrics_client(redis_url, access, decode_responses=False),
@@ -90,11 +100,12 @@ class MetricsReader:
 
     def read(self) -> Readings:
         """Everything, or the Redis error that stopped it."""
-        retained, active, families = self._read_indexes()
+        ended, active, families, pooled = self._read_indexes()
         return Readings(
-            runs=self._runs_by_status(retained | active),
+            runs={**self._open_runs_by_status(active), **ended},
             counters=families,
             queue_depths=self._queue_depths(),
+            pooled={queue: pooled.get(queue, 0) for queue in self.queues},
             breakers=self.breakers.statuses(),
             dlq_depth=self.dead_letters.depth(),
             workers_online=self._workers_online(),
@@ -102,30 +113,45 @@ class MetricsReader:
 
     def _read_indexes(
         self,
-    ) -> tuple[set[str], set[str], dict[str, dict[tuple[str, ...], float]]]:
-        """The retained and the open runs' ids, and every counter family: one round trip."""
+    ) -> tuple[dict[str, int], set[str], dict[str, dict[tuple[str, ...], float]], dict[str, int]]:
+        """How many retained runs ended with each final status, the open runs' ids, every
+        counter family and the pooled nodes per queue: one round trip."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.zrange(self.keys.run_index, 0, -1)
+        for status in ENDED_STATUSES:
+            pipe.zcard(self.keys.ended_runs(status.value))
         pipe.smembers(self.keys.active_runs)
+        pipe.hgetall(self.keys.pooled_nodes)
         for family in COUNTER_FAMILIES:
             pipe.hgetall(self.keys.metrics(family))
-        retained, active, *raw = pipe.execute()
+        replies = pipe.execute()
+        ended = dict(zip((s.value for s in ENDED_STATUSES), map(int, replies), strict=False))
+        active, pooled = replies[len(ENDED_STATUSES)], replies[len(ENDED_STATUSES) + 1]
+        raw = replies[len(ENDED_STATUSES) + 2 :]
         families = {
             family: counters.decode_counters(values)
             for family, values in zip(COUNTER_FAMILIES, raw, strict=True)
         }
-        return set(retained), set(active), families
+        return ended, set(active), families, decode_pooled(pooled)
 
-    def _runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
-        """Each retained run's status, read anew at every scrape: a run that ended may be
-        re-opened by a replay and end again between two scrapes, so no status is
-        remembered. (An expired run, indexed until the reconciler trims the index, counts
-        as nothing.)"""
+    def backlogs(self) -> list[ReadyBacklog]:
+        """Each measured queue's ready backlog (messages waiting + pooled nodes), for an
+        autoscaler: two round trips, whatever the number of runs."""
+        depths = self._queue_depths()
+        pooled = decode_pooled(self.client.hgetall(self.keys.pooled_nodes))
+        waiting = (lambda queue: None) if depths is None else depths.get
+        return ready_backlogs(self.queues, waiting, pooled)
+
+    def _open_runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
+        """The open runs by status (planning, running), read anew at every scrape. An
+        entry of the active set whose run has ended (until it is forgotten) is counted
+        with the ended runs once it is."""
         statuses = self._pipelined(
             [("hget", self.keys.run_key(run_id, "run"), "status") for run_id in run_ids]
         )
         found = Counter(status for status in statuses if status is not None)
-        return {status.value: found.get(status.value, 0) for status in RunStatus}
+        return {
+            status.value: found.get(status.value, 0) for status in RunStatus if not status.is_final
+        }
 
     def _pipelined(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         replies: list[Any] = []
@@ -137,30 +163,30 @@ class MetricsReader:
         return replies
 
     def _queue_depths(self) -> dict[str, int] | None:
-        """Each queue's messages: its lists of every priority step summed (app.py), as
-        kombu's own queue size does."""
-        if self.broker is None:
+        """Each queue's waiting messages, as the broker tells them (``dagwright.brokers``:
+        a Redis queue's lists of every priority step summed, a RabbitMQ queue's ready
+        messages), on a connection of this scrape's own. None if it cannot be read: the
+        other numbers are still shown (the state store's errors end the scrape)."""
+        try:
+            with open_queue_reader(
+                self.broker_url, self.access, timeout_s=CONNECT_TIMEOUT_S
+            ) as reader:
+                return None if reader is None else reader.depths(self.queues)
+        except Exception:
+            log.warning("cannot read the queue depths of the broker", exc_info=True)
             return None
-        pipe = self.broker.pipeline(transaction=False)
-        for name in priority_lists(self.queues):
-            pipe.llen(name)
-        lengths = pipe.execute()
-        per_queue = len(KOMBU_PRIORITY_STEPS)
-        return {
-            queue: sum(lengths[i * per_queue : (i + 1) * per_queue])
-            for i, queue in enumerate(self.queues)
-        }
 
     def _workers_online(self) -> int:
-        """Workers whose presence record has not expired (refreshed every few seconds)."""
-        pattern = self.keys.worker_heartbeat_pattern
-        return sum(1 for _ in self.client.scan_iter(pattern, count=SCAN_COUNT))
+        """Workers whose presence has not lapsed: the entries of the capabilities hash (one
+        per worker, refreshed every few seconds) not past their ``expires_at``."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hvals(self.keys.worker_capabilities)
+        pipe.time()
+        entries, (seconds, micros) = pipe.execute()
+        now = int(seconds) + int(micros) / 1e6
+        return sum(1 for entry in entries if WorkerCapabilities.from_json(entry)[1] > now)
 
 
 def queues_of(registry: WorkerRegistry) -> list[str]:
     """The orchestrator's queue and the queue of every registered worker type."""
     return sorted({ORCHESTRATOR_QUEUE, *registry.served_queues().values()})
-
-
-def is_redis_url(url: str) -> bool:
-    return url.partition("://")[0] in REDIS_SCHEMES

@@ -5,6 +5,10 @@ Binding and serving are two steps (prometheus_client's ``start_http_server`` doe
 once): the port is taken first, so a port in use is one clear error before anything else
 starts, and a worker serves only once its prefork pool has forked its children, so no
 serving thread exists in the process they are forked from.
+
+Beside ``/metrics``, ``GET /backlog?queue=<queue>`` answers one queue's ready backlog as
+JSON (backlog_endpoint.py): what KEDA's metrics-api scaler reads to scale a worker type
+(ops/helm/dagwright/templates/workers.yaml).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from dagwright.connection import require_redis_url
 from dagwright.errors import ConfigurationError
 from dagwright.metrics import DEFAULT_PORT
+from dagwright.metrics.backlog_endpoint import with_backlog
 from dagwright.metrics.collector import DagwrightCollector
 from dagwright.metrics.readings import MetricsReader
 from dagwright.registry import build_registry
@@ -36,11 +41,15 @@ class QuietHandler(WSGIRequestHandler):
         pass  # one log line per scrape is noise
 
 
-def metrics_registry(settings: Settings) -> CollectorRegistry:
-    """The dagwright collector, plus the process, platform and GC collectors of this process."""
+def metrics_reader(settings: Settings) -> MetricsReader:
+    """The reader of the deployment's numbers, for every registered queue."""
     url = require_redis_url(settings)
     worker_types = build_registry(settings)  # whose queues are measured
-    reader = MetricsReader(settings, url, settings.broker_url or url, worker_types)
+    return MetricsReader(settings, url, settings.broker_url or url, worker_types)
+
+
+def metrics_registry(reader: MetricsReader) -> CollectorRegistry:
+    """The dagwright collector, plus the process, platform and GC collectors of this process."""
     registry = CollectorRegistry()
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
@@ -51,12 +60,22 @@ def metrics_registry(settings: Settings) -> CollectorRegistry:
 class MetricsServer:
     """An HTTP server answering ``GET /metrics``; the port is bound when it is built."""
 
-    def __init__(self, registry: CollectorRegistry, *, host: str, port: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        host: str,
+        port: int,
+        reader: MetricsReader | None = None,
+    ) -> None:
+        app = make_wsgi_app(registry)
+        if reader is not None:  # also answers /backlog
+            app = with_backlog(app, reader)
         try:
             family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
             server_class = type("Server", (ThreadingWSGIServer,), {"address_family": family})
             self._httpd: WSGIServer = make_server(
-                host, port, make_wsgi_app(registry), server_class, handler_class=QuietHandler
+                host, port, app, server_class, handler_class=QuietHandler
             )
         except OSError as exc:
             raise ConfigurationError(
@@ -90,9 +109,12 @@ class MetricsServer:
 def bind_metrics_server(
     settings: Settings, *, host: str | None = None, port: int | None = None
 ) -> MetricsServer:
-    """A server for the deployment's metrics, bound (ConfigurationError if it cannot be)."""
+    """A server for the deployment's metrics and ready backlog, bound
+    (ConfigurationError if it cannot be)."""
+    reader = metrics_reader(settings)
     return MetricsServer(
-        metrics_registry(settings),
+        metrics_registry(reader),
         host=host or settings.metrics_host,
         port=port or settings.metrics_port or DEFAULT_PORT,
+        reader=reader,
     )

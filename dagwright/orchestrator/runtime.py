@@ -13,7 +13,7 @@ import redis
 from dagwright.connection import connect, require_redis_url
 from dagwright.keys import Keys
 from dagwright.models import DEFAULT_PRIORITY, Node
-from dagwright.orchestrator.runstate.machine import Dispatch, RunStateMachine
+from dagwright.orchestrator.runstate.machine import Dispatch, EndedRetention, RunStateMachine
 from dagwright.orchestrator.runstate.store import RunStore
 from dagwright.redaction import known_secrets
 from dagwright.settings import Settings
@@ -154,11 +154,22 @@ class Runtime:
             pipe.hget(key, "queues")
         return {queue for queues in pipe.execute() if queues for queue in queues.split(",")}
 
+    @property
+    def ended_retention(self) -> EndedRetention:
+        """What an ended run keeps, and how long (the retention settings)."""
+        settings = self.settings
+        return EndedRetention(
+            checkpoints_s=settings.checkpoint_retention_s,
+            events_s=settings.events_retention_s,
+            spans_s=settings.trace_retention_s,
+        )
+
     def forget_active(self, run_id: str) -> None:
         """Drop a finished run from the reconciler's set (and queue its trace's export,
         if traces are exported)."""
         from dagwright.telemetry.otlp import exporting  # the trace model: not to read a run
 
+        self.machine.compact(run_id, self.ended_retention)  # first: a crash here is retried
         forgotten = self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
         if forgotten.concurrency_key:
             self.release_key_place(run_id, forgotten.concurrency_key)

@@ -25,7 +25,9 @@ from dagwright.models import (
     Plan,
     Webhook,
 )
+from dagwright.orchestrator.control.run_request import RunRequest
 from dagwright.planning.goals import GoalOptions, requested_budget
+from dagwright.settings import MEMORY_NAMESPACE_PATTERN
 
 HISTORY_MAX = 100  # fires kept per schedule
 TICK_TTL_S = 7 * 24 * 3600  # how long a fired tick is remembered
@@ -69,7 +71,7 @@ class Schedule(BaseModel):
     llm_batch: bool = False  # its runs' LLM calls through Message Batches, at half price
     priority: int | None = Field(None, ge=MIN_PRIORITY, le=MAX_PRIORITY)  # else its plan's, 3
     # the memory namespace of its runs' agents (else its plan's, else schedule:<name>)
-    memory: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+    memory: str | None = Field(None, pattern=MEMORY_NAMESPACE_PATTERN)
     paused: bool = False
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
@@ -99,6 +101,29 @@ class Schedule(BaseModel):
             worker_types=self.worker_types,
             budget=requested_budget(self.budget, self.budget_tokens),
         )
+
+    def run_request(self) -> RunRequest:
+        """What each tick of the schedule asks for: its plan or goal and their options."""
+        return RunRequest(
+            plan=self.plan,
+            goal=self.goal,
+            inputs=self.inputs,
+            webhooks=tuple(self.webhooks),
+            llm_batch=self.llm_batch,
+            priority=self.priority,
+            memory=self.memory,
+            **self.goal_request_options(),
+        )
+
+    def followup_request(self, goal: str) -> RunRequest:
+        """What a follow-up of one of its runs asks for: a goal, with its goal options."""
+        return RunRequest(goal=goal, **self.goal_request_options())
+
+    def goal_request_options(self) -> dict[str, Any]:
+        """``options()`` as RunRequest's fields."""
+        options = self.options()
+        worker_types = tuple(options.worker_types) if options.worker_types is not None else None
+        return {"worker_types": worker_types, "budget": options.budget}
 
 
 def parse_schedule(data: dict[str, Any]) -> Schedule:

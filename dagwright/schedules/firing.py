@@ -58,15 +58,8 @@ def start_scheduled_run(runtime: Runtime, broker: Broker, schedule: Schedule) ->
     return start_run(
         runtime,
         broker,
-        plan=schedule.plan,
-        goal=schedule.goal,
-        options=schedule.options(),
+        schedule.run_request(),
         extra={SCHEDULE_FIELD: schedule.name, DEPTH_FIELD: 0},
-        inputs=schedule.inputs,
-        webhooks=schedule.webhooks,
-        llm_batch=schedule.llm_batch,
-        priority=schedule.priority,
-        memory=schedule.memory,
     )
 
 

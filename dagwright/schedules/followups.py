@@ -55,8 +55,7 @@ def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, r
         followup = start_run(
             runtime,
             broker,
-            goal=goal,
-            options=schedule.options(),
+            schedule.followup_request(goal),
             extra={SCHEDULE_FIELD: name, DEPTH_FIELD: depth + 1},
         )
     except Exception:

@@ -290,6 +290,8 @@ class WorkerType(Resource):
     not_offered: list[str]
     capabilities: list[str] | None
     mcp_servers: list[McpServerProbe]
+    skills: list[str] = []
+    """Agent types: the skills (``skill_dirs``) their system prompt lists."""
     description: str
     function_queues: dict[str, list[str]]
     """Function types: each ``queue=`` queue and the functions declared on it."""

@@ -42,9 +42,21 @@ log = logging.getLogger(__name__)
 STORE_DOWN = (redis.ConnectionError, redis.TimeoutError)
 
 
+# Celery's native delayed delivery (declared where the queues are quorum queues, on
+# RabbitMQ) serves messages with an eta or a countdown; dagwright sends none (a run's
+# countdowns and retry waits live in the run state), so its 28 levels of queues are not
+# declared at every worker start.
+DELAYED_DELIVERY_STEP = "celery.worker.consumer.delayed_delivery:DelayedDelivery"
+
+
 class GuardedConsumer(Consumer):
     """Celery's consumer, with every way a message can fail to be read ending in a dead
     letter. Set as the app's ``worker_consumer`` by ``build_app``."""
+
+    class Blueprint(Consumer.Blueprint):
+        default_steps = [
+            step for step in Consumer.Blueprint.default_steps if step != DELAYED_DELIVERY_STEP
+        ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         refuse_compressed_bodies()

@@ -10,6 +10,7 @@ from dagwright.app import DagwrightCelery
 from dagwright.keys import NODE_EXECUTE_TASK, PLAN_TASK, RECONCILE_TASK
 from dagwright.orchestrator.execution.attempt import execute_node
 from dagwright.orchestrator.execution.eager import EagerSlot, eager_slot
+from dagwright.tasks.deaths import DeathWatchRequest
 from dagwright.tasks.eager_events import announce_eager_runs
 from dagwright.tasks.env import execution_env, reconciler_for
 
@@ -43,7 +44,10 @@ def eager_slot_for(task: Task) -> EagerSlot | None:
 
 def register_tasks(app: DagwrightCelery) -> None:
     for name in (NODE_EXECUTE_TASK, PLAN_TASK):
-        app.task(name=name, bind=True, ignore_result=True, shared=False)(execute)
+        # The main process counts the deaths of the pool child running a node (poison).
+        app.task(name=name, bind=True, ignore_result=True, shared=False, Request=DeathWatchRequest)(
+            execute
+        )
 
     @app.task(name=RECONCILE_TASK, bind=True, ignore_result=True, shared=False)
     def reconcile(self: Task) -> dict[str, Any]:

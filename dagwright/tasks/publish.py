@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from celery import Celery
 
-from dagwright.app import (
-    HARD_LIMIT_GRACE_S,
-    REDIS_SCHEMES,
-    SOFT_LIMIT_GRACE_S,
-    broker_priority,
-    priority_lists,
-)
+from dagwright.app import HARD_LIMIT_GRACE_S, SOFT_LIMIT_GRACE_S, broker_priority
+from dagwright.brokers import BrokerKind, QueueReader, broker_kind
+from dagwright.brokers.amqp import AmqpQueues
+from dagwright.brokers.redis_lists import RedisQueues
 from dagwright.connection import not_redis, speaks_no_redis
 from dagwright.keys import QUEUE_PREFIX, node_task_id
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
@@ -80,43 +77,40 @@ class CeleryBroker:
         self.app.control.revoke(ids)
 
     def queue_depth(self, queue: str) -> int | None:
+        depths = self.queue_depths([queue])
+        return None if depths is None else depths[queue]
+
+    def queue_depths(self, queues: Sequence[str]) -> dict[str, int] | None:
+        """Messages waiting in each of ``queues``, on a connection of the app's pool;
+        None if the broker cannot tell (not one dagwright reads, or unreachable)."""
         try:
             with self.app.connection_or_acquire() as conn:
-                try:
-                    return int(
-                        conn.default_channel.queue_declare(queue=queue, passive=True).message_count
-                    )
-                except conn.channel_errors:
-                    return 0  # an empty queue does not exist on the Redis transport
+                reader = queue_reader(conn)
+                return None if reader is None else reader.depths(queues)
         except Exception:
-            log.warning("cannot read the depth of %s", queue, exc_info=True)
+            log.warning("cannot read the depth of %s", ", ".join(queues), exc_info=True)
             return None
 
     def next_task_ids(self, queues: Sequence[str], depth: int) -> list[str]:
-        """On Redis, one pipeline of an LRANGE of the ``depth`` messages next in line
-        (kombu pops a list's right end) per queue and priority step; elsewhere []."""
-        url = self.app.conf.broker_url or ""
-        if url.partition("://")[0] not in REDIS_SCHEMES:
-            return []
+        """The task ids next in line ([] where the broker cannot look: RabbitMQ)."""
         try:
             with self.app.connection_or_acquire() as conn:
-                client = conn.default_channel.client
-                with client.pipeline(transaction=False) as pipe:
-                    for name in priority_lists(queues):
-                        pipe.lrange(name, -depth, -1)
-                    return [task_id_of(raw) for found in pipe.execute() for raw in found]
+                reader = queue_reader(conn)
+                return [] if reader is None else reader.next_task_ids(queues, depth)
         except Exception:
             log.warning("cannot read the messages waiting in %s", queues, exc_info=True)
             return []
 
 
-def task_id_of(raw: bytes | str) -> str:
-    """The task id of a message as kombu's Redis transport stores it ("" if none)."""
-    try:
-        headers = json.loads(raw).get("headers") or {}
-        return str(headers.get("id") or "")
-    except (ValueError, AttributeError):
-        return ""
+def queue_reader(conn: Any) -> QueueReader | None:
+    """The ``QueueReader`` over a kombu connection of the app's pool (None for a broker
+    dagwright does not read)."""
+    kind = broker_kind(f"{conn.transport.driver_type}://")  # "redis", "amqp"
+    if kind is BrokerKind.REDIS:
+        return RedisQueues(conn.default_channel.client)
+    if kind is BrokerKind.AMQP:
+        return AmqpQueues(conn)
+    return None
 
 
 def worker_type_of(dispatch: Dispatch) -> str:

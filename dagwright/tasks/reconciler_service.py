@@ -2,14 +2,16 @@
 
 Workers run the reconciler on a timer by default; a deployment that runs them with
 ``--no-reconciler`` (many small workers, autoscaled to zero) runs this instead, as one
-service to restart and watch on its own. It is the same pass under the same lock, so it
-also coexists with workers that still run one: whoever holds the lock does the work.
+service to restart and watch on its own. It is the same pass over the same leased
+buckets of active runs, so any number of them (and workers that still run one) share
+the work (orchestrator/execution/buckets.py).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from dagwright.orchestrator.execution.reconciler import Reconciler, ReconcileReport
 from dagwright.orchestrator.runtime import Runtime
@@ -23,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def run_reconciler(settings: Settings, *, stop: threading.Event) -> None:
     """Run a pass every ``settings.reconcile_interval_s`` until ``stop`` is set, then give
-    the lock up so that a standby takes over at once."""
+    its buckets up so that the other reconcilers take them over at once."""
     app = build_app(settings)
     runtime = Runtime.from_settings(app.dagwright_settings)
     team_app = team_app_factory(settings)
@@ -31,13 +33,18 @@ def run_reconciler(settings: Settings, *, stop: threading.Event) -> None:
     was_active: bool | None = None
     try:
         while not stop.is_set():
+            started = time.monotonic()
             report = one_pass(reconciler)
             if report is not None and report.ran != was_active:
                 was_active = report.ran
                 log.info(
-                    "active" if report.ran else "standing by: another reconciler holds the lock"
+                    "active"
+                    if report.ran
+                    else "standing by: the other reconcilers hold every bucket"
                 )
-            stop.wait(settings.reconcile_interval_s)
+            # start to start: a pass that took long is followed by the next at once, so a
+            # run's visits are at most max(interval, pass) apart (within its bucket's lease)
+            stop.wait(max(settings.reconcile_interval_s - (time.monotonic() - started), 0.0))
     finally:
         release(reconciler)
 
@@ -54,6 +61,8 @@ def one_pass(reconciler: Reconciler) -> ReconcileReport | None:
 def release(reconciler: Reconciler) -> None:
     try:
         if reconciler.release():
-            log.info("lock released")
+            log.info("buckets released")
     except Exception:
-        log.warning("could not release the lock; it expires by itself", exc_info=True)
+        log.warning(
+            "could not release the buckets; their leases expire by themselves", exc_info=True
+        )

@@ -20,6 +20,10 @@ The guard is a subclass of the connection's own channel class, set on that conne
 transport only. Connection errors still propagate: they are what makes the consumer
 reconnect.
 
+On RabbitMQ neither happens: py-amqp parses a frame before kombu sees a message (a body
+is bytes, its headers a table), and a channel of a closed connection raises a connection
+error of its own; the guard leaves that transport alone.
+
 Rejected: a transport class of our own in ``broker_transport``. kombu ignores it for
 ``redis+socket://`` URLs, and it would replace the Sentinel transport as well.
 """
@@ -46,8 +50,10 @@ def guard_transport_reads(connection: Any, on_unreadable: Callable[[Exception], 
     the connection is closed. A transport that is not kombu's Redis transport is left
     alone (its internals are not known here)."""
     transport = connection.transport
-    channel_class = transport.Channel
-    if not hasattr(channel_class, READ_METHOD) or getattr(channel_class, "guarded", False):
+    channel_class = getattr(transport, "Channel", None)  # py-amqp's transport has none
+    if channel_class is None or not hasattr(channel_class, READ_METHOD):
+        return
+    if getattr(channel_class, "guarded", False):
         return
     transport.Channel = guarded_channel_class(channel_class, on_unreadable)
 

@@ -43,6 +43,7 @@ from dagwright.testing.fake_anthropic_script import (
     ScriptEntry,
 )
 from dagwright.testing.fake_anthropic_server_tools import offered_server_tools
+from dagwright.testing.fake_anthropic_skills import misplayed_skill_call
 from dagwright.testing.fake_anthropic_tokens import (
     InputUsage,
     PromptCache,
@@ -254,7 +255,9 @@ class Playback:
             if unoffered is not None:  # the model can only call a server tool it is given
                 message = UNOFFERED.format(name=unoffered)
                 return error_answer(self._ids, 400, message)
-            misplayed = _misplayed_memory_call(entry, body)
+            misplayed = _misplayed_memory_call(entry, body) or misplayed_skill_call(
+                _client_calls(entry), body
+            )
             if misplayed is not None:
                 return error_answer(self._ids, 400, f"fake-anthropic: {misplayed}")
             usage = self._cache.account(body["model"], prompt_blocks(seen))
@@ -276,6 +279,11 @@ def _unoffered_server_tool(entry: ScriptEntry, body: dict[str, Any]) -> str | No
     offered = offered_server_tools(body)
     called = [b.name for b in entry.reply.content if isinstance(b, ScriptedServerToolUse)]
     return next((name for name in called if name not in offered), None)
+
+
+def _client_calls(entry: ScriptEntry) -> list[tuple[str, dict[str, Any]]]:
+    assert entry.reply is not None
+    return [(b.name, b.input) for b in entry.reply.content if isinstance(b, ScriptedToolUse)]
 
 
 def _misplayed_memory_call(entry: ScriptEntry, body: dict[str, Any]) -> str | None:

@@ -94,6 +94,7 @@ from dagwright.workers.agent_prompt import (
     inputs_group,
     run_system,
 )
+from dagwright.workers.agent_skills import equip_skills
 from dagwright.workers.agent_spec import FINAL_ANSWER_TOOL, AgentSpec
 from dagwright.workers.agent_state import (
     AgentState,
@@ -154,9 +155,13 @@ def run_agent(
     """Run (or resume) the agent loop of ``node``; return its final answer. ``data``:
     more untrusted data for the first message, before the inputs; ``background``: show
     the run's goal and context (the planner has them in its instruction). The node's
-    own ``model``, ``max_tokens``, ``tools`` and ``output_schema`` win over its type's."""
+    own ``model``, ``max_tokens``, ``tools``, ``skills`` and ``output_schema`` win over its
+    type's; its skills' catalog joins the type's prompt (``agent_skills.py``)."""
     model = node.model or spec.model or ctx.settings.default_model
+    spec, tools, skill_versions = equip_skills(ctx, node, spec, tools)
     loop = AgentLoop(ctx, node, spec, tools, model, data=data, background=background)
+    if not loop.state.skills:
+        loop.state.skills = skill_versions  # pinned by the first checkpoint
     return loop.run()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dagwright.llm.protocol import Effort
+from dagwright.skills.folder import Skill
 from dagwright.workers.tools.policy import ToolPolicy
 
 FINAL_ANSWER_TOOL = "final_answer"
@@ -53,6 +54,13 @@ class AgentSpec:
     mcp_servers: tuple[str, ...] = ()
     """Names of ``mcp_servers`` (settings) whose tools this type is offered, as
     ``mcp__<server>__<tool>``; ``policy`` (or ``agent_mcp`` rules) must allow them."""
+    skills: tuple[str, ...] = ()
+    """Names of skills (folders of ``skill_dirs``) this type is given, besides those
+    ``agent_skills`` (settings) attaches: its system prompt lists them, the skill tools
+    load them (docs/skills.md)."""
+    attached_skills: tuple[Skill, ...] = ()
+    """The skills themselves, as the registry read them (set when the registry is built,
+    ``workers/skills_attach.py``; not for users to set)."""
     response_cache: bool = False
     """Answer an identical request from the response cache in Redis instead of calling the
     model (for repeatable work: evaluations, re-runs); ``llm_cache_enabled`` turns it on

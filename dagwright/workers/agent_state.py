@@ -59,6 +59,9 @@ class AgentState(BaseModel):
     """The token of the tags of the node's untrusted data (``workers/untrusted.py``), so
     that tool results after a resume come in the tags the first message announced ("":
     a checkpoint from before fences)."""
+    skills: dict[str, str] = Field(default_factory=dict)
+    """The content hash of each skill the node was given, by name, as its first call saw
+    them: a resumed node whose skill changed since is refused (``agent_skills.py``)."""
     run_system: str | None = None
     """The system block the node's calls send after its type's prompt (today's date, the
     run's goal and context), as the first call sent it: a resumed node sends the same

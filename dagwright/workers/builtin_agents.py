@@ -127,6 +127,7 @@ def agent_worker_type(spec: AgentSpec, tools: ToolRegistry) -> WorkerType:
         tools=spec.tools,
         model=spec.model,
         capabilities=lambda settings: agent_capabilities(spec, tools, settings),
+        skills=tuple(skill.name for skill in spec.attached_skills),
     )
 
 
@@ -145,4 +146,5 @@ def agent_capabilities(spec: AgentSpec, tools: ToolRegistry, settings: Settings)
     """The tools ``spec`` is offered under ``settings``, one line each (the final answer
     tool aside); a type offered none says so, so the planner gives it no web work."""
     lines = capability_lines(offered_tools(spec.tools, tools, settings), settings)
+    lines += [f"skill {s.name}: {s.manifest.description}" for s in spec.attached_skills]
     return lines or ["(no tools here: it works from its instruction and inputs alone)"]

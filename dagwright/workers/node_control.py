@@ -1,6 +1,6 @@
 """What an agent node may set for itself (``output_schema``, ``model``, ``max_tokens``,
-``tools``), checked as the plan's problems, each one line the planner or a person can act
-on. The values override the type's for that node only (``agent_loop.run_agent``).
+``tools``, ``skills``), checked as the plan's problems, each one line the planner or a
+person can act on. The values override the type's for that node only (``agent_loop.run_agent``).
 
 The model must be one dagwright knows: a Claude model id (the Messages API rules read
 them: ``llm/messages_api_rules``) or one the price table lists, so a typo or a made-up id
@@ -18,7 +18,7 @@ from dagwright.models import Node
 from dagwright.workers.agent_answers import output_schema_problems
 from dagwright.workers.agent_spec import AgentSpec
 
-CONTROL_FIELDS = ("output_schema", "model", "max_tokens", "tools")
+CONTROL_FIELDS = ("output_schema", "model", "max_tokens", "tools", "skills")
 
 
 def node_control_problems(node: Node, spec: AgentSpec) -> list[str]:
@@ -33,6 +33,7 @@ def node_control_problems(node: Node, spec: AgentSpec) -> list[str]:
         )
     problems += _max_tokens_problems(node, spec)
     problems += _tools_problems(node, spec)
+    problems += _skills_problems(node, spec)
     return problems
 
 
@@ -61,5 +62,18 @@ def _tools_problems(node: Node, spec: AgentSpec) -> list[str]:
         return []
     return [
         f"`tools` may only narrow the {spec.name}'s tools ({', '.join(spec.tools) or 'none'}); "
+        f"not theirs: {', '.join(foreign)}"
+    ]
+
+
+def _skills_problems(node: Node, spec: AgentSpec) -> list[str]:
+    if node.skills is None:
+        return []
+    given = [skill.name for skill in spec.attached_skills]
+    foreign = [name for name in node.skills if name not in given]
+    if not foreign:
+        return []
+    return [
+        f"`skills` may only narrow the {spec.name}'s skills ({', '.join(given) or 'none'}); "
         f"not theirs: {', '.join(foreign)}"
     ]

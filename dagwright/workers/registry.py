@@ -49,6 +49,7 @@ class WorkerType:
     queue_name: str | None = None  # None: dw.<name>
     task: str = NODE_EXECUTE_TASK  # the Celery task its nodes are published as
     mcp_servers: tuple[str, ...] = ()  # agents: MCP servers whose tools it is offered
+    skills: tuple[str, ...] = ()  # agents: the skills its system prompt lists
     own_queue_of: Callable[[Node], str | None] = lambda node: None
     """The queue of a node that does not go to the type's (a function declared with its
     own ``queue=``); None: the type's."""
@@ -150,7 +151,7 @@ class WorkerRegistry:
 
 
 # What only an agent node may set: its LLM calls' budget, model, answer and tools.
-AGENT_ONLY_FIELDS = ("budget", "output_schema", "model", "max_tokens", "tools")
+AGENT_ONLY_FIELDS = ("budget", "output_schema", "model", "max_tokens", "tools", "skills")
 
 
 def not_for_non_agents(node: Node) -> list[str]:

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 import redis
+from celery.exceptions import SoftTimeLimitExceeded
 
 import dagwright
 from dagwright import AgentSpec, NodeContext, PermanentError, RetryableError
@@ -144,6 +145,20 @@ def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
     time.sleep(seconds)  # deliberately blind to ctx.stop
     _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     return "late"
+
+
+@dagwright.function
+def outlasts_its_soft_limit(ctx: NodeContext, seconds: float = 30.0) -> str:
+    """Sleep ``seconds``, swallowing Celery's soft time limit (as code that catches every
+    exception does): only the pool's hard time limit ends it early."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            time.sleep(left)
+        except SoftTimeLimitExceeded:
+            continue
+    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    return "outlasted"
 
 
 @dagwright.function

@@ -17,6 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # The timings and limits tests shorten, passed on to the worker processes.
 PASSED_SETTINGS = (
+    "checkpoint_retention_s",  # the suite keeps a succeeded run's (support/settings.py)
     "lease_s",
     "worker_wait_grace_s",
     "heartbeat_interval_s",
@@ -34,6 +35,9 @@ PASSED_SETTINGS = (
     "llm_idle_timeout_s",
     "llm_connect_timeout_s",
     "max_deliveries",
+    "worker_loss_backoff_s",
+    "worker_loss_backoff_max_s",
+    "max_worker_losses",
     "beat_interval_s",
     "beat_lock_timeout_s",
     "llm_rate_window_s",

@@ -18,6 +18,8 @@ TEST_DECLARATIONS = "tests.support.functions"
 # dagwright/redaction.py, so that only knowing it (``known_secrets``) can mask it.
 TEST_API_KEY = "test-key-Zq7xW3vN9pL2"
 
+KEEP_CHECKPOINTS_S = 365 * 24 * 3600  # past retention_s: as long as the run
+
 # Short timings so recovery and retry paths are exercised in seconds.
 FAST_TIMINGS: dict[str, Any] = {
     "lease_s": 2.0,
@@ -48,5 +50,14 @@ def make_settings(
         data_dir=data_dir,
         anthropic_base_url=llm.base_url,
         anthropic_api_key=SecretStr(TEST_API_KEY),
-        **{"imports": [TEST_DECLARATIONS], **FAST_TIMINGS, **overrides},
+        # The suite's agent tests read a succeeded run's transcripts (its checkpoints), which
+        # the default drops at the run's end: kept as long as the run (a time past its
+        # retention), as a number so that worker subprocesses get it from their environment
+        # (processes.py). tests/test_retention.py tests the default.
+        **{
+            "imports": [TEST_DECLARATIONS],
+            "checkpoint_retention_s": KEEP_CHECKPOINTS_S,
+            **FAST_TIMINGS,
+            **overrides,
+        },
     )

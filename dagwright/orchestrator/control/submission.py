@@ -1,34 +1,27 @@
-"""Starting a run, of a plan or of a goal: what the client and the schedules share."""
+"""Starting a run, of a plan or of a goal: what the client and the schedules share.
+
+A run is asked for as one ``RunRequest`` (control/run_request.py), already validated;
+``prepare_run`` checks it against the deployment and ``request_fields`` turns it into the
+run hash that lua/create_run.lua writes."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from dagwright.egress import EgressPolicy
-from dagwright.errors import ConfigurationError, IdempotencyConflictError, InputError
+from dagwright.errors import ConfigurationError, IdempotencyConflictError
 from dagwright.llm.model_lifecycle import warn_of_end_of_life
 from dagwright.memory.namespaces import MEMORY_FIELD, checked_name
-from dagwright.models import (
-    DEFAULT_PRIORITY,
-    MAX_DURATION_S,
-    MAX_PRIORITY,
-    MAX_WEBHOOKS,
-    MIN_PRIORITY,
-    Budget,
-    Plan,
-    RunStatus,
-    Webhook,
-)
+from dagwright.models import DEFAULT_PRIORITY, Budget, Plan, RunStatus, Webhook
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.live_registry import registry_for_plan
 from dagwright.orchestrator.control.run_gates import RunGates, key_fields
+from dagwright.orchestrator.control.run_request import RunRequest
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
 from dagwright.orchestrator.control.start_times import start_fields
 from dagwright.orchestrator.runstate.creation import (
@@ -41,7 +34,7 @@ from dagwright.orchestrator.runstate.creation import (
 from dagwright.orchestrator.runstate.machine import ReadyNode
 from dagwright.orchestrator.runstate.store import new_run_id
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.planning.goals import GoalOptions, plan_request, planner_graph
+from dagwright.planning.goals import plan_request, planner_graph
 from dagwright.plans.concurrency_keys import with_rendered_node_keys
 from dagwright.plans.priced_models import (
     check_usd_budget_is_priced,
@@ -78,135 +71,66 @@ def run_budget(plan: Plan | None, budget: Budget | None) -> Budget | None:
 def start_run(
     runtime: Runtime,
     broker: Broker,
+    request: RunRequest,
     *,
-    plan: Plan | None = None,
-    goal: str | None = None,
-    options: GoalOptions | None = None,
     extra: dict[str, str | int] | None = None,
     idempotency_key: str | None = None,
-    max_concurrent_nodes: int | None = None,
-    timeout_s: float | None = None,
-    response_cache: bool | None = None,
-    llm_batch: bool = False,
-    memory: str | None = None,
     live_workers: LiveCapabilities | None = None,
     run_id: str | None = None,
-    inputs: dict[str, Any] | None = None,
-    webhooks: Sequence[Webhook] = (),
-    priority: int | None = None,
-    not_before: datetime | str | None = None,
-    countdown_s: float | None = None,
 ) -> str:
-    """Write a new run and publish its first nodes; its id (``run_id`` if given, else a
-    new one; another if an idempotency key names an earlier run). PlanError (with every
-    problem) or InputError before anything is written. ``extra``: more fields of the
-    run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
+    """Write a new run of ``request`` and publish its first nodes; its id (``run_id`` if
+    given, else a new one; another if an idempotency key names an earlier run). PlanError
+    (with every problem) or InputError before anything is written. ``extra``: more fields
+    of the run's hash (a schedule's name, a follow-up's depth). With ``idempotency_key``, a
     submit repeated within ``idempotency_ttl_s`` (a retry after a timeout) returns the
     run the first one started, if it asks for the same (else IdempotencyConflictError).
-    ``max_concurrent_nodes``: most of the run's nodes running at once
-    (orchestrator/execution/limits.py). ``timeout_s`` (else the plan's): the run's
-    wall-clock limit, enforced by the reconciler.
-    ``response_cache`` (else the plan's): its agents' LLM calls use the response cache
-    (read back by claim.lua with each node, so it costs no round trip); ``llm_batch``:
-    they go through the Message Batches API, at half price (``llm/batches.py``); ``memory``
-    (else the plan's): the memory namespace its agents use (``memory/namespaces.py``). Given
-    ``live_workers``, UnrunnablePlanError if workers are live and none can run some
+    Given ``live_workers``, UnrunnablePlanError if workers are live and none can run some
     node (a scheduled run is not checked: nobody is there to read the refusal).
-    ``inputs``: the run's inputs, checked against the plan's ``inputs:`` schema (its
-    defaults filled in) and put in its ``{{ inputs.… }}`` templates before the plan is
-    validated and stored (RunInputError, one line per problem); a goal's are handed to
-    its planner, whose plan may use them the same way. ``webhooks``: told when the run
-    ends, with the plan's own (dagwright/webhooks/). ``priority`` (else the plan's, else
-    3): 1 to 5, higher first, the run's nodes' place among the nodes waiting for a
-    worker (a node's own ``priority`` wins). ``not_before`` (a datetime or ISO text) or
-    ``countdown_s``: the run is written now, its roots start then
-    (control/start_times.py)."""
-    new_run = prepare_run(
-        runtime,
-        plan=plan,
-        goal=goal,
-        options=options,
-        extra=extra,
-        max_concurrent_nodes=max_concurrent_nodes,
-        timeout_s=timeout_s,
-        response_cache=response_cache,
-        llm_batch=llm_batch,
-        memory=memory,
-        live_workers=live_workers,
-        inputs=inputs,
-        webhooks=webhooks,
-        priority=priority,
-        not_before=not_before,
-        countdown_s=countdown_s,
-    )
+
+    What each option of the request does: ``max_concurrent_nodes``
+    (orchestrator/execution/limits.py), ``timeout_s`` (enforced by the reconciler),
+    ``response_cache`` (read back by claim.lua with each node), ``llm_batch``
+    (``llm/batches.py``), ``memory`` (``memory/namespaces.py``), ``inputs`` (checked
+    against the plan's ``inputs:`` schema and put in its ``{{ inputs.… }}`` templates before
+    the plan is validated; a goal's are handed to its planner), ``webhooks``
+    (dagwright/webhooks/), ``priority`` (a node's own wins), ``not_before`` /
+    ``countdown_s`` (control/start_times.py)."""
+    new_run = prepare_run(runtime, request, extra=extra, live_workers=live_workers)
     return write_run(runtime, broker, run_id or new_run_id(), new_run, idempotency_key)
 
 
 def prepare_run(
     runtime: Runtime,
+    request: RunRequest,
     *,
-    plan: Plan | None = None,
-    goal: str | None = None,
-    options: GoalOptions | None = None,
     extra: dict[str, str | int] | None = None,
-    max_concurrent_nodes: int | None = None,
-    timeout_s: float | None = None,
-    response_cache: bool | None = None,
-    llm_batch: bool = False,
-    memory: str | None = None,
     live_workers: LiveCapabilities | None = None,
-    inputs: dict[str, Any] | None = None,
-    webhooks: Sequence[Webhook] = (),
-    priority: int | None = None,
-    not_before: datetime | str | None = None,
-    countdown_s: float | None = None,
 ) -> NewRun:
     """What ``start_run`` writes, checked (the same arguments, the same errors) and
     nothing written: the part a submit shares with ``AsyncClient``'s."""
-    options = options or GoalOptions()
-    if (plan is None) == (goal is None):
-        raise InputError("give either a plan or a goal")
-    misplaced = options.goal_only()
-    if plan is not None and misplaced:
-        raise InputError(f"{', '.join(misplaced)} apply to a goal, not to a plan")
-    fields: dict[str, str | int] = dict(extra or {})  # more fields of the run hash
     settings = runtime.settings
-    plan, inputs = with_inputs(plan, inputs, settings.max_params_bytes)
-    fields.update(inputs_fields(inputs))
-    budget = run_budget(plan, options.budget)
-    fields.update(run_fields(budget))
-    fields.update(concurrency_fields(max_concurrent_nodes))
-    if run_response_cache(response_cache, plan):
-        fields["response_cache"] = 1
-    if llm_batch:
-        fields["llm_batch"] = 1
-    fields.update(memory_fields(memory, plan))
-    fields.update(webhook_fields(plan, webhooks, EgressPolicy.from_settings(settings)))
-    fields.update(start_fields(not_before, countdown_s, settings.max_start_delay_s))
+    plan, inputs = with_inputs(request.plan, request.inputs, settings.max_params_bytes)
+    budget = run_budget(plan, request.budget)
+    fields = request_fields(request, plan, inputs, budget, settings)
+    fields = {**(extra or {}), **fields}
     if plan is not None:
-        fields.update(key_fields(plan.concurrency, inputs, plan.inputs))
         plan = with_rendered_node_keys(plan, inputs, declared_names(plan.inputs))
-    run_timeout_s = run_timeout(timeout_s, plan)
-    if run_timeout_s is not None:
-        fields["timeout_ms"] = round(run_timeout_s * 1000)
-    nodes_priority = run_priority(priority, plan)
-    if own_priority(nodes_priority) is not None:
-        fields[PRIORITY_FIELD] = nodes_priority
-    fields["teardown_timeout_ms"] = round(settings.teardown_timeout_s * 1000)
+    nodes_priority = request.run_priority()
     status = RunStatus.RUNNING
     output_nodes: list[str] | None = None
     registry = runtime.registry
-    if goal is not None:  # checked first: a refused submit must not take its key
-        request = plan_request(settings, runtime.registry, goal, options, inputs)
+    if request.goal is not None:  # checked first: a refused submit must not take its key
+        options = request.goal_options()
+        planned = plan_request(settings, runtime.registry, request.goal, options, inputs)
         replan = settings.replan_enabled if options.replan is None else options.replan
         fields = {
-            "request": request.model_dump_json(),
+            "request": planned.model_dump_json(),
             "replan_max": settings.replan_max if replan else 0,
             **fields,
         }
-        graph = planner_graph(request, own_priority(nodes_priority))
+        graph = planner_graph(planned, own_priority(nodes_priority))
         status, output_nodes = RunStatus.PLANNING, []
-        models = models_of_goal(runtime.registry, settings, request.worker_types)
+        models = models_of_goal(runtime.registry, settings, planned.worker_types)
         needs = needs_of_goal()
     else:
         assert plan is not None
@@ -225,6 +149,40 @@ def prepare_run(
         output_nodes=output_nodes,
         extra=fields,
     )
+
+
+def request_fields(
+    request: RunRequest,
+    plan: Plan | None,
+    inputs: dict[str, Any],
+    budget: Budget | None,
+    settings: Settings,
+) -> dict[str, str | int]:
+    """The run hash's fields a request sets (lua/create_run.lua writes them as given):
+    the one place a RunRequest becomes what the script is given. ``plan``: the request's
+    with its inputs bound; ``inputs``: with their defaults. InputError for a webhook URL
+    the egress filter refuses or a start past ``max_start_delay_s``."""
+    fields: dict[str, str | int] = {}
+    fields.update(inputs_fields(inputs))
+    fields.update(run_fields(budget))
+    fields.update(concurrency_fields(request.max_concurrent_nodes))
+    if request.uses_response_cache():
+        fields["response_cache"] = 1
+    if request.llm_batch:
+        fields["llm_batch"] = 1
+    fields.update(memory_fields(request.memory_namespace()))
+    hooks = [*(plan.webhooks if plan else ()), *request.webhooks]
+    fields.update(webhook_fields(hooks, EgressPolicy.from_settings(settings)))
+    fields.update(start_fields(request.not_before, request.countdown_s, settings.max_start_delay_s))
+    if plan is not None:
+        fields.update(key_fields(plan.concurrency, inputs, plan.inputs))
+    run_timeout_s = request.run_timeout_s()
+    if run_timeout_s is not None:
+        fields["timeout_ms"] = round(run_timeout_s * 1000)
+    if own_priority(request.run_priority()) is not None:
+        fields[PRIORITY_FIELD] = request.run_priority()
+    fields["teardown_timeout_ms"] = round(settings.teardown_timeout_s * 1000)
+    return fields
 
 
 def write_run(
@@ -281,74 +239,31 @@ def goal_inputs(inputs: dict[str, Any] | None, max_bytes: int) -> dict[str, Any]
     return check_inputs({"type": "object", "additionalProperties": True}, inputs, max_bytes)
 
 
-def webhook_fields(
-    plan: Plan | None, webhooks: Sequence[Webhook], egress: EgressPolicy
-) -> dict[str, str | int]:
-    """The run hash's ``webhooks`` (the plan's, then the submit's), read by forget.lua
-    when the run ends; none: no field. InputError for a URL the egress filter refuses
-    (webhooks/urls.py)."""
-    hooks = [*(plan.webhooks if plan else ()), *webhooks]
+def webhook_fields(hooks: Sequence[Webhook], egress: EgressPolicy) -> dict[str, str | int]:
+    """The run hash's ``webhooks`` (the plan's, then the submit's: at most MAX_WEBHOOKS,
+    RunRequest's check), read by forget.lua when the run ends; none: no field.
+    InputError for a URL the egress filter refuses (webhooks/urls.py)."""
     if not hooks:
         return {}
-    if len(hooks) > MAX_WEBHOOKS:
-        raise InputError(
-            f"a run may have at most {MAX_WEBHOOKS} webhooks, its plan's and its submit's "
-            f"together; this one would have {len(hooks)}"
-        )
     check_webhooks(hooks, egress)
     return {"webhooks": json.dumps([hook.model_dump(mode="json") for hook in hooks])}
 
 
 def concurrency_fields(max_concurrent_nodes: int | None) -> dict[str, str | int]:
     """The run hash's field of a concurrency limit given at submit (none without one)."""
-    if max_concurrent_nodes is None:
-        return {}
-    if max_concurrent_nodes < 1:
-        raise InputError(f"max_concurrent_nodes must be at least 1, not {max_concurrent_nodes}")
-    return {"max_concurrent_nodes": max_concurrent_nodes}
+    return {} if max_concurrent_nodes is None else {"max_concurrent_nodes": max_concurrent_nodes}
 
 
-def run_timeout(timeout_s: float | None, plan: Plan | None) -> float | None:
-    """The run's wall-clock limit: the one given at submit, else the plan's."""
-    if timeout_s is not None and not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_DURATION_S):
-        raise InputError(
-            "the run timeout must be a positive number of seconds, at most "
-            f"{MAX_DURATION_S:.0f}, not {timeout_s}"
-        )
-    if timeout_s is None and plan is not None:
-        return plan.timeout_s
-    return timeout_s
-
-
-def run_priority(priority: int | None, plan: Plan | None) -> int:
-    """The run's priority: the one given at submit, else the plan's, else the default."""
-    if priority is not None and not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-        raise InputError(
-            f"the priority must be {MIN_PRIORITY} to {MAX_PRIORITY} (higher first), not {priority}"
-        )
-    if priority is None and plan is not None:
-        priority = plan.priority
-    return DEFAULT_PRIORITY if priority is None else priority
+def memory_fields(named: str | None) -> dict[str, str]:
+    """The run hash's named memory namespace (none: the type's, the schedule's or the
+    run's own, ``memory/namespaces.py``)."""
+    return {MEMORY_FIELD: checked_name(named, derived=False)} if named else {}
 
 
 def own_priority(priority: int) -> int | None:
     """A priority to write down: None for the default (a default run's request digest,
     and its planner node, stay what they were before priorities)."""
     return None if priority == DEFAULT_PRIORITY else priority
-
-
-def memory_fields(memory: str | None, plan: Plan | None) -> dict[str, str]:
-    """The run hash's named memory namespace: the submit's, else the plan's (none: the
-    type's, the schedule's or the run's own, ``memory/namespaces.py``)."""
-    named = memory or (plan.memory if plan is not None else None)
-    return {MEMORY_FIELD: checked_name(named, derived=False)} if named else {}
-
-
-def run_response_cache(response_cache: bool | None, plan: Plan | None) -> bool:
-    """Whether the run's agents use the response cache: as asked at submit, else the plan's."""
-    if response_cache is not None:
-        return response_cache
-    return plan is not None and plan.response_cache
 
 
 CLAIM_WAIT_S = 3.0  # for the run of a fresh claim to be written

@@ -27,7 +27,6 @@ from dagwright.errors import (
     NodeLostError,
     NodeTimeoutError,
     PermanentError,
-    PoisonMessageError,
     RateLimitWaitExpiredError,
     RetryableError,
     TeamTaskFailedError,
@@ -57,6 +56,7 @@ from dagwright.orchestrator.execution.limits import (
     node_limits,
     publish_waiters,
 )
+from dagwright.orchestrator.execution.poison import refused_delivery
 from dagwright.orchestrator.execution.pool import (
     PullingSlots,
     QueueBacklog,
@@ -270,8 +270,9 @@ def run_within_limits(
     env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot | None = None
 ) -> Outcome:
     """Run the claimed node if its concurrency slots are free, else park it."""
-    if claim.deliveries > env.runtime.settings.max_deliveries:
-        return record_failure(env, ctx, claim, poisoned(claim))
+    refused = refused_delivery(env.runtime.settings, claim)
+    if refused is not None:
+        return record_failure(env, ctx, claim, refused)
     rates = node_rates(env.runtime, claim.node)
     if rates:  # before the slots: a node waiting for its rate holds none
         over = env.rates.take(rates, f"{ctx.run_id}/{ctx.node_id}@{ctx.fence}")
@@ -370,17 +371,6 @@ def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Clai
             run_id, node_id, fence, lease_s=lease_s, holder=env.holder, takeover=claim.holder
         )
     return claim if isinstance(claim, Claim) else None
-
-
-def poisoned(claim: Claim) -> PoisonMessageError:
-    """The guard against a node that kills its worker (a segfault, an OOM kill, a hard
-    time limit): claimed again and again without ever recording an outcome, it is failed
-    (and dead-lettered) instead of being run once more."""
-    return PoisonMessageError(
-        f"delivered {claim.deliveries} times without finishing: each time the process "
-        "running it died (crash, OOM kill or hard time limit); not run again. Find the cause "
-        "in the worker logs, then `dagwright dlq replay`"
-    )
 
 
 def holder_is_dead_here(holder: str) -> bool:

@@ -1,14 +1,17 @@
 """The reconciler: re-queues what dead workers and lost messages left behind, and stops
 runs past their run timeout.
 
-Any number of processes may run it (every worker does by default); a lock in Redis lets
-one do the work at a time. Every action is a fenced Lua transition, so even two
-reconcilers at once could not record anything twice.
+Any number of processes may run it (every worker does by default); they share the active
+runs by bucket (buckets.py: each bucket leased by one reconciler at a time), and each
+visits its buckets' runs pipelined, ``VISIT_BATCH`` runs a round trip, at most
+``reconcile_max_runs_per_pass`` a pass. Every action is a fenced Lua transition, so even
+two reconcilers on one run could not record anything twice.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -17,6 +20,8 @@ from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.control.cancellation import stop_work
 from dagwright.orchestrator.control.run_gates import RunGates
+from dagwright.orchestrator.execution.backlog import PooledRecount
+from dagwright.orchestrator.execution.buckets import CHORES_BUCKET, BucketLeases, bucket_of
 from dagwright.orchestrator.execution.fairness import aged_node
 from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
 from dagwright.orchestrator.execution.team_tasks import (
@@ -24,15 +29,25 @@ from dagwright.orchestrator.execution.team_tasks import (
     revoke_left_team_tasks,
     wake_ended_team_tasks,
 )
-from dagwright.orchestrator.runstate.machine import ReadyNode
+from dagwright.orchestrator.runstate.machine import (
+    LossBackoff,
+    ReadyNode,
+    ReconcilePass,
+    ReconcileTerms,
+    ended_run_keys,
+)
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.redis_scripts import load_script, named_reply
+from dagwright.redis_scripts import is_cluster_client
 from dagwright.telemetry.trace_export import TraceExport
 from dagwright.webhooks.sender import WebhookSender
 
 log = logging.getLogger(__name__)
 
 ORPHAN_GRACE_MS = 60_000  # an active-set entry with no run yet may be a run being created
+# Runs visited per round trip (a pipeline of reconcile.lua, one step per run): 10,000
+# active runs are 50 round trips, and no pipeline holds more than this many replies.
+VISIT_BATCH = 200
+LEASE_INTERVALS = 3  # a bucket's lease: this many reconcile intervals
 
 
 @dataclass
@@ -45,6 +60,8 @@ class ReconcileReport:
     exported: int = 0  # traces sent over OTLP
     webhooks_due: int = 0  # webhook deliveries handed to the sending thread
     team_tasks_ended: int = 0  # celery_task nodes woken: their team task ended
+    buckets: list[int] = field(default_factory=list)  # the active-run buckets this one holds
+    pooled_drift: dict[str, tuple[int, int]] = field(default_factory=dict)  # repaired counts
 
 
 class Reconciler:
@@ -60,24 +77,94 @@ class Reconciler:
         self._tidied_keys: set[str] = set()
         self.trace_export = TraceExport.for_runtime(runtime)
         self.webhooks = WebhookSender(runtime)
-        self._release_lock = load_script(
-            runtime.client, "dagwright.orchestrator.execution", "reconciler_release_lock"
+        settings = runtime.settings
+        self.leases = BucketLeases(
+            runtime.client,
+            runtime.keys,
+            self.token,
+            buckets=settings.reconciler_buckets,
+            lease_ms=int(settings.reconcile_interval_s * LEASE_INTERVALS * 1000),
         )
+        self.recount = PooledRecount(runtime.client, runtime.keys)
+        self._recounted_at = float("-inf")
+        # On a Cluster, age_out.lua (the DLQ stream in the same step) and the pooled-nodes
+        # counter (another slot than the runs') are not used: docs/internals/cluster.md.
+        self._cluster = is_cluster_client(runtime.client)
+        if self._cluster and settings.run_max_age_s is not None:
+            log.warning(
+                "run_max_age_s is not enforced on a Redis Cluster (the state store): runs "
+                "are bounded by their timeout_s only (docs/internals/cluster.md)"
+            )
+        self._cursor = 0  # where the next pass starts among this one's runs, past the max
 
     def run_once(self) -> ReconcileReport:
+        """One pass over the runs of the buckets this reconciler holds; the holder of
+        bucket 0 also does the deployment's chores."""
         report = ReconcileReport()
-        if not self._hold_lock():
+        held = self.leases.refresh()
+        if not held:
             return report
         report.ran = True
-        client = self.runtime.client
-        report.team_tasks_ended = self._watch_team_tasks()
-        empty_queues: list[str] | None = None  # asked of the broker once per pass, if needed
+        report.buckets = sorted(held)
+        chores = CHORES_BUCKET in held
+        if chores:
+            report.team_tasks_ended = self._watch_team_tasks()
         self._tidied_keys = set()  # concurrency keys whose ended runs were dropped
-        for run_id in client.sscan_iter(self.runtime.keys.active_runs, count=500):
-            if empty_queues is None:
-                empty_queues = self._empty_queues()
-            report.runs += 1
-            self._reconcile_run(run_id, report, empty_queues)
+        self._visit(self._runs_to_visit(held), report)
+        if chores:
+            self._do_chores(report)
+        return report
+
+    def _runs_to_visit(self, held: set[int]) -> list[str]:
+        """The active runs of the ``held`` buckets, at most ``reconcile_max_runs_per_pass``:
+        past it, a window that the next passes move on (so every run gets its turn)."""
+        buckets = self.runtime.settings.reconciler_buckets
+        active = self.runtime.client.sscan_iter(self.runtime.keys.active_runs, count=1000)
+        mine = sorted(run_id for run_id in active if bucket_of(run_id, buckets) in held)
+        most = self.runtime.settings.reconcile_max_runs_per_pass
+        if len(mine) <= most:
+            return mine
+        start = self._cursor % len(mine)
+        self._cursor = start + most
+        return (mine[start:] + mine[:start])[:most]
+
+    def _visit(self, run_ids: list[str], report: ReconcileReport) -> None:
+        """Each run's pass, ``VISIT_BATCH`` runs a round trip; the leases renewed every
+        third of a lease, and the runs of a bucket lost meanwhile left to its new holder."""
+        if not run_ids:
+            return
+        terms = self._terms(self._empty_queues())
+        renew_every_s = self.leases.lease_ms / 3000
+        renewed_at = time.monotonic()
+        buckets = self.runtime.settings.reconciler_buckets
+        for start in range(0, len(run_ids), VISIT_BATCH):
+            batch = run_ids[start : start + VISIT_BATCH]
+            if time.monotonic() - renewed_at > renew_every_s:
+                held, renewed_at = self.leases.renew(), time.monotonic()
+                batch = [run_id for run_id in batch if bucket_of(run_id, buckets) in held]
+            passes = self.runtime.machine.reconcile_runs(batch, terms)
+            for run_id, found in zip(batch, passes, strict=True):
+                report.runs += 1
+                if isinstance(found, Exception):
+                    log.warning("reconciler pass over run %s failed: %s", run_id, found)
+                    continue
+                self._reconcile_run(run_id, found, report)
+
+    def _terms(self, empty_queues: list[str]) -> ReconcileTerms:
+        settings = self.runtime.settings
+        return ReconcileTerms(
+            publish_grace_s=settings.publish_grace_s,
+            stranded_after_s=settings.stranded_after_s,
+            empty_queues=tuple(empty_queues),
+            priority_aging_s=settings.priority_aging_s,
+            aging_limit=settings.priority_aging_per_pass,
+            loss_backoff=LossBackoff(
+                settings.worker_loss_backoff_s, settings.worker_loss_backoff_max_s
+            ),
+        )
+
+    def _do_chores(self, report: ReconcileReport) -> None:
+        """What one reconciler does for the whole deployment (the holder of bucket 0)."""
         self._reject_overdue_approvals(report)
         self._trim_run_index()
         report.republished += self._wake_waiters()
@@ -85,7 +172,20 @@ class Reconciler:
         if report.exported:
             log.info("exported %d run trace(s) over OTLP", report.exported)
         report.webhooks_due = self.webhooks.send_due()
-        return report
+        report.pooled_drift = self._recount_pooled()
+
+    def _recount_pooled(self) -> dict[str, tuple[int, int]]:
+        """Every ``backlog_recount_interval_s``, the pooled-nodes counter put right (not
+        on a Cluster, which keeps no such counter)."""
+        every = self.runtime.settings.backlog_recount_interval_s
+        now = time.monotonic()
+        if self._cluster or every <= 0 or now - self._recounted_at < every:
+            return {}
+        self._recounted_at = now
+        drift = self.recount.run().drift
+        if drift:
+            log.warning("pooled-nodes counter repaired (queue: counted, found): %s", drift)
+        return drift
 
     def _watch_team_tasks(self) -> int:
         """celery_task nodes: wake those whose team task ended (before the runs' pass,
@@ -120,26 +220,28 @@ class Reconciler:
         return sorted(queue for queue in queues if self.broker.queue_depth(queue) == 0)
 
     def _trim_run_index(self) -> None:
-        """Drop index entries of runs past retention (their keys have expired)."""
-        retention_ms = self.runtime.settings.retention_s * 1000
-        cutoff = self.runtime.store.server_time_ms() - retention_ms
-        self.runtime.client.zremrangebyscore(self.runtime.keys.run_index, "-inf", cutoff)
+        """Drop index entries of runs past retention (their keys have expired): from the
+        run index (by creation), the ended runs' sets the metrics count (by end), and the
+        replayed dead letters trimmed from the DLQ stream (``keys.dlq_settled``)."""
+        settings, keys = self.runtime.settings, self.runtime.keys
+        now_ms = self.runtime.store.server_time_ms()
+        cutoff = now_ms - settings.retention_s * 1000
+        pipe = self.runtime.client.pipeline(transaction=False)
+        pipe.zremrangebyscore(keys.run_index, "-inf", cutoff)
+        for key in ended_run_keys(keys):
+            pipe.zremrangebyscore(key, "-inf", cutoff)
+        pipe.zremrangebyscore(keys.dlq_settled, "-inf", now_ms - settings.dlq_retention_s * 1000)
+        pipe.execute()
 
-    def _reconcile_run(self, run_id: str, report: ReconcileReport, empty_queues: list[str]) -> None:
-        settings = self.runtime.settings
-        found = self.runtime.machine.reconcile_run(
-            run_id,
-            publish_grace_s=settings.publish_grace_s,
-            stranded_after_s=settings.stranded_after_s,
-            empty_queues=empty_queues,
-            priority_aging_s=settings.priority_aging_s,
-            aging_limit=settings.priority_aging_per_pass,
-        )
+    def _reconcile_run(self, run_id: str, found: ReconcilePass, report: ReconcileReport) -> None:
+        """Act on what a run's pass found: stop it, forget it, publish its nodes."""
         if found.timed_out is not None:
             log.warning("run %s ran past its run timeout (or teardown deadline): stopped", run_id)
             stop_work(self.runtime, self.broker, run_id, found.timed_out)
         if found.status not in (RunStatus.RUNNING.value, RunStatus.PLANNING.value):
             self._forget_if_over(run_id, found.status, report)
+            return
+        if self._age_out_if_too_old(run_id, found.age_ms, report):
             return
         if found.gated:  # waiting for its concurrency key: asked again each pass
             admission = self.gates.admit(run_id, self._tidied_keys)
@@ -158,6 +260,26 @@ class Reconciler:
         report.republished += len(found.unpublished) + len(stranded)
         dispatch(self.broker, self.runtime.machine, to_publish)
         self._publish_aged(run_id, found.aged, report)
+
+    def _age_out_if_too_old(self, run_id: str, age_ms: int, report: ReconcileReport) -> bool:
+        """Fail a run open past ``run_max_age_s`` (its nodes at work dead-lettered, so a
+        replay re-opens it); True if it did. Not on a Cluster (age_out.lua writes the DLQ
+        stream in the run's step)."""
+        max_age_s = self.runtime.settings.run_max_age_s
+        if self._cluster or max_age_s is None or age_ms < max_age_s * 1000:
+            return False
+        aged = self.runtime.machine.age_out(run_id, max_age_s)
+        if aged.status != RunStatus.FAILED.value:
+            return False
+        log.warning(
+            "run %s was open past its maximum age (%d s): failed, %d dead letter(s)",
+            run_id,
+            max_age_s,
+            aged.dead_letters,
+        )
+        stop_work(self.runtime, self.broker, run_id, aged.stopped)
+        self._forget_if_over(run_id, aged.status, report)
+        return True
 
     def _publish_aged(self, run_id: str, aged: list[ReadyNode], report: ReconcileReport) -> None:
         """Publish the nodes that waited past ``priority_aging_s`` again, ahead of every
@@ -180,19 +302,6 @@ class Reconciler:
         report.finished.append(run_id)
 
     def release(self) -> bool:
-        """Give the lock up (on a clean stop), so that a standby reconciler takes over at
-        its next pass instead of when the lock expires; True if this one held it."""
-        key = self.runtime.keys.reconciler_lock
-        fields = named_reply(self._release_lock(keys=[key], args=[self.token]))
-        return bool(int(fields["released"]))
-
-    def _hold_lock(self) -> bool:
-        client = self.runtime.client
-        key = self.runtime.keys.reconciler_lock
-        ttl_ms = int(self.runtime.settings.reconcile_interval_s * 3000)
-        if client.set(key, self.token, nx=True, px=ttl_ms):
-            return True
-        if client.get(key) == self.token:
-            client.pexpire(key, ttl_ms)
-            return True
-        return False
+        """Give the buckets up (on a clean stop), so that the other reconcilers take them
+        at their next pass instead of when the leases expire; True if this one held any."""
+        return self.leases.release_all() > 0

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import redis
 
-from dagwright.keys import NODE_EXECUTE_TASK, Keys
+from dagwright.keys import NODE_EXECUTE_TASK, RUN_KEY_NAMES, Keys
 from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
 from dagwright.orchestrator.runstate.dead_letters import DeadLetterWriter
 from dagwright.orchestrator.runstate.scripts import PACKAGE, RunScripts
@@ -117,7 +117,8 @@ class Claim:
     attempt: int
     inputs: dict[str, Any]
     checkpoint: Any = None
-    deliveries: int = 1  # claims since the node last recorded an outcome
+    deaths: int = 0  # its process died (a parent saw it) since its last outcome: poison guard
+    losses: int = 0  # its worker was lost whole (lease expired) since its last outcome
     run_max_concurrent: int = 0  # the run's max_concurrent_nodes (0: none)
     run_response_cache: bool = False  # the run asked its agents to use the response cache
     run_llm_batch: bool = False  # the run asked its agents' calls to go through batches
@@ -144,7 +145,8 @@ class Claim:
             attempt=int(fields["attempt"]),
             inputs=inputs,
             checkpoint=json.loads(fields["checkpoint"]) if fields["checkpoint"] else None,
-            deliveries=int(fields["deliveries"]),
+            deaths=int(fields["deaths"]),
+            losses=int(fields["losses"]),
             run_max_concurrent=int(fields["max_concurrent_nodes"] or 0),
             run_response_cache=fields["response_cache"] == "1",
             run_llm_batch=fields.get("llm_batch") == "1",
@@ -270,6 +272,16 @@ class Cancelled:
 
 
 @dataclass(frozen=True)
+class LossBackoff:
+    """How long a node whose worker was lost waits before it is queued again:
+    ``base_s`` after its first loss, doubled after each next one, at most ``max_s``
+    (lua/reconcile.lua). Settings ``worker_loss_backoff_s``/``worker_loss_backoff_max_s``."""
+
+    base_s: float
+    max_s: float
+
+
+@dataclass(frozen=True)
 class ReconcilePass:
     status: str
     requeued: list[ReadyNode]
@@ -278,6 +290,7 @@ class ReconcilePass:
     timed_out: StoppedWork | None = None  # the pass ended the run: past its run timeout
     aged: list[ReadyNode] = field(default_factory=list)  # waited past priority aging
     gated: bool = False  # the run waits for its concurrency key (run_gates.py)
+    age_ms: int = 0  # how long it has been open (since created or re-opened by a replay)
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> ReconcilePass:
@@ -301,6 +314,36 @@ class ReconcilePass:
             timed_out=timed_out,
             aged=_ready_nodes(run_id, fields.get("aged", [])),
             gated=fields.get("gated") == 1,
+            age_ms=int(fields.get("age_ms", 0)),
+        )
+
+
+_ENCODED_RUN_KEY_NAMES = tuple(name.encode() for name in RUN_KEY_NAMES)
+
+
+@dataclass(frozen=True)
+class ReconcileTerms:
+    """What a reconciler pass over a run looks for (reconcile.lua's ARGV): see
+    ``RunStateMachine.reconcile_run``."""
+
+    publish_grace_s: float
+    stranded_after_s: float
+    empty_queues: tuple[str, ...] = ()
+    limit: int = 1000
+    priority_aging_s: float = 0.0
+    aging_limit: int = 100
+    loss_backoff: LossBackoff = LossBackoff(0.0, 0.0)  # a lost worker's node: queued at once
+
+    def args(self) -> tuple[Any, ...]:
+        return (
+            int(self.publish_grace_s * 1000),
+            int(self.stranded_after_s * 1000),
+            self.limit,
+            int(self.priority_aging_s * 1000),
+            self.aging_limit,
+            int(self.loss_backoff.base_s * 1000),
+            int(self.loss_backoff.max_s * 1000),
+            *self.empty_queues,
         )
 
 
@@ -314,6 +357,49 @@ class Forgotten:
 
     def __bool__(self) -> bool:
         return self.forgotten
+
+
+@dataclass(frozen=True)
+class AgedOut:
+    """age_out.lua's answer: the run's status after it, what was still in flight (to stop
+    and revoke), and how many dead letters it wrote."""
+
+    status: str
+    stopped: StoppedWork
+    dead_letters: int
+
+
+@dataclass(frozen=True)
+class EndedRetention:
+    """How long an ended run keeps its checkpoints (if it succeeded), events and spans,
+    in seconds (None: as long as the run; see ``Settings.checkpoint_retention_s``)."""
+
+    checkpoints_s: int | None = 0
+    events_s: int | None = None
+    spans_s: int | None = None
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """compact.lua's answer: the run's status ('open', 'missing' or final) and how many of
+    its keys it deleted."""
+
+    status: str
+    dropped: int
+
+
+ENDED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)  # as the scripts
+
+
+def ended_run_keys(keys: Keys) -> tuple[str, ...]:
+    """The ended runs' sorted sets, one per final status, in the order forget.lua and
+    replay.lua name them."""
+    return tuple(keys.ended_runs(status.value) for status in ENDED_STATUSES)
+
+
+def _seconds_or_forever(seconds: int | None) -> int:
+    """A retention as compact.lua reads it: -1 for as long as the run."""
+    return -1 if seconds is None else seconds
 
 
 @dataclass(frozen=True)
@@ -406,12 +492,15 @@ class RunStateMachine:
         self._counters = Counters(client, keys)
         self._gate_take = load_script(client, PACKAGE, "gate_take")
         self._dead_letters = DeadLetterWriter(client, keys, retention_s=dlq_retention_s)
+        self._cluster = is_cluster_client(client)
         # Every script call names all of the run's keys; encoding them once per run, not
         # per call, is a measurable share of a no-op node's cost.
         self._encoded_keys = lru_cache(maxsize=4096)(self._encode_keys)
 
     def _encode_keys(self, run_id: str) -> tuple[bytes, ...]:
-        return tuple(key.encode() for key in self.keys.run_keys(run_id))
+        # keys.run_keys' names, built from one prefix: a reconciler pass encodes 10,000 runs'
+        base = self.keys.run_key(run_id, RUN_KEY_NAMES[0]).removesuffix(RUN_KEY_NAMES[0]).encode()
+        return tuple(base + name for name in _ENCODED_RUN_KEY_NAMES)
 
     def _call(
         self,
@@ -420,11 +509,23 @@ class RunStateMachine:
         *args: Any,
         client: Any = None,
         shared_keys: tuple[str, ...] = (),
+        uncached: bool = False,
     ) -> Any:
-        keys = self._encoded_keys(run_id)
-        if shared_keys:
-            keys = (*keys, *(key.encode() for key in shared_keys))
+        """Run a script on a run's keys. ``uncached``: for a sweep over many runs (the
+        reconciler's), which would only push the hot runs' keys out of the cache."""
+        shared = (*shared_keys, self._pooled_key(run_id))
+        run_keys = self._encode_keys(run_id) if uncached else self._encoded_keys(run_id)
+        keys = (*run_keys, *(key.encode() for key in shared))
         return self._scripts.call(name, keys, *args, client=client)
+
+    def _pooled_key(self, run_id: str) -> str:
+        """The last key of every script call (prelude.lua POOLED): the deployment's
+        pooled-nodes counter, or on a Cluster, where that is in another slot, the run's
+        own hash again, which tells the prelude to keep no count (the ready backlog is
+        then the broker's messages only: docs/internals/cluster.md)."""
+        if self._cluster:
+            return self.keys.run_key(run_id, "run")
+        return self.keys.pooled_nodes
 
     def claim(
         self,
@@ -539,7 +640,9 @@ class RunStateMachine:
         set before the step that may re-open it (a crash after it leaves the reconciler
         a run to visit, never an open run it cannot see; one that stays ended is dropped
         by its next pass) and after it (a ``forget`` that raced the step may have dropped
-        it in between)."""
+        it in between); a re-opened run then leaves the ended runs' sets, and the dead
+        letter joins the replayed ones still in the stream (``keys.dlq_settled``: a crash
+        before that leaves the DLQ's depth one too high until the entry is trimmed)."""
         self.client.sadd(self.keys.active_runs, run_id)
         reply = self._call(
             "replay",
@@ -557,9 +660,21 @@ class RunStateMachine:
             ),
         )
         replayed = Replayed.from_reply(run_id, reply)
-        if isinstance(replayed, Replayed) and replayed.reopened:
-            self.client.sadd(self.keys.active_runs, run_id)
+        if isinstance(replayed, Replayed):
+            if replayed.reopened:
+                self._reopened(run_id)
+            entry_ms = int(entry_id.partition("-")[0])
+            self.client.zadd(self.keys.dlq_settled, {entry_id: entry_ms})
         return replayed
+
+    def _reopened(self, run_id: str) -> None:
+        """A run re-opened (by a replay) is active again and in no ended runs' set: one
+        pipeline, each command in its own slot."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.keys.active_runs, run_id)
+        for key in ended_run_keys(self.keys):
+            pipe.zrem(key, run_id)
+        pipe.execute()
 
     def expand(
         self,
@@ -720,7 +835,7 @@ class RunStateMachine:
         """Extend leases in one round trip; False for each lease no longer held. On a
         Cluster, one call each: redis-py's cluster pipeline refuses scripts (EVALSHA and
         its NOSCRIPT recovery), and a process holds a few leases."""
-        if is_cluster_client(self.client):
+        if self._cluster:
             return [
                 _owned(
                     self._call(
@@ -798,6 +913,13 @@ class RunStateMachine:
         """Cancel a run (see lua/cancel.lua); ``reason`` becomes its ``stop_reason``."""
         return Cancelled.from_reply(run_id, self._call("cancel", run_id, reason))
 
+    def record_death(self, lease: LeaseRef, cause: str) -> int:
+        """Count a death of the process running the node, seen by its worker's surviving
+        parent (lua/death.lua); the node's deaths so far, or 0 when the claim that died is
+        no longer the node's (its fence moved on: nothing is counted)."""
+        reply = self._call("death", lease.run_id, lease.node_id, lease.fence, cause)
+        return int(named_reply(reply)["counted"])
+
     def reconcile_run(
         self,
         run_id: str,
@@ -808,33 +930,93 @@ class RunStateMachine:
         limit: int = 1000,
         priority_aging_s: float = 0.0,
         aging_limit: int = 100,
+        loss_backoff: LossBackoff | None = None,
     ) -> ReconcilePass:
         """One reconciler pass over a run; ``empty_queues`` are the queues known to be
         empty now (a queued node counts as stranded only if its queue is one of them).
         Nodes waiting in the broker over ``priority_aging_s`` (0: none), below the top
-        priority, are listed as ``aged``, at most ``aging_limit``."""
-        reply = self._call(
-            "reconcile",
-            run_id,
-            int(publish_grace_s * 1000),
-            int(stranded_after_s * 1000),
-            limit,
-            int(priority_aging_s * 1000),
-            aging_limit,
-            *empty_queues,
-        )
+        priority, are listed as ``aged``, at most ``aging_limit``. A node whose lease
+        expired is queued again after ``loss_backoff`` (None: at once)."""
+        terms = ReconcileTerms(
+            publish_grace_s, stranded_after_s, tuple(empty_queues), limit,
+            priority_aging_s, aging_limit, loss_backoff or LossBackoff(0.0, 0.0),
+        )  # fmt: skip
+        return ReconcilePass.from_reply(run_id, self._call("reconcile", run_id, *terms.args()))
+
+    def reconcile_runs(
+        self, run_ids: Sequence[str], terms: ReconcileTerms
+    ) -> list[ReconcilePass | Exception]:
+        """``reconcile_run`` over several runs in one round trip (a pipeline of the
+        script, one step per run: the others' steps go in between); a run whose step
+        failed gets its error in its place, the others their pass. On a Cluster, one
+        call each: redis-py's cluster pipeline refuses scripts."""
+        args = terms.args()
+        if self._cluster:
+            return [self._reconcile_one(run_id, args) for run_id in run_ids]
+        pipe = self.client.pipeline(transaction=False)
+        for run_id in run_ids:
+            self._call("reconcile", run_id, *args, client=pipe, uncached=True)
+        replies = pipe.execute(raise_on_error=False)
+        return [
+            reply if isinstance(reply, Exception) else ReconcilePass.from_reply(run_id, reply)
+            for run_id, reply in zip(run_ids, replies, strict=True)
+        ]
+
+    def _reconcile_one(self, run_id: str, args: tuple[Any, ...]) -> ReconcilePass | Exception:
+        try:
+            reply = self._call("reconcile", run_id, *args, uncached=True)
+        except redis.RedisError as error:
+            return error
         return ReconcilePass.from_reply(run_id, reply)
+
+    def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
+        """Fail a run open for longer than ``max_age_s`` (since its creation or its last
+        re-opening): its nodes at work fail with dead letters (lua/age_out.lua)."""
+        reason = (
+            f"open longer than its maximum age ({max_age_s} s, run_max_age_s): failed by "
+            "the reconciler; `dagwright dlq replay` runs it again"
+        )
+        error = ErrorInfo(error_class="RunMaxAgeExceeded", message=reason, retryable=False)
+        reply = self._call(
+            "age_out",
+            run_id,
+            max_age_s * 1000,
+            error.model_dump_json(),
+            reason,
+            run_id,
+            self.dlq_retention_s * 1000,
+            shared_keys=(self.keys.dlq,),
+        )
+        fields = named_reply(reply)
+        stopped = _stopped_work(run_id, fields)
+        return AgedOut(str(fields["status"]), stopped, int(fields["dead_letters"]))
+
+    def compact(self, run_id: str, retention: EndedRetention) -> Compacted:
+        """Drop what an ended run's surfaces no longer read and shorten what the
+        ``retention`` settings keep less long (lua/compact.lua); an open run is left alone."""
+        reply = self._call(
+            "compact",
+            run_id,
+            _seconds_or_forever(retention.checkpoints_s),
+            _seconds_or_forever(retention.events_s),
+            _seconds_or_forever(retention.spans_s),
+            shared_keys=(self.keys.run_logs(run_id), self.keys.run_scores(run_id)),
+        )
+        fields = named_reply(reply)
+        return Compacted(str(fields["status"]), int(fields["dropped"]))
 
     def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened),
         after queueing its webhook deliveries and, with ``export_trace``, its trace's
         OTLP export, and giving its scores and node logs the run's time to live.
 
-        Three steps, each in one Cluster slot (lua/forget.lua on the run's; the queues;
-        the active set), in an order a crash cannot break: the run leaves the active set
-        last, so the reconciler repeats whatever a dead caller left (the repeat queues the
-        same deliveries: ZADD NX). A replay re-opening the run between the first step and
-        the removal is seen by a re-read after it, and the run is put back."""
+        Four steps, each in one Cluster slot (lua/forget.lua on the run's; the queues;
+        the ended runs' set of its status; the active set), in an order a crash cannot
+        break: the run leaves the active set last, so the reconciler repeats whatever a
+        dead caller left (the repeat queues the same deliveries, ZADD NX, and scores the
+        run by the same end). A replay re-opening the run between the first step and the
+        removal is seen by a re-read after it, and the run is put back (and taken out of
+        the ended set again)."""
         keys = self.keys
         shared = (keys.webhook_log(run_id), keys.run_scores(run_id), keys.run_logs(run_id))
         fields = named_reply(
@@ -848,9 +1030,12 @@ class RunStateMachine:
         webhooks = [_text(item) for item in fields.get("webhooks") or []]
         if webhooks:
             self.client.zadd(keys.webhooks_due, dict.fromkeys(webhooks, now_ms), nx=True)
+        ended = _text(fields.get("ended") or "")
+        if ended:
+            self.client.zadd(keys.ended_runs(ended), {run_id: int(fields["finished_at"])})
         removed = bool(self.client.srem(keys.active_runs, run_id))
         if _text(self.client.hget(keys.run_key(run_id, "run"), "status") or "") in OPEN_STATUSES:
-            self.client.sadd(keys.active_runs, run_id)  # re-opened meanwhile (replay)
+            self._reopened(run_id)  # by a replay, meanwhile
             return Forgotten(False, "")
         return Forgotten(removed, _text(fields.get("concurrency_key") or ""))
 

@@ -31,6 +31,8 @@ SCRIPT_NAMES = (
     "expand",
     "replay",
     "forget",
+    "compact",
+    "age_out",
     "await_approval",
     "decide",
     "reserve",
@@ -40,6 +42,7 @@ SCRIPT_NAMES = (
     "admit",
     "spawn",
     "settle",
+    "death",
 )
 
 # How many dependents one script counts and decides when a node succeeds (complete.lua,

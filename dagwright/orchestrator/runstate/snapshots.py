@@ -98,7 +98,7 @@ def state_of(run_id: str, columns: list[str], replies: list[dict[str, str]]) -> 
         result=_result(output_nodes, nodes) if with_result else None,
         usage=_run_usage(run),
         budget=budget_of_run(run),
-        reason=run.get("stop_reason"),
+        reason=run.get("stop_reason") or run.get("aged_out"),
         tearing_down=None
         if status.is_final or "stopping" not in run
         else RunStatus(run["stopping"]),
@@ -151,6 +151,7 @@ WAITING_STATUS = {
     "concurrency": NodeStatus.RETRY_WAIT,
     "rate": NodeStatus.RETRY_WAIT,
     "celery_task": NodeStatus.RETRY_WAIT,
+    "lost": NodeStatus.RETRY_WAIT,
 }
 
 
@@ -178,6 +179,7 @@ def _wait(
         last_failure=wait.get("last_failure") or "",
         limit=limit,
         held=held,
+        count=int(wait.get("count") or 0),
     )
 
 

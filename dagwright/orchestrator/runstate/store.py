@@ -238,6 +238,12 @@ class RunStore:
         spec, checkpoint = pipe.execute()
         return spec, checkpoint
 
+    def checkpoints_kept(self, run_id: str) -> str | None:
+        """The run hash's ``checkpoints`` (compact.lua): 'dropped', the epoch ms they
+        expire, or None (kept as long as the run)."""
+        value = self.client.hget(self._key(run_id, "run"), "checkpoints")
+        return None if value is None else str(value)
+
     def replan_reading(self, run_id: str) -> ReplanReading | None:
         """What re-planning a failed branch of the run needs, read at one instant; None
         (after one HGETALL) for a run that cannot re-plan: a plan's run, or a goal run

@@ -61,6 +61,9 @@ class SubmitRequest(BaseModel):
     """ISO 8601 time the run's roots start at (the run is written now)."""
     countdown_s: float | None = None
     """Seconds from now the run's roots start after (instead of ``not_before``)."""
+    memory: str | None = Field(None, max_length=63)
+    """The memory namespace the run's agents use (``team-digest``: runs naming it share
+    their memory); it wins over the plan's ``memory``."""
     idempotency_key: str | None = Field(None, max_length=512)
     """A repeat of the same submit with this key returns the first one's run."""
 
@@ -112,9 +115,11 @@ async def submit_run(
 def submit_and_read(
     client: Client, body: SubmitRequest, idempotency_key: str | None
 ) -> tuple[RunHandle, RunState]:
-    """Submit, then read the run: one trip to a worker thread for both."""
+    """Submit the body's RunRequest, then read the run: one trip to a worker thread for
+    both."""
     options = body.model_dump(exclude={"plan", "idempotency_key"})
-    handle = client.submit(body.plan, idempotency_key=idempotency_key, **options)
+    request = client.run_request(body.plan, caller="Client.submit", **options)
+    handle = client.submit(request, idempotency_key=idempotency_key)
     return handle, client.status(handle.run_id)
 
 

@@ -1,5 +1,5 @@
 """Built-in tools: read a dependency's output, use the run's workspace, fetch a web page,
-run code in the sandbox (``tools/code.py``)."""
+run code in the sandbox (``tools/code.py``), use a skill (``tools/skills.py``)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from dagwright.workers.tools.run_python import (
     run_python,
     sandbox_note,
 )
+from dagwright.workers.tools.skills import SkillTools, register_skill_tools
 
 if TYPE_CHECKING:
     import httpx
@@ -177,3 +178,5 @@ def register_builtin_tools(tools: ToolRegistry) -> None:
     tools.register(propose_followup, timeout_s=60.0)
     # What an earlier run wrote to memory is data for this one, never instructions.
     tools.register(memory, carries_outside_content=True, api_definition=MEMORY_TOOL_DEFINITION)
+    # With no skill: each refuses; a node with skills is given its own (agent_skills.py).
+    register_skill_tools(tools, SkillTools())

@@ -24,6 +24,7 @@ MEMORY_TOOL = "memory"
 MEMORY_TOOL_TYPE = "memory_20250818"
 MEMORY_TOOL_DEFINITION = {"type": MEMORY_TOOL_TYPE, "name": MEMORY_TOOL}
 MEMORY_SPAN = "memory.command"
+RESULT_SUMMARY_CHARS = 200
 
 
 def memory(
@@ -58,11 +59,25 @@ def memory(
     )
     node_memory = ctx.memory()
     ref = CallRef(ctx.run_id, ctx.node_id, ctx.fence, call.tool_use_id)
+    secrets = known_secrets(ctx.settings)
     with ctx.span(
         MEMORY_SPAN,
         namespace=node_memory.namespace,
         command=command,
-        path=redact(" ".join(parsed.paths()), known_secrets(ctx.settings))[:500],
+        path=redact(" ".join(parsed.paths()), secrets)[:500],
         writes=parsed.writes,
-    ):
-        return node_memory.run(parsed, ref)
+        tool_use_id=call.tool_use_id,
+    ) as span:
+        result = node_memory.run(parsed, ref)
+        span.attributes["result"] = result_summary(result, secrets)
+        return result
+
+
+def result_summary(result: str, secrets: tuple[str, ...]) -> str:
+    """The result's first line, secrets masked, at most ``RESULT_SUMMARY_CHARS``: what the
+    trace (and the dashboard's memory view) shows of a command's answer; the whole answer
+    is in the node's transcript."""
+    first_line = redact(result, secrets).partition("\n")[0]
+    if len(first_line) <= RESULT_SUMMARY_CHARS:
+        return first_line
+    return first_line[: RESULT_SUMMARY_CHARS - 1] + "\u2026"

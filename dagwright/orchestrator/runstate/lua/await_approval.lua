@@ -7,7 +7,7 @@
 local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
 release(node)
-redis.call('HDEL', K.deliveries, node)
+forget_deaths(node)
 redis.call('HINCRBY', K.attempts, node, -1)
 redis.call('HSET', K.state, node, 'waiting_approval')
 redis.call('HINCRBY', K.run, 'waiting_approval', 1)

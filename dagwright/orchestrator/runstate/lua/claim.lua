@@ -2,15 +2,17 @@
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',
--- 'deliveries', n, 'max_concurrent_nodes', n or '', 'response_cache', '1' or '',
+-- 'deaths', n, 'losses', n, 'max_concurrent_nodes', n or '', 'response_cache', '1' or '',
 -- 'llm_batch', '1' or '',
 -- 'run_inputs', JSON or '', 'inputs', {dep1, out1, ...}} and, for a node with a run_if rule
 -- (a handler, which may run after dependencies that did not succeed), 'outcomes', {dep1,
 -- state1, ...} (a one_success handler may start while some are still open: their state
 -- is 'pending', 'queued', 'running'... and they have no output) and 'errors', {dep,
 -- error JSON, ...} of its failed dependencies,
--- {'status', 'held', 'holder', holder} or {'status', 'stale', 'why', why}. deliveries counts the claims since the node last
--- recorded an outcome: each one more means a worker died running it (the poison guard).
+-- {'status', 'held', 'holder', holder} or {'status', 'stale', 'why', why}. Since the node last
+-- recorded an outcome: deaths counts the times the process running it died as its worker's
+-- surviving parent saw (death.lua: the poison guard), losses the times its whole worker
+-- was lost (its lease expired, reconcile.lua), which is no fault of the node.
 local node, fence, holder, takeover = ARGV[3], ARGV[4], ARGV[6], ARGV[7]
 local status = run_status()
 if not is_open(status) then return {'status', 'stale', 'why', 'run is ' .. tostring(status)} end
@@ -27,7 +29,6 @@ end
 redis.call('HSET', K.state, node, 'running')
 redis.call('HSET', K.holder, node, holder)
 local attempt = redis.call('HINCRBY', K.attempts, node, 1)
-local deliveries = redis.call('HINCRBY', K.deliveries, node, 1)
 redis.call('HSET', K.started, node, NOW)
 redis.call('ZREM', K.queued, node)
 redis.call('ZREM', K.outbox, node)
@@ -47,7 +48,9 @@ for first = 1, #deps, 500 do
   end
 end
 local reply = {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
-        'checkpoint', redis.call('HGET', K.checkpoint, node) or '', 'deliveries', deliveries,
+        'checkpoint', redis.call('HGET', K.checkpoint, node) or '',
+        'deaths', redis.call('HGET', K.deaths, node) or 0,
+        'losses', redis.call('HGET', K.losses, node) or 0,
         'max_concurrent_nodes', redis.call('HGET', K.run, 'max_concurrent_nodes') or '',
         'response_cache', redis.call('HGET', K.run, 'response_cache') or '',
         'llm_batch', redis.call('HGET', K.run, 'llm_batch') or '',

@@ -88,7 +88,7 @@ for _, node in ipairs(new_nodes) do
   end
 end
 release(planner)
-redis.call('HDEL', K.deliveries, planner)
+forget_deaths(planner)
 redis.call('HSET', K.output, planner, ARGV[5])
 set_final(planner, 'succeeded')
 emit('node.succeeded', planner)

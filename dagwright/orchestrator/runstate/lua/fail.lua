@@ -18,7 +18,7 @@ local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
 
 release(node)
-redis.call('HDEL', K.deliveries, node)
+forget_deaths(node)
 redis.call('HDEL', K.waits, node)  -- a replay waits afresh
 redis.call('HSET', K.error, node, ARGV[5])
 set_final(node, 'failed')

@@ -1,9 +1,10 @@
 -- The run-slot half of dropping an ended run from the active set (machine.py forget does
 -- the rest, in other Cluster slots). ARGV[3] the run id, ARGV[4] '1' to queue its trace's
 -- export. Returns {'closed', 0} if the run is open (a replay may have re-opened it since
--- its caller saw it end: it stays active), else {'closed', 1, 'export', 0/1, 'webhooks',
--- {ids}, 'concurrency_key', the run's or '', 'now', the server's time in ms}: the caller queues the export and the
--- webhook deliveries, then drops the run from the active set.
+-- its caller saw it end: it stays active), else {'closed', 1, 'now', the server's time in
+-- ms, 'export', 0/1, 'webhooks', {ids}, 'concurrency_key', the run's or '', 'ended',
+-- status or '', 'finished_at', ms}: the caller queues the export and the webhook
+-- deliveries, adds the run to its ended set, then drops it from the active set.
 -- The steps an ended run owes are decided here, so whichever process saw it end (its last
 -- worker, a cancel, or the reconciler after a crash) queues them, and a crash cannot lose
 -- them: the run stays in the active set until the caller has queued them, and a repeat
@@ -15,7 +16,10 @@
 --   twice is once and a replayed run that ends again is told again;
 -- - SHARED[2] (the run's scores, runstate/scores.py): the run's time to live, so that no
 --   score outlives its run (one written after the end took it in score.lua);
--- - SHARED[3] (the run's node logs, runstate/node_logs.py): the run's time to live, too.
+-- - SHARED[3] (the run's node logs, runstate/node_logs.py): the run's time to live, too;
+-- - the ended runs by status (keys.ended_runs, global): returned as 'ended' (succeeded,
+--   failed, cancelled, or '' for none of them) and 'finished_at', scored by its end; the
+--   caller adds the run to that set before it leaves the active set.
 local status = run_status()
 if is_open(status) then return {'closed', 0} end
 
@@ -52,10 +56,14 @@ local function expire_scores_and_logs()
   end
 end
 
+local ENDED = {succeeded = true, failed = true, cancelled = true}
+
 if status then
   queue_webhooks()
   expire_scores_and_logs()
 end
 -- The run's concurrency key, if any: the caller gives its place back (run_gates.py).
 return {'closed', 1, 'now', NOW, 'export', (status and ARGV[4] == '1') and 1 or 0, 'webhooks', due,
-        'concurrency_key', redis.call('HGET', K.run, 'concurrency_key') or ''}
+        'concurrency_key', redis.call('HGET', K.run, 'concurrency_key') or '',
+        'ended', ENDED[status] and status or '',
+        'finished_at', redis.call('HGET', K.run, 'finished_at') or NOW}

@@ -1,5 +1,5 @@
 -- A claimed node that may not start yet (a concurrency limit is full; it now waits for a
--- slot) goes back to QUEUED under the same fence, its attempt and delivery given back.
+-- slot) goes back to QUEUED under the same fence, its attempt given back.
 -- Not in the outbox: the limit's waiters are published when a slot frees
 -- (orchestrator/limits.py); its `queued` stamp is ARGV[6] ms ahead, so the reconciler's
 -- stranded rule (a late safety net here) does not republish it again and again while
@@ -11,7 +11,6 @@ local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'owned', 0} end
 release(node)
 redis.call('HINCRBY', K.attempts, node, -1)
-redis.call('HINCRBY', K.deliveries, node, -1)
 redis.call('HSET', K.state, node, 'queued')
 redis.call('ZADD', K.queued, NOW + tonumber(ARGV[6]), node)
 local since = NOW

@@ -9,7 +9,7 @@ for i = 3, #ARGV, 3 do
   local queue, rank, node = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if redis.call('HGET', K.state, node) == 'queued' and redis.call('ZSCORE', K.outbox, node) then
     redis.call('ZREM', K.outbox, node)
-    redis.call('ZADD', K.pool, 0, pool_member(queue, rank, node))
+    pool_add(queue, rank, node)
     pooled = pooled + 1
   end
 end

@@ -5,9 +5,15 @@
 local RUN_KEY_NAMES = {__RUN_KEY_NAMES__}
 local K = {}
 for i, name in ipairs(RUN_KEY_NAMES) do K[name] = KEYS[i] end
--- Keys after the run's own are shared ones a script names itself (the DLQ stream...).
+-- Keys after the run's own are shared ones a script names itself (the DLQ stream...);
+-- the last key is always the deployment's pooled-nodes counter (keys.pooled_nodes,
+-- appended by machine.py to every call), which is not among them. On a Cluster, where
+-- that counter is in another slot, machine.py names the run's own hash there instead:
+-- POOLED is nil, and count_pooled keeps no count.
 local SHARED = {}
-for i = #RUN_KEY_NAMES + 1, #KEYS do SHARED[#SHARED + 1] = KEYS[i] end
+for i = #RUN_KEY_NAMES + 1, #KEYS - 1 do SHARED[#SHARED + 1] = KEYS[i] end
+local POOLED = KEYS[#KEYS]
+if POOLED == K.run then POOLED = nil end
 local EVENTS_MAXLEN = ARGV[1]
 local RETENTION_S = tonumber(ARGV[2])
 local clock = redis.call('TIME')
@@ -36,6 +42,13 @@ end
 -- True if `node` is in `state` under fencing token `fence` (a string, as on the wire).
 local function owns(node, fence, state)
   return redis.call('HGET', K.state, node) == state and redis.call('HGET', K.fence, node) == fence
+end
+
+-- A recorded outcome (success, failure, retry, wait) forgets how often the process running
+-- the node died (K.deaths, the poison guard) and how often its worker was lost (K.losses).
+local function forget_deaths(node)
+  redis.call('HDEL', K.deaths, node)
+  redis.call('HDEL', K.losses, node)
 end
 
 -- Add one of dagwright's own nodes (a re-planner). It may name dependencies that have
@@ -115,11 +128,45 @@ local function pooled_node(member)
   return string.match(member, '[^\t]*$')
 end
 
+local function member_queue(member)
+  return string.match(member, '^[^\t]*')
+end
+
+-- The ready backlog (execution/backlog.py): POOLED counts, per queue, the nodes waiting
+-- in every run's pool, and the dependents a fan-out released in chunks has yet to count
+-- (K.settling: settle_some, settling_clear), kept in the step that changes them, so that
+-- a queue's ready nodes (messages waiting + these) are two reads, never a scan of the
+-- runs. Every change of K.pool goes through the three helpers below. A count that would
+-- go below zero (drift: repaired by the reconciler's recount) is dropped, read as 0.
+local function count_pooled(queue, delta)
+  if not POOLED then return end  -- a Cluster: no counter (see POOLED, above)
+  if redis.call('HINCRBY', POOLED, queue, delta) <= 0 then redis.call('HDEL', POOLED, queue) end
+end
+
+local function pool_add(queue, rank, node)
+  if redis.call('ZADD', K.pool, 0, pool_member(queue, rank, node)) == 1 then count_pooled(queue, 1) end
+end
+
+local function pool_remove(member)
+  if redis.call('ZREM', K.pool, member) == 1 then count_pooled(member_queue(member), -1) end
+end
+
+-- Empty the run's pool (a stop, the run's end), its nodes uncounted.
+local function pool_clear()
+  local by_queue = {}
+  for _, member in ipairs(redis.call('ZRANGE', K.pool, 0, -1)) do
+    local queue = member_queue(member)
+    by_queue[queue] = (by_queue[queue] or 0) + 1
+  end
+  for queue, count in pairs(by_queue) do count_pooled(queue, -count) end
+  redis.call('DEL', K.pool)
+end
+
 -- Take `member` out of the pool; if its node is still queued, append it to `ready` as a
 -- node to dispatch, back in the outbox, so a worker dying before its claim loses nothing
 -- (the reconciler publishes it). Returns whether it was appended.
 local function unpool(member, ready)
-  redis.call('ZREM', K.pool, member)
+  pool_remove(member)
   local node = pooled_node(member)
   if redis.call('HGET', K.state, node) ~= 'queued' then return false end
   redis.call('ZADD', K.outbox, NOW, node)
@@ -160,7 +207,7 @@ local function refill_pool(queues, ready, pulled)
       pulled = pulled or wanted[queue]
     else
       redis.call('ZREM', K.outbox, node)
-      redis.call('ZADD', K.pool, 0, pool_member(queue, pool_rank(dispatch), node))
+      pool_add(queue, pool_rank(dispatch), node)
     end
   end
 end
@@ -303,12 +350,24 @@ end
 -- Count the outcome of item = {node, outcome, offset, end, resumed} in its dependents
 -- from `offset`, deciding each (see settle_dependents); cascades are pushed on `stack`.
 -- What the budget leaves is kept in K.settling.
+-- The queue the ready backlog counts an entry's uncounted dependents on (POOLED, above):
+-- the queue of the first of them, for all of them (a fan-out is most often of one
+-- type); one look, not one per dependent, which is what chunks spare.
+local function dependents_queue(children, index)
+  local dispatch = children[index] and redis.call('HGET', K.dispatch, children[index])
+  return dispatch and cjson.decode(dispatch).queue or nil
+end
+
 local function settle_some(item, stack, ready)
   local node, outcome = item[1], item[2]
   if item[5] and settle_budget ~= nil and settle_budget <= 0 then return end  -- kept as it is
   local children = cjson.decode(redis.call('HGET', K.dependents, node))
   local last = item[4] or #children
   local i = item[3] or 0
+  -- the entry's dependents still to count are in the ready backlog on its queue (item[6];
+  -- an entry of an older version has none and is not counted)
+  local queue = item[6]
+  local before = (item[5] and queue) and (last - i) or 0
   while i < last and (settle_budget == nil or settle_budget > 0) do
     i = i + 1
     if settle_budget then settle_budget = settle_budget - 1 end
@@ -326,11 +385,14 @@ local function settle_some(item, stack, ready)
     end
   end
   if i < last then
-    redis.call('HSET', K.settling, node, cjson.encode({outcome, i, last, NOW}))
+    if not item[5] then queue = dependents_queue(children, i + 1) end
+    redis.call('HSET', K.settling, node, cjson.encode({outcome, i, last, NOW, queue}))
     settling_left = true
   elseif item[5] then
     redis.call('HDEL', K.settling, node)
   end
+  local after = (queue and i < last) and (last - i) or 0
+  if queue and after ~= before then count_pooled(queue, after - before) end
 end
 
 -- `node` reached the final state `outcome`: count it in each dependent's counters and
@@ -351,7 +413,7 @@ settle_on = function(ready, older_than_ms)
   for i = 1, #entries, 2 do
     local entry = cjson.decode(entries[i + 1])
     if not older_than_ms or tonumber(entry[4]) < older_than_ms then
-      stack[#stack + 1] = {entries[i], entry[1], entry[2], entry[3], true}
+      stack[#stack + 1] = {entries[i], entry[1], entry[2], entry[3], true, entry[5]}
     end
   end
   local counted = #stack > 0
@@ -361,12 +423,24 @@ settle_on = function(ready, older_than_ms)
   return #entries > 0 and redis.call('EXISTS', K.settling) == 1, counted
 end
 
+-- Drop the run's K.settling (a stop, the run's end), its uncounted dependents out of the
+-- ready backlog.
+local function settling_clear()
+  local entries = redis.call('HGETALL', K.settling)
+  for i = 2, #entries, 2 do
+    local entry = cjson.decode(entries[i])
+    if entry[5] then count_pooled(entry[5], tonumber(entry[2]) - tonumber(entry[3])) end
+  end
+  redis.call('DEL', K.settling)
+end
+
 local function finish_run(status)
   -- open_status: what a replay re-opens the run as (it may not have been planned yet).
   redis.call('HSET', K.run, 'open_status', run_status(), 'status', status, 'finished_at', NOW)
   emit('run.' .. status, false)
   redis.call('XADD', K.done, '*', 'status', status)
-  redis.call('DEL', K.settling)  -- only final nodes were left to count: a replay recounts
+  settling_clear()  -- only final nodes were left to count: a replay recounts
+  pool_clear()  -- only members of nodes no longer queued can be left: none is ready
   for _, key in pairs(K) do redis.call('EXPIRE', key, RETENTION_S) end
   return status
 end
@@ -381,7 +455,7 @@ local function forget_stopped(stopped)
     local node, was = item[1], item[2]
     for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry}) do redis.call('ZREM', key, node) end
     local dispatch = redis.call('HGET', K.dispatch, node)
-    redis.call('ZREM', K.pool, pool_member(cjson.decode(dispatch).queue, pool_rank(dispatch), node))
+    pool_remove(pool_member(cjson.decode(dispatch).queue, pool_rank(dispatch), node))
     redis.call('HDEL', K.holder, node)
     if was == 'running' or was == 'waiting_approval' then redis.call('HINCRBY', K.run, was, -1) end
   end
@@ -411,7 +485,9 @@ local function stop_open_nodes(spared)
     forget_stopped(stopped)
     return running, queued, stopped
   end
-  for _, key in ipairs({K.queued, K.outbox, K.pool, K.leases, K.retry, K.holder, K.settling}) do
+  pool_clear()
+  settling_clear()
+  for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry, K.holder}) do
     redis.call('DEL', key)
   end
   redis.call('HSET', K.run, 'running', 0, 'waiting_approval', 0)

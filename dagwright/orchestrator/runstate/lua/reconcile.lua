@@ -2,12 +2,15 @@
 -- is due, and lists queued nodes to publish again: those whose publish was never
 -- confirmed after ARGV[3] ms, and "stranded" ones: not claimed after ARGV[4] ms although
 -- their queue is empty (their message was lost with a broker or in a dead worker's
--- prefetch). ARGV[8..] name the queues that are empty now; with none, no queued node is
+-- prefetch). ARGV[10..] name the queues that are empty now; with none, no queued node is
 -- looked at for that, so a long backlog costs nothing. At most ARGV[5] nodes of each kind
--- per pass. ARGV[6], ARGV[7]: priority aging (aged, below).
+-- per pass. ARGV[6], ARGV[7]: priority aging (aged, below). ARGV[8], ARGV[9]: the backoff
+-- of a node whose worker was lost (lost_worker, below), base and cap in ms; ARGV[10..] the
+-- empty queues.
 -- A pool left idle for ARGV[3] ms is published too (from_idle_pool), with the unpublished.
 -- Returns {'status', run status, 'requeued', ..., 'unpublished', ..., 'stranded', ...,
--- 'aged', ..., 'gated', 1 if the run waits for its concurrency key else 0}, lists of
+-- 'aged', ..., 'gated', 1 if the run waits for its concurrency key else 0, 'age_ms', ms
+-- since it was created or last re-opened}, lists of
 -- {node, fence, dispatch}; a delayed node (its countdown, the run's not_before) is
 -- released with the due retries. A run past its run timeout (`timeout_ms` after
 -- `created_at`) is stopped instead: its open nodes are cancelled and it fails; then
@@ -19,7 +22,8 @@ if not is_open(status) then return {'status', status} end
 -- A run kept open for its teardown (prelude: Teardown) is not timed out again; past its
 -- teardown deadline it ends, as a timed-out run does. A timeout that leaves a run open
 -- for its teardown returns its status with 'teardown', the teardown nodes it queued.
-local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at', 'stopping', 'teardown_deadline')
+local run = redis.call('HMGET', K.run, 'timeout_ms', 'created_at', 'stopping', 'teardown_deadline',
+                      'reopened_at')
 if run[3] then
   local ended = end_teardown_if_due(run[3], run[4])
   if ended then
@@ -35,11 +39,27 @@ elseif run[1] and NOW >= tonumber(run[2]) + tonumber(run[1]) then
 end
 local limit = ARGV[5]
 local requeued = {}
+-- A node whose lease expired lost its worker (a host lost, an eviction, a SIGKILL of the
+-- whole process group: no parent survived to see the death, death.lua) or hung it. No fault
+-- of the node's is known, so it does not count towards poison; it is queued again after a
+-- backoff that doubles with each loss since its last outcome (ARGV[8] ms, at most ARGV[9]
+-- ms; 0: at once), waiting in RETRY_WAIT on 'lost' for `status` to show. The run's timeout
+-- bounds the waits, and max_worker_losses their number (the claimant checks).
+local function lost_worker(node, holder, requeued)
+  local losses = redis.call('HINCRBY', K.losses, node, 1)
+  local delay_ms = math.min(tonumber(ARGV[9]), tonumber(ARGV[8]) * 2 ^ (losses - 1))
+  if delay_ms <= 0 then return queue_node(node, requeued) end
+  redis.call('HSET', K.state, node, 'retry_wait')
+  redis.call('ZADD', K.retry, NOW + delay_ms, node)
+  redis.call('HSET', K.waits, node, cjson.encode({
+    on = 'lost', name = holder, since_ms = NOW, until_ms = NOW + delay_ms, count = losses}))
+  emit('node.delayed', node, 'on', 'lost', 'until_ms', NOW + delay_ms, 'losses', losses)
+end
 for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.leases, '-inf', NOW, 'LIMIT', 0, limit)) do
   local holder = redis.call('HGET', K.holder, node) or ''
   release(node)
   emit('node.lease_expired', node, 'holder', holder)
-  queue_node(node, requeued)
+  lost_worker(node, holder, requeued)
 end
 for _, node in ipairs(redis.call('ZRANGEBYSCORE', K.retry, '-inf', NOW, 'LIMIT', 0, limit)) do
   redis.call('ZREM', K.retry, node)
@@ -78,7 +98,7 @@ local function overdue(key, age_ms, keep, count)
 end
 
 local empty_queues = {}
-for i = 8, #ARGV do empty_queues[ARGV[i]] = true end
+for i = 10, #ARGV do empty_queues[ARGV[i]] = true end
 local function any() return true end
 local function stranded(node, dispatch)
   local queue = cjson.decode(dispatch).queue
@@ -121,5 +141,8 @@ if next(empty_queues) ~= nil then stranded_nodes = overdue(K.queued, ARGV[4], st
 local aged = aged_nodes()
 -- A run waiting for its concurrency key: the caller asks its gate again (run_gates.py).
 local gated = redis.call('HGET', K.run, 'gate') == 'waiting' and 1 or 0
+-- How long it has been open (since its creation or its last re-opening): past
+-- run_max_age_s the caller fails it (age_out.lua).
+local age_ms = NOW - math.max(tonumber(run[2] or NOW), tonumber(run[5] or 0))
 return {'status', status, 'requeued', requeued, 'unpublished', unpublished,
-        'stranded', stranded_nodes, 'aged', aged, 'gated', gated}
+        'stranded', stranded_nodes, 'aged', aged, 'gated', gated, 'age_ms', age_ms}

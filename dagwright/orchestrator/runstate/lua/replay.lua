@@ -10,8 +10,10 @@
 -- letter's status key (in the run's slot), set here, so that a dead letter is replayed
 -- once; SHARED[2] the run's scores, which persist with the run's keys while it is open
 -- again (forget.lua expires them), and SHARED[3] the run's node logs, likewise. The
--- caller adds the run to the active set before and after this step (another slot:
--- machine.py replay), so the reconciler publishes its node even if the caller dies.
+-- caller adds the run to the active set before and after this step, takes a re-opened
+-- run out of the ended runs' sets (keys.ended_runs) and adds the dead letter to the
+-- replayed ones still in the stream (keys.dlq_settled) after it: other slots
+-- (machine.py replay), so the reconciler publishes its node even if the caller dies.
 -- Returns {'status', 'ok', 'reopened', 0/1, 'ready', {{node, fence, dispatch}}},
 -- {'status', 'done', 'was', status} if the dead letter was replayed or purged already,
 -- {'status', 'busy', 'node', id, 'state', state} if a node downstream still works,
@@ -59,7 +61,8 @@ if not is_open(status) then
   reopened = 1
   local open_status = redis.call('HGET', K.run, 'open_status') or 'running'
   redis.call('HSET', K.run, 'status', open_status)
-  redis.call('HDEL', K.run, 'finished_at')
+  redis.call('HDEL', K.run, 'finished_at', 'aged_out')
+  redis.call('HSET', K.run, 'reopened_at', NOW)  -- its maximum age counts from here (age_out.lua)
   redis.call('DEL', K.done)  -- waiters block on it: it must hold nothing until the run ends
   for _, key in pairs(K) do redis.call('PERSIST', key) end
   redis.call('PERSIST', SHARED[2])
@@ -124,7 +127,7 @@ local function unsettle_dependents()
 end
 
 reopen(node, 'failed')
-redis.call('HDEL', K.error, node)  -- its deliveries count went with its failure (fail.lua)
+redis.call('HDEL', K.error, node)  -- its deaths and losses went with its failure (fail.lua)
 redis.call('HDEL', K.first_failure, node)
 -- A rejected approval is asked again: a replay is someone wanting the node to run.
 redis.call('HDEL', K.approvals, 'request:' .. node, 'decision:' .. node)

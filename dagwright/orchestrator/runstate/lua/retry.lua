@@ -44,7 +44,7 @@ end
 local held = kind == 'batch' and redis.call('HGET', K.reserved, node)
 release(node)
 if held then redis.call('HSET', K.reserved, node, held) end
-redis.call('HDEL', K.deliveries, node)
+forget_deaths(node)
 redis.call('HSET', K.error, node, ARGV[5])
 redis.call('HSET', K.state, node, 'retry_wait')
 redis.call('ZADD', K.retry, NOW + delay_ms, node)

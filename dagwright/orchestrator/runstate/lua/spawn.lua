@@ -14,7 +14,7 @@ local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
 local children = cjson.decode(ARGV[5])
 release(node)
-redis.call('HDEL', K.deliveries, node)
+forget_deaths(node)
 local ready = {}
 if #children == 0 then
   redis.call('HSET', K.output, node, '[]')

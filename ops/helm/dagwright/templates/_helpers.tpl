@@ -46,7 +46,8 @@ A worker type's name in Kubernetes names and label values: function queues' ':' 
 {{- $slug -}}
 {{- end }}
 
-{{/* DAGWRIGHT_REDIS_URL, built in the pod from the Secret's password (never in the spec). */}}
+{{/* DAGWRIGHT_REDIS_URL, built in the pod from the Secret's password (never in the spec);
+with broker.kind rabbitmq, DAGWRIGHT_BROKER_URL from the Secret's broker-url. */}}
 {{- define "dagwright.redisEnv" -}}
 - name: VALKEY_PASSWORD
   valueFrom: {secretKeyRef: {name: {{ include "dagwright.secretName" . }}, key: redis-password}}
@@ -54,6 +55,10 @@ A worker type's name in Kubernetes names and label values: function queues' ':' 
   {{- with .Values.redis }}
   value: {{ .url | default (printf "%s://:$(VALKEY_PASSWORD)@%s:%v/%v" .scheme .host .port .database) | quote }}
   {{- end }}
+{{- if eq .Values.broker.kind "rabbitmq" }}
+- name: DAGWRIGHT_BROKER_URL
+  valueFrom: {secretKeyRef: {name: {{ include "dagwright.secretName" . }}, key: broker-url}}
+{{- end }}
 {{- end }}
 
 {{/* The API key, for what calls the LLM only (the planner, the agent types). */}}

@@ -1,5 +1,5 @@
-// The side panel of the run page: one node's detail (spec, inputs, output, logs, error,
-// attempts, LLM transcript and calls, trace timeline) or one folded group's members, and the
+// The side panel of the run page: one node's detail (spec, inputs, output, logs, memory,
+// error, attempts, LLM transcript and calls, trace timeline) or one folded group's members, and the
 // approve / reject controls of a node waiting for approval. `dataset.wanted` names what the
 // panel was last asked to show: a node's detail that arrives after the visitor moved on
 // (back, forward, another click) is not shown over it.
@@ -8,6 +8,7 @@ import { getJson, postJson } from "./api.js";
 import { actionButton, cost, el, flash, pretty, reported } from "./dom.js";
 import { STATUS_ORDER, statusCounts } from "./graph-model.js";
 import { nodeLogs } from "./node-logs.js";
+import { nodeMemory } from "./node-memory.js";
 import { nodeAddress } from "./panel-address.js";
 import { timeElement } from "./times.js";
 
@@ -159,6 +160,10 @@ export async function showNode(runId, nodeId, onChange) {
     section("inputs", block(detail.inputs ?? {})),
     section("output", block(detail.output ?? null)),
     section("logs", nodeLogs(runId, nodeId, detail.status, detail.attempts)),
+  );
+  const memory = nodeMemory(runId, nodeId, detail.spans);
+  if (memory) parts.push(section("memory", memory));
+  parts.push(
     section("LLM calls", llmCalls(detail.llm_calls)),
     section("transcript", transcript(detail.transcript)),
     section("trace", timeline(detail.spans)),
