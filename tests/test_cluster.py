@@ -59,6 +59,13 @@ def subprocess_settings(cluster_settings: Settings) -> Settings:
     return cluster_settings
 
 
+@pytest.fixture(params=["redis"])
+def broker(request: pytest.FixtureRequest) -> str:
+    """The imported suites' broker: a plain Valkey only (the cluster holds the state; the
+    RabbitMQ runs of those suites are on one Valkey's state, in their own modules)."""
+    return str(request.param)
+
+
 @pytest.fixture
 def no_worker_settings(cluster_settings: Settings) -> Settings:
     """The imported suites' settings of tests driving the state machine by hand."""
