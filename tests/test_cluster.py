@@ -16,9 +16,14 @@ import redis
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import ConfigurationError
+from dagwright.orchestrator.execution.attempt import ExecutionEnv
+from dagwright.orchestrator.execution.backlog import read_pooled
+from dagwright.orchestrator.runstate.machine import Claim
+from dagwright.orchestrator.runstate.scripts import SETTLE_CHUNK
 from dagwright.tasks import build_app
 from tests.support.functions import executions_key, overlap_key
 from tests.support.processes import Workers
+from tests.support.runstate import claim, start
 from tests.support.valkey_cluster import ValkeyCluster
 
 # Suites that run on the cluster as written (each name is the test collected here too).
@@ -41,6 +46,7 @@ from tests.test_dlq import (  # noqa: F401
     test_a_final_failure_writes_one_dead_letter_with_everything_needed_to_replay,
     test_replay_reopens_the_run_unblocks_dependents_and_keeps_completed_nodes,
 )
+from tests.test_ready_backlog import QUEUE, fan_out, readied
 from tests.test_recovery import (  # noqa: F401
     test_a_pool_process_killed_mid_node_is_recovered_at_once,
     test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry,
@@ -130,3 +136,24 @@ def test_runs_of_a_concurrency_key_take_its_places_in_turn_on_the_cluster(
     assert client.runtime.client.hget(overlap_key("acme"), "max") == "2"
     kinds = [event.kind for handle in handles for event in handle.events(follow=False)]
     assert kinds.count("run.admitted") == 4
+
+
+def test_pools_pulls_and_a_chunked_release_run_on_the_cluster_without_a_pooled_counter(
+    worker_env: ExecutionEnv,
+) -> None:
+    """Every run script's pooled-counter key is the run's own hash on a cluster (else
+    CROSSSLOT): the pool itself works, and no counter is kept (docs/internals/cluster.md)."""
+    run_runtime, machine = worker_env.runtime, worker_env.runtime.machine
+    first, _ = start(run_runtime, fan_out(20))
+    assert machine.pool(first, readied(run_runtime, first)[:15]) == 15
+    pulled = machine.pull(first, [QUEUE])
+    assert len(pulled) == 1 and machine.pool(first, pulled) == 1
+    chunked, _ = start(run_runtime, fan_out(SETTLE_CHUNK + 50))
+    assert isinstance(claim(run_runtime, chunked, "root"), Claim)
+    advance = machine.complete(chunked, "root", 1, "null")
+    assert advance is not None and advance.settling and len(advance.ready) == SETTLE_CHUNK
+    released = machine.settle(chunked)
+    assert released is not None and len(released.ready) == 50
+    machine.cancel(first, "enough")
+    assert run_runtime.client.exists(run_runtime.keys.pooled_nodes) == 0
+    assert read_pooled(run_runtime.client, run_runtime.keys) == {}
