@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from dagwright.errors import BrokerUnavailableError, ConfigurationError
 from dagwright.redis_endpoint import (
     credential_options,
+    is_cluster_url,
     is_sentinel_url,
+    parse_cluster_url,
     parse_sentinel_url,
     sentinel_options,
     tls_options,
@@ -110,6 +112,8 @@ def connect(
     try:
         if is_sentinel_url(url):
             return sentinel_client(url, access, options)
+        if is_cluster_url(url):
+            return cluster_client(url, access, options)
         options.update(endpoint_options(url, access))
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
@@ -129,6 +133,8 @@ def connect_async(url: str, access: RedisAccess | None = None) -> redis.asyncio.
         )
     options = client_options(Retry, decode_responses=True)
     try:
+        if is_cluster_url(url):
+            return async_cluster_client(url, access, options)
         options.update(endpoint_options(url, access))
         return redis.asyncio.Redis.from_url(url, **options)
     except ValueError as exc:
@@ -180,6 +186,42 @@ def sentinel_client(url: str, access: RedisAccess | None, options: dict[str, Any
         **options,
     )
     return sentinel.master_for(target.primary_name)
+
+
+def cluster_options(
+    url: str, access: RedisAccess | None, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The options of a cluster client: every node's connection gets the credentials
+    (the URL's, else the settings') and, for ``rediss+cluster://``, TLS. redis-py's
+    cluster client keeps its own retries (it re-reads the slot map on MOVED and after a
+    failover), so the per-connection Retry is left out."""
+    target = parse_cluster_url(url)
+    options = {k: v for k, v in options.items() if k not in ("retry", "retry_on_error")}
+    options.update(credential_options(url, access))
+    if target.username:
+        options["username"] = target.username
+    if target.password:
+        options["password"] = target.password
+    if target.tls:
+        options.update(ssl=True, **(tls_options(access) if access is not None else {}))
+    return options
+
+
+def cluster_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> Any:
+    """A ``redis.cluster.RedisCluster`` of the cluster a ``redis+cluster://`` URL names:
+    each command goes to the primary of its key's slot (a script to its first key's)."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    nodes = [ClusterNode(host, port) for host, port in parse_cluster_url(url).nodes]
+    return RedisCluster(startup_nodes=nodes, **cluster_options(url, access, options))
+
+
+def async_cluster_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> Any:
+    """``cluster_client``'s asyncio twin (``redis.asyncio.cluster.RedisCluster``)."""
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+
+    nodes = [ClusterNode(host, port) for host, port in parse_cluster_url(url).nodes]
+    return RedisCluster(startup_nodes=nodes, **cluster_options(url, access, options))
 
 
 def redact_url(url: str) -> str:

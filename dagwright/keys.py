@@ -1,8 +1,12 @@
 """The wire contract: every Redis key, queue and task name dagwright uses.
 
 Nothing else builds a key string. A run's keys share the hash tag ``{<run_id>}`` so they
-land in one Redis Cluster slot. (Cluster is not supported for the state store yet: some
-scripts also touch a global key, such as the DLQ stream or the active-run set.)
+land in one Redis Cluster slot, and so do the per-run keys outside ``RUN_KEY_NAMES``
+(scores, node logs, webhook log, DLQ statuses). Every
+script and every MULTI touches the keys of one slot only; a global structure (the active
+runs, the DLQ stream, the indexes...) is written in a step of its own, in an order that a
+retry or the reconciler repairs (docs/internals/cluster.md), so the state store may be a
+Redis/Valkey Cluster (``redis+cluster://``).
 
 A run is stored column-wise: one hash per node attribute, keyed by node id (``state``,
 ``fence``, ``output``...), rather than one hash per node. A run therefore has a fixed set
@@ -225,7 +229,8 @@ class Keys:
         """Hash queue -> nodes waiting in the pools of every run (pulled fan-outs), kept by
         the run-state scripts in the step that changes a pool (prelude.lua pool_add,
         pool_remove, pool_clear); with the broker's messages waiting, a queue's ready
-        backlog (``orchestrator/execution/backlog.py``). A queue with none has no field."""
+        backlog (``orchestrator/execution/backlog.py``). A queue with none has no field.
+        Not kept on a Cluster (another slot than the runs'): docs/internals/cluster.md."""
         return f"{self.prefix}pooled"
 
     def worker_heartbeat(self, hostname: str) -> str:
@@ -269,13 +274,15 @@ class Keys:
     @property
     def dlq_settled(self) -> str:
         """Sorted set entry id -> epoch ms of its id: the dead letters replayed while
-        still in the DLQ stream (replay.lua; a purge removes its entry from both), so that
-        the ones waiting are the stream's length less these, counted without a scan."""
+        still in the DLQ stream (written after replay.lua, in its own step; a purge removes
+        its entry from both), so that the ones waiting are the stream's length less these,
+        counted without a scan."""
         return f"{self.prefix}dlq:settled"
 
-    def dlq_status(self, entry_id: str) -> str:
-        """A dead letter's fate (replayed, purged): set once, in the step that decides it."""
-        return f"{self.prefix}dlq:status:{entry_id}"
+    def dlq_status(self, run_id: str, entry_id: str) -> str:
+        """A dead letter's fate (replayed, purged): set once, in the step that decides it.
+        In its run's slot, so that replay.lua sets it in the step that re-queues the node."""
+        return f"{self.prefix}{{{run_id}}}:dlq-status:{entry_id}"
 
     def metrics(self, family: str) -> str:
         """Hash of one metric family's counters over the whole deployment: the JSON list
@@ -421,12 +428,13 @@ class Keys:
 
     def key_holders(self, key: str) -> str:
         """Zset run id -> epoch ms it took a place: the runs of concurrency key ``key``
-        (``customer=acme``) that run now (orchestrator/control/run_gates.py)."""
-        return f"{self.prefix}runkey:{key}:holders"
+        (``customer=acme``) that run now (orchestrator/control/run_gates.py). A key's
+        holders and waiters share the hash tag ``{<key>}``: gate_take.lua takes both."""
+        return f"{self.prefix}runkey:{{{key}}}:holders"
 
     def key_waiters(self, key: str) -> str:
         """Zset run id -> epoch ms it was created: the runs of ``key`` waiting to start."""
-        return f"{self.prefix}runkey:{key}:waiters"
+        return f"{self.prefix}runkey:{{{key}}}:waiters"
 
     def rate_window(self, name: str) -> str:
         """Zset ``<run>/<node>@<fence>`` -> epoch ms it started: the starts of rate limit

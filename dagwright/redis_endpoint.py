@@ -13,7 +13,12 @@ URLs understood:
 - ``sentinel://[user:password@]host:26379[,host2:26379...]/primary-name[/db]``: the
   Sentinels to ask, and the name of the primary they monitor. ``user:password`` are the
   primary's; the Sentinels' own password is ``redis_sentinel_password``.
-  ``sentinels://`` speaks TLS to the Sentinels and the primary alike.
+  ``sentinels://`` speaks TLS to the Sentinels and the primary alike;
+- ``redis+cluster://[user:password@]host:port[,host2:port...]``: a Redis/Valkey Cluster
+  (the state store only: kombu has no cluster transport, so the broker is a plain
+  Redis/Valkey or RabbitMQ). The nodes named are where the client starts; it learns
+  the rest from them. ``rediss+cluster://`` the same over TLS; ``valkey+cluster://`` and
+  ``valkeys+cluster://`` are the same URLs. No database: a cluster has only 0.
 
 Credentials in the URL win; a TCP URL without them takes ``redis_username`` /
 ``redis_password``.
@@ -36,8 +41,11 @@ if TYPE_CHECKING:
     from dagwright.settings import RedisAccess
 
 SENTINEL_SCHEMES = ("sentinel", "sentinels")  # the second with TLS
-TLS_SCHEMES = ("rediss", "sentinels")
-TCP_SCHEMES = ("redis", "rediss", *SENTINEL_SCHEMES)
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster", "valkey+cluster", "valkeys+cluster")
+TLS_SCHEMES = ("rediss", "sentinels", "rediss+cluster", "valkeys+cluster")
+TCP_SCHEMES = ("redis", "rediss", *SENTINEL_SCHEMES, *CLUSTER_SCHEMES)
+DEFAULT_REDIS_PORT = 6379
+CLUSTER_URL_FORM = "redis+cluster://[user:password@]host:port[,host2:port...]"
 DEFAULT_SENTINEL_PORT = 26379
 SENTINEL_URL_FORM = "sentinel://[user:password@]host:26379[,host2:26379...]/primary-name[/db]"
 
@@ -56,6 +64,62 @@ class SentinelTarget:
 
 def is_sentinel_url(url: str) -> bool:
     return url.partition("://")[0].lower() in SENTINEL_SCHEMES
+
+
+def is_cluster_url(url: str | None) -> bool:
+    """Whether ``url`` names a Redis/Valkey Cluster (``redis+cluster://``...)."""
+    return bool(url) and str(url).partition("://")[0].lower() in CLUSTER_SCHEMES
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """The nodes a ``redis+cluster://`` URL names to start from, and its credentials."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None
+    password: str | None
+    tls: bool
+
+
+def parse_cluster_url(url: str) -> ClusterTarget:
+    """The start nodes and credentials of a cluster URL (split by hand, as a Sentinel
+    URL's: several hosts in one netloc)."""
+    scheme, _, rest = url.partition("://")
+    netloc, _, tail = rest.partition("/")
+    userinfo, _, hosts = netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    path = tail.split("?")[0].split("#")[0].strip("/")
+    if not hosts:
+        raise bad_cluster_url("it names no node")
+    if path not in ("", "0"):
+        raise bad_cluster_url(f"a cluster has only database 0, not {path!r}")
+    return ClusterTarget(
+        nodes=tuple(_cluster_node(host) for host in hosts.split(",")),
+        username=unquote(username) or None,
+        password=unquote(password) or None,
+        tls=scheme.lower() in TLS_SCHEMES,
+    )
+
+
+def _cluster_node(host_port: str) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` as (host, port)."""
+    text = host_port.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":")
+    else:
+        host, _, port = text.partition(":")
+    if not host:
+        raise bad_cluster_url(f"{host_port!r} names no host")
+    if not port:
+        return host, DEFAULT_REDIS_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise bad_cluster_url(f"{port!r} is not a port")
+    return host, int(port)
+
+
+def bad_cluster_url(why: str) -> ConfigurationError:
+    return ConfigurationError(f"invalid cluster URL: {why}; write it as {CLUSTER_URL_FORM}")
 
 
 def uses_tls(url: str) -> bool:
@@ -160,6 +224,9 @@ def url_credentials(url: str) -> tuple[str | None, str | None]:
     if is_sentinel_url(url):
         target = parse_sentinel_url(url)
         return target.username, target.password
+    if is_cluster_url(url):
+        cluster = parse_cluster_url(url)
+        return cluster.username, cluster.password
     parts = urlsplit(url)
     return parts.username and unquote(parts.username), parts.password and unquote(parts.password)
 

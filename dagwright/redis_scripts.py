@@ -65,6 +65,14 @@ def load_script(
     return client.register_script(source)
 
 
+def is_cluster_client(client: Any) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (``redis+cluster://``): its pipelines
+    take no script, and its commands reach the primary of their first key's slot."""
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
 def named_reply(reply: Any) -> dict[str, Any]:
     """A script's flat ``name, value, name, value...`` reply as a dict (names as str, also
     from a client that does not decode replies)."""

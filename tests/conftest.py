@@ -6,7 +6,8 @@ session, with the real ``anthropic`` SDK pointed at it; each test scripts its an
 Databases: 0/1 are the broker/state of the in-process worker (threads pool), 2/3 those
 of tests that start worker subprocesses, 4/5 those of tests that drive the scheduler by
 hand with no worker at all, so no test's work is taken by another's worker; 6 the state of
-the in-process worker whose broker is RabbitMQ.
+the in-process worker whose broker is RabbitMQ; 8 the broker of the tests whose state is on
+a Valkey Cluster (``valkey_cluster``).
 
 Brokers: a test asking for ``broker_settings`` (an in-process worker's) or
 ``broker_subprocess_settings`` runs twice, on Redis and on RabbitMQ (a private node the
@@ -42,6 +43,7 @@ from tests.support.processes import WorkerProcess, Workers
 from tests.support.rabbitmq import VHOSTS, RabbitNode, purge_queues, rabbitmq_missing
 from tests.support.settings import make_settings
 from tests.support.valkey import free_port
+from tests.support.valkey_cluster import ValkeyCluster
 from tests.support.waiting import wait_until
 
 # Property tests check behaviour, not speed: hypothesis's 200 ms deadline per example
@@ -289,3 +291,35 @@ def api(api_server: ApiServer, redis_client: redis.Redis) -> ApiServer:
     """The session's API server, its database emptied for this test (no token yet)."""
     api_server.tokens.clear()
     return api_server
+
+
+CLUSTER_BROKER_DB = 8
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster() -> Iterator[ValkeyCluster]:
+    """A real 3-primary Valkey Cluster (tests/support/valkey_cluster.py), for the session."""
+    cluster = ValkeyCluster().start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_settings(
+    valkey_cluster: ValkeyCluster,
+    valkey: ValkeyServer,
+    fake_llm_server: FakeAnthropicServer,
+    tmp_path: Path,
+) -> Settings:
+    """Settings whose state store is the session's cluster (emptied for this test) and
+    whose broker is the session's plain Valkey (kombu has no cluster transport)."""
+    settings = make_settings(
+        valkey,
+        fake_llm_server,
+        tmp_path / "data",
+        state_db=CLUSTER_BROKER_DB,
+        broker_db=CLUSTER_BROKER_DB,
+    ).model_copy(update={"redis_url": valkey_cluster.url})
+    valkey_cluster.flush()
+    redis.Redis.from_url(settings.broker_url or "").flushdb()
+    return settings

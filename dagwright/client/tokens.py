@@ -118,10 +118,10 @@ class TokenClient(SubClient):
             "sha256": digest(token),
         }
         keys, redis = self._keys, self._redis
-        pipe = redis.pipeline()
-        pipe.hset(keys.api_tokens, record["id"], json.dumps(record))
-        pipe.set(keys.api_token_by_digest(record["sha256"]), record["id"])
-        pipe.execute()
+        # Two Cluster slots: the record first, its credential last (a crash in between
+        # leaves a record nobody holds the token of, which `token revoke` removes).
+        redis.hset(keys.api_tokens, record["id"], json.dumps(record))
+        redis.set(keys.api_token_by_digest(record["sha256"]), record["id"])
         return NewToken(info=self._info(record, None), token=token)
 
     def list(self) -> builtins.list[TokenInfo]:
@@ -139,12 +139,16 @@ class TokenClient(SubClient):
             raise InputError(f"no API token {shown_id(token_id)!r}: `dagwright token list`")
         record = json.loads(raw)
         sessions = redis.smembers(keys.api_token_sessions(token_id))
-        pipe = redis.pipeline()
-        pipe.hdel(keys.api_tokens, token_id)
-        pipe.hdel(keys.api_tokens_last_used, token_id)
-        pipe.delete(keys.api_token_by_digest(record["sha256"]), *sessions)
-        pipe.delete(keys.api_token_sessions(token_id))
+        # Several Cluster slots, the credential and sessions first: once it starts, the
+        # token lets no one in; a crash leaves it listed, and `token revoke` is repeated.
+        pipe = redis.pipeline(transaction=False)
+        pipe.delete(keys.api_token_by_digest(record["sha256"]))
+        for session in sessions:
+            pipe.delete(session)
         pipe.execute()
+        redis.delete(keys.api_token_sessions(token_id))
+        redis.hdel(keys.api_tokens_last_used, token_id)
+        redis.hdel(keys.api_tokens, token_id)
         return self._info(record, None)
 
     def authenticate(self, token: str) -> TokenInfo | None:
@@ -166,10 +170,9 @@ class TokenClient(SubClient):
         """Store a session for ``token`` under ``session_id`` (kept as its sha256)."""
         record = SessionRecord(token.id, token.name, token.scope, secrets.token_urlsafe(32))
         key = self._keys.api_session(digest(session_id))
-        pipe = self._redis.pipeline()
-        pipe.set(key, json.dumps(asdict(record)), ex=ttl_s)
-        pipe.sadd(self._keys.api_token_sessions(token.id), key)
-        pipe.execute()
+        # Listed under its token first (another Cluster slot), so a revoke ends it.
+        self._redis.sadd(self._keys.api_token_sessions(token.id), key)
+        self._redis.set(key, json.dumps(asdict(record)), ex=ttl_s)
         return record
 
     def session(self, session_id: str) -> SessionRecord | None:

@@ -74,7 +74,7 @@ class DeadLetterStore:
         while True:
             page = self.client.xrevrange(self.keys.dlq, max=end, min="-", count=PAGE)
             matching = [(entry_id, fields) for entry_id, fields in page if where.matches(fields)]
-            statuses = self._statuses([entry_id for entry_id, _ in matching])
+            statuses = self._statuses(matching)
             for (entry_id, fields), status in zip(matching, statuses, strict=True):
                 letter = DeadLetter.from_stream(entry_id, fields, status)
                 if where.status is None or letter.status == where.status:
@@ -95,22 +95,25 @@ class DeadLetterStore:
                 "(purged ones and those past DAGWRIGHT_DLQ_RETENTION_S are gone)"
             )
         [(found_id, fields)] = entries
-        return DeadLetter.from_stream(found_id, fields, self._statuses([found_id])[0])
+        return DeadLetter.from_stream(found_id, fields, self._statuses([(found_id, fields)])[0])
 
     def purge(self, entry_id: str) -> bool:
         """Delete a dead letter; False if there was none. A replayed one keeps saying so
         (its status outlives it), a pending one can no longer be replayed. The status is
-        set before the entry goes, so that a replay racing the purge finds it."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.set(
-            self.keys.dlq_status(entry_id), DeadLetterStatus.PURGED, nx=True, ex=self.retention_s
-        )
-        pipe.xdel(self.keys.dlq, entry_id)
-        pipe.zrem(self.keys.dlq_settled, entry_id)
+        set before the entry goes, so that a replay racing the purge finds it (the status
+        is in the run's Cluster slot, the stream and ``dlq_settled`` in their own: separate
+        steps, in that order)."""
         try:
-            _, deleted, _ = pipe.execute()
+            entries = self.client.xrange(self.keys.dlq, min=entry_id, max=entry_id, count=1)
         except redis.ResponseError:  # not a stream id at all
             return False
+        if not entries:
+            return False
+        [(found_id, fields)] = entries
+        status_key = self.keys.dlq_status(fields.get("run", ""), found_id)
+        self.client.set(status_key, DeadLetterStatus.PURGED, nx=True, ex=self.retention_s)
+        deleted = self.client.xdel(self.keys.dlq, found_id)
+        self.client.zrem(self.keys.dlq_settled, found_id)
         return bool(deleted)
 
     def depth(self) -> int:
@@ -151,7 +154,12 @@ class DeadLetterStore:
             newest_at=newest,
         )
 
-    def _statuses(self, entry_ids: list[str]) -> list[str | None]:
-        if not entry_ids:
+    def _statuses(self, entries: list[tuple[str, dict[str, str]]]) -> list[str | None]:
+        """The status of each (entry id, fields): one round trip, a GET each (each in
+        its run's Cluster slot, so no MGET)."""
+        if not entries:
             return []
-        return list(self.client.mget([self.keys.dlq_status(entry_id) for entry_id in entry_ids]))
+        pipe = self.client.pipeline(transaction=False)
+        for entry_id, fields in entries:
+            pipe.get(self.keys.dlq_status(fields.get("run", ""), entry_id))
+        return list(pipe.execute())

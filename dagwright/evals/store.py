@@ -78,7 +78,10 @@ class EvalStore:
         self._forget_expired()
         ids = self.client.zrevrange(self.keys.eval_index, 0, MAX_LISTED - 1)
         records = []
-        for raw in self.client.mget([self.keys.eval_record(i) for i in ids]) if ids else []:
+        pipe = self.client.pipeline(transaction=False)  # one round trip; each in its slot
+        for eval_id in ids:
+            pipe.get(self.keys.eval_record(eval_id))
+        for raw in pipe.execute() if ids else []:
             if raw is None:
                 continue
             record = EvalRecord.model_validate_json(raw)

@@ -129,6 +129,9 @@ class MemoryStore:
         """Make ``namespace`` hold exactly ``files`` (an import): paths checked, texts
         redacted and within the limits (ToolError otherwise, nothing written). How many."""
         cleaned = self.checked_files(files)
+        # Listed first (the index is in another Cluster slot): a crash before the write
+        # leaves a listed namespace with nothing, which ``namespaces`` drops.
+        self.client.zadd(self.keys.memory_namespaces, {namespace: _now_ms(self.client)})
         pipe = self.client.pipeline(transaction=True)
         files_key, meta_key = self.keys.memory_files(namespace), self.keys.memory_meta(namespace)
         pipe.delete(files_key)
@@ -139,7 +142,6 @@ class MemoryStore:
         pipe.hset(meta_key, mapping={"bytes": size, "updated_ms": _now_ms(self.client)})
         for key in (files_key, meta_key):
             pipe.expire(key, self.retention_s(namespace))
-        pipe.zadd(self.keys.memory_namespaces, {namespace: _now_ms(self.client)})
         pipe.execute()
         return len(cleaned)
 

@@ -39,7 +39,7 @@ import redis
 from dagwright.errors import BreakerOpenError
 from dagwright.keys import Keys
 from dagwright.redaction import redact
-from dagwright.redis_scripts import load_script, named_reply
+from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
 
 T = TypeVar("T")
 
@@ -253,7 +253,10 @@ class Breakers:
 
     def _storage(self, name: str) -> pybreaker.CircuitRedisStorage:
         return pybreaker.CircuitRedisStorage(
-            pybreaker.STATE_CLOSED, self.client, namespace=self.keys.breaker_namespace(name)
+            pybreaker.STATE_CLOSED,
+            self.client,
+            namespace=self.keys.breaker_namespace(name),
+            cluster_mode=is_cluster_client(self.client),  # no WATCH/MULTI on a cluster
         )
 
     def _open_for_s(self, breaker: pybreaker.CircuitBreaker) -> float:

@@ -76,10 +76,10 @@ class ScheduleStore:
 
     def delete(self, name: str) -> None:
         self.get(name)
-        pipe = self.client.pipeline()
-        pipe.hdel(self.keys.schedules, name)
-        pipe.delete(self.keys.schedule_history(name))
-        pipe.execute()
+        # Two Cluster slots: the history first, so a crash leaves the schedule (the
+        # command is repeated), never another's history under a re-used name.
+        self.client.delete(self.keys.schedule_history(name))
+        self.client.hdel(self.keys.schedules, name)
 
     def firing(self, name: str) -> redis.lock.Lock:
         """The lock one fire of ``name`` holds while it decides and starts its run, so

@@ -104,11 +104,11 @@ def redeliver(runtime: Runtime, run_id: str, delivery_id: str | None = None) -> 
         d.model_copy(update={"state": "pending", "queued_ms": now, "round_start": len(d.attempts)})
         for d in chosen
     ]
-    pipe = runtime.client.pipeline(transaction=True)
-    for delivery in queued:
-        pipe.hset(runtime.keys.webhook_log(run_id), delivery.id, delivery.model_dump_json())
-        pipe.zadd(runtime.keys.webhooks_due, {delivery.id: now})
-    pipe.execute()
+    # The log (the run's Cluster slot) before the queue (its own): a crash in between
+    # leaves records pending that a repeat of the command queues.
+    log_key = runtime.keys.webhook_log(run_id)
+    runtime.client.hset(log_key, mapping={d.id: d.model_dump_json() for d in queued})
+    runtime.client.zadd(runtime.keys.webhooks_due, dict.fromkeys((d.id for d in queued), now))
     return queued
 
 

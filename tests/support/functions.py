@@ -17,6 +17,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 import dagwright
 from dagwright import AgentSpec, NodeContext, PermanentError, RetryableError
+from dagwright.connection import connect
 from dagwright.keys import Keys
 from dagwright.telemetry.spans import TOOL_CALL
 from dagwright.workers.tools.policy import PolicyAction, PolicyRule, ToolPolicy
@@ -35,7 +36,7 @@ gatekeeper = AgentSpec(
 
 @cache
 def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, decode_responses=True)
+    return connect(url)  # a cluster URL too (tests/test_cluster.py)
 
 
 def executions_key(run_id: str) -> str:

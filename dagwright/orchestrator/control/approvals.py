@@ -82,6 +82,8 @@ class ApprovalBook:
         gone: list[str] = []  # their runs ended or were cancelled
         for member, fields, state in zip(members, replies[::2], replies[1::2], strict=True):
             approval = parse_approval(*fields)
+            if state == "running":  # indexed just before it waits (machine.await_approval)
+                continue
             if approval is None or approval.decision is not None or state != "waiting_approval":
                 gone.append(member)
             else:

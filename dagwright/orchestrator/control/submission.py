@@ -272,10 +272,10 @@ CLAIM_WAIT_S = 3.0  # for the run of a fresh claim to be written
 class IdempotencyKeys:
     """Submits' idempotency keys: a key names the run the first submit with it started.
 
-    The claim is taken in the same step as the run is written (lua/create_run.lua), so a
-    key names a run that exists. One taken by an older client, which claimed first and
-    wrote its run after, may name a run not yet written: that run is waited for a moment,
-    and if it never appears (its submitter died in between) the key is taken over.
+    The claim is taken just before the run is written (the key and the run are in
+    different Redis Cluster slots: runstate/creation.py), so a key may name a run not yet
+    written: that run is waited for a moment, and if it never appears (its submitter died
+    in between) the key is taken over.
 
     A keyed run records a digest of what it was asked for (``request_digest``): a submit
     repeating the key with another plan or goal is refused (IdempotencyConflictError), as

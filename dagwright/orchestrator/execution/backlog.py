@@ -30,6 +30,11 @@ scrape, every 15 s per ScaledObject); a counter kept by the Python callers of th
 What can still drift it (a run's keys deleted by hand, a restore from an old snapshot) is
 repaired by ``recount_pooled`` (backlog_recount.lua), which the reconciler holding
 bucket 0 runs every ``backlog_recount_interval_s``.
+
+On a Redis Cluster the counter is not kept (it is one key, in another slot than any
+run's: the scripts are given no counter, prelude.lua ``POOLED``) nor recounted
+(backlog_recount.lua reads every run's keys: standalone only), so there a queue's ready
+backlog is its messages waiting only (docs/internals/cluster.md).
 """
 
 from __future__ import annotations

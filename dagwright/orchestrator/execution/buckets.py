@@ -36,7 +36,7 @@ import zlib
 import redis
 
 from dagwright.keys import Keys
-from dagwright.redis_scripts import load_script, named_reply
+from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
 
 PACKAGE = "dagwright.orchestrator.execution"
 CHORES_BUCKET = 0  # whoever holds it also does the deployment-wide chores
@@ -117,6 +117,10 @@ class BucketLeases:
         return {bucket for bucket, held in zip(free, taken, strict=True) if held}
 
     def _pipelined(self, buckets: list[int], action: str) -> list[bool]:
+        """``action`` on each bucket's lease in one round trip; on a Cluster one call each
+        (redis-py's cluster pipeline refuses scripts)."""
+        if is_cluster_client(self.client):
+            return [self._act(bucket, action) for bucket in buckets]
         pipe = self.client.pipeline(transaction=False)
         for bucket in buckets:
             self._call(bucket, action, pipe)

@@ -37,6 +37,7 @@ from dagwright.orchestrator.runstate.machine import (
     ended_run_keys,
 )
 from dagwright.orchestrator.runtime import Runtime
+from dagwright.redis_scripts import is_cluster_client
 from dagwright.telemetry.trace_export import TraceExport
 from dagwright.webhooks.sender import WebhookSender
 
@@ -86,6 +87,14 @@ class Reconciler:
         )
         self.recount = PooledRecount(runtime.client, runtime.keys)
         self._recounted_at = float("-inf")
+        # On a Cluster, age_out.lua (the DLQ stream in the same step) and the pooled-nodes
+        # counter (another slot than the runs') are not used: docs/internals/cluster.md.
+        self._cluster = is_cluster_client(runtime.client)
+        if self._cluster and settings.run_max_age_s is not None:
+            log.warning(
+                "run_max_age_s is not enforced on a Redis Cluster (the state store): runs "
+                "are bounded by their timeout_s only (docs/internals/cluster.md)"
+            )
         self._cursor = 0  # where the next pass starts among this one's runs, past the max
 
     def run_once(self) -> ReconcileReport:
@@ -166,10 +175,11 @@ class Reconciler:
         report.pooled_drift = self._recount_pooled()
 
     def _recount_pooled(self) -> dict[str, tuple[int, int]]:
-        """Every ``backlog_recount_interval_s``, the pooled-nodes counter put right."""
+        """Every ``backlog_recount_interval_s``, the pooled-nodes counter put right (not
+        on a Cluster, which keeps no such counter)."""
         every = self.runtime.settings.backlog_recount_interval_s
         now = time.monotonic()
-        if every <= 0 or now - self._recounted_at < every:
+        if self._cluster or every <= 0 or now - self._recounted_at < every:
             return {}
         self._recounted_at = now
         drift = self.recount.run().drift
@@ -253,9 +263,10 @@ class Reconciler:
 
     def _age_out_if_too_old(self, run_id: str, age_ms: int, report: ReconcileReport) -> bool:
         """Fail a run open past ``run_max_age_s`` (its nodes at work dead-lettered, so a
-        replay re-opens it); True if it did."""
+        replay re-opens it); True if it did. Not on a Cluster (age_out.lua writes the DLQ
+        stream in the run's step)."""
         max_age_s = self.runtime.settings.run_max_age_s
-        if max_age_s is None or age_ms < max_age_s * 1000:
+        if self._cluster or max_age_s is None or age_ms < max_age_s * 1000:
             return False
         aged = self.runtime.machine.age_out(run_id, max_age_s)
         if aged.status != RunStatus.FAILED.value:

@@ -19,7 +19,7 @@ from dagwright.orchestrator.runstate.creation import (
     NewRun,
     create_call,
     creation_of,
-    key_claims,
+    index_run,
 )
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
@@ -42,11 +42,14 @@ class AsyncRunStore:
         self.client = client
         self.keys = keys
         self.events_maxlen = events_maxlen
-        self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
+        self._create_run = load_script(client, PACKAGE, "create_run")
 
     async def create_run(self, run_id: str, new_run: NewRun) -> Creation:
         """Write a run and queue its roots in one step, as ``RunStore.create_claimed_run``
         (without an idempotency key: a keyed submit goes through the sync client)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            index_run(pipe, self.keys, run_id)
+            await pipe.execute()
         keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen)
         return creation_of(run_id, new_run, await self._create_run(keys=keys, args=args))
 

@@ -1,9 +1,11 @@
 """What a new run writes, as the arguments of lua/create_run.lua, and what it answers.
 
-A submit used to write a run in five round trips (the server's time, the run index, the
-active set, a MULTI of the run's hashes, and an idempotency claim before them all). The
-script does all of it in one, atomically: a claim can no longer name a run that was
-never written, and a crash can no longer leave a run in the index without its hashes.
+A submit writes a run in three round trips at most: its idempotency claim (if keyed:
+lua/claim_idempotency_key.lua), the run index and the active set (``index_run``), then
+the run's hashes and queued roots in one script on the run's keys. Each step is in one
+Redis Cluster slot, and the order makes a crash harmless: a claim whose run never
+appears is taken over (control/submission.py), and an indexed id without a run is
+dropped or skipped (``index_run``); a run is never written without being indexed.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import dataclasses
 import hashlib
 import json
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dagwright.keys import Keys
 from dagwright.models import DEFAULT_RUN_IF, Node, NodeStatus, RunStatus
@@ -26,8 +29,7 @@ if TYPE_CHECKING:  # a created run is given its validated plan; reads never impo
 
 PACKAGE = "dagwright.orchestrator.runstate"
 
-# The run's keys create_run.lua writes, in the order it names them (after them: the run
-# index, the active set and, with a claim, the idempotency key).
+# The run's keys create_run.lua writes, in the order it names them.
 CREATE_RUN_KEYS = (
     "run",
     "plan",
@@ -192,17 +194,23 @@ def key_claims() -> str:
 
 
 def create_call(
-    keys: Keys, run_id: str, new_run: NewRun, events_maxlen: int, claim: KeyClaim | None = None
+    keys: Keys, run_id: str, new_run: NewRun, events_maxlen: int
 ) -> tuple[list[str], list[str | int]]:
-    """The keys and arguments of lua/create_run.lua writing ``new_run`` as ``run_id``
-    (taking ``claim``'s key, if given): what the sync store and the asyncio one send."""
+    """The keys and arguments of lua/create_run.lua writing ``new_run`` as ``run_id``:
+    what the sync store and the asyncio one send (after ``index_run``)."""
     names = [keys.run_key(run_id, name) for name in CREATE_RUN_KEYS]
-    names += [keys.run_index, keys.active_runs]
-    args: list[str | int] = [events_maxlen, run_id, *new_run.to_args()]
-    if claim is not None:
-        names.append(claim.key)
-        args += [claim.ttl_s, claim.stale_owner]
-    return names, args
+    return names, [events_maxlen, run_id, *new_run.to_args()]
+
+
+def index_run(pipe: Any, keys: Keys, run_id: str) -> None:
+    """Queue on ``pipe`` (not a transaction: two Cluster slots) what puts a run about to
+    be written into the run index and the active set. Written before the run: a run
+    always has them, so the reconciler publishes its roots if the submitter dies; a
+    submitter dying before the run is written leaves ids that name no run, which the
+    reconciler drops from the active set (its forget finds no open run) and a listing
+    of the index skips, as it skips runs that expired."""
+    pipe.zadd(keys.run_index, {run_id: int(time.time() * 1000)})
+    pipe.sadd(keys.active_runs, run_id)
 
 
 def creation_of(run_id: str, new_run: NewRun, reply: object) -> Creation:

@@ -20,9 +20,10 @@ import redis
 
 from dagwright.keys import NODE_EXECUTE_TASK, RUN_KEY_NAMES, Keys
 from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, NodeStatus, RunStatus
-from dagwright.orchestrator.runstate.scripts import RunScripts
-from dagwright.redis_scripts import named_reply
-from dagwright.telemetry.counters import NODE_DURATION, NodeDuration
+from dagwright.orchestrator.runstate.dead_letters import DeadLetterWriter
+from dagwright.orchestrator.runstate.scripts import PACKAGE, RunScripts
+from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
+from dagwright.telemetry.counters import Counters, NodeDuration
 
 
 @dataclass(frozen=True)
@@ -488,6 +489,10 @@ class RunStateMachine:
         self.keys = keys
         self.dlq_retention_s = dlq_retention_s
         self._scripts = RunScripts(client, events_maxlen=events_maxlen, retention_s=retention_s)
+        self._counters = Counters(client, keys)
+        self._gate_take = load_script(client, PACKAGE, "gate_take")
+        self._dead_letters = DeadLetterWriter(client, keys, retention_s=dlq_retention_s)
+        self._cluster = is_cluster_client(client)
         # Every script call names all of the run's keys; encoding them once per run, not
         # per call, is a measurable share of a no-op node's cost.
         self._encoded_keys = lru_cache(maxsize=4096)(self._encode_keys)
@@ -508,11 +513,19 @@ class RunStateMachine:
     ) -> Any:
         """Run a script on a run's keys. ``uncached``: for a sweep over many runs (the
         reconciler's), which would only push the hot runs' keys out of the cache."""
-        # the last key is always the pooled-nodes counter (prelude.lua POOLED)
-        shared = (*shared_keys, self.keys.pooled_nodes)
+        shared = (*shared_keys, self._pooled_key(run_id))
         run_keys = self._encode_keys(run_id) if uncached else self._encoded_keys(run_id)
         keys = (*run_keys, *(key.encode() for key in shared))
         return self._scripts.call(name, keys, *args, client=client)
+
+    def _pooled_key(self, run_id: str) -> str:
+        """The last key of every script call (prelude.lua POOLED): the deployment's
+        pooled-nodes counter, or on a Cluster, where that is in another slot, the run's
+        own hash again, which tells the prelude to keep no count (the ready backlog is
+        then the broker's messages only: docs/internals/cluster.md)."""
+        if self._cluster:
+            return self.keys.run_key(run_id, "run")
+        return self.keys.pooled_nodes
 
     def claim(
         self,
@@ -538,22 +551,17 @@ class RunStateMachine:
         duration: NodeDuration | None = None,
         pull_from: Sequence[str] = (),
     ) -> Advance | None:
-        """Record success, and count the attempt's ``duration`` in the same step; None if
-        this worker no longer owns the node (nothing is counted then). With ``pull_from``
-        (the queues of a worker that runs on) and no node of them readied, one node of the
-        run's pool is taken too, and is among the ready (see ``pool``)."""
-        counted = duration.fields() if duration is not None else ("", "", 0.0)
-        reply = self._call(
-            "complete",
-            run_id,
-            node_id,
-            fence,
-            output_json,
-            *counted,
-            *pull_from,
-            shared_keys=(self.keys.metrics(NODE_DURATION),),
-        )
-        return Advance.from_reply(run_id, reply)
+        """Record success, then count the attempt's ``duration`` (the counters are in
+        another Cluster slot: a crash in between loses one sample of a metric, never a
+        node); None if this worker no longer owns the node (nothing is counted then).
+        With ``pull_from`` (the queues of a worker that runs on) and no node of them
+        readied, one node of the run's pool is taken too, and is among the ready (see
+        ``pool``)."""
+        reply = self._call("complete", run_id, node_id, fence, output_json, *pull_from)
+        advance = Advance.from_reply(run_id, reply)
+        if advance is not None and duration is not None:
+            self._counters.add(duration.increments())
+        return advance
 
     def pool(self, run_id: str, nodes: list[ReadyNode]) -> int:
         """Leave these queued nodes of one run unpublished, in the run's pool, for the
@@ -604,6 +612,7 @@ class RunStateMachine:
             if replanner
             else ["", "", ""]
         )
+        entry = self._dead_letters.add(run_id, node_id, fence, error, classification)
         reply = self._call(
             "fail",
             run_id,
@@ -611,12 +620,12 @@ class RunStateMachine:
             fence,
             error.model_dump_json(),
             *replan_args,
-            run_id,
-            classification,
-            self.dlq_retention_s * 1000,
-            shared_keys=(self.keys.dlq,),
+            entry,
         )
-        return Advance.from_reply(run_id, reply)
+        advance = Advance.from_reply(run_id, reply)
+        if advance is None:
+            self._dead_letters.withdraw(entry)
+        return advance
 
     def replay(
         self,
@@ -627,7 +636,14 @@ class RunStateMachine:
         entry_id: str,
         fresh: bool = False,
     ) -> Replayed | ReplayRefused:
-        """Queue a dead-lettered node again (see lua/replay.lua)."""
+        """Queue a dead-lettered node again (see lua/replay.lua). The run joins the active
+        set before the step that may re-open it (a crash after it leaves the reconciler
+        a run to visit, never an open run it cannot see; one that stays ended is dropped
+        by its next pass) and after it (a ``forget`` that raced the step may have dropped
+        it in between); a re-opened run then leaves the ended runs' sets, and the dead
+        letter joins the replayed ones still in the stream (``keys.dlq_settled``: a crash
+        before that leaves the DLQ's depth one too high until the entry is trimmed)."""
+        self.client.sadd(self.keys.active_runs, run_id)
         reply = self._call(
             "replay",
             run_id,
@@ -638,15 +654,27 @@ class RunStateMachine:
             self.dlq_retention_s,
             run_id,
             shared_keys=(
-                self.keys.dlq_status(entry_id),
-                self.keys.active_runs,
+                self.keys.dlq_status(run_id, entry_id),
                 self.keys.run_scores(run_id),
                 self.keys.run_logs(run_id),
-                *ended_run_keys(self.keys),
-                self.keys.dlq_settled,
             ),
         )
-        return Replayed.from_reply(run_id, reply)
+        replayed = Replayed.from_reply(run_id, reply)
+        if isinstance(replayed, Replayed):
+            if replayed.reopened:
+                self._reopened(run_id)
+            entry_ms = int(entry_id.partition("-")[0])
+            self.client.zadd(self.keys.dlq_settled, {entry_id: entry_ms})
+        return replayed
+
+    def _reopened(self, run_id: str) -> None:
+        """A run re-opened (by a replay) is active again and in no ended runs' set: one
+        pipeline, each command in its own slot."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.keys.active_runs, run_id)
+        for key in ended_run_keys(self.keys):
+            pipe.zrem(key, run_id)
+        pipe.execute()
 
     def expand(
         self,
@@ -744,12 +772,26 @@ class RunStateMachine:
     def admit(
         self, run_id: str, holders_key: str, waiters_key: str, *, max_wait_s: float
     ) -> Admission:
-        """Let a run waiting for its concurrency key start if the key has room (see
-        lua/admit.lua; the key's holders and waiters are ``holders_key``/``waiters_key``);
-        one that waited ``max_wait_s`` fails instead."""
-        shared = (holders_key, waiters_key)
-        max_wait_ms = int(max_wait_s * 1000)
-        reply = self._call("admit", run_id, run_id, max_wait_ms, shared_keys=shared)
+        """Let a run waiting for its concurrency key start if the key has room (the key's
+        holders and waiters are ``holders_key``/``waiters_key``); one that waited
+        ``max_wait_s`` fails instead. Two steps, each in one Cluster slot: the place is
+        taken in the key's (lua/gate_take.lua), then the run admitted in its own
+        (lua/admit.lua); a caller dying in between leaves the run holding a place and
+        still waiting, and the next call (the reconciler's pass) admits it."""
+        gate, limit, created = self.client.hmget(
+            self.keys.run_key(run_id, "run"), ["gate", "concurrency_limit", "created_at"]
+        )
+        if _text(gate or "") != "waiting" or limit is None or created is None:
+            return Admission(False, 0, [])
+        place = named_reply(
+            self._gate_take(
+                keys=[holders_key, waiters_key],
+                args=[run_id, int(created), int(limit), int(max_wait_s * 1000)],
+            )
+        )
+        reply = self._call(
+            "admit", run_id, run_id, int(place["taken"]), int(place["held"]), int(place["expired"])
+        )
         return Admission.from_reply(run_id, reply)
 
     def record_progress(
@@ -790,7 +832,18 @@ class RunStateMachine:
         )
 
     def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
-        """Extend leases in one round trip; False for each lease no longer held."""
+        """Extend leases in one round trip; False for each lease no longer held. On a
+        Cluster, one call each: redis-py's cluster pipeline refuses scripts (EVALSHA and
+        its NOSCRIPT recovery), and a process holds a few leases."""
+        if self._cluster:
+            return [
+                _owned(
+                    self._call(
+                        "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000)
+                    )
+                )
+                for lease in leases
+            ]
         pipe = self.client.pipeline(transaction=False)
         for lease in leases:
             self._call(
@@ -807,7 +860,12 @@ class RunStateMachine:
         audit: dict[str, str],
     ) -> bool:
         """Park a running node until a person decides (its worker slot is freed); False
-        if this worker no longer owns the node."""
+        if this worker no longer owns the node. The pending index (another slot) is
+        written first: a crash after it leaves an entry of a running node, which
+        ``approvals list`` skips and the reconciler drops at its deadline; never a
+        waiting node that no list shows and no timeout reaches."""
+        member = pending_member(lease.run_id, lease.node_id)
+        self.client.zadd(self.keys.pending_approvals, {member: deadline_ms})
         reply = self._call(
             "await_approval",
             lease.run_id,
@@ -815,9 +873,8 @@ class RunStateMachine:
             lease.fence,
             request_json,
             deadline_ms,
-            pending_member(lease.run_id, lease.node_id),
+            member,
             *_flatten(audit),
-            shared_keys=(self.keys.pending_approvals,),
         )
         return _succeeded(reply)
 
@@ -832,7 +889,9 @@ class RunStateMachine:
         audit: dict[str, str],
     ) -> list[ReadyNode] | str:
         """Record the decision on approval ``approval_id`` and queue its node again: the
-        nodes to publish, or why the request is no longer waiting."""
+        nodes to publish, or why the request is no longer waiting. The request then
+        leaves the pending index (another slot), unless its node runs (it may be about
+        to wait again); a crash in between leaves an entry that ``approvals list`` drops."""
         reply = self._call(
             "decide",
             run_id,
@@ -842,9 +901,10 @@ class RunStateMachine:
             "approved" if approved else "rejected",
             pending_member(run_id, node_id),
             *_flatten(audit),
-            shared_keys=(self.keys.pending_approvals,),
         )
         fields = named_reply(reply)
+        if int(fields.get("unindex", 1)):
+            self.client.zrem(self.keys.pending_approvals, pending_member(run_id, node_id))
         if fields["status"] != "ok":
             return str(fields["why"])
         return _ready_nodes(run_id, fields["ready"])
@@ -888,9 +948,12 @@ class RunStateMachine:
     ) -> list[ReconcilePass | Exception]:
         """``reconcile_run`` over several runs in one round trip (a pipeline of the
         script, one step per run: the others' steps go in between); a run whose step
-        failed gets its error in its place, the others their pass."""
-        pipe = self.client.pipeline(transaction=False)
+        failed gets its error in its place, the others their pass. On a Cluster, one
+        call each: redis-py's cluster pipeline refuses scripts."""
         args = terms.args()
+        if self._cluster:
+            return [self._reconcile_one(run_id, args) for run_id in run_ids]
+        pipe = self.client.pipeline(transaction=False)
         for run_id in run_ids:
             self._call("reconcile", run_id, *args, client=pipe, uncached=True)
         replies = pipe.execute(raise_on_error=False)
@@ -898,6 +961,13 @@ class RunStateMachine:
             reply if isinstance(reply, Exception) else ReconcilePass.from_reply(run_id, reply)
             for run_id, reply in zip(run_ids, replies, strict=True)
         ]
+
+    def _reconcile_one(self, run_id: str, args: tuple[Any, ...]) -> ReconcilePass | Exception:
+        try:
+            reply = self._call("reconcile", run_id, *args, uncached=True)
+        except redis.RedisError as error:
+            return error
+        return ReconcilePass.from_reply(run_id, reply)
 
     def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
         """Fail a run open for longer than ``max_age_s`` (since its creation or its last
@@ -936,24 +1006,38 @@ class RunStateMachine:
         return Compacted(str(fields["status"]), int(fields["dropped"]))
 
     def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
-        """Drop a run that has ended from the reconciler's set (not if it re-opened);
-        in the same step, queue its webhook deliveries and, with ``export_trace``, its
-        trace's OTLP export, and give its scores and node logs the run's time to live."""
+        """Drop a run that has ended from the reconciler's set (not if it re-opened),
+        after queueing its webhook deliveries and, with ``export_trace``, its trace's
+        OTLP export, and giving its scores and node logs the run's time to live.
+
+        Four steps, each in one Cluster slot (lua/forget.lua on the run's; the queues;
+        the ended runs' set of its status; the active set), in an order a crash cannot
+        break: the run leaves the active set last, so the reconciler repeats whatever a
+        dead caller left (the repeat queues the same deliveries, ZADD NX, and scores the
+        run by the same end). A replay re-opening the run between the first step and the
+        removal is seen by a re-read after it, and the run is put back (and taken out of
+        the ended set again)."""
         keys = self.keys
-        shared = (
-            keys.active_runs,
-            keys.trace_exports,
-            keys.webhooks_due,
-            keys.webhook_log(run_id),
-            keys.run_scores(run_id),
-            keys.run_logs(run_id),
-            *ended_run_keys(keys),
+        shared = (keys.webhook_log(run_id), keys.run_scores(run_id), keys.run_logs(run_id))
+        fields = named_reply(
+            self._call("forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared)
         )
-        reply = self._call(
-            "forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared
-        )
-        fields = named_reply(reply)
-        return Forgotten(bool(int(fields["forgotten"])), str(fields.get("concurrency_key") or ""))
+        if not int(fields["closed"]):
+            return Forgotten(False, "")
+        now_ms = int(fields["now"])
+        if int(fields["export"]):
+            self.client.zadd(keys.trace_exports, {run_id: now_ms}, nx=True)
+        webhooks = [_text(item) for item in fields.get("webhooks") or []]
+        if webhooks:
+            self.client.zadd(keys.webhooks_due, dict.fromkeys(webhooks, now_ms), nx=True)
+        ended = _text(fields.get("ended") or "")
+        if ended:
+            self.client.zadd(keys.ended_runs(ended), {run_id: int(fields["finished_at"])})
+        removed = bool(self.client.srem(keys.active_runs, run_id))
+        if _text(self.client.hget(keys.run_key(run_id, "run"), "status") or "") in OPEN_STATUSES:
+            self._reopened(run_id)  # by a replay, meanwhile
+            return Forgotten(False, "")
+        return Forgotten(removed, _text(fields.get("concurrency_key") or ""))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""
@@ -973,6 +1057,13 @@ class RunStateMachine:
 def pending_member(run_id: str, node_id: str) -> str:
     """A waiting approval's member in the pending-approvals index."""
     return f"{run_id}/{node_id}"
+
+
+OPEN_STATUSES = frozenset({"running", "planning"})  # prelude.lua is_open
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _flatten(fields: dict[str, str]) -> list[str]:

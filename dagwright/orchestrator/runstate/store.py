@@ -29,6 +29,7 @@ from dagwright.orchestrator.runstate.creation import (
     NewRun,
     create_call,
     creation_of,
+    index_run,
     key_claims,
 )
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
@@ -70,7 +71,7 @@ class RunStore:
         self.client = client
         self.keys = keys
         self.events_maxlen = events_maxlen
-        self._create_run = load_script(client, PACKAGE, "create_run", prelude=key_claims)
+        self._create_run = load_script(client, PACKAGE, "create_run")
         self._claim_key = load_script(client, PACKAGE, "claim_idempotency_key", prelude=key_claims)
 
     def server_time_ms(self) -> int:
@@ -97,10 +98,16 @@ class RunStore:
         """Write a run and queue its root nodes in one step (lua/create_run.lua), unless
         ``claim``'s key names another run already: then nothing is written.
 
-        The run joins the active set in the same step: if this process dies before
-        publishing, the reconciler still finds the queued roots and publishes them.
+        The key is claimed first and the run joins the index and the active set before
+        it is written (``index_run``): if this process dies before publishing, the
+        reconciler still finds the queued roots and publishes them.
         """
-        keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen, claim)
+        if claim is not None and (owner := self.claim_key(claim, run_id)) != run_id:
+            return Creation(owner, [])
+        pipe = self.client.pipeline(transaction=False)
+        index_run(pipe, self.keys, run_id)
+        pipe.execute()
+        keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen)
         return creation_of(run_id, new_run, self._create_run(keys=keys, args=args))
 
     def claim_key(self, claim: KeyClaim, run_id: str) -> str:
@@ -171,20 +178,20 @@ class RunStore:
     def read_with_streams(
         self, run_id: str, streams: tuple[str, ...]
     ) -> tuple[RunState, list[list[tuple[str, dict[str, str]]]], datetime]:
-        """A snapshot of the run (node outputs left out), every entry of its ``streams``
-        (run key names) and the server's time, all read at one instant in one round trip."""
+        """A snapshot of the run (node outputs left out) and every entry of its
+        ``streams`` (run key names), read at one instant in one transaction, and the
+        server's time just after (a Cluster refuses TIME in a transaction)."""
         columns = state_columns(include_nodes=True, include_outputs=False)
         pipe = self.client.pipeline(transaction=True)
         for name in columns:
             pipe.hgetall(self._key(run_id, name))
         for name in streams:
             pipe.xrange(self._key(run_id, name))
-        pipe.time()
         replies = pipe.execute()
         state = state_of(run_id, columns, replies[: len(columns)])
-        seconds, micros = replies[-1]
+        seconds, micros = self.client.time()
         now = datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
-        return state, replies[len(columns) : -1], now
+        return state, replies[len(columns) :], now
 
     def read_events(
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000

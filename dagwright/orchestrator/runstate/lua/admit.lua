@@ -1,26 +1,22 @@
--- Let a run waiting for its concurrency key start, if the key has a place for it
--- (orchestrator/control/run_gates.py). SHARED[1] the key's holders (run -> ms it took its
--- place), SHARED[2] its waiters (run -> ms it was created: first come, first served).
--- ARGV[3] the run id, ARGV[4] the longest a run may wait (ms from its creation): past
--- it, the run fails without having started (its open nodes cancelled), and 'expired' is
--- 1 in the reply. The caller has dropped the holders and waiters whose runs ended.
--- Admitted, the run holds a place until it ends (forget drops it) and its roots start
--- (each due later waits for its delayed start instead). Returns {'admitted', 1, 'held',
--- n, 'ready', {node, fence, dispatch}...}, or {'admitted', 0, 'held', n, 'ready', {}}
--- while the key is full (n: its holders now), or if the run no longer waits.
+-- Admit a run waiting for its concurrency key, once gate_take.lua has decided in the key's
+-- slot (orchestrator/control/run_gates.py, machine.py admit). ARGV[3] the run id, ARGV[4]
+-- 1 if it holds a place now, ARGV[5] the key's holders, ARGV[6] 1 if it waited too long:
+-- then the run fails without having started (its open nodes cancelled), and 'expired' is
+-- 1 in the reply. Admitted, the run holds a place until it ends (forget drops it) and its
+-- roots start (each due later waits for its delayed start instead). Returns {'admitted',
+-- 1, 'held', n, 'ready', {node, fence, dispatch}...}, or {'admitted', 0, 'held', n,
+-- 'ready', {}} while the key is full, or if the run no longer waits (a repeat after a
+-- caller died: the place it took is its own, and it was admitted).
 local run_id = ARGV[3]
-local holders, waiters = SHARED[1], SHARED[2]
+local held = tonumber(ARGV[5])
 local run = redis.call('HMGET', K.run, 'gate', 'concurrency_limit', 'created_at', 'not_before_ms')
 if not is_open(run_status()) or run[1] ~= 'waiting' then
-  return {'admitted', 0, 'held', 0, 'ready', {}}
+  return {'admitted', 0, 'held', held, 'ready', {}}
 end
-redis.call('ZADD', waiters, 'NX', tonumber(run[3]), run_id)
-local held = redis.call('ZCARD', holders)
-local waited_ms = NOW - tonumber(run[3])
-if waited_ms >= tonumber(ARGV[4]) then
-  redis.call('ZREM', waiters, run_id)
+if ARGV[6] == '1' then
   stop_open_nodes()
   local key = redis.call('HGET', K.run, 'concurrency_key')
+  local waited_ms = NOW - tonumber(run[3])
   redis.call('HSET', K.run, 'stop_reason', string.format(
     'waited %gs for a place of concurrency key %s (%d of %s runs running); the limit is ' ..
     'DAGWRIGHT_CONCURRENCY_KEY_MAX_WAIT_S', waited_ms / 1000, key, held, run[2]))
@@ -28,13 +24,11 @@ if waited_ms >= tonumber(ARGV[4]) then
   finish_run('failed')
   return {'admitted', 0, 'held', held, 'ready', {}, 'expired', 1}
 end
-if held + redis.call('ZRANK', waiters, run_id) >= tonumber(run[2]) then
+if ARGV[4] ~= '1' then
   redis.call('HSET', K.run, 'gate_held', held)
   return {'admitted', 0, 'held', held, 'ready', {}}
 end
-redis.call('ZREM', waiters, run_id)
-redis.call('ZADD', holders, NOW, run_id)
-redis.call('HSET', K.run, 'gate', 'admitted', 'gate_held', held + 1)
+redis.call('HSET', K.run, 'gate', 'admitted', 'gate_held', held)
 emit('run.admitted', false, 'key', redis.call('HGET', K.run, 'concurrency_key'))
 local ready = {}
 local waits = redis.call('HGETALL', K.waits)
@@ -45,4 +39,4 @@ for i = 1, #waits, 2 do
     start_node(node, ready, run[4])
   end
 end
-return {'admitted', 1, 'held', held + 1, 'ready', ready}
+return {'admitted', 1, 'held', held, 'ready', ready}

@@ -1,30 +1,25 @@
--- A new run, in one step: its idempotency key (if given), the run index and the active
--- set, the run's hashes, and its root nodes QUEUED (fence 1) in the outbox, so the
--- reconciler publishes them if the submitter dies before it does.
+-- A new run, in one step: the run's hashes, and its root nodes QUEUED (fence 1) in the
+-- outbox, so the reconciler publishes them if the submitter dies before it does. Its
+-- idempotency key (if any) is taken before, and the run joins the run index and the
+-- active set before too (other Cluster slots: creation.py), so the reconciler sees every
+-- run this writes.
 --
 -- KEYS: run, plan, spec, deps, dependents, remaining, dispatch, state, fence, attempts,
 --       queued, outbox, events, run_if, retry, waits, countdown (the run's, see
---       keys.RUN_KEY_NAMES), run index, active runs, and the idempotency key if there is one.
+--       keys.RUN_KEY_NAMES).
 -- ARGV: events stream cap, run id, the run hash's fields (JSON object of strings), the
 --       plan (JSON), the per-node columns (JSON object: column -> [node, value, ...] in
 --       the plan's order, kept as the hashes' field order), the
---       roots (JSON list), then the key's TTL in seconds and its stale holder (or '').
--- Reply: {'owner', run, 'parked', {roots}}: the new run's id (or the run the key already
--- names: then nothing is written) and its roots that wait instead of being queued (a
+--       roots (JSON list).
+-- Reply: {'owner', run, 'parked', {roots}}: the new run's id and its roots that wait instead of being queued (a
 -- delayed start, the run's concurrency key: see "Flow control" below).
 local K = {}
 for i, name in ipairs({'run', 'plan', 'spec', 'deps', 'dependents', 'remaining', 'dispatch',
     'state', 'fence', 'attempts', 'queued', 'outbox', 'events', 'run_if', 'retry', 'waits',
-    'countdown', 'run_index',
-    'active_runs', 'idempotency'}) do
+    'countdown'}) do
   K[name] = KEYS[i]
 end
 local EVENTS_MAXLEN, RUN_ID = ARGV[1], ARGV[2]
-
-if K.idempotency then
-  local owner = claim_key(K.idempotency, RUN_ID, ARGV[7], ARGV[8])
-  if owner ~= RUN_ID then return {'owner', owner, 'parked', {}} end
-end
 
 local clock = redis.call('TIME')
 local NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -67,8 +62,6 @@ local run = cjson.decode(ARGV[3])
 local columns = cjson.decode(ARGV[5])
 local roots = cjson.decode(ARGV[6])
 
-redis.call('ZADD', K.run_index, NOW, RUN_ID)
-redis.call('SADD', K.active_runs, RUN_ID)
 run.created_at = NOW
 hset_all(K.run, run)
 redis.call('SET', K.plan, ARGV[4])

@@ -7,39 +7,22 @@
 -- its id, ARGV[8] its dispatch (else ''). The re-planner is added in the same step, so
 -- the run cannot finish in between; the run's re-plan count is checked and taken here, so
 -- two branches failing at once cannot both use the last re-plan (nor the same id).
--- ARGV[9] the run id, ARGV[10] the failure's classification, ARGV[11] the DLQ's
--- retention in ms; SHARED[1] the DLQ stream. Written in this same fenced step, a dead
--- letter exists exactly when the node failed, once per (run, node, fence).
+-- ARGV[9] the id of the node's dead letter, which the caller added to the DLQ stream
+-- just before (the stream is in another Cluster slot: runstate/dead_letters.py): a dead
+-- letter exists whenever the node failed, and one whose fail was refused (stale) is
+-- deleted by the caller; one whose caller died before this step names a node that did
+-- not fail, and its replay is refused.
 -- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
 -- {{node, fence, dispatch}...}, 'dead_letter', its id} or {'status', 'stale'}.
 local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
-
-local function text(value)  -- a JSON null decodes to a (truthy) userdata
-  if value == nil or value == cjson.null then return '' end
-  return value
-end
-
-local function dead_letter()
-  local err = cjson.decode(ARGV[5])
-  local spec = redis.call('HGET', K.spec, node)
-  return redis.call('XADD', SHARED[1], 'MINID', '~', NOW - tonumber(ARGV[11]), '*',
-    'run', ARGV[9], 'node', node, 'fence', fence,
-    'worker_type', cjson.decode(spec).type, 'spec', spec,
-    'attempts', redis.call('HGET', K.attempts, node) or 0,
-    'classification', ARGV[10],
-    'error_class', text(err.error_class), 'message', text(err.message),
-    'traceback', text(err.traceback),
-    'first_failure_ms', redis.call('HGET', K.first_failure, node) or NOW,
-    'last_failure_ms', NOW)
-end
 
 release(node)
 forget_deaths(node)
 redis.call('HDEL', K.waits, node)  -- a replay waits afresh
 redis.call('HSET', K.error, node, ARGV[5])
 set_final(node, 'failed')
-local entry = dead_letter()
+local entry = ARGV[9]
 emit('node.failed', node, 'dead_letter', entry)
 local ready = {}
 settle_dependents(node, 'failed', ready)

@@ -1,23 +1,27 @@
--- Drop a run from the active set (SHARED[1]) unless it is open: a replay may have
--- re-opened it since its caller saw it end. ARGV[3] the run id, ARGV[4] '1' to queue its
--- trace's export. Returns {'forgotten', 1} if dropped, else {'forgotten', 0}, and
--- 'concurrency_key' (the run's, or '').
--- The steps an ended run owes are queued here, in the same step, so whichever process
--- saw it end (its last worker, a cancel, or the reconciler after a crash) queues them and
--- a crash cannot lose them (the run stays in the active set until this runs):
--- - SHARED[2] (the OTLP export queue): its trace (telemetry/trace_export.py);
--- - SHARED[3] (webhooks due) and SHARED[4] (the run's webhook log): one delivery per
---   webhook of the run hash's `webhooks` whose `on` names the end (dagwright/webhooks/).
---   Its id names the end (finished_at), so queueing twice is once and a replayed run
---   that ends again is told again;
--- - SHARED[5] (the run's scores, runstate/scores.py): the run's time to live, so that no
+-- The run-slot half of dropping an ended run from the active set (machine.py forget does
+-- the rest, in other Cluster slots). ARGV[3] the run id, ARGV[4] '1' to queue its trace's
+-- export. Returns {'closed', 0} if the run is open (a replay may have re-opened it since
+-- its caller saw it end: it stays active), else {'closed', 1, 'now', the server's time in
+-- ms, 'export', 0/1, 'webhooks', {ids}, 'concurrency_key', the run's or '', 'ended',
+-- status or '', 'finished_at', ms}: the caller queues the export and the webhook
+-- deliveries, adds the run to its ended set, then drops it from the active set.
+-- The steps an ended run owes are decided here, so whichever process saw it end (its last
+-- worker, a cancel, or the reconciler after a crash) queues them, and a crash cannot lose
+-- them: the run stays in the active set until the caller has queued them, and a repeat
+-- returns the same ones again (queueing is idempotent: ZADD NX):
+-- - its trace's export (telemetry/trace_export.py), if ARGV[4] is '1';
+-- - SHARED[1] (the run's webhook log): one delivery per webhook of the run hash's
+--   `webhooks` whose `on` names the end (dagwright/webhooks/), logged here, its id
+--   returned while its record is pending. Its id names the end (finished_at), so queueing
+--   twice is once and a replayed run that ends again is told again;
+-- - SHARED[2] (the run's scores, runstate/scores.py): the run's time to live, so that no
 --   score outlives its run (one written after the end took it in score.lua);
--- - SHARED[6] (the run's node logs, runstate/node_logs.py): the run's time to live, too;
--- - SHARED[7..9] (the ended runs by status: succeeded, failed, cancelled): the run joins
---   its status's, scored by its end, for the metrics to count (keys.ended_runs).
+-- - SHARED[3] (the run's node logs, runstate/node_logs.py): the run's time to live, too;
+-- - the ended runs by status (keys.ended_runs, global): returned as 'ended' (succeeded,
+--   failed, cancelled, or '' for none of them) and 'finished_at', scored by its end; the
+--   caller adds the run to that set before it leaves the active set.
 local status = run_status()
-if is_open(status) then return {'forgotten', 0} end
-if status and ARGV[4] == '1' then redis.call('ZADD', SHARED[2], 'NX', NOW, ARGV[3]) end
+if is_open(status) then return {'closed', 0} end
 
 local function wants(hook, event)
   for _, wanted in ipairs(hook.on or {}) do
@@ -26,6 +30,7 @@ local function wants(hook, event)
   return false
 end
 
+local due = {}
 local function queue_webhooks()
   local fields = redis.call('HMGET', K.run, 'webhooks', 'finished_at')
   if not fields[1] or not fields[2] then return end
@@ -34,34 +39,31 @@ local function queue_webhooks()
       local id = ARGV[3] .. '.' .. fields[2] .. '.' .. i
       local record = cjson.encode({id = id, run_id = ARGV[3], hook = i - 1, url = hook.url,
         event = 'run.' .. status, state = 'pending', queued_ms = NOW})
-      if redis.call('HSETNX', SHARED[4], id, record) == 1 then
-        redis.call('ZADD', SHARED[3], NOW, id)
+      redis.call('HSETNX', SHARED[1], id, record)
+      if cjson.decode(redis.call('HGET', SHARED[1], id)).state == 'pending' then
+        due[#due + 1] = id
       end
     end
   end
-  redis.call('EXPIRE', SHARED[4], RETENTION_S)
+  redis.call('EXPIRE', SHARED[1], RETENTION_S)
 end
 
 local function expire_scores_and_logs()
   local ttl = redis.call('PTTL', K.run)
   if ttl > 0 then
-    redis.call('PEXPIRE', SHARED[5], ttl)
-    redis.call('PEXPIRE', SHARED[6], ttl)
+    redis.call('PEXPIRE', SHARED[2], ttl)
+    redis.call('PEXPIRE', SHARED[3], ttl)
   end
 end
 
-local ENDED = {succeeded = SHARED[7], failed = SHARED[8], cancelled = SHARED[9]}
-local function count_ended()
-  if not ENDED[status] then return end
-  local finished_at = redis.call('HGET', K.run, 'finished_at') or NOW
-  redis.call('ZADD', ENDED[status], finished_at, ARGV[3])
-end
+local ENDED = {succeeded = true, failed = true, cancelled = true}
 
 if status then
   queue_webhooks()
   expire_scores_and_logs()
-  count_ended()
 end
 -- The run's concurrency key, if any: the caller gives its place back (run_gates.py).
-return {'forgotten', redis.call('SREM', SHARED[1], ARGV[3]),
-        'concurrency_key', redis.call('HGET', K.run, 'concurrency_key') or ''}
+return {'closed', 1, 'now', NOW, 'export', (status and ARGV[4] == '1') and 1 or 0, 'webhooks', due,
+        'concurrency_key', redis.call('HGET', K.run, 'concurrency_key') or '',
+        'ended', ENDED[status] and status or '',
+        'finished_at', redis.call('HGET', K.run, 'finished_at') or NOW}

@@ -7,13 +7,13 @@
 -- checkpoint unless ARGV[5] is '1': an agent resumes after its last paid-for LLM call.
 -- ARGV[3] node, ARGV[4] the dead letter's fence, ARGV[5] fresh, ARGV[6] the dead letter's
 -- id, ARGV[7] how long its status is kept (s), ARGV[8] the run id; SHARED[1] the dead
--- letter's status key, set here, so that a dead letter is replayed once; SHARED[2] the
--- set of active runs, which a re-opened run joins in this same step (the reconciler then
--- publishes its node even if this caller dies right after); SHARED[3] the run's scores,
--- which persist with the run's keys while it is open again (forget.lua expires them), and
--- SHARED[4] the run's node logs, likewise; SHARED[5..7] the ended runs by status
--- (keys.ended_runs), which a re-opened run leaves; SHARED[8] the replayed dead letters
--- still in the stream (keys.dlq_settled), which this one joins.
+-- letter's status key (in the run's slot), set here, so that a dead letter is replayed
+-- once; SHARED[2] the run's scores, which persist with the run's keys while it is open
+-- again (forget.lua expires them), and SHARED[3] the run's node logs, likewise. The
+-- caller adds the run to the active set before and after this step, takes a re-opened
+-- run out of the ended runs' sets (keys.ended_runs) and adds the dead letter to the
+-- replayed ones still in the stream (keys.dlq_settled) after it: other slots
+-- (machine.py replay), so the reconciler publishes its node even if the caller dies.
 -- Returns {'status', 'ok', 'reopened', 0/1, 'ready', {{node, fence, dispatch}}},
 -- {'status', 'done', 'was', status} if the dead letter was replayed or purged already,
 -- {'status', 'busy', 'node', id, 'state', state} if a node downstream still works,
@@ -65,10 +65,8 @@ if not is_open(status) then
   redis.call('HSET', K.run, 'reopened_at', NOW)  -- its maximum age counts from here (age_out.lua)
   redis.call('DEL', K.done)  -- waiters block on it: it must hold nothing until the run ends
   for _, key in pairs(K) do redis.call('PERSIST', key) end
+  redis.call('PERSIST', SHARED[2])
   redis.call('PERSIST', SHARED[3])
-  redis.call('PERSIST', SHARED[4])
-  redis.call('SADD', SHARED[2], ARGV[8])
-  for i = 5, 7 do redis.call('ZREM', SHARED[i], ARGV[8]) end
   emit('run.reopened', false, 'dead_letter', ARGV[6])
 end
 
@@ -141,5 +139,4 @@ settle_on(ready)  -- a release in chunks ends first: unsettle_dependents recount
 queue_node(node, ready)
 unsettle_dependents()
 redis.call('SET', SHARED[1], 'replayed', 'EX', ARGV[7])
-redis.call('ZADD', SHARED[8], tonumber(string.match(ARGV[6], '^%d+')), ARGV[6])
 return {'status', 'ok', 'reopened', reopened, 'ready', ready}

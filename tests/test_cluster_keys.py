@@ -1,0 +1,124 @@
+"""Every script and every MULTI names the keys of one Redis Cluster slot (keys.py).
+
+Checked by the slot each key hashes to (``redis.crc.key_slot``, Redis's CRC16 of the hash
+tag), with no server: what a Cluster would refuse ("CROSSSLOT") fails here first. The
+tests of tests/test_cluster.py run the same steps on a real 3-primary cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from redis.crc import key_slot
+
+from dagwright.connection import redact_url
+from dagwright.errors import ConfigurationError
+from dagwright.keys import Keys
+from dagwright.orchestrator import runstate
+from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS
+from dagwright.orchestrator.runstate.machine import RunStateMachine
+from dagwright.orchestrator.runstate.scripts import prelude
+from dagwright.redis_endpoint import is_cluster_url, parse_cluster_url, url_credentials
+
+KEYS = Keys("dw:")
+RUN = "01JCLUSTERRUN0000000000"
+
+
+def slots(names: list[str]) -> set[int]:
+    return {key_slot(name.encode()) for name in names}
+
+
+def test_a_runs_keys_and_the_per_run_keys_beside_them_share_one_slot() -> None:
+    per_run = [
+        KEYS.run_scores(RUN),
+        KEYS.run_logs(RUN),
+        KEYS.webhook_log(RUN),
+        KEYS.dlq_status(RUN, "1700000000000-0"),
+        KEYS.memory_writes(RUN),
+        KEYS.team_tasks(RUN),
+        KEYS.run_followups(RUN),
+    ]
+    assert len(slots([*KEYS.run_keys(RUN), *per_run])) == 1
+
+
+def test_the_keys_of_create_run_replay_and_forget_share_the_runs_slot() -> None:
+    create = [KEYS.run_key(RUN, name) for name in CREATE_RUN_KEYS]
+    replay = [KEYS.dlq_status(RUN, "1-0"), KEYS.run_scores(RUN), KEYS.run_logs(RUN)]
+    forget = [KEYS.webhook_log(RUN), KEYS.run_scores(RUN), KEYS.run_logs(RUN)]
+    assert slots([*KEYS.run_keys(RUN), *create, *replay, *forget]) == slots(
+        [KEYS.run_key(RUN, "run")]
+    )
+
+
+def test_different_runs_spread_over_the_slots() -> None:
+    runs = [f"01JRUN{index:017d}" for index in range(300)]
+    assert len(slots([KEYS.run_key(run, "run") for run in runs])) > 250
+
+
+def test_the_dlq_status_of_a_dead_letter_is_in_its_runs_slot_not_a_global_one() -> None:
+    assert slots([KEYS.dlq_status(RUN, "1-0")]) == slots([KEYS.run_key(RUN, "state")])
+    assert slots([KEYS.dlq_status("other", "1-0")]) != slots([KEYS.dlq_status(RUN, "1-0")])
+
+
+def test_a_limits_keys_share_one_slot() -> None:
+    names = ["type:agent", f"run:{RUN}"]
+    keys = [KEYS.limits]
+    for name in names:
+        keys += [KEYS.limit_holders(name), KEYS.limit_waiters(name), KEYS.limit_woken(name)]
+    assert len(slots(keys)) == 1
+
+
+def test_a_cluster_url_names_its_start_nodes_and_credentials() -> None:
+    url = "redis+cluster://app:s3cret@10.0.0.1:7000,10.0.0.2:7001,[::1]"
+    target = parse_cluster_url(url)
+    assert is_cluster_url(url) and is_cluster_url("valkeys+cluster://h:1")
+    assert not is_cluster_url("redis://h:6379/0")
+    assert target.nodes == (("10.0.0.1", 7000), ("10.0.0.2", 7001), ("::1", 6379))
+    assert (target.username, target.password, target.tls) == ("app", "s3cret", False)
+    assert url_credentials(url) == ("app", "s3cret")
+    assert parse_cluster_url("rediss+cluster://h:7000").tls
+    assert "s3cret" not in redact_url(url)
+
+
+@pytest.mark.parametrize(
+    "url", ["redis+cluster://", "redis+cluster://h:7000/3", "redis+cluster://h:notaport"]
+)
+def test_a_bad_cluster_url_is_one_line_saying_how_to_write_it(url: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"redis\+cluster://\[user:password@\]host"):
+        parse_cluster_url(url)
+
+
+def test_on_a_cluster_the_last_key_of_every_run_script_call_is_the_runs_own() -> None:
+    """The pooled-nodes counter (prelude.lua POOLED) is global: on a Cluster machine.py
+    names the run's hash in its place, which the prelude reads as "no counter"."""
+    on_cluster = SimpleNamespace(_cluster=True, keys=KEYS)
+    standalone = SimpleNamespace(_cluster=False, keys=KEYS)
+    last = RunStateMachine._pooled_key(on_cluster, RUN)  # type: ignore[arg-type]
+    assert last == KEYS.run_key(RUN, "run")
+    assert slots([*KEYS.run_keys(RUN), last]) == slots([KEYS.run_key(RUN, "run")])
+    assert RunStateMachine._pooled_key(standalone, RUN) == KEYS.pooled_nodes  # type: ignore[arg-type]
+    assert "if POOLED == K.run then POOLED = nil end" in prelude()
+
+
+def test_compacts_keys_share_the_runs_slot() -> None:
+    compact = [KEYS.run_logs(RUN), KEYS.run_scores(RUN)]
+    assert slots([*KEYS.run_keys(RUN), *compact]) == slots([KEYS.run_key(RUN, "run")])
+
+
+# The run scripts that name keys beyond the run's (SHARED), and whether those are all in
+# the run's slot; age_out.lua's (the DLQ stream) are not: the reconciler does not call it
+# on a Cluster (docs/internals/cluster.md).
+SHARED_KEY_SCRIPTS = {"forget": True, "replay": True, "compact": True, "age_out": False}
+
+
+def test_the_run_scripts_naming_shared_keys_are_the_known_ones() -> None:
+    lua = Path(runstate.__file__).parent / "lua"
+    naming = {
+        path.stem
+        for path in lua.glob("*.lua")
+        if path.stem != "prelude"
+        and any("SHARED[" in line.split("--")[0] for line in path.read_text().splitlines())
+    }
+    assert naming == set(SHARED_KEY_SCRIPTS)
