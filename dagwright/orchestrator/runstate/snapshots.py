@@ -80,19 +80,31 @@ def state_columns(include_nodes: bool, include_outputs: bool) -> list[str]:
 FOLDED_COLUMNS = ("state", "attempts", "started", "finished", "output")
 
 
+# Of those, the ones compact.lua keeps as ms after the fold's ``since`` (the run's creation).
+FOLDED_TIMES = frozenset({"started", "finished"})
+
+
 def unfold(data: dict[str, dict[str, str]], folded: str | None) -> None:
     """Put back into ``data`` (column -> node -> value, as HGETALLs read them) the columns
     a compacted succeeded run keeps folded in its ``nodes`` string (None: not folded, the
     columns are read as they are). Only the columns ``data`` asked for are filled."""
     if folded is None:
         return
-    for column in FOLDED_COLUMNS:
-        if column in data:
-            data[column] = {}
-    for node_id, *values in json.loads(folded):
+    fold = json.loads(folded)
+    wanted = [column for column in FOLDED_COLUMNS if column in data]
+    for column in wanted:
+        data[column] = {}
+    for node_id, *values in fold["rows"]:
         for column, value in zip(FOLDED_COLUMNS, values, strict=True):
             if value is not None and column in data:
-                data[column][node_id] = value
+                data[column][node_id] = _folded_value(column, value, fold["since"])
+
+
+def _folded_value(column: str, value: str | int, since: int) -> str:
+    """A folded value as its column held it: text, a time back to epoch ms."""
+    if isinstance(value, str):
+        return value
+    return str(since + value if column in FOLDED_TIMES else value)
 
 
 def folded_split(replies: list[Any], columns: int) -> tuple[list[dict[str, str]], str | None]:
