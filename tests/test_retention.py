@@ -13,8 +13,8 @@ import redis.asyncio
 
 from dagwright.client.node_detail import read_node_detail
 from dagwright.dlq import Classification, DeadLetterFilter
-from dagwright.metrics.readings import MetricsReader
 from dagwright.json_views import event_json, run_json
+from dagwright.metrics.readings import MetricsReader
 from dagwright.models import ErrorInfo, RunState, RunStatus
 from dagwright.orchestrator.control.dead_letter_replay import dead_letters, replay
 from dagwright.orchestrator.execution.reconciler import Reconciler
