@@ -348,7 +348,7 @@ def test_every_surface_reads_a_succeeded_run_the_same_after_its_compaction(
     error = ErrorInfo(error_class="E", message="again", retryable=True)
     assert runtime.machine.schedule_retry(run_id, "b", 1, error, delay_s=0)
     runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
-    # an event whose `at` is not its id's time keeps it (written here by hand)
+    # events carry no `at` (their id has the time), but one written with it keeps it
     runtime.client.xadd(runtime.keys.run_key(run_id, "events"), {"kind": "x", "at": "1000"})
     finish(runtime, run_id, "b", fence=2, output='"B"')
     finish(runtime, run_id, "c", output="null")

@@ -11,7 +11,6 @@
 -- - has its small streams (`done`, `events`, `spans`, `audit`, logs, scores) copied over themselves: a
 --   stream's last node is allocated at stream-node-max-bytes (4 KB) and keeps that slack,
 --   which a copy (COPY allocates what is used) gives back: 4.3 KB -> 0.3 KB for `done`;
--- - has its events rewritten without the `at` field each carries twice (drop_redundant_at);
 -- - keeps its events and spans for ARGV[4], ARGV[5] if shorter than the run.
 -- A succeeded run can never run again (a replay needs a failed node), so it also loses
 -- what only running or replaying reads: the columns of the scheduler (dispatch, deps,
@@ -35,32 +34,6 @@ local function shrink(key)
   redis.call('COPY', key, K.settling, 'REPLACE')
   redis.call('RENAME', K.settling, key)
 end
-
--- The events stream rewritten without each entry's `at` where it is the ms of the entry's
--- id (emit() writes both from the script's clock; models.event_of reads the id's ms when
--- `at` is absent): ~14 B of 56 per entry, 42 KB of a 1,000-node run's 3,000 events. Each
--- entry keeps its id and other fields; an `at` that differs from its id stays. Rewriting
--- twice is rewriting once. O(entries), once per ended run.
-local function drop_redundant_at()
-  if redis.call('EXISTS', K.events) == 0 then return end
-  local pttl = redis.call('PTTL', K.events)
-  redis.call('DEL', K.settling)
-  for _, entry in ipairs(redis.call('XRANGE', K.events, '-', '+')) do
-    local id, flat, fields = entry[1], entry[2], {}
-    local ms = string.match(id, '^(%d+)-')
-    for j = 1, #flat, 2 do
-      if flat[j] ~= 'at' or flat[j + 1] ~= ms then
-        fields[#fields + 1] = flat[j]
-        fields[#fields + 1] = flat[j + 1]
-      end
-    end
-    if #fields == 0 then fields = flat end
-    redis.call('XADD', K.settling, id, unpack(fields))
-  end
-  if pttl > 0 then redis.call('PEXPIRE', K.settling, pttl) end
-  redis.call('RENAME', K.settling, K.events)
-end
-drop_redundant_at()
 for _, key in ipairs({K.done, K.events, K.spans, K.audit, SHARED[1], SHARED[2]}) do shrink(key) end
 
 -- A key kept `seconds` (-1: as long as the run) if that is shorter than the run's time.
