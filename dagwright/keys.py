@@ -85,6 +85,10 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     "settling",  # hash node -> JSON [outcome, offset, end, at_ms]: a succeeded node whose
     #              dependents are counted a chunk at a time (prelude.lua settle_dependents),
     #              `offset` of its first `end` counted so far; settle.lua counts on
+    "nodes",  # string: a compacted succeeded run's state, attempts, started, finished and
+    #           output columns folded into one JSON {since, rows: [[node, state, attempts,
+    #           started, finished, output]]}, times as ms after `since` (compact.lua;
+    #           snapshots.unfold reads it); the five hashes are dropped then
 )
 
 

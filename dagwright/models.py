@@ -941,6 +941,7 @@ def event_of(run_id: str, entry_id: str, fields: dict[str, str]) -> Event:
     """An event from its stream entry."""
     data = dict(fields)
     kind = data.pop("kind", "unknown")
-    at = from_ms(data.pop("at", None)) or datetime.now(tz=UTC)
+    # the entry id's ms (prelude.lua's emit writes no `at`; streams written before do)
+    at = from_ms(data.pop("at", None) or entry_id.split("-")[0]) or datetime.now(tz=UTC)
     node = data.pop("node", None)
     return Event(id=entry_id, run_id=run_id, kind=kind, at=at, node=node, data=data)

@@ -23,6 +23,7 @@ from dagwright import (
     UnknownRunError,
 )
 from dagwright.keys import Keys
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -139,11 +140,21 @@ def test_a_submit_writes_what_the_sync_client_writes(
     sync_run = Client(settings).submit(greetings(), max_concurrent_nodes=1)
     sync_run.wait(timeout=60)
     keys = Keys(settings.key_prefix)
-    for name in ("spec", "deps", "state"):
+    for run_id in (async_id, sync_run.run_id):  # compacted by the worker that forgets it
+        wait_until(
+            lambda run_id=run_id: not redis_client.sismember(keys.active_runs, run_id),
+            what=f"{run_id} forgotten",
+        )
+    for name in ("spec", "deps"):
         assert redis_client.hgetall(keys.run_key(async_id, name)) == redis_client.hgetall(
             keys.run_key(sync_run.run_id, name)
         ), name
-    drawn_anew = {"created_at", "finished_at", "prompt_nonce"}
+    statuses = [
+        {node: state.status for node, state in Client(settings).status(run_id).nodes.items()}
+        for run_id in (async_id, sync_run.run_id)
+    ]
+    assert statuses[0] == statuses[1]
+    drawn_anew = {"created_at", "finished_at", "prompt_nonce", "compacted"}
     async_run = redis_client.hgetall(keys.run_key(async_id, "run"))
     sync_fields = redis_client.hgetall(keys.run_key(sync_run.run_id, "run"))
     assert set(async_run) == set(sync_fields)

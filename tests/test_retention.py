@@ -4,20 +4,25 @@ the run is driven by hand, its end seen as a worker sees it (``forget_active``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 import redis
+import redis.asyncio
 
 from dagwright.client.node_detail import read_node_detail
 from dagwright.dlq import Classification, DeadLetterFilter
+from dagwright.json_views import event_json, run_json
 from dagwright.metrics.readings import MetricsReader
-from dagwright.models import ErrorInfo, RunStatus
+from dagwright.models import ErrorInfo, RunState, RunStatus
 from dagwright.orchestrator.control.dead_letter_replay import dead_letters, replay
 from dagwright.orchestrator.execution.reconciler import Reconciler
+from dagwright.orchestrator.runstate.async_store import AsyncRunStore
 from dagwright.orchestrator.runstate.machine import Claim
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
+from dagwright.telemetry.timeline import chart
 from dagwright.telemetry.trace_reads import read_trace
 from dagwright.workers import builtin_registry
 from tests.support.runstate import RecordingBroker, claim, finish, start
@@ -31,17 +36,8 @@ DIAMOND = [
 ]
 CHECKPOINT = json.dumps({"messages": [{"role": "user", "content": "hello"}]})
 # What a succeeded run keeps: what status, trace, logs, the dashboard and `runs` read.
-KEPT_BY_A_SUCCEEDED_RUN = {
-    "run",
-    "spec",
-    "state",
-    "attempts",
-    "started",
-    "finished",
-    "output",
-    "events",
-    "done",
-}
+# Its per-node state, attempts, times and outputs are folded into one string, `nodes`.
+KEPT_BY_A_SUCCEEDED_RUN = {"run", "spec", "nodes", "events", "done"}
 
 
 @pytest.fixture
@@ -310,3 +306,89 @@ def test_an_ended_runs_small_streams_give_their_preallocated_slack_back(
     assert runtime.store.wait_until_done(run_id, 0.1)
     [entry] = runtime.client.xrange(logs)
     assert json.loads(entry[1]["line"])["text"] == "hello"
+
+
+def surfaces(runtime: Runtime, run_id: str) -> dict[str, object]:
+    """What the surfaces of an ended run show, as they read it: status JSON (CLI, API,
+    dashboard), each node's detail, the trace's spans and its timeline, the events a
+    watch of the run prints (and the dashboard lists), the run's row in `runs`."""
+    trace = read_trace(runtime.store, run_id)
+    return {
+        "status": run_json(runtime.store.read_state(run_id)),
+        "status_async": run_json(asyncio.run(read_state_async(runtime, run_id))),
+        "summary": run_json(runtime.store.read_state(run_id, include_nodes=False)),
+        "nodes": {
+            node: read_node_detail(runtime.store, run_id, node).to_json()
+            for node in ("a", "b", "c", "d")
+        },
+        "trace": trace.model_dump(mode="json"),
+        "timeline": chart(trace),
+        "events": [event_json(event) for event in runtime.store.read_events(run_id)],
+    }
+
+
+async def read_state_async(runtime: Runtime, run_id: str) -> RunState:
+    """The run's state as the API server reads it (its asyncio store)."""
+    client = redis.asyncio.Redis.from_url(runtime.settings.redis_url or "", decode_responses=True)
+    try:
+        store = AsyncRunStore(client, runtime.keys, events_maxlen=runtime.settings.events_maxlen)
+        return await store.read_state(run_id)
+    finally:
+        await client.aclose()
+
+
+def test_every_surface_reads_a_succeeded_run_the_same_after_its_compaction(
+    no_worker_settings: Settings,
+) -> None:
+    runtime = runtime_with(no_worker_settings, checkpoint_retention_s=None)
+    run_id, _ = start(runtime, DIAMOND)
+    finish(runtime, run_id, "a", output='{"text": "A", "n": [1, 2]}')
+    assert isinstance(claim(runtime, run_id, "b"), Claim)
+    runtime.client.hset(runtime.keys.run_key(run_id, "checkpoint"), "b", CHECKPOINT)
+    error = ErrorInfo(error_class="E", message="again", retryable=True)
+    assert runtime.machine.schedule_retry(run_id, "b", 1, error, delay_s=0)
+    runtime.machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    # events carry no `at` (their id has the time), but one written with it keeps it
+    runtime.client.xadd(runtime.keys.run_key(run_id, "events"), {"kind": "x", "at": "1000"})
+    finish(runtime, run_id, "b", fence=2, output='"B"')
+    finish(runtime, run_id, "c", output="null")
+    assert finish(runtime, run_id, "d", output='"D"').run_finished == RunStatus.SUCCEEDED
+    before = surfaces(runtime, run_id)
+
+    runtime.forget_active(run_id)  # compacts it
+    assert "nodes" in run_keys(runtime, run_id) and "state" not in run_keys(runtime, run_id)
+    assert surfaces(runtime, run_id) == before
+    assert before["nodes"]["b"]["attempts"] == 2  # type: ignore[index]
+    stored = runtime.client.xrange(runtime.keys.run_key(run_id, "events"))
+    assert [fields for _, fields in stored if "at" in fields] == [{"kind": "x", "at": "1000"}]
+
+    runtime.machine.compact(run_id, runtime.ended_retention)  # twice is once
+    assert surfaces(runtime, run_id) == before
+
+
+def run_bytes(runtime: Runtime, run_id: str) -> int:
+    """MEMORY USAGE summed over every key of the run (its hash tag)."""
+    pattern = f"{runtime.keys.prefix}{{{run_id}}}*"
+    return sum(
+        int(runtime.client.memory_usage(key, samples=0) or 0)
+        for key in runtime.client.scan_iter(match=pattern, count=1000)
+    )
+
+
+def test_a_succeeded_run_keeps_at_most_its_target_bytes(runtime: Runtime) -> None:
+    """Issue 31's targets with the default settings: <= 6 KB for a 4-node run, <= 300 KB
+    for a 1,000-node fan-out (benchmarks/run_bytes.py measures them through a worker)."""
+    assert run_bytes(runtime, succeeded_diamond(runtime)) <= 6 * 1024
+
+    width = 998
+    fan_out = [{"id": f"n{i}", "depends_on": ["root"]} for i in range(width)]
+    join = {"id": "join", "depends_on": [f"n{i}" for i in range(width)]}
+    run_id, _ = start(runtime, [{"id": "root"}, *fan_out, join])
+    advance = finish(runtime, run_id, "root")
+    while advance.settling:
+        advance = runtime.machine.settle(run_id)
+    for node in fan_out:
+        finish(runtime, run_id, node["id"])
+    assert finish(runtime, run_id, "join").run_finished == RunStatus.SUCCEEDED
+    runtime.forget_active(run_id)
+    assert run_bytes(runtime, run_id) <= 300 * 1024

@@ -24,6 +24,7 @@ from dagwright.orchestrator.runstate.creation import (
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
     events_of,
+    folded_split,
     state_columns,
     state_of,
     status_of,
@@ -73,8 +74,10 @@ class AsyncRunStore:
         async with self.client.pipeline(transaction=True) as pipe:
             for name in columns:
                 pipe.hgetall(self._key(run_id, name))
+            if include_nodes:  # a compacted run's folded columns
+                pipe.get(self._key(run_id, "nodes"))
             replies = await pipe.execute()
-        return state_of(run_id, columns, replies)
+        return state_of(run_id, columns, *folded_split(replies, len(columns)))
 
     async def read_events(
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000

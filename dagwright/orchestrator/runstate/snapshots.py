@@ -75,10 +75,52 @@ def state_columns(include_nodes: bool, include_outputs: bool) -> list[str]:
     return columns
 
 
-def state_of(run_id: str, columns: list[str], replies: list[dict[str, str]]) -> RunState:
-    """A run's state from the HGETALL replies of its ``state_columns``, in that order
+# The columns compact.lua folds into the ``nodes`` string of a succeeded run, in the order
+# of each row after its node id.
+FOLDED_COLUMNS = ("state", "attempts", "started", "finished", "output")
+
+
+# Of those, the ones compact.lua keeps as ms after the fold's ``since`` (the run's creation).
+FOLDED_TIMES = frozenset({"started", "finished"})
+
+
+def unfold(data: dict[str, dict[str, str]], folded: str | None) -> None:
+    """Put back into ``data`` (column -> node -> value, as HGETALLs read them) the columns
+    a compacted succeeded run keeps folded in its ``nodes`` string (None: not folded, the
+    columns are read as they are). Only the columns ``data`` asked for are filled."""
+    if folded is None:
+        return
+    fold = json.loads(folded)
+    wanted = [column for column in FOLDED_COLUMNS if column in data]
+    for column in wanted:
+        data[column] = {}
+    for node_id, *values in fold["rows"]:
+        for column, value in zip(FOLDED_COLUMNS, values, strict=True):
+            if value is not None and column in data:
+                data[column][node_id] = _folded_value(column, value, fold["since"])
+
+
+def _folded_value(column: str, value: str | int, since: int) -> str:
+    """A folded value as its column held it: text, a time back to epoch ms."""
+    if isinstance(value, str):
+        return value
+    return str(since + value if column in FOLDED_TIMES else value)
+
+
+def folded_split(replies: list[Any], columns: int) -> tuple[list[dict[str, str]], str | None]:
+    """The HGETALL replies of ``columns`` state columns and, if one follows, the GET of
+    the run's ``nodes`` (see ``unfold``)."""
+    return replies[:columns], replies[columns] if len(replies) > columns else None
+
+
+def state_of(
+    run_id: str, columns: list[str], replies: list[dict[str, str]], folded: str | None = None
+) -> RunState:
+    """A run's state from the HGETALL replies of its ``state_columns``, in that order, and
+    the GET of its ``nodes`` (``folded``: a compacted succeeded run's node columns)
     (UnknownRunError if the run's hash is empty)."""
     data = dict(zip(columns, replies, strict=True))
+    unfold(data, folded)
     run = data["run"]
     if not run:
         raise UnknownRunError(run_id)

@@ -42,6 +42,7 @@ from dagwright.orchestrator.runstate.replan_reading import (
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
     events_of,
+    folded_split,
     state_columns,
     state_of,
     status_of,
@@ -173,7 +174,10 @@ class RunStore:
         pipe = self.client.pipeline(transaction=True)
         for name in columns:
             pipe.hgetall(self._key(run_id, name))
-        return state_of(run_id, columns, pipe.execute())
+        if include_nodes:  # a compacted run's folded columns
+            pipe.get(self._key(run_id, "nodes"))
+        replies = pipe.execute()
+        return state_of(run_id, columns, *folded_split(replies, len(columns)))
 
     def read_with_streams(
         self, run_id: str, streams: tuple[str, ...]
@@ -185,13 +189,14 @@ class RunStore:
         pipe = self.client.pipeline(transaction=True)
         for name in columns:
             pipe.hgetall(self._key(run_id, name))
+        pipe.get(self._key(run_id, "nodes"))  # a compacted run's folded columns
         for name in streams:
             pipe.xrange(self._key(run_id, name))
         replies = pipe.execute()
-        state = state_of(run_id, columns, replies[: len(columns)])
+        state = state_of(run_id, columns, replies[: len(columns)], replies[len(columns)])
         seconds, micros = self.client.time()
         now = datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
-        return state, replies[len(columns) :], now
+        return state, replies[len(columns) + 1 :], now
 
     def read_events(
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000

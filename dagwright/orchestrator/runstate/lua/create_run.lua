@@ -54,8 +54,9 @@ local function zadd_now(key, members)
   end
 end
 
+-- An event's time is its entry id's (as prelude.lua's emit)
 local function emit(kind, ...)
-  redis.call('XADD', K.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'kind', kind, 'at', NOW, ...)
+  redis.call('XADD', K.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'kind', kind, ...)
 end
 
 local run = cjson.decode(ARGV[3])
