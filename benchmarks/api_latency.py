@@ -53,8 +53,8 @@ def free_port() -> int:
 def start_server(settings: Settings, port: int, data_dir: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
         "DAGWRIGHT_DATA_DIR": str(data_dir),
         "DAGWRIGHT_SERVER_PORT": str(port),
     }
@@ -138,7 +138,7 @@ def event_delays(
     client: Client, http: httpx.Client, state: redis.Redis, count: int
 ) -> tuple[list[float], list[float]]:
     run_id = client.submit(PLAN).run_id
-    stream_key = Keys(client.settings.key_prefix).run_key(run_id, "events")
+    stream_key = Keys(client.settings.redis.key_prefix).run_key(run_id, "events")
     stop = threading.Event()
     results = []
     for ids in (client_ids(client, run_id, stop), sse_ids(http, run_id)):

@@ -93,12 +93,15 @@ def measure(args: argparse.Namespace, cluster: object, broker: ValkeyServer) -> 
         data_dir=data_dir,
     )
     client = Client(settings)
-    env = {"DAGWRIGHT_REDIS_URL": cluster.url, "DAGWRIGHT_BROKER_URL": settings.broker_url or ""}  # type: ignore[attr-defined]
+    env = {
+        "DAGWRIGHT_REDIS_URL": cluster.url,
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+    }  # type: ignore[attr-defined]
     command = [
         *(sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)),
         *("--pool", "prefork", "-l", "WARNING", "--type", "function"),
     ]
-    state = redis.Redis.from_url(settings.broker_url or "")
+    state = redis.Redis.from_url(settings.redis.broker_url or "")
     with overhead.worker(command, env):
         overhead.wait_for_worker(state, lambda: run_all(client, 1, 2) > 0)  # warm-up
         idle_before = cluster.cpu_seconds()  # type: ignore[attr-defined]

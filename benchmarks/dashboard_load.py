@@ -74,7 +74,7 @@ def start_server(settings: Settings) -> tuple[str, str, uvicorn.Server, threadin
     from dagwright.server.local_access import login_url, open_local_access
 
     port = free_port()
-    access = open_local_access(Client(settings), settings.data_dir, port)
+    access = open_local_access(Client(settings), settings.process.data_dir, port)
     app = create_app(settings, local_access=access)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

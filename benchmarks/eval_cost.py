@@ -57,12 +57,12 @@ SCORERS = [
 def worker(settings: Settings, concurrency: int) -> Iterator[None]:
     env = {
         **os.environ,
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-        "DAGWRIGHT_DATA_DIR": str(settings.data_dir),
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_DATA_DIR": str(settings.process.data_dir),
     }
-    if settings.anthropic_base_url:
-        env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
+    if settings.llm.base_url:
+        env["ANTHROPIC_BASE_URL"] = settings.llm.base_url
     command = [sys.executable, "-m", "dagwright", "worker", "-c", str(concurrency)]
     command += ["--pool", "prefork", "-l", "WARNING"]
     process = subprocess.Popen(

@@ -82,9 +82,9 @@ def main() -> None:
         max_nodes=args.big + 2,
     )
     env = {
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-        "DAGWRIGHT_MAX_NODES": str(settings.max_nodes),
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.limits.max_nodes),
     }
     command = [sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)]
     command += ["--pool", "prefork", "-l", "WARNING"]

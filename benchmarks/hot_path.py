@@ -102,7 +102,7 @@ def main() -> None:
         spent: dict[str, float] = defaultdict(float)
         for owner, name in STEPS:
             setattr(owner, name, timed(spent, name, getattr(owner, name)))
-        state = redis.Redis.from_url(settings.redis_url or "")
+        state = redis.Redis.from_url(settings.redis.url or "")
         for _ in range(args.repeat):
             spent.clear()
             state.config_resetstat()

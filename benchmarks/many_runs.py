@@ -132,11 +132,11 @@ def dagwright_diamonds(client: Client, runs: int) -> Round:
 def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> Round:
     """One round of the dagwright side, on a fresh worker and a long-lived client."""
     settings = Settings(redis_url=f"{url}/2", broker_url=f"{url}/0", data_dir=data_dir)
-    redis.Redis.from_url(settings.redis_url or "").flushdb()  # runs of an earlier round
+    redis.Redis.from_url(settings.redis.url or "").flushdb()  # runs of an earlier round
     client = Client(settings)
     env = {
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
     }
     command = [
         *(sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)),

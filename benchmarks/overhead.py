@@ -198,9 +198,9 @@ def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> dic
     )
     client = Client(settings)
     env = {
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-        "DAGWRIGHT_MAX_NODES": str(settings.max_nodes),
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.limits.max_nodes),
     }
     command = [
         sys.executable,

@@ -66,7 +66,7 @@ def one_trip_per_run(settings: Settings) -> float:
     started = time.perf_counter()
     for run_id in run_ids:
         runtime.machine.reconcile_run(
-            run_id, publish_grace_s=settings.publish_grace_s, stranded_after_s=1e6
+            run_id, publish_grace_s=settings.dispatch.publish_grace_s, stranded_after_s=1e6
         )
     return time.perf_counter() - started
 

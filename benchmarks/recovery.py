@@ -51,9 +51,9 @@ from dagwright.models import Event
 from dagwright.testing import FakeAnthropicServer
 
 ROOT = Path(__file__).resolve().parents[1]
-LEASE_S = Settings.model_fields["lease_s"].default
-HEARTBEAT_S = Settings.model_fields["heartbeat_interval_s"].default
-RECONCILE_S = Settings.model_fields["reconcile_interval_s"].default
+LEASE_S = Settings.flat_field("lease_s").default
+HEARTBEAT_S = Settings.flat_field("heartbeat_interval_s").default
+RECONCILE_S = Settings.flat_field("reconcile_interval_s").default
 REDELIVERY_TARGET_S = 15.0
 LLM_DELAY_S = 20.0  # the answer to the turn in flight at the kill: far later than the kill
 AGENT_SYSTEM = "You are the researcher"
@@ -306,9 +306,9 @@ def worker_env(settings: Settings, fake_llm: FakeAnthropicServer) -> dict[str, s
     setting is the default."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGWRIGHT_", "ANTHROPIC_"))}
     env.update(
-        DAGWRIGHT_REDIS_URL=settings.redis_url or "",
-        DAGWRIGHT_BROKER_URL=settings.broker_url or "",
-        DAGWRIGHT_DATA_DIR=str(settings.data_dir),
+        DAGWRIGHT_REDIS_URL=settings.redis.url or "",
+        DAGWRIGHT_BROKER_URL=settings.redis.broker_url or "",
+        DAGWRIGHT_DATA_DIR=str(settings.process.data_dir),
         DAGWRIGHT_CONFIG_FILE=os.devnull,
         ANTHROPIC_BASE_URL=fake_llm.base_url,
         ANTHROPIC_API_KEY="benchmark",

@@ -72,7 +72,7 @@ def run_keys(state: redis.Redis, prefix: str, run_id: str) -> list[KeyBytes]:
 def wait_forgotten(state: redis.Redis, settings: Settings, run_id: str) -> None:
     """Until the run has left the active set: its end's bookkeeping is done."""
     overhead.wait_for_worker(
-        state, lambda: not state.sismember(f"{settings.key_prefix}runs:active", run_id)
+        state, lambda: not state.sismember(f"{settings.redis.key_prefix}runs:active", run_id)
     )
 
 
@@ -81,7 +81,7 @@ def measure(client: Client, state: redis.Redis, plan: Plan) -> list[KeyBytes]:
     finished = run.wait(timeout=600)
     assert finished.status == RunStatus.SUCCEEDED, finished.status
     wait_forgotten(state, client.settings, run.run_id)
-    return run_keys(state, client.settings.key_prefix, run.run_id)
+    return run_keys(state, client.settings.redis.key_prefix, run.run_id)
 
 
 def report(name: str, nodes: int, keys: list[KeyBytes], detail: bool) -> None:
@@ -119,11 +119,11 @@ def measure_all(url: str, args: argparse.Namespace, data_dir: Path) -> None:
         redis_url=f"{url}/2", broker_url=f"{url}/0", data_dir=data_dir, max_nodes=args.nodes
     )
     client = Client(settings)
-    state = redis.Redis.from_url(settings.redis_url or "")
+    state = redis.Redis.from_url(settings.redis.url or "")
     env = {
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-        "DAGWRIGHT_MAX_NODES": str(settings.max_nodes),
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.limits.max_nodes),
     }
     command = [sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)]
     command += ["--pool", "prefork", "-l", "WARNING", "--type", "function"]

@@ -63,9 +63,9 @@ def measure_dagwright(url: str, args: argparse.Namespace, data_dir: Path) -> Sam
         max_nodes=max(args.fan_out, args.chain) + 2,
     )
     env = {
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-        "DAGWRIGHT_MAX_NODES": str(settings.max_nodes),
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.limits.max_nodes),
     }
     command = [sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)]
     command += ["--pool", "prefork", "-l", "WARNING", "--type", "function"]

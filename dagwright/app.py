@@ -91,8 +91,8 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         "result_backend": None,
         "task_default_queue": ORCHESTRATOR_QUEUE,
         "task_create_missing_queues": True,
-        "task_soft_time_limit": settings.max_timeout_s,
-        "task_time_limit": settings.max_timeout_s + HARD_LIMIT_GRACE_S,
+        "task_soft_time_limit": settings.limits.max_timeout_s,
+        "task_time_limit": settings.limits.max_timeout_s + HARD_LIMIT_GRACE_S,
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "control_exchange": CONTROL_EXCHANGE,
@@ -104,11 +104,11 @@ def celery_config(settings: Settings, broker_url: str) -> dict[str, Any]:
         # Schedules (celery-redbeat): entries and the beat lock in the state store.
         # Shown in beat's banner only: build_app gives redbeat its client. In kombu's
         # spelling, which the banner can mask (it cannot parse several Sentinel hosts).
-        "redbeat_redis_url": kombu_url(settings.redis_url or broker_url, settings),
+        "redbeat_redis_url": kombu_url(settings.redis.url or broker_url, settings),
         "redbeat_redis_options": {},
-        "redbeat_key_prefix": Keys(settings.key_prefix).beat_prefix,
-        "redbeat_lock_timeout": settings.beat_lock_timeout_s,
-        "beat_max_loop_interval": settings.beat_interval_s,
+        "redbeat_key_prefix": Keys(settings.redis.key_prefix).beat_prefix,
+        "redbeat_lock_timeout": settings.beat.lock_timeout_s,
+        "beat_max_loop_interval": settings.beat.interval_s,
         "beat_scheduler": "dagwright.tasks.beat:DagwrightScheduler",
     }
 
@@ -158,7 +158,7 @@ class DagwrightAMQP(AMQP):
         settings = getattr(self.app, "dagwright_settings", None)
         url = str(self.app.conf.broker_url or "")
         if settings is not None and broker_kind(url) is BrokerKind.AMQP:
-            queues.consumer_arguments = consumer_arguments(settings.max_timeout_s)
+            queues.consumer_arguments = consumer_arguments(settings.limits.max_timeout_s)
             for queue in queues.values():  # those added before the arguments were known
                 queue.consumer_arguments = queue.consumer_arguments or queues.consumer_arguments
         return queues
@@ -199,7 +199,7 @@ def kombu_url(url: str, settings: Settings) -> str:
     written in where the URL has none."""
     if broker_kind(url) is not BrokerKind.REDIS:
         return url  # RabbitMQ's credentials are its URL's: the redis_* settings are not
-    credentials = credential_options(url, settings.redis_access)
+    credentials = credential_options(url, settings.redis)
     username, password = credentials.get("username"), credentials.get("password")
     if is_sentinel_url(url):
         return kombu_sentinel_url(url, username, password)
@@ -235,7 +235,7 @@ def kombu_sentinel_url(url: str, username: str | None, password: str | None) -> 
 
 def broker_tls(url: str, settings: Settings) -> dict[str, Any] | None:
     """``broker_use_ssl`` of a TLS broker URL (kombu passes it on to redis-py)."""
-    return tls_options(settings.redis_access) if uses_tls(url) else None
+    return tls_options(settings.redis) if uses_tls(url) else None
 
 
 def sentinel_transport_options(url: str, settings: Settings) -> dict[str, Any]:
@@ -244,6 +244,6 @@ def sentinel_transport_options(url: str, settings: Settings) -> dict[str, Any]:
         return {}
     target = parse_sentinel_url(url)
     options: dict[str, Any] = {"master_name": target.primary_name}
-    if kwargs := sentinel_options(settings.redis_access, target.tls):
+    if kwargs := sentinel_options(settings.redis, target.tls):
         options["sentinel_kwargs"] = kwargs
     return options

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
-    from dagwright.settings import RedisAccess, Settings
+    from dagwright.settings import RedisSettings, Settings
 
 # Options of the connections to the Sentinels themselves (the rest is the primary's).
 SENTINEL_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
@@ -46,9 +46,9 @@ NO_REDIS_HINT = (
 
 def resolve_redis_url(settings: Settings) -> str | None:
     """The configured state-store URL, else the one of a running local stack."""
-    if settings.redis_url:
-        return settings.redis_url
-    record = read_stack(settings.data_dir)
+    if settings.redis.url:
+        return settings.redis.url
+    record = read_stack(settings.process.data_dir)
     return record.redis_url if record else None
 
 
@@ -84,7 +84,7 @@ def require_redis_url(settings: Settings) -> str:
 
 def stopped_stack_hint(settings: Settings) -> str:
     """What to say when the stack file names a stack whose owner has died ("" if not)."""
-    record = read_stack_record(settings.data_dir)
+    record = read_stack_record(settings.process.data_dir)
     if record is None or process_alive(record.pid):
         return ""
     return (
@@ -95,14 +95,14 @@ def stopped_stack_hint(settings: Settings) -> str:
 
 def connect(
     url: str,
-    access: RedisAccess | None = None,
+    access: RedisSettings | None = None,
     *,
     decode_responses: bool = True,
     **overrides: Any,
 ) -> redis.Redis:
     """A client with timeouts and a short reconnect-retry, decoding replies to str unless
     told not to (pybreaker's storage wants bytes). ``access``: the TLS and credential
-    settings (``settings.redis_access``); a ``sentinel://`` URL gives a client of the
+    settings (``settings.redis``); a ``sentinel://`` URL gives a client of the
     primary its Sentinels name, found again after a failover. ``overrides`` replace the
     default options (a probe's shorter timeouts)."""
     import redis
@@ -120,7 +120,7 @@ def connect(
         raise ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {exc}") from exc
 
 
-def connect_async(url: str, access: RedisAccess | None = None) -> redis.asyncio.Redis:
+def connect_async(url: str, access: RedisSettings | None = None) -> redis.asyncio.Redis:
     """``connect``'s asyncio twin (``AsyncClient``): the same options, TLS and
     credentials, replies decoded to str. A ``sentinel://`` URL is refused for now."""
     import redis.asyncio
@@ -158,7 +158,7 @@ def client_options(retry_class: Any, *, decode_responses: bool, **overrides: Any
     }
 
 
-def endpoint_options(url: str, access: RedisAccess | None) -> dict[str, Any]:
+def endpoint_options(url: str, access: RedisSettings | None) -> dict[str, Any]:
     """The credentials (and TLS files, for a rediss:// URL) of a direct connection."""
     options = credential_options(url, access)
     if uses_tls(url) and access is not None:
@@ -166,7 +166,7 @@ def endpoint_options(url: str, access: RedisAccess | None) -> dict[str, Any]:
     return options
 
 
-def sentinel_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> redis.Redis:
+def sentinel_client(url: str, access: RedisSettings | None, options: dict[str, Any]) -> redis.Redis:
     """A client of the primary a ``sentinel://`` URL names: redis-py asks the Sentinels
     for its address on every new connection, so a failover is followed."""
     from redis.sentinel import Sentinel
@@ -189,7 +189,7 @@ def sentinel_client(url: str, access: RedisAccess | None, options: dict[str, Any
 
 
 def cluster_options(
-    url: str, access: RedisAccess | None, options: dict[str, Any]
+    url: str, access: RedisSettings | None, options: dict[str, Any]
 ) -> dict[str, Any]:
     """The options of a cluster client: every node's connection gets the credentials
     (the URL's, else the settings') and, for ``rediss+cluster://``, TLS. redis-py's
@@ -207,7 +207,7 @@ def cluster_options(
     return options
 
 
-def cluster_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> Any:
+def cluster_client(url: str, access: RedisSettings | None, options: dict[str, Any]) -> Any:
     """A ``redis.cluster.RedisCluster`` of the cluster a ``redis+cluster://`` URL names:
     each command goes to the primary of its key's slot (a script to its first key's)."""
     from redis.cluster import ClusterNode, RedisCluster
@@ -216,7 +216,7 @@ def cluster_client(url: str, access: RedisAccess | None, options: dict[str, Any]
     return RedisCluster(startup_nodes=nodes, **cluster_options(url, access, options))
 
 
-def async_cluster_client(url: str, access: RedisAccess | None, options: dict[str, Any]) -> Any:
+def async_cluster_client(url: str, access: RedisSettings | None, options: dict[str, Any]) -> Any:
     """``cluster_client``'s asyncio twin (``redis.asyncio.cluster.RedisCluster``)."""
     from redis.asyncio.cluster import ClusterNode, RedisCluster
 

@@ -52,7 +52,7 @@ from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.sandbox.choice import candidate_names, probe
 from dagwright.sandbox.seccomp import missing_filter_warning
 from dagwright.schedules.store import schedule_store
-from dagwright.settings import RedisAccess, Settings
+from dagwright.settings import RedisSettings, Settings
 from dagwright.skills.library import SkillLibrary
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.capabilities import LLM_KINDS, WorkerCapabilities
@@ -114,13 +114,13 @@ def diagnose(settings: Settings) -> list[Check]:
     reconciler, breakers, dlq, beat, sandbox, llm, skills, models, then one per MCP server, and
     the trace export if an OTLP endpoint is set."""
     url = resolve_redis_url(settings)
-    redis_check = check_redis(url, settings.redis_access)
+    redis_check = check_redis(url, settings.redis)
     reachable = url is not None and redis_check.status != Status.FAIL
-    broker_url = settings.broker_url or url
+    broker_url = settings.redis.broker_url or url
     if broker_url == url and not reachable:
         broker_check = skip("broker", "not checked: the same server as Redis")
     else:
-        broker_check = check_broker(broker_url, settings.redis_access, settings.max_timeout_s)
+        broker_check = check_broker(broker_url, settings.redis, settings.limits.max_timeout_s)
     if url and reachable:
         state = state_checks_at(settings, url, broker_ok=broker_check.status != Status.FAIL)
     else:
@@ -146,7 +146,7 @@ def diagnose(settings: Settings) -> list[Check]:
 # Reachability: the state store and the broker.
 
 
-def probe_client(url: str, access: RedisAccess) -> redis.Redis:
+def probe_client(url: str, access: RedisSettings) -> redis.Redis:
     return connect(
         url,
         access,
@@ -173,7 +173,7 @@ def unreachable(name: str, what: str, url: str, exc: Exception, hint: str) -> Ch
     return fail(name, f"cannot reach {what} at {redact_url(url)}: {exc}", hint)
 
 
-def check_redis(url: str | None, access: RedisAccess) -> Check:
+def check_redis(url: str | None, access: RedisSettings) -> Check:
     """The state store answers PING, and keeps what it is given (no eviction, persistence)."""
     if not url:  # a fresh machine: nothing is wrong, `run` brings its own
         return skip(
@@ -219,7 +219,7 @@ def persistence_problems(client: redis.Redis) -> list[tuple[str, str]]:
     return problems
 
 
-def check_broker(url: str | None, access: RedisAccess, max_timeout_s: float = 0.0) -> Check:
+def check_broker(url: str | None, access: RedisSettings, max_timeout_s: float = 0.0) -> Check:
     """The Celery broker answers: a Redis server (by default the state store) PING, a
     RabbitMQ the AMQP handshake. ``max_timeout_s``: the longest node timeout, which an
     older RabbitMQ's consumer timeout must exceed."""
@@ -458,7 +458,7 @@ def check_reconciler(runtime: Runtime) -> Check:
     held, live = pipe.execute()
     if held:
         return ok("reconciler", f"{plural(max(int(live), 1), 'reconciler')} active")
-    every = runtime.settings.reconcile_interval_s * 3
+    every = runtime.settings.dispatch.reconcile_interval_s * 3
     return warn(
         "reconciler",
         f"no reconciler ran in the last {every:g}s: "
@@ -586,23 +586,23 @@ def check_sandbox_packages(settings: Settings) -> Check:
 def check_llm(settings: Settings) -> Check:
     """An API key or an endpoint is configured (the key itself is never shown); Bedrock
     and Vertex AI find their credentials in the environment, when a call is made."""
-    if settings.llm_provider != "anthropic":
-        region = f" in {settings.llm_region}" if settings.llm_region else ""
-        return ok("llm", f"{settings.llm_provider}{region} · model {settings.default_model}")
-    if not (settings.anthropic_api_key or settings.anthropic_base_url):
+    if settings.llm.provider != "anthropic":
+        region = f" in {settings.llm.region}" if settings.llm.region else ""
+        return ok("llm", f"{settings.llm.provider}{region} · model {settings.llm.default_model}")
+    if not (settings.llm.api_key or settings.llm.base_url):
         return warn(
             "llm",
             "no Anthropic API key: agent nodes and goals cannot run",
             "set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL, e.g. to `dagwright fake-llm`)",
         )
-    parts = ["API key set"] if settings.anthropic_api_key else []
-    if settings.anthropic_base_url:
-        parts.append(f"endpoint {redact_url(settings.anthropic_base_url)}")
-    parts.append(f"model {settings.default_model}")
-    if settings.planner_model and settings.planner_model != settings.default_model:
-        parts.append(f"planner model {settings.planner_model}")
-    models = {settings.default_model, settings.planner_model or settings.default_model}
-    missing = unpriced(models, settings.model_prices)
+    parts = ["API key set"] if settings.llm.api_key else []
+    if settings.llm.base_url:
+        parts.append(f"endpoint {redact_url(settings.llm.base_url)}")
+    parts.append(f"model {settings.llm.default_model}")
+    if settings.planner.model and settings.planner.model != settings.llm.default_model:
+        parts.append(f"planner model {settings.planner.model}")
+    models = {settings.llm.default_model, settings.planner.model or settings.llm.default_model}
+    missing = unpriced(models, settings.llm.model_prices)
     if missing:
         return warn(
             "llm",
@@ -619,8 +619,8 @@ def configured_models(settings: Settings) -> dict[str, str]:
 
     types = build_registry(settings).types(include_internal=True)
     return {
-        "default_model": settings.default_model,
-        "planner": settings.planner_model or settings.default_model,
+        "default_model": settings.llm.default_model,
+        "planner": settings.planner.model or settings.llm.default_model,
         **models_of_types(types, settings),
     }
 
@@ -641,7 +641,7 @@ def check_model_lifecycle(settings: Settings, models_by_user: dict[str, str]) ->
 def skill_checks(settings: Settings) -> list[Check]:
     """The skills of ``skill_dirs``: each SKILL.md is one the specification allows, and
     every skill an agent type is given exists (as a worker checks when it starts)."""
-    if not settings.skill_dirs and not settings.agent_skills:
+    if not settings.skills.dirs and not settings.skills.agent_skills:
         return []
     from dagwright.registry import build_registry
 
@@ -667,16 +667,16 @@ def skill_checks(settings: Settings) -> list[Check]:
 def mcp_checks(settings: Settings) -> list[Check]:
     """One check per declared MCP server: it answers (started here, as a worker would
     start it, then stopped) with its tools, and which agent types have it."""
-    if not settings.mcp_servers:
+    if not settings.mcp.servers:
         return []
     from dagwright.registry import build_registry
     from dagwright.workers.mcp.probe import probe_servers
 
-    users: dict[str, list[str]] = {server: [] for server in settings.mcp_servers}
+    users: dict[str, list[str]] = {server: [] for server in settings.mcp.servers}
     for worker_type in build_registry(settings).types():
         for server in worker_type.mcp_servers:
             users[server].append(worker_type.name)
-    probes = probe_servers(settings.mcp_servers, settings.mcp_servers, known_secrets(settings))
+    probes = probe_servers(settings.mcp.servers, settings.mcp.servers, known_secrets(settings))
     return [check_mcp_server(settings, server, probes[server], users[server]) for server in users]
 
 
@@ -686,7 +686,7 @@ def check_mcp_server(
     from dagwright.workers.mcp.probe import start_hint
 
     name = f"mcp {server}"
-    config = settings.mcp_servers[server]
+    config = settings.mcp.servers[server]
     if not probe.answers:
         return fail(name, f"does not answer: {probe.problem}", start_hint(server, config))
     tools = f"answers · {plural(len(probe.tools), 'tool')}"
@@ -706,11 +706,11 @@ def check_otlp(settings: Settings) -> list[Check]:
     from dagwright.errors import MissingExtraError
     from dagwright.telemetry.otlp import otel_missing, traces_url
 
-    if not settings.otlp_endpoint:
+    if not settings.telemetry.otlp_endpoint:
         return []
     missing = otel_missing()
     if missing is None:
-        return [ok("otlp", f"traces exported to {traces_url(settings.otlp_endpoint)}")]
+        return [ok("otlp", f"traces exported to {traces_url(settings.telemetry.otlp_endpoint)}")]
     problem = MissingExtraError.of(missing, "exporting traces (DAGWRIGHT_OTLP_ENDPOINT)")
     return [warn("otlp", f"traces are not exported: {problem}", "install the extra it names")]
 

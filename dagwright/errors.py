@@ -426,7 +426,7 @@ class LLMCallTooLargeError(PermanentError):
 
 class NodeTimeoutError(RetryableError):
     """The node ran past its execution time limit (``timeout_s``, else
-    ``settings.default_timeout_s``). Retried per its RetryPolicy (a slow dependency may
+    ``settings.limits.default_timeout_s``). Retried per its RetryPolicy (a slow dependency may
     answer faster next time); list it in ``non_retryable`` to fail at once."""
 
 

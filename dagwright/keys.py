@@ -132,7 +132,7 @@ def team_task_id(run_id: str, node_id: str, fence: int) -> str:
 
 @dataclass(frozen=True)
 class Keys:
-    """Key names under one prefix (``settings.key_prefix``)."""
+    """Key names under one prefix (``settings.redis.key_prefix``)."""
 
     prefix: str = "dw:"
 

@@ -110,7 +110,7 @@ class Budget(BaseModel):
     max_total_tokens: int | None = Field(None, ge=1)
     """Input (as billed) and output tokens together (``budget_tokens``)."""
     max_cost_usd: float | None = Field(None, gt=0)
-    """Cost in USD, priced from ``settings.model_prices``. A run submitted with one must
+    """Cost in USD, priced from ``settings.llm.model_prices``. A run submitted with one must
     use priced models only: it is refused otherwise."""
 
     @property
@@ -154,7 +154,7 @@ class MapOver(BaseModel):
     """Keys leading to the list inside that output, dotted (``companies``,
     ``result.items``); unset: the output is the list."""
     max_items: int | None = Field(None, ge=0)
-    """Most items mapped; unset: ``settings.map_max_items``, which also caps it. A longer
+    """Most items mapped; unset: ``settings.limits.map_max_items``, which also caps it. A longer
     list fails the node, unless ``truncate`` is set."""
     truncate: bool = False
     """Map the first ``max_items`` items of a longer list instead of failing."""
@@ -207,7 +207,7 @@ class Node(BaseModel):
     retry: RetryPolicy | None = None
     """Retry policy; unset means the worker type's default."""
     timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
-    """Execution time limit; unset means ``settings.default_timeout_s``."""
+    """Execution time limit; unset means ``settings.limits.default_timeout_s``."""
     priority: Priority | None = None
     """1 to 5, higher first: this node's place among the nodes waiting for a worker,
     instead of its run's priority (default 3). A long wait lifts it to the top
@@ -216,7 +216,7 @@ class Node(BaseModel):
     """``required``: a person approves the node (``dagwright approve``) before it runs."""
     approval_timeout_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     """How long an approval of this node may wait before it counts as rejected; unset
-    means ``settings.approval_timeout_s``."""
+    means ``settings.limits.approval_timeout_s``."""
     concurrency: ConcurrencyKey | None = None
     """At most ``limit`` nodes with the same ``key`` running at once, over every run and
     worker (``{key: "sync-{{ inputs.customer }}", limit: 1}``: one sync per customer);

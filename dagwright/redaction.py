@@ -67,22 +67,22 @@ def known_secrets(settings: Settings) -> tuple[str, ...]:
     basic-auth credentials, the values of the environment variables given to MCP
     servers (their ``env`` and ``headers``), and the webhook signing keys."""
     found: list[str] = []
-    if settings.anthropic_api_key is not None:
-        found.append(settings.anthropic_api_key.get_secret_value())
+    if settings.llm.api_key is not None:
+        found.append(settings.llm.api_key.get_secret_value())
     urls = (
-        settings.redis_url,
-        settings.effective_broker_url,
-        settings.anthropic_base_url,
-        settings.otlp_endpoint,
+        settings.redis.url,
+        settings.redis.effective_broker_url,
+        settings.llm.base_url,
+        settings.telemetry.otlp_endpoint,
     )
     for url in filter(None, urls):
         found.extend(url_password_spellings(url))
-    for password in (settings.redis_password, settings.redis_sentinel_password):
+    for password in (settings.redis.password, settings.redis.sentinel_password):
         if password is not None:
             found.append(password.get_secret_value())
-    if settings.flower_basic_auth is not None:
-        found.extend(basic_auth_secrets(settings.flower_basic_auth.get_secret_value()))
-    for server in settings.mcp_servers.values():  # what it is given from the environment
+    if settings.flower.basic_auth is not None:
+        found.extend(basic_auth_secrets(settings.flower.basic_auth.get_secret_value()))
+    for server in settings.mcp.servers.values():  # what it is given from the environment
         found.extend(server.secret_values())
     found.extend(webhook_secrets(settings))
     return tuple(dict.fromkeys(secret for secret in found if secret))
@@ -92,7 +92,7 @@ def webhook_secrets(settings: Settings) -> list[str]:
     """The keys that sign webhooks: ``webhook_secret`` and the values of this process's
     ``DAGWRIGHT_WEBHOOK_SECRET_<NAME>`` variables (a webhook's ``secret_env``), which a
     user's function or a tool could quote as well as any other secret."""
-    found = [settings.webhook_secret.get_secret_value()] if settings.webhook_secret else []
+    found = [settings.webhooks.secret.get_secret_value()] if settings.webhooks.secret else []
     pattern = re.compile(WEBHOOK_SECRET_ENV_PATTERN)
     found.extend(value for name, value in os.environ.items() if pattern.match(name))
     return found

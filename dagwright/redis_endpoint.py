@@ -38,7 +38,7 @@ from urllib.parse import quote, unquote, urlsplit
 from dagwright.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from dagwright.settings import RedisAccess
+    from dagwright.settings import RedisSettings
 
 SENTINEL_SCHEMES = ("sentinel", "sentinels")  # the second with TLS
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster", "valkey+cluster", "valkeys+cluster")
@@ -178,7 +178,7 @@ def bad_sentinel_url(why: str) -> ConfigurationError:
 # Options, in redis-py's names (kombu passes them on to redis-py unchanged).
 
 
-def tls_options(access: RedisAccess) -> dict[str, Any]:
+def tls_options(access: RedisSettings) -> dict[str, Any]:
     """The ``ssl_*`` options of a TLS connection."""
     options: dict[str, Any] = {
         "ssl_cert_reqs": access.tls_cert_reqs,
@@ -193,7 +193,7 @@ def tls_options(access: RedisAccess) -> dict[str, Any]:
     return options
 
 
-def credential_options(url: str, access: RedisAccess | None) -> dict[str, Any]:
+def credential_options(url: str, access: RedisSettings | None) -> dict[str, Any]:
     """``username`` / ``password`` from the settings, for a URL of a TCP server that
     carries none. Not for a ``unix://`` socket: that is the embedded Valkey, which has no
     password (and a password set for a remote server must not be sent to it)."""
@@ -209,7 +209,7 @@ def credential_options(url: str, access: RedisAccess | None) -> dict[str, Any]:
     return options
 
 
-def sentinel_options(access: RedisAccess | None, tls: bool) -> dict[str, Any]:
+def sentinel_options(access: RedisSettings | None, tls: bool) -> dict[str, Any]:
     """The options of the connections to the Sentinels themselves."""
     options: dict[str, Any] = {}
     if access is not None and access.sentinel_password is not None:

@@ -3,11 +3,12 @@
 ``build_registry(settings)`` is the one place that assembles it: dagwright's built-in
 functions, tools and worker types, the internal ``planner`` type, the ``celery_task``
 type (which needs the settings' ``celery_app``), the declarations of the
-modules named by ``settings.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
+modules named by ``settings.process.imports`` (``DAGWRIGHT_IMPORTS`` / ``--import``) and the
 installed ``dagwright.workers`` entry points, the memory tool and skills given to agent
-types (``settings.agent_memory``, ``settings.agent_skills``) and the MCP servers attached
-to them (``settings.agent_mcp``, ``AgentSpec.mcp_servers``). ``Runtime.registry`` calls
-it on first use (so workers, the client, schedules and the reconciler share the
+types (``settings.memory.agent_memory``, ``settings.skills.agent_skills``) and the MCP
+servers attached to them (``settings.mcp.agent_mcp``, ``AgentSpec.mcp_servers``).
+``Runtime.registry`` calls it
+on first use (so workers, the client, schedules and the reconciler share the
 runtime's, and read-only commands such as ``status`` never build one); commands that need
 no Redis (``worker-types``, ``plan``, the metrics server) call it themselves.
 
@@ -41,7 +42,7 @@ def build_registry(settings: Settings) -> WorkerRegistry:
     registry = builtin_registry()
     registry.register_type(planner_worker_type(registry))
     registry.register_type(celery_task_worker_type(settings))
-    for module in import_user_modules(settings.imports):
+    for module in import_user_modules(settings.process.imports):
         add_declared(registry, declared_in(module))
     load_entry_points(registry)
     attach_memory(registry, settings)

@@ -77,12 +77,12 @@ def valkey() -> Iterator[ValkeyServer]:
 
 def reset_databases(settings: Settings) -> redis.Redis:
     """Empty the state database and the dagwright queues of the broker (database)."""
-    state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(settings.redis.url or "", decode_responses=True)
     state.flushdb()
-    if broker_kind(settings.broker_url or "") is BrokerKind.AMQP:
-        purge_queues(settings.broker_url or "", queues_for(None, build_registry(settings)))
+    if broker_kind(settings.redis.broker_url or "") is BrokerKind.AMQP:
+        purge_queues(settings.redis.broker_url or "", queues_for(None, build_registry(settings)))
         return state
-    broker = redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
+    broker = redis.Redis.from_url(settings.redis.broker_url or "", decode_responses=True)
     queues = list(broker.scan_iter("dw.*"))
     if queues:
         broker.delete(*queues)
@@ -197,7 +197,7 @@ def rabbitmq_settings(
     settings: Settings, rabbitmq: RabbitNode, tmp_path_factory: pytest.TempPathFactory
 ) -> Settings:
     """The session's settings with RabbitMQ as the broker (state in database 6)."""
-    state_url = (settings.redis_url or "").rpartition("/")[0] + "/6"
+    state_url = (settings.redis.url or "").rpartition("/")[0] + "/6"
     return settings.model_copy(
         update={
             "redis_url": state_url,
@@ -216,8 +216,8 @@ def rabbitmq_worker(
     loop is one per process, and the first worker's would read the second's AMQP socket)."""
     started = Workers(tmp_path_factory.mktemp("rabbitmq-worker"))
     worker = started.start(rabbitmq_settings, concurrency=4, pool="threads")
-    state = redis.Redis.from_url(rabbitmq_settings.redis_url or "", decode_responses=True)
-    announced = Keys(rabbitmq_settings.key_prefix).worker_capabilities
+    state = redis.Redis.from_url(rabbitmq_settings.redis.url or "", decode_responses=True)
+    announced = Keys(rabbitmq_settings.redis.key_prefix).worker_capabilities
     try:
         wait_until(
             lambda: worker.process.poll() is not None or state.hlen(announced),
@@ -321,5 +321,5 @@ def cluster_settings(
         broker_db=CLUSTER_BROKER_DB,
     ).model_copy(update={"redis_url": valkey_cluster.url})
     valkey_cluster.flush()
-    redis.Redis.from_url(settings.broker_url or "").flushdb()
+    redis.Redis.from_url(settings.redis.broker_url or "").flushdb()
     return settings

@@ -88,7 +88,7 @@ def test_an_agent_rereading_a_19k_file_for_40_turns_finishes_under_the_default_b
     usage = state.nodes["reader"].usage
     assert usage.billed_total_tokens < AgentSpec.token_budget
     # the API cleared older results: no call read more than the trigger and a batch
-    assert max(per_turn) < settings.agent_context_trigger_tokens + 8 * 5_000
+    assert max(per_turn) < settings.agent_context.trigger_tokens + 8 * 5_000
     sent = fake_llm.requests[-1]
     assert CONTEXT_MANAGEMENT_BETA in sent.headers.get("anthropic-beta", "")
 
@@ -99,14 +99,14 @@ def test_a_60_turn_tool_loop_reads_a_bounded_prompt_every_turn_after_the_trigger
     state, per_turn = run_rereader(client, fake_llm, turns=60, chars=6_000)
     report("6k re-read, 60 turns", state, per_turn)
     assert state.status == RunStatus.SUCCEEDED, state.nodes["reader"].error
-    trigger = settings.agent_context_trigger_tokens
+    trigger = settings.agent_context.trigger_tokens
     cleared = next(i for i in range(1, len(per_turn)) if per_turn[i] < per_turn[i - 1])
     after = per_turn[cleared:]
     assert len(after) > 30  # most of the loop runs past the trigger
     # bounded: never past the trigger by more than a batch of results (about 1,600 tokens
     # each); and flat: the last turns read about what the first ones after the trigger
     # did (each cleared call leaves a few tokens of placeholder)
-    assert max(per_turn) < trigger + settings.agent_context_clear_batch * 2_000
+    assert max(per_turn) < trigger + settings.agent_context.clear_batch * 2_000
     assert max(after[-10:]) < 1.3 * max(after[:10])
     # what it would be without clearing: the whole conversation, growing every turn
     bodies = [r.body for r in fake_llm.requests if REREADER in str(r.body.get("system"))]
@@ -132,9 +132,9 @@ def test_without_context_editing_older_turns_are_summarised_and_the_agent_goes_o
     assert state.status == RunStatus.SUCCEEDED, state.nodes["reader"].error
     summaries = [r for r in fake_llm.requests if "You condense" in str(r.body.get("system"))]
     assert len(summaries) == 1 and "context_management" not in summaries[0].body
-    assert summaries[0].body["max_tokens"] == settings.agent_context_summary_max_tokens
+    assert summaries[0].body["max_tokens"] == settings.agent_context.summary_max_tokens
     after = [r.body for r in fake_llm.requests if REREADER in str(r.body.get("system"))][-1]
     first = after["messages"][0]["content"]
     assert "Read big.txt many times" in first[-1]["text"]  # the summary follows the task
-    assert max(per_turn) < settings.agent_context_trigger_tokens + 2_000
-    assert min(per_turn[20:]) < settings.agent_context_trigger_tokens / 2  # it dropped
+    assert max(per_turn) < settings.agent_context.trigger_tokens + 2_000
+    assert min(per_turn[20:]) < settings.agent_context.trigger_tokens / 2  # it dropped

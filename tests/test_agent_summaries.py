@@ -51,7 +51,7 @@ def test_past_the_trigger_older_turns_become_a_summary(tmp_path: Path) -> None:
     summary_call, after = llm.requests[2], llm.requests[3]
     assert summary_call.system == SUMMARY_SYSTEM and summary_call.tools == []
     assert "[call] workspace_write" in summary_call.messages[0]["content"]
-    assert summary_call.max_tokens == Settings().agent_context_summary_max_tokens
+    assert summary_call.max_tokens == Settings().agent_context.summary_max_tokens
     task, summary = after.messages[0]["content"]
     assert "Do the task." in task["text"]  # the first message, as it was
     assert summary["text"] == f"{SUMMARY_HEADER}\n\nWrote a.txt."
@@ -112,7 +112,7 @@ def test_a_model_with_context_editing_is_sent_a_batched_clearing_edit(tmp_path: 
     assert [e["keep"]["value"] for e in edits] == [0, 1, 2, 1]  # cleared two at a time
     assert edits[0]["trigger"] == {
         "type": "input_tokens",
-        "value": settings.agent_context_trigger_tokens,
+        "value": settings.agent_context.trigger_tokens,
     }
 
 

@@ -67,7 +67,7 @@ def test_an_untrusted_client_cannot_claim_https(api: ApiServer) -> None:
 
 
 def test_trusted_proxies_are_addresses_or_networks() -> None:
-    assert Settings(server_trusted_proxies="10.0.0.5, 10.1.0.0/16").server_trusted_proxies == [
+    assert Settings(server_trusted_proxies="10.0.0.5, 10.1.0.0/16").server.trusted_proxies == [
         "10.0.0.5",
         "10.1.0.0/16",
     ]

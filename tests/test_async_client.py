@@ -139,7 +139,7 @@ def test_a_submit_writes_what_the_sync_client_writes(
     async_id = asyncio.run(submit())
     sync_run = Client(settings).submit(greetings(), max_concurrent_nodes=1)
     sync_run.wait(timeout=60)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     for run_id in (async_id, sync_run.run_id):  # compacted by the worker that forgets it
         wait_until(
             lambda run_id=run_id: not redis_client.sismember(keys.active_runs, run_id),

@@ -44,8 +44,8 @@ def make_breakers(no_worker_settings: Settings) -> Callable[..., Breakers]:
         options: dict[str, float] = {"fail_max": 3, "reset_timeout_s": 2.0, "max_probes": 1}
         options.update(overrides)
         return Breakers(
-            connect(no_worker_settings.redis_url or "", decode_responses=False),
-            Keys(no_worker_settings.key_prefix),
+            connect(no_worker_settings.redis.url or "", decode_responses=False),
+            Keys(no_worker_settings.redis.key_prefix),
             fail_max=int(options["fail_max"]),
             reset_timeout_s=options["reset_timeout_s"],
             max_probes=int(options["max_probes"]),
@@ -172,7 +172,7 @@ def test_calls_through_one_breaker_run_concurrently(
 
 
 def test_a_decoding_client_is_refused(no_worker_settings: Settings) -> None:
-    client = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
+    client = redis.Redis.from_url(no_worker_settings.redis.url or "", decode_responses=True)
     with pytest.raises(ValueError, match="decode_responses"):
         Breakers(client, Keys(), fail_max=1, reset_timeout_s=1, max_probes=1)
 

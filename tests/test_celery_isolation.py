@@ -68,7 +68,7 @@ def dagwright_pinged(settings: Settings) -> set[str]:
 def test_a_celery_teams_control_and_inspect_never_reach_dagwrights_workers(
     subprocess_settings: Settings, workers: Workers, tmp_path: Path
 ) -> None:
-    broker_url = subprocess_settings.broker_url or ""
+    broker_url = subprocess_settings.redis.broker_url or ""
     ours = workers.start(subprocess_settings, concurrency=1)
     ours_name = wait_until(
         lambda: dagwright_pinged(subprocess_settings), timeout=60, what="dagwright's worker"

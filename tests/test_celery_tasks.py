@@ -60,8 +60,8 @@ def team_settings(subprocess_settings: Settings, monkeypatch: pytest.MonkeyPatch
     """The subprocess settings with the team's app; its worker and ours find its broker
     (the same Valkey database as dagwright's broker) in the environment. A node's own
     poll is 5 minutes away: the runs here finish only if the reconciler wakes them."""
-    monkeypatch.setenv("TEAM_APP_BROKER_URL", subprocess_settings.broker_url or "")
-    imports = [*subprocess_settings.imports, GATES]
+    monkeypatch.setenv("TEAM_APP_BROKER_URL", subprocess_settings.redis.broker_url or "")
+    imports = [*subprocess_settings.process.imports, GATES]
     update = {"celery_app": TEAM_APP, "imports": imports, "celery_task_poll_s": 300.0}
     return subprocess_settings.model_copy(update=update)
 
@@ -87,7 +87,7 @@ def start_dagwright_worker(workers: Workers, settings: Settings) -> WorkerProces
     """A dagwright worker with ONE slot, serving celery_task and function nodes."""
     args = ("-t", "celery_task", "-t", "function", "--import", GATES)
     worker = workers.start(settings, concurrency=1, args=args)
-    state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(settings.redis.url or "", decode_responses=True)
     wait_until(
         lambda: any(
             {"celery_task", "function"} <= set(WorkerCapabilities.from_json(raw)[0].worker_types)
@@ -100,7 +100,7 @@ def start_dagwright_worker(workers: Workers, settings: Settings) -> WorkerProces
 
 
 def team_redis(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
+    return redis.Redis.from_url(settings.redis.broker_url or "", decode_responses=True)
 
 
 def body_runs(settings: Settings, tag: str) -> int:
@@ -276,7 +276,7 @@ def test_a_stored_failure_is_read_as_data_bounded() -> None:
 def test_a_stored_result_larger_than_an_output_may_be_is_refused_unparsed(
     settings: Settings,
 ) -> None:
-    url = settings.broker_url or ""
+    url = settings.redis.broker_url or ""
     app = CeleryTeamApp(Celery("team", broker=url, backend=url), "team:app", 1024)
     fits, too_big = f"fits-{uuid.uuid4().hex}", f"too-big-{uuid.uuid4().hex}"
     app.app.backend.store_result(fits, {"prices": [1, 2]}, "SUCCESS")

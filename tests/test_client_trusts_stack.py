@@ -35,7 +35,7 @@ def start_worker_importing(workers: Workers, settings: Settings) -> None:
     NODES (the client imports neither), once its capabilities say so."""
     args = ("-t", "function", "-t", "function:gpu", "--import", WORDSTATS, "--import", NODES)
     workers.start(settings, concurrency=2, args=args)
-    state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(settings.redis.url or "", decode_responses=True)
     wait_until(
         lambda: any(
             "where_it_ran" in WorkerCapabilities.from_json(raw)[0].functions
@@ -51,7 +51,7 @@ def test_functions_only_the_live_workers_import_run_from_a_client_without_them(
 ) -> None:
     start_worker_importing(workers, subprocess_settings)
     client = Client(subprocess_settings)
-    assert not {WORDSTATS, NODES} & set(client.settings.imports)  # the client has neither
+    assert not {WORDSTATS, NODES} & set(client.settings.process.imports)  # the client has neither
     plan = PlanBuilder("trusted")
     plan.function("stats", "word_stats", params={"text": "to be or not to be", "top": 1})
     plan.function("where", "where_it_ran")  # routed to the queue the workers declare
@@ -138,7 +138,7 @@ def test_a_type_only_the_live_workers_serve_names_their_module_to_import(
         queues=frozenset({"dw.forecaster", "dw.function"}),
         slots=2,
     )
-    state = redis.Redis.from_url(no_worker_settings.redis_url or "")
+    state = redis.Redis.from_url(no_worker_settings.redis.url or "")
     state.hset(Keys().worker_capabilities, "w1@host", entry.to_json(time.time() + 15))
     plan = PlanBuilder("typed")
     plan.agent("a", "forecaster", "forecast")

@@ -287,7 +287,7 @@ import os, redis
 from dagwright.keys import Keys
 from dagwright.settings import Settings
 client = redis.Redis.from_url(os.environ["DAGWRIGHT_REDIS_URL"], decode_responses=True)
-pattern = Keys(Settings().key_prefix).worker_heartbeat_pattern
+pattern = Keys(Settings().redis.key_prefix).worker_heartbeat_pattern
 print(sum(
     "dw.function" in (client.hget(key, "queues") or "").split(",")
     for key in client.scan_iter(pattern)

@@ -142,7 +142,7 @@ def test_the_one_time_link_of_up_opens_the_dashboard_once(
     pasted; the same link from the browser's history opens nothing more."""
     with running_server(settings, local_access=True) as server:
         run = server.client.submit(gated_release())
-        link = login_url(server.url, str(read_token(settings.data_dir, server.port)))
+        link = login_url(server.url, str(read_token(settings.process.data_dir, server.port)))
         browser.get(link)
         wait_until(lambda: body_data(browser, "loaded"), timeout=10, what="the runs list")
         assert browser.current_url == f"{server.url}/"

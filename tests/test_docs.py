@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from dagwright.settings import Settings
+from dagwright.settings import FLAT_NAMES, Settings
 from tests.support.cli import cli_problem
 from tests.support.processes import REPO_ROOT, Workers, settings_env
 
 DOCS = REPO_ROOT / "docs"
 RUNBOOKS = REPO_ROOT / "ops" / "runbooks"
 PAGES = sorted([*DOCS.glob("*.md"), *RUNBOOKS.glob("*.md"), REPO_ROOT / "README.md"])
-SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
+SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.flat_fields()}
 
 
 def load_configuration_tool() -> Any:
@@ -106,14 +106,29 @@ def test_the_settings_table_is_generated_from_the_code() -> None:
     )
 
 
+def settings_rows(page: str) -> list[list[str]]:
+    """The rows of every section's table, between the generated block's markers."""
+    block = page.split(configuration_page.BEGIN, 1)[1].split(configuration_page.END, 1)[0]
+    return [
+        [cell.strip() for cell in line.strip("|").split(" | ")]
+        for line in block.splitlines()
+        if line.startswith("| `")
+    ]
+
+
 def test_the_settings_table_lists_every_setting_and_nothing_else() -> None:
     page = (DOCS / "configuration.md").read_text()
-    first_names = [
-        re.findall(r"`([A-Z0-9_]+)`", row[0])[0] for row in table_rows(page, "## Settings")
-    ]
+    rows = settings_rows(page)
+    first_names = [re.findall(r"`([A-Z0-9_]+)`", row[0])[0] for row in rows]
     assert sorted(first_names) == sorted(SETTINGS_VARIABLES)
-    for row in table_rows(page, "## Settings"):
+    for row in rows:
         assert row[3], f"{row[0]} has no meaning: give its field a docstring"
+
+
+def test_the_settings_tables_are_grouped_by_section() -> None:
+    page = (DOCS / "configuration.md").read_text()
+    headings = re.findall(r"^### `(\w+)`$", page, flags=re.MULTILINE)
+    assert headings == list(FLAT_NAMES.sections)
 
 
 def dagwright_strings_in_the_code() -> set[str]:

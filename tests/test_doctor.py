@@ -61,7 +61,7 @@ def by_name(report: dict[str, Any]) -> dict[str, dict[str, str]]:
 def live_env(settings: Settings, worker: Any, redis_client: redis.Redis, tmp_path: Path) -> Any:
     """The CLI environment of the in-process worker's databases, once the worker has
     announced itself again and its reconciler holds the lock (the databases were emptied)."""
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     wait_until(
         lambda: any(redis_client.scan_iter(keys.worker_heartbeat_pattern)),
         timeout=15,
@@ -99,7 +99,7 @@ def test_a_worker_on_another_broker_than_the_clients_warns_naming_both(
 ) -> None:
     # The same state store (so doctor sees the worker), another broker database: the
     # client's messages would never reach the worker.
-    server = (settings.redis_url or "").rsplit("/", 1)[0]
+    server = (settings.redis.url or "").rsplit("/", 1)[0]
     other = settings.model_copy(update={"broker_url": f"{server}/5"})
     _, report = doctor_json(cli_env(other, tmp_path / "data"))
     worker = next(check for check in report["checks"] if check["name"].startswith("worker "))
@@ -137,11 +137,11 @@ def test_no_live_worker_fails(no_worker_settings: Settings, tmp_path: Path) -> N
 def test_a_queue_without_consumer_warns_and_fails_once_messages_wait(
     no_worker_settings: Settings, tmp_path: Path
 ) -> None:
-    state = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
-    presence = Keys(no_worker_settings.key_prefix).worker_heartbeat("only-functions@test")
+    state = redis.Redis.from_url(no_worker_settings.redis.url or "", decode_responses=True)
+    presence = Keys(no_worker_settings.redis.key_prefix).worker_heartbeat("only-functions@test")
     state.hset(presence, mapping={"queues": "dw.function,dw.orchestrator", "pid": 1})
     state.expire(presence, 60)
-    broker = redis.Redis.from_url(no_worker_settings.broker_url or "", decode_responses=True)
+    broker = redis.Redis.from_url(no_worker_settings.redis.broker_url or "", decode_responses=True)
     broker.lpush("dw.writer", '{"not": "read"}')
     code, report = doctor_json(cli_env(no_worker_settings, tmp_path / "data"))
     checks = by_name(report)
@@ -161,7 +161,7 @@ def test_an_open_breaker_fails_naming_it(settings: Settings, live_env: dict[str,
     def unreachable_api() -> None:
         raise ConnectionError("down")
 
-    for _ in range(settings.breaker_fail_max):
+    for _ in range(settings.breakers.fail_max):
         with pytest.raises((ConnectionError, BreakerOpenError)):
             runtime.breakers.call("model:x", unreachable_api, is_failure=lambda exc: True)
     code, report = doctor_json(live_env)
@@ -334,7 +334,7 @@ def test_active_schedules_without_a_beat_warn_and_a_running_beat_is_seen(
     beat = by_name(report)["beat"]
     assert beat["status"] == "warn" and "no beat is running" in beat["detail"]
     workers.start_beat(subprocess_settings)
-    keys = Keys(subprocess_settings.key_prefix)
+    keys = Keys(subprocess_settings.redis.key_prefix)
     wait_until(lambda: client.runtime.client.exists(keys.beat_lock), timeout=30, what="beat")
     _, report = doctor_json(env)
     assert by_name(report)["beat"]["detail"] == "a beat is active · 1 active schedule"

@@ -89,7 +89,7 @@ def test_truncate_maps_the_first_items_only(client: Client) -> None:
 
 
 def test_max_items_over_the_settings_cap_is_a_plan_problem(client: Client) -> None:
-    cap = client.settings.map_max_items
+    cap = client.settings.limits.map_max_items
     with pytest.raises(PlanError, match=f"map.max_items {cap + 1}; the limit is {cap}"):
         client.submit(researched(1, max_items=cap + 1))
 

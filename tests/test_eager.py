@@ -181,7 +181,7 @@ def flower_events(pubsub: redis.client.PubSub, wanted: set[str], timeout_s: floa
 def test_flower_lists_the_nodes_a_worker_ran_eagerly(
     worker: Any, client: Client, settings: Settings
 ) -> None:
-    pubsub = redis.Redis.from_url(settings.broker_url or "").pubsub()
+    pubsub = redis.Redis.from_url(settings.redis.broker_url or "").pubsub()
     pubsub.psubscribe(f"*{EVENT_EXCHANGE}*")  # answered before the run starts: nothing is missed
     assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
     plan = PlanBuilder("chain")

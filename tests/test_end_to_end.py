@@ -36,7 +36,7 @@ def client(broker_settings: Settings) -> Client:
 @pytest.fixture
 def redis_client(broker_settings: Settings) -> redis.Redis:
     """Its state store (emptied by ``broker_settings``)."""
-    return redis.Redis.from_url(broker_settings.redis_url or "", decode_responses=True)
+    return redis.Redis.from_url(broker_settings.redis.url or "", decode_responses=True)
 
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "plans"

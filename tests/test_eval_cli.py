@@ -140,7 +140,7 @@ def test_a_plan_no_case_can_run_is_refused_before_any_run(
 
     assert result.returncode == 2
     assert "case ada: node 'a': function 'nowhere' is not registered" in one_error_line(result)
-    assert redis_client.zcard(Keys(settings.key_prefix).run_index) == 0
+    assert redis_client.zcard(Keys(settings.redis.key_prefix).run_index) == 0
 
 
 def test_bad_flags_are_exit_2(
@@ -209,7 +209,7 @@ def test_an_interrupted_eval_is_resumed_following_the_runs_it_started(
         stderr=subprocess.PIPE,
         text=True,
     )
-    index = Keys(settings.key_prefix).run_index
+    index = Keys(settings.redis.key_prefix).run_index
     try:
         wait_until(lambda: redis_client.zcard(index) == 2, timeout=30, what="both runs")
     except AssertionError:

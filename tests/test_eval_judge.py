@@ -57,7 +57,7 @@ class Judging:
 
     def __init__(self, settings: Settings, redis_client: redis.Redis, llm: LLM) -> None:
         self.settings, self.redis_client, self.llm = settings, redis_client, llm
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys(settings.redis.key_prefix)
 
     def __call__(
         self,
@@ -83,13 +83,13 @@ def judging(
     settings: Settings, redis_client: redis.Redis, fake_llm: FakeAnthropicServer
 ) -> Judging:
     """Built as the agents' LLM is: breakers, rate limits, the response cache."""
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     breakers = Breakers(
-        connect(settings.redis_url or "", decode_responses=False),
+        connect(settings.redis.url or "", decode_responses=False),
         keys,
-        fail_max=settings.breaker_fail_max,
-        reset_timeout_s=settings.breaker_reset_timeout_s,
-        max_probes=settings.breaker_max_probes,
+        fail_max=settings.breakers.fail_max,
+        reset_timeout_s=settings.breakers.reset_timeout_s,
+        max_probes=settings.breakers.max_probes,
     )
     return Judging(settings, redis_client, build_llm(settings.llm, redis_client, keys, breakers))
 
@@ -389,7 +389,7 @@ def test_the_example_fake_llm_script_answers_the_judge(
     script = Script.load(EXAMPLE_SCRIPT)
     with FakeAnthropicServer(script) as fake:
         offline = settings.model_copy(update={"anthropic_base_url": fake.base_url})
-        keys = Keys(settings.key_prefix)
+        keys = Keys(settings.redis.key_prefix)
         llm = build_llm(offline.llm, redis_client, keys)
         verdict = judge_output(
             Judge(rubric="Gives the capital of France in one sentence."),

@@ -251,8 +251,8 @@ def test_a_worker_sigkilled_between_chunks_loses_nothing_and_runs_nothing_twice(
 def settings_env(settings: Settings) -> dict[str, str]:
     """The settings a subprocess needs to reach the test's databases."""
     return {
-        "DAGWRIGHT_REDIS_URL": settings.redis_url or "",
-        "DAGWRIGHT_BROKER_URL": settings.broker_url or "",
-        "DAGWRIGHT_DATA_DIR": str(Path(settings.data_dir)),
-        "DAGWRIGHT_ANTHROPIC_BASE_URL": str(settings.anthropic_base_url or ""),
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_DATA_DIR": str(Path(settings.process.data_dir)),
+        "DAGWRIGHT_ANTHROPIC_BASE_URL": str(settings.llm.base_url or ""),
     }

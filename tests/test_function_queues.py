@@ -36,14 +36,14 @@ ADD = "tests.support.celery_user_app.add"
 
 
 def with_nodes(settings: Settings) -> Settings:
-    return settings.model_copy(update={"imports": [*settings.imports, NODES]})
+    return settings.model_copy(update={"imports": [*settings.process.imports, NODES]})
 
 
 def start_serving(workers: Workers, settings: Settings, *types: str) -> WorkerProcess:
     """A worker serving ``types`` (with the Celery nodes imported), once it says so."""
     args = (*(flag for name in types for flag in ("-t", name)), "--import", NODES)
     worker = workers.start(settings, concurrency=2, args=args)
-    state = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(settings.redis.url or "", decode_responses=True)
     wait_until(
         lambda: any(
             set(types) <= set(WorkerCapabilities.from_json(raw)[0].worker_types)
@@ -100,7 +100,7 @@ def test_an_unmodified_celery_task_runs_as_a_node_feeding_a_dependent(
 
     # The user's app still sends its task to its own queue on the shared broker, where
     # dagwright's workers (consuming dw.* only) leave it for the user's workers.
-    broker_url = subprocess_settings.broker_url or ""
+    broker_url = subprocess_settings.redis.broker_url or ""
     with celery_user_app.app.connection_for_write(broker_url) as connection:
         celery_user_app.add.apply_async((1, 2), connection=connection)
     broker = redis.Redis.from_url(broker_url)

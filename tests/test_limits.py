@@ -372,7 +372,9 @@ def test_the_cli_takes_max_concurrent(
     assert result.returncode == 0, result.stderr
     run_id = json_out(result)["run_id"]
     assert (
-        redis_client.hget(Keys(settings.key_prefix).run_key(run_id, "run"), "max_concurrent_nodes")
+        redis_client.hget(
+            Keys(settings.redis.key_prefix).run_key(run_id, "run"), "max_concurrent_nodes"
+        )
         == "1"
     )
     refused = dagwright("run", "examples/plans/diamond.yaml", "--max-concurrent", "0", env=env)

@@ -83,7 +83,7 @@ def test_a_batched_run_waits_visibly_sends_its_call_once_and_pays_half(
     assert len(fake_llm.batched_requests) == 1  # polled several times, sent once
     node = state.nodes["research"]
     assert node.attempts == 1  # waiting on the batch spent no attempt
-    price = price_of(settings.default_model, settings.model_prices)
+    price = price_of(settings.llm.default_model, settings.llm.model_prices)
     list_price = priced(node.usage.model_copy(update={"cost_usd": 0.0}), price).cost_usd
     assert node.usage.cost_usd == pytest.approx(list_price / 2)
 

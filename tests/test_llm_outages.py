@@ -104,7 +104,7 @@ def test_a_node_waits_visibly_on_an_open_breaker_then_is_dead_lettered_and_repla
             "breaker_max_wait_s": 30.0,
         }
     )
-    breaker = f"model:{settings.default_model}"
+    breaker = f"model:{settings.llm.default_model}"
     fake_llm.add({"reply": {"content": [{"type": "text", "text": "Found it."}]}, "times": -1})
     fake_llm.set_fault_rate(1.0, (529,), seed=1)
     workers.start(settings)
@@ -189,7 +189,7 @@ def test_a_slow_streamed_generation_succeeds_without_touching_the_breaker(
     assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
     assert state.result.strip() == long_text.strip()
     assert len(fake_llm.requests) == 1 and state.nodes["research"].attempts == 1
-    status = client.runtime.breakers.status(f"model:{settings.default_model}")
+    status = client.runtime.breakers.status(f"model:{settings.llm.default_model}")
     assert (status.state, status.failures) == ("closed", 0)
 
 

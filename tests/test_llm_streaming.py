@@ -42,8 +42,8 @@ def llm_for(base_url: str, breakers: Breakers | None = None, **overrides: object
 def breakers(no_worker_settings: Settings) -> Breakers:
     """The model's breaker opens at the first failure it counts."""
     return Breakers(
-        connect(no_worker_settings.redis_url or "", decode_responses=False),
-        Keys(no_worker_settings.key_prefix),
+        connect(no_worker_settings.redis.url or "", decode_responses=False),
+        Keys(no_worker_settings.redis.key_prefix),
         fail_max=1,
         reset_timeout_s=30.0,
         max_probes=1,
@@ -226,8 +226,8 @@ def test_bedrock_and_vertex_clients_are_built_with_our_retries_and_timeouts(
     assert llm.endpoint == endpoint
     assert client.max_retries == 0
     assert (client.timeout.read, client.timeout.connect) == (  # type: ignore[union-attr]
-        settings.llm_idle_timeout_s,
-        settings.llm_connect_timeout_s,
+        settings.llm.idle_timeout_s,
+        settings.llm.connect_timeout_s,
     )
 
 

@@ -131,11 +131,11 @@ def test_the_token_file_is_its_users_alone_and_lets_them_in(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
     with running_server(settings, local_access=True) as server:
-        path = token_file(settings.data_dir, server.port)
+        path = token_file(settings.process.data_dir, server.port)
         mode = path.stat()
         assert stat.S_IMODE(mode.st_mode) == 0o600 and mode.st_uid == os.getuid()
         assert as_other_user(READ_FILE, str(path)) == ["PermissionError"]
-        token = read_token(settings.data_dir, server.port)
+        token = read_token(settings.process.data_dir, server.port)
         assert whoami(server).status_code == 401  # no credential: nobody, this user too
         me = whoami(server, headers={"Authorization": f"Bearer {token}"}).json()
         assert me["scope"] == "admin" and me["name"].startswith("local access")
@@ -153,14 +153,14 @@ def test_tokens_killed_servers_left_behind_are_revoked_by_the_next(
     client = api.client
     dead_port = free_port()
     left = client.tokens.create(token_name(dead_port), scope="admin").token
-    write_private(token_file(settings.data_dir, dead_port), left)
+    write_private(token_file(settings.process.data_dir, dead_port), left)
     live = client.tokens.create(token_name(api.port), scope="admin").token
-    write_private(token_file(settings.data_dir, api.port), live)
+    write_private(token_file(settings.process.data_dir, api.port), live)
     with running_server(settings, local_access=True) as server:
         assert whoami(server, headers={"Authorization": f"Bearer {left}"}).status_code == 401
-        assert not token_file(settings.data_dir, dead_port).exists()
+        assert not token_file(settings.process.data_dir, dead_port).exists()
         assert whoami(server, headers={"Authorization": f"Bearer {live}"}).status_code == 200
-    token_file(settings.data_dir, api.port).unlink()
+    token_file(settings.process.data_dir, api.port).unlink()
 
 
 def test_dagwright_server_stopped_revokes_its_token_and_removes_its_file(
@@ -169,13 +169,13 @@ def test_dagwright_server_stopped_revokes_its_token_and_removes_its_file(
     """SIGTERM (``up`` stopping it): uvicorn re-raises the signal once it has shut down,
     so the app's shutdown is where this happens."""
     port = free_port()
-    env = cli_env(settings, settings.data_dir)
+    env = cli_env(settings, settings.process.data_dir)
     command = [sys.executable, "-m", "dagwright", "server", "--local-access", "--port", str(port)]
-    path = token_file(settings.data_dir, port)
+    path = token_file(settings.process.data_dir, port)
     with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as server:
         try:
             wait_until(lambda: server.poll() is not None or path.exists(), timeout=60)
-            token = read_token(settings.data_dir, port)
+            token = read_token(settings.process.data_dir, port)
             wait_until(lambda: answers(port), timeout=30, what="the server to listen")
             url = f"http://127.0.0.1:{port}/api/v1/whoami"
             mine = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, trust_env=False)
@@ -206,7 +206,7 @@ def test_a_login_link_opens_one_session_then_nothing(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
     with running_server(settings, local_access=True) as server:
-        token = str(read_token(settings.data_dir, server.port))
+        token = str(read_token(settings.process.data_dir, server.port))
         link = login_url(server.url, token)
         assert len(link) <= 80
         with httpx.Client(timeout=10, trust_env=False) as browser:

@@ -98,7 +98,7 @@ raw_items = st.one_of(
 def test_a_worker_survives_anything_on_its_queue_and_runs_a_plan_after(
     subprocess_settings: Settings, workers: Workers
 ) -> None:
-    broker = redis.Redis.from_url(subprocess_settings.broker_url or "")
+    broker = redis.Redis.from_url(subprocess_settings.redis.broker_url or "")
     worker = workers.start(subprocess_settings, concurrency=1)
     client = Client(subprocess_settings)
     plan = PlanBuilder("before the fuzz")

@@ -169,7 +169,7 @@ def test_malformed_messages_queued_before_a_worker_starts_leave_it_running(
 ) -> None:
     """On each broker (Redis lists, RabbitMQ quorum queues)."""
     settings = broker_subprocess_settings
-    queue_raw(settings.broker_url or "", QUEUE, four_malformed_messages())
+    queue_raw(settings.redis.broker_url or "", QUEUE, four_malformed_messages())
     worker = workers.start(settings, concurrency=1)
     client = Client(settings)
 
@@ -200,7 +200,7 @@ def test_malformed_messages_queued_before_a_worker_starts_leave_it_running(
 def test_items_the_transport_cannot_parse_are_dropped_and_recorded(
     subprocess_settings: Settings, workers: Workers
 ) -> None:
-    broker = redis.Redis.from_url(subprocess_settings.broker_url or "")
+    broker = redis.Redis.from_url(subprocess_settings.redis.broker_url or "")
     headers_a_list = json.loads(envelope(b"[]", queue=QUEUE))
     headers_a_list["headers"] = [1]
     for item in (f"not json {CANARY}", "5", json.dumps(headers_a_list)):

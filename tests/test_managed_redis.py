@@ -134,11 +134,11 @@ def test_doctor_reaches_a_tls_server_and_names_a_certificate_it_cannot_verify(
     tls_server: TlsRedis, fake_llm: FakeAnthropicServer, tmp_path: Path
 ) -> None:
     settings = tls_settings(tls_server, tmp_path / "data", fake_llm)
-    assert check_redis(settings.redis_url, settings.redis_access).status is Status.OK
-    assert check_broker(settings.broker_url, settings.redis_access).status is Status.OK
+    assert check_redis(settings.redis.url, settings.redis).status is Status.OK
+    assert check_broker(settings.redis.broker_url, settings.redis).status is Status.OK
 
     untrusted = settings.model_copy(update={"redis_tls_ca_file": None})
-    check = check_redis(untrusted.redis_url, untrusted.redis_access)
+    check = check_redis(untrusted.redis.url, untrusted.redis)
     assert check.status is Status.FAIL
     assert "certificate verify failed" in check.detail.lower()
     assert "DAGWRIGHT_REDIS_TLS_CA_FILE" in check.hint
@@ -154,7 +154,7 @@ def test_state_and_broker_through_a_sentinel(
     run_id = run_a_plan_end_to_end(settings, workers)
     primary = sentinel.primary(db=0)
     assert any(run_id.encode() in key for key in primary.scan_iter(match="dw:*", count=1000))
-    check = check_redis(settings.redis_url, settings.redis_access)
+    check = check_redis(settings.redis.url, settings.redis)
     assert check.status is Status.OK and PRIMARY_NAME in check.detail
 
 
@@ -197,7 +197,7 @@ def test_a_primary_the_sentinel_does_not_know_is_one_line(
 ) -> None:
     settings = sentinel_settings(sentinel, tmp_path / "data", fake_llm)
     unknown = settings.model_copy(
-        update={"redis_url": settings.redis_url.replace(PRIMARY_NAME, "nosuchprimary")}
+        update={"redis_url": settings.redis.url.replace(PRIMARY_NAME, "nosuchprimary")}
     )
     with pytest.raises(BrokerUnavailableError, match="nosuchprimary") as caught:
         Client(unknown).list_runs()

@@ -47,7 +47,7 @@ def test_basic_credentials_sent_by_another_sites_page_are_refused(api: ApiServer
 
 
 def test_a_body_over_the_limit_is_refused_unread(api: ApiServer) -> None:
-    limit = api.client.settings.server_max_request_bytes
+    limit = api.client.settings.server.max_request_bytes
     with api.http("operate") as http:
         refused = http.post("/mcp", content=b"x" * (limit + 1), headers=ACCEPT)
     assert refused.status_code == 413, refused.text

@@ -221,9 +221,9 @@ def test_what_a_server_is_given_from_the_environment_is_masked_in_its_tools_resu
     }
     settings = Settings(mcp_servers={"git": git})
     assert secret in known_secrets(settings)
-    pool = McpServers(settings.mcp_servers)
+    pool = McpServers(settings.mcp.servers)
     try:
-        tools = {tool.name: tool for tool in server_tools(("git",), settings.mcp_servers, pool)}
+        tools = {tool.name: tool for tool in server_tools(("git",), settings.mcp.servers, pool)}
         ctx = agent_context(MemoryServices(None, tmp_path), settings=settings)
         outcome = tools["mcp__git__git_log"].call(ctx, {"repo_path": str(repository)})
     finally:
@@ -250,9 +250,9 @@ def test_a_huge_error_of_a_server_is_cut_at_its_output_limit_as_a_result_is(
         "max_output_chars": 2_000,
     }
     settings = Settings(mcp_servers={"git": git})
-    pool = McpServers(settings.mcp_servers)
+    pool = McpServers(settings.mcp.servers)
     try:
-        tools = {tool.name: tool for tool in server_tools(("git",), settings.mcp_servers, pool)}
+        tools = {tool.name: tool for tool in server_tools(("git",), settings.mcp.servers, pool)}
         ctx = agent_context(MemoryServices(None, tmp_path), settings=settings)
         show = tools["mcp__git__git_show"]
         outcome = show.call(ctx, {"repo_path": str(repository), "revision": "x" * 300_000})
@@ -359,7 +359,7 @@ def test_a_streamable_http_server_is_called_with_headers_from_the_environment_an
     )
     assert "Bearer time-secret-Hq4Zt8" in known_secrets(settings)
     restarts: list[str] = []
-    pool = McpServers(settings.mcp_servers)
+    pool = McpServers(settings.mcp.servers)
     try:
         assert {tool.name for tool in pool.tools("time")} == {"get_current_time", "convert_time"}
         assert "21:00" in result_text(pool.call("time", "convert_time", NOON_IN_TOKYO))

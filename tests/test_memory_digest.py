@@ -22,7 +22,7 @@ def test_the_next_scheduled_run_reads_what_the_first_wrote_and_leaves_it_out(
 ) -> None:
     config = tomllib.loads((EXAMPLE / "dagwright.toml").read_text())
     settings = subprocess_settings.model_copy(
-        update={"agent_memory": Settings(**config).agent_memory}
+        update={"agent_memory": Settings(**config).memory.agent_memory}
     )
     fake_llm.add(*Script.load(EXAMPLE / "fake-llm.yaml").entries)
     workers.start(settings)
@@ -34,7 +34,7 @@ def test_the_next_scheduled_run_reads_what_the_first_wrote_and_leaves_it_out(
     assert first.result == "New releases: valkey 8.1, celery 5.5.", workers[0].log_tail()
     assert second.result.startswith("Nothing new: valkey 8.1 and celery 5.5 were reported")
 
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     files = client.runtime.client.hgetall(keys.memory_files("schedule:digest"))
     assert files == {"/memories/reported.md": "- valkey 8.1\n- celery 5.5\n"}
     read = [

@@ -38,7 +38,7 @@ def test_a_worker_killed_after_a_memory_write_resumes_without_writing_again(
     assert state.status == RunStatus.SUCCEEDED, workers[0].log_tail()
     assert client.runtime.client.exists(KILL_KEY) == 0  # the kill happened
     assert state.nodes["log"].attempts == 2
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     files = client.runtime.client.hgetall(keys.memory_files(f"run:{run.run_id}"))
     assert files == {"/memories/log": "1\n2\n"}
     assert client.runtime.client.hget(keys.memory_meta(f"run:{run.run_id}"), "version") == "2"

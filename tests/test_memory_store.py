@@ -21,7 +21,7 @@ RUN, NODE, FENCE = "r-mem", "digest", 3
 
 @pytest.fixture
 def store(settings: Settings, redis_client: redis.Redis) -> MemoryStore:
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     redis_client.hset(keys.run_key(RUN, "state"), NODE, "running")
     redis_client.hset(keys.run_key(RUN, "fence"), NODE, str(FENCE))
     return MemoryStore(redis_client, keys, settings)
@@ -152,7 +152,7 @@ def test_a_write_past_a_limit_is_refused_and_nothing_is_written(
             "memory_max_namespace_bytes": 15,
         }
     )
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     redis_client.hset(keys.run_key(RUN, "state"), NODE, "running")
     redis_client.hset(keys.run_key(RUN, "fence"), NODE, str(FENCE))
     mem = memory(MemoryStore(redis_client, keys, small))
@@ -172,7 +172,7 @@ def test_a_secret_is_masked_before_it_is_stored(
 ) -> None:
     secret = "sk-ant-api03-" + "s3cr3t" * 8
     keyed = settings.model_copy(update={"anthropic_api_key": SecretStr(secret)})
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     redis_client.hset(keys.run_key(RUN, "state"), NODE, "running")
     redis_client.hset(keys.run_key(RUN, "fence"), NODE, str(FENCE))
     store = MemoryStore(redis_client, keys, keyed)

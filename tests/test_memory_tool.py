@@ -65,7 +65,7 @@ def test_the_model_writes_and_reads_its_memory_through_the_api_defined_tool(
     assert "     1\t- item 1" in shown["content"]
     assert not any(r["is_error"] for r in (listing, created, shown))
 
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     files = client.runtime.client.hgetall(keys.memory_files(f"run:{run.run_id}"))
     assert files == {"/memories/seen.md": "- item 1\n"}
     spans = [s for s in client.trace(run.run_id).spans if s.name == "memory.command"]
@@ -80,7 +80,7 @@ def test_the_model_writes_and_reads_its_memory_through_the_api_defined_tool(
 def test_a_path_escape_an_oversize_write_and_a_denied_command_are_refused_with_the_reason(
     client: Client, fake_llm: FakeAnthropicServer, settings: Settings
 ) -> None:
-    too_big = "x" * (settings.memory_max_file_bytes + 1)
+    too_big = "x" * (settings.memory.max_file_bytes + 1)
     fake_llm.add(
         turn(
             ARCHIVIST,
@@ -107,7 +107,7 @@ def test_a_path_escape_an_oversize_write_and_a_denied_command_are_refused_with_t
     assert denied["is_error"]
     assert denied["content"] == "refused by the tool policy: the archive keeps everything"
     files = client.runtime.client.hgetall(
-        Keys(settings.key_prefix).memory_files(f"run:{run.run_id}")
+        Keys(settings.redis.key_prefix).memory_files(f"run:{run.run_id}")
     )
     assert list(files) == ["/memories/a.md"]  # kept: the delete was denied
     assert TEST_API_KEY not in files["/memories/a.md"]  # masked before it was stored
@@ -141,7 +141,7 @@ def test_the_fake_refuses_a_malformed_memory_tool_as_the_api_does(
     sdk = anthropic.Anthropic(api_key=TEST_API_KEY, base_url=fake_llm.base_url, max_retries=0)
     with pytest.raises(anthropic.BadRequestError, match=said.replace("(", r"\(")):
         sdk.messages.create(
-            model=settings.default_model,
+            model=settings.llm.default_model,
             max_tokens=100,
             system=ARCHIVIST,
             messages=[{"role": "user", "content": "hi"}],
@@ -156,7 +156,7 @@ def test_the_fake_plays_no_memory_call_the_request_does_not_offer(
     sdk = anthropic.Anthropic(api_key=TEST_API_KEY, base_url=fake_llm.base_url, max_retries=0)
     with pytest.raises(anthropic.BadRequestError, match="does not offer the memory tool"):
         sdk.messages.create(
-            model=settings.default_model,
+            model=settings.llm.default_model,
             max_tokens=100,
             system=ARCHIVIST,
             messages=[{"role": "user", "content": "hi"}],
@@ -190,6 +190,6 @@ def test_a_plan_names_the_namespace_its_runs_share(
     plan.agent("keep", "archivist", "Keep it.")
     run = client.submit(plan.build().model_copy(update={"memory": "team-notes"}))
     assert run.wait(timeout=60).status == RunStatus.SUCCEEDED
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     assert client.runtime.client.hgetall(keys.memory_files("team-notes")) == {"/memories/t.md": "t"}
     assert not client.runtime.client.exists(keys.memory_files(f"run:{run.run_id}"))

@@ -105,10 +105,10 @@ def script_agents(fake_llm: FakeAnthropicServer) -> None:
 
 def trip_breaker(settings: Settings, name: str) -> None:
     breakers = Breakers(
-        connect(settings.redis_url or "", decode_responses=False),
-        Keys(settings.key_prefix),
+        connect(settings.redis.url or "", decode_responses=False),
+        Keys(settings.redis.key_prefix),
         fail_max=2,
-        reset_timeout_s=settings.breaker_reset_timeout_s,
+        reset_timeout_s=settings.breakers.reset_timeout_s,
         max_probes=1,
     )
 
@@ -306,7 +306,7 @@ def test_counting_never_fails_the_work_and_logs_once(caplog: pytest.LogCaptureFi
 
 def test_durations_fall_in_their_bucket(redis_client: redis.Redis, settings: Settings) -> None:
     """Buckets are counted once each and made cumulative by the reader."""
-    counters = Counters(redis_client, Keys(settings.key_prefix))
+    counters = Counters(redis_client, Keys(settings.redis.key_prefix))
     for seconds in (0.01, 0.3, 0.3, 7200):
         counters.add(node_duration("coder", "retrying", seconds))
     server = bind_metrics_server(settings, host="127.0.0.1", port=free_port())

@@ -320,7 +320,7 @@ def test_dagwright_logs_follows_a_running_node_to_the_runs_end(
         first = follower.stdout.readline()  # shown while the node is held, running
         assert first.rstrip().endswith("out   hello from talk attempt 1"), first
         assert client.counts(run_id)[0] == RunStatus.RUNNING
-        redis.Redis.from_url(subprocess_settings.redis_url or "").set(release_key(run_id), 1)
+        redis.Redis.from_url(subprocess_settings.redis.url or "").set(release_key(run_id), 1)
         out, err = follower.communicate(timeout=90)
     finally:
         follower.kill()

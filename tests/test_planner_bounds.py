@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from dagwright.planning.bounds import bounds_problems, longest_retry_delay_s
 from dagwright.planning.planner import PlanRequest, plan_problems, planner_catalog
 from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.registry import build_registry
-from dagwright.settings import PlannerBounds, Settings
+from dagwright.settings import PlannerSettings, Settings
 from dagwright.workers import builtin_registry
 
 REQUEST = PlanRequest(goal="g", max_nodes=10, max_depth=5)
@@ -128,7 +127,7 @@ def test_the_longest_retry_delay_is_the_largest_backoff(
 
 
 def test_sleep_without_seconds_waits_its_default_and_other_functions_are_not_sleeps() -> None:
-    bounds = dataclasses.replace(Settings().planner_bounds, max_sleep_s=0.5)
+    bounds = Settings().planner.model_copy(update={"max_sleep_s": 0.5})
     naps = plan_of(
         {"id": "a", "type": "function", "function": "sleep"},
         {"id": "b", "type": "function", "function": "concat", "params": {"seconds": 9}},
@@ -163,18 +162,11 @@ def test_celery_tasks_are_planned_only_when_the_goal_names_the_type() -> None:
     assert planner_catalog(registry, asked, settings).type_names() == ["celery_task"]
 
 
-def test_the_bounds_view_holds_every_planner_bound_setting() -> None:
-    names = {field.name for field in dataclasses.fields(PlannerBounds)}
-    settings = Settings()
-    assert {f"planner_{name}" for name in names if f"planner_{name}" in Settings.model_fields} == {
-        name
-        for name in Settings.model_fields
-        if name.startswith(("planner_allow_", "planner_max_"))
-        and name not in ("planner_max_repairs", "planner_max_nodes", "planner_max_depth")
-    }
-    assert all(
-        getattr(settings.planner_bounds, n) == getattr(settings, f"planner_{n}") for n in names
-    )
+def test_the_planner_section_holds_every_planner_setting() -> None:
+    settings = Settings(planner_max_sleep_s=12.0)
+    held = {PlannerSettings.flat_name(name) for name in PlannerSettings.model_fields}
+    assert held >= {name for name in Settings.flat_fields() if name.startswith("planner_")}
+    assert settings.planner.max_sleep_s == 12.0
 
 
 @given(
@@ -186,7 +178,7 @@ def test_the_bounds_view_holds_every_planner_bound_setting() -> None:
 def test_a_problem_is_reported_exactly_for_each_knob_past_its_bound(
     approval: bool, attempts: int, timeout_s: float | None, sleep_s: float
 ) -> None:
-    bounds = Settings().planner_bounds
+    bounds = Settings().planner
     agent: dict[str, Any] = {"id": "a", "type": "writer", "instruction": "A."}
     agent |= {"retry": {"max_attempts": attempts}, "timeout_s": timeout_s}
     if approval:

@@ -106,13 +106,13 @@ def test_prices_given_in_settings_are_added_to_the_published_ones() -> None:
     cheaper = ModelPrice(input=0.05, output=0.25)
     given = Settings(model_prices={"claude-x-1": ModelPrice(input=2, output=10)})
     overriding = Settings(model_prices={"claude-haiku-5-5": cheaper})
-    assert set(given.model_prices) == {"claude-x-1"}  # settings hold what was given
-    price = price_of("claude-x-1-20990101", given.model_prices)
+    assert set(given.llm.model_prices) == {"claude-x-1"}  # settings hold what was given
+    price = price_of("claude-x-1-20990101", given.llm.model_prices)
     assert price is not None and price.input == 2
     published = DEFAULT_MODEL_PRICES["claude-haiku-5-5"]
-    assert price_of("claude-haiku-5-5", given.model_prices) == published
-    assert price_of("claude-haiku-5-5-latest", overriding.model_prices) == cheaper
-    assert price_of("claude-opus-4-5", overriding.model_prices) is not None
+    assert price_of("claude-haiku-5-5", given.llm.model_prices) == published
+    assert price_of("claude-haiku-5-5-latest", overriding.llm.model_prices) == cheaper
+    assert price_of("claude-opus-4-5", overriding.llm.model_prices) is not None
 
 
 def answer(model: str) -> dict[str, Any]:

@@ -84,7 +84,7 @@ def test_a_node_waiting_past_aging_is_published_again_ahead_of_all(
     reconciler = Reconciler(aged_runtime, worker_env.broker)
     wait_until(lambda: reconciler.run_once().republished, timeout=10, what="an aging pass")
     # step 0, the list named as the queue, is served before every priority's
-    broker = redis.Redis.from_url(runtime.settings.broker_url or "")
+    broker = redis.Redis.from_url(runtime.settings.redis.broker_url or "")
     top = [task_id_of(raw) for raw in broker.lrange(QUEUE, 0, -1)]
     assert top == [node_task_id(run_id, "a", 1)]
     assert broker.llen(f"{QUEUE}\x06\x165") == 1  # the first message, dropped at its claim
@@ -174,5 +174,5 @@ def test_the_api_takes_a_priority_and_refuses_one_out_of_range(
         assert submitted.status_code == 201, submitted.text
     # The run's priority, which its nodes are dispatched at (a succeeded run's dispatch
     # column is dropped at its end: docs/internals/retention.md).
-    key = Keys(settings.key_prefix).run_key(submitted.json()["run_id"], "run")
+    key = Keys(settings.redis.key_prefix).run_key(submitted.json()["run_id"], "run")
     assert redis_client.hget(key, "priority") == "5"

@@ -162,11 +162,11 @@ def test_a_broken_sandbox_backend_opens_its_breaker_and_the_node_waits(
 
     # A real docker backend whose daemon is gone: the backend breaking, not the code.
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/gone.sock")
-    gone = DockerSandbox(settings.sandbox_image)
+    gone = DockerSandbox(settings.sandbox.image)
     monkeypatch.setattr(sandboxed, "choose_sandbox", lambda _settings: gone)
     services = MemoryServices(ScriptedLLM([]), tmp_path)
     services.breakers = Breakers(
-        connect(settings.redis_url or "", decode_responses=False),
+        connect(settings.redis.url or "", decode_responses=False),
         Keys(f"test:{tmp_path.name}:"),
         fail_max=2,
         reset_timeout_s=30,

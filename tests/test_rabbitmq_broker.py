@@ -32,9 +32,9 @@ QUEUE = "dw.function"
 def idle_vhost_settings(rabbitmq: RabbitNode, no_worker_settings: Settings) -> Iterator[Settings]:
     """Settings whose broker is a virtual host no worker consumes, its queues empty."""
     settings = no_worker_settings.model_copy(update={"broker_url": rabbitmq.url(VHOSTS[1])})
-    purge_queues(settings.broker_url or "", [QUEUE])
+    purge_queues(settings.redis.broker_url or "", [QUEUE])
     yield settings
-    purge_queues(settings.broker_url or "", [QUEUE])
+    purge_queues(settings.redis.broker_url or "", [QUEUE])
 
 
 def test_an_amqp_broker_gets_quorum_queues_with_a_consumer_timeout_above_the_longest_node() -> None:
@@ -86,14 +86,17 @@ def test_queue_depths_on_rabbitmq_are_its_ready_messages(idle_vhost_settings: Se
     settings = idle_vhost_settings
     broker = CeleryBroker(build_app(settings))
     assert broker.queue_depths(["dw.nobody-declared-this"]) == {"dw.nobody-declared-this": 0}
-    queue_raw(settings.broker_url or "", QUEUE, [RawParts(b"[]")] * 3)
+    queue_raw(settings.redis.broker_url or "", QUEUE, [RawParts(b"[]")] * 3)
     # A published message reaches a quorum queue through its Raft log: a moment later.
     wait_until(lambda: broker.queue_depth(QUEUE) == 3, timeout=15, what="3 messages waiting")
-    with open_queue_reader(settings.broker_url or "", settings.redis_access) as reader:
+    with open_queue_reader(settings.redis.broker_url or "", settings.redis) as reader:
         assert reader is not None and reader.depths([QUEUE]) == {QUEUE: 3}
         assert reader.next_task_ids([QUEUE], 5) == []  # AMQP cannot look without taking
     readings = MetricsReader(
-        settings, settings.redis_url or "", settings.broker_url or "", build_registry(settings)
+        settings,
+        settings.redis.url or "",
+        settings.redis.broker_url or "",
+        build_registry(settings),
     ).read()
     assert readings.queue_depths is not None and readings.queue_depths[QUEUE] == 3
 
@@ -101,13 +104,13 @@ def test_queue_depths_on_rabbitmq_are_its_ready_messages(idle_vhost_settings: Se
 def test_doctor_checks_rabbitmq_and_names_the_consumer_timeout_an_old_one_needs(
     rabbitmq: RabbitNode, settings: Settings
 ) -> None:
-    check = check_broker(rabbitmq.url(VHOSTS[1]), settings.redis_access, max_timeout_s=3600)
+    check = check_broker(rabbitmq.url(VHOSTS[1]), settings.redis, max_timeout_s=3600)
     # Debian's 3.10 ignores the per-consumer timeout: the server's own must be raised.
     assert check.status == Status.WARN, check
     assert "RabbitMQ 3.10" in check.detail and rabbitmq.password not in check.detail
     assert f"consumer_timeout = {(3600 + 120) * 1000}" in check.hint
 
     wrong = rabbitmq.url(VHOSTS[1]).replace(rabbitmq.password, "wrong-password")
-    refused = check_broker(wrong, settings.redis_access)
+    refused = check_broker(wrong, settings.redis)
     assert refused.status == Status.FAIL and "cannot reach RabbitMQ" in refused.detail
     assert "wrong-password" not in refused.detail

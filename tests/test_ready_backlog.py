@@ -128,8 +128,8 @@ def test_the_recount_repairs_a_drifted_counter(worker_env: ExecutionEnv) -> None
 
 @pytest.fixture
 def reader(no_worker_settings: Settings) -> Iterator[MetricsReader]:
-    url = no_worker_settings.redis_url or ""
-    broker = no_worker_settings.broker_url or url
+    url = no_worker_settings.redis.url or ""
+    broker = no_worker_settings.redis.broker_url or url
     yield MetricsReader(no_worker_settings, url, broker, build_registry(no_worker_settings))
 
 
@@ -194,7 +194,10 @@ def test_a_ten_thousand_node_fan_out_on_two_slots_reads_as_its_backlog(
     ]})  # fmt: skip
     run = client.submit(plan)
     reader = MetricsReader(
-        settings, settings.redis_url or "", settings.broker_url or "", build_registry(settings)
+        settings,
+        settings.redis.url or "",
+        settings.redis.broker_url or "",
+        build_registry(settings),
     )
 
     def backlog() -> Any:

@@ -91,7 +91,7 @@ def reconciler_process(settings: Settings, name: str, reports: Any, stop: Any) -
         report = reconciler.run_once()
         took = time.monotonic() - started
         reports.put(("pass", name, took, sorted(reconciler.leases.held), report.runs))
-        stop.wait(max(settings.reconcile_interval_s - took, 0.0))
+        stop.wait(max(settings.dispatch.reconcile_interval_s - took, 0.0))
     reconciler.release()
 
 
@@ -184,7 +184,7 @@ def reconcilers(shared_settings: Settings) -> Iterator[Reconcilers]:
 def test_two_reconcilers_share_10000_runs_and_visit_each_within_a_lease(
     shared_settings: Settings, reconcilers: Reconcilers
 ) -> None:
-    lease_s = shared_settings.reconcile_interval_s * LEASE_INTERVALS
+    lease_s = shared_settings.dispatch.reconcile_interval_s * LEASE_INTERVALS
     runtime = Runtime.from_settings(shared_settings)
     run_ids = write_active_runs(runtime, RUNS)
     reconcilers.start("a", "b")
@@ -206,7 +206,9 @@ def test_two_reconcilers_share_10000_runs_and_visit_each_within_a_lease(
     killed_at = time.monotonic()
     wait_until(lambda: reconcilers.balanced("b"), timeout=4 * lease_s, what="b holds all")
     took_over_s = time.monotonic() - killed_at
-    assert took_over_s <= lease_s + 2 * shared_settings.reconcile_interval_s + max(b.passes)
+    assert took_over_s <= lease_s + 2 * shared_settings.dispatch.reconcile_interval_s + max(
+        b.passes
+    )
     visits.restart()
     wait_until(lambda: reconcilers.visited() == RUNS, timeout=3 * lease_s, what="every run by b")
     assert {name for _, name in visits.first.values()} == {"b"}

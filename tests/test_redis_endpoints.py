@@ -48,14 +48,14 @@ def test_tls_options_carry_the_files_and_the_verification() -> None:
         redis_tls_cert_file=Path("/c.pem"),
         redis_tls_key_file=Path("/c.key"),
     )
-    assert tls_options(settings.redis_access) == {
+    assert tls_options(settings.redis) == {
         "ssl_cert_reqs": "required",
         "ssl_check_hostname": True,
         "ssl_ca_certs": "/ca.pem",
         "ssl_certfile": "/c.pem",
         "ssl_keyfile": "/c.key",
     }
-    unverified = Settings(redis_tls_cert_reqs="none").redis_access
+    unverified = Settings(redis_tls_cert_reqs="none").redis
     assert tls_options(unverified) == {"ssl_cert_reqs": "none", "ssl_check_hostname": False}
 
 
@@ -85,15 +85,15 @@ def test_credentials_of_the_url_win_over_the_settings() -> None:
     settings = Settings(redis_username="other", redis_password=SecretStr("other-password"))
     assert kombu_url("redis://app:pw@h/0", settings) == "redis://app:pw@h/0"
     assert kombu_url("redis://h/0", settings) == "redis://other:other-password@h/0"
-    client = connect("redis://h/0", settings.redis_access)
+    client = connect("redis://h/0", settings.redis)
     assert client.connection_pool.connection_kwargs["username"] == "other"
-    client = connect("redis://app:pw@h/0", settings.redis_access)
+    client = connect("redis://app:pw@h/0", settings.redis)
     assert client.connection_pool.connection_kwargs["username"] == "app"
 
 
 def test_the_embedded_valkeys_socket_gets_no_password_meant_for_a_server() -> None:
     settings = Settings(redis_username="app", redis_password=SecretStr("server-password"))
-    client = connect("unix:///run/valkey.sock?db=0", settings.redis_access)
+    client = connect("unix:///run/valkey.sock?db=0", settings.redis)
     assert client.connection_pool.connection_kwargs.get("password") is None
     assert "server-password" not in kombu_url("unix:///run/valkey.sock?db=0", settings)
 

@@ -178,12 +178,12 @@ def test_a_dead_llm_api_opens_the_breaker_and_nodes_wait_without_burning_attempt
     client = Client(settings)
     run = client.submit(agents_plan("dead api", 3))
     breakers = client.runtime.breakers
-    model = f"model:{settings.default_model}"
+    model = f"model:{settings.llm.default_model}"
     # Three calls, each through its SDK retries with backoff: on a loaded machine (CI runs
     # two suites at once) that alone can take half a minute.
     wait_until(lambda: breakers.status(model).state == "open", timeout=90, what="breaker open")
     # In flight when it opened: at most one request per node past the threshold.
-    assert len(fake_llm.requests) <= settings.breaker_fail_max + 3
+    assert len(fake_llm.requests) <= settings.breakers.fail_max + 3
 
     # Proving that nothing happens for three open periods (a sleep is the test here):
     # unguarded, the nodes would have failed by now.
@@ -194,7 +194,7 @@ def test_a_dead_llm_api_opens_the_breaker_and_nodes_wait_without_burning_attempt
     kinds = Counter(e.kind for e in run.events(follow=False))
     assert kinds["node.waiting"] >= 3 and kinds["node.retrying"] == 0, kinds
     # One probe per half-open period, over every worker.
-    assert len(fake_llm.requests) <= settings.breaker_fail_max + 3 + 5, len(fake_llm.requests)
+    assert len(fake_llm.requests) <= settings.breakers.fail_max + 3 + 5, len(fake_llm.requests)
 
     fake_llm.set_fault_rate(0)
     state = run.wait(timeout=30)

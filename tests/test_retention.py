@@ -75,12 +75,12 @@ def succeeded_diamond(runtime: Runtime) -> str:
 def test_a_succeeded_run_keeps_only_what_its_surfaces_read_for_its_retention(
     runtime: Runtime,
 ) -> None:
-    assert Settings.model_fields["checkpoint_retention_s"].default == 0
+    assert Settings.flat_field("checkpoint_retention_s").default == 0
     run_id = succeeded_diamond(runtime)
 
     kept = run_keys(runtime, run_id)
     assert set(kept) == KEPT_BY_A_SUCCEEDED_RUN
-    retention_s = runtime.settings.retention_s
+    retention_s = runtime.settings.retention.retention_s
     assert all(retention_s - 60 < ttl <= retention_s for ttl in kept.values()), kept
     state = runtime.store.read_state(run_id)
     assert state.status == RunStatus.SUCCEEDED and state.result == "D"
@@ -155,7 +155,7 @@ def test_a_run_open_past_its_maximum_age_is_failed_visibly_and_replayable(
     no_worker_settings: Settings,
 ) -> None:
     runtime = runtime_with(no_worker_settings, run_max_age_s=3600)
-    assert Settings.model_fields["run_max_age_s"].default == 7 * DAY_S
+    assert Settings.flat_field("run_max_age_s").default == 7 * DAY_S
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}, {"id": "c", "depends_on": ["a", "b"]}])
     assert isinstance(claim(runtime, run_id, "a"), Claim)  # a runs, b waits in its queue
     reconciler = Reconciler(runtime, RecordingBroker())
@@ -251,10 +251,10 @@ def test_a_metrics_scrape_costs_the_same_whatever_the_store_retains(
 ) -> None:
     settings = no_worker_settings
     reader = MetricsReader(
-        settings, settings.redis_url or "", settings.broker_url or "", builtin_registry()
+        settings, settings.redis.url or "", settings.redis.broker_url or "", builtin_registry()
     )
-    observer = redis.Redis.from_url(settings.redis_url or "", decode_responses=True)
-    dbs = {settings.redis_url.rsplit("/", 1)[1], settings.broker_url.rsplit("/", 1)[1]}  # type: ignore[union-attr]
+    observer = redis.Redis.from_url(settings.redis.url or "", decode_responses=True)
+    dbs = {settings.redis.url.rsplit("/", 1)[1], settings.redis.broker_url.rsplit("/", 1)[1]}  # type: ignore[union-attr]
     open_run, _ = start(runtime, [{"id": "left"}])
     failed_run = chain_failed(runtime)
     reader.read()  # its connections made
@@ -329,9 +329,11 @@ def surfaces(runtime: Runtime, run_id: str) -> dict[str, object]:
 
 async def read_state_async(runtime: Runtime, run_id: str) -> RunState:
     """The run's state as the API server reads it (its asyncio store)."""
-    client = redis.asyncio.Redis.from_url(runtime.settings.redis_url or "", decode_responses=True)
+    client = redis.asyncio.Redis.from_url(runtime.settings.redis.url or "", decode_responses=True)
     try:
-        store = AsyncRunStore(client, runtime.keys, events_maxlen=runtime.settings.events_maxlen)
+        store = AsyncRunStore(
+            client, runtime.keys, events_maxlen=runtime.settings.retention.events_maxlen
+        )
         return await store.read_state(run_id)
     finally:
         await client.aclose()

@@ -154,7 +154,7 @@ def test_scores_of_an_open_run_expire_when_the_run_ends_with_it(
     finish(runtime, run_id, "a")
     runtime.forget_active(run_id)
     run_ttl = ttl_ms(runtime, runtime.keys.run_key(run_id, "run"))
-    assert 0 < run_ttl <= runtime.settings.retention_s * 1000
+    assert 0 < run_ttl <= runtime.settings.retention.retention_s * 1000
     assert 0 <= run_ttl - ttl_ms(runtime, scores_key(runtime, run_id)) < 1000
 
 

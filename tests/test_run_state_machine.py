@@ -270,7 +270,7 @@ def test_every_key_of_a_finished_run_expires(runtime: Runtime, redis_client: red
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
     finish(runtime, run_id, "a")
     finish(runtime, run_id, "b")
-    keys = list(redis_client.scan_iter(f"{settings.key_prefix}{{{run_id}}}:*"))
+    keys = list(redis_client.scan_iter(f"{settings.redis.key_prefix}{{{run_id}}}:*"))
     names = {key.rpartition(":")[2] for key in keys}
     # The empty zsets and hashes (queued, outbox, leases, retry, holder, error) are gone.
     assert names == {
@@ -291,7 +291,7 @@ def test_every_key_of_a_finished_run_expires(runtime: Runtime, redis_client: red
         "done",
     }
     ttls = {key: redis_client.ttl(key) for key in keys}
-    assert all(0 < ttl <= settings.retention_s for ttl in ttls.values()), ttls
+    assert all(0 < ttl <= settings.retention.retention_s for ttl in ttls.values()), ttls
 
 
 def test_the_reconciler_forgets_finished_runs(runtime: Runtime, redis_client: redis.Redis) -> None:

@@ -77,7 +77,7 @@ def test_code_imports_the_installed_package_read_only(installed: tuple[Settings,
     prefix = str(settings.sandbox.packages_dir)
     assert result.stdout.splitlines() == [f"{version} {prefix}", "read-only True"]
     if os.geteuid() == 0:  # it ran as the sandbox uid, through the 0700 home
-        assert sandbox.host_uid == settings.sandbox_uid
+        assert sandbox.host_uid == settings.sandbox.uid
 
 
 def test_a_missing_module_says_what_is_available(installed: tuple[Settings, str]) -> None:
@@ -113,11 +113,11 @@ def test_the_tool_the_prompt_and_the_catalog_name_what_is_installed(
 
 
 def test_requirements_come_from_the_index_only() -> None:
-    assert Settings(sandbox_packages="six, attrs==23.2.0").sandbox_packages == [
+    assert Settings(sandbox_packages="six, attrs==23.2.0").sandbox.packages == [
         "six",
         "attrs==23.2.0",
     ]
-    assert Settings(sandbox_packages='["attrs>=22,<24"]').sandbox_packages == ["attrs>=22,<24"]
+    assert Settings(sandbox_packages='["attrs>=22,<24"]').sandbox.packages == ["attrs>=22,<24"]
     for bad in ("-r /etc/passwd", "x @ https://example.com/x.whl", "./local", "--index-url=x"):
         with pytest.raises(ValueError, match="not a package of the index"):
             Settings(sandbox_packages=[bad])

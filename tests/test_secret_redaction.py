@@ -131,7 +131,7 @@ def test_a_tool_error_quoting_the_api_key_leaks_it_nowhere(
     keys = client.runtime.keys
     checkpoint = redis_client.hget(keys.run_key(run.run_id, "checkpoint"), "report")
     assert checkpoint is not None and "the gateway refused key ***" in checkpoint
-    broker = redis.Redis.from_url(settings.broker_url or "", decode_responses=True)
+    broker = redis.Redis.from_url(settings.redis.broker_url or "", decode_responses=True)
     assert_no_secret("the broker's database", everything_in(broker))
 
     # The node's error, the dead letter and the trace, as people read them.

@@ -181,7 +181,7 @@ def test_a_skill_is_loaded_on_demand_its_script_runs_in_the_sandbox_its_hash_is_
         ("read_skill_file", skill_hash),
     ]
     assert any(s.name == "sandbox.exec" for s in spans)
-    keys = Keys(skilled_settings.key_prefix)
+    keys = Keys(skilled_settings.redis.key_prefix)
     saved = client.runtime.client.hget(keys.run_key(run.run_id, "checkpoint"), "notes")
     assert json.loads(saved)["skills"][RELEASE_NOTES] == skill_hash
 

@@ -174,7 +174,7 @@ def test_an_llm_breaker_s_events_are_spans_of_the_node_whose_calls_caused_them(
     assert state.status == RunStatus.SUCCEEDED, workers.log_tails()
 
     events = breaker_spans()
-    model = f"model:{settings.default_model}"
+    model = f"model:{settings.llm.default_model}"
     first, last = events[0], events[-1]
     assert (first.attributes["event"], first.attributes["open_for_s"]) == ("opened", 2.0)
     assert (first.status, last.status) == ("error", "ok")
@@ -295,8 +295,8 @@ def test_a_recording_failure_never_fails_the_node(
 
 @pytest.fixture
 def recorder_env(no_worker_settings: Settings) -> tuple[redis.Redis, Keys]:
-    store = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
-    return store, Keys(no_worker_settings.key_prefix)
+    store = redis.Redis.from_url(no_worker_settings.redis.url or "", decode_responses=True)
+    return store, Keys(no_worker_settings.redis.key_prefix)
 
 
 def a_span(index: int = 0) -> Span:

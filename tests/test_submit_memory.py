@@ -57,7 +57,7 @@ def test_a_run_submitted_with_memory_writes_into_that_namespace_over_its_plans(
     )
     run_handle = client.submit(archivist_plan("plan-notes"), memory="team-digest")
     assert run_handle.wait(timeout=60).status == RunStatus.SUCCEEDED
-    keys, redis = Keys(settings.key_prefix), client.runtime.client
+    keys, redis = Keys(settings.redis.key_prefix), client.runtime.client
     assert redis.hgetall(keys.memory_files("team-digest")) == {"/memories/d.md": "d"}
     assert not redis.exists(keys.memory_files("plan-notes"))
     assert not redis.exists(keys.memory_files(f"run:{run_handle.run_id}"))

@@ -99,7 +99,7 @@ def test_a_submit_writes_the_run_and_a_refused_one_writes_nothing(
     no_worker_settings: Settings,
 ) -> None:
     client = Client(no_worker_settings)
-    state = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(no_worker_settings.redis.url or "", decode_responses=True)
     with pytest.raises(PlanError):
         client.submit({"nodes": [{"id": "a", "type": "nope"}]}, idempotency_key="k")
     assert state.keys("*") == []

@@ -107,7 +107,7 @@ def test_a_run_past_its_run_timeout_is_stopped_with_its_reason(
     assert state.reason == "timed out after 2s (its run timeout)"
     assert state.finished_at is not None
     took_s = (state.finished_at - state.created_at).total_seconds()
-    assert 2 <= took_s < 2 + 2 * settings.reconcile_interval_s + 1.0, took_s
+    assert 2 <= took_s < 2 + 2 * settings.dispatch.reconcile_interval_s + 1.0, took_s
     assert {n.status.value for n in state.nodes.values()} == {"cancelled"}
     with pytest.raises(RunFailedError, match="timed out after 2s"):
         run.result()

@@ -105,7 +105,7 @@ def test_a_researcher_searches_across_a_paused_turn_and_its_searches_are_paid(
 
 
 def price_of_default() -> Any:
-    return DEFAULT_MODEL_PRICES[Settings().default_model]
+    return DEFAULT_MODEL_PRICES[Settings().llm.default_model]
 
 
 def test_server_tool_blocks_stay_in_the_conversation_and_are_not_client_calls(

@@ -30,7 +30,7 @@ def publish(settings: Settings, hostname: str, *, ttl_s: float = 15.0, **changes
     registry = build_registry(settings)
     capabilities = WorkerCapabilities.of(registry, settings, queues_for(None, registry))
     capabilities = capabilities.__class__(**{**capabilities.__dict__, **changes})
-    state = redis.Redis.from_url(settings.redis_url or "")
+    state = redis.Redis.from_url(settings.redis.url or "")
     state.hset(
         Keys().worker_capabilities, hostname, capabilities.to_json(expires_at=time.time() + ttl_s)
     )
@@ -41,7 +41,7 @@ def wordstats_plan() -> str:
 
 
 def with_wordstats(settings: Settings) -> Settings:
-    return settings.model_copy(update={"imports": [*settings.imports, WORDSTATS]})
+    return settings.model_copy(update={"imports": [*settings.process.imports, WORDSTATS]})
 
 
 def test_without_any_live_worker_a_submit_is_accepted(no_worker_settings: Settings) -> None:
@@ -62,7 +62,7 @@ def test_a_function_no_live_worker_registered_is_refused_naming_the_import(
         f"start the workers with `--import {WORDSTATS}` (`dagwright up -I …`) or set "
         "DAGWRIGHT_IMPORTS in the workers' environment"
     )
-    state = redis.Redis.from_url(no_worker_settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(no_worker_settings.redis.url or "", decode_responses=True)
     assert [key for key in state.keys("*") if key != Keys().worker_capabilities] == []
 
 
@@ -89,7 +89,7 @@ def test_an_agent_plan_on_workers_without_an_llm_endpoint_is_refused(
     plan.agent("a", "researcher", "say hi")
     plan.agent("b", "writer", "say it again", depends_on=["a"])
     plan.function("c", "noop", depends_on=["b"])  # runs: the worker has it
-    base_url = no_worker_settings.anthropic_base_url  # the fake's, as `fake-llm` offline
+    base_url = no_worker_settings.llm.base_url  # the fake's, as `fake-llm` offline
     offline = no_worker_settings.model_copy(update={"anthropic_api_key": None})
     with pytest.raises(UnrunnablePlanError) as refused:
         Client(offline).submit(plan.build())
@@ -143,7 +143,7 @@ def test_capabilities_never_carry_the_api_key(no_worker_settings: Settings) -> N
     settings = no_worker_settings.model_copy(update={"anthropic_api_key": SecretStr(secret)})
     registry = build_registry(settings)
     entry = WorkerCapabilities.of(registry, settings, queues_for(None, registry)).to_json(0)
-    assert secret not in entry and settings.anthropic_base_url not in entry
+    assert secret not in entry and settings.llm.base_url not in entry
     assert '"llm": "anthropic api key"' in entry
 
 
@@ -153,7 +153,7 @@ def test_run_against_live_workers_refuses_a_function_only_the_client_imports(
     """Acceptance: `run plan --import M` against workers that do not import M is refused at
     submit (exit 2, one line), not dead-lettered node by node; `doctor` shows why."""
     workers.start(subprocess_settings, concurrency=1)
-    state = redis.Redis.from_url(subprocess_settings.redis_url or "", decode_responses=True)
+    state = redis.Redis.from_url(subprocess_settings.redis.url or "", decode_responses=True)
     wait_until(
         lambda: state.hlen(Keys().worker_capabilities), timeout=60, what="the worker's capabilities"
     )

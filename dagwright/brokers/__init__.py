@@ -23,7 +23,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from dagwright.settings import RedisAccess
+    from dagwright.settings import RedisSettings
 
 # As dagwright spells Redis URLs (dagwright.redis_endpoint), plus kombu's socket spelling.
 REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel", "sentinels", "redis+socket")
@@ -64,7 +64,7 @@ class QueueReader(Protocol):
 
 @contextmanager
 def open_queue_reader(
-    url: str, access: RedisAccess, *, timeout_s: float = 5.0
+    url: str, access: RedisSettings, *, timeout_s: float = 5.0
 ) -> Iterator[QueueReader | None]:
     """A reader of the broker at ``url`` with a connection of its own, closed after use
     (None for a broker dagwright does not read): for ``doctor`` and the metrics server,

@@ -158,7 +158,7 @@ def run_eval(
         report = _run(runner, record, quiet=json_output)
         return _report(report, against, tolerance, min_pass_rate, junit, json_output)
 
-    if settings.redis_url and fake_llm is None:
+    if settings.redis.url and fake_llm is None:
         from dagwright.client import Client
 
         raise typer.Exit(evaluate(Client(settings)))
@@ -188,7 +188,7 @@ def offline_llm(script: Path | None, settings: Settings, *, quiet: bool) -> Iter
     from dagwright.testing import FakeAnthropicServer
     from dagwright.testing.fake_anthropic_script import Script
 
-    if settings.redis_url or running_record(settings.data_dir) is not None:
+    if settings.redis.url or running_record(settings.process.data_dir) is not None:
         raise InputError(
             "--fake-llm starts a local stack of its own, and one runs already (or "
             "DAGWRIGHT_REDIS_URL is set): stop it, or serve the script with `dagwright "
@@ -209,7 +209,7 @@ def _checked_suite(suite_file: Path, settings: Settings) -> EvalSuite:
     """The suite, read and validated before any stack starts (exit 2 on a problem)."""
     from dagwright.evals.suite import load_suite
 
-    return load_suite(suite_file, max_bytes=settings.max_plan_file_bytes)
+    return load_suite(suite_file, max_bytes=settings.limits.max_plan_file_bytes)
 
 
 def _runner(
@@ -314,7 +314,7 @@ def baseline_report(
         return store.report(found.id)
     if baseline.startswith("ev_") and not Path(baseline).exists():
         return store.report(baseline)
-    return load_report(Path(baseline), max_bytes=client.settings.max_plan_file_bytes * 16)
+    return load_report(Path(baseline), max_bytes=client.settings.limits.max_plan_file_bytes * 16)
 
 
 @evals_app.command(name="list")

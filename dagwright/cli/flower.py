@@ -48,9 +48,9 @@ def flower(
     except ImportError as exc:
         raise MissingExtraError.of(exc, "dagwright flower") from None
     settings = settings_from(None)
-    login = checked_login(settings.flower_basic_auth, no_auth)
-    broker_url = settings.broker_url or require_redis_url(settings)
-    port = port or settings.flower_port
+    login = checked_login(settings.flower.basic_auth, no_auth)
+    broker_url = settings.redis.broker_url or require_redis_url(settings)
+    port = port or settings.flower.port
     stderr.print(
         f"starting Flower at {flower_url(address, port, url_prefix)} "
         f"on broker {redact_url(broker_url)}, "

@@ -40,7 +40,7 @@ def settings_from(imports: list[str] | None, **flags: Any) -> Settings:
         base = Settings()
         overrides = {name: value for name, value in flags.items() if value is not None}
         if imports:
-            overrides["imports"] = [*base.imports, *imports]
+            overrides["imports"] = [*base.process.imports, *imports]
         return (
             Settings(**{**base.model_dump(exclude_unset=True), **overrides}) if overrides else base
         )
@@ -160,6 +160,6 @@ def inputs_from(
 
     given: dict[str, Any] = {}
     if inputs_file is not None:
-        given.update(load_inputs_file(inputs_file, max_bytes=settings.max_params_bytes))
+        given.update(load_inputs_file(inputs_file, max_bytes=settings.limits.max_params_bytes))
     given.update(parse_input_pairs(pairs or [], schema))
     return given

@@ -228,7 +228,7 @@ def run(
     def submission(client: Client) -> RunHandle:
         return client.submit(request, idempotency_key=idempotency_key)
 
-    if settings.redis_url or (no_wait and up_is_running(settings)):
+    if settings.redis.url or (no_wait and up_is_running(settings)):
         code = submit_and_wait(
             Client(settings), submission, json_output, no_wait, timeout, embedded=None
         )
@@ -249,7 +249,7 @@ def run(
 def up_is_running(settings: Settings) -> bool:
     """Whether `dagwright up` runs: a stack that outlives this command (one shared by
     `dagwright run`s stops when they have ended)."""
-    record = read_stack(settings.data_dir)
+    record = read_stack(settings.process.data_dir)
     return record is not None and record.owner == "up"
 
 
@@ -305,9 +305,9 @@ def run_request_for(
     else:
         given |= {"goal": target, "inputs": inputs_from(*given_inputs, None, settings)}
     request = build_run_request(
-        "dagwright run", plan, given, max_plan_file_bytes=settings.max_plan_file_bytes
+        "dagwright run", plan, given, max_plan_file_bytes=settings.limits.max_plan_file_bytes
     )
-    start_fields(request.not_before, request.countdown_s, settings.max_start_delay_s)
+    start_fields(request.not_before, request.countdown_s, settings.limits.max_start_delay_s)
     return request
 
 
@@ -336,10 +336,10 @@ def check_plan_file(
     from dagwright.plans.run_inputs import bind_inputs
     from dagwright.registry import build_registry
 
-    plan = load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
+    plan = load_plan(plan_file, max_bytes=settings.limits.max_plan_file_bytes)
     inputs = inputs_from(*given_inputs, plan.inputs, settings)
     try:
-        bound = bind_inputs(plan, inputs, settings.max_params_bytes)
+        bound = bind_inputs(plan, inputs, settings.limits.max_params_bytes)
         registry = widened(build_registry(settings), stack_workers(settings))
         return plan, inputs, check_plan(bound.plan, settings, registry)
     except PlanError as exc:  # RunInputError included: the same class, naming the file

@@ -125,7 +125,7 @@ def add(
     client = client_from(imports)
     settings = client.settings
     plan = (
-        load_plan(plan_file, max_bytes=settings.max_plan_file_bytes)
+        load_plan(plan_file, max_bytes=settings.limits.max_plan_file_bytes)
         if plan_file is not None
         else None
     )

@@ -49,15 +49,15 @@ def server(
     dashboard. Every request needs an API token (`dagwright token create`), sent as
     `Authorization: Bearer <token>` or as the password of HTTP Basic; Ctrl-C stops it."""
     settings = settings_from(imports, server_host=host, server_port=port)
-    check_local_access(settings.server_host, local_access)
+    check_local_access(settings.server.host, local_access)
     from dagwright.server.running import serve  # fastapi and uvicorn: only here
 
-    where = f"{url_host(settings.server_host)}:{settings.server_port}"
+    where = f"{url_host(settings.server.host)}:{settings.server.port}"
     stderr.print(
         f"dagwright server at http://{where}/ (API: /api/v1); Ctrl-C stops it", markup=False
     )
     if local_access:  # a line of its own: a path is long, and one copies it whole
-        token = token_file(settings.data_dir, settings.server_port)
+        token = token_file(settings.process.data_dir, settings.server.port)
         stderr.print(f"API token (yours alone): {token}", soft_wrap=True, markup=False)
     serve(settings, local_access=local_access)
 
@@ -79,17 +79,17 @@ def dashboard(imports: ImportOption = None) -> None:
     """Print a one-time login link to the dashboard of the local stack (`dagwright up`'s):
     opening it logs your browser in; once used, it opens nothing more."""
     settings = settings_from(imports)
-    record = read_stack(settings.data_dir)
+    record = read_stack(settings.process.data_dir)
     if record is None or not record.server_url:
         raise ConfigurationError(
-            f"no local stack with a dashboard runs for {settings.data_dir}: start one with "
+            f"no local stack with a dashboard runs for {settings.process.data_dir}: start one with "
             "`dagwright up`"
         )
     port = urlsplit(record.server_url).port or 0
-    token = read_token(settings.data_dir, port)
+    token = read_token(settings.process.data_dir, port)
     if token is None:
         raise ConfigurationError(
-            f"{token_file(settings.data_dir, port)} is missing or unreadable: restart "
+            f"{token_file(settings.process.data_dir, port)} is missing or unreadable: restart "
             "`dagwright up`, or log in with a token of `dagwright token create`"
         )
     stdout.print(login_url(record.server_url, token), markup=False)

@@ -95,7 +95,7 @@ def worker(
         )
     # Bound here, so a port in use is one line before the worker starts; served once
     # its pool has started (tasks/steps.py MetricsStep).
-    endpoint = bind_metrics_server(settings) if settings.metrics_port else None
+    endpoint = bind_metrics_server(settings) if settings.telemetry.metrics_port else None
     try:
         code = run_worker(
             settings,
@@ -122,8 +122,8 @@ def warn_of_models(settings: Settings, registry: WorkerRegistry) -> None:
     from dagwright.plans.priced_models import models_of_types
 
     models = {
-        settings.default_model,
-        settings.planner_model or settings.default_model,
+        settings.llm.default_model,
+        settings.planner.model or settings.llm.default_model,
         *models_of_types(registry.types(include_internal=True), settings).values(),
     }
     for line in end_of_life_lines(models, settings):
@@ -164,7 +164,8 @@ def reconciler(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     stderr.print(
-        f"reconciler on {redact_url(url)}, a pass every {settings.reconcile_interval_s:g}s "
+        f"reconciler on {redact_url(url)}, "
+        f"a pass every {settings.dispatch.reconcile_interval_s:g}s "
         "(one reconciler is active at a time); Ctrl-C stops it",
         soft_wrap=True,
     )
@@ -204,7 +205,7 @@ def up(
     Other dagwright commands on this machine find it by themselves. Its processes end with
     it, even if it is killed or its terminal closes."""
     settings = settings_from(imports)
-    if settings.redis_url:
+    if settings.redis.url:
         raise ConfigurationError(
             "DAGWRIGHT_REDIS_URL is set: `dagwright up` runs its own embedded Valkey; unset it, "
             "or run `dagwright worker` against that Redis instead"
@@ -238,7 +239,7 @@ def announce(stack: EmbeddedStack, settings: Settings) -> None:
     queues = queues_for(None, build_registry(settings))
     stderr.print(
         f"[green]dagwright is up[/]: Valkey at {stack.redis_url} "
-        f"(data in {settings.data_dir}), workers for {', '.join(queues)} "
+        f"(data in {settings.process.data_dir}), workers for {', '.join(queues)} "
         f"({worker_processes(stack.concurrency, settings)}), "
         "beat for the schedules. "
         "Ctrl-C stops it.",
@@ -254,8 +255,10 @@ def worker_processes(concurrency: int | None, settings: Settings) -> str:
     them queues, and one process per CPU is not what a person guesses."""
     if concurrency:
         return f"{concurrency} worker processes: --concurrency"
-    if settings.worker_concurrency:
-        return f"{settings.worker_concurrency} worker processes: DAGWRIGHT_WORKER_CONCURRENCY"
+    if settings.process.worker_concurrency:
+        return (
+            f"{settings.process.worker_concurrency} worker processes: DAGWRIGHT_WORKER_CONCURRENCY"
+        )
     cpus = os.cpu_count() or 1
     return f"{cpus} worker processes, one per CPU: `dagwright up --concurrency N` for more"
 
@@ -267,16 +270,16 @@ def server_lines(url: str, settings: Settings) -> list[str]:
     port = urlsplit(url).port or 0
     moved = (
         ""
-        if port == settings.server_port
-        else (f" (port {settings.server_port} was in use: DAGWRIGHT_SERVER_PORT sets another)")
+        if port == settings.server.port
+        else (f" (port {settings.server.port} was in use: DAGWRIGHT_SERVER_PORT sets another)")
     )
     lines = [f"dashboard and API at {url}{moved}"]  # the API's document: api/v1/openapi.json
-    token = read_token(settings.data_dir, port)
+    token = read_token(settings.process.data_dir, port)
     if token is not None:
         lines += [
             "log in with this one-time link (`dagwright dashboard` prints another):",
             f"  {login_url(url, token)}",
-            f"API token (yours alone): {token_file(settings.data_dir, port)}",
+            f"API token (yours alone): {token_file(settings.process.data_dir, port)}",
         ]
     return lines
 

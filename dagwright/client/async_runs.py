@@ -83,12 +83,14 @@ class AsyncClient(ConnectedPart):
 
     @cached_property
     def redis(self) -> redis.asyncio.Redis:
-        return connect_async(self.redis_url, self.settings.redis_access)
+        return connect_async(self.redis_url, self.settings.redis)
 
     @cached_property
     def store(self) -> AsyncRunStore:
         return AsyncRunStore(
-            self.redis, Keys(self.settings.key_prefix), events_maxlen=self.settings.events_maxlen
+            self.redis,
+            Keys(self.settings.redis.key_prefix),
+            events_maxlen=self.settings.retention.events_maxlen,
         )
 
     @cached_property
@@ -101,12 +103,14 @@ class AsyncClient(ConnectedPart):
     @cached_property
     def run_scores(self) -> AsyncRunScores:
         return AsyncRunScores(
-            self.redis, Keys(self.settings.key_prefix), max_scores=self.settings.run_scores_max
+            self.redis,
+            Keys(self.settings.redis.key_prefix),
+            max_scores=self.settings.retention.run_scores_max,
         )
 
     @cached_property
     def node_logs(self) -> AsyncNodeLogs:
-        return AsyncNodeLogs(self.redis, Keys(self.settings.key_prefix))
+        return AsyncNodeLogs(self.redis, Keys(self.settings.redis.key_prefix))
 
     async def aclose(self) -> None:
         """Close the asyncio connections."""

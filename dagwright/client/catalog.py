@@ -41,7 +41,9 @@ def describe(
 ) -> dict[str, Any]:
     """A type as ``worker-types`` shows it; ``tools`` with the tools of its MCP servers
     that answered, ``mcp_servers`` saying which did and what each offers."""
-    model = worker_type.model or (settings.default_model if worker_type.kind == "agent" else None)
+    model = worker_type.model or (
+        settings.llm.default_model if worker_type.kind == "agent" else None
+    )
     servers = [(probes or {})[server] for server in worker_type.mcp_servers]
     mcp_tools = [tool for server in servers for tool in server.tools]
     capabilities = worker_type.capabilities(settings) if worker_type.capabilities else None
@@ -78,4 +80,4 @@ def probe_attached_servers(
     from dagwright.redaction import known_secrets
     from dagwright.workers.mcp.probe import probe_servers
 
-    return probe_servers(settings.mcp_servers, attached, known_secrets(settings))
+    return probe_servers(settings.mcp.servers, attached, known_secrets(settings))

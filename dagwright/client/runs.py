@@ -150,7 +150,7 @@ class Client(ConnectedPart):
         ``goal``, which the planner first turns into a plan; or of a RunRequest (the
         same options as one frozen object, orchestrator/control/run_request.py). A
         repeated submit with the same ``idempotency_key`` (within
-        ``settings.idempotency_ttl_s``) returns the run the first one started.
+        ``settings.retention.idempotency_ttl_s``) returns the run the first one started.
 
         ``inputs`` are the run's arguments: checked against the plan's ``inputs:`` schema
         (its defaults filled in), they replace ``{{ inputs.<name> }}`` in its params and
@@ -159,7 +159,7 @@ class Client(ConnectedPart):
 
         A goal's plan uses only ``worker_types`` (default: all), has at most ``max_nodes``
         nodes and chains of at most ``max_depth``; with ``replan`` a node that fails for
-        good has its branch re-planned (``settings.replan_max`` times per run).
+        good has its branch re-planned (``settings.planner.replan_max`` times per run).
         ``budget`` (a Budget or its dict: ``max_input_tokens``, ``max_output_tokens``,
         ``max_total_tokens``, ``max_cost_usd``) caps what the whole run's LLM calls may
         spend, overriding a plan's own ``budget`` limit by limit; ``budget_tokens`` is
@@ -171,7 +171,7 @@ class Client(ConnectedPart):
         the very same request was answered before: no model call, 0 tokens.
         ``priority`` (1 to 5, higher first; else the plan's ``priority``, else 3) orders
         the run's nodes among all those waiting for a worker (a node's own ``priority``
-        wins); a node that waited ``settings.priority_aging_s`` goes ahead of all, so a
+        wins); a node that waited ``settings.dispatch.priority_aging_s`` goes ahead of all, so a
         low priority is never starved. ``llm_batch=True`` sends the run's agent calls, its
         planner's included, through the Message Batches API at half the price, each
         answered within 24 hours (nodes wait parked meanwhile, "waiting on batch ..."):
@@ -225,7 +225,7 @@ class Client(ConnectedPart):
                     f"({', '.join(sorted(options))})"
                 )
             return plan
-        max_bytes = self.settings.max_plan_file_bytes
+        max_bytes = self.settings.limits.max_plan_file_bytes
         return build_run_request(caller, plan, options, max_plan_file_bytes=max_bytes)
 
     def get_run(self, run_id: str) -> RunHandle:
@@ -341,7 +341,9 @@ class Client(ConnectedPart):
         from dagwright.orchestrator.runstate.scores import RunScores
 
         runtime = self.runtime
-        return RunScores(runtime.client, runtime.keys, max_scores=self.settings.run_scores_max)
+        return RunScores(
+            runtime.client, runtime.keys, max_scores=self.settings.retention.run_scores_max
+        )
 
     def score(
         self,

@@ -97,7 +97,9 @@ class ScheduleClient(SubClient):
                 "timezone": timezone,
                 "goal": goal,
                 "plan": (
-                    coerce_plan(plan, max_file_bytes=self._client.settings.max_plan_file_bytes)
+                    coerce_plan(
+                        plan, max_file_bytes=self._client.settings.limits.max_plan_file_bytes
+                    )
                     if plan is not None
                     else None
                 ),
@@ -128,7 +130,7 @@ class ScheduleClient(SubClient):
         if schedule.cron is not None:
             parse_cron(schedule.cron, schedule.timezone)
         runtime = self._client.runtime
-        max_bytes = runtime.settings.max_params_bytes
+        max_bytes = runtime.settings.limits.max_params_bytes
         egress = EgressPolicy.from_settings(runtime.settings)
         plan_hooks = schedule.plan.webhooks if schedule.plan else []
         check_webhooks([*plan_hooks, *schedule.webhooks], egress)

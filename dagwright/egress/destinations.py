@@ -76,7 +76,7 @@ class EgressPolicy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EgressPolicy:
-        return cls.of(settings.egress_allow, settings.egress_resolve_timeout_s)
+        return cls.of(settings.egress.allow, settings.egress.resolve_timeout_s)
 
     def allows_address(self, address: IPAddress) -> bool:
         return refused_kind(address) is None or any(

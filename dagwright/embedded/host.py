@@ -46,7 +46,7 @@ def main() -> int:
         settings,
         owner="run",
         wait_for_lock_s=WAIT_FOR_OLD_STACK_S,
-        shown_log=settings.data_dir / "logs" / "worker.log",
+        shown_log=settings.process.data_dir / "logs" / "worker.log",
     )
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, _raise_interrupt)

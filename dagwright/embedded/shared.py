@@ -52,7 +52,7 @@ class SharedStack:
 def shared_stack(settings: Settings, *, say: Callable[[str], None]) -> Iterator[SharedStack]:
     """Hold a lease on the local stack, starting it if none runs. ``say``: one line for
     the person (what is started or used, and what had to be reclaimed)."""
-    data_dir = settings.data_dir
+    data_dir = settings.process.data_dir
     log_file = data_dir / "logs" / "worker.log"
     with attach_lock(data_dir):
         lease = Lease(data_dir)
@@ -66,7 +66,7 @@ def shared_stack(settings: Settings, *, say: Callable[[str], None]) -> Iterator[
     try:
         record = wait_until_ready(data_dir, host, log_file)
         shared = SharedStack(data_dir, record, started_here=host is not None)
-        require_imports(record, settings.imports)
+        require_imports(record, settings.process.imports)
         if host is None:
             where = f"; dashboard at {record.server_url}" if record.server_url else ""
             say(f"using the local stack of `dagwright {record.owner}` (pid {record.pid}){where}")
@@ -90,8 +90,8 @@ def start_host(settings: Settings, log_file: Path) -> subprocess.Popen[bytes]:
     """Start the stack host in a session of its own: it must outlive this command if
     another run still uses the stack, and a Ctrl-C here must not reach it."""
     env = dict(os.environ)
-    if settings.imports:
-        env["DAGWRIGHT_IMPORTS"] = ",".join(settings.imports)
+    if settings.process.imports:
+        env["DAGWRIGHT_IMPORTS"] = ",".join(settings.process.imports)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         return subprocess.Popen(

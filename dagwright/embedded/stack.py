@@ -60,7 +60,7 @@ class EmbeddedStack:
         self.loglevel = loglevel
         self.verbose = verbose  # Celery's banner and warnings too
         self.wait_for_lock_s = wait_for_lock_s  # a stopping stack may still hold the lock
-        self.data_dir = settings.data_dir
+        self.data_dir = settings.process.data_dir
         self._lock_file: IO[str] | None = None
         self._valkey: subprocess.Popen[bytes] | None = None
         self._worker: subprocess.Popen[bytes] | None = None
@@ -74,7 +74,7 @@ class EmbeddedStack:
             pid=os.getpid(),
             owner=owner,
             state="starting",
-            imports=tuple(settings.imports),
+            imports=tuple(settings.process.imports),
             log=str(worker_log or shown_log or ""),  # shown_log: our own output's file
         )
 
@@ -132,7 +132,7 @@ class EmbeddedStack:
 
     def start_worker(self) -> None:
         """Start (or restart) the worker process for every queue, reconciler included."""
-        env = stack_env(self.redis_url, list(self.settings.imports))
+        env = stack_env(self.redis_url, list(self.settings.process.imports))
         command = [sys.executable, "-m", "dagwright", "worker", "--loglevel", self.loglevel]
         if self.concurrency:
             command += ["--concurrency", str(self.concurrency)]
@@ -160,7 +160,10 @@ class EmbeddedStack:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._server_log_fh = open(log_path, "ab")  # noqa: SIM115 (the child writes to it)
         self._server = start_api_server(
-            self.redis_url, self.settings.imports, self.settings.server_port, self._server_log_fh
+            self.redis_url,
+            self.settings.process.imports,
+            self.settings.server.port,
+            self._server_log_fh,
         )
         self._record_as(server_pid=self._server.process.pid, server_url=self._server.url)
 

@@ -51,7 +51,7 @@ class CaseGrader:
     def default_judge_model(self) -> str:
         """The model of a judge that names none."""
         settings = self.client.settings
-        return settings.eval_judge_model or settings.default_model
+        return settings.evals.judge_model or settings.llm.default_model
 
     def judge_llm(self) -> LLM:
         with self._judge_lock:
@@ -107,7 +107,7 @@ class CaseGrader:
                 redis_client=runtime.client,
                 keys=runtime.keys,
                 default_model=self.default_judge_model,
-                ttl_s=settings.eval_judge_cache_ttl_s,
+                ttl_s=settings.evals.judge_cache_ttl_s,
             )
         except DagwrightError as exc:  # the judge's failure is this score's, not the eval's
             return failed_score(judge, f"the judge failed: {exc}")

@@ -136,7 +136,7 @@ class EvalRunner:
         from dagwright.plans.files import load_plan
 
         path = (self.suite_dir / self.suite.plan).resolve()
-        plan = load_plan(path, max_bytes=self.client.settings.max_plan_file_bytes)
+        plan = load_plan(path, max_bytes=self.client.settings.limits.max_plan_file_bytes)
         registry = self.client.runtime.registry
         agents = {t.name for t in registry.types() if t.kind == "agent"}
         changes = [FieldChange.parse(text) for text in self.options.sets]
@@ -155,7 +155,7 @@ class EvalRunner:
         problems: list[str] = []
         for case in self.cases:
             try:
-                bound = bind_inputs(self.plan, case.inputs, settings.max_params_bytes)
+                bound = bind_inputs(self.plan, case.inputs, settings.limits.max_params_bytes)
                 check_plan(bound.plan, settings, registry)
             except PlanError as exc:
                 problems += [f"case {case.name}: {problem}" for problem in exc.problems]
@@ -321,7 +321,7 @@ def evaluate(
         runner = EvalRunner(client, suite, options, suite_dir=Path.cwd())
     else:
         path = Path(suite)
-        loaded = load_suite(path, max_bytes=client.settings.max_plan_file_bytes)
+        loaded = load_suite(path, max_bytes=client.settings.limits.max_plan_file_bytes)
         runner = EvalRunner(client, loaded, options, suite_dir=path.parent, suite_file=str(path))
     return runner.run(on_progress=on_progress)
 
@@ -329,7 +329,7 @@ def evaluate(
 def eval_store(client: Client) -> EvalStore:
     """The evals of the client's stack."""
     runtime = client.runtime
-    return EvalStore(runtime.client, runtime.keys, client.settings.eval_retention_s)
+    return EvalStore(runtime.client, runtime.keys, client.settings.evals.retention_s)
 
 
 def resume_runner(

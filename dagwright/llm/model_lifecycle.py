@@ -138,7 +138,7 @@ def check_configured_models(models: Iterable[str], settings: Settings) -> list[s
     """``check_models`` on the day ``settings`` say (``model_lifecycle_date``, else
     today). Partner platforms (Bedrock, Vertex) retire on their own schedules, which the
     SDK does not carry: their models are not judged."""
-    if settings.llm_provider != "anthropic":
+    if settings.llm.provider != "anthropic":
         return []
     return check_models(models, lifecycle_today(settings))
 
@@ -152,7 +152,7 @@ def warn_of_end_of_life(models: Iterable[str], settings: Settings) -> None:
 
 def end_of_life_lines(models: Iterable[str], settings: Settings) -> list[str]:
     """A line per model of ``models`` near or past its end of life, none raised."""
-    if settings.llm_provider != "anthropic":
+    if settings.llm.provider != "anthropic":
         return []
     today = lifecycle_today(settings)
     lines = (retired_problem(m, today) or retirement_warning(m, today) for m in set(models))
@@ -160,7 +160,7 @@ def end_of_life_lines(models: Iterable[str], settings: Settings) -> list[str]:
 
 
 def lifecycle_today(settings: Settings) -> dt.date:
-    return settings.model_lifecycle_date or utc_today()
+    return settings.llm.model_lifecycle_date or utc_today()
 
 
 def utc_today() -> dt.date:

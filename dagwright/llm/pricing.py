@@ -20,7 +20,7 @@ PER_TOKEN = 1 / 1_000_000
 # reads and writes alike (the batch processing page). Server tool fees are not tokens.
 BATCH_PRICE_FACTOR = 0.5
 PER_SEARCH = 1 / 1_000
-WEB_SEARCH_USD_PER_1K = 10.0  # the published price; settings.web_search_usd_per_1k
+WEB_SEARCH_USD_PER_1K = 10.0  # the published price; settings.llm.web_search_usd_per_1k
 # An unpriced model's cache reads and writes weigh as the published multiples of input.
 PUBLISHED_MULTIPLES = ModelPrice(input=1.0, output=1.0)
 

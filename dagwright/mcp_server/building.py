@@ -30,7 +30,7 @@ def build_mcp_server(client: Client) -> MCPServer:
         log_level="WARNING",
         extensions=[RunTasks(client)],
     )
-    plan_files = PlanFiles(client.settings.mcp_plan_dir)
+    plan_files = PlanFiles(client.settings.mcp.plan_dir)
     register_run_tools(server, client, plan_files)
     register_operation_tools(server, client, plan_files)
     register_resources(server, client, plan_files)

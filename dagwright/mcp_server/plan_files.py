@@ -1,5 +1,5 @@
 """Plan files an MCP client may submit by name: those directly inside
-``settings.mcp_plan_dir``, and no others.
+``settings.mcp.plan_dir``, and no others.
 
 A client names a file (``weekly-report.yaml``), never a path: the name is checked before
 the file system is asked anything, and the file found must lie in the directory itself

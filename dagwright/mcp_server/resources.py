@@ -77,7 +77,7 @@ def register_resources(server: MCPServer, client: Client, plan_files: PlanFiles)
     async def plan_file(name: str) -> str:
         """A plan file's text, as submit_run would read it."""
         path = await resource_read(plan_files.path, name)
-        limit = client.settings.max_plan_file_bytes
+        limit = client.settings.limits.max_plan_file_bytes
         return await resource_read(read_plan_text, path, limit, FILE_SIZE_SETTING)
 
     @server.resource("dagwright://worker-types", mime_type=JSON)

@@ -128,7 +128,7 @@ class RunTasks(Extension):
         """The task of run ``run_id`` as it is now (a DetailedTask)."""
         state: RunState = await self.read(self.client.status, run_id)
         approvals = await self.waiting(run_id) if not state.status.is_final else {}
-        return task_json(state, approvals, self.client.settings.mcp_task_poll_ms)
+        return task_json(state, approvals, self.client.settings.mcp.task_poll_ms)
 
     async def waiting(self, run_id: str) -> dict[str, Approval]:
         """The run's requests waiting for a decision, by their input request key."""

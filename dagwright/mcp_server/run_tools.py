@@ -161,8 +161,8 @@ def follow_tool(client: Client) -> Callable[..., Awaitable[Any]]:
         """Follow the run until it ends, a node waits for approval, or `wait_s` passes
         (at most the server's mcp_follow_max_s), with progress notifications (nodes done
         of all) meanwhile; answers the run as get_run does. Call again to go on."""
-        deadline = time.monotonic() + min(wait_s, client.settings.mcp_follow_max_s)
-        step_s = client.settings.mcp_task_poll_ms / 1000
+        deadline = time.monotonic() + min(wait_s, client.settings.mcp.follow_max_s)
+        step_s = client.settings.mcp.task_poll_ms / 1000
         while True:
             state = await client_call(client.status, run_id, include_outputs=False)
             await ctx.report_progress(state.counts.done, state.counts.total, progress_line(state))

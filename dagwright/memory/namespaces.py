@@ -2,7 +2,7 @@
 
 In order: the namespace the run names (its plan's ``memory:``, the submit's ``memory``
 option, its schedule's ``memory``: the run hash's ``MEMORY_FIELD``), the one its agent
-type names (``settings.agent_memory[<type>].namespace``), else the run's schedule's
+type names (``settings.memory.agent_memory[<type>].namespace``), else the run's schedule's
 (``schedule:<name>``: what every run of a schedule shares), else the run's own
 (``run:<id>``: its nodes share it, and it is forgotten after ``memory_retention_s``).
 Named namespaces match ``settings.MEMORY_NAMESPACE_PATTERN`` (no ``:``), so a name never

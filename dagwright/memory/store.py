@@ -83,8 +83,8 @@ class MemoryStore:
         self._apply = load_script(client, "dagwright.memory", "apply")
 
     def retention_s(self, namespace: str) -> int:
-        seconds = self.settings.memory_namespace_retention_s.get(
-            namespace, self.settings.memory_retention_s
+        seconds = self.settings.memory.namespace_retention_s.get(
+            namespace, self.settings.memory.retention_s
         )
         return max(1, round(seconds))
 
@@ -198,21 +198,21 @@ def check_limits(after: Mapping[str, str], written: Any, settings: Settings) -> 
     for path in written:
         text = after.get(path)
         size = 0 if text is None else len(text.encode())
-        if size > settings.memory_max_file_bytes:
+        if size > settings.memory.max_file_bytes:
             raise ToolError(
                 f"The file {path} would hold {size} bytes, more than the limit of "
-                f"{settings.memory_max_file_bytes} per memory file: write less"
+                f"{settings.memory.max_file_bytes} per memory file: write less"
             )
-    if len(after) > settings.memory_max_files:
+    if len(after) > settings.memory.max_files:
         raise ToolError(
             f"The memory would hold {len(after)} files, more than the limit of "
-            f"{settings.memory_max_files}: delete or merge files first"
+            f"{settings.memory.max_files}: delete or merge files first"
         )
     total = sum(len(text.encode()) for text in after.values())
-    if total > settings.memory_max_namespace_bytes:
+    if total > settings.memory.max_namespace_bytes:
         raise ToolError(
             f"The memory would hold {total} bytes, more than the limit of "
-            f"{settings.memory_max_namespace_bytes}: delete or shorten files first"
+            f"{settings.memory.max_namespace_bytes}: delete or shorten files first"
         )
 
 

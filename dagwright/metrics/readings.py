@@ -29,7 +29,7 @@ from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.models import RunStatus
 from dagwright.orchestrator.execution.backlog import ReadyBacklog, decode_pooled, ready_backlogs
 from dagwright.resilience.breakers import Breakers, BreakerStatus
-from dagwright.settings import RedisAccess, Settings
+from dagwright.settings import RedisSettings, Settings
 from dagwright.telemetry import counters
 from dagwright.workers import WorkerRegistry
 from dagwright.workers.capabilities import WorkerCapabilities
@@ -64,7 +64,9 @@ class Readings:
     pooled: dict[str, int] = field(default_factory=dict)
 
 
-def metrics_client(url: str, access: RedisAccess, *, decode_responses: bool = True) -> redis.Redis:
+def metrics_client(
+    url: str, access: RedisSettings, *, decode_responses: bool = True
+) -> redis.Redis:
     return connect(
         url,
         access,
@@ -81,8 +83,8 @@ class MetricsReader:
     def __init__(
         self, settings: Settings, redis_url: str, broker_url: str, registry: WorkerRegistry
     ) -> None:
-        self.keys = Keys(settings.key_prefix)
-        access = settings.redis_access
+        self.keys = Keys(settings.redis.key_prefix)
+        access = settings.redis
         self.client = metrics_client(redis_url, access)
         self.broker_url = broker_url
         self.access = access
@@ -90,12 +92,12 @@ class MetricsReader:
         self.breakers = Breakers(
             metrics_client(redis_url, access, decode_responses=False),
             self.keys,
-            fail_max=settings.breaker_fail_max,
-            reset_timeout_s=settings.breaker_reset_timeout_s,
-            max_probes=settings.breaker_max_probes,
+            fail_max=settings.breakers.fail_max,
+            reset_timeout_s=settings.breakers.reset_timeout_s,
+            max_probes=settings.breakers.max_probes,
         )
         self.dead_letters = DeadLetterStore(
-            self.client, self.keys, retention_s=settings.dlq_retention_s
+            self.client, self.keys, retention_s=settings.retention.dlq_retention_s
         )
 
     def read(self) -> Readings:

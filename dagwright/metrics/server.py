@@ -45,7 +45,7 @@ def metrics_reader(settings: Settings) -> MetricsReader:
     """The reader of the deployment's numbers, for every registered queue."""
     url = require_redis_url(settings)
     worker_types = build_registry(settings)  # whose queues are measured
-    return MetricsReader(settings, url, settings.broker_url or url, worker_types)
+    return MetricsReader(settings, url, settings.redis.broker_url or url, worker_types)
 
 
 def metrics_registry(reader: MetricsReader) -> CollectorRegistry:
@@ -114,7 +114,7 @@ def bind_metrics_server(
     reader = metrics_reader(settings)
     return MetricsServer(
         metrics_registry(reader),
-        host=host or settings.metrics_host,
-        port=port or settings.metrics_port or DEFAULT_PORT,
+        host=host or settings.telemetry.metrics_host,
+        port=port or settings.telemetry.metrics_port or DEFAULT_PORT,
         reader=reader,
     )

@@ -70,13 +70,13 @@ class Runtime:
 
         settings = self.settings
         return LogLimits(
-            settings.node_log_max_bytes, settings.node_log_max_line_chars, known_secrets(settings)
+            settings.node_logs.max_bytes, settings.node_logs.max_line_chars, known_secrets(settings)
         )
 
     def _make_node_logs(self) -> NodeLogs:
         from dagwright.orchestrator.runstate.node_logs import NodeLogs
 
-        return NodeLogs(self.client, self.keys, max_lines=self.settings.node_log_run_max_lines)
+        return NodeLogs(self.client, self.keys, max_lines=self.settings.node_logs.run_max_lines)
 
     def _once(self, name: str, build: Callable[[], T]) -> T:
         """``build()`` stored as attribute ``name``, once even when threads of a worker ask
@@ -95,11 +95,11 @@ class Runtime:
         from dagwright.resilience import Breakers
 
         return Breakers(
-            connect(self.redis_url, self.settings.redis_access, decode_responses=False),
+            connect(self.redis_url, self.settings.redis, decode_responses=False),
             self.keys,
-            fail_max=self.settings.breaker_fail_max,
-            reset_timeout_s=self.settings.breaker_reset_timeout_s,
-            max_probes=self.settings.breaker_max_probes,
+            fail_max=self.settings.breakers.fail_max,
+            reset_timeout_s=self.settings.breakers.reset_timeout_s,
+            max_probes=self.settings.breakers.max_probes,
             secrets=known_secrets(self.settings),
         )
 
@@ -108,20 +108,20 @@ class Runtime:
         """``registry``: the process's, if it has built one already; else one is built
         from ``settings`` (``build_registry``) when first used."""
         url = require_redis_url(settings)
-        client = connect(url, settings.redis_access)
-        keys = Keys(settings.key_prefix)
+        client = connect(url, settings.redis)
+        keys = Keys(settings.redis.key_prefix)
         return cls(
             settings=settings,
             redis_url=url,
             client=client,
             keys=keys,
-            store=RunStore(client, keys, events_maxlen=settings.events_maxlen),
+            store=RunStore(client, keys, events_maxlen=settings.retention.events_maxlen),
             machine=RunStateMachine(
                 client,
                 keys,
-                events_maxlen=settings.events_maxlen,
-                retention_s=settings.retention_s,
-                dlq_retention_s=settings.dlq_retention_s,
+                events_maxlen=settings.retention.events_maxlen,
+                retention_s=settings.retention.retention_s,
+                dlq_retention_s=settings.retention.dlq_retention_s,
             ),
             given_registry=registry,
             counters=Counters(client, keys),
@@ -138,7 +138,7 @@ class Runtime:
         worker_type = (registry or self.registry).get(node.type)
         return Dispatch(
             queue=worker_type.queue_of(node),
-            time_limit_s=node.timeout_s or self.settings.default_timeout_s,
+            time_limit_s=node.timeout_s or self.settings.limits.default_timeout_s,
             task=worker_type.task,
             worker_type=worker_type.name,
             priority=node.priority or run_priority,
@@ -159,9 +159,9 @@ class Runtime:
         """What an ended run keeps, and how long (the retention settings)."""
         settings = self.settings
         return EndedRetention(
-            checkpoints_s=settings.checkpoint_retention_s,
-            events_s=settings.events_retention_s,
-            spans_s=settings.trace_retention_s,
+            checkpoints_s=settings.retention.checkpoint_retention_s,
+            events_s=settings.retention.events_retention_s,
+            spans_s=settings.retention.trace_retention_s,
         )
 
     def forget_active(self, run_id: str) -> None:
@@ -170,7 +170,9 @@ class Runtime:
         from dagwright.telemetry.otlp import exporting  # the trace model: not to read a run
 
         self.machine.compact(run_id, self.ended_retention)  # first: a crash here is retried
-        forgotten = self.machine.forget(run_id, export_trace=exporting(self.settings.otlp_endpoint))
+        forgotten = self.machine.forget(
+            run_id, export_trace=exporting(self.settings.telemetry.otlp_endpoint)
+        )
         if forgotten.concurrency_key:
             self.release_key_place(run_id, forgotten.concurrency_key)
 

@@ -2,7 +2,7 @@
 
 A plan the planner model writes is input from a model that may have read anything (a web
 page, a document, an injected instruction), so what it may ask of the deployment is
-bounded by settings (``settings.planner_bounds``): approvals, retry attempts and delays,
+bounded by settings (``settings.planner``): approvals, retry attempts and delays,
 timeouts, how long the built-in ``sleep`` waits, and ``python`` code. Each breach is a
 plan problem, one sentence saying what to fix, sent back to the model by the planner's
 repair loop like any validation problem. Plans that people write (files, the builder,
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dagwright.models import Node, Plan, RetryPolicy
-from dagwright.settings import PlannerBounds
+from dagwright.settings import PlannerSettings
 from dagwright.workers.builtin_functions import sleep
 from dagwright.workers.function_worker import FUNCTION_TYPE
 from dagwright.workers.python import PYTHON_TYPE
@@ -26,7 +26,7 @@ from dagwright.workers.team_tasks import CELERY_TASK_TYPE
 SLEEP_FUNCTION = sleep.__name__
 
 
-def bounds_problems(plan: Plan, bounds: PlannerBounds) -> list[str]:
+def bounds_problems(plan: Plan, bounds: PlannerSettings) -> list[str]:
     """Every knob of ``plan`` set beyond ``bounds``, as sentences saying what to fix."""
     problems: list[str] = []
     for node in plan.nodes:
@@ -34,7 +34,7 @@ def bounds_problems(plan: Plan, bounds: PlannerBounds) -> list[str]:
     return problems
 
 
-def _node_bounds_problems(node: Node, bounds: PlannerBounds) -> list[str]:
+def _node_bounds_problems(node: Node, bounds: PlannerSettings) -> list[str]:
     problems = []
     if node.approval is not None and not bounds.allow_approvals:
         problems.append(
@@ -52,7 +52,7 @@ def _node_bounds_problems(node: Node, bounds: PlannerBounds) -> list[str]:
     return problems
 
 
-def _retry_problems(node_id: str, retry: RetryPolicy, bounds: PlannerBounds) -> list[str]:
+def _retry_problems(node_id: str, retry: RetryPolicy, bounds: PlannerSettings) -> list[str]:
     problems = []
     if retry.max_attempts > bounds.max_attempts:
         problems.append(
@@ -94,7 +94,7 @@ def sleep_seconds(node: Node) -> float | None:
 
 
 def planned_types(
-    requested: list[str] | None, registered: Iterable[str], bounds: PlannerBounds
+    requested: list[str] | None, registered: Iterable[str], bounds: PlannerSettings
 ) -> list[str] | None:
     """The worker types a goal's plan may use: those the goal names (``-w``), else every
     registered one but ``python`` unless the settings allow model-written code, and
@@ -105,7 +105,7 @@ def planned_types(
     return [name for name in registered if name not in kept_out]
 
 
-def bounds_summary(bounds: PlannerBounds) -> str:
+def bounds_summary(bounds: PlannerSettings) -> str:
     """The bounds as the planner is told them, before it plans."""
     parts = [
         f"timeout_s at most {bounds.max_timeout_s:g}",

@@ -91,21 +91,21 @@ def plan_request(
     goal = goal.strip()
     if not goal:
         raise InputError("the goal is empty: say what the run must achieve")
-    if len(goal) > settings.max_goal_chars:
+    if len(goal) > settings.planner.max_goal_chars:
         raise InputError(
-            f"the goal is {len(goal)} characters; the limit is {settings.max_goal_chars} "
+            f"the goal is {len(goal)} characters; the limit is {settings.planner.max_goal_chars} "
             "(DAGWRIGHT_MAX_GOAL_CHARS): put the details in --context or a plan file"
         )
-    if len(options.context) > settings.max_context_chars:
+    if len(options.context) > settings.planner.max_context_chars:
         raise InputError(
             f"the context is {len(options.context)} characters; the limit is "
-            f"{settings.max_context_chars} (DAGWRIGHT_MAX_CONTEXT_CHARS): give the agents "
+            f"{settings.planner.max_context_chars} (DAGWRIGHT_MAX_CONTEXT_CHARS): give the agents "
             "the material as a file they read (a function node's output), not in every prompt"
         )
-    if options.max_nodes and options.max_nodes > settings.max_nodes:
+    if options.max_nodes and options.max_nodes > settings.limits.max_nodes:
         raise InputError(
             f"--max-nodes {options.max_nodes} is above the limit of any plan here, "
-            f"{settings.max_nodes} (DAGWRIGHT_MAX_NODES)"
+            f"{settings.limits.max_nodes} (DAGWRIGHT_MAX_NODES)"
         )
     unknown = sorted(set(options.worker_types or []) - set(registry.type_names()))
     if unknown:
@@ -117,8 +117,8 @@ def plan_request(
         goal=goal,
         context=options.context,
         worker_types=options.worker_types or None,
-        max_nodes=options.max_nodes or settings.planner_max_nodes,
-        max_depth=options.max_depth or settings.planner_max_depth,
+        max_nodes=options.max_nodes or settings.planner.max_nodes,
+        max_depth=options.max_depth or settings.planner.max_depth,
         budget=options.budget,
         inputs=inputs or None,
     )
@@ -185,7 +185,7 @@ def plan_locally(
     what the planner's LLM calls used. ConfigurationError if no LLM endpoint is set:
     here, unlike on a worker, the one who can set it is the caller."""
     try:
-        llm = build_llm(settings.llm, None, Keys(settings.key_prefix))
+        llm = build_llm(settings.llm, None, Keys(settings.redis.key_prefix))
     except LLMNotConfiguredError as exc:
         raise ConfigurationError(str(exc)) from exc
     services = MemoryServices(llm, run_budget=request.budget)  # no workspace when planning

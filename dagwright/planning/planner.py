@@ -27,7 +27,7 @@ from dagwright.planning.plan_language import PlannedPlan
 from dagwright.plans.run_inputs import bind_inputs
 from dagwright.plans.sizes import SizeLimits
 from dagwright.plans.validation import PlanLimits, RunContext, validate_plan
-from dagwright.settings import PlannerBounds, Settings
+from dagwright.settings import PlannerSettings, Settings
 from dagwright.workers import AgentSpec, NodeContext, WorkerRegistry, WorkerType
 from dagwright.workers.agent_loop import run_agent
 from dagwright.workers.agent_prompt import DataBlock, DataGroup
@@ -87,18 +87,18 @@ class PlanRequest(BaseModel):
 
     def limits(self, settings: Settings) -> PlanLimits:
         """The limits of a planned plan: a planned node's timeout is bounded twice."""
-        planner_bound = settings.planner_max_timeout_s < settings.max_timeout_s
+        planner_bound = settings.planner.max_timeout_s < settings.limits.max_timeout_s
         return PlanLimits(
             max_nodes=self.max_nodes,
-            max_nodes_read=settings.max_nodes,
-            max_timeout_s=min(settings.planner_max_timeout_s, settings.max_timeout_s),
+            max_nodes_read=settings.limits.max_nodes,
+            max_timeout_s=min(settings.planner.max_timeout_s, settings.limits.max_timeout_s),
             max_depth=self.max_depth,
             source="--max-nodes / DAGWRIGHT_PLANNER_MAX_NODES",
             timeout_source=(
                 "DAGWRIGHT_PLANNER_MAX_TIMEOUT_S" if planner_bound else "DAGWRIGHT_MAX_TIMEOUT_S"
             ),
             sizes=SizeLimits.of(settings),
-            max_map_items=settings.map_max_items,
+            max_map_items=settings.limits.map_max_items,
         )
 
 
@@ -163,7 +163,7 @@ def plan_problems(
         validate_plan(plan, catalog, request.limits(settings), request.run_context())
     except PlanError as exc:  # its inputs' problems first: the rest is checked once they fit
         problems += exc.problems
-    problems += bounds_problems(plan, settings.planner_bounds)
+    problems += bounds_problems(plan, settings.planner)
     return problems + output_problems(plan, request, catalog)
 
 
@@ -175,7 +175,7 @@ def with_run_inputs(plan: Plan, request: PlanRequest, settings: Settings) -> Pla
     if plan.inputs is None and given:
         declared = {"type": "object", "properties": {name: {} for name in given}}
         plan = plan.model_copy(update={"inputs": declared})
-    return bind_inputs(plan, given, settings.max_params_bytes).plan
+    return bind_inputs(plan, given, settings.limits.max_params_bytes).plan
 
 
 def output_problems(plan: Plan, request: PlanRequest, catalog: RestrictedCatalog) -> list[str]:
@@ -208,11 +208,11 @@ def planner_spec(settings: Settings) -> AgentSpec:
         name=PLANNER_TYPE,
         description="Turns a goal into a validated plan.",
         system_prompt=prompt(PLANNER_TYPE),
-        model=settings.planner_model,
+        model=settings.planner.model,
         tools=("read_input",),  # a re-planner reads completed outputs cut short in its prompt
         policy=ToolPolicy.allowing("read_input"),
-        max_turns=settings.planner_max_repairs + 6,
-        max_tool_errors=settings.planner_max_repairs + 1,
+        max_turns=settings.planner.max_repairs + 6,
+        max_tool_errors=settings.planner.max_repairs + 1,
         max_tokens=8192,
         output_model=PlannedPlan,
         final_tool=SUBMIT_PLAN_TOOL,
@@ -223,7 +223,7 @@ def planner_catalog(
     registry: WorkerRegistry, request: PlanRequest, settings: Settings
 ) -> RestrictedCatalog:
     """The worker types ``request``'s plan may use, within the planner's bounds."""
-    allowed = planned_types(request.worker_types, registry.type_names(), settings.planner_bounds)
+    allowed = planned_types(request.worker_types, registry.type_names(), settings.planner)
     return RestrictedCatalog(registry, allowed, settings)
 
 
@@ -237,7 +237,7 @@ def run_planner(ctx: NodeContext, node: Node, registry: WorkerRegistry) -> Any:
 
     spec = dataclasses.replace(planner_spec(ctx.settings), check_output=check)
     today = datetime.now(UTC).date()
-    message = planning_message(request, catalog, ctx.settings.planner_bounds, today)
+    message = planning_message(request, catalog, ctx.settings.planner, today)
     asked = node.model_copy(update={"instruction": message})
     try:
         # The goal and context are its instruction, not background.
@@ -269,7 +269,7 @@ def last_rejection(checkpoint: Any) -> str:
 
 
 def planning_message(
-    request: PlanRequest, catalog: RestrictedCatalog, bounds: PlannerBounds, today: date
+    request: PlanRequest, catalog: RestrictedCatalog, bounds: PlannerSettings, today: date
 ) -> str:
     """What the planner is asked: the goal and context (the submitter's: instructions),
     today's date (a goal says "this week", "the latest"), the catalog and the limits."""

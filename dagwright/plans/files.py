@@ -21,14 +21,14 @@ FILE_SIZE_SETTING = "DAGWRIGHT_MAX_PLAN_FILE_BYTES"
 
 
 def default_max_file_bytes() -> int:
-    """The default of ``settings.max_plan_file_bytes``, for callers without settings."""
-    default: int = Settings.model_fields["max_plan_file_bytes"].default
+    """The default of ``settings.limits.max_plan_file_bytes``, for callers without settings."""
+    default: int = Settings.flat_field("max_plan_file_bytes").default
     return default
 
 
 def load_plan(path: str | Path, *, max_bytes: int | None = None) -> Plan:
     """Read a plan file: ``.json`` as JSON, anything else as YAML. ``max_bytes``: the
-    largest file read (default: that of ``settings.max_plan_file_bytes``)."""
+    largest file read (default: that of ``settings.limits.max_plan_file_bytes``)."""
     source, path = str(path), Path(path)
     limit = default_max_file_bytes() if max_bytes is None else max_bytes
     try:

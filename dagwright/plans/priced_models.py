@@ -25,7 +25,7 @@ def agent_model(worker_type: WorkerType, settings: Settings) -> str | None:
     """The model nodes of ``worker_type`` call; None if it is no agent type."""
     if worker_type.kind != AGENT_KIND:
         return None
-    return worker_type.model or settings.default_model
+    return worker_type.model or settings.llm.default_model
 
 
 def models_of_types(types: Iterable[WorkerType], settings: Settings) -> dict[str, str]:
@@ -51,7 +51,7 @@ def models_of_goal(
 ) -> dict[str, str]:
     """The planner's model and those of the agent types a plan of the goal may use."""
     allowed = [wt for wt in registry.types() if worker_types is None or wt.name in worker_types]
-    planner = settings.planner_model or settings.default_model
+    planner = settings.planner.model or settings.llm.default_model
     return {"planner": planner, **models_of_types(allowed, settings)}
 
 
@@ -62,7 +62,7 @@ def check_usd_budget_is_priced(
     the type or role that uses it) has no price."""
     if budget is None or budget.max_cost_usd is None:
         return
-    missing = unpriced(set(models_by_user.values()), settings.model_prices)
+    missing = unpriced(set(models_by_user.values()), settings.llm.model_prices)
     if not missing:
         return
     users = sorted(user for user, model in models_by_user.items() if model in missing)

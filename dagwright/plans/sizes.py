@@ -18,7 +18,7 @@ PARAMS_KEY_BYTES = len('"params":,')
 
 
 def _default(setting: str) -> int:
-    value: int = Settings.model_fields[setting].default
+    value: int = Settings.flat_field(setting).default
     return value
 
 
@@ -33,9 +33,9 @@ class SizeLimits:
     @classmethod
     def of(cls, settings: Settings) -> SizeLimits:
         return cls(
-            max_goal_chars=settings.max_goal_chars,
-            max_params_bytes=settings.max_params_bytes,
-            max_plan_bytes=settings.max_plan_bytes,
+            max_goal_chars=settings.planner.max_goal_chars,
+            max_params_bytes=settings.limits.max_params_bytes,
+            max_plan_bytes=settings.limits.max_plan_bytes,
         )
 
 

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from dagwright.errors import ConfigurationError
@@ -64,7 +65,7 @@ def install_packages(sandbox: SandboxSettings, timeout_s: float) -> Path:
     return target
 
 
-def _build(directory: Path, packages: tuple[str, ...], timeout_s: float) -> None:
+def _build(directory: Path, packages: Sequence[str], timeout_s: float) -> None:
     base = system_python().executable
     _run([base, "-m", "venv", "--without-pip", str(directory)], timeout_s, "creating the venv")
     pip = [sys.executable, "-m", "pip", *PIP_OPTIONS, "--python", str(venv_python(directory))]

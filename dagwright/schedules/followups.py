@@ -44,7 +44,10 @@ def propose_followup(runtime: Runtime, broker: Broker, run_id: str, goal: str, r
     digest = hashlib.sha256(goal.strip().encode()).hexdigest()[:32]
     reserve = load_script(runtime.client, "dagwright.schedules", "followup_reserve")
     answer = named_reply(
-        reserve(keys=[key], args=[digest, schedule.max_followups, runtime.settings.retention_s])
+        reserve(
+            keys=[key],
+            args=[digest, schedule.max_followups, runtime.settings.retention.retention_s],
+        )
     )
     verdict, existing = answer["verdict"], answer["existing"]
     if verdict == "duplicate":

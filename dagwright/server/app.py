@@ -126,9 +126,9 @@ def install_front_middleware(app: FastAPI, settings: Settings, *, local_access: 
     from dagwright.server.methods import HeadAsGet
 
     app.add_middleware(HeadAsGet)
-    app.add_middleware(BodyLimit, max_bytes=settings.server_max_request_bytes)
-    if settings.server_trusted_proxies and not local_access:
-        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server_trusted_proxies)
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_request_bytes)
+    if settings.server.trusted_proxies and not local_access:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.server.trusted_proxies)
 
 
 def mount_mcp(app: FastAPI, client: Client) -> McpEndpoint | None:

@@ -52,7 +52,7 @@ class McpEndpoint:
         server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             stateless_http=True,
-            max_request_body_size=client.settings.server_max_request_bytes,
+            max_request_body_size=client.settings.server.max_request_bytes,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         self.sessions: StreamableHTTPSessionManager = server.session_manager

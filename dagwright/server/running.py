@@ -19,9 +19,11 @@ def serve(settings: Settings, *, local_access: bool = False) -> None:
     token of the server on it alone), before the first answer; the app revokes it when
     it stops."""
     client = Client(settings)
-    listening = bind(settings.server_host, settings.server_port)
+    listening = bind(settings.server.host, settings.server.port)
     access = (
-        open_local_access(client, settings.data_dir, settings.server_port) if local_access else None
+        open_local_access(client, settings.process.data_dir, settings.server.port)
+        if local_access
+        else None
     )
     app = create_app(settings, local_access=access, client=client)
     config = uvicorn.Config(

@@ -46,7 +46,7 @@ def start_session(client: Client, token: str) -> Session:
     if info is None:
         raise InputError("this token is not valid: it was revoked, or mistyped")
     session_id = secrets.token_urlsafe(32)
-    ttl_s = client.settings.server_session_ttl_s
+    ttl_s = client.settings.server.session_ttl_s
     record = client.tokens.open_session(session_id, info, ttl_s=ttl_s)
     return Session(session_id, record.csrf_token, record.scope, record.name, record.token_id)
 

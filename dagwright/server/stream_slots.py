@@ -93,10 +93,12 @@ class EventStreams:
         from anyio import CapacityLimiter
 
         settings = client.settings
-        total = settings.server_max_event_streams
-        redis = connect(client.redis_url, settings.redis_access, max_connections=total)
+        total = settings.server.max_event_streams
+        redis = connect(client.redis_url, settings.redis, max_connections=total)
         return cls(
-            slots=StreamSlots(total, settings.server_max_event_streams_per_token),
+            slots=StreamSlots(total, settings.server.max_event_streams_per_token),
             reads=CapacityLimiter(total),
-            store=RunStore(redis, client.runtime.keys, events_maxlen=settings.events_maxlen),
+            store=RunStore(
+                redis, client.runtime.keys, events_maxlen=settings.retention.events_maxlen
+            ),
         )

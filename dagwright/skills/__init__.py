@@ -6,7 +6,7 @@ demand (progressive disclosure).
   says (name, description, license, compatibility, metadata, allowed-tools; nothing else).
 - ``folder.py``: a skill folder read whole into memory (bounded), its content hash, and
   the path rules of its resources (no ``..``, no link out of the folder).
-- ``library.py``: the skills of ``settings.skill_dirs``, read once when a process builds
+- ``library.py``: the skills of ``settings.skills.dirs``, read once when a process builds
   its registry: a malformed one is refused there, with one line.
 - ``scripts.py``: the program that runs one of a skill's scripts in the sandbox.
 

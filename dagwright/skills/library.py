@@ -1,5 +1,5 @@
 """The skills of a deployment: every folder holding a ``SKILL.md`` directly inside one of
-``settings.skill_dirs``, read when a process builds its registry.
+``settings.skills.dirs``, read when a process builds its registry.
 
 A malformed skill refuses the whole library, with one line naming the folder and what to
 fix (a worker does not start half-equipped; ``dagwright doctor`` says the same line). Two
@@ -27,8 +27,8 @@ class SkillLibrary:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SkillLibrary:
-        limits = SkillLimits(settings.skill_max_files, settings.skill_max_bytes)
-        return cls.load(settings.skill_dirs, limits)
+        limits = SkillLimits(settings.skills.max_files, settings.skills.max_bytes)
+        return cls.load(settings.skills.dirs, limits)
 
     @classmethod
     def load(cls, directories: Iterable[Path], limits: SkillLimits) -> SkillLibrary:

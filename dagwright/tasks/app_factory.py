@@ -25,7 +25,7 @@ def build_app(settings: Settings) -> DagwrightCelery:
     # redbeat builds its own client from a URL, with neither Sentinel (in our spelling)
     # nor the TLS files and ACL user of the settings: it is given ours instead. The client
     # connects on first use, so an app that never schedules opens nothing.
-    setattr(app, REDBEAT_CLIENT_ATTRIBUTE, connect(url, settings.redis_access))
+    setattr(app, REDBEAT_CLIENT_ATTRIBUTE, connect(url, settings.redis))
     register_tasks(app)
     register_schedule_tasks(app)
     return app
@@ -34,7 +34,7 @@ def build_app(settings: Settings) -> DagwrightCelery:
 def broker_url_of(settings: Settings, state_url: str) -> str:
     """The broker's URL: the setting, else the state store's, which may not be a cluster
     (kombu has no Redis Cluster transport): one line saying what to set instead."""
-    broker = settings.effective_broker_url or state_url
+    broker = settings.redis.effective_broker_url or state_url
     if is_cluster_url(broker):
         raise ConfigurationError(
             f"the state store {redact_url(state_url)} is a Redis Cluster, which cannot be "

@@ -100,7 +100,7 @@ def schedules_of(app: Celery) -> ScheduleStore:
     if store is None:
         settings = app.dagwright_settings
         store = ScheduleStore(
-            connect(settings.redis_url or "", settings.redis_access), Keys(settings.key_prefix)
+            connect(settings.redis.url or "", settings.redis), Keys(settings.redis.key_prefix)
         )
         app._dagwright_schedules = store
     return store
@@ -153,7 +153,7 @@ def run_beat(settings: Settings, *, loglevel: str = "INFO") -> int:
     while True:
         app = build_app(settings)
         beat = app.Beat(
-            scheduler=DagwrightScheduler, loglevel=loglevel, max_interval=settings.beat_interval_s
+            scheduler=DagwrightScheduler, loglevel=loglevel, max_interval=settings.beat.interval_s
         )
         try:
             beat.run()  # returns when stopped (SIGTERM, Ctrl-C)

@@ -30,8 +30,8 @@ def execution_env(app: DagwrightCelery) -> ExecutionEnv:
         limits = NodeLimits.for_runtime(runtime)
         leases = LeaseKeeper(
             runtime.machine,
-            lease_s=settings.lease_s,
-            interval_s=settings.heartbeat_interval_s,
+            lease_s=settings.dispatch.lease_s,
+            interval_s=settings.dispatch.heartbeat_interval_s,
             renew_also=limits.renew_held,
         )
         broker = CeleryBroker(app)

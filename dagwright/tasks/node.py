@@ -35,7 +35,7 @@ def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
 def eager_slot_for(task: Task) -> EagerSlot | None:
     """Room for a node this message's success readies, to run here without a message: on
     a queue this worker consumes, and within this message's soft time limit."""
-    if not cast(DagwrightCelery, task.app).dagwright_settings.eager_dispatch:
+    if not cast(DagwrightCelery, task.app).dagwright_settings.dispatch.eager_dispatch:
         return None
     consumed = task.app.amqp.queues.consume_from
     _hard, soft = task.request.timelimit or (None, None)

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def run_reconciler(settings: Settings, *, stop: threading.Event) -> None:
-    """Run a pass every ``settings.reconcile_interval_s`` until ``stop`` is set, then give
+    """Run a pass every ``settings.dispatch.reconcile_interval_s`` until ``stop`` is set, then give
     its buckets up so that the other reconcilers take them over at once."""
     app = build_app(settings)
     runtime = Runtime.from_settings(app.dagwright_settings)
@@ -44,7 +44,9 @@ def run_reconciler(settings: Settings, *, stop: threading.Event) -> None:
                 )
             # start to start: a pass that took long is followed by the next at once, so a
             # run's visits are at most max(interval, pass) apart (within its bucket's lease)
-            stop.wait(max(settings.reconcile_interval_s - (time.monotonic() - started), 0.0))
+            stop.wait(
+                max(settings.dispatch.reconcile_interval_s - (time.monotonic() - started), 0.0)
+            )
     finally:
         release(reconciler)
 

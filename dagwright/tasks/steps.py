@@ -29,7 +29,7 @@ DEAD_WORKER_GRACE_S = 60.0  # an expired capabilities entry is removed after thi
 
 
 class ReconcilerStep(bootsteps.StartStopStep):
-    """Run a reconciler pass every ``settings.reconcile_interval_s``."""
+    """Run a reconciler pass every ``settings.dispatch.reconcile_interval_s``."""
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
@@ -38,7 +38,7 @@ class ReconcilerStep(bootsteps.StartStopStep):
         self._timer: Any = None
 
     def start(self, parent: Any) -> None:
-        interval = parent.app.dagwright_settings.reconcile_interval_s
+        interval = parent.app.dagwright_settings.dispatch.reconcile_interval_s
         self._timer = parent.timer.call_repeatedly(interval, self._tick, (parent.app,), priority=10)
 
     def stop(self, parent: Any) -> None:

@@ -138,6 +138,6 @@ def team_app(path: str, max_result_bytes: int) -> CeleryTeamApp:
 
 def team_app_factory(settings: Settings) -> Callable[[], CeleryTeamApp] | None:
     """What builds the team's app on first use, if one is configured."""
-    if settings.celery_app is None:
+    if settings.celery.app is None:
         return None
-    return functools.partial(team_app, settings.celery_app, settings.max_output_bytes)
+    return functools.partial(team_app, settings.celery.app, settings.limits.max_output_bytes)

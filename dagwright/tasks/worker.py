@@ -70,7 +70,7 @@ def run_worker(
     tag_logs_once_set_up()
     worker = app.Worker(
         queues=queues,
-        concurrency=concurrency or settings.worker_concurrency or os.cpu_count() or 1,
+        concurrency=concurrency or settings.process.worker_concurrency or os.cpu_count() or 1,
         pool=pool,
         loglevel=loglevel,
         hostname=hostname or f"dagwright.{os.getpid()}@{socket.gethostname()}",

@@ -2,7 +2,7 @@
 
 Optional: it needs the ``opentelemetry`` extra (``opentelemetry-sdk`` and
 ``opentelemetry-exporter-otlp-proto-http``), imported only when
-``settings.otlp_endpoint`` is set. Without them, the first attempt logs one warning and
+``settings.telemetry.otlp_endpoint`` is set. Without them, the first attempt logs one warning and
 nothing is exported; nothing else changes.
 
 A run is one OTel trace. Its id, and each span's id, are derived from the run id (and

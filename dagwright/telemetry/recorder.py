@@ -44,8 +44,8 @@ class SpanRecorder:
     def __init__(self, client: redis.Redis, keys: Keys, settings: Settings) -> None:
         self.client = client
         self.keys = keys
-        self.enabled = settings.trace_enabled
-        self.maxlen = settings.trace_maxlen
+        self.enabled = settings.telemetry.trace_enabled
+        self.maxlen = settings.telemetry.trace_maxlen
         self._secrets = known_secrets(settings)
         self._script = load_script(client, "dagwright.telemetry", "record_span")
         self._lock = threading.Lock()

@@ -64,7 +64,7 @@ class TraceExport:
 
     @classmethod
     def for_runtime(cls, runtime: Runtime) -> TraceExport:
-        return cls(runtime, exporter_for(runtime.settings.otlp_endpoint))
+        return cls(runtime, exporter_for(runtime.settings.telemetry.otlp_endpoint))
 
     def export_due(self) -> int:
         """Drop the entries of expired runs, and start exporting the due traces in the
@@ -72,7 +72,9 @@ class TraceExport:
         since the last call exported."""
         client, key = self.runtime.client, self.runtime.keys.trace_exports
         now = self.runtime.store.server_time_ms()
-        client.zremrangebyscore(key, "-inf", now - self.runtime.settings.retention_s * 1000)
+        client.zremrangebyscore(
+            key, "-inf", now - self.runtime.settings.retention.retention_s * 1000
+        )
         with self._exported_lock:
             exported, self._exported = self._exported, 0
         if self.exporter is None or (self._batch is not None and self._batch.is_alive()):
@@ -111,7 +113,7 @@ class TraceExport:
         if finished is None or exported == finished:  # expired, re-opened, or done already
             client.zrem(keys.trace_exports, run_id)
             return False
-        retry_ms = int(RETRY_INTERVALS * self.runtime.settings.reconcile_interval_s * 1000)
+        retry_ms = int(RETRY_INTERVALS * self.runtime.settings.dispatch.reconcile_interval_s * 1000)
         client.zadd(keys.trace_exports, {run_id: now + retry_ms}, xx=True)
         try:
             trace = read_trace(self.runtime.store, run_id)

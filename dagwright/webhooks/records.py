@@ -80,7 +80,7 @@ def save_delivery(runtime: Runtime, delivery: Delivery) -> None:
     key = runtime.keys.webhook_log(delivery.run_id)
     pipe = runtime.client.pipeline(transaction=True)
     pipe.hset(key, delivery.id, delivery.model_dump_json())
-    pipe.expire(key, runtime.settings.retention_s, nx=True)
+    pipe.expire(key, runtime.settings.retention.retention_s, nx=True)
     pipe.execute()
 
 

@@ -103,7 +103,7 @@ class WebhookSender:
     def _send_batch(self, due: list[str]) -> None:
         settings = self.runtime.settings
         policy = EgressPolicy.from_settings(settings)
-        with egress_client(policy, settings.webhook_timeout_s) as http:
+        with egress_client(policy, settings.webhooks.timeout_s) as http:
             for delivery_id in due:
                 try:
                     self._send(http, delivery_id)
@@ -119,7 +119,7 @@ class WebhookSender:
             return
         now = self.runtime.store.server_time_ms()
         settings = self.runtime.settings
-        lease_ms = int((2 * settings.webhook_timeout_s + settings.egress_resolve_timeout_s) * 1000)
+        lease_ms = int((2 * settings.webhooks.timeout_s + settings.egress.resolve_timeout_s) * 1000)
         client.zadd(keys.webhooks_due, {delivery_id: now + lease_ms}, xx=True)
         try:
             attempt = self._attempt(http, delivery)
@@ -178,7 +178,7 @@ class WebhookSender:
         """The signing key: from the environment variable the hook names, else the
         global ``webhook_secret``; read here, at send time, never stored."""
         if hook.secret_env is None:
-            secret = self.runtime.settings.webhook_secret
+            secret = self.runtime.settings.webhooks.secret
             return secret.get_secret_value() if secret else None
         value = os.environ.get(hook.secret_env)
         if not value:
@@ -190,7 +190,7 @@ class WebhookSender:
         attempts = [*delivery.attempts, attempt]
         tries = len(attempts) - delivery.round_start
         age_s = (attempt.at_ms - delivery.queued_ms) / 1000
-        gave_up = tries >= settings.webhook_max_attempts or age_s >= settings.webhook_max_age_s
+        gave_up = tries >= settings.webhooks.max_attempts or age_s >= settings.webhooks.max_age_s
         state = "delivered" if attempt.ok else ("failed" if gave_up else "pending")
         save_delivery(
             self.runtime, delivery.model_copy(update={"attempts": attempts, "state": state})
@@ -201,7 +201,8 @@ class WebhookSender:
             self._log_outcome(delivery, attempt, state)
             return
         delay_ms = int(
-            retry_delay_s(tries, settings.webhook_backoff_s, settings.webhook_backoff_max_s) * 1000
+            retry_delay_s(tries, settings.webhooks.backoff_s, settings.webhooks.backoff_max_s)
+            * 1000
         )
         self.runtime.client.zadd(key, {delivery.id: attempt.at_ms + delay_ms}, xx=True)
 

@@ -71,14 +71,14 @@ class ContextKeeper:
     settings: Settings
 
     def mode(self, model: str) -> Mode:
-        chosen = self.settings.agent_context_management
+        chosen = self.settings.agent_context.management
         if chosen == "auto":
             return "api" if takes_context_editing(model) else "summary"
         return chosen
 
     @property
     def trigger(self) -> int:
-        return self.settings.agent_context_trigger_tokens
+        return self.settings.agent_context.trigger_tokens
 
     # -- api: tool-result clearing ------------------------------------------------------
 
@@ -88,8 +88,8 @@ class ContextKeeper:
             return None
         keep = batched_keep(
             tool_use_count(messages),
-            self.settings.agent_context_keep_tool_uses,
-            self.settings.agent_context_clear_batch,
+            self.settings.agent_context.keep_tool_uses,
+            self.settings.agent_context.clear_batch,
         )
         return {"edits": [clear_tool_uses_edit(self.trigger, keep, 0)]}
 
@@ -113,7 +113,7 @@ class ContextKeeper:
         if mode not in threshold or read <= threshold[mode]:
             return None
         turns = [i for i, message in enumerate(messages) if message.get("role") == "assistant"]
-        kept = max(self.settings.agent_context_keep_tool_uses, 1)
+        kept = max(self.settings.agent_context.keep_tool_uses, 1)
         if len(turns) <= kept or turns[-kept] <= 1:
             return None
         # Too little to gain (the first message alone is most of it): not worth a call.

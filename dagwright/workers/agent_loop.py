@@ -157,7 +157,7 @@ def run_agent(
     the run's goal and context (the planner has them in its instruction). The node's
     own ``model``, ``max_tokens``, ``tools``, ``skills`` and ``output_schema`` win over its
     type's; its skills' catalog joins the type's prompt (``agent_skills.py``)."""
-    model = node.model or spec.model or ctx.settings.default_model
+    model = node.model or spec.model or ctx.settings.llm.default_model
     spec, tools, skill_versions = equip_skills(ctx, node, spec, tools)
     loop = AgentLoop(ctx, node, spec, tools, model, data=data, background=background)
     if not loop.state.skills:
@@ -277,7 +277,7 @@ class AgentLoop:
         """Refuse the next call (``request``, default the next turn's) if its worst case
         could pass the node's budget or the run's; the run's is held for it (reserved)
         when it fits."""
-        price = price_of(self._model, self.ctx.settings.model_prices)
+        price = price_of(self._model, self.ctx.settings.llm.model_prices)
         request = request or self._request()
         input_tokens = next_call_input_tokens(
             request, self._estimate_as_read(request), self.state.last_call_tokens
@@ -287,7 +287,7 @@ class AgentLoop:
             request.max_tokens,
             price,
             searches=self._most_searches,
-            search_usd_per_1k=self.ctx.settings.web_search_usd_per_1k,
+            search_usd_per_1k=self.ctx.settings.llm.web_search_usd_per_1k,
         )
         overrun = find_overrun(
             node_budget(self.node, self.spec),
@@ -321,7 +321,7 @@ class AgentLoop:
                     "content": summary_request_text(self.state.messages, split, self.fence),
                 }
             ],
-            max_tokens=settings.agent_context_summary_max_tokens,
+            max_tokens=settings.agent_context.summary_max_tokens,
             volatile_token=self.fence.token,
         )
         self._check_budgets(request)
@@ -338,7 +338,7 @@ class AgentLoop:
         if not summary:
             raise AgentOutputError(
                 f"the model ({self._model}) wrote no summary of the conversation, which "
-                f"passed agent_context_trigger_tokens ({settings.agent_context_trigger_tokens})"
+                f"passed agent_context_trigger_tokens ({settings.agent_context.trigger_tokens})"
             )
 
     def _node_hint(self, dimension: Dimension) -> str:

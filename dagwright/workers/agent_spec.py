@@ -25,7 +25,7 @@ class AgentSpec:
     system_prompt: str
     tools: tuple[str, ...] = ()
     policy: ToolPolicy = field(default_factory=ToolPolicy)
-    model: str | None = None  # None: settings.default_model
+    model: str | None = None  # None: settings.llm.default_model
     max_turns: int = 12
     max_tokens: int = 16_000
     """``max_tokens`` of each call: thinking and answer together on the models that think

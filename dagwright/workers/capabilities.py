@@ -99,11 +99,11 @@ class WorkerCapabilities:
                 | {name for name, queue in queue_types if queue in consumed}
             ),
             functions=frozenset(registry.functions.names()),
-            imports=tuple(settings.imports),
+            imports=tuple(settings.process.imports),
             llm=llm_endpoint(settings.llm),
             queues=frozenset(consumed),
             slots=slots,
-            pulls=settings.eager_dispatch,
+            pulls=settings.dispatch.eager_dispatch,
             broker=broker,
             function_queues=tuple(
                 (name, queue)

@@ -1,4 +1,4 @@
-"""Offering the memory tool to the agent types ``settings.agent_memory`` names.
+"""Offering the memory tool to the agent types ``settings.memory.agent_memory`` names.
 
 ``[agent_memory.<type>]`` adds ``memory`` to the type's tools and puts its ``rules``
 before the type's own policy rules. Attaching offers the tool; it allows nothing: with
@@ -20,9 +20,9 @@ from dagwright.workers.tools.policy import PolicyRule, ToolPolicy
 
 
 def attach_memory(registry: WorkerRegistry, settings: Settings) -> None:
-    """Give each agent type of ``settings.agent_memory`` the memory tool and its rules;
+    """Give each agent type of ``settings.memory.agent_memory`` the memory tool and its rules;
     ConfigurationError (one line) on a name that is no agent type."""
-    for name, attached in settings.agent_memory.items():
+    for name, attached in settings.memory.agent_memory.items():
         spec = registry.declaration(name)
         if not isinstance(spec, AgentSpec):
             agents = sorted(

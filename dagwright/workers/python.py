@@ -52,7 +52,7 @@ def run_python_node(ctx: NodeContext, node: Node) -> Any:
     write_node_output("stderr", result.stderr)  # the program's own log: the node's logs
     # First: the sandbox stops a program whose output passes the cap, so it is not ok too.
     if result.truncated:
-        limit = ctx.settings.sandbox_output_bytes
+        limit = ctx.settings.sandbox.output_bytes
         raise CodeExecutionError(
             f"the code printed more than {limit:,} bytes (DAGWRIGHT_SANDBOX_OUTPUT_BYTES): "
             "print less, or keep large data in the workspace"

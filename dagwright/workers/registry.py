@@ -40,7 +40,7 @@ class WorkerType:
     check_node: Callable[[Node], list[str]] = lambda node: []
     default_retry: RetryPolicy = field(default_factory=RetryPolicy)
     tools: tuple[str, ...] = ()
-    model: str | None = None  # agents: None means settings.default_model
+    model: str | None = None  # agents: None means settings.llm.default_model
     capabilities: Callable[[Settings], list[str]] | None = None
     """What the type can do in a deployment of these settings, one line per tool it is
     offered there (``name: what it does``): the planner's catalog and ``worker-types``

@@ -1,8 +1,8 @@
 """Giving agent types their skills, when the registry is built.
 
 A type's skills are those its ``AgentSpec.skills`` names and those
-``settings.agent_skills[<type>]`` adds (built-in types included), read from
-``settings.skill_dirs`` (``skills/library.py``: a malformed skill, or a name no folder
+``settings.skills.agent_skills[<type>]`` adds (built-in types included), read from
+``settings.skills.dirs`` (``skills/library.py``: a malformed skill, or a name no folder
 has, stops the registry's build with one line). Attaching adds the three skill tools to
 the type's tools, and to its policy, tried before the type's own rules: the
 ``agent_skills`` rules, then allow ``load_skill`` and ``read_skill_file`` (they read what
@@ -32,12 +32,12 @@ READ_RULES = [
 
 
 def attach_skills(registry: WorkerRegistry, settings: Settings) -> SkillLibrary:
-    """Read the skills of ``settings.skill_dirs`` and give each agent type its own;
+    """Read the skills of ``settings.skills.dirs`` and give each agent type its own;
     MalformedSkillError or ConfigurationError (one line) on a malformed skill, an unknown
     skill or an unknown type. Returns the library (empty when no directory is set)."""
     library = SkillLibrary.from_settings(settings)
     agents = agent_names(registry)
-    unknown_types = sorted(set(settings.agent_skills) - set(agents))
+    unknown_types = sorted(set(settings.skills.agent_skills) - set(agents))
     if unknown_types:
         raise ConfigurationError(
             f"agent_skills names {', '.join(unknown_types)}, which is no agent type: the "
@@ -46,7 +46,7 @@ def attach_skills(registry: WorkerRegistry, settings: Settings) -> SkillLibrary:
     for name in agents:
         spec = registry.declaration(name)
         assert isinstance(spec, AgentSpec)
-        attached = settings.agent_skills.get(name, AgentSkillsSettings())
+        attached = settings.skills.agent_skills.get(name, AgentSkillsSettings())
         names = tuple(dict.fromkeys([*spec.skills, *attached.skills]))
         if names:
             equipped = equipped_spec(spec, names, attached, library)

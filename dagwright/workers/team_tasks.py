@@ -150,7 +150,7 @@ def await_outcome(ctx: NodeContext, node: Node, tasks: TeamTasks, sent: SentTask
         else:  # recorded by the completion; a redelivery reads the same result
             tasks.settle(sent.task_id)
         return outcome.output()
-    timeout_s = node.timeout_s or ctx.settings.default_timeout_s
+    timeout_s = node.timeout_s or ctx.settings.limits.default_timeout_s
     left_s = sent.sent_at + timeout_s - time.time()
     if left_s <= 0:
         give_up(ctx, tasks, sent)
@@ -158,7 +158,7 @@ def await_outcome(ctx: NodeContext, node: Node, tasks: TeamTasks, sent: SentTask
             f"Celery task {sent.task_id} ({node.task}) had no result within the node's "
             f"timeout_s of {timeout_s:g}s: revoked"
         )
-    raise TeamTaskPendingError(sent.task_id, min(ctx.settings.celery_task_poll_s, left_s))
+    raise TeamTaskPendingError(sent.task_id, min(ctx.settings.celery.task_poll_s, left_s))
 
 
 def give_up(ctx: NodeContext, tasks: TeamTasks, sent: SentTask) -> None:
@@ -200,7 +200,7 @@ def celery_task_worker_type(settings: Settings) -> WorkerType:
         ]
         if not node.task:
             problems.append("a celery_task node needs `task: <name>` (a task of your Celery app)")
-        if settings.celery_app is None:
+        if settings.celery.app is None:
             problems.append(
                 "a celery_task node needs your team's Celery app: set DAGWRIGHT_CELERY_APP="
                 "module:app (or celery_app in dagwright.toml)"

@@ -4,7 +4,7 @@
 answers; ``stop()`` asks it to exit (``should_exit``) and joins the thread. ``token`` makes
 an API token of a scope with the real client, as ``dagwright token create`` does. With
 ``local_access``, the server makes its user's token and file as ``dagwright up``'s does
-(in ``settings.data_dir``).
+(in ``settings.process.data_dir``).
 Shared by the API's and the dashboard's tests.
 """
 
@@ -51,7 +51,9 @@ class ApiServer:
     def start(cls, settings: Settings, *, local_access: bool = False) -> ApiServer:
         client = Client(settings)
         port = free_port()
-        access = open_local_access(client, settings.data_dir, port) if local_access else None
+        access = (
+            open_local_access(client, settings.process.data_dir, port) if local_access else None
+        )
         app = create_app(settings, local_access=access, client=client)
         # As `dagwright server` runs it (server/running.py): asyncio, and no proxy headers
         # from uvicorn (the app believes them only from server_trusted_proxies).

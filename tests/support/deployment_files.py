@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 # The keys of the Secret the Helm chart's pods read.
 SECRETS_ENV_EXAMPLE = REPO / "ops" / "helm" / "secrets.env.example"
-SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.model_fields}
+SETTINGS_VARIABLES = {f"DAGWRIGHT_{name.upper()}" for name in Settings.flat_fields()}
 # The built-in worker types, which the deployment files run.
 BUILT_IN = builtin_registry()
 WORKER_TYPES = set(BUILT_IN.type_names())

@@ -48,7 +48,7 @@ def count(ctx: NodeContext, seconds: float = 0.0) -> str:
     """Record one execution of this node (per run), optionally sleeping first."""
     if seconds:
         time.sleep(seconds)  # a node that takes time: what the callers test
-    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    _redis(ctx.settings.redis.url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     return ctx.node_id
 
 
@@ -80,7 +80,7 @@ def fixed_key(run_id: str) -> str:
 @dagwright.function
 def broken_until_fixed(ctx: NodeContext) -> str:
     """Fail for good until the test sets :func:`fixed_key` (the cause being fixed)."""
-    client = _redis(ctx.settings.redis_url or "")
+    client = _redis(ctx.settings.redis.url or "")
     client.hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     if not client.exists(fixed_key(ctx.run_id)):
         raise PermanentError(f"the input of {ctx.node_id} is wrong (on purpose)")
@@ -95,7 +95,7 @@ def release_key(run_id: str) -> str:
 def held_until_released(ctx: NodeContext, seconds: float = 30.0) -> str:
     """Run until the test sets :func:`release_key` (at most ``seconds``): a dependency
     that is provably still running while the test looks at what started meanwhile."""
-    client = _redis(ctx.settings.redis_url or "")
+    client = _redis(ctx.settings.redis.url or "")
     deadline = time.monotonic() + seconds
     while not client.exists(release_key(ctx.run_id)):
         if time.monotonic() > deadline:
@@ -107,7 +107,7 @@ def held_until_released(ctx: NodeContext, seconds: float = 30.0) -> str:
 @dagwright.function
 def kill_my_process(ctx: NodeContext) -> None:
     """A poison message: SIGKILL the process running it, every time."""
-    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    _redis(ctx.settings.redis.url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -128,7 +128,7 @@ return now
 @dagwright.function
 def overlap(ctx: NodeContext, seconds: float = 0.2, group: str = "") -> str:
     """Run for ``seconds``, counting how many of ``group`` (default: the run) overlap."""
-    client = _redis(ctx.settings.redis_url or "")
+    client = _redis(ctx.settings.redis.url or "")
     key = overlap_key(group or ctx.run_id)
     client.eval(_ENTER, 1, key)
     try:
@@ -143,7 +143,7 @@ def stubborn(ctx: NodeContext, seconds: float = 3.0) -> str:
     """Sleep without looking at ``ctx.stop`` (as careless code does), then record one
     execution: a node that cannot be stopped early."""
     time.sleep(seconds)  # deliberately blind to ctx.stop
-    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    _redis(ctx.settings.redis.url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     return "late"
 
 
@@ -157,7 +157,7 @@ def outlasts_its_soft_limit(ctx: NodeContext, seconds: float = 30.0) -> str:
             time.sleep(left)
         except SoftTimeLimitExceeded:
             continue
-    _redis(ctx.settings.redis_url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
+    _redis(ctx.settings.redis.url or "").hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     return "outlasted"
 
 
@@ -183,7 +183,7 @@ def fetch_report(ctx: NodeContext, report: str) -> str:
     Args:
         report: The report's name.
     """
-    key = ctx.settings.anthropic_api_key
+    key = ctx.settings.llm.api_key
     secret = key.get_secret_value() if key is not None else ""
     raise RuntimeError(
         f"the gateway refused key {secret} while caching {report!r} in "
@@ -214,7 +214,7 @@ def run_command(ctx: NodeContext, command: str) -> str:
     Args:
         command: The command line.
     """
-    _redis(ctx.settings.redis_url or "").rpush(commands_key(ctx.run_id), command)
+    _redis(ctx.settings.redis.url or "").rpush(commands_key(ctx.run_id), command)
     return f"ran {command}"
 
 
@@ -241,7 +241,7 @@ operator = AgentSpec(
 def log_a_library_failure(ctx: NodeContext) -> str:
     """Logs, as a library would, a traceback whose message quotes this process's API key
     and a password in a URL: what a worker's log must never show."""
-    key = ctx.settings.anthropic_api_key
+    key = ctx.settings.llm.api_key
     secret = key.get_secret_value() if key is not None else ""
     try:
         raise ConnectionError(f"auth failed with {secret} at redis://app:hunter2hunter2@db:6379")
@@ -306,7 +306,7 @@ def record_order(ctx: NodeContext, seconds: float = 0.0) -> str:
     which nodes ran, across runs, exactly."""
     if seconds:
         time.sleep(seconds)  # a node that takes time: what the callers test
-    _redis(ctx.settings.redis_url or "").rpush(ORDER_KEY, f"{ctx.run_id}/{ctx.node_id}")
+    _redis(ctx.settings.redis.url or "").rpush(ORDER_KEY, f"{ctx.run_id}/{ctx.node_id}")
     return ctx.node_id
 
 
@@ -322,8 +322,8 @@ def rate_started(ctx: NodeContext, group: str = "") -> float:
     """Record when this node took its start of its rate limit (the server's ms, as the
     rate's window holds it): what a test checks the rate against, free of the time
     between the take and this body running."""
-    client = _redis(ctx.settings.redis_url or "")
-    window = Keys(ctx.settings.key_prefix).rate_window("function:rate_started")
+    client = _redis(ctx.settings.redis.url or "")
+    window = Keys(ctx.settings.redis.key_prefix).rate_window("function:rate_started")
     taken = client.zscore(window, f"{ctx.run_id}/{ctx.node_id}@{ctx.fence}")
     if taken is None:
         raise PermanentError("no start of the rate limit recorded for this node")
@@ -341,7 +341,7 @@ def companies(count: int, prefix: str = "co") -> dict[str, Any]:
 def fails_on_until_fixed(ctx: NodeContext, item: str, bad: str) -> str:
     """``item`` researched; fails for good on ``bad`` until the test sets
     :func:`fixed_key` (a map child whose item needs a fix, then a replay)."""
-    client = _redis(ctx.settings.redis_url or "")
+    client = _redis(ctx.settings.redis.url or "")
     client.hincrby(executions_key(ctx.run_id), ctx.node_id, 1)
     if item == bad and not client.exists(fixed_key(ctx.run_id)):
         raise PermanentError(f"cannot research {item} (on purpose)")

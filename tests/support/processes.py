@@ -98,37 +98,37 @@ def settings_env(settings: Settings) -> dict[str, str]:
         if not k.startswith(("DAGWRIGHT_", "ANTHROPIC_")) or k.startswith(HOOK_SECRETS)
     }
     env.update(
-        DAGWRIGHT_REDIS_URL=settings.redis_url or "",
-        DAGWRIGHT_BROKER_URL=settings.broker_url or "",
-        DAGWRIGHT_DATA_DIR=str(settings.data_dir),
+        DAGWRIGHT_REDIS_URL=settings.redis.url or "",
+        DAGWRIGHT_BROKER_URL=settings.redis.broker_url or "",
+        DAGWRIGHT_DATA_DIR=str(settings.process.data_dir),
         DAGWRIGHT_IMPORTS="tests.support.functions",
     )
     for name in PASSED_SETTINGS:
-        env[f"DAGWRIGHT_{name.upper()}"] = str(getattr(settings, name))
-    as_json = settings.model_dump(mode="json", include=set(PASSED_JSON_SETTINGS))
-    for name, value in as_json.items():
+        env[f"DAGWRIGHT_{name.upper()}"] = str(settings.flat_value(name))
+    as_json = settings.flat_dump(mode="json")
+    for name, value in ((name, as_json[name]) for name in PASSED_JSON_SETTINGS):
         env[f"DAGWRIGHT_{name.upper()}"] = json.dumps(value)
     for name in PASSED_REDIS_ACCESS_SETTINGS:
-        value = getattr(settings, name)
+        value = settings.flat_value(name)
         if value is not None:
             shown = value.get_secret_value() if isinstance(value, SecretStr) else value
             env[f"DAGWRIGHT_{name.upper()}"] = str(shown)
     env.update(when_set_env(settings))
-    if settings.metrics_port is not None:
-        env["DAGWRIGHT_METRICS_PORT"] = str(settings.metrics_port)
-        env["DAGWRIGHT_METRICS_HOST"] = settings.metrics_host
-    if settings.webhook_secret:
-        env["DAGWRIGHT_WEBHOOK_SECRET"] = settings.webhook_secret.get_secret_value()
-    if settings.anthropic_base_url:
-        env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
-    if settings.anthropic_api_key:
-        env["ANTHROPIC_API_KEY"] = settings.anthropic_api_key.get_secret_value()
+    if settings.telemetry.metrics_port is not None:
+        env["DAGWRIGHT_METRICS_PORT"] = str(settings.telemetry.metrics_port)
+        env["DAGWRIGHT_METRICS_HOST"] = settings.telemetry.metrics_host
+    if settings.webhooks.secret:
+        env["DAGWRIGHT_WEBHOOK_SECRET"] = settings.webhooks.secret.get_secret_value()
+    if settings.llm.base_url:
+        env["ANTHROPIC_BASE_URL"] = settings.llm.base_url
+    if settings.llm.api_key:
+        env["ANTHROPIC_API_KEY"] = settings.llm.api_key.get_secret_value()
     return env
 
 
 def when_set_env(settings: Settings) -> dict[str, str]:
     """The variables of the ``PASSED_WHEN_SET_SETTINGS`` that ``settings`` sets."""
-    values = {name: getattr(settings, name) for name in PASSED_WHEN_SET_SETTINGS}
+    values = {name: settings.flat_value(name) for name in PASSED_WHEN_SET_SETTINGS}
     return {f"DAGWRIGHT_{name.upper()}": str(value) for name, value in values.items() if value}
 
 

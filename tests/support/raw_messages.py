@@ -140,6 +140,6 @@ def publish_amqp(broker_url: str, queue: str, messages: list[RawParts]) -> None:
 
 def messages_waiting(settings: Settings, queue: str) -> int:
     """What the broker of ``settings`` says waits in ``queue`` (``dagwright.brokers``)."""
-    with open_queue_reader(settings.broker_url or "", settings.redis_access) as reader:
+    with open_queue_reader(settings.redis.broker_url or "", settings.redis) as reader:
         assert reader is not None
         return reader.depths([queue])[queue]

@@ -49,7 +49,7 @@ class ReplayResult:
 
 def dead_letters(runtime: Runtime) -> DeadLetterStore:
     return DeadLetterStore(
-        runtime.client, runtime.keys, retention_s=runtime.settings.dlq_retention_s
+        runtime.client, runtime.keys, retention_s=runtime.settings.retention.dlq_retention_s
     )
 
 

@@ -159,12 +159,12 @@ def stack_workers(settings: Settings) -> dict[str, WorkerCapabilities]:
     try:
         client = connect(
             url,
-            settings.redis_access,
+            settings.redis,
             socket_timeout=STACK_READ_TIMEOUT_S,
             socket_connect_timeout=STACK_READ_TIMEOUT_S,
         )
         try:
-            entries = client.hgetall(Keys(settings.key_prefix).worker_capabilities)
+            entries = client.hgetall(Keys(settings.redis.key_prefix).worker_capabilities)
         finally:
             client.close()
     except (redis.RedisError, OSError):

@@ -76,7 +76,7 @@ class RunGates:
             run_id,
             keys.key_holders(key),
             keys.key_waiters(key),
-            max_wait_s=self.runtime.settings.concurrency_key_max_wait_s,
+            max_wait_s=self.runtime.settings.throttles.concurrency_key_max_wait_s,
         )
         if admission.ready and self.broker is not None:
             dispatch(self.broker, self.runtime.machine, admission.ready)

@@ -54,10 +54,10 @@ from dagwright.workers.capabilities import llm_assignment
 def check_plan(plan: Plan, settings: Settings, registry: WorkerRegistry) -> PlanGraph:
     """Validate a plan against the registered worker types and the limits, without Redis."""
     limits = PlanLimits(
-        max_nodes=settings.max_nodes,
-        max_timeout_s=settings.max_timeout_s,
+        max_nodes=settings.limits.max_nodes,
+        max_timeout_s=settings.limits.max_timeout_s,
         sizes=SizeLimits.of(settings),
-        max_map_items=settings.map_max_items,
+        max_map_items=settings.limits.map_max_items,
     )
     return validate_plan(plan, registry, limits)
 
@@ -109,7 +109,7 @@ def prepare_run(
     """What ``start_run`` writes, checked (the same arguments, the same errors) and
     nothing written: the part a submit shares with ``AsyncClient``'s."""
     settings = runtime.settings
-    plan, inputs = with_inputs(request.plan, request.inputs, settings.max_params_bytes)
+    plan, inputs = with_inputs(request.plan, request.inputs, settings.limits.max_params_bytes)
     budget = run_budget(plan, request.budget)
     fields = request_fields(request, plan, inputs, budget, settings)
     fields = {**(extra or {}), **fields}
@@ -122,10 +122,10 @@ def prepare_run(
     if request.goal is not None:  # checked first: a refused submit must not take its key
         options = request.goal_options()
         planned = plan_request(settings, runtime.registry, request.goal, options, inputs)
-        replan = settings.replan_enabled if options.replan is None else options.replan
+        replan = settings.planner.replan_enabled if options.replan is None else options.replan
         fields = {
             "request": planned.model_dump_json(),
-            "replan_max": settings.replan_max if replan else 0,
+            "replan_max": settings.planner.replan_max if replan else 0,
             **fields,
         }
         graph = planner_graph(planned, own_priority(nodes_priority))
@@ -141,7 +141,7 @@ def prepare_run(
     check_usd_budget_is_priced(budget, models, settings)
     warn_of_end_of_life(models.values(), settings)
     if live_workers is not None:
-        live_workers.require(needs, settings.imports, llm_assignment(settings.llm))
+        live_workers.require(needs, settings.process.imports, llm_assignment(settings.llm))
     return NewRun.of(
         graph,
         lambda node: runtime.dispatch_for(node, nodes_priority, registry),
@@ -173,7 +173,9 @@ def request_fields(
     fields.update(memory_fields(request.memory_namespace()))
     hooks = [*(plan.webhooks if plan else ()), *request.webhooks]
     fields.update(webhook_fields(hooks, EgressPolicy.from_settings(settings)))
-    fields.update(start_fields(request.not_before, request.countdown_s, settings.max_start_delay_s))
+    fields.update(
+        start_fields(request.not_before, request.countdown_s, settings.limits.max_start_delay_s)
+    )
     if plan is not None:
         fields.update(key_fields(plan.concurrency, inputs, plan.inputs))
     run_timeout_s = request.run_timeout_s()
@@ -181,7 +183,7 @@ def request_fields(
         fields["timeout_ms"] = round(run_timeout_s * 1000)
     if own_priority(request.run_priority()) is not None:
         fields[PRIORITY_FIELD] = request.run_priority()
-    fields["teardown_timeout_ms"] = round(settings.teardown_timeout_s * 1000)
+    fields["teardown_timeout_ms"] = round(settings.limits.teardown_timeout_s * 1000)
     return fields
 
 
@@ -315,7 +317,8 @@ class IdempotencyKeys:
     ) -> Creation:
         hashed_key = hashlib.sha256(key.encode()).hexdigest()
         claim = KeyClaim(
-            self.runtime.keys.idempotency(hashed_key), self.runtime.settings.idempotency_ttl_s
+            self.runtime.keys.idempotency(hashed_key),
+            self.runtime.settings.retention.idempotency_ttl_s,
         )
         creation = attempt(claim)
         if creation.owner == run_id:

@@ -90,7 +90,7 @@ class WorkerWaits:
         nodes = list(unserved)
         key = self.runtime.keys.run_key(run_id, "queued")
         queued_at = self.runtime.client.zmscore(key, nodes)
-        grace_ms = self.runtime.settings.worker_wait_grace_s * 1000
+        grace_ms = self.runtime.settings.dispatch.worker_wait_grace_s * 1000
         if grace_ms:  # queued a moment ago: its worker may be starting
             newest = self.runtime.store.server_time_ms() - grace_ms
             queued_at = [at if at is not None and at <= newest else None for at in queued_at]

@@ -139,7 +139,7 @@ class ExecutionEnv:
     @functools.cached_property
     def fair(self) -> bool:
         """Whether a worker gives its turn away while other messages wait (fairness.py)."""
-        return self.runtime.settings.fair_dispatch
+        return self.runtime.settings.dispatch.fair_dispatch
 
     @functools.cached_property
     def waiting(self) -> WaitingMessages:
@@ -249,9 +249,9 @@ def map_step(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot
     try:
         if is_join(node, claim.inputs):
             joined = joined_output(node, claim.inputs)
-            output = encode_output(joined, env.runtime.settings.max_output_bytes)
+            output = encode_output(joined, env.runtime.settings.limits.max_output_bytes)
             return record_success(env, ctx, claim, output, eager=eager)
-        items = items_of(node, claim.inputs, env.runtime.settings.map_max_items)
+        items = items_of(node, claim.inputs, env.runtime.settings.limits.map_max_items)
         children = children_of(node, items)
     except PermanentError as exc:
         return record_failure(env, ctx, claim, exc)
@@ -296,7 +296,7 @@ def run_claimed(
 ) -> Outcome:
     """Run the claimed node's worker under its lease and record the outcome."""
     run_id, node_id = ctx.run_id, ctx.node_id
-    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    timeout_s = claim.node.timeout_s or env.runtime.settings.limits.default_timeout_s
     with env.leases.hold(
         LeaseRef(run_id, node_id, ctx.fence),
         ctx.stop,
@@ -305,7 +305,7 @@ def run_claimed(
     ):
         try:
             output = run_worker(env.runtime, ctx, approved_node(ctx, claim.node))
-            output_json = encode_output(output, env.runtime.settings.max_output_bytes)
+            output_json = encode_output(output, env.runtime.settings.limits.max_output_bytes)
             expansion = (
                 prepare_expansion(env.runtime, ctx, claim.node, output)
                 if claim.node.type == PLANNER_TYPE
@@ -341,7 +341,7 @@ def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | Non
 def park(env: ExecutionEnv, limits: NodeLimits, ctx: NodeContext, limit: Limit) -> Outcome:
     """The node waits for a slot of ``limit``: queued again, its attempt given back. A
     slot freed between the refusal and the park wakes it at once."""
-    recheck_s = PARKED_RECHECK_FACTOR * env.runtime.settings.stranded_after_s
+    recheck_s = PARKED_RECHECK_FACTOR * env.runtime.settings.dispatch.stranded_after_s
     parked = env.runtime.machine.park(
         ctx.run_id, ctx.node_id, ctx.fence, limit=limit.name, recheck_s=recheck_s
     )
@@ -364,7 +364,7 @@ def claim_node(env: ExecutionEnv, run_id: str, node_id: str, fence: int) -> Clai
     """Claim the node; take it over if the process holding it is a dead one on this host
     (its message was redelivered after the worker process was killed)."""
     runtime = env.runtime
-    lease_s = runtime.settings.lease_s
+    lease_s = runtime.settings.dispatch.lease_s
     claim = runtime.machine.claim(run_id, node_id, fence, lease_s=lease_s, holder=env.holder)
     if isinstance(claim, Held) and holder_is_dead_here(claim.holder):
         claim = runtime.machine.claim(
@@ -395,7 +395,7 @@ def wait_for_approval(
     env: ExecutionEnv, ctx: NodeContext, claim: Claim, proposal: Proposal
 ) -> Outcome:
     """Park the node until a person decides; this worker moves on to other work."""
-    timeout_s = claim.node.approval_timeout_s or env.runtime.settings.approval_timeout_s
+    timeout_s = claim.node.approval_timeout_s or env.runtime.settings.limits.approval_timeout_s
     if not ApprovalBook(env.runtime).request(ctx, proposal, timeout_s):
         return Outcome.STALE
     log.info(
@@ -575,7 +575,7 @@ def wait_for_breaker(
         delay,
         kind="breaker",
         name=exc.breaker,
-        max_wait_s=settings.breaker_max_wait_s,
+        max_wait_s=settings.breakers.max_wait_s,
         last_failure=exc.last_failure,
     )
     if waited == BreakerWait.EXPIRED:
@@ -608,13 +608,13 @@ def wait_for_batch(
         exc.retry_after_s,
         kind="batch",
         name=exc.batch_id,
-        max_wait_s=settings.llm_batch_max_wait_s,
+        max_wait_s=settings.llm.batch_max_wait_s,
     )
     if waited == BreakerWait.EXPIRED:
         ctx.llm_batches().cancel(exc.batch_id)  # or it goes on, and is billed
         expired = BatchWaitExpiredError(
             f"Message Batch {exc.batch_id} did not answer within "
-            f"{settings.llm_batch_max_wait_s:g} s (DAGWRIGHT_LLM_BATCH_MAX_WAIT_S): "
+            f"{settings.llm.batch_max_wait_s:g} s (DAGWRIGHT_LLM_BATCH_MAX_WAIT_S): "
             "cancelled; replay the node to send the call again"
         )
         described = describe_error(expired, known_secrets(settings))
@@ -639,11 +639,12 @@ def wait_for_rate(env: ExecutionEnv, ctx: NodeContext, claim: Claim, over: RateW
         over.wait_s,
         kind="rate",
         name=str(over.limit),
-        max_wait_s=settings.rate_limit_max_wait_s,
+        max_wait_s=settings.throttles.rate_limit_max_wait_s,
     )
     if waited == BreakerWait.EXPIRED:
         expired = RateLimitWaitExpiredError(
-            f"waited {settings.rate_limit_max_wait_s:g} s for the rate limit {over.limit} "
+            f"waited {settings.throttles.rate_limit_max_wait_s:g} s "
+            f"for the rate limit {over.limit} "
             "(DAGWRIGHT_RATE_LIMIT_MAX_WAIT_S) without its turn"
         )
         return record_failure(env, ctx, claim, expired)
@@ -662,7 +663,7 @@ def wait_for_team_task(
     slot (the attempt given back): the reconciler wakes it when the task's result is in,
     ``exc.retry_after_s`` at the latest. The node bounds the wait by its ``timeout_s``
     (workers/team_tasks.py); retry.lua's bound is only a backstop for clocks that differ."""
-    timeout_s = claim.node.timeout_s or env.runtime.settings.default_timeout_s
+    timeout_s = claim.node.timeout_s or env.runtime.settings.limits.default_timeout_s
     waited = env.runtime.machine.wait_on(
         ctx.run_id,
         ctx.node_id,
@@ -671,7 +672,7 @@ def wait_for_team_task(
         exc.retry_after_s,
         kind="celery_task",
         name=exc.task_id,
-        max_wait_s=timeout_s + env.runtime.settings.celery_task_poll_s,
+        max_wait_s=timeout_s + env.runtime.settings.celery.task_poll_s,
     )
     if waited == BreakerWait.EXPIRED:
         give_up_waiting(ctx)
@@ -689,7 +690,7 @@ def breaker_wait_expired(
     """The failure of a node that waited ``breaker_max_wait_s`` on an open breaker."""
     cause = f"; last failure {exc.last_failure}" if exc.last_failure else ""
     expired = BreakerWaitExpiredError(
-        f"gave up after waiting {settings.breaker_max_wait_s:g} s on the open circuit breaker "
+        f"gave up after waiting {settings.breakers.max_wait_s:g} s on the open circuit breaker "
         f"{exc.breaker!r} (DAGWRIGHT_BREAKER_MAX_WAIT_S){cause}; replay it once it is back"
     )
     error = describe_error(expired, known_secrets(settings))

@@ -123,7 +123,7 @@ def node_limits(
     limits = []
     if run_max > 0:
         limits.append(Limit(f"run:{run_id}", run_max))
-    type_max = settings.concurrency_limits.get(worker_type)
+    type_max = settings.throttles.concurrency_limits.get(worker_type)
     if type_max is not None:
         limits.append(Limit(f"type:{worker_type}", type_max))
     if node_key is not None:
@@ -154,8 +154,8 @@ class NodeLimits:
         return cls(
             runtime.client,
             runtime.keys,
-            slot_ttl_s=2 * settings.lease_s,
-            grace_s=settings.publish_grace_s,
+            slot_ttl_s=2 * settings.dispatch.lease_s,
+            grace_s=settings.dispatch.publish_grace_s,
         )
 
     def _keys(self, limits: Sequence[Limit]) -> list[str]:

@@ -25,17 +25,18 @@ def refused_delivery(settings: Settings, claim: Claim) -> PermanentError | None:
     kills the process running it (a segfault, an OOM kill, a hard time limit: deaths its
     worker's surviving parent saw) fails it as poison; one whose whole workers kept being
     lost (host losses, evictions: no fault of its own) ends only past max_worker_losses."""
-    if claim.deaths >= settings.max_deliveries:
+    if claim.deaths >= settings.dispatch.max_deliveries:
         times = "once" if claim.deaths == 1 else f"{claim.deaths} times"
         return PoisonMessageError(
             f"the process running it died {times} without finishing (killed "
             "by a signal, an OOM kill or its hard time limit, as its worker saw); not run "
             "again. Find the cause in the worker logs, then `dagwright dlq replay`"
         )
-    if claim.losses > settings.max_worker_losses:
+    if claim.losses > settings.dispatch.max_worker_losses:
         return WorkersLostError(
             f"its worker was lost {claim.losses} times without finishing (lease expired: "
             "the worker died whole, or hung); not delivered again (max_worker_losses "
-            f"{settings.max_worker_losses}). Check the workers, then `dagwright dlq replay`"
+            f"{settings.dispatch.max_worker_losses}). Check the workers, "
+            "then `dagwright dlq replay`"
         )
     return None

@@ -54,7 +54,7 @@ class RateWait:
 
 def node_rates(runtime: Runtime, node: Node) -> list[NamedRate]:
     """The rate limits a node starts under: its function's, its worker type's."""
-    rates = runtime.settings.rate_limits
+    rates = runtime.settings.throttles.rate_limits
     found: list[NamedRate] = []
     if node.function is not None:
         subject = f"function:{node.function}"

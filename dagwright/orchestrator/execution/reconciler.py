@@ -82,15 +82,15 @@ class Reconciler:
             runtime.client,
             runtime.keys,
             self.token,
-            buckets=settings.reconciler_buckets,
-            lease_ms=int(settings.reconcile_interval_s * LEASE_INTERVALS * 1000),
+            buckets=settings.dispatch.reconciler_buckets,
+            lease_ms=int(settings.dispatch.reconcile_interval_s * LEASE_INTERVALS * 1000),
         )
         self.recount = PooledRecount(runtime.client, runtime.keys)
         self._recounted_at = float("-inf")
         # On a Cluster, age_out.lua (the DLQ stream in the same step) and the pooled-nodes
         # counter (another slot than the runs') are not used: docs/internals/cluster.md.
         self._cluster = is_cluster_client(runtime.client)
-        if self._cluster and settings.run_max_age_s is not None:
+        if self._cluster and settings.limits.run_max_age_s is not None:
             log.warning(
                 "run_max_age_s is not enforced on a Redis Cluster (the state store): runs "
                 "are bounded by their timeout_s only (docs/internals/cluster.md)"
@@ -118,10 +118,10 @@ class Reconciler:
     def _runs_to_visit(self, held: set[int]) -> list[str]:
         """The active runs of the ``held`` buckets, at most ``reconcile_max_runs_per_pass``:
         past it, a window that the next passes move on (so every run gets its turn)."""
-        buckets = self.runtime.settings.reconciler_buckets
+        buckets = self.runtime.settings.dispatch.reconciler_buckets
         active = self.runtime.client.sscan_iter(self.runtime.keys.active_runs, count=1000)
         mine = sorted(run_id for run_id in active if bucket_of(run_id, buckets) in held)
-        most = self.runtime.settings.reconcile_max_runs_per_pass
+        most = self.runtime.settings.dispatch.reconcile_max_runs_per_pass
         if len(mine) <= most:
             return mine
         start = self._cursor % len(mine)
@@ -136,7 +136,7 @@ class Reconciler:
         terms = self._terms(self._empty_queues())
         renew_every_s = self.leases.lease_ms / 3000
         renewed_at = time.monotonic()
-        buckets = self.runtime.settings.reconciler_buckets
+        buckets = self.runtime.settings.dispatch.reconciler_buckets
         for start in range(0, len(run_ids), VISIT_BATCH):
             batch = run_ids[start : start + VISIT_BATCH]
             if time.monotonic() - renewed_at > renew_every_s:
@@ -153,13 +153,13 @@ class Reconciler:
     def _terms(self, empty_queues: list[str]) -> ReconcileTerms:
         settings = self.runtime.settings
         return ReconcileTerms(
-            publish_grace_s=settings.publish_grace_s,
-            stranded_after_s=settings.stranded_after_s,
+            publish_grace_s=settings.dispatch.publish_grace_s,
+            stranded_after_s=settings.dispatch.stranded_after_s,
             empty_queues=tuple(empty_queues),
-            priority_aging_s=settings.priority_aging_s,
-            aging_limit=settings.priority_aging_per_pass,
+            priority_aging_s=settings.dispatch.priority_aging_s,
+            aging_limit=settings.dispatch.priority_aging_per_pass,
             loss_backoff=LossBackoff(
-                settings.worker_loss_backoff_s, settings.worker_loss_backoff_max_s
+                settings.dispatch.worker_loss_backoff_s, settings.dispatch.worker_loss_backoff_max_s
             ),
         )
 
@@ -177,7 +177,7 @@ class Reconciler:
     def _recount_pooled(self) -> dict[str, tuple[int, int]]:
         """Every ``backlog_recount_interval_s``, the pooled-nodes counter put right (not
         on a Cluster, which keeps no such counter)."""
-        every = self.runtime.settings.backlog_recount_interval_s
+        every = self.runtime.settings.dispatch.backlog_recount_interval_s
         now = time.monotonic()
         if self._cluster or every <= 0 or now - self._recounted_at < every:
             return {}
@@ -225,12 +225,14 @@ class Reconciler:
         replayed dead letters trimmed from the DLQ stream (``keys.dlq_settled``)."""
         settings, keys = self.runtime.settings, self.runtime.keys
         now_ms = self.runtime.store.server_time_ms()
-        cutoff = now_ms - settings.retention_s * 1000
+        cutoff = now_ms - settings.retention.retention_s * 1000
         pipe = self.runtime.client.pipeline(transaction=False)
         pipe.zremrangebyscore(keys.run_index, "-inf", cutoff)
         for key in ended_run_keys(keys):
             pipe.zremrangebyscore(key, "-inf", cutoff)
-        pipe.zremrangebyscore(keys.dlq_settled, "-inf", now_ms - settings.dlq_retention_s * 1000)
+        pipe.zremrangebyscore(
+            keys.dlq_settled, "-inf", now_ms - settings.retention.dlq_retention_s * 1000
+        )
         pipe.execute()
 
     def _reconcile_run(self, run_id: str, found: ReconcilePass, report: ReconcileReport) -> None:
@@ -265,7 +267,7 @@ class Reconciler:
         """Fail a run open past ``run_max_age_s`` (its nodes at work dead-lettered, so a
         replay re-opens it); True if it did. Not on a Cluster (age_out.lua writes the DLQ
         stream in the run's step)."""
-        max_age_s = self.runtime.settings.run_max_age_s
+        max_age_s = self.runtime.settings.limits.run_max_age_s
         if self._cluster or max_age_s is None or age_ms < max_age_s * 1000:
             return False
         aged = self.runtime.machine.age_out(run_id, max_age_s)

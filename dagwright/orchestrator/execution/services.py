@@ -83,7 +83,7 @@ class RedisNodeServices:
         settings = self.runtime.settings
         recorded = self.runtime.machine.record_progress(
             lease_of(ctx),
-            lease_s=settings.lease_s,
+            lease_s=settings.dispatch.lease_s,
             checkpoint_json="" if checkpoint is None else json.dumps(checkpoint),
             usage_json=usage.model_dump_json() if usage is not None else "",
             event=event,
@@ -99,7 +99,7 @@ class RedisNodeServices:
         self.runtime.client.xadd(
             self.runtime.keys.run_key(ctx.run_id, "audit"),
             entry,
-            maxlen=self.runtime.settings.events_maxlen,
+            maxlen=self.runtime.settings.retention.events_maxlen,
             approximate=True,
         )
 
@@ -171,9 +171,9 @@ class RedisNodeServices:
 
     def workspace(self, ctx: NodeContext) -> Workspace:
         settings = self.runtime.settings
-        if settings.workspace_backend == "disk":
+        if settings.workspace.backend == "disk":
             return DiskWorkspace(
-                settings.workspace_root / ctx.run_id, max_bytes=settings.workspace_max_bytes
+                settings.workspace_root / ctx.run_id, max_bytes=settings.workspace.max_bytes
             )
 
         def write_file(path: str, content: str) -> None:
@@ -183,7 +183,7 @@ class RedisNodeServices:
         return RedisWorkspace(
             self.runtime.client,
             self.runtime.keys.run_key(ctx.run_id, "workspace"),
-            max_bytes=settings.workspace_max_bytes,
+            max_bytes=settings.workspace.max_bytes,
             write_file=write_file,
         )
 
@@ -206,7 +206,7 @@ class RedisNodeServices:
     def memory(self, ctx: NodeContext) -> NodeMemory:
         settings = self.runtime.settings
         agent_type = ctx.tool_call.agent_type if ctx.tool_call is not None else ""
-        attached = settings.agent_memory.get(agent_type)
+        attached = settings.memory.agent_memory.get(agent_type)
         run_key = self.runtime.keys.run_key(ctx.run_id, "run")
         named, schedule = self.runtime.client.hmget(run_key, [MEMORY_FIELD, SCHEDULE_FIELD])
         namespace = namespace_of(

@@ -43,7 +43,7 @@ class RecordedTeamTasks:
         record = keys.team_tasks(self.run_id)
         with self.runtime.client.pipeline(transaction=False) as pipe:
             pipe.hset(record, self.node_id, task_id)
-            pipe.expire(record, int(settings.retention_s + RECORD_TTL_MARGIN_S))
+            pipe.expire(record, int(settings.retention.retention_s + RECORD_TTL_MARGIN_S))
             pipe.sadd(keys.team_task_runs, self.run_id)
             pipe.execute()
         self.app.send(name, kwargs, task_id)

@@ -59,7 +59,7 @@ async def log_in(request: Request, token: str, response: Response) -> None:
         session = await in_thread(start_session, client, token)
     except InputError as refused:
         raise LoginRefused(str(refused)) from refused
-    set_session_cookie(response, request, session, client.settings.server_session_ttl_s)
+    set_session_cookie(response, request, session, client.settings.server.session_ttl_s)
 
 
 async def log_out(request: Request, response: Response) -> None:

@@ -95,7 +95,7 @@ async def run_events(
     follower = client.follow_events(
         run_id, after=last_event_id or after or "0", store=streams.store
     )
-    keepalive_s = client.settings.server_keepalive_s
+    keepalive_s = client.settings.server.keepalive_s
     holder = principal.token_id or principal.name
     streams.slots.take(holder)
     return EventStreamResponse(

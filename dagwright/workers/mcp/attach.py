@@ -1,7 +1,7 @@
 """Attaching MCP servers to agent types, when the registry is built.
 
 A type's servers are those its ``AgentSpec.mcp_servers`` names and those
-``settings.agent_mcp[<type>].servers`` adds (built-in types included). Attaching offers
+``settings.mcp.agent_mcp[<type>].servers`` adds (built-in types included). Attaching offers
 the servers' tools; it allows none of them: the type's policy decides, with the rules of
 ``agent_mcp[<type>].rules`` tried first. So ``servers = ["time"]`` alone gives the model
 the time tools and every call of them is refused (and audited) until a rule such as
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def attach_mcp_servers(registry: WorkerRegistry, settings: Settings) -> None:
     """Give each agent type the MCP servers the settings and its spec attach to it; one
     pool of servers for the process. ConfigurationError on a server or type unknown."""
-    unknown_types = [name for name in settings.agent_mcp if name not in registry.type_names()]
+    unknown_types = [name for name in settings.mcp.agent_mcp if name not in registry.type_names()]
     if unknown_types:
         raise ConfigurationError(
             f"agent_mcp names unknown worker type(s) {', '.join(sorted(unknown_types))}: "
@@ -52,7 +52,7 @@ def attach_mcp_servers(registry: WorkerRegistry, settings: Settings) -> None:
                 from dagwright.workers.mcp.pool import McpServers
             except ImportError as exc:
                 raise MissingExtraError.of(exc, f"agent type {name!r} (MCP servers)") from None
-            pool = McpServers(settings.mcp_servers)
+            pool = McpServers(settings.mcp.servers)
         registry.replace_type(mcp_agent_worker_type(registry.get(name), spec, registry.tools, pool))
 
 
@@ -66,11 +66,11 @@ def attached_spec(registry: WorkerRegistry, name: str, settings: Settings) -> Ag
     """The type's spec with its servers and their rules, None if it has no server."""
     spec = registry.declaration(name)
     assert isinstance(spec, AgentSpec)
-    extra = settings.agent_mcp.get(name, AgentMcpSettings())
+    extra = settings.mcp.agent_mcp.get(name, AgentMcpSettings())
     servers = tuple(dict.fromkeys([*spec.mcp_servers, *extra.servers]))
     if not servers:
         return None
-    unknown = [server for server in servers if server not in settings.mcp_servers]
+    unknown = [server for server in servers if server not in settings.mcp.servers]
     if unknown:
         raise ConfigurationError(
             f"agent type {name!r} names unknown MCP server(s) {', '.join(unknown)}: declare "
@@ -88,7 +88,7 @@ def mcp_agent_worker_type(
     from dagwright.workers.agent_loop import run_agent
 
     def run(ctx: NodeContext, node: Node) -> Any:
-        offered = server_tools(spec.mcp_servers, ctx.settings.mcp_servers, pool)
+        offered = server_tools(spec.mcp_servers, ctx.settings.mcp.servers, pool)
         equipped = replace(spec, tools=(*spec.tools, *(tool.name for tool in offered)))
         return run_agent(ctx, node, equipped, tools.extended(offered))
 

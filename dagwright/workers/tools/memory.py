@@ -4,7 +4,7 @@ The API defines the tool (its description and input schema are the API's; the re
 carries only ``{"type": "memory_20250818", "name": "memory"}``), the model sends file
 commands under ``/memories`` as ``tool_use`` blocks, and this tool runs them on the
 node's namespace (``ctx.memory()``: ``memory/store.py``). A type is offered it by
-``settings.agent_memory`` (``workers/memory_attach.py``) or by naming ``memory`` in its
+``settings.memory.agent_memory`` (``workers/memory_attach.py``) or by naming ``memory`` in its
 tools; the policy decides each command like any call (``when: {command: "view"}``).
 What earlier runs wrote is data, not instructions: its results reach the model delimited
 as untrusted content.
