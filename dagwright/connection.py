@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import redis
     import redis.asyncio
 
+    from dagwright.redis_endpoint import ClusterTarget, SentinelTarget
     from dagwright.settings import RedisSettings, Settings
 
 # Options of the connections to the Sentinels themselves (the rest is the primary's).
@@ -172,13 +173,7 @@ def sentinel_client(url: str, access: RedisSettings | None, options: dict[str, A
     from redis.sentinel import Sentinel
 
     target = parse_sentinel_url(url)
-    options = {**options, "db": target.db, **credential_options(url, access)}
-    if target.username:
-        options["username"] = target.username
-    if target.password:
-        options["password"] = target.password
-    if target.tls:
-        options.update(ssl=True, **(tls_options(access) if access is not None else {}))
+    options = {**options, "db": target.db, **target_options(target, url, access)}
     timeouts = {name: options[name] for name in SENTINEL_TIMEOUTS if name in options}
     sentinel = Sentinel(
         list(target.sentinels),
@@ -197,7 +192,15 @@ def cluster_options(
     failover), so the per-connection Retry is left out."""
     target = parse_cluster_url(url)
     options = {k: v for k, v in options.items() if k not in ("retry", "retry_on_error")}
-    options.update(credential_options(url, access))
+    return {**options, **target_options(target, url, access)}
+
+
+def target_options(
+    target: SentinelTarget | ClusterTarget, url: str, access: RedisSettings | None
+) -> dict[str, Any]:
+    """The connection options a multi-host URL gives each connection: its credentials
+    (the URL's user and password over the settings') and, for a TLS scheme, TLS."""
+    options = credential_options(url, access)
     if target.username:
         options["username"] = target.username
     if target.password:

@@ -38,6 +38,8 @@ from urllib.parse import quote, unquote, urlsplit
 from dagwright.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dagwright.settings import RedisSettings
 
 SENTINEL_SCHEMES = ("sentinel", "sentinels")  # the second with TLS
@@ -94,28 +96,13 @@ def parse_cluster_url(url: str) -> ClusterTarget:
     if path not in ("", "0"):
         raise bad_cluster_url(f"a cluster has only database 0, not {path!r}")
     return ClusterTarget(
-        nodes=tuple(_cluster_node(host) for host in hosts.split(",")),
+        nodes=tuple(
+            host_address(host, DEFAULT_REDIS_PORT, bad_cluster_url) for host in hosts.split(",")
+        ),
         username=unquote(username) or None,
         password=unquote(password) or None,
         tls=scheme.lower() in TLS_SCHEMES,
     )
-
-
-def _cluster_node(host_port: str) -> tuple[str, int]:
-    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` as (host, port)."""
-    text = host_port.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest.removeprefix(":")
-    else:
-        host, _, port = text.partition(":")
-    if not host:
-        raise bad_cluster_url(f"{host_port!r} names no host")
-    if not port:
-        return host, DEFAULT_REDIS_PORT
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise bad_cluster_url(f"{port!r} is not a port")
-    return host, int(port)
 
 
 def bad_cluster_url(why: str) -> ConfigurationError:
@@ -138,7 +125,9 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     if not hosts or not 1 <= len(path) <= 2:
         raise bad_sentinel_url("it needs the Sentinels and the primary's name")
     return SentinelTarget(
-        sentinels=tuple(sentinel_address(host) for host in hosts.split(",")),
+        sentinels=tuple(
+            host_address(host, DEFAULT_SENTINEL_PORT, bad_sentinel_url) for host in hosts.split(",")
+        ),
         primary_name=unquote(path[0]),
         db=database_number(path[1] if len(path) == 2 else "0"),
         username=unquote(username) or None,
@@ -147,8 +136,12 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     )
 
 
-def sentinel_address(host_port: str) -> tuple[str, int]:
-    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` as (host, port)."""
+def host_address(
+    host_port: str, default_port: int, bad_url: Callable[[str], ConfigurationError]
+) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` of a URL naming several hosts (a
+    cluster's nodes, the Sentinels) as (host, port); ``bad_url`` makes the error that says
+    how to write that URL."""
     text = host_port.strip()
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
@@ -156,11 +149,11 @@ def sentinel_address(host_port: str) -> tuple[str, int]:
     else:
         host, _, port = text.partition(":")
     if not host:
-        raise bad_sentinel_url(f"{host_port!r} names no host")
+        raise bad_url(f"{host_port!r} names no host")
     if not port:
-        return host, DEFAULT_SENTINEL_PORT
+        return host, default_port
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise bad_sentinel_url(f"{port!r} is not a port")
+        raise bad_url(f"{port!r} is not a port")
     return host, int(port)
 
 
