@@ -7,6 +7,7 @@ tests of tests/test_cluster.py run the same steps on a real 3-primary cluster.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,6 +22,7 @@ from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS
 from dagwright.orchestrator.runstate.machine import RunStateMachine
 from dagwright.orchestrator.runstate.scripts import prelude
 from dagwright.redis_endpoint import is_cluster_url, parse_cluster_url, url_credentials
+from dagwright.telemetry.counters import NODE_DURATION
 
 KEYS = Keys("dw:")
 RUN = "01JCLUSTERRUN0000000000"
@@ -90,11 +92,17 @@ def test_a_bad_cluster_url_is_one_line_saying_how_to_write_it(url: str) -> None:
         parse_cluster_url(url)
 
 
+def machine_like(*, cluster: bool) -> SimpleNamespace:
+    """What ``RunStateMachine``'s key choices read of the machine, without a server."""
+    machine = SimpleNamespace(_cluster=cluster, keys=KEYS)
+    machine._in_run_slot_or = partial(RunStateMachine._in_run_slot_or, machine)  # type: ignore[arg-type]
+    return machine
+
+
 def test_on_a_cluster_the_last_key_of_every_run_script_call_is_the_runs_own() -> None:
     """The pooled-nodes counter (prelude.lua POOLED) is global: on a Cluster machine.py
     names the run's hash in its place, which the prelude reads as "no counter"."""
-    on_cluster = SimpleNamespace(_cluster=True, keys=KEYS)
-    standalone = SimpleNamespace(_cluster=False, keys=KEYS)
+    on_cluster, standalone = machine_like(cluster=True), machine_like(cluster=False)
     last = RunStateMachine._pooled_key(on_cluster, RUN)  # type: ignore[arg-type]
     assert last == KEYS.run_key(RUN, "run")
     assert slots([*KEYS.run_keys(RUN), last]) == slots([KEYS.run_key(RUN, "run")])
@@ -108,9 +116,23 @@ def test_compacts_keys_share_the_runs_slot() -> None:
 
 
 # The run scripts that name keys beyond the run's (SHARED), and whether those are all in
-# the run's slot; age_out.lua's (the DLQ stream) are not: the reconciler does not call it
-# on a Cluster (docs/internals/cluster.md).
-SHARED_KEY_SCRIPTS = {"forget": True, "replay": True, "compact": True, "age_out": False}
+# the run's slot on a Cluster; age_out.lua's (the DLQ stream) are not: the reconciler does
+# not call it on a Cluster (docs/internals/cluster.md). complete.lua's (the node-duration
+# counters) is the run's hash there, counted by the caller after its step.
+SHARED_KEY_SCRIPTS = {
+    "forget": True,
+    "replay": True,
+    "compact": True,
+    "complete": True,
+    "age_out": False,
+}
+
+
+def test_on_a_cluster_complete_counts_durations_after_its_step() -> None:
+    on_cluster, standalone = machine_like(cluster=True), machine_like(cluster=False)
+    counters = KEYS.metrics(NODE_DURATION)
+    assert RunStateMachine._in_run_slot_or(on_cluster, RUN, counters) == KEYS.run_key(RUN, "run")  # type: ignore[arg-type]
+    assert RunStateMachine._in_run_slot_or(standalone, RUN, counters) == counters  # type: ignore[arg-type]
 
 
 def test_the_run_scripts_naming_shared_keys_are_the_known_ones() -> None:

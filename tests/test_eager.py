@@ -73,6 +73,7 @@ def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
 ) -> None:
     warm_up, _ = start(worker_env.runtime, [{"id": "w"}])
     assert execute_node(worker_env, warm_up, "w", 1) == Outcome.SUCCEEDED
+    worker_env.broker.next_task_ids([QUEUE], 1)  # warm up: the broker's connection is made
     chain = [{"id": "a"}, *({"id": b, "depends_on": [a]} for a, b in ("ab", "bc", "cd"))]
     run_id, _ = start(worker_env.runtime, chain)
     # Fairness (fairness.py) looks at the messages waiting at most every 10 ms: here once.
@@ -82,13 +83,16 @@ def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
     assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
     # claim + complete for each node (no publish, no confirmation), the one look at the
     # messages waiting (a pipeline of an LRANGE per priority), and once the run has
-    # ended, dropping it from the active runs
+    # ended, two round trips of the run's (not a node's): its compaction and forget.lua in
+    # one, then the deployment-wide steps in the order a crash cannot break (decision 109)
     reading = "+".join(["LRANGE"] * len(KOMBU_PRIORITY_STEPS))
     assert [call for call in sent if call != "PING"] == [
         "EVALSHA",
         "EVALSHA",
         reading,
-        *["EVALSHA"] * (2 * len(chain) - 1),
+        *["EVALSHA"] * (2 * len(chain) - 2),
+        "EVALSHA+EVALSHA",
+        "ZADD+SREM+HGET",
     ], sent
     assert worker_env.broker.queue_depth(QUEUE) == 0
 

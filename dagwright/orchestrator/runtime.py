@@ -169,9 +169,10 @@ class Runtime:
         if traces are exported)."""
         from dagwright.telemetry.otlp import exporting  # the trace model: not to read a run
 
-        self.machine.compact(run_id, self.ended_retention)  # first: a crash here is retried
-        forgotten = self.machine.forget(
-            run_id, export_trace=exporting(self.settings.telemetry.otlp_endpoint)
+        forgotten = self.machine.forget(  # compacted first: a crash in between is retried
+            run_id,
+            export_trace=exporting(self.settings.telemetry.otlp_endpoint),
+            compaction=self.ended_retention,
         )
         if forgotten.concurrency_key:
             self.release_key_place(run_id, forgotten.concurrency_key)

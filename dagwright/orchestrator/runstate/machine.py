@@ -11,7 +11,7 @@ import dataclasses
 import enum
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -23,7 +23,7 @@ from dagwright.models import DEFAULT_PRIORITY, MAX_PRIORITY, ErrorInfo, Node, No
 from dagwright.orchestrator.runstate.dead_letters import DeadLetterWriter
 from dagwright.orchestrator.runstate.scripts import PACKAGE, RunScripts
 from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
-from dagwright.telemetry.counters import Counters, NodeDuration
+from dagwright.telemetry.counters import NODE_DURATION, Counters, NodeDuration
 
 
 @dataclass(frozen=True)
@@ -387,6 +387,11 @@ class Compacted:
     status: str
     dropped: int
 
+    @classmethod
+    def from_reply(cls, reply: Any) -> Compacted:
+        fields = named_reply(reply)
+        return cls(str(fields["status"]), int(fields["dropped"]))
+
 
 ENDED_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)  # as the scripts
 
@@ -513,19 +518,53 @@ class RunStateMachine:
     ) -> Any:
         """Run a script on a run's keys. ``uncached``: for a sweep over many runs (the
         reconciler's), which would only push the hot runs' keys out of the cache."""
+        keys = self._script_keys(run_id, shared_keys, uncached=uncached)
+        return self._scripts.call(name, keys, *args, client=client)
+
+    def _script_keys(
+        self, run_id: str, shared_keys: tuple[str, ...], *, uncached: bool = False
+    ) -> tuple[bytes, ...]:
+        """A run script's KEYS: the run's, its ``shared_keys``, the pooled counter last."""
         shared = (*shared_keys, self._pooled_key(run_id))
         run_keys = self._encode_keys(run_id) if uncached else self._encoded_keys(run_id)
-        keys = (*run_keys, *(key.encode() for key in shared))
-        return self._scripts.call(name, keys, *args, client=client)
+        return (*run_keys, *(key.encode() for key in shared))
+
+    def _scripts_in_order(
+        self, run_id: str, calls: list[tuple[str, tuple[str, ...], tuple[Any, ...]]]
+    ) -> list[Any]:
+        """Idempotent scripts on one run, ``(name, shared_keys, args)`` each, in order: one
+        round trip on one server, a call each on a Cluster (its pipelines take no script)."""
+        if self._cluster:
+            return [
+                self._call(name, run_id, *args, shared_keys=shared) for name, shared, args in calls
+            ]
+        return self._scripts.call_in_one_trip(
+            [(name, self._script_keys(run_id, shared), args) for name, shared, args in calls]
+        )
+
+    def _in_order(self, steps: list[Callable[[Any], Any]]) -> list[Any]:
+        """Commands that must run in this order, each ``step(client)``: one pipeline (one
+        round trip, its order kept) on one server; a call each on a Cluster, whose
+        pipeline keeps the order only within each node."""
+        if self._cluster:
+            return [step(self.client) for step in steps]
+        pipe = self.client.pipeline(transaction=False)
+        for step in steps:
+            step(pipe)
+        return list(pipe.execute())
 
     def _pooled_key(self, run_id: str) -> str:
         """The last key of every script call (prelude.lua POOLED): the deployment's
-        pooled-nodes counter, or on a Cluster, where that is in another slot, the run's
-        own hash again, which tells the prelude to keep no count (the ready backlog is
-        then the broker's messages only: docs/internals/cluster.md)."""
-        if self._cluster:
-            return self.keys.run_key(run_id, "run")
-        return self.keys.pooled_nodes
+        pooled-nodes counter, or on a Cluster the run's own hash, which tells the prelude
+        to keep no count (the ready backlog is then the broker's messages only:
+        docs/internals/cluster.md)."""
+        return self._in_run_slot_or(run_id, self.keys.pooled_nodes)
+
+    def _in_run_slot_or(self, run_id: str, key: str) -> str:
+        """``key``, a deployment-wide key a run script may change in its step; on a
+        Cluster, where it is in another slot, the run's own hash in its place (the script
+        then leaves it alone and the caller does what must be done in a step of its own)."""
+        return self.keys.run_key(run_id, "run") if self._cluster else key
 
     def claim(
         self,
@@ -551,15 +590,26 @@ class RunStateMachine:
         duration: NodeDuration | None = None,
         pull_from: Sequence[str] = (),
     ) -> Advance | None:
-        """Record success, then count the attempt's ``duration`` (the counters are in
-        another Cluster slot: a crash in between loses one sample of a metric, never a
-        node); None if this worker no longer owns the node (nothing is counted then).
-        With ``pull_from`` (the queues of a worker that runs on) and no node of them
-        readied, one node of the run's pool is taken too, and is among the ready (see
-        ``pool``)."""
-        reply = self._call("complete", run_id, node_id, fence, output_json, *pull_from)
+        """Record success and count the attempt's ``duration``; None if this worker no
+        longer owns the node (nothing is counted then). The count is in the same step on
+        one server; on a Cluster, where the counters are in another slot, it follows the
+        step (a crash in between loses one sample of a metric, never a node). With
+        ``pull_from`` (the queues of a worker that runs on) and no node of them readied,
+        one node of the run's pool is taken too, and is among the ready (see ``pool``)."""
+        counted_here = duration is not None and not self._cluster
+        fields = duration.fields() if counted_here and duration is not None else ("", "", 0.0)
+        reply = self._call(
+            "complete",
+            run_id,
+            node_id,
+            fence,
+            output_json,
+            *fields,
+            *pull_from,
+            shared_keys=(self._in_run_slot_or(run_id, self.keys.metrics(NODE_DURATION)),),
+        )
         advance = Advance.from_reply(run_id, reply)
-        if advance is not None and duration is not None:
+        if advance is not None and duration is not None and not counted_here:
             self._counters.add(duration.increments())
         return advance
 
@@ -994,21 +1044,30 @@ class RunStateMachine:
     def compact(self, run_id: str, retention: EndedRetention) -> Compacted:
         """Drop what an ended run's surfaces no longer read and shorten what the
         ``retention`` settings keep less long (lua/compact.lua); an open run is left alone."""
-        reply = self._call(
-            "compact",
-            run_id,
+        name, shared, args = self._compaction(run_id, retention)
+        return Compacted.from_reply(self._call(name, run_id, *args, shared_keys=shared))
+
+    def _compaction(
+        self, run_id: str, retention: EndedRetention
+    ) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
+        args = (
             _seconds_or_forever(retention.checkpoints_s),
             _seconds_or_forever(retention.events_s),
             _seconds_or_forever(retention.spans_s),
-            shared_keys=(self.keys.run_logs(run_id), self.keys.run_scores(run_id)),
         )
-        fields = named_reply(reply)
-        return Compacted(str(fields["status"]), int(fields["dropped"]))
+        return "compact", (self.keys.run_logs(run_id), self.keys.run_scores(run_id)), args
 
-    def forget(self, run_id: str, *, export_trace: bool = False) -> Forgotten:
+    def forget(
+        self,
+        run_id: str,
+        *,
+        export_trace: bool = False,
+        compaction: EndedRetention | None = None,
+    ) -> Forgotten:
         """Drop a run that has ended from the reconciler's set (not if it re-opened),
         after queueing its webhook deliveries and, with ``export_trace``, its trace's
-        OTLP export, and giving its scores and node logs the run's time to live.
+        OTLP export, and giving its scores and node logs the run's time to live; with
+        ``compaction``, compacted first (``compact``), in the same round trip.
 
         Four steps, each in one Cluster slot (lua/forget.lua on the run's; the queues;
         the ended runs' set of its status; the active set), in an order a crash cannot
@@ -1016,28 +1075,34 @@ class RunStateMachine:
         dead caller left (the repeat queues the same deliveries, ZADD NX, and scores the
         run by the same end). A replay re-opening the run between the first step and the
         removal is seen by a re-read after it, and the run is put back (and taken out of
-        the ended set again)."""
+        the ended set again). On one server the scripts go in one round trip and the
+        other steps in a second (a pipeline keeps their order)."""
         keys = self.keys
         shared = (keys.webhook_log(run_id), keys.run_scores(run_id), keys.run_logs(run_id))
-        fields = named_reply(
-            self._call("forget", run_id, run_id, "1" if export_trace else "0", shared_keys=shared)
-        )
+        calls = [] if compaction is None else [self._compaction(run_id, compaction)]
+        calls.append(("forget", shared, (run_id, "1" if export_trace else "0")))
+        fields = named_reply(self._scripts_in_order(run_id, calls)[-1])
         if not int(fields["closed"]):
             return Forgotten(False, "")
         now_ms = int(fields["now"])
+        steps: list[Callable[[Any], Any]] = []
         if int(fields["export"]):
-            self.client.zadd(keys.trace_exports, {run_id: now_ms}, nx=True)
+            steps.append(lambda c: c.zadd(keys.trace_exports, {run_id: now_ms}, nx=True))
         webhooks = [_text(item) for item in fields.get("webhooks") or []]
         if webhooks:
-            self.client.zadd(keys.webhooks_due, dict.fromkeys(webhooks, now_ms), nx=True)
+            due = dict.fromkeys(webhooks, now_ms)
+            steps.append(lambda c: c.zadd(keys.webhooks_due, due, nx=True))
         ended = _text(fields.get("ended") or "")
         if ended:
-            self.client.zadd(keys.ended_runs(ended), {run_id: int(fields["finished_at"])})
-        removed = bool(self.client.srem(keys.active_runs, run_id))
-        if _text(self.client.hget(keys.run_key(run_id, "run"), "status") or "") in OPEN_STATUSES:
+            finished_at = {run_id: int(fields["finished_at"])}
+            steps.append(lambda c: c.zadd(keys.ended_runs(ended), finished_at))
+        steps.append(lambda c: c.srem(keys.active_runs, run_id))
+        steps.append(lambda c: c.hget(keys.run_key(run_id, "run"), "status"))
+        *_, removed, status = self._in_order(steps)
+        if _text(status or "") in OPEN_STATUSES:
             self._reopened(run_id)  # by a replay, meanwhile
             return Forgotten(False, "")
-        return Forgotten(removed, _text(fields.get("concurrency_key") or ""))
+        return Forgotten(bool(removed), _text(fields.get("concurrency_key") or ""))
 
     def mark_published(self, nodes: list[ReadyNode]) -> None:
         """Confirm publishes, so the reconciler does not publish these nodes again."""

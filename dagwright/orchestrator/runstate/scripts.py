@@ -66,6 +66,7 @@ class RunScripts:
     """The run-state scripts bound to one Redis client."""
 
     def __init__(self, client: redis.Redis, *, events_maxlen: int, retention_s: int) -> None:
+        self._client = client
         self._scripts: dict[str, Script] = {
             name: load_script(client, PACKAGE, name, prelude=prelude) for name in SCRIPT_NAMES
         }
@@ -74,3 +75,34 @@ class RunScripts:
     def call(self, name: str, keys: Sequence[str | bytes], *args: Any, client: Any = None) -> Any:
         """Run a script on the run's ``keys``; ``client`` may be a pipeline."""
         return self._scripts[name](keys=keys, args=[*self._common, *args], client=client)
+
+    def call_in_one_trip(
+        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]]
+    ) -> list[Any]:
+        """Run several idempotent scripts in order, ``(name, keys, args)`` each, in one
+        round trip (one server only: a Cluster's pipeline takes no script). EVALSHA in a
+        plain pipeline: redis-py's pipeline of ``Script`` objects would first ask SCRIPT
+        EXISTS, a round trip of its own. After a NOSCRIPT (the server restarted or was
+        flushed) the scripts are loaded and the whole batch runs again, which their being
+        idempotent makes harmless."""
+        for attempt in range(2):
+            pipe = self._client.pipeline(transaction=False)
+            for name, keys, args in calls:
+                sha = _attributes(self._scripts[name]).sha
+                pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
+            replies = pipe.execute(raise_on_error=False)
+            missing = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
+            if not missing or attempt:
+                break
+            for name, _, _ in calls:
+                self._client.script_load(_attributes(self._scripts[name]).script)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+
+def _attributes(script: Script) -> Any:
+    """A ``Script``'s ``sha`` and ``script`` (set in its ``__init__``; the type stubs do not
+    declare them)."""
+    return script
