@@ -99,13 +99,15 @@ class ReconcilerLoop:
     """``reconciler_process`` started (spawned: nothing of this process is inherited);
     ``kill`` is a SIGKILL, which gives nothing back."""
 
-    def __init__(self, settings: Settings, name: str, context: Any, reports: Any) -> None:
+    def __init__(self, settings: Settings, name: str, context: Any) -> None:
         self.name = name
+        # A queue per process: a SIGKILL mid-put leaves its queue's write lock held
+        self.reports = context.Queue()
         self.held: set[int] = set()
         self.passes: list[float] = []
         self._stop = context.Event()
         self.process = context.Process(
-            target=reconciler_process, args=(settings, name, reports, self._stop), daemon=True
+            target=reconciler_process, args=(settings, name, self.reports, self._stop), daemon=True
         )
         self.process.start()
 
@@ -115,8 +117,11 @@ class ReconcilerLoop:
         self.process.join(timeout=30)
 
     def stop(self) -> None:
-        self._stop.set()
-        self.process.join(timeout=60)
+        # Only a live process is told: a SIGKILLed one may have died asleep on the event,
+        # and setting it would wait forever for that sleeper to acknowledge
+        if self.process.is_alive():
+            self._stop.set()
+            self.process.join(timeout=60)
         self.kill()
 
 
@@ -126,26 +131,27 @@ class Reconcilers:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.context = multiprocessing.get_context("spawn")
-        self.reports = self.context.Queue()
         self.loops: dict[str, ReconcilerLoop] = {}
         self.visits = Visits()
 
     def start(self, *names: str) -> None:
         for name in names:
-            self.loops[name] = ReconcilerLoop(self.settings, name, self.context, self.reports)
+            self.loops[name] = ReconcilerLoop(self.settings, name, self.context)
 
     def drain(self) -> None:
-        """Take in what the processes reported so far."""
-        while True:
-            try:
-                kind, name, at, *rest = self.reports.get(timeout=0.05)
-            except queue.Empty:
-                return
-            if kind == "visits":
-                self.visits.record(at, rest[0], name)
-            else:
-                self.loops[name].held = set(rest[0])
-                self.loops[name].passes.append(at)
+        """Take in what the live processes reported so far (a killed one's queue may end
+        in half a message)."""
+        for loop in self.loops.values():
+            while loop.process.is_alive():
+                try:
+                    kind, name, at, *rest = loop.reports.get(timeout=0.05)
+                except queue.Empty:
+                    break
+                if kind == "visits":
+                    self.visits.record(at, rest[0], name)
+                else:
+                    loop.held = set(rest[0])
+                    loop.passes.append(at)
 
     def balanced(self, *names: str) -> bool:
         """Every bucket held by exactly one of ``names``, each holding its share."""

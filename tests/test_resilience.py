@@ -256,7 +256,9 @@ def test_a_permanent_failure_is_dead_lettered_and_replayed_without_rerunning_don
 def test_a_poison_message_is_dead_lettered_after_max_deliveries(
     subprocess_settings: Settings, workers: Workers
 ) -> None:
-    settings = subprocess_settings.model_copy(update={"max_deliveries": 2})
+    # A lease far longer than a busy machine's worker takes to see its child die: a lease
+    # that expired first would bring the node back as lost (no fault of its own), uncounted
+    settings = subprocess_settings.model_copy(update={"max_deliveries": 2, "lease_s": 20.0})
     workers.start(settings)
     client = Client(settings)
     plan = PlanBuilder("poison")
