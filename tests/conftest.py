@@ -133,6 +133,27 @@ def running_worker(settings: Settings) -> Iterator[Any]:
     execution_env(app).leases.close()
 
 
+LEFT_RUNNING_GRACE_S = 20.0
+
+
+@pytest.fixture(autouse=True)
+def session_worker_left_free() -> Iterator[None]:
+    """A test must not leave nodes running in the session's in-process worker (``worker``):
+    its four threads serve every later test of this process, and a node left waiting
+    there took them from tests of other files, which then hung (CI saw two). Such a test
+    fails at its teardown, naming what it left."""
+    yield
+    from celery.worker import state as worker_state
+
+    def left() -> list[str]:
+        return [f"{req.name}{list(req.args)}" for req in list(worker_state.active_requests)]
+
+    try:
+        wait_until(lambda: not left(), timeout=LEFT_RUNNING_GRACE_S, what="the worker free")
+    except AssertionError:
+        pytest.fail(f"the test left node(s) running in the session's worker: {left()}")
+
+
 @pytest.fixture
 def client(settings: Settings, redis_client: redis.Redis) -> Client:
     return Client(settings)

@@ -94,13 +94,16 @@ def release_key(run_id: str) -> str:
 @dagwright.function
 def held_until_released(ctx: NodeContext, seconds: float = 30.0) -> str:
     """Run until the test sets :func:`release_key` (at most ``seconds``): a dependency
-    that is provably still running while the test looks at what started meanwhile."""
+    that is provably still running while the test looks at what started meanwhile. It
+    stops when its run is cancelled, as a long function should (``ctx.sleep``): else it
+    held a thread of the session's worker for 30 s after its test ended."""
     client = _redis(ctx.settings.redis.url or "")
     deadline = time.monotonic() + seconds
     while not client.exists(release_key(ctx.run_id)):
         if time.monotonic() > deadline:
             raise PermanentError(f"{ctx.node_id} was not released within {seconds}s")
-        time.sleep(0.02)  # a poll of the test's gate, bounded by the deadline above
+        if ctx.sleep(0.02):  # a poll of the test's gate, cut short by a cancel
+            return "stopped"
     return "released"
 
 
