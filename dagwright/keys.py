@@ -302,6 +302,12 @@ class Keys:
         checks it read), ``bytes`` and ``updated_ms``."""
         return f"{self.prefix}memory:{{{namespace}}}:meta"
 
+    def memory_writers(self, namespace: str) -> str:
+        """Hash of one memory namespace's writers, kept on a Cluster only (memory/store.py):
+        ``fence:<run>/<node>`` -> the highest fence that node showed here, ``call:`` and
+        ``record:<run>/<node>`` -> its last applied call and that call's record (JSON)."""
+        return f"{self.prefix}memory:{{{namespace}}}:writers"
+
     @property
     def memory_namespaces(self) -> str:
         """Zset of the memory namespaces -> epoch ms of their last write (``memory ls``);
@@ -310,8 +316,9 @@ class Keys:
 
     def memory_writes(self, run_id: str) -> str:
         """Hash of the memory writes a run's nodes made: ``<node>/<tool_use_id>`` -> JSON
-        (namespace, command, paths, result). Written with the write, in one step: a
-        resumed node finds its call there and does not write again."""
+        (namespace, command, paths, result). Written with the write, in one step (on a
+        Cluster just after it, the namespace's writers holding it meanwhile): a resumed
+        node finds its call there and does not write again."""
         return f"{self.prefix}{{{run_id}}}:memory_writes"
 
     @property
