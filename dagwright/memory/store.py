@@ -253,8 +253,10 @@ class MemoryStore:
         )
         if reply["outcome"] in ("applied", "done"):
             record = str(reply.get("record", write[0]))
-            self.client.hset(self.keys.memory_writes(call.run_id), call.field, record)
-            self.client.expire(self.keys.memory_writes(call.run_id), retention)
+            pipe = self.client.pipeline(transaction=False)  # one key: one round trip
+            pipe.hset(self.keys.memory_writes(call.run_id), call.field, record)
+            pipe.expire(self.keys.memory_writes(call.run_id), retention)
+            pipe.execute()
         return reply
 
     def recorded(self, call: CallRef) -> dict[str, Any] | None:

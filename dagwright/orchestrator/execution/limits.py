@@ -292,10 +292,14 @@ class NodeLimits:
         return self._wake(limits, "") if limits else []
 
     def _wake(self, limits: Sequence[Limit], holder: str) -> list[Waiter]:
-        woken: list[Waiter] = []
-        for step in self._each(limits):
-            woken += self._woken(step, self._run("wake", step, holder, self.grace_ms, *_flat(step)))
-        return woken
+        replies = [
+            Woken.from_reply(self._run("wake", step, holder, self.grace_ms, *_flat(step)))
+            for step in self._each(limits)
+        ]
+        emptied = {name for reply in replies for name in reply.emptied}
+        if emptied:
+            self._tidy([limit for limit in limits if limit.name in emptied])
+        return [waiter for reply in replies for waiter in reply.waiters]
 
     def drop(self, waiter: Waiter, size: int) -> list[Waiter]:
         """Forget a waiter whose node no longer waits; the waiters that may take its place."""
