@@ -302,6 +302,12 @@ class Keys:
         checks it read), ``bytes`` and ``updated_ms``."""
         return f"{self.prefix}memory:{{{namespace}}}:meta"
 
+    def memory_writers(self, namespace: str) -> str:
+        """Hash of one memory namespace's writers, kept on a Cluster only (memory/store.py):
+        ``fence:<run>/<node>`` -> the highest fence that node showed here, ``call:`` and
+        ``record:<run>/<node>`` -> its last applied call and that call's record (JSON)."""
+        return f"{self.prefix}memory:{{{namespace}}}:writers"
+
     @property
     def memory_namespaces(self) -> str:
         """Zset of the memory namespaces -> epoch ms of their last write (``memory ls``);
@@ -310,8 +316,9 @@ class Keys:
 
     def memory_writes(self, run_id: str) -> str:
         """Hash of the memory writes a run's nodes made: ``<node>/<tool_use_id>`` -> JSON
-        (namespace, command, paths, result). Written with the write, in one step: a
-        resumed node finds its call there and does not write again."""
+        (namespace, command, paths, result). Written with the write, in one step (on a
+        Cluster just after it, the namespace's writers holding it meanwhile): a resumed
+        node finds its call there and does not write again."""
         return f"{self.prefix}{{{run_id}}}:memory_writes"
 
     @property
@@ -409,23 +416,25 @@ class Keys:
         """A cached LLM response, by the sha256 of its canonical request."""
         return f"{self.prefix}llmcache:{digest}"
 
-    # Concurrency limits (orchestrator/execution/limits.py). Every limit's keys share the hash tag
-    # ``{limits}``: one script takes a node's run and worker-type slots at once, all or
-    # nothing, and stays legal under Redis Cluster.
+    # Concurrency limits (orchestrator/execution/limits.py). Each limit's keys share the hash
+    # tag ``{limits:<name>}``: a slot of its own (a worker type's, a run's, a concurrency
+    # key's), so a Cluster spreads the limits over its primaries. On one server a node's
+    # limits are still taken in one script; on a Cluster one limit per step (decision 117).
 
     def limit_holders(self, name: str) -> str:
         """Zset ``<run>/<node>@<fence>`` -> epoch ms its slot expires (renewed while it
-        runs) of the limit ``name`` (``type:<worker type>`` or ``run:<run id>``)."""
-        return f"{self.prefix}{{limits}}:{name}:holders"
+        runs) of the limit ``name`` (``type:<worker type>``, ``run:<run id>`` or
+        ``key:<concurrency key>``)."""
+        return f"{self.prefix}{{limits:{name}}}:holders"
 
     def limit_waiters(self, name: str) -> str:
         """Zset ``<run>/<node>`` -> epoch ms it first asked: the nodes parked for a slot."""
-        return f"{self.prefix}{{limits}}:{name}:waiters"
+        return f"{self.prefix}{{limits:{name}}}:waiters"
 
     def limit_woken(self, name: str) -> str:
         """Zset ``<run>/<node>`` -> epoch ms its message was last published to take a
         slot (not published again within the grace)."""
-        return f"{self.prefix}{{limits}}:{name}:woken"
+        return f"{self.prefix}{{limits:{name}}}:woken"
 
     # Waits of flow control (docs/internals/flow-control.md): runs per concurrency key, and
     # rate limits per function or worker type.
@@ -449,7 +458,8 @@ class Keys:
     @property
     def limits(self) -> str:
         """Hash limit name -> its size: every limit with holders or waiters (what the
-        reconciler looks at)."""
+        reconciler looks at). A slot of its own: on a Cluster written in steps of their
+        own (limits.py)."""
         return f"{self.prefix}{{limits}}:registry"
 
     def llm_rate(self, model: str, name: str) -> str:

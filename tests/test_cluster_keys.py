@@ -18,6 +18,7 @@ from dagwright.connection import redact_url
 from dagwright.errors import ConfigurationError
 from dagwright.keys import Keys
 from dagwright.orchestrator import runstate
+from dagwright.orchestrator.execution.limits import Limit, NodeLimits
 from dagwright.orchestrator.runstate.creation import CREATE_RUN_KEYS
 from dagwright.orchestrator.runstate.machine import RunStateMachine
 from dagwright.orchestrator.runstate.scripts import prelude
@@ -64,12 +65,60 @@ def test_the_dlq_status_of_a_dead_letter_is_in_its_runs_slot_not_a_global_one() 
     assert slots([KEYS.dlq_status("other", "1-0")]) != slots([KEYS.dlq_status(RUN, "1-0")])
 
 
-def test_a_limits_keys_share_one_slot() -> None:
-    names = ["type:agent", f"run:{RUN}"]
-    keys = [KEYS.limits]
-    for name in names:
-        keys += [KEYS.limit_holders(name), KEYS.limit_waiters(name), KEYS.limit_woken(name)]
-    assert len(slots(keys)) == 1
+LIMIT_NAMES = ["type:agent", "type:coder", f"run:{RUN}", "key:customer=acme"]
+
+
+def limit_keys(name: str) -> list[str]:
+    return [KEYS.limit_holders(name), KEYS.limit_waiters(name), KEYS.limit_woken(name)]
+
+
+def test_each_limits_keys_share_a_slot_of_their_own() -> None:
+    """One slot per limit (a worker type's, a run's, a key's), not one for all: a Cluster
+    spreads them over its primaries."""
+    per_limit = [slots(limit_keys(name)) for name in LIMIT_NAMES]
+    assert all(len(one) == 1 for one in per_limit)
+    assert len(set().union(*per_limit)) == len(LIMIT_NAMES)
+    assert slots([KEYS.limits]).isdisjoint(set().union(*per_limit))
+
+
+def limits_like(*, cluster: bool) -> NodeLimits:
+    """What ``NodeLimits``' key choices read, without a server."""
+    limits = NodeLimits.__new__(NodeLimits)
+    limits.keys, limits._cluster = KEYS, cluster
+    return limits
+
+
+def test_on_a_cluster_every_limits_step_names_the_keys_of_one_slot() -> None:
+    """A node's run, type and key limits are a step each (the registry, another slot, is
+    written by a step of its own); on one server one step takes them all, registry
+    included."""
+    limits = [Limit(name, 2) for name in LIMIT_NAMES]
+    on_cluster, standalone = limits_like(cluster=True), limits_like(cluster=False)
+    steps = on_cluster._each(limits)
+    assert len(steps) == len(limits)
+    for step in steps:
+        named = on_cluster._keys(step)
+        assert len(slots(named)) == 1 and KEYS.limits not in named
+    assert standalone._each(limits) == [limits]
+    assert standalone._keys(limits)[0] == KEYS.limits
+
+
+def test_a_memory_writes_steps_on_a_cluster_name_one_slot_each() -> None:
+    """check_node.lua (the run's slot), write_namespace.lua and read_namespace.lua (the
+    namespace's); the index is a step of its own."""
+    run_side = [
+        KEYS.run_key(RUN, "state"),
+        KEYS.run_key(RUN, "fence"),
+        KEYS.memory_writes(RUN),
+    ]
+    namespace = [
+        KEYS.memory_files("team"),
+        KEYS.memory_meta("team"),
+        KEYS.memory_writers("team"),
+    ]
+    assert slots(run_side) == slots([KEYS.run_key(RUN, "run")])
+    assert len(slots(namespace)) == 1 and slots(namespace) != slots(run_side)
+    assert slots([KEYS.memory_namespaces]).isdisjoint(slots(namespace) | slots(run_side))
 
 
 def test_a_cluster_url_names_its_start_nodes_and_credentials() -> None:

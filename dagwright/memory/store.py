@@ -15,6 +15,17 @@ call recorded: the resumed node, answering the same ``tool_use``, finds the reco
 returns its result without writing again; killed before, nothing was written, and the
 call runs once. So a write is applied once, whatever dies when.
 
+On a Redis Cluster the namespace (its own slot) and the run (another) cannot be written in
+one step (docs/internals/cluster.md, decision 116): ``lua/check_node.lua`` checks the node
+is this worker's and the call new in the run's slot; the namespace is listed; then
+``lua/write_namespace.lua`` writes in the namespace's slot, guarded by the namespace's
+writers hash (``Keys.memory_writers``: the highest fence each node showed there, raised by
+its reads too, ``lua/read_namespace.lua``, and its last applied call); then the record is
+copied to the run. A zombie whose node was taken over is refused once the new owner has
+touched the namespace; before that, its write is one the new owner reads as made before
+the takeover. A worker dying between the namespace's step and the copy leaves the record
+in the writers hash, where the resumed node's same call finds it.
+
 Everything written is redacted first (``dagwright.redaction``): no secret of the settings
 is stored, whatever the model was shown. Limits (``memory_max_file_bytes``,
 ``memory_max_files``, ``memory_max_namespace_bytes``) refuse a write with a ToolError the
@@ -24,6 +35,7 @@ model is told.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +47,7 @@ from dagwright.keys import Keys
 from dagwright.memory.commands import Change, MemoryCommand, run_command
 from dagwright.memory.paths import ROOT, memory_path
 from dagwright.redaction import known_secrets, redact
-from dagwright.redis_scripts import load_script, named_reply
+from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
 from dagwright.settings import Settings
 
 WRITE_TRIES = 5  # a write computed again this often while others write first, then refused
@@ -72,6 +84,11 @@ class CallRef:
     def field(self) -> str:
         return f"{self.node_id}/{self.tool_use_id}"
 
+    @property
+    def writer(self) -> str:
+        """The node, as a namespace's writers hash names it (on a Cluster)."""
+        return f"{self.run_id}/{self.node_id}"
+
 
 class MemoryStore:
     """The memory namespaces of one deployment."""
@@ -81,6 +98,11 @@ class MemoryStore:
         self.keys = keys
         self.settings = settings
         self._apply = load_script(client, "dagwright.memory", "apply")
+        self._cluster = is_cluster_client(client)
+        self._steps = {
+            name: load_script(client, "dagwright.memory", name)
+            for name in ("check_node", "write_namespace", "read_namespace")
+        }
 
     def retention_s(self, namespace: str) -> int:
         seconds = self.settings.memory.namespace_retention_s.get(
@@ -95,6 +117,30 @@ class MemoryStore:
         pipe.hget(self.keys.memory_meta(namespace), "version")
         files, version = pipe.execute()
         return Snapshot(dict(files or {}), str(version or "0"))
+
+    def snapshot_for(self, namespace: str, call: CallRef) -> Snapshot:
+        """``snapshot`` as the node of ``call`` reads it: on a Cluster its fence is shown to
+        the namespace too (no zombie of it writes there after), and NodeLostError if a
+        newer fence of the node was shown already."""
+        if not self._cluster:
+            return self.snapshot(namespace)
+        reply = named_reply(
+            self._steps["read_namespace"](
+                keys=self._namespace_keys(namespace),
+                args=[call.writer, call.fence, self.retention_s(namespace)],
+            )
+        )
+        if int(reply["stale"]):
+            raise NodeLostError("stopped: the node was taken over")
+        flat = list(reply["files"])
+        return Snapshot(dict(zip(flat[::2], flat[1::2], strict=True)), str(reply["version"]))
+
+    def _namespace_keys(self, namespace: str) -> list[str]:
+        return [
+            self.keys.memory_files(namespace),
+            self.keys.memory_meta(namespace),
+            self.keys.memory_writers(namespace),
+        ]
 
     def namespaces(self) -> list[NamespaceInfo]:
         """Every namespace still held, newest write first (expired ones are dropped)."""
@@ -119,9 +165,7 @@ class MemoryStore:
 
     def remove(self, namespace: str) -> bool:
         """Forget ``namespace`` whole; False if there was nothing."""
-        removed = self.client.delete(
-            self.keys.memory_files(namespace), self.keys.memory_meta(namespace)
-        )
+        removed = self.client.delete(*self._namespace_keys(namespace))
         self.client.zrem(self.keys.memory_namespaces, namespace)
         return bool(removed)
 
@@ -169,6 +213,8 @@ class MemoryStore:
         triples: list[str] = []
         for path, text in change.writes.items():
             triples += [path, "del" if text is None else "set", text or ""]
+        if self._cluster:
+            return self._apply_in_steps(namespace, call, snapshot, [record, size, *triples])
         keys = [
             self.keys.run_key(call.run_id, "state"),
             self.keys.run_key(call.run_id, "fence"),
@@ -180,6 +226,38 @@ class MemoryStore:
         args: list[str | int] = [call.node_id, str(call.fence), call.field, snapshot.version]
         args += [self.retention_s(namespace), namespace, record, size, *triples]
         return named_reply(self._apply(keys=keys, args=args))
+
+    def _apply_in_steps(
+        self, namespace: str, call: CallRef, snapshot: Snapshot, write: list[Any]
+    ) -> dict[str, Any]:
+        """``apply`` on a Cluster: the run's slot, the index, the namespace's slot, the
+        run's slot again (the module's docstring; decision 116)."""
+        run_keys = [
+            self.keys.run_key(call.run_id, "state"),
+            self.keys.run_key(call.run_id, "fence"),
+            self.keys.memory_writes(call.run_id),
+        ]
+        checked = self._steps["check_node"](
+            keys=run_keys, args=[call.node_id, str(call.fence), call.field]
+        )
+        reply = named_reply(checked)
+        if reply["outcome"] != "ours":
+            return reply
+        # Listed first (another slot): a crash before the write leaves a listed namespace
+        # with nothing, which ``namespaces`` drops. The writer's clock: a sort key only.
+        self.client.zadd(self.keys.memory_namespaces, {namespace: int(time.time() * 1000)})
+        retention = self.retention_s(namespace)
+        args = [call.writer, call.fence, call.field, snapshot.version, retention, *write]
+        reply = named_reply(
+            self._steps["write_namespace"](keys=self._namespace_keys(namespace), args=args)
+        )
+        if reply["outcome"] in ("applied", "done"):
+            record = str(reply.get("record", write[0]))
+            pipe = self.client.pipeline(transaction=False)  # one key: one round trip
+            pipe.hset(self.keys.memory_writes(call.run_id), call.field, record)
+            pipe.expire(self.keys.memory_writes(call.run_id), retention)
+            pipe.execute()
+        return reply
 
     def recorded(self, call: CallRef) -> dict[str, Any] | None:
         """The record of ``call`` if its write was applied already."""
@@ -239,7 +317,7 @@ class NodeMemory:
                 f"{command.command} was refused (view is allowed)"
             )
         if not command.writes:
-            return run_command(command, self.store.snapshot(self.namespace).files).text
+            return run_command(command, self.store.snapshot_for(self.namespace, call).files).text
         earlier = self.store.recorded(call)
         if earlier is not None:  # applied by an attempt that died before its checkpoint
             return str(earlier["result"])
@@ -247,7 +325,7 @@ class NodeMemory:
 
     def _write(self, command: MemoryCommand, call: CallRef) -> str:
         for _ in range(WRITE_TRIES):
-            snapshot = self.store.snapshot(self.namespace)
+            snapshot = self.store.snapshot_for(self.namespace, call)
             change = self._cleaned(run_command(command, snapshot.files), snapshot.files)
             record = json.dumps(
                 {

@@ -282,8 +282,11 @@ def run_within_limits(
     slots = slots_for(env.runtime.settings, claim, ctx) if limits else None
     if limits is None or slots is None:  # no limit applies: no round trip
         return run_claimed(env, ctx, claim, eager)
-    waits_for = limits.acquire(slots)
-    if waits_for is not None:
+    taking = limits.take(slots)
+    if taking.woken:  # on a Cluster: slots it held a moment before a later limit refused
+        publish_waiters(env.runtime, env.broker, limits, list(taking.woken))
+    if taking.waits_for is not None:
+        waits_for = taking.waits_for
         return park(env, limits, ctx, next(lim for lim in slots.limits if lim.name == waits_for))
     try:
         return run_claimed(env, ctx, claim, eager)

@@ -9,6 +9,13 @@ order it first asked. When a slot frees (the node's outcome is recorded, or the
 reconciler finds a holder whose worker died and stopped renewing it), the head waiters
 that now fit are published again.
 
+Each limit's keys have a hash tag of their own (``{limits:<name>}``). On one server a
+node's limits are taken in one script, all at once; on a Redis Cluster each step names one
+limit (decision 117): the node takes its limits in a fixed order (run, type, key), gives
+back what it took if one refuses, and lists them in the registry (another slot) after
+its steps. A worker dying between the steps leaves slots nobody renews: they expire, and
+the reconciler's pass over the registry wakes who waits for them.
+
 Rejected: holding the message in the worker until a slot frees (it would occupy a worker
 slot that other queues' nodes could use, and a prefetched message is invisible to the
 other workers); Celery's ``rate_limit`` (per worker, not global); a counter without
@@ -30,7 +37,7 @@ from dagwright.models import ConcurrencyKey
 from dagwright.orchestrator.broker import Broker, dispatch
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.orchestrator.runtime import Runtime
-from dagwright.redis_scripts import load_script, lua_source, named_reply
+from dagwright.redis_scripts import is_cluster_client, load_script, lua_source, named_reply
 from dagwright.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -93,20 +100,48 @@ class Waiter:
 
 @dataclass(frozen=True)
 class SlotsTaken:
-    """The answer of ``slots_acquire.lua``: a slot of every limit, or ``waits_for`` the
-    limit the node now waits for."""
+    """The answer of ``slots_acquire.lua``: a slot of every limit (``taken``: the names
+    this call took, not held already), or ``waits_for`` the limit the node now waits for."""
 
     waits_for: str | None
+    taken: tuple[str, ...] = ()
 
     @classmethod
     def from_reply(cls, reply: Any) -> SlotsTaken:
         fields = named_reply(reply)
-        return cls(waits_for=None if fields["status"] == "ok" else str(fields["limit"]))
+        if fields["status"] != "ok":
+            return cls(waits_for=str(fields["limit"]))
+        return cls(waits_for=None, taken=tuple(str(name) for name in fields["taken"]))
+
+
+@dataclass(frozen=True)
+class Taking:
+    """What ``NodeLimits.take`` did: ``waits_for`` the limit the node now waits for (None:
+    it holds a slot of every limit), and the waiters ``woken`` by what it gave back (on a
+    Cluster it may hold a slot for a moment before a later limit refuses it)."""
+
+    waits_for: str | None
+    woken: tuple[Waiter, ...] = ()
+
+
+@dataclass(frozen=True)
+class Woken:
+    """A wake or drop reply: the waiters that may take a slot now, and (on a Cluster) the
+    limits it left empty, for the registry."""
+
+    waiters: list[Waiter]
+    emptied: list[str]
+
+    @classmethod
+    def from_reply(cls, reply: Any) -> Woken:
+        fields = named_reply(reply)
+        waiters = [Waiter.from_row(row) for row in fields["waiters"]]
+        return cls(waiters, [str(name) for name in fields.get("empty") or []])
 
 
 def waiters_of(reply: Any) -> list[Waiter]:
     """The waiters a wake or drop reply names."""
-    return [Waiter.from_row(row) for row in named_reply(reply)["waiters"]]
+    return Woken.from_reply(reply).waiters
 
 
 def node_limits(
@@ -144,6 +179,7 @@ class NodeLimits:
             name: load_script(client, PACKAGE, f"slots_{name}", prelude=_slots_prelude)
             for name in SCRIPTS
         }
+        self._cluster = is_cluster_client(client)
         self._held: dict[str, Slots] = {}
         self._lock = threading.Lock()
 
@@ -167,29 +203,83 @@ class NodeLimits:
                 self.keys.limit_waiters(name),
                 self.keys.limit_woken(name),
             ]
+        if self._cluster:  # one limit per step: its holders stand for the registry (prelude)
+            keys[0] = keys[1]
         return keys
 
     def _run(self, script: str, limits: Sequence[Limit], *args: Any) -> Any:
         return self._scripts[script](keys=self._keys(limits), args=list(args))
 
+    def _each(self, limits: Sequence[Limit]) -> list[Sequence[Limit]]:
+        """The steps ``limits`` are taken in: all at once on one server, one by one on a
+        Cluster (each limit its own slot)."""
+        return [[limit] for limit in limits] if self._cluster else [limits]
+
     def acquire(self, slots: Slots) -> str | None:
         """Take a slot of every limit (None), or of none: the name of the limit the node
-        now waits for."""
-        taken = SlotsTaken.from_reply(
-            self._run(
-                "acquire",
-                slots.limits,
-                slots.waiter,
-                slots.holder,
-                self.slot_ttl_ms,
-                *_flat(slots.limits),
-            )
+        now waits for. (``take`` says whom giving back a slot woke.)"""
+        return self.take(slots).waits_for
+
+    def take(self, slots: Slots) -> Taking:
+        """Take a slot of every limit, or of none (``Taking``)."""
+        if self._cluster:
+            taking = self._take_in_steps(slots)
+        else:
+            taking = Taking(self._take_step(slots, slots.limits, "").waits_for)
+        if taking.waits_for is None:
+            with self._lock:
+                self._held[slots.holder] = slots
+        return taking
+
+    def _take_step(self, slots: Slots, limits: Sequence[Limit], first: str) -> SlotsTaken:
+        reply = self._run(
+            "acquire", limits, slots.waiter, slots.holder, self.slot_ttl_ms, first, *_flat(limits)
         )
-        if taken.waits_for is not None:
-            return taken.waits_for
-        with self._lock:
-            self._held[slots.holder] = slots
-        return None
+        return SlotsTaken.from_reply(reply)
+
+    def _take_in_steps(self, slots: Slots) -> Taking:
+        """On a Cluster: one limit per step, in ``slots.limits``' order (run, type, key);
+        refused by one, the slots taken before it are given back and the node leaves the
+        waiters of the later ones. The registry is written after the steps (so the
+        reconciler's tidy, which re-checks after deleting, never loses a limit)."""
+        asked = self._asked(slots)
+        first = str(min(asked.values())) if asked else ""
+        taken: list[Limit] = []
+        for index, limit in enumerate(slots.limits):
+            step = self._take_step(slots, [limit], first)
+            if step.waits_for is not None:
+                waited = [lim for lim in slots.limits[index + 1 :] if lim.name in asked]
+                woken = self._give_back(slots, taken, waited)
+                self._register([limit])
+                return Taking(step.waits_for, tuple(woken))
+            taken += [limit] if step.taken else []
+        self._register(slots.limits)
+        return Taking(None)
+
+    def _asked(self, slots: Slots) -> dict[str, int]:
+        """Where the node waits (one limit at most) and since when (epoch ms): it keeps
+        that time wherever it waits next, as in the one-step script."""
+        if len(slots.limits) < 2:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for limit in slots.limits:
+            pipe.zscore(self.keys.limit_waiters(limit.name), slots.waiter)
+        scores = zip(slots.limits, pipe.execute(), strict=True)
+        return {limit.name: int(score) for limit, score in scores if score is not None}
+
+    def _give_back(
+        self, slots: Slots, taken: Sequence[Limit], waited: Sequence[Limit]
+    ) -> list[Waiter]:
+        """Free the slots this node took a moment ago and leave the waiters of the later
+        limits it waited at; the waiters that may take their room now."""
+        woken = self._wake(taken, slots.holder) if taken else []
+        for limit in waited:
+            woken += self.drop(Waiter(limit.name, slots.run_id, slots.node_id), limit.size)
+        return woken
+
+    def _register(self, limits: Sequence[Limit]) -> None:
+        if limits:
+            self.client.hset(self.keys.limits, mapping={lim.name: lim.size for lim in limits})
 
     def release(self, slots: Slots) -> list[Waiter]:
         """Free the node's slots; the waiters that may take them now."""
@@ -202,13 +292,43 @@ class NodeLimits:
         return self._wake(limits, "") if limits else []
 
     def _wake(self, limits: Sequence[Limit], holder: str) -> list[Waiter]:
-        return waiters_of(self._run("wake", limits, holder, self.grace_ms, *_flat(limits)))
+        replies = [
+            Woken.from_reply(self._run("wake", step, holder, self.grace_ms, *_flat(step)))
+            for step in self._each(limits)
+        ]
+        emptied = {name for reply in replies for name in reply.emptied}
+        if emptied:
+            self._tidy([limit for limit in limits if limit.name in emptied])
+        return [waiter for reply in replies for waiter in reply.waiters]
 
     def drop(self, waiter: Waiter, size: int) -> list[Waiter]:
         """Forget a waiter whose node no longer waits; the waiters that may take its place."""
         limit = Limit(waiter.limit, size)
         member = f"{waiter.run_id}/{waiter.node_id}"
-        return waiters_of(self._run("drop", [limit], member, self.grace_ms, limit.name, size))
+        reply = self._run("drop", [limit], member, self.grace_ms, limit.name, size)
+        return self._woken([limit], reply)
+
+    def _woken(self, limits: Sequence[Limit], reply: Any) -> list[Waiter]:
+        """The waiters of a wake or drop reply; on a Cluster, the limits it left empty
+        leave the registry."""
+        woken = Woken.from_reply(reply)
+        if woken.emptied:
+            self._tidy([limit for limit in limits if limit.name in woken.emptied])
+        return woken.waiters
+
+    def _tidy(self, limits: Sequence[Limit]) -> None:
+        """On a Cluster: out of the registry, then back in if a node took or waited for a
+        slot meanwhile (its step came before this re-check, or it registers after it)."""
+        self.client.hdel(self.keys.limits, *[limit.name for limit in limits])
+        pipe = self.client.pipeline(transaction=False)
+        for limit in limits:
+            pipe.exists(self.keys.limit_holders(limit.name), self.keys.limit_waiters(limit.name))
+        used = [limit for limit, count in zip(limits, pipe.execute(), strict=True) if count]
+        self._register(used)
+
+    def _renew(self, limits: Sequence[Limit], members: Sequence[str]) -> int:
+        reply = self._run("renew", limits, self.slot_ttl_ms, *members)
+        return int(named_reply(reply)["held"])
 
     def registered(self) -> list[Limit]:
         """Every limit with holders or waiters, with its size."""
@@ -221,11 +341,17 @@ class NodeLimits:
             held = list(self._held.values())
         if not held:
             return
-        limits = [limit for slots in held for limit in slots.limits]
-        members = [slots.holder for slots in held for _ in slots.limits]
-        renewed = int(named_reply(self._run("renew", limits, self.slot_ttl_ms, *members))["held"])
-        if renewed < len(members):
-            lost = len(members) - renewed
+        pairs = [(limit, slots.holder) for slots in held for limit in slots.limits]
+        if not self._cluster:
+            limits, members = [limit for limit, _ in pairs], [holder for _, holder in pairs]
+            renewed = self._renew(limits, members)
+        else:  # a step per limit, renewing every holder of it
+            by_limit: dict[Limit, list[str]] = {}
+            for limit, holder in pairs:
+                by_limit.setdefault(limit, []).append(holder)
+            renewed = sum(self._renew([lim] * len(hs), hs) for lim, hs in by_limit.items())
+        if renewed < len(pairs):
+            lost = len(pairs) - renewed
             log.warning("%d concurrency slot(s) expired while their node ran", lost)
 
 
