@@ -23,6 +23,7 @@ from dagwright.orchestrator.execution.backlog import ReadyBacklog, read_pooled
 from dagwright.orchestrator.execution.reconciler import Reconciler
 from dagwright.orchestrator.runstate.machine import Claim
 from dagwright.orchestrator.runstate.scripts import SETTLE_CHUNK
+from dagwright.orchestrator.runtime import Runtime
 from dagwright.registry import build_registry
 from dagwright.tasks import build_app
 from tests.support.functions import executions_key, overlap_key
@@ -152,6 +153,13 @@ def test_runs_of_a_concurrency_key_take_its_places_in_turn_on_the_cluster(
     assert kinds.count("run.admitted") == 4
 
 
+def patient_reconciler(env: ExecutionEnv) -> Reconciler:
+    """A reconciler that publishes no pool for being idle (nobody pulls from these) within
+    a busy machine's test: what it totals stays pooled."""
+    settings = env.runtime.settings.model_copy(update={"publish_grace_s": 600.0})
+    return Reconciler(Runtime.from_settings(settings), env.broker)
+
+
 def test_pools_pulls_and_a_chunked_release_are_counted_per_run_and_totalled_by_bucket(
     worker_env: ExecutionEnv,
 ) -> None:
@@ -164,7 +172,7 @@ def test_pools_pulls_and_a_chunked_release_are_counted_per_run_and_totalled_by_b
     def of_run(run_id: str) -> dict[str, str]:
         return client.hgetall(keys.run_pooled(run_id))
 
-    reconciler = Reconciler(run_runtime, worker_env.broker)
+    reconciler = patient_reconciler(worker_env)
 
     def totals() -> dict[str, int]:
         buckets = run_runtime.settings.dispatch.reconciler_buckets
@@ -218,3 +226,31 @@ def test_a_pulled_fan_out_reads_as_its_backlog_on_the_cluster_and_0_after_cancel
     client.cancel(run.run_id)
     wait_until(lambda: backlog().ready == 0, timeout=30, what="the pool uncounted")
     assert worker.process.poll() is None, worker.log_tail()
+
+
+def test_reconcilers_sharing_the_buckets_each_total_their_own_and_the_readers_sum_them(
+    worker_env: ExecutionEnv,
+) -> None:
+    run_runtime, machine = worker_env.runtime, worker_env.runtime.machine
+    settings = run_runtime.settings
+    runs = []
+    for _ in range(8):
+        run_id, _ = start(run_runtime, fan_out(5))
+        assert machine.pool(run_id, readied(run_runtime, run_id)) == 5
+        runs.append(run_id)
+    first, second = patient_reconciler(worker_env), patient_reconciler(worker_env)
+    for reconciler in (first, second, first, second):  # the second takes its share
+        reconciler.run_once()
+    assert first.leases.held and second.leases.held
+    assert not first.leases.held & second.leases.held
+
+    def summed() -> dict[str, int]:
+        buckets = settings.dispatch.reconciler_buckets
+        return read_pooled(run_runtime.client, run_runtime.keys, buckets=buckets)
+
+    assert summed() == {QUEUE: 8 * 5}
+    for run_id in runs[:3]:
+        machine.cancel(run_id, "enough")
+    first.run_once()
+    second.run_once()
+    assert summed() == {QUEUE: 5 * 5}
