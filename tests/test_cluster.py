@@ -205,14 +205,15 @@ def test_a_pulled_fan_out_reads_as_its_backlog_on_the_cluster_and_0_after_cancel
     slots reads as its ready nodes at /backlog (the reconcilers' totals, a pass old),
     and as none once cancelled."""
     width = 600
-    worker = workers.start(cluster_settings, concurrency=2, args=("-t", "function"))
-    client = Client(cluster_settings)
+    # a pool idle past publish_grace_s is published: not for a busy machine's stall here
+    settings = cluster_settings.model_copy(update={"publish_grace_s": 10.0})
+    worker = workers.start(settings, concurrency=2, args=("-t", "function"))
+    client = Client(settings)
     wait_until(lambda: pulling_slots(client) == 2, timeout=60, what="the worker's two slots")
     plan = Plan.model_validate({"nodes": [
         {"type": "function", **node} for node in fan_out(width, seconds=0.5)
     ]})  # fmt: skip
     run = client.submit(plan)
-    settings = cluster_settings
     urls = settings.redis.url or "", settings.redis.broker_url or ""
     reader = MetricsReader(settings, *urls, build_registry(settings))
 
