@@ -234,8 +234,25 @@ class Keys:
         the run-state scripts in the step that changes a pool (prelude.lua pool_add,
         pool_remove, pool_clear); with the broker's messages waiting, a queue's ready
         backlog (``orchestrator/execution/backlog.py``). A queue with none has no field.
-        Not kept on a Cluster (another slot than the runs'): docs/internals/cluster.md."""
+        One server only: on a Cluster (another slot than the runs') each run counts its
+        own (``run_pooled``) and the reconcilers total them by bucket (``pooled_bucket``)."""
         return f"{self.prefix}pooled"
+
+    def run_pooled(self, run_id: str) -> str:
+        """Hash queue -> nodes waiting in this run's pool and yet to be released by its
+        fan-outs in chunks, on a Cluster only: what ``pooled_nodes`` counts for every
+        run on one server, kept by the same scripts in the same step (prelude.lua
+        ``POOLED``) in the run's slot. A queue with none has no field, so the key is gone
+        once the run's pool is empty (its end empties it)."""
+        return f"{self.prefix}{{{run_id}}}:pooled"
+
+    def pooled_bucket(self, bucket: int) -> str:
+        """String, JSON queue -> pooled nodes of the active runs of reconciler bucket
+        ``bucket`` (the sum of their ``run_pooled``), on a Cluster only: written by the
+        bucket's holder each pass with a TTL of a few leases, summed by the backlog's
+        readers (``orchestrator/execution/bucket_backlog.py``). Tagged by the bucket,
+        as its lease is, so the buckets spread over the cluster's slots."""
+        return f"{self.prefix}pooled:{{b{bucket}}}"
 
     def worker_heartbeat(self, hostname: str) -> str:
         """Hash a live worker refreshes: its queues and pid, with a short TTL."""

@@ -42,6 +42,7 @@ def test_a_runs_keys_and_the_per_run_keys_beside_them_share_one_slot() -> None:
         KEYS.memory_writes(RUN),
         KEYS.team_tasks(RUN),
         KEYS.run_followups(RUN),
+        KEYS.run_pooled(RUN),
     ]
     assert len(slots([*KEYS.run_keys(RUN), *per_run])) == 1
 
@@ -148,15 +149,17 @@ def machine_like(*, cluster: bool) -> SimpleNamespace:
     return machine
 
 
-def test_on_a_cluster_the_last_key_of_every_run_script_call_is_the_runs_own() -> None:
-    """The pooled-nodes counter (prelude.lua POOLED) is global: on a Cluster machine.py
-    names the run's hash in its place, which the prelude reads as "no counter"."""
+def test_on_a_cluster_the_pooled_count_of_every_run_script_call_is_the_runs_own() -> None:
+    """The pooled-nodes counter (prelude.lua POOLED) is global on one server: on a Cluster
+    machine.py names the run's own count in its place, in the run's slot; the totals the
+    reconcilers write are a key per bucket, each in the slot of its bucket's tag."""
     on_cluster, standalone = machine_like(cluster=True), machine_like(cluster=False)
     last = RunStateMachine._pooled_key(on_cluster, RUN)  # type: ignore[arg-type]
-    assert last == KEYS.run_key(RUN, "run")
+    assert last == KEYS.run_pooled(RUN) != KEYS.run_key(RUN, "run")
     assert slots([*KEYS.run_keys(RUN), last]) == slots([KEYS.run_key(RUN, "run")])
     assert RunStateMachine._pooled_key(standalone, RUN) == KEYS.pooled_nodes  # type: ignore[arg-type]
-    assert "if POOLED == K.run then POOLED = nil end" in prelude()
+    assert "POOLED = nil" not in prelude()  # counted on a Cluster too
+    assert slots([KEYS.pooled_bucket(3)]) == slots([KEYS.reconciler_bucket_lease(3)])
 
 
 def test_compacts_keys_share_the_runs_slot() -> None:
@@ -164,16 +167,15 @@ def test_compacts_keys_share_the_runs_slot() -> None:
     assert slots([*KEYS.run_keys(RUN), *compact]) == slots([KEYS.run_key(RUN, "run")])
 
 
-# The run scripts that name keys beyond the run's (SHARED), and whether those are all in
-# the run's slot on a Cluster; age_out.lua's (the DLQ stream) are not: the reconciler does
-# not call it on a Cluster (docs/internals/cluster.md). complete.lua's (the node-duration
-# counters) is the run's hash there, counted by the caller after its step.
+# The run scripts that name keys beyond the run's (SHARED), all in the run's slot on a
+# Cluster. complete.lua's (the node-duration counters) is the run's hash there, counted
+# by the caller after its step. age_out.lua names none since its dead letters moved to a
+# step of their own (machine.py age_out).
 SHARED_KEY_SCRIPTS = {
     "forget": True,
     "replay": True,
     "compact": True,
     "complete": True,
-    "age_out": False,
 }
 
 

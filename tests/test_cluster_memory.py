@@ -27,9 +27,6 @@ from tests.support.functions import ARCHIVIST
 from tests.support.llm_script import call as model_call
 from tests.support.llm_script import text, turn
 from tests.support.processes import Workers
-from tests.test_memory_recovery import (  # noqa: F401
-    test_a_worker_killed_after_a_memory_write_resumes_without_writing_again,
-)
 from tests.test_memory_store import (  # noqa: F401
     FENCE,
     NODE,

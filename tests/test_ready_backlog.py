@@ -51,7 +51,9 @@ def readied(runtime: Runtime, run_id: str) -> list[ReadyNode]:
 
 
 def pooled(runtime: Runtime) -> dict[str, int]:
-    return read_pooled(runtime.client, runtime.keys)
+    return read_pooled(
+        runtime.client, runtime.keys, buckets=runtime.settings.dispatch.reconciler_buckets
+    )
 
 
 # -- the counter ------------------------------------------------------------------------

@@ -140,9 +140,8 @@ def pooled_nodes(pooled: dict[str, int]) -> Metric:
 
 def ready_nodes(depths: dict[str, int], pooled: dict[str, int]) -> Metric:
     """What autoscaling reads: every node a queue's workers could start now. With the
-    state on a Redis Cluster no pooled-nodes counter is kept (it would be in another
-    slot than the runs': docs/internals/cluster.md), so there it is the broker's
-    messages waiting only, and a pulled fan-out's pooled nodes are not seen."""
+    state on a Redis Cluster the pooled nodes are the reconcilers' totals by bucket, up
+    to a reconcile interval old (execution/bucket_backlog.py)."""
     family = GaugeMetricFamily(
         "dagwright_queue_ready",
         "Nodes ready to run on each queue: messages waiting plus pooled nodes",

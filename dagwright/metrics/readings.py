@@ -27,7 +27,7 @@ from dagwright.connection import connect
 from dagwright.dlq import DeadLetterStore
 from dagwright.keys import ORCHESTRATOR_QUEUE, Keys
 from dagwright.models import RunStatus
-from dagwright.orchestrator.execution.backlog import ReadyBacklog, decode_pooled, ready_backlogs
+from dagwright.orchestrator.execution.backlog import ReadyBacklog, read_pooled, ready_backlogs
 from dagwright.resilience.breakers import Breakers, BreakerStatus
 from dagwright.settings import RedisSettings, Settings
 from dagwright.telemetry import counters
@@ -89,6 +89,7 @@ class MetricsReader:
         self.broker_url = broker_url
         self.access = access
         self.queues = queues_of(registry)
+        self.buckets = settings.dispatch.reconciler_buckets  # the pooled totals' on a Cluster
         self.breakers = Breakers(
             metrics_client(redis_url, access, decode_responses=False),
             self.keys,
@@ -102,7 +103,8 @@ class MetricsReader:
 
     def read(self) -> Readings:
         """Everything, or the Redis error that stopped it."""
-        ended, active, families, pooled = self._read_indexes()
+        ended, active, families = self._read_indexes()
+        pooled = self._pooled()
         return Readings(
             runs={**self._open_runs_by_status(active), **ended},
             counters=families,
@@ -115,33 +117,35 @@ class MetricsReader:
 
     def _read_indexes(
         self,
-    ) -> tuple[dict[str, int], set[str], dict[str, dict[tuple[str, ...], float]], dict[str, int]]:
-        """How many retained runs ended with each final status, the open runs' ids, every
-        counter family and the pooled nodes per queue: one round trip."""
+    ) -> tuple[dict[str, int], set[str], dict[str, dict[tuple[str, ...], float]]]:
+        """How many retained runs ended with each final status, the open runs' ids and
+        every counter family: one round trip."""
         pipe = self.client.pipeline(transaction=False)
         for status in ENDED_STATUSES:
             pipe.zcard(self.keys.ended_runs(status.value))
         pipe.smembers(self.keys.active_runs)
-        pipe.hgetall(self.keys.pooled_nodes)
         for family in COUNTER_FAMILIES:
             pipe.hgetall(self.keys.metrics(family))
         replies = pipe.execute()
         ended = dict(zip((s.value for s in ENDED_STATUSES), map(int, replies), strict=False))
-        active, pooled = replies[len(ENDED_STATUSES)], replies[len(ENDED_STATUSES) + 1]
-        raw = replies[len(ENDED_STATUSES) + 2 :]
+        active = replies[len(ENDED_STATUSES)]
+        raw = replies[len(ENDED_STATUSES) + 1 :]
         families = {
             family: counters.decode_counters(values)
             for family, values in zip(COUNTER_FAMILIES, raw, strict=True)
         }
-        return ended, set(active), families, decode_pooled(pooled)
+        return ended, set(active), families
+
+    def _pooled(self) -> dict[str, int]:
+        """The pooled nodes per queue (the counter; on a Cluster, the buckets' totals)."""
+        return read_pooled(self.client, self.keys, buckets=self.buckets)
 
     def backlogs(self) -> list[ReadyBacklog]:
         """Each measured queue's ready backlog (messages waiting + pooled nodes), for an
         autoscaler: two round trips, whatever the number of runs."""
         depths = self._queue_depths()
-        pooled = decode_pooled(self.client.hgetall(self.keys.pooled_nodes))
         waiting = (lambda queue: None) if depths is None else depths.get
-        return ready_backlogs(self.queues, waiting, pooled)
+        return ready_backlogs(self.queues, waiting, self._pooled())
 
     def _open_runs_by_status(self, run_ids: set[str]) -> dict[str, int]:
         """The open runs by status (planning, running), read anew at every scrape. An

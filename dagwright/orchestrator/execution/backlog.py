@@ -31,10 +31,10 @@ What can still drift it (a run's keys deleted by hand, a restore from an old sna
 repaired by ``recount_pooled`` (backlog_recount.lua), which the reconciler holding
 bucket 0 runs every ``backlog_recount_interval_s``.
 
-On a Redis Cluster the counter is not kept (it is one key, in another slot than any
-run's: the scripts are given no counter, prelude.lua ``POOLED``) nor recounted
-(backlog_recount.lua reads every run's keys: standalone only), so there a queue's ready
-backlog is its messages waiting only (docs/internals/cluster.md).
+On a Redis Cluster that one key is in another slot than any run's: the scripts keep the
+same count per run in the run's slot, and the reconcilers total it by bucket
+(bucket_backlog.py), which ``read_pooled`` sums: as exact, a reconcile interval later.
+backlog_recount.lua (it reads every run's keys) runs on one server only.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import redis
 
 from dagwright.keys import Keys
-from dagwright.redis_scripts import load_script, named_reply
+from dagwright.orchestrator.execution.bucket_backlog import decode_counts, read_bucket_totals
+from dagwright.redis_scripts import is_cluster_client, load_script, named_reply
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,12 @@ class ReadyBacklog:
         return (self.waiting or 0) + self.pooled
 
 
-def decode_pooled(raw: Mapping[str | bytes, str | bytes]) -> dict[str, int]:
-    """The pooled-nodes hash as queue -> count (a negative count, drift, reads as 0)."""
-    return {_text(queue): max(int(count), 0) for queue, count in raw.items()}
-
-
-def read_pooled(client: redis.Redis, keys: Keys) -> dict[str, int]:
-    """Nodes waiting in the runs' pools, per queue: one HGETALL."""
-    return decode_pooled(client.hgetall(keys.pooled_nodes))
+def read_pooled(client: redis.Redis, keys: Keys, *, buckets: int) -> dict[str, int]:
+    """Nodes waiting in the runs' pools, per queue: one HGETALL of the counter; on a
+    Cluster the reconciler ``buckets``' totals summed (one pipeline)."""
+    if is_cluster_client(client):
+        return read_bucket_totals(client, keys, buckets)
+    return decode_counts(client.hgetall(keys.pooled_nodes))
 
 
 def ready_backlogs(

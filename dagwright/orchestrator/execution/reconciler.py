@@ -21,6 +21,7 @@ from dagwright.orchestrator.control.approvals import ApprovalBook
 from dagwright.orchestrator.control.cancellation import stop_work
 from dagwright.orchestrator.control.run_gates import RunGates
 from dagwright.orchestrator.execution.backlog import PooledRecount
+from dagwright.orchestrator.execution.bucket_backlog import PooledTotals
 from dagwright.orchestrator.execution.buckets import CHORES_BUCKET, BucketLeases, bucket_of
 from dagwright.orchestrator.execution.fairness import aged_node
 from dagwright.orchestrator.execution.limits import NodeLimits, publish_waiters
@@ -87,14 +88,15 @@ class Reconciler:
         )
         self.recount = PooledRecount(runtime.client, runtime.keys)
         self._recounted_at = float("-inf")
-        # On a Cluster, age_out.lua (the DLQ stream in the same step) and the pooled-nodes
-        # counter (another slot than the runs') are not used: docs/internals/cluster.md.
+        # On a Cluster the pooled nodes are counted per run, totalled here by bucket
+        # (bucket_backlog.py), not by one counter (another slot than the runs').
         self._cluster = is_cluster_client(runtime.client)
-        if self._cluster and settings.limits.run_max_age_s is not None:
-            log.warning(
-                "run_max_age_s is not enforced on a Redis Cluster (the state store): runs "
-                "are bounded by their timeout_s only (docs/internals/cluster.md)"
-            )
+        self.pooled_totals = PooledTotals(
+            runtime.client,
+            runtime.keys,
+            buckets=settings.dispatch.reconciler_buckets,
+            lease_ms=self.leases.lease_ms,
+        )
         self._cursor = 0  # where the next pass starts among this one's runs, past the max
 
     def run_once(self) -> ReconcileReport:
@@ -110,17 +112,23 @@ class Reconciler:
         if chores:
             report.team_tasks_ended = self._watch_team_tasks()
         self._tidied_keys = set()  # concurrency keys whose ended runs were dropped
-        self._visit(self._runs_to_visit(held), report)
+        mine = self._runs_of(held)
+        self._visit(self._window(mine), report)
+        if self._cluster:  # the ready backlog's pooled nodes, totalled by bucket
+            self.pooled_totals.publish(held, mine)
         if chores:
             self._do_chores(report)
         return report
 
-    def _runs_to_visit(self, held: set[int]) -> list[str]:
-        """The active runs of the ``held`` buckets, at most ``reconcile_max_runs_per_pass``:
-        past it, a window that the next passes move on (so every run gets its turn)."""
+    def _runs_of(self, held: set[int]) -> list[str]:
+        """The active runs of the ``held`` buckets."""
         buckets = self.runtime.settings.dispatch.reconciler_buckets
         active = self.runtime.client.sscan_iter(self.runtime.keys.active_runs, count=1000)
-        mine = sorted(run_id for run_id in active if bucket_of(run_id, buckets) in held)
+        return sorted(run_id for run_id in active if bucket_of(run_id, buckets) in held)
+
+    def _window(self, mine: list[str]) -> list[str]:
+        """At most ``reconcile_max_runs_per_pass`` of ``mine``: past it, a window that the
+        next passes move on (so every run gets its turn)."""
         most = self.runtime.settings.dispatch.reconcile_max_runs_per_pass
         if len(mine) <= most:
             return mine
@@ -143,6 +151,8 @@ class Reconciler:
                 held, renewed_at = self.leases.renew(), time.monotonic()
                 batch = [run_id for run_id in batch if bucket_of(run_id, buckets) in held]
             passes = self.runtime.machine.reconcile_runs(batch, terms)
+            if self._cluster:
+                self.pooled_totals.read(batch)
             for run_id, found in zip(batch, passes, strict=True):
                 report.runs += 1
                 if isinstance(found, Exception):
@@ -265,10 +275,9 @@ class Reconciler:
 
     def _age_out_if_too_old(self, run_id: str, age_ms: int, report: ReconcileReport) -> bool:
         """Fail a run open past ``run_max_age_s`` (its nodes at work dead-lettered, so a
-        replay re-opens it); True if it did. Not on a Cluster (age_out.lua writes the DLQ
-        stream in the run's step)."""
+        replay re-opens it); True if it did."""
         max_age_s = self.runtime.settings.limits.run_max_age_s
-        if self._cluster or max_age_s is None or age_ms < max_age_s * 1000:
+        if max_age_s is None or age_ms < max_age_s * 1000:
             return False
         aged = self.runtime.machine.age_out(run_id, max_age_s)
         if aged.status != RunStatus.FAILED.value:

@@ -79,6 +79,11 @@ class NewNode:
 
 
 REPLAN_ID_PLACEHOLDER = "__replan_id__"
+AGED_OUT_ERROR = "RunMaxAgeExceeded"  # the error class of an aged-out node's failure
+# Rounds of an age-out in one call: each fails the nodes at work, and a round more the
+# handlers those failures readied (a chain of handlers: the reconciler's next pass goes on).
+AGE_OUT_ROUNDS = 5
+CLOCK_SKEW_MS = 60_000  # how far apart the clocks of a Cluster's primaries may be
 
 
 @dataclass(frozen=True)
@@ -555,10 +560,10 @@ class RunStateMachine:
 
     def _pooled_key(self, run_id: str) -> str:
         """The last key of every script call (prelude.lua POOLED): the deployment's
-        pooled-nodes counter, or on a Cluster the run's own hash, which tells the prelude
-        to keep no count (the ready backlog is then the broker's messages only:
-        docs/internals/cluster.md)."""
-        return self._in_run_slot_or(run_id, self.keys.pooled_nodes)
+        pooled-nodes counter, or on a Cluster, where that is in another slot, the run's
+        own count (``keys.run_pooled``), which the reconcilers total by bucket
+        (execution/bucket_backlog.py)."""
+        return self.keys.run_pooled(run_id) if self._cluster else self.keys.pooled_nodes
 
     def _in_run_slot_or(self, run_id: str, key: str) -> str:
         """``key``, a deployment-wide key a run script may change in its step; on a
@@ -1021,25 +1026,55 @@ class RunStateMachine:
 
     def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
         """Fail a run open for longer than ``max_age_s`` (since its creation or its last
-        re-opening): its nodes at work fail with dead letters (lua/age_out.lua)."""
+        re-opening): its nodes at work fail with dead letters, in steps of one Cluster
+        slot each, in the order fail() keeps (a node's dead letter before its failure):
+        mark the run and list its nodes (lua/age_out_begin.lua); add their dead letters
+        (the DLQ stream); fail them naming those (lua/age_out.lua), deleting the letters
+        of nodes that moved on meanwhile. The handlers the failures readied are failed
+        by the next round, at most ``AGE_OUT_ROUNDS`` (the reconciler's next pass goes
+        on). A caller dying after adding the letters leaves the run marked: the next
+        call finds the letters added since the mark and reuses them (none added twice)."""
         reason = (
             f"open longer than its maximum age ({max_age_s} s, run_max_age_s): failed by "
             "the reconciler; `dagwright dlq replay` runs it again"
         )
-        error = ErrorInfo(error_class="RunMaxAgeExceeded", message=reason, retryable=False)
-        reply = self._call(
-            "age_out",
-            run_id,
-            max_age_s * 1000,
-            error.model_dump_json(),
-            reason,
-            run_id,
-            self.dlq_retention_s * 1000,
-            shared_keys=(self.keys.dlq,),
-        )
-        fields = named_reply(reply)
-        stopped = _stopped_work(run_id, fields)
-        return AgedOut(str(fields["status"]), stopped, int(fields["dead_letters"]))
+        error = ErrorInfo(error_class=AGED_OUT_ERROR, message=reason, retryable=False)
+        aged = AgedOut("", StoppedWork(running=[], queued=[]), 0)
+        for _ in range(AGE_OUT_ROUNDS):
+            begun = named_reply(self._call("age_out_begin", run_id, max_age_s * 1000, reason))
+            if not begun["since"]:  # ended, or not too old
+                status = aged.status or str(begun["status"])
+                return dataclasses.replace(aged, status=status)
+            triples = self._aged_out_letters(run_id, begun, error)
+            aged = _aged_further(aged, run_id, self._fail_aged(run_id, error, triples))
+            if aged.status not in OPEN_STATUSES:
+                return aged
+        return aged
+
+    def _aged_out_letters(
+        self, run_id: str, begun: dict[str, Any], error: ErrorInfo
+    ) -> list[tuple[str, str, str]]:
+        """(node, fence, dead letter id) for each node age_out_begin.lua listed: those a
+        caller that died added since the mark, reused; the others added now."""
+        nodes = [(str(node), str(fence)) for node, fence in begun["nodes"]]
+        found: dict[tuple[str, str], str] = {}
+        if begun["resumed"] and nodes:
+            since_ms = int(begun["since"]) - CLOCK_SKEW_MS  # the DLQ may be on another primary
+            found = self._dead_letters.added_since(run_id, AGED_OUT_ERROR, since_ms)
+        missing = [item for item in nodes if item not in found]
+        added = self._dead_letters.add_many(run_id, list(missing), error, "transient")
+        found.update(zip(missing, added, strict=True))
+        return [(node, fence, found[(node, fence)]) for node, fence in nodes]
+
+    def _fail_aged(
+        self, run_id: str, error: ErrorInfo, triples: list[tuple[str, str, str]]
+    ) -> dict[str, Any]:
+        """lua/age_out.lua over ``triples``; the dead letters it refused are deleted."""
+        args = [item for triple in triples for item in triple]
+        fields = named_reply(self._call("age_out", run_id, error.model_dump_json(), *args))
+        for entry in fields["refused"]:
+            self._dead_letters.withdraw(str(entry))
+        return fields
 
     def compact(self, run_id: str, retention: EndedRetention) -> Compacted:
         """Drop what an ended run's surfaces no longer read and shorten what the
@@ -1146,6 +1181,19 @@ def _owned(reply: Any) -> bool:
 
 def _succeeded(reply: Any) -> bool:
     return bool(named_reply(reply)["status"] == "ok")
+
+
+def _aged_further(aged: AgedOut, run_id: str, fields: dict[str, Any]) -> AgedOut:
+    """``aged`` with a round of lua/age_out.lua (its ``fields``) added."""
+    stopped = _stopped_work(run_id, fields)
+    return AgedOut(
+        str(fields["status"]),
+        StoppedWork(
+            running=[*aged.stopped.running, *stopped.running],
+            queued=[*aged.stopped.queued, *stopped.queued],
+        ),
+        aged.dead_letters + int(fields["failed"]),
+    )
 
 
 def _stopped_work(run_id: str, fields: dict[str, Any]) -> StoppedWork:

@@ -32,6 +32,7 @@ SCRIPT_NAMES = (
     "replay",
     "forget",
     "compact",
+    "age_out_begin",
     "age_out",
     "await_approval",
     "decide",

@@ -196,7 +196,7 @@ class RunStore:
         state = state_of(run_id, columns, replies[: len(columns)], replies[len(columns)])
         seconds, micros = self.client.time()
         now = datetime.fromtimestamp(int(seconds) + int(micros) / 1e6, tz=UTC)
-        return state, replies[len(columns) + 1 :], now
+        return state, [_entries(reply) for reply in replies[len(columns) + 1 :]], now
 
     def read_events(
         self, run_id: str, *, after: str = "0", block_ms: int | None = None, count: int = 1000
@@ -267,3 +267,15 @@ class RunStore:
             return []
         specs = self.client.hmget(self._key(run_id, "spec"), node_ids)
         return [json.loads(spec) for spec in specs if spec]
+
+
+def _entries(reply: list[Any]) -> list[tuple[str, dict[str, str]]]:
+    """A stream's XRANGE reply with each entry's fields as a dict: redis-py's cluster
+    transaction leaves them the flat list the server sent (no response callback)."""
+    return [(entry_id, _as_dict(fields)) for entry_id, fields in reply]
+
+
+def _as_dict(fields: dict[str, str] | list[str]) -> dict[str, str]:
+    if isinstance(fields, dict):
+        return fields
+    return dict(zip(fields[::2], fields[1::2], strict=True))

@@ -1,43 +1,36 @@
--- Fail a run open past the maximum age (settings.run_max_age_s), as the reconciler finds
--- it (execution/reconciler.py): every node at work or ready to be (queued, running,
--- parked, waiting for an approval, or pending with no dependency left: a run waiting for
--- its concurrency key) fails, each with a dead letter as fail.lua writes it, so that
--- `dlq replay` re-opens the run; the nodes after them are decided by their run_if rules
--- (blocked), and a handler those failures ready fails too: the run ends FAILED now.
--- A run still planning (no nodes yet) ends FAILED. The run hash's `aged_out` says why
--- (status shows it); a replay clears it and restarts the age (replay.lua `reopened_at`).
--- ARGV[3] the maximum age in ms (checked again here, from `created_at` or `reopened_at`),
--- ARGV[4] the error JSON of each failure, ARGV[5] the reason, ARGV[6] the run id,
--- ARGV[7] the DLQ's retention in ms; SHARED[1] the DLQ stream.
--- Returns {'status', final status or the open one if it is not too old, 'running',
--- {nodes that were running}, 'queued', {{node, fence, dispatch}...} of the nodes whose
--- messages may still wait in a queue, 'dead_letters', count}.
+-- The second step of failing a run open past the maximum age (age_out_begin.lua, the
+-- first, marked it and listed its nodes; the caller then added their dead letters to
+-- the DLQ stream): fail each node named, as fail.lua does, naming its dead letter, so
+-- that `dlq replay` re-opens the run. A node no longer at work or ready, or under
+-- another fence (it moved on between the steps), is refused: the caller deletes its
+-- dead letter (a crash before that leaves a letter naming a node that did not fail:
+-- its replay is refused, as fail.lua's). The nodes after the failed ones are decided
+-- by their run_if rules (blocked); a handler those failures ready is queued (not
+-- published: the caller fails it in its next round, from age_out_begin.lua again).
+-- Once no node is at work or ready, the run ends FAILED (a run still planning, or with
+-- nodes nothing can decide, too).
+-- ARGV[3] the error JSON of each failure, ARGV[4..] node, fence, dead letter id, for
+-- each node to fail.
+-- Returns {'status', final status or the open one, 'running', {nodes that were
+-- running}, 'queued', {{node, fence, dispatch}...} of the nodes whose messages may
+-- still wait in a queue, 'refused', {dead letter ids not used}, 'failed', count}.
 local status = run_status()
-if not status or not is_open(status) then
-  return {'status', tostring(status), 'running', {}, 'queued', {}, 'dead_letters', 0}
-end
-local run = redis.call('HMGET', K.run, 'created_at', 'reopened_at')
-local since = math.max(tonumber(run[1] or NOW), tonumber(run[2] or 0))
-if NOW - since < tonumber(ARGV[3]) then
-  return {'status', status, 'running', {}, 'queued', {}, 'dead_letters', 0}
+if not status or not is_open(status) or not redis.call('HGET', K.run, 'aged_out_at') then
+  local refused = {}
+  for i = 6, #ARGV, 3 do refused[#refused + 1] = ARGV[i] end
+  return {'status', tostring(status), 'running', {}, 'queued', {}, 'refused', refused, 'failed', 0}
 end
 
 local AT_WORK = {queued = true, running = true, retry_wait = true, waiting_approval = true}
-local running, queued, letters = {}, {}, 0
+local running, queued, refused, failed = {}, {}, {}, {}
 
-local function dead_letter(node)
-  local spec = redis.call('HGET', K.spec, node)
-  return redis.call('XADD', SHARED[1], 'MINID', '~', NOW - tonumber(ARGV[7]), '*',
-    'run', ARGV[6], 'node', node, 'fence', redis.call('HGET', K.fence, node) or 0,
-    'worker_type', cjson.decode(spec).type, 'spec', spec,
-    'attempts', redis.call('HGET', K.attempts, node) or 0,
-    'classification', 'transient', 'error_class', 'RunMaxAgeExceeded', 'message', ARGV[5],
-    'traceback', '', 'first_failure_ms', redis.call('HGET', K.first_failure, node) or NOW,
-    'last_failure_ms', NOW)
+local function may_age_out(node, state, fence)
+  if (redis.call('HGET', K.fence, node) or '0') ~= fence then return false end
+  return AT_WORK[state] or (state == 'pending' and counter(K.remaining, node) == 0)
 end
 
--- Take `node` (in `state`) out of whatever it was due in, and fail it with a dead letter.
-local function age_out_node(node, state)
+-- Take `node` (in `state`) out of whatever it was due in, and fail it naming `entry`.
+local function age_out_node(node, state, entry)
   if state == 'running' then
     release(node)
     running[#running + 1] = node
@@ -47,43 +40,46 @@ local function age_out_node(node, state)
   local dispatch = redis.call('HGET', K.dispatch, node)
   if state == 'queued' then
     queued[#queued + 1] = {node, redis.call('HGET', K.fence, node), dispatch}
-    redis.call('ZREM', K.pool, pool_member(cjson.decode(dispatch).queue, pool_rank(dispatch), node))
+    pool_remove(pool_member(cjson.decode(dispatch).queue, pool_rank(dispatch), node))
   end
   for _, key in ipairs({K.queued, K.outbox, K.retry}) do redis.call('ZREM', key, node) end
   redis.call('HDEL', K.waits, node)
   forget_deaths(node)
-  redis.call('HSET', K.error, node, ARGV[4])
+  redis.call('HSET', K.error, node, ARGV[3])
   set_final(node, 'failed')
-  letters = letters + 1
-  emit('node.failed', node, 'dead_letter', dead_letter(node), 'aged_out', 1)
+  emit('node.failed', node, 'dead_letter', entry, 'aged_out', 1)
 end
 
-local function open_ready_nodes()
-  local found = {}
+for i = 4, #ARGV, 3 do
+  local node, fence, entry = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local state = redis.call('HGET', K.state, node)
+  if state and may_age_out(node, state, fence) then
+    age_out_node(node, state, entry)
+    failed[#failed + 1] = node
+  else
+    refused[#refused + 1] = entry
+  end
+end
+local ready = {}  -- handlers readied: queued (the outbox), failed in the caller's next round
+for _, node in ipairs(failed) do settle_dependents(node, 'failed', ready) end
+
+local function any_left()
   local states = redis.call('HGETALL', K.state)
   for i = 1, #states, 2 do
-    local node, state = states[i], states[i + 1]
-    if AT_WORK[state] or (state == 'pending' and counter(K.remaining, node) == 0) then
-      found[#found + 1] = {node, state}
+    if may_age_out(states[i], states[i + 1], redis.call('HGET', K.fence, states[i]) or '0') then
+      return true
     end
   end
-  return found
+  return false
 end
 
-redis.call('HSET', K.run, 'aged_out', ARGV[5])
-emit('run.aged_out', false, 'max_age_ms', ARGV[3])
-redis.call('DEL', K.settling)  -- a release in chunks ends here: every node left is decided now
-local batch = open_ready_nodes()
-while #batch > 0 do
-  for _, item in ipairs(batch) do age_out_node(item[1], item[2]) end
-  local ready = {}
-  for _, item in ipairs(batch) do settle_dependents(item[1], 'failed', ready) end
-  batch = {}
-  for _, item in ipairs(ready) do batch[#batch + 1] = {item[1], 'queued'} end
+local ended = status
+if not any_left() then
+  ended = finalize_if_done()
+  if ended == '' then  -- planning (no nodes yet), or nodes nothing can decide: ends anyway
+    stop_open_nodes()
+    ended = finish_run('failed')
+  end
 end
-local ended = finalize_if_done()
-if ended == '' then  -- planning (no nodes yet), or nodes nothing can decide: ends anyway
-  stop_open_nodes()
-  ended = finish_run('failed')
-end
-return {'status', ended, 'running', running, 'queued', queued, 'dead_letters', letters}
+return {'status', ended, 'running', running, 'queued', queued, 'refused', refused,
+  'failed', #failed}

@@ -6,14 +6,12 @@ local RUN_KEY_NAMES = {__RUN_KEY_NAMES__}
 local K = {}
 for i, name in ipairs(RUN_KEY_NAMES) do K[name] = KEYS[i] end
 -- Keys after the run's own are shared ones a script names itself (the DLQ stream...);
--- the last key is always the deployment's pooled-nodes counter (keys.pooled_nodes,
--- appended by machine.py to every call), which is not among them. On a Cluster, where
--- that counter is in another slot, machine.py names the run's own hash there instead:
--- POOLED is nil, and count_pooled keeps no count.
+-- the last key is always the pooled-nodes counter (appended by machine.py to every call),
+-- which is not among them: the deployment's (keys.pooled_nodes) on one server, the run's
+-- own (keys.run_pooled, in its slot) on a Cluster, totalled by the reconcilers there.
 local SHARED = {}
 for i = #RUN_KEY_NAMES + 1, #KEYS - 1 do SHARED[#SHARED + 1] = KEYS[i] end
 local POOLED = KEYS[#KEYS]
-if POOLED == K.run then POOLED = nil end
 local EVENTS_MAXLEN = ARGV[1]
 local RETENTION_S = tonumber(ARGV[2])
 local clock = redis.call('TIME')
@@ -142,7 +140,6 @@ end
 -- runs. Every change of K.pool goes through the three helpers below. A count that would
 -- go below zero (drift: repaired by the reconciler's recount) is dropped, read as 0.
 local function count_pooled(queue, delta)
-  if not POOLED then return end  -- a Cluster: no counter (see POOLED, above)
   if redis.call('HINCRBY', POOLED, queue, delta) <= 0 then redis.call('HDEL', POOLED, queue) end
 end
 

@@ -61,7 +61,7 @@ if not is_open(status) then
   reopened = 1
   local open_status = redis.call('HGET', K.run, 'open_status') or 'running'
   redis.call('HSET', K.run, 'status', open_status)
-  redis.call('HDEL', K.run, 'finished_at', 'aged_out')
+  redis.call('HDEL', K.run, 'finished_at', 'aged_out', 'aged_out_at')
   redis.call('HSET', K.run, 'reopened_at', NOW)  -- its maximum age counts from here (age_out.lua)
   redis.call('DEL', K.done)  -- waiters block on it: it must hold nothing until the run ends
   for _, key in pairs(K) do redis.call('PERSIST', key) end
