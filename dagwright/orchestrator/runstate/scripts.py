@@ -126,7 +126,9 @@ class RunScripts:
         if client is None and self._functions is not False:
             command = self._fcall(name, keys, args)
             try:
-                return self._client.execute_command(*command)
+                reply = self._client.execute_command(*command)
+                self._functions = True  # and call_in_one_trip may send FCALLs too
+                return reply
             except redis.exceptions.ResponseError as error:
                 if not self._library_missing(error):
                     raise
