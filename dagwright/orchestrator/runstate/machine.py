@@ -597,7 +597,7 @@ class RunStateMachine:
         ``pull_from`` (the queues of a worker that runs on) and no node of them readied,
         one node of the run's pool is taken too, and is among the ready (see ``pool``)."""
         counted_here = duration is not None and not self._cluster
-        fields = duration.fields() if counted_here and duration is not None else ("", "", 0.0)
+        fields = duration.fields() if counted_here and duration is not None else ("", "", 0)
         reply = self._call(
             "complete",
             run_id,
