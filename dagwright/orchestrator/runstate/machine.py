@@ -894,12 +894,15 @@ class RunStateMachine:
                 )
                 for lease in leases
             ]
-        pipe = self.client.pipeline(transaction=False)
-        for lease in leases:
-            self._call(
-                "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000), client=pipe
+        calls = [
+            (
+                "renew",
+                self._script_keys(lease.run_id, ()),
+                (lease.node_id, lease.fence, int(lease_s * 1000)),
             )
-        return [_owned(reply) for reply in pipe.execute()]
+            for lease in leases
+        ]
+        return [_owned(reply) for reply in self._scripts.call_in_one_trip(calls)]
 
     def await_approval(
         self,
@@ -1003,10 +1006,10 @@ class RunStateMachine:
         args = terms.args()
         if self._cluster:
             return [self._reconcile_one(run_id, args) for run_id in run_ids]
-        pipe = self.client.pipeline(transaction=False)
-        for run_id in run_ids:
-            self._call("reconcile", run_id, *args, client=pipe, uncached=True)
-        replies = pipe.execute(raise_on_error=False)
+        calls = [
+            ("reconcile", self._script_keys(run_id, (), uncached=True), args) for run_id in run_ids
+        ]
+        replies = self._scripts.call_in_one_trip(calls, raise_errors=False)
         return [
             reply if isinstance(reply, Exception) else ReconcilePass.from_reply(run_id, reply)
             for run_id, reply in zip(run_ids, replies, strict=True)

@@ -165,36 +165,61 @@ class RunScripts:
         return True
 
     def call_in_one_trip(
-        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]]
+        self,
+        calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]],
+        *,
+        raise_errors: bool = True,
     ) -> list[Any]:
         """Run several idempotent scripts in order, ``(name, keys, args)`` each, in one
-        round trip (one server only: a Cluster's pipeline takes no script). FCALLs once
-        the library is known to be loaded, else EVALSHA in a plain pipeline: redis-py's
+        round trip (one server only: a Cluster's pipeline takes no script). FCALLs
+        unless the server refused functions, else EVALSHA in a plain pipeline: redis-py's
         pipeline of ``Script`` objects would first ask SCRIPT EXISTS, a round trip of its
         own. After a missing library or NOSCRIPT (the server restarted or was flushed) it
         is loaded and the whole batch runs again, which their being idempotent makes
-        harmless."""
-        for attempt in range(2):
-            functions = self._functions is True
-            pipe = self._client.pipeline(transaction=False)
-            for name, keys, args in calls:
-                if functions:
-                    pipe.execute_command(*self._fcall(name, keys, args))
-                else:
-                    sha = _attributes(self._scripts[name]).sha
-                    pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
-            replies = pipe.execute(raise_on_error=False)
-            if not any(self._missing(reply, functions) for reply in replies) or attempt:
+        harmless. ``raise_errors=False``: a call's error is its reply, the others run."""
+        for attempt in range(3):  # FCALL refused, then EVALSHA's scripts loaded: 3 at worst
+            functions = self._functions is not False
+            replies = self._send(calls, functions)
+            missing = [reply for reply in replies if self._missing(reply, functions)]
+            if not missing:
+                if functions and calls:
+                    self._functions = True
                 break
-            if functions:
-                self._load_library()
-                continue
-            for name, _, _ in calls:
-                self._client.script_load(_attributes(self._scripts[name]).script)
-        for reply in replies:
+            if attempt < 2:
+                self._recover(calls, functions, missing)
+        for reply in replies if raise_errors else ():
             if isinstance(reply, Exception):
                 raise reply
         return replies
+
+    def _send(
+        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]], functions: bool
+    ) -> list[Any]:
+        """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies."""
+        pipe = self._client.pipeline(transaction=False)
+        for name, keys, args in calls:
+            if functions:
+                pipe.execute_command(*self._fcall(name, keys, args))
+            else:
+                sha = _attributes(self._scripts[name]).sha
+                pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _recover(
+        self,
+        calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]],
+        functions: bool,
+        missing: list[Any],
+    ) -> None:
+        """After a batch found its library or scripts missing: load them, or turn to
+        EVALSHA if the server refuses functions."""
+        if not functions:
+            for name in {name for name, _, _ in calls}:
+                self._client.script_load(_attributes(self._scripts[name]).script)
+        elif any(_no_functions(reply) for reply in missing):
+            self._functions = False
+        else:
+            self._load_library()
 
     def _missing(self, reply: Any, functions: bool) -> bool:
         """Whether a pipeline's ``reply`` says that its library or script is missing."""
