@@ -512,14 +512,13 @@ class RunStateMachine:
         name: str,
         run_id: str,
         *args: Any,
-        client: Any = None,
         shared_keys: tuple[str, ...] = (),
         uncached: bool = False,
     ) -> Any:
         """Run a script on a run's keys. ``uncached``: for a sweep over many runs (the
         reconciler's), which would only push the hot runs' keys out of the cache."""
         keys = self._script_keys(run_id, shared_keys, uncached=uncached)
-        return self._scripts.call(name, keys, *args, client=client)
+        return self._scripts.call(name, keys, *args)
 
     def _script_keys(
         self, run_id: str, shared_keys: tuple[str, ...], *, uncached: bool = False

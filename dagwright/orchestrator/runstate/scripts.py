@@ -9,8 +9,8 @@ called with ``FCALL``: the prelude's helpers are made when the library loads, no
 every call, which was most of a script's fixed cost (decision 118). The library is
 named after a digest of its text, and so are its functions, so two versions of
 dagwright on one server each call their own. Elsewhere (a Cluster, a server without
-functions or an ACL that refuses them, calls in a caller's pipeline) the same text goes
-as EVALSHA scripts, prelude prepended.
+functions or an ACL that refuses them) the same text goes as EVALSHA scripts, prelude
+prepended.
 """
 
 from __future__ import annotations
@@ -120,10 +120,10 @@ class RunScripts:
         self._library: RunLibrary | None = None if is_cluster_client(client) else run_library()
         self._functions: bool | None = None if self._library else False
 
-    def call(self, name: str, keys: Sequence[str | bytes], *args: Any, client: Any = None) -> Any:
-        """Run a script on the run's ``keys``; ``client`` may be a pipeline (EVALSHA, whose
-        NOSCRIPT redis-py's pipeline handles)."""
-        if client is None and self._functions is not False:
+    def call(self, name: str, keys: Sequence[str | bytes], *args: Any) -> Any:
+        """Run a script on the run's ``keys`` (several in one round trip:
+        ``call_in_one_trip``)."""
+        if self._functions is not False:
             command = self._fcall(name, keys, args)
             try:
                 reply = self._client.execute_command(*command)
@@ -136,7 +136,7 @@ class RunScripts:
                     self._functions = False
             if self._functions is not False and self._load_library():
                 return self._client.execute_command(*command)
-        return self._scripts[name](keys=keys, args=[*self._common, *args], client=client)
+        return self._scripts[name](keys=keys, args=[*self._common, *args])
 
     def _fcall(self, name: str, keys: Sequence[str | bytes], args: Sequence[Any]) -> list[Any]:
         assert self._library is not None
