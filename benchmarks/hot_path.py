@@ -107,7 +107,8 @@ def main() -> None:
             spent.clear()
             state.config_resetstat()
             total = run_chain(env, args.nodes)
-            lua = state.info("commandstats").get("cmdstat_evalsha", {})
+            stats = state.info("commandstats")  # run scripts are FCALLs where functions exist
+            lua = stats.get("cmdstat_fcall") or stats.get("cmdstat_evalsha", {})
             steps = "  ".join(f"{name} {spent[name] / args.nodes * 1000:.3f}" for _, name in STEPS)
             print(
                 f"{total / args.nodes * 1000:.3f} ms/node: {steps}  "

@@ -142,10 +142,21 @@ def main() -> None:
     url = server.connection_url
     sides: dict[str, list[Sample]] = {"dagwright": [], "bare Celery": [], "Celery canvas": []}
     try:
-        for _ in range(args.rounds):
-            sides["bare Celery"].append(measure_bare(url, args))
-            sides["dagwright"].append(measure_dagwright(url, args, Path(server.data_dir) / "dw"))
-            sides["Celery canvas"].append(measure_canvas(url, args))
+        for round_no in range(1, args.rounds + 1):
+            measured = {
+                "bare Celery": lambda: measure_bare(url, args),
+                "dagwright": lambda: measure_dagwright(url, args, Path(server.data_dir) / "dw"),
+                "Celery canvas": lambda: measure_canvas(url, args),
+            }
+            for side, measure in measured.items():
+                sample = measure()
+                sides[side].append(sample)
+                # each sample as it comes: a long run on a busy machine shows its progress
+                print(
+                    f"  round {round_no} {side}: fan-out {sample['fan_out']:.1f} us, "
+                    f"chain {sample['chain']:.1f} us",
+                    flush=True,
+                )
             time.sleep(0.5)  # let the last worker's shutdown settle before the next round
     finally:
         server.stop()

@@ -87,11 +87,11 @@ def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
     # one, then the deployment-wide steps in the order a crash cannot break (decision 109)
     reading = "+".join(["LRANGE"] * len(KOMBU_PRIORITY_STEPS))
     assert [call for call in sent if call != "PING"] == [
-        "EVALSHA",
-        "EVALSHA",
+        "FCALL",
+        "FCALL",
         reading,
-        *["EVALSHA"] * (2 * len(chain) - 2),
-        "EVALSHA+EVALSHA",
+        *["FCALL"] * (2 * len(chain) - 2),
+        "FCALL+FCALL",
         "ZADD+SREM+HGET",
     ], sent
     assert worker_env.broker.queue_depth(QUEUE) == 0

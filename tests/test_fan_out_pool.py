@@ -133,10 +133,10 @@ def test_a_worker_drains_the_pool_at_two_round_trips_a_node_and_wakes_the_other_
     # the root: claim, complete, the queue's backlog (kombu: whether the queue exists, and
     # if so its length), pool, publish, confirm; each of the 9 pulled: claim and a complete
     # that pulls the next
-    tail = ["EVALSHA", "LPUSH+PUBLISH", "ZREM"] + ["EVALSHA"] * 2 * 9
+    tail = ["FCALL", "LPUSH+PUBLISH", "ZREM"] + ["FCALL"] * 2 * 9
     backlog = sent[2 : -len(tail)]
-    assert sent[:2] == ["EVALSHA"] * 2 and sent[-len(tail) :] == tail, sent
-    assert 1 <= len(backlog) <= 2 and "EVALSHA" not in backlog, sent
+    assert sent[:2] == ["FCALL"] * 2 and sent[-len(tail) :] == tail, sent
+    assert 1 <= len(backlog) <= 2 and "FCALL" not in backlog, sent
     # the woken slot runs its node; its success readies the join, run at once
     assert execute_node(worker_env, run_id, waiting[0], 1, long_slot()) == Outcome.SUCCEEDED
     assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
@@ -182,7 +182,7 @@ def test_in_a_burst_a_node_waking_another_slot_stays_within_four_round_trips(
         assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
     # a: claim, complete, c's message (the other slot is idle: the backlog read a moment
     # ago is reused), confirm; then b, kept: claim, complete
-    assert sent == ["EVALSHA", "EVALSHA", "LPUSH+PUBLISH", "ZREM", "EVALSHA", "EVALSHA"], sent
+    assert sent == ["FCALL", "FCALL", "LPUSH+PUBLISH", "ZREM", "FCALL", "FCALL"], sent
 
 
 def test_a_pooled_fan_out_whose_nodes_fail_keeps_its_worker_pulling(

@@ -27,6 +27,7 @@ from dagwright.llm.pricing import DEFAULT_MODEL_PRICES
 from dagwright.metrics.server import bind_metrics_server
 from dagwright.resilience import Breakers
 from dagwright.sandbox.choice import choose_sandbox
+from dagwright.telemetry import counters
 from dagwright.telemetry.counters import Counters, node_duration
 from dagwright.testing import FakeAnthropicServer
 from tests.support.cli import cli_env, dagwright, one_error_line
@@ -325,3 +326,28 @@ def test_durations_fall_in_their_bucket(redis_client: redis.Redis, settings: Set
         samples, "dagwright_node_duration_seconds_sum", worker_type="coder", outcome="retrying"
     )
     assert sum_ == pytest.approx(7200.61)
+
+
+def test_a_duration_sum_counts_whole_microseconds_and_adds_an_older_float_sum(
+    redis_client: redis.Redis, settings: Settings
+) -> None:
+    """The hot path counts the sum with HINCRBY of microseconds (complete.lua); a sum in
+    float seconds an older version counted is added to it."""
+    keys = Keys(settings.redis.key_prefix)
+    Counters(redis_client, keys).add(node_duration("coder", "succeeded", 1.25))
+    older = counters.field_of(("coder", "succeeded", counters.SUM_FIELD))
+    redis_client.hincrbyfloat(keys.metrics(counters.NODE_DURATION), older, 2.5)
+    assert redis_client.hget(
+        keys.metrics(counters.NODE_DURATION),
+        counters.field_of(("coder", "succeeded", counters.SUM_US_FIELD)),
+    ) in (b"1250000", "1250000")
+    server = bind_metrics_server(settings, host="127.0.0.1", port=free_port())
+    server.start()
+    try:
+        samples = scrape(server.url)
+    finally:
+        server.stop()
+    total = value(
+        samples, "dagwright_node_duration_seconds_sum", worker_type="coder", outcome="succeeded"
+    )
+    assert total == pytest.approx(3.75)

@@ -114,7 +114,7 @@ def node_durations(counted: dict[tuple[str, ...], float]) -> Metric:
             cumulative += fields.get(counters.format_bound(bound), 0)
             buckets.append((floatToGoString(bound), cumulative))
         buckets.append(("+Inf", cumulative + fields.get(counters.INF_BUCKET, 0)))
-        family.add_metric(list(labels), buckets, fields.get(counters.SUM_FIELD, 0.0))
+        family.add_metric(list(labels), buckets, counters.duration_sum(fields))
     return family
 
 

@@ -517,14 +517,13 @@ class RunStateMachine:
         name: str,
         run_id: str,
         *args: Any,
-        client: Any = None,
         shared_keys: tuple[str, ...] = (),
         uncached: bool = False,
     ) -> Any:
         """Run a script on a run's keys. ``uncached``: for a sweep over many runs (the
         reconciler's), which would only push the hot runs' keys out of the cache."""
         keys = self._script_keys(run_id, shared_keys, uncached=uncached)
-        return self._scripts.call(name, keys, *args, client=client)
+        return self._scripts.call(name, keys, *args)
 
     def _script_keys(
         self, run_id: str, shared_keys: tuple[str, ...], *, uncached: bool = False
@@ -602,7 +601,7 @@ class RunStateMachine:
         ``pull_from`` (the queues of a worker that runs on) and no node of them readied,
         one node of the run's pool is taken too, and is among the ready (see ``pool``)."""
         counted_here = duration is not None and not self._cluster
-        fields = duration.fields() if counted_here and duration is not None else ("", "", 0.0)
+        fields = duration.fields() if counted_here and duration is not None else ("", "", 0)
         reply = self._call(
             "complete",
             run_id,
@@ -899,12 +898,15 @@ class RunStateMachine:
                 )
                 for lease in leases
             ]
-        pipe = self.client.pipeline(transaction=False)
-        for lease in leases:
-            self._call(
-                "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000), client=pipe
+        calls = [
+            (
+                "renew",
+                self._script_keys(lease.run_id, ()),
+                (lease.node_id, lease.fence, int(lease_s * 1000)),
             )
-        return [_owned(reply) for reply in pipe.execute()]
+            for lease in leases
+        ]
+        return [_owned(reply) for reply in self._scripts.call_in_one_trip(calls)]
 
     def await_approval(
         self,
@@ -1008,10 +1010,10 @@ class RunStateMachine:
         args = terms.args()
         if self._cluster:
             return [self._reconcile_one(run_id, args) for run_id in run_ids]
-        pipe = self.client.pipeline(transaction=False)
-        for run_id in run_ids:
-            self._call("reconcile", run_id, *args, client=pipe, uncached=True)
-        replies = pipe.execute(raise_on_error=False)
+        calls = [
+            ("reconcile", self._script_keys(run_id, (), uncached=True), args) for run_id in run_ids
+        ]
+        replies = self._scripts.call_in_one_trip(calls, raise_errors=False)
         return [
             reply if isinstance(reply, Exception) else ReconcilePass.from_reply(run_id, reply)
             for run_id, reply in zip(run_ids, replies, strict=True)

@@ -1,12 +1,23 @@
-"""Loads the run state machine's Lua scripts, each prefixed with the shared prelude.
+"""Loads the run state machine's Lua scripts, each with the shared prelude.
 
 The prelude names ``KEYS[i]`` after ``keys.RUN_KEY_NAMES``, injected here, so the key
 order is written down once; a script's shared keys (the DLQ stream) follow the run's.
+
+On a server with functions (Redis/Valkey 7+, one server, not a Cluster) the prelude and
+every script are one function library, loaded once per server (``FUNCTION LOAD``) and
+called with ``FCALL``: the prelude's helpers are made when the library loads, not on
+every call, which was most of a script's fixed cost (decision 118). The library is
+named after a digest of its text, and so are its functions, so two versions of
+dagwright on one server each call their own. Elsewhere (a Cluster, a server without
+functions or an ACL that refuses them) the same text goes as EVALSHA scripts, prelude
+prepended.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -14,7 +25,7 @@ import redis
 from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
-from dagwright.redis_scripts import load_script, lua_source
+from dagwright.redis_scripts import is_cluster_client, load_script, lua_source
 
 PACKAGE = "dagwright.orchestrator.runstate"
 
@@ -59,8 +70,41 @@ SETTLE_CHUNK = 200
 def prelude() -> str:
     """``lua/prelude.lua`` with the run's key names put in."""
     names = ", ".join(f"'{key}'" for key in RUN_KEY_NAMES)
+    table = ", ".join(f"{key} = keys[{i}]" for i, key in enumerate(RUN_KEY_NAMES, start=1))
     source = lua_source(PACKAGE, "prelude").replace("__RUN_KEY_NAMES__", names)
+    source = source.replace("__RUN_KEY_TABLE__", "{" + table + "}")
     return source.replace("__SETTLE_CHUNK__", str(SETTLE_CHUNK))
+
+
+def script_prelude() -> str:
+    """The prelude of a script sent as EVALSHA: it sets the call's state itself."""
+    return prelude() + "\nenter(KEYS, ARGV)"
+
+
+@dataclass(frozen=True)
+class RunLibrary:
+    """The run scripts as one function library: its name, text, and function names."""
+
+    name: str
+    source: str
+
+    def function(self, script: str) -> str:
+        """The name ``FCALL`` calls ``script`` by."""
+        return f"{self.name}_{script}"
+
+
+@cache
+def run_library() -> RunLibrary:
+    """The prelude once, then each script as a function that calls ``enter`` first (its
+    ``KEYS``, ``ARGV`` and top-level ``return`` work in a function as in a script)."""
+    functions = "".join(
+        f"\nredis.register_function('__NAME___{name}', function(KEYS, ARGV)\n"
+        f"enter(KEYS, ARGV)\n{lua_source(PACKAGE, name)}\nend)\n"
+        for name in SCRIPT_NAMES
+    )
+    text = prelude() + "\n" + functions
+    name = "dw_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    return RunLibrary(name, f"#!lua name={name}\n" + text.replace("__NAME__", name))
 
 
 class RunScripts:
@@ -69,38 +113,130 @@ class RunScripts:
     def __init__(self, client: redis.Redis, *, events_maxlen: int, retention_s: int) -> None:
         self._client = client
         self._scripts: dict[str, Script] = {
-            name: load_script(client, PACKAGE, name, prelude=prelude) for name in SCRIPT_NAMES
+            name: load_script(client, PACKAGE, name, prelude=script_prelude)
+            for name in SCRIPT_NAMES
         }
         self._common = [events_maxlen, retention_s]
+        # None: functions not tried yet on this server; False: EVALSHA only.
+        self._library: RunLibrary | None = None if is_cluster_client(client) else run_library()
+        self._functions: bool | None = None if self._library else False
 
-    def call(self, name: str, keys: Sequence[str | bytes], *args: Any, client: Any = None) -> Any:
-        """Run a script on the run's ``keys``; ``client`` may be a pipeline."""
-        return self._scripts[name](keys=keys, args=[*self._common, *args], client=client)
+    def call(self, name: str, keys: Sequence[str | bytes], *args: Any) -> Any:
+        """Run a script on the run's ``keys`` (several in one round trip:
+        ``call_in_one_trip``)."""
+        if self._functions is not False:
+            command = self._fcall(name, keys, args)
+            try:
+                reply = self._client.execute_command(*command)
+                self._functions = True  # and call_in_one_trip may send FCALLs too
+                return reply
+            except redis.exceptions.ResponseError as error:
+                if not self._library_missing(error):
+                    raise
+                if _no_functions(error):
+                    self._functions = False
+            if self._functions is not False and self._load_library():
+                return self._client.execute_command(*command)
+        return self._scripts[name](keys=keys, args=[*self._common, *args])
+
+    def _fcall(self, name: str, keys: Sequence[str | bytes], args: Sequence[Any]) -> list[Any]:
+        assert self._library is not None
+        return ["FCALL", self._library.function(name), len(keys), *keys, *self._common, *args]
+
+    def _library_missing(self, error: redis.exceptions.ResponseError) -> bool:
+        """Whether ``error`` says that our functions are not on the server (never loaded
+        here, the server restarted or was flushed) or that it has none (Redis 6, an ACL
+        without them). An error the script raised is not one of these."""
+        text = str(error)
+        return text.startswith("Function not found") or _no_functions(error)
+
+    def _load_library(self) -> bool:
+        """Load the library (another process may just have); False, and EVALSHA from now
+        on, if the server has no functions or refuses them."""
+        assert self._library is not None
+        try:
+            self._client.execute_command("FUNCTION", "LOAD", self._library.source)
+        except redis.exceptions.ResponseError as error:
+            if _no_functions(error):
+                self._functions = False
+                return False
+            if "already exists" not in str(error):
+                raise
+        self._functions = True
+        return True
 
     def call_in_one_trip(
-        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]]
+        self,
+        calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]],
+        *,
+        raise_errors: bool = True,
     ) -> list[Any]:
         """Run several idempotent scripts in order, ``(name, keys, args)`` each, in one
-        round trip (one server only: a Cluster's pipeline takes no script). EVALSHA in a
-        plain pipeline: redis-py's pipeline of ``Script`` objects would first ask SCRIPT
-        EXISTS, a round trip of its own. After a NOSCRIPT (the server restarted or was
-        flushed) the scripts are loaded and the whole batch runs again, which their being
-        idempotent makes harmless."""
-        for attempt in range(2):
-            pipe = self._client.pipeline(transaction=False)
-            for name, keys, args in calls:
-                sha = _attributes(self._scripts[name]).sha
-                pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
-            replies = pipe.execute(raise_on_error=False)
-            missing = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
-            if not missing or attempt:
+        round trip (one server only: a Cluster's pipeline takes no script). FCALLs
+        unless the server refused functions, else EVALSHA in a plain pipeline: redis-py's
+        pipeline of ``Script`` objects would first ask SCRIPT EXISTS, a round trip of its
+        own. After a missing library or NOSCRIPT (the server restarted or was flushed) it
+        is loaded and the whole batch runs again, which their being idempotent makes
+        harmless. ``raise_errors=False``: a call's error is its reply, the others run."""
+        for attempt in range(3):  # FCALL refused, then EVALSHA's scripts loaded: 3 at worst
+            functions = self._functions is not False
+            replies = self._send(calls, functions)
+            missing = [reply for reply in replies if self._missing(reply, functions)]
+            if not missing:
+                if functions and calls:
+                    self._functions = True
                 break
-            for name, _, _ in calls:
-                self._client.script_load(_attributes(self._scripts[name]).script)
-        for reply in replies:
+            if attempt < 2:
+                self._recover(calls, functions, missing)
+        for reply in replies if raise_errors else ():
             if isinstance(reply, Exception):
                 raise reply
         return replies
+
+    def _send(
+        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]], functions: bool
+    ) -> list[Any]:
+        """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies."""
+        pipe = self._client.pipeline(transaction=False)
+        for name, keys, args in calls:
+            if functions:
+                pipe.execute_command(*self._fcall(name, keys, args))
+            else:
+                sha = _attributes(self._scripts[name]).sha
+                pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _recover(
+        self,
+        calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]],
+        functions: bool,
+        missing: list[Any],
+    ) -> None:
+        """After a batch found its library or scripts missing: load them, or turn to
+        EVALSHA if the server refuses functions."""
+        if not functions:
+            for name in {name for name, _, _ in calls}:
+                self._client.script_load(_attributes(self._scripts[name]).script)
+        elif any(_no_functions(reply) for reply in missing):
+            self._functions = False
+        else:
+            self._load_library()
+
+    def _missing(self, reply: Any, functions: bool) -> bool:
+        """Whether a pipeline's ``reply`` says that its library or script is missing."""
+        if functions:
+            return isinstance(reply, redis.exceptions.ResponseError) and self._library_missing(
+                reply
+            )
+        return isinstance(reply, redis.exceptions.NoScriptError)
+
+
+def _no_functions(error: redis.exceptions.ResponseError) -> bool:
+    """Whether the server has no functions (before Redis 7) or the ACL refuses them."""
+    return (
+        isinstance(error, redis.exceptions.NoPermissionError)
+        or "unknown command" in str(error).lower()
+    )
 
 
 def _attributes(script: Script) -> Any:

@@ -2,8 +2,8 @@
 -- (its dependents are decided by their run_if rules, see settle_dependents).
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] output JSON.
 -- ARGV[6] the node-duration counter's bucket field ('' counts nothing), ARGV[7] its sum
--- field, ARGV[8] the attempt's seconds; SHARED[1] the node-duration counters hash (see
--- telemetry/counters.py). Counted here, the metric costs no round trip of its own; on a
+-- field, ARGV[8] the attempt's whole microseconds (HINCRBY: a tenth of an HINCRBYFLOAT's
+-- Valkey CPU); SHARED[1] the node-duration counters hash (see telemetry/counters.py). Counted here, the metric costs no round trip of its own; on a
 -- Cluster, where that hash is in another slot, the caller counts after this step.
 -- ARGV[9..] the queues the worker pulls from: with no node of them readied, it takes one
 -- from the run's pool (pull_from_pool), appended to ready.
@@ -30,7 +30,7 @@ end
 if ARGV[6] ~= '' then
   -- pcall: a metric must never fail the work it counts (the node is recorded by now).
   redis.pcall('HINCRBY', SHARED[1], ARGV[6], 1)
-  redis.pcall('HINCRBYFLOAT', SHARED[1], ARGV[7], ARGV[8])
+  redis.pcall('HINCRBY', SHARED[1], ARGV[7], ARGV[8])
 end
 return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
         'running', redis.call('HGET', K.run, 'running'), 'settling', own_left and 1 or 0}

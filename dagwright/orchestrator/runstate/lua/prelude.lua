@@ -2,20 +2,31 @@
 -- named in keys.RUN_KEY_NAMES order; ARGV[1] is the event stream cap, ARGV[2] the
 -- retention in seconds, and each script's own arguments start at ARGV[3].
 -- Time comes from the server, so leases do not depend on the clocks of worker hosts.
+-- Loaded once as a function library (scripts.py: FCALL), this text runs once per load and
+-- each script is a function that calls enter() first; sent as EVALSHA (a server without
+-- functions), it runs on every call, enter() after it. So what differs per call is only
+-- set in enter(): the helpers below are made once, not once per node (decision 118).
 local RUN_KEY_NAMES = {__RUN_KEY_NAMES__}
-local K = {}
-for i, name in ipairs(RUN_KEY_NAMES) do K[name] = KEYS[i] end
+local K, SHARED, POOLED, EVENTS_MAXLEN, RETENTION_S, NOW
+-- Per call: whether the run has countdowns, trigger rules (looked up once, on demand), and
+-- the chunked release's budget and whether it left some (settle_dependents, below).
+local countdowns_in_run, rules_in_run, settle_budget, settling_left
+
 -- Keys after the run's own are shared ones a script names itself (the DLQ stream...);
 -- the last key is always the pooled-nodes counter (appended by machine.py to every call),
 -- which is not among them: the deployment's (keys.pooled_nodes) on one server, the run's
 -- own (keys.run_pooled, in its slot) on a Cluster, totalled by the reconcilers there.
-local SHARED = {}
-for i = #RUN_KEY_NAMES + 1, #KEYS - 1 do SHARED[#SHARED + 1] = KEYS[i] end
-local POOLED = KEYS[#KEYS]
-local EVENTS_MAXLEN = ARGV[1]
-local RETENTION_S = tonumber(ARGV[2])
-local clock = redis.call('TIME')
-local NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local function enter(keys, argv)
+  K = __RUN_KEY_TABLE__  -- {run = keys[1], ...}: a loop over the names costs more
+  SHARED = {}
+  for i = #RUN_KEY_NAMES + 1, #keys - 1 do SHARED[#SHARED + 1] = keys[i] end
+  POOLED = keys[#keys]
+  EVENTS_MAXLEN = argv[1]
+  RETENTION_S = tonumber(argv[2])
+  local clock = redis.call('TIME')
+  NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  countdowns_in_run, rules_in_run, settle_budget, settling_left = nil, nil, nil, false
+end
 
 -- An event's time is its entry id's: XADD takes it from the server's clock, as NOW (the
 -- script's time: the same ms), so no `at` field repeats it (~14 B of an event's ~56;
@@ -91,7 +102,6 @@ end
 -- Queue a node that became ready, unless its countdown (Node.countdown_s, kept in
 -- K.countdown) or `not_before_ms` (a root's: the run's delayed start) holds it back; a
 -- run without countdowns pays one HEXISTS per script.
-local countdowns_in_run = nil
 local function start_node(node, ready, not_before_ms)
   if countdowns_in_run == nil then
     countdowns_in_run = redis.call('HEXISTS', K.run, 'countdowns') == 1
@@ -174,12 +184,9 @@ local function unpool(member, ready)
   return true
 end
 
--- The release of a fan-out in chunks (settle_dependents, below): how many dependents a
--- script may still count (nil: no bound), whether it left some for later, and the step
--- that counts on.
+-- The release of a fan-out in chunks (settle_dependents, below): the chunk, and the step
+-- that counts on (settle_budget, settling_left: per call, above).
 local SETTLE_CHUNK = __SETTLE_CHUNK__
-local settle_budget = nil
-local settling_left = false
 local settle_on
 
 -- Take one pooled node of one of `queues` into `ready`: the most urgent of the first
@@ -260,7 +267,6 @@ end
 -- dependencies' states by a replay (replay.lua): K.remaining (not yet final), K.failed_deps (failed or blocked)
 -- and K.skipped_deps (skipped). Deciding is O(1) per dependent: advancing stays
 -- O(out-degree) of the node that finished.
-local rules_in_run = nil
 local function run_has_rules()
   if rules_in_run == nil then
     rules_in_run = redis.call('HEXISTS', K.run, 'trigger_rules') == 1
