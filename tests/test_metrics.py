@@ -53,6 +53,16 @@ def scrape(url: str) -> Samples:
     return samples
 
 
+def scrape_a_server_of(settings: Settings) -> Samples:
+    """Every sample of a metrics server started on ``settings`` for one scrape."""
+    server = bind_metrics_server(settings, host="127.0.0.1", port=free_port())
+    server.start()
+    try:
+        return scrape(server.url)
+    finally:
+        server.stop()
+
+
 def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get(name, {}).get(frozenset(labels.items()))
 
@@ -310,12 +320,7 @@ def test_durations_fall_in_their_bucket(redis_client: redis.Redis, settings: Set
     counters = Counters(redis_client, Keys(settings.redis.key_prefix))
     for seconds in (0.01, 0.3, 0.3, 7200):
         counters.add(node_duration("coder", "retrying", seconds))
-    server = bind_metrics_server(settings, host="127.0.0.1", port=free_port())
-    server.start()
-    try:
-        samples = scrape(server.url)
-    finally:
-        server.stop()
+    samples = scrape_a_server_of(settings)
     buckets: dict[str, Any] = {
         dict(labels)["le"]: count
         for labels, count in samples["dagwright_node_duration_seconds_bucket"].items()
@@ -341,12 +346,7 @@ def test_a_duration_sum_counts_whole_microseconds_and_adds_an_older_float_sum(
         keys.metrics(counters.NODE_DURATION),
         counters.field_of(("coder", "succeeded", counters.SUM_US_FIELD)),
     ) in (b"1250000", "1250000")
-    server = bind_metrics_server(settings, host="127.0.0.1", port=free_port())
-    server.start()
-    try:
-        samples = scrape(server.url)
-    finally:
-        server.stop()
+    samples = scrape_a_server_of(settings)
     total = value(
         samples, "dagwright_node_duration_seconds_sum", worker_type="coder", outcome="succeeded"
     )
