@@ -122,10 +122,16 @@ def canvas_chain(length: int) -> None:
 
 
 @contextmanager
-def bare_worker(url: str, args: argparse.Namespace) -> Iterator[redis.Redis]:
-    """A fresh worker of the bare Celery app (bare and canvas tasks); the state client."""
-    state = redis.Redis.from_url(f"{url}/1")
-    env = {"BENCH_BROKER_URL": f"{url}/0", "BENCH_STATE_URL": f"{url}/1"}
+def bare_worker(
+    url: str, args: argparse.Namespace, state_url: str | None = None
+) -> Iterator[redis.Redis]:
+    """A fresh worker of the bare Celery app (bare and canvas tasks); the state client.
+
+    The broker is database 0 of ``url``; results and the done counter live on database 1
+    of ``state_url`` (``url`` when not given).
+    """
+    state = redis.Redis.from_url(f"{state_url or url}/1")
+    env = {"BENCH_BROKER_URL": f"{url}/0", "BENCH_STATE_URL": f"{state_url or url}/1"}
     bare_app.conf.broker_url = env["BENCH_BROKER_URL"]
     bare_app.conf.result_backend = env["BENCH_STATE_URL"]
     # Each phase starts clean: a message restored by the last worker's shutdown must not

@@ -20,7 +20,7 @@ from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager_slot
 from dagwright.orchestrator.execution.fairness import WaitingMessages
-from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.orchestrator.runstate.machine import Dispatch, LeaseRef, ReadyNode
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
 from dagwright.tasks.node import eager_slot_for
@@ -48,7 +48,7 @@ def test_a_slot_keeps_one_node_of_a_consumed_queue_that_fits_in_the_time_left() 
         also_fits,
     ]
     assert slot.keep_one([also_fits]) == [also_fits]  # one at a time
-    assert slot.take() == fits and slot.take() is None
+    assert slot.take() == (fits, None) and slot.take() is None
     assert slot.keep_one([also_fits]) == []
 
 
@@ -68,7 +68,7 @@ def long_slot() -> EagerSlot:
     return EagerSlot(frozenset({QUEUE}), deadline=time.monotonic() + 24 * 3600)
 
 
-def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
+def test_a_chain_runs_on_from_one_message_at_one_round_trip_a_node(
     worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     warm_up, _ = start(worker_env.runtime, [{"id": "w"}])
@@ -81,19 +81,23 @@ def test_a_chain_runs_on_from_one_message_at_two_round_trips_a_node(
     with counting_round_trips(monkeypatch) as sent:
         assert execute_node(worker_env, run_id, "a", 1, long_slot()) == Outcome.SUCCEEDED
     assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
-    # claim + complete for each node (no publish, no confirmation), the one look at the
-    # messages waiting (a pipeline of an LRANGE per priority), and once the run has
-    # ended, two round trips of the run's (not a node's): its compaction and forget.lua in
-    # one, then the deployment-wide steps in the order a crash cannot break (decision 109)
+    # The message's node is claimed, then each success is recorded in the step that
+    # claims the next node (complete.lua, RunOn): one round trip a node, no publish, no
+    # confirmation. Before it, the one look at the messages waiting (a pipeline of an
+    # LRANGE per priority: nobody else's, so the turn is kept whatever is readied). Once
+    # the run has ended, two round trips of the run's (not a node's): its compaction and
+    # forget.lua in one, then the deployment-wide steps in the order a crash cannot break
+    # (decision 109).
     reading = "+".join(["LRANGE"] * len(KOMBU_PRIORITY_STEPS))
     assert [call for call in sent if call != "PING"] == [
         "FCALL",
-        "FCALL",
         reading,
-        *["FCALL"] * (2 * len(chain) - 2),
+        *["FCALL"] * len(chain),
         "FCALL+FCALL",
         "ZADD+SREM+HGET",
     ], sent
+    events = [e.kind for e in worker_env.runtime.store.read_events(run_id)]
+    assert events.count("node.running") == len(chain), events
     assert worker_env.broker.queue_depth(QUEUE) == 0
 
 
@@ -114,9 +118,11 @@ def test_of_two_nodes_a_success_readies_one_is_kept_and_the_other_published(
     assert worker_env.broker.queue_depth(QUEUE) == 1  # the other one's message
 
 
-def test_a_worker_that_dies_before_running_its_kept_node_loses_nothing(
+def test_a_worker_that_dies_before_claiming_its_kept_node_loses_nothing(
     worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Another run's message waits: the worker may give its turn away, so the success does
+    not claim the node kept, and the worker dies before its own claim."""
     run_id, _ = start(worker_env.runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
     claim_node = attempt.claim_node
 
@@ -128,6 +134,7 @@ def test_a_worker_that_dies_before_running_its_kept_node_loses_nothing(
         return claim_node(worker_env, run, node, fence)
 
     monkeypatch.setattr(attempt, "claim_node", dies_before_the_second_claim)
+    monkeypatch.setattr(attempt, "others_wait", lambda *_: True)
     with pytest.raises(SystemExit):
         execute_node(worker_env, run_id, "a", 1, long_slot())
     assert worker_env.broker.queue_depth(QUEUE) == 0  # b was kept: no message went out
@@ -137,6 +144,35 @@ def test_a_worker_that_dies_before_running_its_kept_node_loses_nothing(
         run_id, publish_grace_s=0.001, stranded_after_s=60
     )
     assert [node.node_id for node in found.unpublished] == ["b"]
+
+
+def test_a_worker_that_dies_before_running_the_node_claimed_with_its_success_loses_nothing(
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody else waits: the success claims b for this worker in the same step; the
+    worker dies before running it. b has a lease like any running node: once it runs
+    out, the reconciler queues b again."""
+    run_id, _ = start(worker_env.runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    attempt_node = attempt.attempt_node
+
+    def dies_before_running_b(env: ExecutionEnv, run: str, node: str, *args: Any) -> Any:
+        if node == "b":
+            assert args[-1] is not None  # b comes claimed: no claim of its own
+            raise SystemExit("killed")
+        return attempt_node(env, run, node, *args)
+
+    monkeypatch.setattr(attempt, "attempt_node", dies_before_running_b)
+    with pytest.raises(SystemExit):
+        execute_node(worker_env, run_id, "a", 1, long_slot())
+    machine = worker_env.runtime.machine
+    state = worker_env.runtime.store.read_state(run_id)
+    assert state.nodes["b"].status.value == "running"
+    assert worker_env.broker.queue_depth(QUEUE) == 0
+    # the lease runs out (renewed to 1 ms, as if its holder stopped renewing long ago)
+    assert machine.renew([LeaseRef(run_id, "b", 1)], 0.001) == [True]
+    time.sleep(0.01)
+    found = machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    assert [node.node_id for node in found.requeued] == ["b"]
 
 
 def test_a_worker_runs_a_chain_from_its_first_message(worker: Any, client: Client) -> None:

@@ -47,6 +47,7 @@ from dagwright.orchestrator.execution.fairness import (
     WaitingMessages,
     handed_over,
     next_turn,
+    others_wait,
 )
 from dagwright.orchestrator.execution.leases import LeaseKeeper
 from dagwright.orchestrator.execution.limits import (
@@ -71,6 +72,7 @@ from dagwright.orchestrator.runstate.machine import (
     Held,
     LeaseRef,
     ReadyNode,
+    RunOn,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.planner import PLANNER_TYPE
@@ -173,10 +175,11 @@ def execute_node(
     outcome of the named node."""
     outcome = attempt_node(env, run_id, node_id, fence, eager)
     pull_after(env, run_id, outcome, eager)
-    while eager is not None and (kept := eager.take()) is not None:
+    while eager is not None and (taken := eager.take()) is not None:
+        kept, claimed = taken
         log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
         started_at, started = time.time(), time.monotonic()
-        ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager)
+        ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager, claimed)
         pull_after(env, kept.run_id, ran, eager)
         if ran not in UNMEASURED_OUTCOMES:  # a stale or parked node ran nothing to show
             eager.record(kept, ran.value, started_at, time.monotonic() - started)
@@ -193,9 +196,16 @@ def pull_after(env: ExecutionEnv, run_id: str, outcome: Outcome, eager: EagerSlo
 
 
 def attempt_node(
-    env: ExecutionEnv, run_id: str, node_id: str, fence: int, eager: EagerSlot | None
+    env: ExecutionEnv,
+    run_id: str,
+    node_id: str,
+    fence: int,
+    eager: EagerSlot | None,
+    claimed: Claim | None = None,
 ) -> Outcome:
-    claim = claim_node(env, run_id, node_id, fence)
+    """Claim the node (unless the step that readied it ``claimed`` it for this worker)
+    and run the attempt."""
+    claim = claimed or claim_node(env, run_id, node_id, fence)
     if claim is None:
         shown = f"{shown_id(run_id)}/{shown_id(node_id)}"  # a message may be forged
         log.info("dropping stale message for %s (fence %d)", shown, fence)
@@ -449,9 +459,12 @@ def record_success(
             output_json,
             duration=duration,
             pull_from=sorted(eager.queues) if eager is not None else (),
+            run_on=run_on(env, ctx.run_id, eager),
         )
     if advance is None:
         return Outcome.STALE
+    if advance.claimed is not None and eager is not None:
+        eager.keep_claimed(*advance.claimed)
     turn = Turn.KEEP
     if eager is not None and env.fair:
         turn = next_turn(eager, ctx.run_id, advance, env.waiting)
@@ -468,6 +481,17 @@ def record_success(
     if finished is not None:
         runtime.forget_active(ctx.run_id)
     return Outcome.SUCCEEDED
+
+
+def run_on(env: ExecutionEnv, run_id: str, eager: EagerSlot | None) -> RunOn | None:
+    """The terms on which the step recording a success claims the node this worker runs
+    next (eager.py): only with the slot free, and when the worker would keep its turn
+    whatever the step readies (no other run's message waits: fairness.py)."""
+    if eager is None or eager.kept is not None:
+        return None
+    if env.fair and others_wait(eager, run_id, env.waiting):
+        return None
+    return RunOn(env.holder, env.runtime.settings.dispatch.lease_s, eager.max_time_limit_s())
 
 
 def record_failure(

@@ -7,8 +7,14 @@ claim. Instead the worker keeps one such node and runs it right after, still thr
 claim with the node's fence, its concurrency limits, lease and timeout: only the message
 is skipped (Temporal does the same with its eager activity dispatch).
 
-Safe by construction: the kept node stays in the run's outbox until its claim, so if this
-worker dies in between, the reconciler publishes it like any unconfirmed message. What is
+When no other run's message waits for the worker's turn (fairness.py), the step that
+records the success also claims the node kept (complete.lua, ``RunOn``): one round trip and
+one script a node instead of two. Otherwise the worker claims it itself, as it would a
+message's node.
+
+Safe by construction: a kept node not yet claimed stays in the run's outbox until its
+claim, so if this worker dies in between, the reconciler publishes it like any unconfirmed
+message; one claimed with the success has a lease, as any running node. What is
 given up is only the message's own time limit, which is why a node is kept only while
 the message this worker is serving still has that node's whole timeout left (and a grace):
 after a few seconds of eager work the worker publishes again, and other queued work gets
@@ -21,7 +27,7 @@ import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from dagwright.orchestrator.runstate.machine import ReadyNode
+from dagwright.orchestrator.runstate.machine import Claim, ReadyNode
 
 # The least time a kept node has past its own deadline before the time limit of the
 # message being served fires: dagwright's timeout (the lease keeper) must act first.
@@ -51,6 +57,7 @@ class EagerSlot:
     deadline: float
     started: float = field(default_factory=time.monotonic)  # when the message began
     kept: ReadyNode | None = field(default=None, init=False)
+    kept_claim: Claim | None = field(default=None, init=False)  # made with the success
     ran: list[EagerRun] = field(default_factory=list, init=False)
 
     def keep_one(self, ready: list[ReadyNode]) -> list[ReadyNode]:
@@ -64,16 +71,26 @@ class EagerSlot:
                 return ready[:index] + ready[index + 1 :]
         return ready
 
+    def keep_claimed(self, node: ReadyNode, claim: Claim) -> None:
+        """Keep ``node``, claimed for this worker in the step that readied it."""
+        self.kept, self.kept_claim = node, claim
+
     def admits(self, node: ReadyNode) -> bool:
-        left = self.deadline - time.monotonic()
         return (
-            node.dispatch.queue in self.queues and node.dispatch.time_limit_s + MIN_GRACE_S <= left
+            node.dispatch.queue in self.queues
+            and node.dispatch.time_limit_s <= self.max_time_limit_s()
         )
 
-    def take(self) -> ReadyNode | None:
-        """The kept node (the slot is free again)."""
-        kept, self.kept = self.kept, None
-        return kept
+    def max_time_limit_s(self) -> float:
+        """The longest time limit a node kept now may have."""
+        return self.deadline - time.monotonic() - MIN_GRACE_S
+
+    def take(self) -> tuple[ReadyNode, Claim | None] | None:
+        """The kept node and its claim if it was claimed with the success (the slot is
+        free again)."""
+        kept, claim = self.kept, self.kept_claim
+        self.kept = self.kept_claim = None
+        return None if kept is None else (kept, claim)
 
     def record(self, node: ReadyNode, outcome: str, started_at: float, runtime_s: float) -> None:
         self.ran.append(EagerRun(node, outcome, started_at, runtime_s))

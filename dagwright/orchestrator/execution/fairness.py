@@ -113,6 +113,13 @@ def next_turn(eager: EagerSlot, run_id: str, advance: Advance, waiting: WaitingM
     return Turn.KEEP
 
 
+def others_wait(eager: EagerSlot, run_id: str, waiting: WaitingMessages) -> bool:
+    """Whether another run's message waits in this worker's queues. Only then may
+    ``next_turn`` give way, so only then is the node to keep not claimed in the step that
+    records the success (attempt.py record_success)."""
+    return any(run != run_id for run in waiting.runs_in(eager.queues))
+
+
 def handed_over(advance: Advance) -> list[ReadyNode]:
     """What a worker whose turn is over dispatches: every node its step readied or
     pulled, none kept, so that its run keeps a message in line (the run's other workers

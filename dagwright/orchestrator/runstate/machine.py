@@ -198,6 +198,9 @@ class Advance:
     running: int = 0  # the run's nodes still running (on other workers), complete.lua's
     # Dependents left to release (complete.lua, settle.lua): ``RunStateMachine.settle``.
     settling: bool = False
+    # The node claimed in the same step for the worker that runs on (``RunOn``), not
+    # among ``ready``.
+    claimed: tuple[ReadyNode, Claim] | None = None
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> Advance | None:
@@ -211,7 +214,32 @@ class Advance:
             dead_letter=fields.get("dead_letter"),
             running=int(fields.get("running") or 0),
             settling=int(fields.get("settling") or 0) == 1,
+            claimed=_claimed(run_id, fields),
         )
+
+
+def _claimed(run_id: str, fields: dict[str, Any]) -> tuple[ReadyNode, Claim] | None:
+    if "claimed" not in fields:
+        return None
+    claim = Claim.from_reply(fields["claim"])
+    assert isinstance(claim, Claim), claim  # claim_queued answers only 'ok'
+    return ReadyNode.from_row(run_id, fields["claimed"]), claim
+
+
+@dataclass(frozen=True)
+class RunOn:
+    """A worker that runs on after a success (execution/eager.py): the step that records
+    the success also claims for ``holder``, with a lease of ``lease_s``, the first node it
+    readied or pulled on the worker's queues whose time limit is at most
+    ``max_time_limit_s``, which saves the worker a claim of its own."""
+
+    holder: str
+    lease_s: float
+    max_time_limit_s: float
+
+    def args(self) -> tuple[str, int, int]:
+        """complete.lua's ARGV[9..11]."""
+        return self.holder, int(self.lease_s * 1000), int(self.max_time_limit_s * 1000)
 
 
 @dataclass(frozen=True)
@@ -593,15 +621,19 @@ class RunStateMachine:
         *,
         duration: NodeDuration | None = None,
         pull_from: Sequence[str] = (),
+        run_on: RunOn | None = None,
     ) -> Advance | None:
         """Record success and count the attempt's ``duration``; None if this worker no
         longer owns the node (nothing is counted then). The count is in the same step on
         one server; on a Cluster, where the counters are in another slot, it follows the
         step (a crash in between loses one sample of a metric, never a node). With
         ``pull_from`` (the queues of a worker that runs on) and no node of them readied,
-        one node of the run's pool is taken too, and is among the ready (see ``pool``)."""
+        one node of the run's pool is taken too, and is among the ready (see ``pool``).
+        With ``run_on`` too, the node that worker runs next is claimed in the same step
+        (``Advance.claimed``)."""
         counted_here = duration is not None and not self._cluster
         fields = duration.fields() if counted_here and duration is not None else ("", "", 0)
+        claiming = run_on.args() if run_on is not None and pull_from else ("", 0, 0)
         reply = self._call(
             "complete",
             run_id,
@@ -609,6 +641,7 @@ class RunStateMachine:
             fence,
             output_json,
             *fields,
+            *claiming,
             *pull_from,
             shared_keys=(self._in_run_slot_or(run_id, self.keys.metrics(NODE_DURATION)),),
         )

@@ -1,4 +1,5 @@
--- Claim a queued node for execution: QUEUED + fence -> RUNNING with a lease.
+-- Claim a queued node for execution: QUEUED + fence -> RUNNING with a lease (the claim
+-- itself is prelude.lua claim_queued, which complete.lua also makes for a worker's next node).
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',
@@ -26,49 +27,4 @@ if state == 'running' then
 elseif state ~= 'queued' then
   return {'status', 'stale', 'why', tostring(state)}
 end
-redis.call('HSET', K.state, node, 'running')
-redis.call('HSET', K.holder, node, holder)
-local attempt = redis.call('HINCRBY', K.attempts, node, 1)
-redis.call('HSET', K.started, node, NOW)
-redis.call('ZREM', K.queued, node)
-redis.call('ZREM', K.outbox, node)
-redis.call('ZADD', K.leases, NOW + tonumber(ARGV[5]), node)
-redis.call('HINCRBY', K.run, 'running', 1)
-emit('node.running', node, 'attempt', attempt, 'holder', holder)
-local inputs = {}
-local deps = cjson.decode(redis.call('HGET', K.deps, node))
--- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
-for first = 1, #deps, 500 do
-  local chunk = {}
-  for i = first, math.min(first + 499, #deps) do chunk[#chunk + 1] = deps[i] end
-  local outputs = redis.call('HMGET', K.output, unpack(chunk))
-  for i = 1, #chunk do
-    inputs[#inputs + 1] = chunk[i]
-    inputs[#inputs + 1] = outputs[i]
-  end
-end
-local reply = {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
-        'checkpoint', redis.call('HGET', K.checkpoint, node) or '',
-        'deaths', redis.call('HGET', K.deaths, node) or 0,
-        'losses', redis.call('HGET', K.losses, node) or 0,
-        'max_concurrent_nodes', redis.call('HGET', K.run, 'max_concurrent_nodes') or '',
-        'response_cache', redis.call('HGET', K.run, 'response_cache') or '',
-        'llm_batch', redis.call('HGET', K.run, 'llm_batch') or '',
-        'run_inputs', redis.call('HGET', K.run, 'inputs') or '',
-        'inputs', inputs}
-if redis.call('HEXISTS', K.run_if, node) == 1 then
-  local outcomes, errors = {}, {}
-  for _, dep in ipairs(deps) do
-    local dep_state = redis.call('HGET', K.state, dep)
-    outcomes[#outcomes + 1] = dep
-    outcomes[#outcomes + 1] = dep_state
-    if dep_state == 'failed' then
-      errors[#errors + 1] = dep
-      errors[#errors + 1] = redis.call('HGET', K.error, dep) or ''
-    end
-  end
-  for _, value in ipairs({'outcomes', outcomes, 'errors', errors}) do
-    reply[#reply + 1] = value
-  end
-end
-return reply
+return claim_queued(node, ARGV[5], holder)
