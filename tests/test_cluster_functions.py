@@ -1,0 +1,178 @@
+"""The run scripts as one function library on a real 3-primary Valkey Cluster (decision 119).
+
+Loaded on every primary, each ``FCALL`` sent to the primary of the run's slot by
+dagwright (cluster_routing.py), not routed by redis-py's ``COMMAND GETKEYS`` (two round
+trips more a call); a primary that lost the library gets it again; MOVED is followed; where
+an ACL refuses functions the scripts go as EVALSHA, as on one server
+(tests/test_run_functions.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from pydantic import SecretStr
+
+from dagwright.models import RunStatus
+from dagwright.orchestrator.runstate.machine import LeaseRef, ReconcilePass, ReconcileTerms
+from dagwright.orchestrator.runstate.scripts import run_library
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.settings import Settings
+from tests.support.round_trips import counting_round_trips
+from tests.support.runstate import claim, finish, start
+from tests.support.valkey_cluster import ValkeyCluster
+
+NO_FUNCTIONS_USER = "dw-no-functions"
+NO_FUNCTIONS_PASSWORD = "no-functions-password"
+
+
+@pytest.fixture
+def runtime(cluster_settings: Settings) -> Runtime:
+    return Runtime.from_settings(cluster_settings)
+
+
+def calls(cluster: ValkeyCluster, command: str) -> int:
+    """``command``'s calls summed over the primaries since their last CONFIG RESETSTAT."""
+    return sum(
+        int(node.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+        for node in cluster.node_clients()
+    )
+
+
+def reset_stats(cluster: ValkeyCluster) -> None:
+    for node in cluster.node_clients():
+        node.config_resetstat()
+
+
+def primaries_with_the_library(cluster: ValkeyCluster) -> list[bool]:
+    name = run_library().name
+    return [
+        bool(node.execute_command("FUNCTION", "LIST", "LIBRARYNAME", name))
+        for node in cluster.node_clients()
+    ]
+
+
+def primary_of(runtime: Runtime, cluster: ValkeyCluster, run_id: str) -> redis.Redis:
+    """A plain client of the primary that holds ``run_id``'s slot."""
+    node = runtime.client.get_node_from_key(runtime.keys.run_key(run_id, "run"))
+    return redis.Redis(port=node.port, decode_responses=True)
+
+
+def test_a_node_is_claimed_and_completed_by_fcall_on_the_cluster_without_getkeys(
+    runtime: Runtime, valkey_cluster: ValkeyCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One round trip a step, FCALL, to the run's primary: redis-py routing an FCALL
+    itself asks a node COMMAND GETKEYS twice first."""
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    claim(runtime, run_id, "a")  # the library is loaded by now, on every primary
+    assert primaries_with_the_library(valkey_cluster) == [True, True, True]
+    reset_stats(valkey_cluster)
+    with counting_round_trips(monkeypatch) as sent:
+        runtime.machine.complete(run_id, "a", 1, "null")
+    assert [trip for trip in sent if "FCALL" in trip or "COMMAND" in trip] == ["FCALL"], sent
+    finish(runtime, run_id, "b")
+    assert calls(valkey_cluster, "fcall") == 3 and calls(valkey_cluster, "evalsha") == 0
+    assert calls(valkey_cluster, "command|getkeys") == 0
+    assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+
+
+def test_a_primary_that_lost_the_library_gets_it_again_and_the_run_completes(
+    runtime: Runtime, valkey_cluster: ValkeyCluster
+) -> None:
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
+    claim(runtime, run_id, "a")
+    primary = primary_of(runtime, valkey_cluster, run_id)
+    primary.execute_command("FUNCTION", "FLUSH")  # as a restart without persistence would
+    reset_stats(valkey_cluster)
+    assert runtime.machine.complete(run_id, "a", 1, "null") is not None
+    assert primaries_with_the_library(valkey_cluster) == [True, True, True]
+    for node in valkey_cluster.node_clients():  # every primary, mid-run
+        node.execute_command("FUNCTION", "FLUSH")
+    finish(runtime, run_id, "b")
+    assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    assert primaries_with_the_library(valkey_cluster) == [True, True, True]
+    assert calls(valkey_cluster, "evalsha") == 0
+
+
+def test_a_run_whose_slot_moved_to_another_primary_follows_it(
+    runtime: Runtime, valkey_cluster: ValkeyCluster
+) -> None:
+    """The FCALL goes to the node dagwright named; that node answers MOVED, and redis-py
+    sends it where the slot went (a resharding, or a failover's new primary)."""
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    claim(runtime, run_id, "a")
+    slot = runtime.client.keyslot(runtime.keys.run_key(run_id, "run"))
+    source = primary_of(runtime, valkey_cluster, run_id)
+    target = next(
+        node
+        for node in valkey_cluster.node_clients()
+        if node.ping()
+        and node.connection_pool.connection_kwargs["port"]
+        != source.connection_pool.connection_kwargs["port"]
+    )
+    move_slot(slot, source, target)
+    try:
+        reset_stats(valkey_cluster)
+        assert runtime.machine.complete(run_id, "a", 1, "null") is not None
+        finish(runtime, run_id, "b")
+        assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+        assert int(target.info("commandstats")["cmdstat_fcall"]["calls"]) == 3
+    finally:
+        move_slot(slot, target, source)
+
+
+def move_slot(slot: int, source: redis.Redis, target: redis.Redis) -> None:
+    """Reshard ``slot`` from ``source`` to ``target``, keys and all (as valkey-cli does)."""
+    source_id, target_id = source.cluster("MYID"), target.cluster("MYID")
+    target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+    source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    port = target.connection_pool.connection_kwargs["port"]
+    while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+        source.execute_command("MIGRATE", "127.0.0.1", port, "", 0, 5000, "KEYS", *keys)
+    for node in (target, source):
+        node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+@pytest.fixture
+def no_functions_runtime(
+    valkey_cluster: ValkeyCluster, cluster_settings: Settings
+) -> Iterator[Runtime]:
+    """A runtime on the cluster whose ACL user (on every primary) may run scripts but not
+    functions: the run scripts must still work, as EVALSHA."""
+    for node in valkey_cluster.node_clients():
+        node.acl_setuser(
+            NO_FUNCTIONS_USER,
+            enabled=True,
+            passwords=[f"+{NO_FUNCTIONS_PASSWORD}"],
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all", "-fcall", "-fcall_ro", "-function"],
+        )
+    try:
+        access = cluster_settings.redis.model_copy(
+            update={"username": NO_FUNCTIONS_USER, "password": SecretStr(NO_FUNCTIONS_PASSWORD)}
+        )
+        yield Runtime.from_settings(cluster_settings.model_copy(update={"redis": access}))
+    finally:
+        for node in valkey_cluster.node_clients():
+            node.acl_deluser(NO_FUNCTIONS_USER)
+
+
+def test_where_an_acl_refuses_functions_the_cluster_runs_the_scripts_as_evalsha(
+    no_functions_runtime: Runtime, valkey_cluster: ValkeyCluster
+) -> None:
+    runtime = no_functions_runtime
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        runtime.client.execute_command("FCALL", "anything", 1, "key")
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    reset_stats(valkey_cluster)
+    finish(runtime, run_id, "a")
+    claim(runtime, run_id, "b")
+    assert runtime.machine.renew([LeaseRef(run_id, "b", 1)], 30) == [True]
+    terms = ReconcileTerms(publish_grace_s=60, stranded_after_s=60)
+    assert isinstance(runtime.machine.reconcile_runs([run_id], terms)[0], ReconcilePass)
+    runtime.machine.complete(run_id, "b", 1, "null")
+    assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    assert calls(valkey_cluster, "evalsha") >= 4 and calls(valkey_cluster, "fcall") == 0
