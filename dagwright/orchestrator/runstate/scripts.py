@@ -29,8 +29,8 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from dagwright.cluster_routing import send_to_each_primary, send_to_slot_of
 from dagwright.keys import RUN_KEY_NAMES
+from dagwright.orchestrator.runstate.cluster_routing import send_to_each_primary, send_to_slot_of
 from dagwright.redis_scripts import is_cluster_client, load_script, lua_source
 
 PACKAGE = "dagwright.orchestrator.runstate"
