@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import redis
@@ -138,26 +139,40 @@ def shapes(args: argparse.Namespace) -> list[tuple[str, Plan, int]]:
     return [(name, plans[name](size), nodes) for name, size, nodes in wanted if size]
 
 
-def one_run(cluster: object, client: Client, plan: Plan) -> tuple[float, float]:
-    """One run of ``plan`` to its end: (the primaries' summed Valkey CPU, wall seconds)."""
+def one_run(cluster: object, client: Client, plan: Plan) -> tuple[float, float, Counter[str]]:
+    """One run of ``plan`` to its end: the primaries' summed Valkey CPU, the wall seconds,
+    and each command's microseconds (INFO commandstats, reset first) summed over them."""
+    nodes = cluster.node_clients()  # type: ignore[attr-defined]
+    for node in nodes:
+        node.config_resetstat()
     before = sum(cluster.cpu_seconds())  # type: ignore[attr-defined]
     elapsed = overhead.time_dagwright(client, plan)
-    return sum(cluster.cpu_seconds()) - before, elapsed  # type: ignore[attr-defined]
+    used = sum(cluster.cpu_seconds()) - before  # type: ignore[attr-defined]
+    commands: Counter[str] = Counter()
+    for node in nodes:
+        for name, stats in node.info("commandstats").items():
+            commands[name.removeprefix("cmdstat_")] += int(stats["usec"])
+    return used, elapsed, commands
 
 
 def report_shape(
-    shape: str, nodes: int, rounds: list[tuple[float, float]], idle_rate: float
+    shape: str, nodes: int, rounds: list[tuple[float, float, Counter[str]]], idle_rate: float
 ) -> None:
-    used = statistics.median(cpu for cpu, _ in rounds)
-    elapsed = statistics.median(wall for _, wall in rounds)
+    used = statistics.median(cpu for cpu, _, _ in rounds)
+    elapsed = statistics.median(wall for _, wall, _ in rounds)
     busy = max(0.0, used - idle_rate * elapsed)
-    each = ", ".join(f"{cpu * 1000:.0f}" for cpu, _ in rounds)
+    each = ", ".join(f"{cpu * 1000:.0f}" for cpu, _, _ in rounds)
     print(
         f"one {shape} of {nodes} no-op nodes, {len(rounds)} rounds (ms: {each}): median "
         f"{used * 1000:.0f} ms of Valkey CPU over the primaries in {elapsed:.1f} s, "
         f"{used / nodes * 1e6:.0f} us per node; less the idle cluster's "
         f"{busy / nodes * 1e6:.0f} us per node"
     )
+    commands = sum((found for _, _, found in rounds), Counter[str]())
+    top = ", ".join(
+        f"{name} {usec / len(rounds) / nodes:.0f}" for name, usec in commands.most_common(5)
+    )
+    print(f"  in commands (us per node, commandstats, mean of the rounds): {top}")
 
 
 def report(args: argparse.Namespace, used: list[float], elapsed: float, idle: list[float]) -> None:
