@@ -6,10 +6,11 @@ it asks the server, ``COMMAND GETKEYS``, and does so twice per call (once for th
 once for the node): two more round trips to one node for every ``FCALL``, measured with
 ``INFO commandstats`` (decision 119). Naming the node (``target_nodes``) skips them.
 Given a node, redis-py still follows ``MOVED`` and ``ASK`` (it refreshes its slot map and
-sends again where the slot went) but does not retry after a connection error or
-``CLUSTERDOWN``, which it does for a command it routed itself: ``send_to_slot_of`` does,
-the same number of times, asking the refreshed map for the key's primary each time (after
-a failover, the promoted replica).
+sends again where the slot went) but does not retry after a connection error, a timeout,
+``CLUSTERDOWN`` or an uncovered slot, which it does for a command it routed itself:
+``send_to_slot_of`` does, the same number of times, asking the refreshed map for the
+key's primary each time (after a failover, the promoted replica). As with redis-py's own
+retry of an EVALSHA, a call that timed out may have run: the run scripts are fenced.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def send_to_slot_of(client: RedisCluster, key: str | bytes, *command: Any) -> An
             node = client.get_node_from_key(key)
             return client.execute_command(*command, target_nodes=node)
         except RedisCluster.ERRORS_ALLOW_RETRY:
-            # redis-py re-read the slot map before raising these (a failover, a node gone)
+            # as redis-py retries them; it re-read the slot map before raising a refused
+            # connection or CLUSTERDOWN (a failover, a node gone)
             if attempt == retries:
                 raise
     raise AssertionError("unreachable")  # the last attempt returned or raised
