@@ -233,3 +233,81 @@ def serves_slot_zero(node: redis.Redis) -> int | None:
         if int(low) == 0:
             return int(primary[1])
     return None
+
+
+def runs_on_each_primary(runtime: Runtime) -> list[str]:
+    """A run on each primary (roots a and b claimed), for a batch spanning them all."""
+    found: dict[str, str] = {}
+    for _ in range(100):
+        run_id, _ = start(runtime, [{"id": "a"}, {"id": "b"}])
+        node = runtime.client.get_node_from_key(runtime.keys.run_key(run_id, "run"))
+        found.setdefault(node.name, run_id)
+        if len(found) == 3:
+            break
+    for run_id in found.values():
+        claim(runtime, run_id, "a")
+        claim(runtime, run_id, "b")
+    assert len(found) == 3, found
+    return list(found.values())
+
+
+def test_renewals_and_a_reconciler_pass_are_a_round_trip_to_each_primary(
+    runtime: Runtime, valkey_cluster: ValkeyCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster pipeline of FCALLs, each named its node: one round trip to each primary
+    holding some, no COMMAND GETKEYS (they were one call each on a cluster)."""
+    run_ids = runs_on_each_primary(runtime)
+    leases = [LeaseRef(run_id, node, 1) for run_id in run_ids for node in ("a", "b")]
+    terms = ReconcileTerms(publish_grace_s=60, stranded_after_s=60)
+    with counting_round_trips(monkeypatch) as sent:
+        assert runtime.machine.renew(leases, 30) == [True] * 6
+        passes = runtime.machine.reconcile_runs(run_ids, terms)
+    assert all(isinstance(found, ReconcilePass) for found in passes), passes
+    trips = [trip for trip in sent if "FCALL" in trip or "COMMAND" in trip]
+    assert sorted(trips) == ["FCALL"] * 3 + ["FCALL+FCALL"] * 3, sent
+
+
+def test_a_batch_that_finds_the_library_gone_loads_it_and_runs_again(
+    runtime: Runtime, valkey_cluster: ValkeyCluster
+) -> None:
+    run_ids = runs_on_each_primary(runtime)
+    leases = [LeaseRef(run_id, "a", 1) for run_id in run_ids]
+    for node in valkey_cluster.node_clients():
+        node.execute_command("FUNCTION", "FLUSH")
+    assert runtime.machine.renew(leases, 30) == [True] * 3
+    assert primaries_with_the_library(valkey_cluster) == [True, True, True]
+    for node in valkey_cluster.node_clients()[1:]:
+        node.execute_command("FUNCTION", "FLUSH")
+    terms = ReconcileTerms(publish_grace_s=60, stranded_after_s=60)
+    passes = runtime.machine.reconcile_runs(run_ids, terms)
+    assert all(isinstance(found, ReconcilePass) for found in passes), passes
+    assert primaries_with_the_library(valkey_cluster) == [True, True, True]
+
+
+@pytest.fixture
+def partial_cluster() -> Iterator[ValkeyCluster]:
+    """A cluster of this test's own whose primaries serve their slots with one down."""
+    cluster = ValkeyCluster(full_coverage=False).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_batch_with_a_primary_down_still_runs_the_calls_to_the_others(
+    partial_cluster: ValkeyCluster, cluster_settings: Settings
+) -> None:
+    """The reconciler's pass over runs on every primary, one of them dead (no replica):
+    the pipeline cannot reach it, so each call goes alone, and only the dead primary's
+    run gets an error (as when they were one call each)."""
+    settings = cluster_settings.model_copy(update={"redis_url": partial_cluster.url})
+    runtime = Runtime.from_settings(settings)
+    run_ids = runs_on_each_primary(runtime)
+    low, high = slot_range(0)
+    slots = [runtime.client.keyslot(runtime.keys.run_key(run_id, "run")) for run_id in run_ids]
+    partial_cluster.kill_primary(0)
+    terms = ReconcileTerms(publish_grace_s=60, stranded_after_s=60)
+    passes = runtime.machine.reconcile_runs(run_ids, terms)
+    failed = [isinstance(found, redis.RedisError) for found in passes]
+    assert failed == [low <= slot <= high for slot in slots], passes
+    assert sum(isinstance(found, ReconcilePass) for found in passes) == 2

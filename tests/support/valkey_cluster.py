@@ -62,6 +62,8 @@ class ValkeyCluster:
 
     ports: list[int] = field(default_factory=list)
     base_dir: Path | None = None
+    # False: the primaries left serve their slots while one is down, however long
+    full_coverage: bool = True
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -119,6 +121,7 @@ class ValkeyCluster:
             "--save", "",
             "--appendonly", "no",
             "--protected-mode", "yes",
+            "--cluster-require-full-coverage", "yes" if self.full_coverage else "no",
         ]  # fmt: skip
         log = (node_dir / "out.log").open("wb")
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -13,7 +13,9 @@ time (redis-py's own fan-out stops at the first primary that has it already), an
 ``FCALL`` is sent to the primary of its first key's slot by ``cluster_routing``: redis-py
 would ask the server for an ``FCALL``'s keys (``COMMAND GETKEYS``) twice per call. A
 primary without the library (new, restarted empty, flushed) answers "Function not
-found"; it is loaded again and the call sent again, as on one server. Where functions
+found"; it is loaded again and the call sent again, as on one server. Several calls in
+one round trip (``call_in_one_trip``) are a cluster pipeline of FCALLs there, each named
+its node: a round trip to each primary holding some. Where functions
 are refused (a server without them, an ACL that refuses them) the same text goes as
 EVALSHA scripts, prelude prepended, on a Cluster too.
 """
@@ -27,6 +29,7 @@ from functools import cache
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
@@ -194,12 +197,15 @@ class RunScripts:
         raise_errors: bool = True,
     ) -> list[Any]:
         """Run several idempotent scripts in order, ``(name, keys, args)`` each, in one
-        round trip (one server only: a Cluster's pipeline takes no script). FCALLs
-        unless the server refused functions, else EVALSHA in a plain pipeline: redis-py's
-        pipeline of ``Script`` objects would first ask SCRIPT EXISTS, a round trip of its
-        own. After a missing library or NOSCRIPT (the server restarted or was flushed) it
-        is loaded and the whole batch runs again, which their being idempotent makes
-        harmless. ``raise_errors=False``: a call's error is its reply, the others run."""
+        round trip. FCALLs unless the server refused functions, else EVALSHA in a plain
+        pipeline: redis-py's pipeline of ``Script`` objects would first ask SCRIPT
+        EXISTS, a round trip of its own. On a Cluster a round trip to each primary, each
+        FCALL named its node (``_route``), in order within each primary only (so calls
+        whose order matters must share a slot); EVALSHA there is one call each, which a
+        cluster pipeline refuses. After a missing library or NOSCRIPT (the server
+        restarted or was flushed) it is loaded and the whole batch runs again, which
+        their being idempotent makes harmless. ``raise_errors=False``: a call's error is
+        its reply, the others run."""
         for attempt in range(3):  # FCALL refused, then EVALSHA's scripts loaded: 3 at worst
             functions = self._functions is not False
             replies = self._send(calls, functions)
@@ -218,15 +224,50 @@ class RunScripts:
     def _send(
         self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]], functions: bool
     ) -> list[Any]:
-        """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies."""
+        """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies. On a
+        Cluster, a call each where a pipeline cannot do: EVALSHA, which it refuses, and
+        a batch that could not reach a primary (redis-py tried again first), so the
+        calls to the others still go through."""
+        if self._cluster and not functions:
+            return self._one_by_one(calls)
+        try:
+            return self._pipelined(calls, functions)
+        except RedisCluster.ERRORS_ALLOW_RETRY:
+            if not self._cluster:
+                raise
+            return self._one_by_one(calls)
+
+    def _pipelined(
+        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]], functions: bool
+    ) -> list[Any]:
         pipe = self._client.pipeline(transaction=False)
         for name, keys, args in calls:
             if functions:
-                pipe.execute_command(*self._fcall(name, keys, args))
+                pipe.execute_command(*self._fcall(name, keys, args), **self._route(keys))
             else:
                 sha = _attributes(self._scripts[name]).sha
                 pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
         return list(pipe.execute(raise_on_error=False))
+
+    def _route(self, keys: Sequence[str | bytes]) -> dict[str, Any]:
+        """On a Cluster, the node of an FCALL in a pipeline: its first key's primary
+        (else redis-py's cluster pipeline asks COMMAND GETKEYS for each, before sending).
+        One that meets MOVED, ASK or a lost connection redis-py sends again by itself,
+        routing it so."""
+        if not self._cluster:
+            return {}
+        node = self._client.get_node_from_key(keys[0])  # type: ignore[attr-defined]
+        return {"target_nodes": node}
+
+    def _one_by_one(self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]]) -> list[Any]:
+        """Each call alone (``call``: FCALL or EVALSHA), its error as its reply."""
+        replies: list[Any] = []
+        for name, keys, args in calls:
+            try:
+                replies.append(self.call(name, keys, *args))
+            except redis.RedisError as error:
+                replies.append(error)
+        return replies
 
     def _recover(
         self,
