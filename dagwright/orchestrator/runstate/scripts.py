@@ -15,9 +15,9 @@ would ask the server for an ``FCALL``'s keys (``COMMAND GETKEYS``) twice per cal
 primary without the library (new, restarted empty, flushed) answers "Function not
 found"; it is loaded again and the call sent again, as on one server. Several calls in
 one round trip (``call_in_one_trip``) are a cluster pipeline of FCALLs there, each named
-its node: a round trip to each primary holding some. Where functions
-are refused (a server without them, an ACL that refuses them) the same text goes as
-EVALSHA scripts, prelude prepended, on a Cluster too.
+its node: a round trip to each primary holding some. Where functions are refused (a
+server without them, an ACL that refuses them) the same text goes as EVALSHA scripts,
+prelude prepended, on a Cluster too.
 """
 
 from __future__ import annotations
