@@ -2,8 +2,10 @@
 
 Loaded on every primary, each ``FCALL`` sent to the primary of the run's slot by
 dagwright (cluster_routing.py), not routed by redis-py's ``COMMAND GETKEYS`` (two round
-trips more a call); a primary that lost the library gets it again; MOVED is followed; where
-an ACL refuses functions the scripts go as EVALSHA, as on one server
+trips more a call); a primary that lost the library gets it again; MOVED is followed, and
+a primary's death with its replica taking over; renewals and a reconciler's pass are a
+round trip to each primary, and a dead primary fails only its own runs' calls; where an
+ACL refuses functions the scripts go as EVALSHA, as on one server
 (tests/test_run_functions.py).
 """
 
@@ -106,12 +108,11 @@ def test_a_run_whose_slot_moved_to_another_primary_follows_it(
     claim(runtime, run_id, "a")
     slot = runtime.client.keyslot(runtime.keys.run_key(run_id, "run"))
     source = primary_of(runtime, valkey_cluster, run_id)
+    source_port = source.connection_pool.connection_kwargs["port"]
     target = next(
         node
         for node in valkey_cluster.node_clients()
-        if node.ping()
-        and node.connection_pool.connection_kwargs["port"]
-        != source.connection_pool.connection_kwargs["port"]
+        if node.connection_pool.connection_kwargs["port"] != source_port
     )
     move_slot(slot, source, target)
     try:
