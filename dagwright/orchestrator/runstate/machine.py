@@ -919,18 +919,8 @@ class RunStateMachine:
         )
 
     def renew(self, leases: list[LeaseRef], lease_s: float) -> list[bool]:
-        """Extend leases in one round trip; False for each lease no longer held. On a
-        Cluster, one call each: redis-py's cluster pipeline refuses scripts (EVALSHA and
-        its NOSCRIPT recovery), and a process holds a few leases."""
-        if self._cluster:
-            return [
-                _owned(
-                    self._call(
-                        "renew", lease.run_id, lease.node_id, lease.fence, int(lease_s * 1000)
-                    )
-                )
-                for lease in leases
-            ]
+        """Extend leases in one round trip (on a Cluster one to each primary holding
+        some); False for each lease no longer held."""
         calls = [
             (
                 "renew",
@@ -1037,12 +1027,10 @@ class RunStateMachine:
         self, run_ids: Sequence[str], terms: ReconcileTerms
     ) -> list[ReconcilePass | Exception]:
         """``reconcile_run`` over several runs in one round trip (a pipeline of the
-        script, one step per run: the others' steps go in between); a run whose step
-        failed gets its error in its place, the others their pass. On a Cluster, one
-        call each: redis-py's cluster pipeline refuses scripts."""
+        script, one step per run: the others' steps go in between; on a Cluster one
+        round trip to each primary); a run whose step failed gets its error in its
+        place, the others their pass."""
         args = terms.args()
-        if self._cluster:
-            return [self._reconcile_one(run_id, args) for run_id in run_ids]
         calls = [
             ("reconcile", self._script_keys(run_id, (), uncached=True), args) for run_id in run_ids
         ]
@@ -1051,13 +1039,6 @@ class RunStateMachine:
             reply if isinstance(reply, Exception) else ReconcilePass.from_reply(run_id, reply)
             for run_id, reply in zip(run_ids, replies, strict=True)
         ]
-
-    def _reconcile_one(self, run_id: str, args: tuple[Any, ...]) -> ReconcilePass | Exception:
-        try:
-            reply = self._call("reconcile", run_id, *args, uncached=True)
-        except redis.RedisError as error:
-            return error
-        return ReconcilePass.from_reply(run_id, reply)
 
     def age_out(self, run_id: str, max_age_s: int) -> AgedOut:
         """Fail a run open for longer than ``max_age_s`` (since its creation or its last

@@ -3,14 +3,21 @@
 The prelude names ``KEYS[i]`` after ``keys.RUN_KEY_NAMES``, injected here, so the key
 order is written down once; a script's shared keys (the DLQ stream) follow the run's.
 
-On a server with functions (Redis/Valkey 7+, one server, not a Cluster) the prelude and
-every script are one function library, loaded once per server (``FUNCTION LOAD``) and
-called with ``FCALL``: the prelude's helpers are made when the library loads, not on
-every call, which was most of a script's fixed cost (decision 118). The library is
-named after a digest of its text, and so are its functions, so two versions of
-dagwright on one server each call their own. Elsewhere (a Cluster, a server without
-functions or an ACL that refuses them) the same text goes as EVALSHA scripts, prelude
-prepended.
+On a server with functions (Redis/Valkey 7+) the prelude and every script are one
+function library, loaded once per server (``FUNCTION LOAD``) and called with ``FCALL``:
+the prelude's helpers are made when the library loads, not on every call, which was most
+of a script's fixed cost (decision 118). The library is named after a digest of its
+text, and so are its functions, so two versions of dagwright on one server each call
+their own. On a Cluster (decision 119) the library is loaded on every primary, one at a
+time (redis-py's own fan-out stops at the first primary that has it already), and each
+``FCALL`` is sent to the primary of its first key's slot by ``cluster_routing``: redis-py
+would ask the server for an ``FCALL``'s keys (``COMMAND GETKEYS``) twice per call. A
+primary without the library (new, restarted empty, flushed) answers "Function not
+found"; it is loaded again and the call sent again, as on one server. Several calls in
+one round trip (``call_in_one_trip``) are a cluster pipeline of FCALLs there, each named
+its node: a round trip to each primary holding some. Where functions are refused (a
+server without them, an ACL that refuses them) the same text goes as EVALSHA scripts,
+prelude prepended, on a Cluster too.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from functools import cache
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
+from dagwright.orchestrator.runstate.cluster_routing import send_to_each_primary, send_to_slot_of
 from dagwright.redis_scripts import is_cluster_client, load_script, lua_source
 
 PACKAGE = "dagwright.orchestrator.runstate"
@@ -117,9 +126,10 @@ class RunScripts:
             for name in SCRIPT_NAMES
         }
         self._common = [events_maxlen, retention_s]
+        self._cluster = is_cluster_client(client)
+        self._library = run_library()
         # None: functions not tried yet on this server; False: EVALSHA only.
-        self._library: RunLibrary | None = None if is_cluster_client(client) else run_library()
-        self._functions: bool | None = None if self._library else False
+        self._functions: bool | None = None
 
     def call(self, name: str, keys: Sequence[str | bytes], *args: Any) -> Any:
         """Run a script on the run's ``keys`` (several in one round trip:
@@ -127,7 +137,7 @@ class RunScripts:
         if self._functions is not False:
             command = self._fcall(name, keys, args)
             try:
-                reply = self._client.execute_command(*command)
+                reply = self._send_fcall(command, keys)
                 self._functions = True  # and call_in_one_trip may send FCALLs too
                 return reply
             except redis.exceptions.ResponseError as error:
@@ -136,12 +146,18 @@ class RunScripts:
                 if _no_functions(error):
                     self._functions = False
             if self._functions is not False and self._load_library():
-                return self._client.execute_command(*command)
+                return self._send_fcall(command, keys)
         return self._scripts[name](keys=keys, args=[*self._common, *args])
 
     def _fcall(self, name: str, keys: Sequence[str | bytes], args: Sequence[Any]) -> list[Any]:
-        assert self._library is not None
         return ["FCALL", self._library.function(name), len(keys), *keys, *self._common, *args]
+
+    def _send_fcall(self, command: list[Any], keys: Sequence[str | bytes]) -> Any:
+        """One ``FCALL``; on a Cluster routed by its first key here (cluster_routing.py),
+        not by redis-py's two ``COMMAND GETKEYS`` a call."""
+        if self._cluster:
+            return send_to_slot_of(self._client, keys[0], *command)  # type: ignore[arg-type]
+        return self._client.execute_command(*command)
 
     def _library_missing(self, error: redis.exceptions.ResponseError) -> bool:
         """Whether ``error`` says that our functions are not on the server (never loaded
@@ -151,19 +167,28 @@ class RunScripts:
         return text.startswith("Function not found") or _no_functions(error)
 
     def _load_library(self) -> bool:
-        """Load the library (another process may just have); False, and EVALSHA from now
-        on, if the server has no functions or refuses them."""
-        assert self._library is not None
-        try:
-            self._client.execute_command("FUNCTION", "LOAD", self._library.source)
-        except redis.exceptions.ResponseError as error:
-            if _no_functions(error):
-                self._functions = False
-                return False
-            if "already exists" not in str(error):
-                raise
+        """Load the library (another process may just have), on a Cluster on each
+        primary; False, and EVALSHA from now on, if the server has no functions or
+        refuses them. A primary out of reach now is left out: the first call it gets
+        after finds the library missing and loads it."""
+        errors = [reply for reply in self._load_replies() if _load_failed(reply)]
+        if any(_no_functions(error) for error in errors):
+            self._functions = False
+            return False
+        if errors:
+            raise errors[0]
         self._functions = True
         return True
+
+    def _load_replies(self) -> list[Any]:
+        """``FUNCTION LOAD``'s reply or error from the server, or from each primary."""
+        command = ("FUNCTION", "LOAD", self._library.source)
+        if self._cluster:
+            return send_to_each_primary(self._client, *command)  # type: ignore[arg-type]
+        try:
+            return [self._client.execute_command(*command)]
+        except redis.exceptions.ResponseError as error:
+            return [error]
 
     def call_in_one_trip(
         self,
@@ -172,12 +197,15 @@ class RunScripts:
         raise_errors: bool = True,
     ) -> list[Any]:
         """Run several idempotent scripts in order, ``(name, keys, args)`` each, in one
-        round trip (one server only: a Cluster's pipeline takes no script). FCALLs
-        unless the server refused functions, else EVALSHA in a plain pipeline: redis-py's
-        pipeline of ``Script`` objects would first ask SCRIPT EXISTS, a round trip of its
-        own. After a missing library or NOSCRIPT (the server restarted or was flushed) it
-        is loaded and the whole batch runs again, which their being idempotent makes
-        harmless. ``raise_errors=False``: a call's error is its reply, the others run."""
+        round trip. FCALLs unless the server refused functions, else EVALSHA in a plain
+        pipeline: redis-py's pipeline of ``Script`` objects would first ask SCRIPT
+        EXISTS, a round trip of its own. On a Cluster a round trip to each primary, each
+        FCALL named its node (``_route``), in order within each primary only (so calls
+        whose order matters must share a slot); EVALSHA there is one call each, which a
+        cluster pipeline refuses. After a missing library or NOSCRIPT (the server
+        restarted or was flushed) it is loaded and the whole batch runs again, which
+        their being idempotent makes harmless. ``raise_errors=False``: a call's error is
+        its reply, the others run."""
         for attempt in range(3):  # FCALL refused, then EVALSHA's scripts loaded: 3 at worst
             functions = self._functions is not False
             replies = self._send(calls, functions)
@@ -196,15 +224,50 @@ class RunScripts:
     def _send(
         self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]], functions: bool
     ) -> list[Any]:
-        """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies."""
+        """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies. On a
+        Cluster, a call each where a pipeline cannot do: EVALSHA, which it refuses, and
+        a batch that could not reach a primary (redis-py tried again first), so the
+        calls to the others still go through."""
+        if self._cluster and not functions:
+            return self._one_by_one(calls)
+        try:
+            return self._pipelined(calls, functions)
+        except RedisCluster.ERRORS_ALLOW_RETRY:
+            if not self._cluster:
+                raise
+            return self._one_by_one(calls)
+
+    def _pipelined(
+        self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]], functions: bool
+    ) -> list[Any]:
         pipe = self._client.pipeline(transaction=False)
         for name, keys, args in calls:
             if functions:
-                pipe.execute_command(*self._fcall(name, keys, args))
+                pipe.execute_command(*self._fcall(name, keys, args), **self._route(keys))
             else:
                 sha = _attributes(self._scripts[name]).sha
                 pipe.evalsha(sha, len(keys), *keys, *self._common, *args)
         return list(pipe.execute(raise_on_error=False))
+
+    def _route(self, keys: Sequence[str | bytes]) -> dict[str, Any]:
+        """On a Cluster, the node of an FCALL in a pipeline: its first key's primary
+        (else redis-py's cluster pipeline asks COMMAND GETKEYS for each, before sending).
+        One that meets MOVED, ASK or a lost connection redis-py sends again by itself,
+        routing it so."""
+        if not self._cluster:
+            return {}
+        node = self._client.get_node_from_key(keys[0])  # type: ignore[attr-defined]
+        return {"target_nodes": node}
+
+    def _one_by_one(self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]]) -> list[Any]:
+        """Each call alone (``call``: FCALL or EVALSHA), its error as its reply."""
+        replies: list[Any] = []
+        for name, keys, args in calls:
+            try:
+                replies.append(self.call(name, keys, *args))
+            except redis.RedisError as error:
+                replies.append(error)
+        return replies
 
     def _recover(
         self,
@@ -231,7 +294,17 @@ class RunScripts:
         return isinstance(reply, redis.exceptions.NoScriptError)
 
 
-def _no_functions(error: redis.exceptions.ResponseError) -> bool:
+def _load_failed(reply: Any) -> bool:
+    """Whether a ``FUNCTION LOAD`` reply is an error that matters: not "already exists"
+    (another process loaded it), nor a primary out of reach (see ``_load_library``)."""
+    return (
+        isinstance(reply, redis.RedisError)
+        and "already exists" not in str(reply)
+        and not isinstance(reply, redis.ConnectionError | redis.TimeoutError)
+    )
+
+
+def _no_functions(error: redis.RedisError) -> bool:
     """Whether the server has no functions (before Redis 7) or the ACL refuses them."""
     return (
         isinstance(error, redis.exceptions.NoPermissionError)
