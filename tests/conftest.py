@@ -38,6 +38,7 @@ from dagwright.tasks.env import execution_env
 from dagwright.tasks.steps import PresenceStep, ReconcilerStep
 from dagwright.testing import FakeAnthropicServer
 from tests.support.api_server import ApiServer, running_server
+from tests.support.ci_setup import wait_for_ci_setup
 from tests.support.llm_script import UNPRICED_MODEL
 from tests.support.processes import WorkerProcess, Workers
 from tests.support.rabbitmq import VHOSTS, RabbitNode, purge_queues, rabbitmq_missing
@@ -285,6 +286,13 @@ def broker_subprocess_settings(
     settings = subprocess_settings.model_copy(update={"broker_url": node.url(VHOSTS[1])})
     reset_databases(settings)
     return settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In CI, the machine's part of the setup runs beside the README's command: the tests
+    wait for it (in the controlling process, before any xdist worker starts)."""
+    if not hasattr(config, "workerinput"):
+        wait_for_ci_setup()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
