@@ -2,7 +2,7 @@
 ``pip install dagwright`` works, and each missing extra says in one line which to install.
 
 The suite's own environment has every extra; these tests run the ``dagwright`` of another
-virtualenv, made by ``.ci/run`` with ``pip install .`` and nothing else, named by
+virtualenv, made by ``.ci/machine-setup`` with ``pip install .`` and nothing else, named by
 DAGWRIGHT_BARE_VENV. Without it they are skipped, unless DAGWRIGHT_REQUIRE_BARE=1 (CI),
 where a skip would hide a broken default install: they fail instead. Every command runs in
 a fresh directory with its own HOME and data dir, as on a fresh machine.
@@ -40,7 +40,7 @@ def bare_venv() -> Path:
         return Path(venv)
     why = f"no extras-free install: DAGWRIGHT_BARE_VENV={venv or '(unset)'}"
     if os.environ.get("DAGWRIGHT_REQUIRE_BARE") == "1":
-        pytest.fail(f"{why}, and DAGWRIGHT_REQUIRE_BARE=1 (.ci/run makes it)")
+        pytest.fail(f"{why}, and DAGWRIGHT_REQUIRE_BARE=1 (.ci/machine-setup makes it)")
     pytest.skip(why)
 
 

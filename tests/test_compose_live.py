@@ -76,7 +76,7 @@ class Stack:
 
 
 def wait_for_the_images() -> None:
-    """CI builds the images in the background while the other tests run (.ci/run): wait
+    """CI builds the images in the background while the other tests run (.ci/machine-setup): wait
     for its status file, and fail if the build failed."""
     ready = os.environ.get("DAGWRIGHT_COMPOSE_READY")
     if not ready:
