@@ -22,13 +22,15 @@ from dagwright.orchestrator.runstate.machine import LeaseRef, ReconcilePass, Rec
 from dagwright.orchestrator.runstate.scripts import run_library
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
+from tests.support.acl_users import (
+    NO_FUNCTIONS_PASSWORD,
+    NO_FUNCTIONS_USER,
+    add_user_refused_functions,
+)
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import claim, finish, start
 from tests.support.valkey_cluster import ValkeyCluster, slot_range
 from tests.support.waiting import wait_until
-
-NO_FUNCTIONS_USER = "dw-no-functions"
-NO_FUNCTIONS_PASSWORD = "no-functions-password"
 
 
 @pytest.fixture
@@ -144,14 +146,7 @@ def no_functions_runtime(
     """A runtime on the cluster whose ACL user (on every primary) may run scripts but not
     functions: the run scripts must still work, as EVALSHA."""
     for node in valkey_cluster.node_clients():
-        node.acl_setuser(
-            NO_FUNCTIONS_USER,
-            enabled=True,
-            passwords=[f"+{NO_FUNCTIONS_PASSWORD}"],
-            keys=["*"],
-            channels=["*"],
-            commands=["+@all", "-fcall", "-fcall_ro", "-function"],
-        )
+        add_user_refused_functions(node)
     try:
         access = cluster_settings.redis.model_copy(
             update={"username": NO_FUNCTIONS_USER, "password": SecretStr(NO_FUNCTIONS_PASSWORD)}

@@ -20,11 +20,13 @@ from dagwright.orchestrator.runstate.machine import (
 from dagwright.orchestrator.runstate.scripts import run_library
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.settings import Settings
+from tests.support.acl_users import (
+    NO_FUNCTIONS_PASSWORD,
+    NO_FUNCTIONS_USER,
+    add_user_refused_functions,
+)
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import claim, finish, start
-
-NO_FUNCTIONS_USER = "dw-no-functions"
-NO_FUNCTIONS_PASSWORD = "no-functions-password"
 
 
 @pytest.fixture
@@ -90,14 +92,7 @@ def no_functions_runtime(valkey: ValkeyServer, no_worker_settings: Settings) -> 
     """A runtime whose ACL user may run scripts but not functions (as some managed Redis
     plans allow): the run scripts must still work, as EVALSHA."""
     admin = redis.Redis.from_url(valkey.connection_url)
-    admin.acl_setuser(
-        NO_FUNCTIONS_USER,
-        enabled=True,
-        passwords=[f"+{NO_FUNCTIONS_PASSWORD}"],
-        keys=["*"],
-        channels=["*"],
-        commands=["+@all", "-fcall", "-fcall_ro", "-function"],
-    )
+    add_user_refused_functions(admin)
     try:
         settings = no_worker_settings.model_copy(
             update={
