@@ -16,15 +16,19 @@
 -- {{node, fence, dispatch}...}, 'running', the run's nodes running now (on other
 -- workers: execution/fairness.py), 'settling', 1 or 0[, 'claimed', {node, fence,
 -- dispatch}, 'claim', claim.lua's reply]} or {'status', 'stale'}.
+-- With a holder, the nodes readied here are queued once the kept one is chosen (prelude.lua
+-- queue_node: the kept node never goes through QUEUED), and the run's running count
+-- changes once, at the end: by 0 when a kept node runs on in the finished one's place.
 local node, fence = ARGV[3], ARGV[4]
 if not owns(node, fence, 'running') then return {'status', 'stale'} end
-release(node)
+release(node, true)
 forget_deaths(node)
 redis.call('HSET', K.output, node, ARGV[5])
 set_final(node, 'succeeded')
 emit('node.succeeded', node)
 local ready = {}
 settle_budget = SETTLE_CHUNK
+defer_queueing = #ARGV >= 12 and ARGV[9] ~= ''
 settle_dependents(node, 'succeeded', ready)
 local own_left = settling_left  -- a chunk a pull releases below goes to the pool itself
 local kept
@@ -33,13 +37,15 @@ if #ARGV >= 12 then
   if not readies_one_of(ready, queues) then pull_from_pool(queues, ready) end
   if ARGV[9] ~= '' then kept = claim_kept(ready, queues, tonumber(ARGV[11]), ARGV[10], ARGV[9]) end
 end
+queue_deferred(ready)
 if ARGV[6] ~= '' then
   -- pcall: a metric must never fail the work it counts (the node is recorded by now).
   redis.pcall('HINCRBY', SHARED[1], ARGV[6], 1)
   redis.pcall('HINCRBY', SHARED[1], ARGV[7], ARGV[8])
 end
 local reply = {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
-        'running', redis.call('HGET', K.run, 'running'), 'settling', own_left and 1 or 0}
+        'running', redis.call('HINCRBY', K.run, 'running', kept and 0 or -1),
+        'settling', own_left and 1 or 0}
 if kept then
   for _, value in ipairs({'claimed', kept[1], 'claim', kept[2]}) do reply[#reply + 1] = value end
 end

@@ -8,16 +8,24 @@
 -- set in enter(): the helpers below are made once, not once per node (decision 118).
 local RUN_KEY_NAMES = {__RUN_KEY_NAMES__}
 local K, SHARED, POOLED, EVENTS_MAXLEN, RETENTION_S, NOW
--- Per call: whether the run has countdowns, trigger rules (looked up once, on demand), and
--- the chunked release's budget and whether it left some (settle_dependents, below).
-local countdowns_in_run, rules_in_run, settle_budget, settling_left
+-- The run whose key table K is: a worker's calls come run after run for the same run (a
+-- chain, a fan-out), and a 39-key table made on every call was a tenth of complete.lua's
+-- cost. Scripts only read K.
+local K_OF
+-- Per call: whether the run has countdowns, trigger rules (looked up once, on demand), the
+-- chunked release's budget and whether it left some (settle_dependents, below), and
+-- whether nodes readied now are queued later (queue_node: complete.lua's run on).
+local countdowns_in_run, rules_in_run, settle_budget, settling_left, defer_queueing
 
 -- Keys after the run's own are shared ones a script names itself (the DLQ stream...);
 -- the last key is always the pooled-nodes counter (appended by machine.py to every call),
 -- which is not among them: the deployment's (keys.pooled_nodes) on one server, the run's
 -- own (keys.run_pooled, in its slot) on a Cluster, totalled by the reconcilers there.
 local function enter(keys, argv)
-  K = __RUN_KEY_TABLE__  -- {run = keys[1], ...}: a loop over the names costs more
+  if keys[1] ~= K_OF then
+    K = __RUN_KEY_TABLE__  -- {run = keys[1], ...}: a loop over the names costs more
+    K_OF = keys[1]
+  end
   SHARED = {}
   for i = #RUN_KEY_NAMES + 1, #keys - 1 do SHARED[#SHARED + 1] = keys[i] end
   POOLED = keys[#keys]
@@ -26,6 +34,7 @@ local function enter(keys, argv)
   local clock = redis.call('TIME')
   NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   countdowns_in_run, rules_in_run, settle_budget, settling_left = nil, nil, nil, false
+  defer_queueing = false
 end
 
 -- An event's time is its entry id's: XADD takes it from the server's clock, as NOW (the
@@ -78,14 +87,23 @@ local function add_internal_node(node, spec, dispatch)
   emit('node.added', node)
 end
 
--- Move a node to QUEUED under a new fence; append (node, fence, dispatch) to `ready`.
-local function queue_node(node, ready)
-  local fence = redis.call('HINCRBY', K.fence, node, 1)
+-- A readied node enters QUEUED: in the queued and outbox sets, its event written.
+local function enter_queued(node, fence)
   redis.call('HSET', K.state, node, 'queued')
   redis.call('ZADD', K.queued, NOW, node)
   redis.call('ZADD', K.outbox, NOW, node)
   emit('node.queued', node, 'fence', fence)
-  ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node)}
+end
+
+-- Move a node to QUEUED under a new fence; append (node, fence, dispatch) to `ready`.
+-- With defer_queueing (complete.lua for a worker that runs on), only the fence is taken
+-- now: the row is marked 'new' and queue_deferred enters it later, unless the worker
+-- claims it first in the same step (claim_kept), so the node it runs next never goes
+-- through QUEUED, its sets and its event (six calls of a chain's node).
+local function queue_node(node, ready)
+  local fence = redis.call('HINCRBY', K.fence, node, 1)
+  if not defer_queueing then enter_queued(node, fence) end
+  ready[#ready + 1] = {node, fence, redis.call('HGET', K.dispatch, node), defer_queueing and 'new' or nil}
 end
 
 -- Flow control waits (docs/internals/flow-control.md). A node due later than now waits in
@@ -174,14 +192,31 @@ end
 
 -- Take `member` out of the pool; if its node is still queued, append it to `ready` as a
 -- node to dispatch, back in the outbox, so a worker dying before its claim loses nothing
--- (the reconciler publishes it). Returns whether it was appended.
+-- (the reconciler publishes it). With defer_queueing the row is marked 'pooled' and goes
+-- back in the outbox at queue_deferred, unless claimed in the step (see queue_node).
+-- Returns whether it was appended.
 local function unpool(member, ready)
   pool_remove(member)
   local node = pooled_node(member)
   if redis.call('HGET', K.state, node) ~= 'queued' then return false end
-  redis.call('ZADD', K.outbox, NOW, node)
-  ready[#ready + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node)}
+  if not defer_queueing then redis.call('ZADD', K.outbox, NOW, node) end
+  ready[#ready + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node),
+                       defer_queueing and 'pooled' or nil}
   return true
+end
+
+-- The rows queue_node and unpool left for later (defer_queueing) enter QUEUED, or go back
+-- in the outbox, now; their marks go, so `ready` is {node, fence, dispatch} rows again.
+local function queue_deferred(ready)
+  for _, item in ipairs(ready) do
+    if item[4] == 'new' then
+      enter_queued(item[1], item[2])
+    elseif item[4] == 'pooled' then
+      redis.call('ZADD', K.outbox, NOW, item[1])
+    end
+    item[4] = nil
+  end
+  defer_queueing = false
 end
 
 -- The release of a fan-out in chunks (settle_dependents, below): the chunk, and the step
@@ -205,7 +240,11 @@ local function refill_pool(queues, ready, pulled)
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
   local chunk = {}
+  -- queued at once: some of the chunk goes to the pool, which holds queued nodes only
+  local deferring = defer_queueing
+  defer_queueing = false
   settle_on(chunk)
+  defer_queueing = deferring
   for _, item in ipairs(chunk) do
     local node, dispatch = item[1], item[3]
     local queue = cjson.decode(dispatch).queue
@@ -246,12 +285,13 @@ local function readies_one_of(ready, queues)
 end
 
 -- A running node stops running (it finished, failed, will retry, or lost its worker).
--- Its reservation of the run's budget (reserve.lua) goes with it.
-local function release(node)
+-- Its reservation of the run's budget (reserve.lua) goes with it. `counted_later`: the
+-- caller settles the run's running count itself, once (complete.lua).
+local function release(node, counted_later)
   redis.call('ZREM', K.leases, node)
   redis.call('HDEL', K.holder, node)
   redis.call('HDEL', K.reserved, node)
-  redis.call('HINCRBY', K.run, 'running', -1)
+  if not counted_later then redis.call('HINCRBY', K.run, 'running', -1) end
 end
 
 local function set_final(node, state)
@@ -555,17 +595,19 @@ end
 -- ---- end of Teardown ------------------------------------------------------------------
 
 -- Claim a queued node for `holder` with a lease of `lease_ms`: claim.lua's step once it has
--- checked the message's fence, and complete.lua's for the node its worker runs next.
+-- checked the message's fence, and complete.lua's for the node its worker runs next, which
+-- passes the row's mark (queue_node: 'new' was never queued, 'pooled' is in the queued
+-- set only) and counts the run's running nodes itself (`counted_later`).
 -- Returns claim.lua's 'ok' reply.
-local function claim_queued(node, lease_ms, holder)
+local function claim_queued(node, lease_ms, holder, mark, counted_later)
   redis.call('HSET', K.state, node, 'running')
   redis.call('HSET', K.holder, node, holder)
   local attempt = redis.call('HINCRBY', K.attempts, node, 1)
   redis.call('HSET', K.started, node, NOW)
-  redis.call('ZREM', K.queued, node)
-  redis.call('ZREM', K.outbox, node)
+  if mark ~= 'new' then redis.call('ZREM', K.queued, node) end
+  if mark == nil then redis.call('ZREM', K.outbox, node) end
   redis.call('ZADD', K.leases, NOW + tonumber(lease_ms), node)
-  redis.call('HINCRBY', K.run, 'running', 1)
+  if not counted_later then redis.call('HINCRBY', K.run, 'running', 1) end
   emit('node.running', node, 'attempt', attempt, 'holder', holder)
   local inputs = {}
   local deps = cjson.decode(redis.call('HGET', K.deps, node))
@@ -587,7 +629,7 @@ local function claim_queued(node, lease_ms, holder)
           'max_concurrent_nodes', run[1] or '', 'response_cache', run[2] or '',
           'llm_batch', run[3] or '', 'run_inputs', run[4] or '',
           'inputs', inputs}
-  if redis.call('HEXISTS', K.run_if, node) == 1 then
+  if run_has_rules() and redis.call('HEXISTS', K.run_if, node) == 1 then
     local outcomes, errors = {}, {}
     for _, dep in ipairs(deps) do
       local dep_state = redis.call('HGET', K.state, dep)
@@ -608,7 +650,8 @@ end
 -- complete.lua for a worker that runs on (execution/eager.py): the first node of `ready` on
 -- one of `queues` whose time limit fits in `max_limit_ms` leaves `ready`, claimed for
 -- `holder` in this step, which saves the worker a claim of its own (one round trip and
--- one script a node). Returns {row, claim reply}, or nil when no node fits.
+-- one script a node). The run's running count is left to the caller (complete.lua).
+-- Returns {row, claim reply}, or nil when no node fits.
 local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder)
   if not is_open(run_status()) then return nil end
   local wanted = {}
@@ -617,7 +660,9 @@ local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder)
     local dispatch = cjson.decode(item[3])
     if wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
       table.remove(ready, index)
-      return {item, claim_queued(item[1], lease_ms, holder)}
+      local mark = item[4]
+      item[4] = nil
+      return {item, claim_queued(item[1], lease_ms, holder, mark, true)}
     end
   end
   return nil
