@@ -212,19 +212,40 @@ def target_options(
 
 def cluster_client(url: str, access: RedisSettings | None, options: dict[str, Any]) -> Any:
     """A ``redis.cluster.RedisCluster`` of the cluster a ``redis+cluster://`` URL names:
-    each command goes to the primary of its key's slot (a script to its first key's)."""
-    from redis.cluster import ClusterNode, RedisCluster
+    each command goes to the primary of its key's slot (a script to its first key's), and
+    is sent again across a failover (``redis_cluster.PatientRedisCluster``)."""
+    from redis.cluster import ClusterNode
+
+    from dagwright.redis_cluster import PatientRedisCluster
 
     nodes = [ClusterNode(host, port) for host, port in parse_cluster_url(url).nodes]
-    return RedisCluster(startup_nodes=nodes, **cluster_options(url, access, options))
+    return PatientRedisCluster(
+        startup_nodes=nodes,
+        failover_wait_s=failover_wait_s(access),
+        **cluster_options(url, access, options),
+    )
 
 
 def async_cluster_client(url: str, access: RedisSettings | None, options: dict[str, Any]) -> Any:
     """``cluster_client``'s asyncio twin (``redis.asyncio.cluster.RedisCluster``)."""
-    from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from redis.asyncio.cluster import ClusterNode
+
+    from dagwright.redis_cluster import PatientAsyncRedisCluster
 
     nodes = [ClusterNode(host, port) for host, port in parse_cluster_url(url).nodes]
-    return RedisCluster(startup_nodes=nodes, **cluster_options(url, access, options))
+    return PatientAsyncRedisCluster(
+        startup_nodes=nodes,
+        failover_wait_s=failover_wait_s(access),
+        **cluster_options(url, access, options),
+    )
+
+
+def failover_wait_s(access: RedisSettings | None) -> float:
+    """How long a cluster client's command waits out a failover (the setting's default
+    where no settings are given)."""
+    from dagwright.settings import RedisSettings
+
+    return (access or RedisSettings()).cluster_failover_wait_s
 
 
 def redact_url(url: str) -> str:

@@ -2,8 +2,9 @@
 
 Loaded on every primary, each ``FCALL`` sent to the primary of the run's slot by
 dagwright (cluster_routing.py), not routed by redis-py's ``COMMAND GETKEYS`` (two round
-trips more a call); a primary that lost the library gets it again; MOVED is followed, and
-a primary's death with its replica taking over; renewals and a reconciler's pass are a
+trips more a call); a primary that lost the library gets it again; MOVED is followed, a call made while
+its slot migrates waits for the move (decision 122), and a primary's death with its
+replica taking over; renewals and a reconciler's pass are a
 round trip to each primary, and a dead primary fails only its own runs' calls; where an
 ACL refuses functions the scripts go as EVALSHA, as on one server
 (tests/test_run_functions.py).
@@ -11,6 +12,7 @@ ACL refuses functions the scripts go as EVALSHA, as on one server
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -108,14 +110,7 @@ def test_a_run_whose_slot_moved_to_another_primary_follows_it(
     sends it where the slot went (a resharding, or a failover's new primary)."""
     run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
     claim(runtime, run_id, "a")
-    slot = runtime.client.keyslot(runtime.keys.run_key(run_id, "run"))
-    source = primary_of(runtime, valkey_cluster, run_id)
-    source_port = source.connection_pool.connection_kwargs["port"]
-    target = next(
-        node
-        for node in valkey_cluster.node_clients()
-        if node.connection_pool.connection_kwargs["port"] != source_port
-    )
+    slot, source, target = source_and_target(runtime, valkey_cluster, run_id)
     move_slot(slot, source, target)
     try:
         reset_stats(valkey_cluster)
@@ -129,14 +124,88 @@ def test_a_run_whose_slot_moved_to_another_primary_follows_it(
 
 def move_slot(slot: int, source: redis.Redis, target: redis.Redis) -> None:
     """Reshard ``slot`` from ``source`` to ``target``, keys and all (as valkey-cli does)."""
-    source_id, target_id = source.cluster("MYID"), target.cluster("MYID")
-    target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-    source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    begin_migration(slot, source, target)
+    migrate_keys(slot, source, target)
+    end_migration(slot, source, target)
+
+
+def begin_migration(slot: int, source: redis.Redis, target: redis.Redis) -> None:
+    """``slot`` MIGRATING on ``source``, IMPORTING on ``target``: a command whose keys have
+    all left ``source`` is answered ASK, one with some left and some not TRYAGAIN."""
+    target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source.cluster("MYID"))
+    source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.cluster("MYID"))
+
+
+def migrate_keys(
+    slot: int, source: redis.Redis, target: redis.Redis, *, at_most: int | None = None
+) -> None:
+    """MIGRATE ``slot``'s keys from ``source`` to ``target``: all, or ``at_most`` of them."""
     port = target.connection_pool.connection_kwargs["port"]
-    while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+    count = 100 if at_most is None else at_most
+    while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, count):
         source.execute_command("MIGRATE", "127.0.0.1", port, "", 0, 5000, "KEYS", *keys)
+        if at_most is not None:
+            return
+
+
+def end_migration(slot: int, source: redis.Redis, target: redis.Redis) -> None:
+    target_id = target.cluster("MYID")
     for node in (target, source):
         node.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
+def source_and_target(
+    runtime: Runtime, cluster: ValkeyCluster, run_id: str
+) -> tuple[int, redis.Redis, redis.Redis]:
+    """``run_id``'s slot, the primary that holds it and another one."""
+    slot = runtime.client.keyslot(runtime.keys.run_key(run_id, "run"))
+    source = primary_of(runtime, cluster, run_id)
+    port = source.connection_pool.connection_kwargs["port"]
+    target = next(
+        node
+        for node in cluster.node_clients()
+        if node.connection_pool.connection_kwargs["port"] != port
+    )
+    return slot, source, target
+
+
+def test_calls_during_their_slot_s_migration_wait_for_it_and_go_where_it_went(
+    runtime: Runtime, valkey_cluster: ValkeyCluster
+) -> None:
+    """Mid-reshard a run's keys are on two nodes, or all on the target while the slot is
+    still the source's: a run script names all of its run's keys, some never created, so
+    both nodes answer TRYAGAIN (the source ASK once none is left, and the target TRYAGAIN
+    even after ASKING) until the slot has moved. redis-py gives up after half a second
+    ("TTL exhausted"); dagwright's client waits (redis_cluster.py), and the calls go to
+    the new primary once the migration ends, here a second later."""
+    run_id, _ = start(runtime, [{"id": "a"}, {"id": "b", "depends_on": ["a"]}])
+    claim(runtime, run_id, "a")
+    slot, source, target = source_and_target(runtime, valkey_cluster, run_id)
+    begin_migration(slot, source, target)
+    migrate_keys(slot, source, target, at_most=3)  # some keys moved, most not
+    finishing = threading.Timer(1.0, lambda: finish_migration(slot, source, target))
+    finishing.start()
+    try:
+        reset_stats(valkey_cluster)
+        assert runtime.machine.complete(run_id, "a", 1, "null") is not None
+    finally:
+        finishing.join()
+    assert calls(valkey_cluster, "fcall") == 1  # the one that ran, on the target
+    assert int(target.info("commandstats")["cmdstat_fcall"]["calls"]) == 1
+    begin_migration(slot, target, source)  # and back, all the keys moved first
+    migrate_keys(slot, target, source)
+    finishing = threading.Timer(1.0, lambda: end_migration(slot, target, source))
+    finishing.start()
+    try:
+        finish(runtime, run_id, "b")
+    finally:
+        finishing.join()
+    assert runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+
+
+def finish_migration(slot: int, source: redis.Redis, target: redis.Redis) -> None:
+    migrate_keys(slot, source, target)
+    end_migration(slot, source, target)
 
 
 @pytest.fixture

@@ -64,6 +64,13 @@ class RedisSettings(Section):
     key_prefix: str = "dw:"
     """Prefix of every key dagwright writes, so several deployments can share one Redis."""
 
+    cluster_failover_wait_s: float = Field(30.0, ge=0, le=600)
+    """On a ``redis+cluster://`` state store: how long a command that finds its primary
+    unreachable, or the cluster down, is sent again (pausing up to 1 s between tries) while
+    the cluster elects a replica in its place. The election comes after the cluster's
+    ``cluster-node-timeout`` (15 s by default): keep this longer. 0: a few quick tries
+    only, as redis-py makes."""
+
     @property
     def effective_broker_url(self) -> str | None:
         """The broker URL, defaulting to the state store."""

@@ -3,7 +3,8 @@
 Each node listens on a port whose cluster bus (port + 10000) is free too; the 16384 slots
 are split in three ranges, the nodes MEET, and the cluster is ready once every node says
 ``cluster_state:ok``. A failover test adds a replica to a primary (``add_replica``) and
-kills the primary (``kill_primary``). Every wait is bounded (``READY_WAIT_S``); ``stop`` kills what
+kills the primary (``kill_primary``); with a short ``node_timeout_ms`` the others elect
+the replica on their own. Every wait is bounded (``READY_WAIT_S``); ``stop`` kills what
 ``start`` spawned, by pid, and removes nothing but its own directory.
 """
 
@@ -64,6 +65,10 @@ class ValkeyCluster:
     base_dir: Path | None = None
     # False: the primaries left serve their slots while one is down, however long
     full_coverage: bool = True
+    # How long a node may not answer before the others count it failed and its replica is
+    # elected (cluster-node-timeout; Valkey's default 15 s): an automatic failover's test
+    # sets it short
+    node_timeout_ms: int = 15000
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -122,6 +127,7 @@ class ValkeyCluster:
             "--appendonly", "no",
             "--protected-mode", "yes",
             "--cluster-require-full-coverage", "yes" if self.full_coverage else "no",
+            "--cluster-node-timeout", str(self.node_timeout_ms),
         ]  # fmt: skip
         log = (node_dir / "out.log").open("wb")
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

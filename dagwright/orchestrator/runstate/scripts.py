@@ -34,6 +34,7 @@ from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
 from dagwright.orchestrator.runstate.cluster_routing import send_to_each_primary, send_to_slot_of
+from dagwright.redis_cluster import without_failover_wait
 from dagwright.redis_scripts import is_cluster_client, load_script, lua_source
 
 PACKAGE = "dagwright.orchestrator.runstate"
@@ -260,13 +261,18 @@ class RunScripts:
         return {"target_nodes": node}
 
     def _one_by_one(self, calls: Sequence[tuple[str, Sequence[bytes], Sequence[Any]]]) -> list[Any]:
-        """Each call alone (``call``: FCALL or EVALSHA), its error as its reply."""
+        """Each call alone (``call``: FCALL or EVALSHA), its error as its reply. A call to
+        an unreachable primary fails after redis-py's quick tries, without the cluster
+        client's failover wait: the batch is made again soon (renewals, the reconciler's
+        next pass), and waiting for each of that primary's runs in turn would hold up the
+        calls to the others."""
         replies: list[Any] = []
-        for name, keys, args in calls:
-            try:
-                replies.append(self.call(name, keys, *args))
-            except redis.RedisError as error:
-                replies.append(error)
+        with without_failover_wait(self._client):
+            for name, keys, args in calls:
+                try:
+                    replies.append(self.call(name, keys, *args))
+                except redis.RedisError as error:
+                    replies.append(error)
         return replies
 
     def _recover(
