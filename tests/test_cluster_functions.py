@@ -2,12 +2,11 @@
 
 Loaded on every primary, each ``FCALL`` sent to the primary of the run's slot by
 dagwright (cluster_routing.py), not routed by redis-py's ``COMMAND GETKEYS`` (two round
-trips more a call); a primary that lost the library gets it again; MOVED is followed, a call made while
-its slot migrates waits for the move (decision 122), and a primary's death with its
-replica taking over; renewals and a reconciler's pass are a
-round trip to each primary, and a dead primary fails only its own runs' calls; where an
-ACL refuses functions the scripts go as EVALSHA, as on one server
-(tests/test_run_functions.py).
+trips more a call); a primary that lost the library gets it again; MOVED is followed, a
+call made while its slot migrates waits for the move (decision 122), and a primary's
+death with its replica taking over; renewals and a reconciler's pass are a round trip to
+each primary, and a dead primary fails only its own runs' calls; where an ACL refuses
+functions the scripts go as EVALSHA, as on one server (tests/test_run_functions.py).
 """
 
 from __future__ import annotations
