@@ -45,9 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: make `benchmarks.*` and `tests.*` importable
 overhead = importlib.import_module("benchmarks.overhead")
 cluster_module = importlib.import_module("tests.support.valkey_cluster")
+acl_users = importlib.import_module("tests.support.acl_users")
 
 TARGET = 0.25  # each primary's share within 25% of an even share
-EVALSHA_USER = "dw-bench-evalsha"  # --evalsha-too's user, refused FCALL and FUNCTION
 
 
 def fan_out(index: int, width: int) -> Plan:
@@ -155,16 +155,10 @@ def evalsha_url(cluster: object) -> str:
     """The cluster's URL as a user every primary refuses functions: the run scripts go
     as EVALSHA with the prelude, as they all did on a cluster before decision 119."""
     for node in cluster.node_clients():  # type: ignore[attr-defined]
-        node.acl_setuser(
-            EVALSHA_USER,
-            enabled=True,
-            passwords=[f"+{EVALSHA_USER}"],
-            keys=["*"],
-            channels=["*"],
-            commands=["+@all", "-fcall", "-fcall_ro", "-function"],
-        )
+        acl_users.add_user_refused_functions(node)
     url: str = cluster.url  # type: ignore[attr-defined]
-    return url.replace("://", f"://{EVALSHA_USER}:{EVALSHA_USER}@", 1)
+    credentials = f"{acl_users.NO_FUNCTIONS_USER}:{acl_users.NO_FUNCTIONS_PASSWORD}@"
+    return url.replace("://", f"://{credentials}", 1)
 
 
 def measure_shapes(
