@@ -29,12 +29,11 @@ from functools import cache
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from dagwright.keys import RUN_KEY_NAMES
 from dagwright.orchestrator.runstate.cluster_routing import send_to_each_primary, send_to_slot_of
-from dagwright.redis_cluster import without_failover_wait
+from dagwright.redis_cluster import FAILOVER_ERRORS, without_failover_wait
 from dagwright.redis_scripts import is_cluster_client, load_script, lua_source
 
 PACKAGE = "dagwright.orchestrator.runstate"
@@ -227,13 +226,14 @@ class RunScripts:
     ) -> list[Any]:
         """One pipeline of FCALLs (``functions``) or EVALSHAs; errors as replies. On a
         Cluster, a call each where a pipeline cannot do: EVALSHA, which it refuses, and
-        a batch that could not reach a primary (redis-py tried again first), so the
-        calls to the others still go through."""
+        a batch that could not reach a primary or met a slot mid-migration
+        (``redis_cluster.FAILOVER_ERRORS``, after redis-py's own tries), so the calls to
+        the others still go through."""
         if self._cluster and not functions:
             return self._one_by_one(calls)
         try:
             return self._pipelined(calls, functions)
-        except RedisCluster.ERRORS_ALLOW_RETRY:
+        except FAILOVER_ERRORS:
             if not self._cluster:
                 raise
             return self._one_by_one(calls)
