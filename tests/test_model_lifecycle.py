@@ -7,6 +7,7 @@ used here on purpose: it is the deprecated model these tests are about."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -99,10 +100,13 @@ def test_a_submit_of_a_retired_model_is_a_typed_error_and_nothing_is_written(
         Client(settings).submit(plan.build())
     with pytest.raises(RetiredModelError, match="use claude-sonnet-5-5"):
         Client(gone).submit(goal="Compare two queues.")
-    # No run was written (a worker of another test may keep its presence keys here).
+    # No run was written. A worker of another test may keep its presence keys and its
+    # reconciler's bucket leases (``{b3}``) here, so a run's keys are told by their tag:
+    # ``<prefix>{<20-character run id>}:<name>``.
     keys = Client(settings).runtime.keys
     assert redis_client.zcard(keys.run_index) == 0
-    assert not [key for key in redis_client.scan_iter() if "{" in key]  # a run's keys
+    run_key = re.compile(re.escape(keys.prefix) + r"\{[0-9a-z]{20}\}:")
+    assert not [key for key in redis_client.scan_iter() if run_key.match(key)]
 
 
 def test_the_worker_refuses_a_retired_model_at_node_time_naming_its_replacement(
