@@ -110,8 +110,13 @@ def test_a_small_run_goes_through_another_s_big_fan_out(
 def fan_out_plan(width: int) -> Plan:
     plan = PlanBuilder()
     root = plan.function("root", "held_until_released")
+    # 10 ms each: the fan-out outlasts the worker's time slice (FAIR_SLICE_S) however fast
+    # the machine (instant nodes all ran within it on a quick one, and nothing gave way)
     children = [
-        plan.function(f"c{i}", "record_order", depends_on=[root], timeout_s=1) for i in range(width)
+        plan.function(
+            f"c{i}", "record_order", params={"seconds": 0.01}, depends_on=[root], timeout_s=1
+        )
+        for i in range(width)
     ]
     plan.function("join", "noop", depends_on=children)
     return plan.build(output="join")
