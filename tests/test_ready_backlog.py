@@ -24,7 +24,7 @@ from dagwright.models import Plan
 from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.orchestrator.execution.backlog import PooledRecount, read_pooled
 from dagwright.orchestrator.execution.pool import PullingSlots
-from dagwright.orchestrator.runstate.machine import Claim, ReadyNode
+from dagwright.orchestrator.runstate.machine import Claim, ReadyNode, RunOn
 from dagwright.orchestrator.runstate.scripts import SETTLE_CHUNK
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.registry import build_registry
@@ -94,6 +94,54 @@ def test_a_fan_out_released_in_chunks_counts_what_it_has_yet_to_release(
     assert pooled(runtime) == {QUEUE: 500 - SETTLE_CHUNK}
     machine.cancel(run_id, "enough")
     assert pooled(runtime) == {}
+    assert PooledRecount(runtime.client, runtime.keys).run().drift == {}
+
+
+def pool_rows(runtime: Runtime, run_id: str) -> tuple[set[str], set[str], set[str]]:
+    """The run's pooled nodes, its queued set and its outbox."""
+    key = lambda name: runtime.keys.run_key(run_id, name)  # noqa: E731
+    members = runtime.client.zrange(key("pool"), 0, -1)
+    pooled_nodes = {str(member).rsplit("\t", 1)[-1] for member in members}
+    queued = set(runtime.client.zrange(key("queued"), 0, -1))
+    return pooled_nodes, queued, set(runtime.client.zrange(key("outbox"), 0, -1))
+
+
+@pytest.mark.parametrize("runs_on", [False, True], ids=["pull", "completion-running-on"])
+def test_a_chunk_released_into_the_pool_is_queued_out_of_the_outbox_and_counted_once(
+    worker_env: ExecutionEnv, runs_on: bool
+) -> None:
+    """A pull that drains the pool releases the next chunk into it (prelude.lua
+    refill_pool): its nodes are queued, each with its event, none in the outbox (pool.lua
+    takes them out of it), and the pooled count moves by the chunk at once."""
+    runtime, machine = worker_env.runtime, worker_env.runtime.machine
+    run_id, _ = start(runtime, fan_out(2 * SETTLE_CHUNK + 50))
+    assert isinstance(claim(runtime, run_id, "root"), Claim)
+    first = machine.complete(run_id, "root", 1, "null")
+    assert first is not None and first.settling and len(first.ready) == SETTLE_CHUNK
+    kept, rest = first.ready[0], first.ready[1:]
+    machine.pool(run_id, rest)
+    for _ in rest[1:]:  # pull all but the last pooled node
+        assert len(machine.pull(run_id, [QUEUE])) == 1
+    (last,) = pool_rows(runtime, run_id)[0]
+    assert isinstance(claim(runtime, run_id, kept.node_id), Claim)
+    if runs_on:  # the completion pulls the last one for its worker, which runs it next
+        on = RunOn("w:1", lease_s=30, max_time_limit_s=3600)
+        advance = machine.complete(run_id, kept.node_id, 1, "null", pull_from=[QUEUE], run_on=on)
+        assert advance is not None and advance.claimed is not None and advance.ready == []
+        assert advance.claimed[0].node_id == last
+    else:
+        assert [node.node_id for node in machine.pull(run_id, [QUEUE])] == [last]
+    # the pull drained the pool: the next chunk went into it in the same step
+    pooled_nodes, queued, outbox = pool_rows(runtime, run_id)
+    assert len(pooled_nodes) == SETTLE_CHUNK and last not in pooled_nodes
+    assert pooled_nodes <= queued and not pooled_nodes & outbox
+    states = runtime.store.read_state(run_id).nodes
+    assert {states[node].status.value for node in pooled_nodes} == {"queued"}
+    assert states[last].status.value == ("running" if runs_on else "queued")
+    queued_events = [e.node for e in runtime.store.read_events(run_id) if e.kind == "node.queued"]
+    assert sorted(queued_events) == sorted(set(queued_events))  # one event a node
+    assert pooled_nodes <= set(queued_events)
+    assert pooled(runtime) == {QUEUE: SETTLE_CHUNK + 50}  # and the last 50 to release
     assert PooledRecount(runtime.client, runtime.keys).run().drift == {}
 
 

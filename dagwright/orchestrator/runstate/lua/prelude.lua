@@ -51,6 +51,30 @@ local function emit(kind, node, ...)
   redis.call('XADD', K.events, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
 end
 
+-- The decoded value of a JSON column that calls read again and again: a node's dispatch
+-- (one text for every node of a type) and dependents or deps lists, among them a big
+-- fan-out's, which each of its release chunks would decode whole (10,000 ids: 1 ms a
+-- chunk, a tenth of a fan-out node's script). Keyed by the text itself: Lua interns its
+-- strings, so an equal text finds its value and a changed one (a map's dependents grown
+-- by expand.lua) is decoded anew. Kept across calls like K, up to DECODED_TEXTS texts and
+-- DECODED_BYTES of them: a chain's lists are each read once or twice, and a table of all
+-- of them would cost more (rehashes, the collector's sweeps) than their decoding.
+-- Callers only read what it returns.
+local DECODED_TEXTS, DECODED_BYTES = 256, 8 * 1024 * 1024
+local decoded_values, decoded_texts, decoded_bytes = {}, 0, 0
+local function decoded(text)
+  local value = decoded_values[text]
+  if value == nil then
+    value = cjson.decode(text)
+    if decoded_texts >= DECODED_TEXTS or decoded_bytes + #text > DECODED_BYTES then
+      decoded_values, decoded_texts, decoded_bytes = {}, 0, 0
+    end
+    decoded_values[text] = value
+    decoded_texts, decoded_bytes = decoded_texts + 1, decoded_bytes + #text
+  end
+  return value
+end
+
 local function run_status()
   return redis.call('HGET', K.run, 'status')
 end
@@ -87,11 +111,13 @@ local function add_internal_node(node, spec, dispatch)
   emit('node.added', node)
 end
 
--- A readied node enters QUEUED: in the queued and outbox sets, its event written.
-local function enter_queued(node, fence)
+-- A readied node enters QUEUED: in the queued and outbox sets, its event written. One
+-- going into the run's pool (`pooled`: refill_pool) stays out of the outbox, as pool.lua
+-- takes a pooled node out of it.
+local function enter_queued(node, fence, pooled)
   redis.call('HSET', K.state, node, 'queued')
   redis.call('ZADD', K.queued, NOW, node)
-  redis.call('ZADD', K.outbox, NOW, node)
+  if not pooled then redis.call('ZADD', K.outbox, NOW, node) end
   emit('node.queued', node, 'fence', fence)
 end
 
@@ -117,13 +143,18 @@ local function park_until(node, due_ms, on, name)
   emit('node.delayed', node, 'on', on, 'until_ms', due_ms)
 end
 
+-- Whether the run has countdowns and trigger rules (creation.py, expand.lua set the run's
+-- fields): one HMGET per call, the first time either is asked, as a chain's node asks both.
+local function read_run_flags()
+  local flags = redis.call('HMGET', K.run, 'countdowns', 'trigger_rules')
+  countdowns_in_run, rules_in_run = flags[1] ~= false, flags[2] ~= false
+end
+
 -- Queue a node that became ready, unless its countdown (Node.countdown_s, kept in
 -- K.countdown) or `not_before_ms` (a root's: the run's delayed start) holds it back; a
--- run without countdowns pays one HEXISTS per script.
+-- run without countdowns pays one look per script (read_run_flags).
 local function start_node(node, ready, not_before_ms)
-  if countdowns_in_run == nil then
-    countdowns_in_run = redis.call('HEXISTS', K.run, 'countdowns') == 1
-  end
+  if countdowns_in_run == nil then read_run_flags() end
   local countdown = countdowns_in_run and redis.call('HGET', K.countdown, node)
   local due = math.max(NOW + tonumber(countdown or 0), tonumber(not_before_ms or 0))
   if due > NOW then
@@ -146,7 +177,7 @@ end
 -- A node's rank in the pool from its dispatch JSON: MAX_PRIORITY (5) less its priority
 -- (3 when its run predates priorities; models.py).
 local function pool_rank(dispatch)
-  return tostring(5 - (cjson.decode(dispatch).priority or 3))
+  return tostring(5 - (decoded(dispatch).priority or 3))
 end
 
 local function member_rank(member)
@@ -165,14 +196,22 @@ end
 -- in every run's pool, and the dependents a fan-out released in chunks has yet to count
 -- (K.settling: settle_some, settling_clear), kept in the step that changes them, so that
 -- a queue's ready nodes (messages waiting + these) are two reads, never a scan of the
--- runs. Every change of K.pool goes through the three helpers below. A count that would
+-- runs. Every change of K.pool goes through the helpers below. A count that would
 -- go below zero (drift: repaired by the reconciler's recount) is dropped, read as 0.
 local function count_pooled(queue, delta)
   if redis.call('HINCRBY', POOLED, queue, delta) <= 0 then redis.call('HDEL', POOLED, queue) end
 end
 
-local function pool_add(queue, rank, node)
-  if redis.call('ZADD', K.pool, 0, pool_member(queue, rank, node)) == 1 then count_pooled(queue, 1) end
+-- `added`, if given, tallies the nodes added per queue, for the caller to count once
+-- (count_added) after adding many: one HINCRBY per queue, not one per node.
+local function pool_add(queue, rank, node, added)
+  if redis.call('ZADD', K.pool, 0, pool_member(queue, rank, node)) == 1 then
+    if added then added[queue] = (added[queue] or 0) + 1 else count_pooled(queue, 1) end
+  end
+end
+
+local function count_added(added)
+  for queue, count in pairs(added) do count_pooled(queue, count) end
 end
 
 local function pool_remove(member)
@@ -232,7 +271,9 @@ local settle_on
 -- nodes of `queues` go straight into the pool (as pool.lua would put them: out of the
 -- outbox), but one for the caller to keep when the pull found none; its other nodes go
 -- in `ready`, for the caller to dispatch. So the pool is never empty while a chunk is
--- left, and the release goes as fast as the run's workers pull.
+-- left, and the release goes as fast as the run's workers pull. The chunk's nodes are
+-- queued here, not by settle_on (defer_queueing): a pooled one never enters the outbox
+-- it would leave at once, and the pooled count moves once per queue, not once per node.
 local function refill_pool(queues, ready, pulled)
   if not settle_budget or redis.call('EXISTS', K.pool) == 1 or redis.call('EXISTS', K.settling) == 0 then
     return
@@ -240,22 +281,25 @@ local function refill_pool(queues, ready, pulled)
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
   local chunk = {}
-  -- queued at once: some of the chunk goes to the pool, which holds queued nodes only
   local deferring = defer_queueing
-  defer_queueing = false
+  defer_queueing = true
   settle_on(chunk)
   defer_queueing = deferring
+  local added = {}
   for _, item in ipairs(chunk) do
-    local node, dispatch = item[1], item[3]
-    local queue = cjson.decode(dispatch).queue
+    local node, fence, dispatch = item[1], item[2], item[3]
+    local queue = decoded(dispatch).queue
     if not wanted[queue] or not pulled then
+      -- with the caller deferring, the row keeps its 'new' mark (queue_deferred)
+      if not deferring then enter_queued(node, fence); item[4] = nil end
       ready[#ready + 1] = item
       pulled = pulled or wanted[queue]
     else
-      redis.call('ZREM', K.outbox, node)
-      pool_add(queue, pool_rank(dispatch), node)
+      enter_queued(node, fence, true)
+      pool_add(queue, pool_rank(dispatch), node, added)
     end
   end
+  count_added(added)
 end
 
 local function pull_from_pool(queues, ready)
@@ -279,7 +323,7 @@ local function readies_one_of(ready, queues)
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
   for _, item in ipairs(ready) do
-    if wanted[cjson.decode(item[3]).queue] then return true end
+    if wanted[decoded(item[3]).queue] then return true end
   end
   return false
 end
@@ -308,9 +352,7 @@ end
 -- and K.skipped_deps (skipped). Deciding is O(1) per dependent: advancing stays
 -- O(out-degree) of the node that finished.
 local function run_has_rules()
-  if rules_in_run == nil then
-    rules_in_run = redis.call('HEXISTS', K.run, 'trigger_rules') == 1
-  end
+  if rules_in_run == nil then read_run_flags() end
   return rules_in_run
 end
 
@@ -327,7 +369,7 @@ end
 -- those that failed, were blocked or skipped. O(dependencies): only one_success asks,
 -- and only when no success was just counted.
 local function succeeded_deps(node, remaining)
-  local deps = #cjson.decode(redis.call('HGET', K.deps, node))
+  local deps = #decoded(redis.call('HGET', K.deps, node))
   return deps - remaining - counter(K.failed_deps, node) - counter(K.skipped_deps, node)
 end
 
@@ -401,13 +443,13 @@ end
 -- type); one look, not one per dependent, which is what chunks spare.
 local function dependents_queue(children, index)
   local dispatch = children[index] and redis.call('HGET', K.dispatch, children[index])
-  return dispatch and cjson.decode(dispatch).queue or nil
+  return dispatch and decoded(dispatch).queue or nil
 end
 
 local function settle_some(item, stack, ready)
   local node, outcome = item[1], item[2]
   if item[5] and settle_budget ~= nil and settle_budget <= 0 then return end  -- kept as it is
-  local children = cjson.decode(redis.call('HGET', K.dependents, node))
+  local children = decoded(redis.call('HGET', K.dependents, node))
   local last = item[4] or #children
   local i = item[3] or 0
   -- the entry's dependents still to count are in the ready backlog on its queue (item[6];
@@ -501,7 +543,7 @@ local function forget_stopped(stopped)
     local node, was = item[1], item[2]
     for _, key in ipairs({K.queued, K.outbox, K.leases, K.retry}) do redis.call('ZREM', key, node) end
     local dispatch = redis.call('HGET', K.dispatch, node)
-    pool_remove(pool_member(cjson.decode(dispatch).queue, pool_rank(dispatch), node))
+    pool_remove(pool_member(decoded(dispatch).queue, pool_rank(dispatch), node))
     redis.call('HDEL', K.holder, node)
     if was == 'running' or was == 'waiting_approval' then redis.call('HINCRBY', K.run, was, -1) end
   end
@@ -610,7 +652,7 @@ local function claim_queued(node, lease_ms, holder, mark, counted_later)
   if not counted_later then redis.call('HINCRBY', K.run, 'running', 1) end
   emit('node.running', node, 'attempt', attempt, 'holder', holder)
   local inputs = {}
-  local deps = cjson.decode(redis.call('HGET', K.deps, node))
+  local deps = decoded(redis.call('HGET', K.deps, node))
   -- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
   for first = 1, #deps, 500 do
     local chunk = {}
@@ -657,7 +699,7 @@ local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder)
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
   for index, item in ipairs(ready) do
-    local dispatch = cjson.decode(item[3])
+    local dispatch = decoded(item[3])
     if wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
       table.remove(ready, index)
       local mark = item[4]
