@@ -131,9 +131,10 @@ def compare(sides: dict[str, Side], url: str, args: argparse.Namespace) -> Sampl
 
 def server_time(admin: Any) -> tuple[float, float]:
     """Valkey's CPU seconds so far, and the microseconds its FCALLs took."""
-    cpu = admin.info("cpu")
+    from benchmarks.valkey_cpu import cpu_seconds
+
     fcall = admin.info("commandstats").get("cmdstat_fcall", {}).get("usec", 0)
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), float(fcall)
+    return cpu_seconds(admin), float(fcall)
 
 
 def report(samples: Samples, args: argparse.Namespace) -> None:
