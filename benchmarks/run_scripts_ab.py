@@ -1,14 +1,17 @@
 """The run scripts' Valkey CPU per node: this tree against another revision, side by side.
 
     python benchmarks/run_scripts_ab.py --against HEAD~1 [--chain 500] [--fan-out 2000]
-                                        [--rounds 16]
+                                        [--rounds 16] [--batch 8]
 
 For a change to the Lua (decisions 118-123). Each side drives ``RunStateMachine`` alone,
 as a worker that runs on would, with nothing else on the server: a root's claim, then
 completions that each claim the node they keep in the same step (complete.lua with a
 holder); a fan-out's first chunk is pooled past two nodes, the rest pulled from the pool,
-chunk after chunk. No worker process, no broker traffic, no idle polling: what the
-scripts cost, where ``valkey_cpu.py`` measures a whole deployment against Celery.
+chunk after chunk. With ``--batch N``, a side whose tree records successes in batches
+(decision 124) records the nodes it holds together and claims up to N in each step, as a
+worker pulling a fan-out's quick nodes does; a tree without batches goes one by one. No
+worker process, no broker traffic, no idle polling: what the scripts cost, where
+``valkey_cpu.py`` measures a whole deployment against Celery.
 
 Both sides share one Valkey and take turns a workload at a time (ABBA), each in a process
 importing its own tree (a detached git worktree of ``--against``, made and removed
@@ -46,10 +49,11 @@ def main() -> None:
     parser.add_argument("--chain", type=int, default=500)
     parser.add_argument("--fan-out", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=1, help="nodes a step claims (1: one)")
     parser.add_argument("--serve", metavar="STATE_URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, max(args.chain, args.fan_out) + 2)
+        serve(args.serve, max(args.chain, args.fan_out) + 2, args.batch)
         return
     if not args.against:
         parser.error("--against REV: the revision to compare this tree with")
@@ -83,6 +87,7 @@ class Side:
     def __init__(self, tree: Path, url: str, args: argparse.Namespace) -> None:
         command = [sys.executable, str(ROOT / "benchmarks" / "run_scripts_ab.py")]
         command += ["--serve", url, "--chain", str(args.chain), "--fan-out", str(args.fan_out)]
+        command += ["--batch", str(args.batch)]
         env = {**os.environ, "PYTHONPATH": str(tree)}
         self.process = subprocess.Popen(
             command, cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -141,7 +146,7 @@ def report(samples: Samples, args: argparse.Namespace) -> None:
     old, new = samples["against"], samples["this tree"]
     print(
         f"Valkey CPU per node (us), medians of {args.rounds} turns each (fan-out of "
-        f"{args.fan_out}, chain of {args.chain}):"
+        f"{args.fan_out}, chain of {args.chain}, batches of up to {args.batch}):"
     )
     print(f"  {'':20}{'against':>10}{'this tree':>11}{'ratio':>8}")
     for workload in WORKLOADS:
@@ -152,7 +157,7 @@ def report(samples: Samples, args: argparse.Namespace) -> None:
             print(f"  {label:20}{before:10.1f}{after:11.1f}{after / before:8.3f}")
 
 
-def serve(url: str, max_nodes: int) -> None:
+def serve(url: str, max_nodes: int, batch: int) -> None:
     """The side's loop: ``package``; ``prepare <workload> <n>`` (submit, untimed); ``go``
     (run it through, answer the nodes completed)."""
     import dagwright
@@ -175,42 +180,57 @@ def serve(url: str, max_nodes: int) -> None:
                 run_id = client.submit(plans[request[1]](int(request[2]))).run_id
                 answer = run_id
             else:
-                answer = str(run_through(client, run_id))
+                answer = str(run_through(client, run_id, batch))
             print(answer, flush=True)
 
 
-def run_through(client: Any, run_id: str) -> int:
+def run_through(client: Any, run_id: str, batch: int) -> int:
     """Every node of the run, as a worker that runs on: returns how many it completed."""
-    from dagwright.orchestrator.runstate.machine import RunOn
+    from dagwright.orchestrator.runstate import machine as machine_module
     from dagwright.telemetry.counters import NodeDuration
 
     machine, keys, state = client.runtime.machine, client.runtime.keys, client.runtime.client
     queued = state.zrange(keys.run_key(run_id, "queued"), 0, -1)
     todo = [(node, int(state.hget(keys.run_key(run_id, "fence"), node))) for node in queued]
-    run_on = RunOn(HOLDER, lease_s=60, max_time_limit_s=3600)
+    batching = batch > 1 and hasattr(machine, "complete_many")
+    terms = {"batch": batch} if batching else {}
+    run_on = machine_module.RunOn(HOLDER, lease_s=60, max_time_limit_s=3600, **terms)
     duration = NodeDuration("function", "succeeded", 0.001)
     completed = 0
     while todo:
         node, fence = todo.pop()
         machine.claim(run_id, node, fence, lease_s=60, holder=HOLDER)
-        while True:
-            completed += 1
-            advance = machine.complete(
-                run_id, node, fence, "null", duration=duration, pull_from=[QUEUE], run_on=run_on
-            )
-            assert advance is not None, (run_id, node)
+        held = [(node, fence)]
+        while held:
+            completed += len(held)
+            if batching:
+                successes = [machine_module.Success(n, f, "null", duration) for n, f in held]
+                advance = machine.complete_many(run_id, successes, pull_from=[QUEUE], run_on=run_on)
+            else:
+                ((node, fence),) = held
+                advance = machine.complete(
+                    run_id, node, fence, "null", duration=duration, pull_from=[QUEUE], run_on=run_on
+                )
+            assert advance is not None and not getattr(advance, "stale", ()), (run_id, held)
             ready = advance.ready
             if len(ready) > KEPT_FROM_A_CHUNK:
                 machine.pool(run_id, ready[KEPT_FROM_A_CHUNK:])
                 ready = ready[:KEPT_FROM_A_CHUNK]
             todo.extend((item.node_id, item.fence) for item in ready)
-            if advance.claimed is None:
-                break
-            kept, _claim = advance.claimed
-            node, fence = kept.node_id, kept.fence
+            held = [(kept.node_id, kept.fence) for kept in claimed_nodes(advance.claimed)]
     status = client.status(run_id).status.value
     assert status == "succeeded", f"run {run_id} ended {status}: not every node ran"
     return completed
+
+
+def claimed_nodes(claimed: Any) -> list[Any]:
+    """The nodes a step claimed: a tuple of (node, claim) pairs, or one pair or None in a
+    tree from before batches."""
+    if not claimed:
+        return []
+    if hasattr(claimed[0], "node_id"):
+        return [claimed[0]]
+    return [kept for kept, _claim in claimed]
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_the_run_scripts_comparison_drives_both_sides_to_the_end(
 
     from benchmarks.run_scripts_ab import Side, compare, report
 
-    args = argparse.Namespace(chain=20, fan_out=30, rounds=2)
+    args = argparse.Namespace(chain=20, fan_out=30, rounds=2, batch=4)  # batches: decision 124
     server = ValkeyServer(config={"appendonly": "no"})
     server.start()
     sides = {name: Side(ROOT, server.connection_url, args) for name in ("against", "this tree")}

@@ -16,11 +16,12 @@ from celery.worker import state as worker_state
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.brokers.redis_lists import KOMBU_PRIORITY_STEPS
 from dagwright.keys import EVENT_EXCHANGE, NODE_EXECUTE_TASK, QUEUE_PREFIX, node_task_id
+from dagwright.models import Node
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import MIN_GRACE_S, EagerSlot, eager_slot
 from dagwright.orchestrator.execution.fairness import WaitingMessages
-from dagwright.orchestrator.runstate.machine import Dispatch, LeaseRef, ReadyNode
+from dagwright.orchestrator.runstate.machine import Claim, Dispatch, LeaseRef, ReadyNode, Success
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
 from dagwright.tasks.node import eager_slot_for
@@ -48,7 +49,9 @@ def test_a_slot_keeps_one_node_of_a_consumed_queue_that_fits_in_the_time_left() 
         also_fits,
     ]
     assert slot.keep_one([also_fits]) == [also_fits]  # one at a time
-    assert slot.take() == (fits, None) and slot.take() is None
+    taken = slot.take()
+    assert taken is not None and (taken.node, taken.claim) == (fits, None)
+    assert slot.take() is None
     assert slot.keep_one([also_fits]) == []
 
 
@@ -238,3 +241,34 @@ def test_flower_lists_the_nodes_a_worker_ran_eagerly(
     assert of_b["task-received"]["args"] == f"run={run_id} node=b type=function fence=1"
     assert of_b["task-succeeded"]["result"] == "'succeeded'"
     assert of_b["task-received"]["hostname"] == worker.hostname
+
+
+def test_a_batch_is_sized_by_the_pace_of_the_last_success_within_its_window() -> None:
+    slot = EagerSlot(frozenset({QUEUE}), time.monotonic() + 100, window_s=0.02, max_batch=8)
+    assert slot.batch() == 1  # no pace seen yet
+    success = Success("a", 1, "null")
+    assert not slot.holds_success("run", success, 0.001)  # nothing held: recorded at once
+    assert slot.batch() == 8  # 20 nodes of 1 ms fit: the most allowed
+    slot.holds_success("run", success, 0.005)
+    assert slot.batch() == 4
+    slot.holds_success("run", success, 0.5)
+    assert slot.batch() == 1  # a slow node goes alone
+    assert EagerSlot(frozenset({QUEUE}), time.monotonic() + 100).batch() == 1  # no window
+
+
+def test_a_success_is_held_only_before_another_claimed_node_of_its_run_and_not_for_long() -> None:
+    slot = EagerSlot(frozenset({QUEUE}), time.monotonic() + 100, window_s=0.05, max_batch=3)
+    claim = Claim(node=Node(id="b", type="function"), attempt=1, inputs={})
+    slot.keep_claimed([(ready("b"), claim), (ready("c"), claim), (ready("d"), claim)])
+    assert slot.holds_success("run", Success("a", 1, "null"), 0.001)
+    assert not slot.holds_success("other-run", Success("x", 1, "null"), 0.001)
+    assert slot.holds_success("run", Success("b", 1, "null"), 0.001)
+    # a third would make a batch of three successes: recorded now, with those held
+    assert not slot.holds_success("run", Success("c", 1, "null"), 0.001)
+    assert [item.node_id for item in slot.take_pending("run")] == ["a", "b"]
+    assert slot.take_pending("run") == []
+    assert slot.holds_success("run", Success("c", 1, "null"), 0.001)
+    time.sleep(0.06)  # the first held is older than the window
+    assert not slot.holds_success("run", Success("d", 1, "null"), 0.001)
+    slot.held.clear()
+    assert not slot.holds_success("run", Success("e", 1, "null"), 0.001)  # none to run next

@@ -18,8 +18,9 @@ from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, exec
 from dagwright.orchestrator.execution.eager import EagerSlot
 from dagwright.orchestrator.execution.fairness import WaitingMessages
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
-from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
+from dagwright.orchestrator.runstate.machine import Dispatch, LeaseRef, ReadyNode, RunOn, Success
 from dagwright.settings import Settings
+from dagwright.telemetry.counters import NodeDuration
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import start
 from tests.support.waiting import wait_until
@@ -292,3 +293,102 @@ def test_a_wide_fan_out_runs_on_a_few_messages(worker: Any, client: Client) -> N
     # the root's message and one per other slot of the worker (4 threads); a reconciler
     # pass finding the pool idle under a slow machine may publish a few more
     assert worker_state.total_count[NODE_EXECUTE_TASK] - before <= 10
+
+
+# -- batches of a fan-out's quick nodes (decision 124) ----------------------------------
+
+
+def batching_slot(max_batch: int) -> EagerSlot:
+    """A slot whose batches are always full: a window no pace of a no-op reaches."""
+    return EagerSlot(
+        frozenset({QUEUE}), deadline=time.monotonic() + 24 * 3600, window_s=60, max_batch=max_batch
+    )
+
+
+def test_a_worker_records_a_fan_out_s_quick_nodes_in_batches_one_step_each(
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    announce(worker_env, "one-slot", slots=1)  # this worker's: every child is pooled
+    warm_up, _ = start(worker_env.runtime, fan_out(3))
+    assert execute_node(worker_env, warm_up, "root", 1, batching_slot(4)) == Outcome.SUCCEEDED
+    worker_env.fair = False
+    run_id, _ = start(worker_env.runtime, fan_out(13))
+    with counting_round_trips(monkeypatch) as sent:
+        assert execute_node(worker_env, run_id, "root", 1, batching_slot(4)) == Outcome.SUCCEEDED
+    assert worker_env.runtime.store.run_status(run_id) == RunStatus.SUCCEEDED
+    # the root: claim, complete (claiming the first 4 children), pool (the other 9); then
+    # a step per 4 children (13 = 4 + 4 + 4 + 1: the last records one and claims the
+    # join), the join's; and nothing published
+    steps = [trip for trip in sent if "FCALL" in trip or "PUBLISH" in trip]
+    assert steps == ["FCALL"] * 8 + ["FCALL+FCALL"], sent
+    state = worker_env.runtime.store.read_state(run_id)
+    assert {node.status.value for node in state.nodes.values()} == {"succeeded"}
+    assert all(node.attempts == 1 for node in state.nodes.values())
+    assert pool_members(worker_env, run_id) == []
+
+
+def test_a_batch_records_the_nodes_still_the_worker_s_and_names_the_others(
+    worker_env: ExecutionEnv,
+) -> None:
+    runtime, machine = worker_env.runtime, worker_env.runtime.machine
+    run_id, _ = start(runtime, fan_out(6))
+    machine.claim(run_id, "root", 1, lease_s=30, holder="w:1")
+    on = RunOn("w:1", lease_s=30, max_time_limit_s=3600, batch=3)
+    root_done = machine.complete(run_id, "root", 1, "null", pull_from=[QUEUE], run_on=on)
+    assert root_done is not None
+    first = [node for node, _claim in root_done.claimed]
+    assert len(first) == 3 and len(root_done.ready) == 3  # three claimed in the step
+    assert machine.pool(run_id, root_done.ready) == 3
+    # the second's lease was lost meanwhile: the reconciler took it back
+    assert machine.renew([LeaseRef(run_id, first[1].node_id, 1)], 0.001) == [True]
+    time.sleep(0.01)
+    machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    duration = NodeDuration("function", "succeeded", 0.001)
+    successes = [Success(node.node_id, node.fence, '"ok"', duration) for node in first]
+    advance = machine.complete_many(run_id, successes, pull_from=[QUEUE], run_on=on)
+    assert advance is not None and advance.stale == {first[1].node_id}
+    nodes = runtime.store.read_state(run_id).nodes
+    assert [nodes[node.node_id].status.value == "succeeded" for node in first] == [
+        True,
+        False,
+        True,
+    ]
+    # the step claimed the next three for the worker: the pool's
+    pooled = {node.node_id for node in root_done.ready}
+    assert {node.node_id for node, _claim in advance.claimed} == pooled
+    assert {nodes[node_id].status.value for node_id in pooled} == {"running"}
+    again = [Success(first[0].node_id, first[0].fence, '"again"', duration)]
+    assert machine.complete_many(run_id, again) is None  # recorded once only
+
+
+def test_a_worker_that_dies_holding_a_batch_s_successes_loses_no_node(
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two successes are held, to be recorded with the batch's next ones, when the worker
+    dies: nothing of theirs was recorded, and once the leases run out (a dead worker
+    renews none) the reconciler queues every node of the batch again."""
+    announce(worker_env, "one-slot", slots=1)
+    worker_env.fair = False
+    run_id, _ = start(worker_env.runtime, fan_out(6))
+    attempt_node, ran = attempt.attempt_node, []
+
+    def dies_at_the_third_child(env: ExecutionEnv, run: str, node: str, *args: Any) -> Any:
+        if len(ran) == 3:
+            raise SystemExit("killed")
+        ran.append(node)
+        return attempt_node(env, run, node, *args)
+
+    monkeypatch.setattr(attempt, "attempt_node", dies_at_the_third_child)
+    with pytest.raises(SystemExit):
+        execute_node(worker_env, run_id, "root", 1, batching_slot(4))
+    machine, store = worker_env.runtime.machine, worker_env.runtime.store
+    nodes = store.read_state(run_id).nodes
+    held = ran[1:]  # the root's success was recorded; the two children's were held
+    assert [nodes[node].status.value for node in held] == ["running", "running"]
+    assert all(nodes[node].output is None for node in held)
+    running = sorted(node for node, state in nodes.items() if state.status.value == "running")
+    assert len(running) == 4  # the batch: two that ran, two that did not start
+    assert machine.renew([LeaseRef(run_id, node, 1) for node in running], 0.001) == [True] * 4
+    time.sleep(0.01)
+    found = machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
+    assert sorted(node.node_id for node in found.requeued) == running

@@ -111,6 +111,19 @@ class DispatchSettings(Section):
     only per worker slot (orchestrator/execution/pool.py). Off: every node is a Celery
     message of its own."""
 
+    batch_window_s: float = Field(0.02, ge=0, le=1)
+    """How long a worker pulling a fan-out's quick nodes may hold their successes, to
+    record them together with the claim of the next ones: one step for up to
+    ``batch_max_nodes`` nodes (orchestrator/execution/eager.py). A batch is sized so that
+    its nodes, at the pace of the last one, run within this: a slow node is taken alone
+    and recorded at once. A success shows about this much later (a node much slower than
+    the one it was paced by delays those held before it by its own time), and the nodes
+    of a worker lost whole run again elsewhere (none was recorded). At most a quarter of
+    ``lease_s`` is used; 0: each success is recorded on its own."""
+
+    batch_max_nodes: int = Field(8, ge=1, le=64)
+    """Most nodes of a run one worker takes, and records, in one step (1: one at a time)."""
+
     priority_aging_s: float = Field(120.0, ge=0)
     """A node whose message has waited this long for a worker (a lower priority behind a
     steady stream of higher ones) is published again ahead of every priority, so no
@@ -149,6 +162,10 @@ class DispatchSettings(Section):
     """Workers a node may lose under it without any recorded outcome in between; at the
     next delivery it fails (``WorkersLostError``, dead-lettered as ``permanent``) rather
     than wait for ever on a fleet that keeps dying."""
+
+    def batch_window(self) -> float:
+        """``batch_window_s`` as used: well within a lease, which the nodes held keep."""
+        return min(self.batch_window_s, self.lease_s / 4)
 
     @model_validator(mode="after")
     def _check_timing(self) -> DispatchSettings:

@@ -35,11 +35,17 @@ def execute(self: Task, run_id: str, node_id: str, fence: int) -> str:
 def eager_slot_for(task: Task) -> EagerSlot | None:
     """Room for a node this message's success readies, to run here without a message: on
     a queue this worker consumes, and within this message's soft time limit."""
-    if not cast(DagwrightCelery, task.app).dagwright_settings.dispatch.eager_dispatch:
+    dispatch = cast(DagwrightCelery, task.app).dagwright_settings.dispatch
+    if not dispatch.eager_dispatch:
         return None
     consumed = task.app.amqp.queues.consume_from
     _hard, soft = task.request.timelimit or (None, None)
-    return eager_slot(consumed.keys() if consumed else None, soft)
+    return eager_slot(
+        consumed.keys() if consumed else None,
+        soft,
+        window_s=dispatch.batch_window(),
+        max_batch=dispatch.batch_max_nodes,
+    )
 
 
 def register_tasks(app: DagwrightCelery) -> None:

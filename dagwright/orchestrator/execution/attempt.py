@@ -6,6 +6,7 @@ its message and calls ``execute_node``.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import json
@@ -13,6 +14,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from dagwright.models import ErrorInfo, Node, RetryPolicy
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.execution.backoff import compute_backoff
-from dagwright.orchestrator.execution.eager import EagerSlot
+from dagwright.orchestrator.execution.eager import EagerSlot, HeldNode
 from dagwright.orchestrator.execution.expansion import (
     Expansion,
     apply_expansion,
@@ -67,12 +69,14 @@ from dagwright.orchestrator.execution.pool import (
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.execution.replanning import replanner_for
 from dagwright.orchestrator.runstate.machine import (
+    Advance,
     BreakerWait,
     Claim,
     Held,
     LeaseRef,
     ReadyNode,
     RunOn,
+    Success,
 )
 from dagwright.orchestrator.runtime import Runtime
 from dagwright.planning.planner import PLANNER_TYPE
@@ -173,17 +177,54 @@ def execute_node(
     """Run the node a message names; then, one after another, each node a success readied
     that ``eager`` kept for this worker to run itself (see ``eager.py``). Returns the
     outcome of the named node."""
-    outcome = attempt_node(env, run_id, node_id, fence, eager)
-    pull_after(env, run_id, outcome, eager)
-    while eager is not None and (taken := eager.take()) is not None:
-        kept, claimed = taken
-        log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
-        started_at, started = time.time(), time.monotonic()
-        ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager, claimed)
-        pull_after(env, kept.run_id, ran, eager)
-        if ran not in UNMEASURED_OUTCOMES:  # a stale or parked node ran nothing to show
-            eager.record(kept, ran.value, started_at, time.monotonic() - started)
-    return outcome
+    try:
+        outcome = attempt_node(env, run_id, node_id, fence, eager)
+        pull_after(env, run_id, outcome, eager)
+        while eager is not None and (held := next_held(env, eager)) is not None:
+            run_held(env, held, eager)
+        return outcome
+    finally:
+        if eager is not None:
+            let_go_of_held(env, eager)
+
+
+def next_held(env: ExecutionEnv, eager: EagerSlot) -> HeldNode | None:
+    """The next node this worker runs itself; with none left, the successes it still
+    holds are recorded, which may claim the next batch."""
+    held = eager.take()
+    if held is None and eager.pending:
+        run_id = eager.pending_run
+        record_successes(env, run_id, eager.take_pending(run_id), eager)
+        held = eager.take()
+    return held
+
+
+def run_held(env: ExecutionEnv, held: HeldNode, eager: EagerSlot) -> None:
+    """Run a node this worker kept (claimed for it already, or to claim now)."""
+    kept = held.node
+    if held.lost.is_set():  # a batch's node whose lease went while it waited
+        log.info("%s/%s was taken away before it started", kept.run_id, kept.node_id)
+        return
+    log.debug("running %s/%s eagerly (fence %d)", kept.run_id, kept.node_id, kept.fence)
+    # a batch's node waited for those before it: its attempt starts now
+    claimed = dataclasses.replace(held.claim, claimed_at=time.monotonic()) if held.claim else None
+    started_at, started = time.time(), time.monotonic()
+    ran = attempt_node(env, kept.run_id, kept.node_id, kept.fence, eager, claimed)
+    pull_after(env, kept.run_id, ran, eager)
+    if ran not in UNMEASURED_OUTCOMES:  # a stale or parked node ran nothing to show
+        eager.record(kept, ran.value, started_at, time.monotonic() - started)
+
+
+def let_go_of_held(env: ExecutionEnv, eager: EagerSlot) -> None:
+    """What an attempt that raised left held: its leases expire, and the reconciler
+    delivers those nodes again (their successes held were not recorded)."""
+    leases = [LeaseRef(n.node.run_id, n.node.node_id, n.node.fence) for n in eager.held]
+    leases += [LeaseRef(eager.pending_run, s.node_id, s.fence) for s in eager.pending]
+    if leases:
+        log.warning("%d node(s) held by this worker are left to their leases", len(leases))
+    eager.held.clear()
+    eager.take_pending(eager.pending_run)
+    env.leases.let_go(leases)
 
 
 def pull_after(env: ExecutionEnv, run_id: str, outcome: Outcome, eager: EagerSlot | None) -> None:
@@ -443,31 +484,59 @@ def record_success(
 ) -> Outcome:
     """Record the output and count the attempt; a planner's output also adds its plan's
     nodes to the run. Of the nodes this readied, ``eager`` may keep one for this worker
-    to run next; the others are published."""
-    runtime = env.runtime
+    to run next; the others are published. In a batch of a fan-out's quick nodes
+    (eager.py), the success may be held to be recorded with the next ones."""
     flush_current()  # the node's lines are in before its end is: a reader sees them all
     if expansion is not None:
-        advance = apply_expansion(runtime, ctx, expansion)
-        if advance is not None:
-            observe_attempt(env, claim, Outcome.SUCCEEDED.value)
-    else:
-        duration = attempt_duration(claim, Outcome.SUCCEEDED.value)
-        advance = runtime.machine.complete(
-            ctx.run_id,
-            ctx.node_id,
-            ctx.fence,
-            output_json,
-            duration=duration,
-            pull_from=sorted(eager.queues) if eager is not None else (),
-            run_on=run_on(env, ctx.run_id, eager),
-        )
-    if advance is None:
+        advance = apply_expansion(env.runtime, ctx, expansion)
+        if advance is None:
+            return Outcome.STALE
+        observe_attempt(env, claim, Outcome.SUCCEEDED.value)
+        go_on(env, ctx.run_id, advance, eager)
+        return Outcome.SUCCEEDED
+    duration = attempt_duration(claim, Outcome.SUCCEEDED.value)
+    success = Success(ctx.node_id, ctx.fence, output_json, duration)
+    if eager is not None and eager.holds_success(ctx.run_id, success, duration.seconds):
+        env.leases.keep(LeaseRef(ctx.run_id, ctx.node_id, ctx.fence), threading.Event())
+        return Outcome.SUCCEEDED
+    held = eager.take_pending(ctx.run_id) if eager is not None else []
+    advance = record_successes(env, ctx.run_id, [*held, success], eager)
+    if advance is None or ctx.node_id in advance.stale:
         return Outcome.STALE
-    if advance.claimed is not None and eager is not None:
-        eager.keep_claimed(*advance.claimed)
+    return Outcome.SUCCEEDED
+
+
+def record_successes(
+    env: ExecutionEnv, run_id: str, successes: list[Success], eager: EagerSlot | None
+) -> Advance | None:
+    """Record ``successes`` of one run in one step (the last one's node ran last) and go
+    on from what it changed; None if none of them was this worker's any more."""
+    pulling = eager is not None and not eager.held  # a worker holding nodes pulls none
+    advance = env.runtime.machine.complete_many(
+        run_id,
+        successes,
+        pull_from=sorted(eager.queues) if eager is not None and pulling else (),
+        run_on=run_on(env, run_id, eager),
+    )
+    env.leases.let_go([LeaseRef(run_id, item.node_id, item.fence) for item in successes[:-1]])
+    if advance is None:
+        return None
+    for node_id in sorted(advance.stale):
+        log.info("%s/%s was no longer this worker's: its output is dropped", run_id, node_id)
+    go_on(env, run_id, advance, eager)
+    return advance
+
+
+def go_on(env: ExecutionEnv, run_id: str, advance: Advance, eager: EagerSlot | None) -> None:
+    """After a success is recorded: keep what this worker runs next, dispatch the rest,
+    release the rest of a big fan-out, forget a run that ended."""
+    if advance.claimed and eager is not None:
+        for held in eager.keep_claimed(advance.claimed):
+            node = held.node
+            env.leases.keep(LeaseRef(node.run_id, node.node_id, node.fence), held.lost)
     turn = Turn.KEEP
     if eager is not None and env.fair:
-        turn = next_turn(eager, ctx.run_id, advance, env.waiting)
+        turn = next_turn(eager, run_id, advance, env.waiting)
     if turn is Turn.KEEP:
         pooled = dispatch_readied(env, advance.ready, eager)
     else:  # fairness.py: the worker's turn is over
@@ -477,21 +546,21 @@ def record_success(
     # the pool (prelude.lua pull_from_pool); with nothing pooled, this worker does.
     if advance.settling and finished is None and not pooled:
         kept = eager.kept if eager is not None and turn is Turn.KEEP else None
-        finished = release_rest(env.broker, runtime.machine, env.pulling, ctx.run_id, kept)
+        finished = release_rest(env.broker, env.runtime.machine, env.pulling, run_id, kept)
     if finished is not None:
-        runtime.forget_active(ctx.run_id)
-    return Outcome.SUCCEEDED
+        env.runtime.forget_active(run_id)
 
 
 def run_on(env: ExecutionEnv, run_id: str, eager: EagerSlot | None) -> RunOn | None:
-    """The terms on which the step recording a success claims the node this worker runs
+    """The terms on which the step recording a success claims the nodes this worker runs
     next (eager.py): only with the slot free, and when the worker would keep its turn
     whatever the step readies (no other run's message waits: fairness.py)."""
     if eager is None or eager.kept is not None:
         return None
     if env.fair and others_wait(eager, run_id, env.waiting):
         return None
-    return RunOn(env.holder, env.runtime.settings.dispatch.lease_s, eager.max_time_limit_s())
+    lease_s = env.runtime.settings.dispatch.lease_s
+    return RunOn(env.holder, lease_s, eager.max_time_limit_s(), eager.batch())
 
 
 def record_failure(

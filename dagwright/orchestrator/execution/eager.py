@@ -19,19 +19,33 @@ given up is only the message's own time limit, which is why a node is kept only 
 the message this worker is serving still has that node's whole timeout left (and a grace):
 after a few seconds of eager work the worker publishes again, and other queued work gets
 its turn.
+
+Batches (decision 124): a worker pulling a fan-out's quick nodes takes several in one
+step, and records their successes together in the step that takes the next ones: one
+round trip and one script for up to ``batch_max_nodes`` nodes, not one each. A batch is
+sized by the pace of the node just run, so that it runs within ``batch_window_s``: a slow
+node (an agent's) is taken alone and recorded at once. The nodes held, claimed or
+succeeded and not yet recorded, keep their leases renewed by the lease keeper; a worker
+lost whole runs them again elsewhere (none was recorded), as Celery does a message not
+acked yet.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Collection
+from collections import deque
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from dagwright.orchestrator.runstate.machine import Claim, ReadyNode
+from dagwright.orchestrator.runstate.machine import Claim, ReadyNode, Success
 
 # The least time a kept node has past its own deadline before the time limit of the
 # message being served fires: dagwright's timeout (the lease keeper) must act first.
 MIN_GRACE_S = 1.0
+# The shortest pace a batch is sized by: a node faster than this (a no-op) is taken in
+# batches of batch_max_nodes.
+MIN_PACE_S = 0.0001
 
 
 @dataclass(frozen=True)
@@ -44,36 +58,63 @@ class EagerRun:
     runtime_s: float
 
 
+@dataclass(frozen=True)
+class HeldNode:
+    """A node this worker runs next: its claim if the step that readied it claimed it,
+    and the event set if its lease is lost before it starts (a batch's: eager.py)."""
+
+    node: ReadyNode
+    claim: Claim | None = None
+    lost: threading.Event = field(default_factory=threading.Event)
+
+
 @dataclass
 class EagerSlot:
-    """Room for the one node this worker runs next, itself, instead of publishing it.
+    """Room for the nodes this worker runs next, itself, instead of publishing them: one
+    a success readied, or a batch of a fan-out's claimed in the step that recorded it.
 
     ``queues``: the queues this worker consumes (a node from another is never kept);
     ``deadline``: the ``time.monotonic()`` at which the message being served runs out
-    of time (its soft time limit).
+    of time (its soft time limit); ``window_s`` and ``max_batch``: how long successes may
+    wait to be recorded together, and how many nodes at most (``batch_window_s``,
+    ``batch_max_nodes``).
     """
 
     queues: frozenset[str]
     deadline: float
+    window_s: float = 0.0
+    max_batch: int = 1
     started: float = field(default_factory=time.monotonic)  # when the message began
-    kept: ReadyNode | None = field(default=None, init=False)
-    kept_claim: Claim | None = field(default=None, init=False)  # made with the success
+    held: deque[HeldNode] = field(default_factory=deque, init=False)
     ran: list[EagerRun] = field(default_factory=list, init=False)
+    # Successes not recorded yet (a batch's), of ``pending_run``, the first at ``pending_since``.
+    pending: list[Success] = field(default_factory=list, init=False)
+    pending_run: str = field(default="", init=False)
+    pending_since: float = field(default=0.0, init=False)
+    pace_s: float | None = field(default=None, init=False)  # how long the last success took
+
+    @property
+    def kept(self) -> ReadyNode | None:
+        """The node this worker runs next, if any."""
+        return self.held[0].node if self.held else None
 
     def keep_one(self, ready: list[ReadyNode]) -> list[ReadyNode]:
         """Keep the first node this worker may run itself (if the slot is free); return
         the others, whose messages must be published."""
-        if self.kept is not None:
+        if self.held:
             return ready
         for index, node in enumerate(ready):
             if self.admits(node):
-                self.kept = node
+                self.held.append(HeldNode(node))
                 return ready[:index] + ready[index + 1 :]
         return ready
 
-    def keep_claimed(self, node: ReadyNode, claim: Claim) -> None:
-        """Keep ``node``, claimed for this worker in the step that readied it."""
-        self.kept, self.kept_claim = node, claim
+    def keep_claimed(self, claimed: Sequence[tuple[ReadyNode, Claim]]) -> list[HeldNode]:
+        """Keep ``claimed``, claimed for this worker in the step that readied them, to run
+        in this order; returns them as held."""
+        held = [HeldNode(node, claim) for node, claim in claimed]
+        self.held.extend(held)
+        return held
 
     def admits(self, node: ReadyNode) -> bool:
         return (
@@ -82,23 +123,60 @@ class EagerSlot:
         )
 
     def max_time_limit_s(self) -> float:
-        """The longest time limit a node kept now may have."""
-        return self.deadline - time.monotonic() - MIN_GRACE_S
+        """The longest time limit a node kept now may have (the last of a batch starts
+        up to ``window_s`` later)."""
+        return self.deadline - time.monotonic() - MIN_GRACE_S - self.window_s
 
-    def take(self) -> tuple[ReadyNode, Claim | None] | None:
-        """The kept node and its claim if it was claimed with the success (the slot is
-        free again)."""
-        kept, claim = self.kept, self.kept_claim
-        self.kept = self.kept_claim = None
-        return None if kept is None else (kept, claim)
+    def take(self) -> HeldNode | None:
+        """The next node held, if any (it leaves the slot)."""
+        return self.held.popleft() if self.held else None
 
     def record(self, node: ReadyNode, outcome: str, started_at: float, runtime_s: float) -> None:
         self.ran.append(EagerRun(node, outcome, started_at, runtime_s))
 
+    def batch(self) -> int:
+        """How many nodes to take in the next step: as many as run within ``window_s`` at
+        the pace of the last success (one until a success was seen)."""
+        if self.pace_s is None or self.max_batch <= 1:
+            return 1
+        fits = int(self.window_s / max(self.pace_s, MIN_PACE_S))
+        return max(1, min(self.max_batch, fits))
 
-def eager_slot(consumed: Collection[str] | None, soft_limit_s: float | None) -> EagerSlot | None:
+    def holds_success(self, run_id: str, success: Success, pace_s: float) -> bool:
+        """Hold ``success`` to be recorded with the next ones if this worker runs another
+        node of the same run's batch next and the first success held is younger than
+        ``window_s``; False: it must be recorded now, with those held (``take_pending``)."""
+        self.pace_s = pace_s
+        now = time.monotonic()
+        if not self.held or self.held[0].claim is None or self.held[0].node.run_id != run_id:
+            return False
+        late = now - self.pending_since > self.window_s
+        if self.pending and (self.pending_run != run_id or late):
+            return False
+        if len(self.pending) + 1 >= self.max_batch:
+            return False
+        if not self.pending:
+            self.pending_run, self.pending_since = run_id, now
+        self.pending.append(success)
+        return True
+
+    def take_pending(self, run_id: str) -> list[Success]:
+        """The successes held for ``run_id`` (the slot holds none after)."""
+        if self.pending_run != run_id:
+            return []
+        pending, self.pending, self.pending_run = self.pending, [], ""
+        return pending
+
+
+def eager_slot(
+    consumed: Collection[str] | None,
+    soft_limit_s: float | None,
+    *,
+    window_s: float = 0.0,
+    max_batch: int = 1,
+) -> EagerSlot | None:
     """The slot for a message with ``soft_limit_s`` that started now, on a worker consuming
     ``consumed``; None (nothing is run eagerly) when either is unknown."""
     if not consumed or not soft_limit_s:
         return None
-    return EagerSlot(frozenset(consumed), time.monotonic() + soft_limit_s)
+    return EagerSlot(frozenset(consumed), time.monotonic() + soft_limit_s, window_s, max_batch)

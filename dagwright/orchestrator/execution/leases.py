@@ -81,6 +81,22 @@ class LeaseKeeper:
             with self._lock:
                 self._held.pop(lease, None)
 
+    def keep(self, lease: LeaseRef, lost: threading.Event) -> None:
+        """Renew ``lease`` until ``let_go`` (or a ``hold`` of it ends): a node of a batch
+        claimed and not started yet, or one whose success waits to be recorded with the
+        batch's (eager.py). ``lost`` is set if it is taken away or its run stopped."""
+        self._ensure_threads()
+        with self._lock:
+            self._held[lease] = _Held(lost, None, None)
+
+    def let_go(self, leases: list[LeaseRef]) -> None:
+        """Stop renewing ``leases`` (their successes are recorded)."""
+        if not leases:
+            return
+        with self._lock:
+            for lease in leases:
+                self._held.pop(lease, None)
+
     def close(self) -> None:
         self._closed.set()
         self._wake.set()

@@ -198,9 +198,12 @@ class Advance:
     running: int = 0  # the run's nodes still running (on other workers), complete.lua's
     # Dependents left to release (complete.lua, settle.lua): ``RunStateMachine.settle``.
     settling: bool = False
-    # The node claimed in the same step for the worker that runs on (``RunOn``), not
-    # among ``ready``.
-    claimed: tuple[ReadyNode, Claim] | None = None
+    # The nodes claimed in the same step for the worker that runs on (``RunOn``), in
+    # the order it runs them, not among ``ready``.
+    claimed: tuple[tuple[ReadyNode, Claim], ...] = ()
+    # Of a batch of successes (``RunStateMachine.complete_many``): the nodes no longer
+    # the worker's, for which nothing was recorded.
+    stale: frozenset[str] = frozenset()
 
     @classmethod
     def from_reply(cls, run_id: str, reply: Any) -> Advance | None:
@@ -214,32 +217,45 @@ class Advance:
             dead_letter=fields.get("dead_letter"),
             running=int(fields.get("running") or 0),
             settling=int(fields.get("settling") or 0) == 1,
-            claimed=_claimed(run_id, fields),
+            claimed=tuple(_claimed(run_id, pair) for pair in fields.get("claimed", ())),
+            stale=frozenset(fields.get("stale", ())),
         )
 
 
-def _claimed(run_id: str, fields: dict[str, Any]) -> tuple[ReadyNode, Claim] | None:
-    if "claimed" not in fields:
-        return None
-    claim = Claim.from_reply(fields["claim"])
+def _claimed(run_id: str, pair: Sequence[Any]) -> tuple[ReadyNode, Claim]:
+    row, reply = pair
+    claim = Claim.from_reply(reply)
     assert isinstance(claim, Claim), claim  # claim_queued answers only 'ok'
-    return ReadyNode.from_row(run_id, fields["claimed"]), claim
+    return ReadyNode.from_row(run_id, row), claim
 
 
 @dataclass(frozen=True)
 class RunOn:
     """A worker that runs on after a success (execution/eager.py): the step that records
-    the success also claims for ``holder``, with a lease of ``lease_s``, the first node it
-    readied or pulled on the worker's queues whose time limit is at most
-    ``max_time_limit_s``, which saves the worker a claim of its own."""
+    the success also claims for ``holder``, with a lease of ``lease_s``, the first
+    ``batch`` nodes it readied or pulled on the worker's queues whose time limits are at
+    most ``max_time_limit_s``, which saves the worker a claim of its own."""
 
     holder: str
     lease_s: float
     max_time_limit_s: float
+    batch: int = 1
 
-    def args(self) -> tuple[str, int, int]:
-        """complete.lua's ARGV[9..11]."""
-        return self.holder, int(self.lease_s * 1000), int(self.max_time_limit_s * 1000)
+    def args(self) -> tuple[str, int, int, int]:
+        """complete.lua's arguments after the successes."""
+        lease_ms, limit_ms = int(self.lease_s * 1000), int(self.max_time_limit_s * 1000)
+        return self.holder, lease_ms, limit_ms, self.batch
+
+
+@dataclass(frozen=True)
+class Success:
+    """A node's recorded output (``RunStateMachine.complete_many``), and its attempt's
+    duration for the node-duration metric (None: not counted)."""
+
+    node_id: str
+    fence: int
+    output_json: str
+    duration: NodeDuration | None = None
 
 
 @dataclass(frozen=True)
@@ -624,30 +640,52 @@ class RunStateMachine:
         run_on: RunOn | None = None,
     ) -> Advance | None:
         """Record success and count the attempt's ``duration``; None if this worker no
-        longer owns the node (nothing is counted then). The count is in the same step on
-        one server; on a Cluster, where the counters are in another slot, it follows the
-        step (a crash in between loses one sample of a metric, never a node). With
-        ``pull_from`` (the queues of a worker that runs on) and no node of them readied,
-        one node of the run's pool is taken too, and is among the ready (see ``pool``).
-        With ``run_on`` too, the node that worker runs next is claimed in the same step
-        (``Advance.claimed``)."""
-        counted_here = duration is not None and not self._cluster
-        fields = duration.fields() if counted_here and duration is not None else ("", "", 0)
-        claiming = run_on.args() if run_on is not None and pull_from else ("", 0, 0)
+        longer owns the node (nothing is counted then). See ``complete_many``."""
+        success = Success(node_id, fence, output_json, duration)
+        return self.complete_many(run_id, [success], pull_from=pull_from, run_on=run_on)
+
+    def complete_many(
+        self,
+        run_id: str,
+        successes: Sequence[Success],
+        *,
+        pull_from: Sequence[str] = (),
+        run_on: RunOn | None = None,
+    ) -> Advance | None:
+        """Record the successes of nodes of one run, in order, and count their durations
+        in one step; None if none of them is this worker's any more (nothing is counted
+        then), else those that were not are ``Advance.stale``. The count is in the same
+        step on one server; on a Cluster, where the counters are in another slot, it
+        follows the step (a crash in between loses a sample of a metric, never a node).
+        With ``pull_from`` (the queues of a worker that runs on) and no node of them
+        readied, one node of the run's pool is taken too, and is among the ready (see
+        ``pool``). With ``run_on`` too, the nodes that worker runs next (``RunOn.batch``,
+        pulled as needed) are claimed in the same step (``Advance.claimed``)."""
+        counted_here = not self._cluster
+        recorded: list[Any] = [len(successes)]
+        for success in successes:
+            duration = success.duration
+            fields = duration.fields() if counted_here and duration is not None else ("", "", 0)
+            recorded += [success.node_id, success.fence, success.output_json, *fields]
+        claiming = run_on.args() if run_on is not None and pull_from else ("", 0, 0, 1)
         reply = self._call(
             "complete",
             run_id,
-            node_id,
-            fence,
-            output_json,
-            *fields,
+            *recorded,
             *claiming,
             *pull_from,
             shared_keys=(self._in_run_slot_or(run_id, self.keys.metrics(NODE_DURATION)),),
         )
         advance = Advance.from_reply(run_id, reply)
-        if advance is not None and duration is not None and not counted_here:
-            self._counters.add(duration.increments())
+        if advance is not None and not counted_here:
+            self._counters.add(
+                [
+                    increment
+                    for success in successes
+                    if success.duration is not None and success.node_id not in advance.stale
+                    for increment in success.duration.increments()
+                ]
+            )
         return advance
 
     def pool(self, run_id: str, nodes: list[ReadyNode]) -> int:

@@ -1,52 +1,67 @@
--- Record a node's success and advance the run: O(out-degree of the node), never a scan
--- (its dependents are decided by their run_if rules, see settle_dependents).
--- ARGV[3] node, ARGV[4] fence, ARGV[5] output JSON.
--- ARGV[6] the node-duration counter's bucket field ('' counts nothing), ARGV[7] its sum
--- field, ARGV[8] the attempt's whole microseconds (HINCRBY: a tenth of an HINCRBYFLOAT's
--- Valkey CPU); SHARED[1] the node-duration counters hash (see telemetry/counters.py). Counted here, the metric costs no round trip of its own; on a
--- Cluster, where that hash is in another slot, the caller counts after this step.
--- ARGV[9] the holder of a worker that runs on ('' for none), ARGV[10] its lease in ms,
--- ARGV[11] the longest time limit in ms of a node it may keep (prelude.lua claim_kept).
--- ARGV[12..] the queues the worker pulls from: with no node of them readied, it takes one
--- from the run's pool (pull_from_pool), appended to ready; with a holder, the first
--- node of them that fits is claimed for it in this step and returned apart.
--- Its dependents are counted SETTLE_CHUNK at a time (prelude.lua settle_dependents): past
--- that, 'settling' is 1 and the caller releases the rest with settle.lua.
+-- Record the success of one node, or of a batch of a run's nodes that one worker ran, and
+-- advance the run: O(out-degree of each node), never a scan (its dependents are decided
+-- by their run_if rules, see settle_dependents).
+-- ARGV[3] n, the successes recorded; then n groups of six: node, fence, output JSON, the
+-- node-duration counter's bucket field ('' counts nothing), its sum field, the attempt's
+-- whole microseconds (HINCRBY: a tenth of an HINCRBYFLOAT's Valkey CPU). SHARED[1] is the
+-- node-duration counters hash (see telemetry/counters.py). Counted here, the metric costs
+-- no round trip of its own; on a Cluster, where that hash is in another slot, the caller
+-- counts after this step.
+-- After them (ARGV[at..], at = 4 + 6n): the holder of a worker that runs on ('' for
+-- none), its lease in ms, the longest time limit in ms of a node it may keep (prelude.lua
+-- claim_kept), how many nodes it takes (`want`), then the queues the worker pulls from:
+-- with no node of them readied, it takes `want` (with no holder, one) from the run's pool
+-- (pull_from_pool), appended to ready; with a holder, the first `want` nodes of them
+-- that fit are claimed for it in this step and returned apart.
+-- Their dependents are counted SETTLE_CHUNK at a time (prelude.lua settle_dependents):
+-- past that, 'settling' is 1 and the caller releases the rest with settle.lua.
 -- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
 -- {{node, fence, dispatch}...}, 'running', the run's nodes running now (on other
--- workers: execution/fairness.py), 'settling', 1 or 0[, 'claimed', {node, fence,
--- dispatch}, 'claim', claim.lua's reply]} or {'status', 'stale'}.
--- With a holder, the nodes readied here are queued once the kept one is chosen (prelude.lua
--- queue_node: the kept node never goes through QUEUED), and the run's running count
--- changes once, at the end: by 0 when a kept node runs on in the finished one's place.
-local node, fence = ARGV[3], ARGV[4]
-if not owns(node, fence, 'running') then return {'status', 'stale'} end
-release(node, true)
-forget_deaths(node)
-redis.call('HSET', K.output, node, ARGV[5])
-set_final(node, 'succeeded')
-emit('node.succeeded', node)
-local ready = {}
+-- workers: execution/fairness.py), 'settling', 1 or 0, 'stale', {node...} (those of the
+-- batch no longer this worker's: nothing recorded), 'claimed', {{{node, fence, dispatch},
+-- claim.lua's reply}...}} or, when none of them was the worker's, {'status', 'stale'}.
+-- With a holder, the nodes readied here are queued once the kept ones are chosen
+-- (prelude.lua queue_node: a kept node never goes through QUEUED), and the run's running
+-- count changes once, at the end.
+local count = tonumber(ARGV[3])
+local at = 4 + 6 * count
+local holder, lease_ms, max_limit_ms, want = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+local queues = {unpack(ARGV, at + 4)}
+local ready, stale, recorded, metric = {}, {}, 0, {}
 settle_budget = SETTLE_CHUNK
-defer_queueing = #ARGV >= 12 and ARGV[9] ~= ''
-settle_dependents(node, 'succeeded', ready)
+defer_queueing = #queues > 0 and holder ~= ''
+for first = 4, at - 1, 6 do
+  local node, fence = ARGV[first], ARGV[first + 1]
+  if owns(node, fence, 'running') then
+    release(node, true)
+    forget_deaths(node)
+    redis.call('HSET', K.output, node, ARGV[first + 2])
+    set_final(node, 'succeeded')
+    emit('node.succeeded', node)
+    settle_dependents(node, 'succeeded', ready)
+    recorded = recorded + 1
+    if ARGV[first + 3] ~= '' then
+      metric[ARGV[first + 3]] = (metric[ARGV[first + 3]] or 0) + 1
+      metric[ARGV[first + 4]] = (metric[ARGV[first + 4]] or 0) + tonumber(ARGV[first + 5])
+    end
+  else
+    stale[#stale + 1] = node
+  end
+end
+if recorded == 0 then return {'status', 'stale'} end
 local own_left = settling_left  -- a chunk a pull releases below goes to the pool itself
-local kept
-if #ARGV >= 12 then
-  local queues = {unpack(ARGV, 12)}
-  if not readies_one_of(ready, queues) then pull_from_pool(queues, ready) end
-  if ARGV[9] ~= '' then kept = claim_kept(ready, queues, tonumber(ARGV[11]), ARGV[10], ARGV[9]) end
+local kept = {}
+if #queues > 0 then
+  -- a chain's next node is enough: topping it up from an empty pool costs every node of
+  -- a chain three calls (pull_from_pool, refill_pool)
+  if not readies_one_of(ready, queues) then pull_from_pool(queues, ready, holder ~= '' and want or 1) end
+  if holder ~= '' then kept = claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want) end
 end
 queue_deferred(ready)
-if ARGV[6] ~= '' then
-  -- pcall: a metric must never fail the work it counts (the node is recorded by now).
-  redis.pcall('HINCRBY', SHARED[1], ARGV[6], 1)
-  redis.pcall('HINCRBY', SHARED[1], ARGV[7], ARGV[8])
+for field, delta in pairs(metric) do
+  -- pcall: a metric must never fail the work it counts (the nodes are recorded by now).
+  redis.pcall('HINCRBY', SHARED[1], field, delta)
 end
-local reply = {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
-        'running', redis.call('HINCRBY', K.run, 'running', kept and 0 or -1),
-        'settling', own_left and 1 or 0}
-if kept then
-  for _, value in ipairs({'claimed', kept[1], 'claim', kept[2]}) do reply[#reply + 1] = value end
-end
-return reply
+return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
+        'running', redis.call('HINCRBY', K.run, 'running', #kept - recorded),
+        'settling', own_left and 1 or 0, 'stale', stale, 'claimed', kept}

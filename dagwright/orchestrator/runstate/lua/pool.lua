@@ -12,6 +12,6 @@ for i = 3, #ARGV, 3 do
     pooled = pooled + 1
   end
 end
-count_added(added)
+count_tallied(added)
 redis.call('HSET', K.run, 'pool_pulled_at', NOW)
 return {'status', 'ok', 'pooled', pooled}

@@ -16,6 +16,9 @@ local K_OF
 -- chunked release's budget and whether it left some (settle_dependents, below), and
 -- whether nodes readied now are queued later (queue_node: complete.lua's run on).
 local countdowns_in_run, rules_in_run, settle_budget, settling_left, defer_queueing
+-- The run's fields every claim answers with (claim_queued), read once per call: a call
+-- claiming a batch of a fan-out's nodes reads them once, not once a node.
+local run_claim_fields
 
 -- Keys after the run's own are shared ones a script names itself (the DLQ stream...);
 -- the last key is always the pooled-nodes counter (appended by machine.py to every call),
@@ -34,7 +37,7 @@ local function enter(keys, argv)
   local clock = redis.call('TIME')
   NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   countdowns_in_run, rules_in_run, settle_budget, settling_left = nil, nil, nil, false
-  defer_queueing = false
+  defer_queueing, run_claim_fields = false, nil
 end
 
 -- An event's time is its entry id's: XADD takes it from the server's clock, as NOW (the
@@ -202,20 +205,23 @@ local function count_pooled(queue, delta)
   if redis.call('HINCRBY', POOLED, queue, delta) <= 0 then redis.call('HDEL', POOLED, queue) end
 end
 
--- `added`, if given, tallies the nodes added per queue, for the caller to count once
--- (count_added) after adding many: one HINCRBY per queue, not one per node.
-local function pool_add(queue, rank, node, added)
+-- `tally`, if given, counts the nodes added (or removed) per queue, for the caller to
+-- count once (count_tallied) after many: one HINCRBY per queue, not one per node.
+local function pool_add(queue, rank, node, tally)
   if redis.call('ZADD', K.pool, 0, pool_member(queue, rank, node)) == 1 then
-    if added then added[queue] = (added[queue] or 0) + 1 else count_pooled(queue, 1) end
+    if tally then tally[queue] = (tally[queue] or 0) + 1 else count_pooled(queue, 1) end
   end
 end
 
-local function count_added(added)
-  for queue, count in pairs(added) do count_pooled(queue, count) end
+local function count_tallied(tally)
+  for queue, delta in pairs(tally) do count_pooled(queue, delta) end
 end
 
-local function pool_remove(member)
-  if redis.call('ZREM', K.pool, member) == 1 then count_pooled(member_queue(member), -1) end
+local function pool_remove(member, tally)
+  if redis.call('ZREM', K.pool, member) == 1 then
+    local queue = member_queue(member)
+    if tally then tally[queue] = (tally[queue] or 0) - 1 else count_pooled(queue, -1) end
+  end
 end
 
 -- Empty the run's pool (a stop, the run's end), its nodes uncounted.
@@ -233,9 +239,9 @@ end
 -- node to dispatch, back in the outbox, so a worker dying before its claim loses nothing
 -- (the reconciler publishes it). With defer_queueing the row is marked 'pooled' and goes
 -- back in the outbox at queue_deferred, unless claimed in the step (see queue_node).
--- Returns whether it was appended.
-local function unpool(member, ready)
-  pool_remove(member)
+-- Returns whether it was appended. `tally`: as pool_remove's.
+local function unpool(member, ready, tally)
+  pool_remove(member, tally)
   local node = pooled_node(member)
   if redis.call('HGET', K.state, node) ~= 'queued' then return false end
   if not defer_queueing then redis.call('ZADD', K.outbox, NOW, node) end
@@ -263,8 +269,8 @@ end
 local SETTLE_CHUNK = __SETTLE_CHUNK__
 local settle_on
 
--- Take one pooled node of one of `queues` into `ready`: the most urgent of the first
--- node of each queue's range (the first queue on a tie). Every pull stamps
+-- Pulling from the pool (pull_from_pool, below) takes the most urgent nodes of `queues`
+-- into `ready`, the first of each queue's range (the first queue on a tie). Every pull stamps
 -- pool_pulled_at: a pool nobody pulls from for a while has lost its workers
 -- (reconcile.lua publishes it). A pool this pull drains, or finds drained, while a
 -- fan-out is released in chunks (K.settling) gets the next chunk in the same step: its
@@ -299,23 +305,46 @@ local function refill_pool(queues, ready, pulled)
       pool_add(queue, pool_rank(dispatch), node, added)
     end
   end
-  count_added(added)
+  count_tallied(added)
 end
 
-local function pull_from_pool(queues, ready)
-  while true do
-    local best = nil
-    for _, queue in ipairs(queues) do
-      local prefix = queue .. '\t'
-      local found = redis.call('ZRANGEBYLEX', K.pool, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, 1)
-      if #found > 0 and (best == nil or member_rank(found[1]) < member_rank(best)) then
-        best = found[1]
-      end
+-- The first `count` members of the pool on `queues`, most urgent first (the first queue
+-- on a tie): each queue's range is in rank order, so its first `count` are enough.
+local function pool_heads(queues, count)
+  local found = {}
+  for position, queue in ipairs(queues) do
+    local prefix = queue .. '\t'
+    local heads = redis.call('ZRANGEBYLEX', K.pool, '[' .. prefix, '(' .. prefix .. '\255', 'LIMIT', 0, count)
+    if #queues == 1 then return heads end
+    for order, member in ipairs(heads) do
+      found[#found + 1] = {member_rank(member), position, order, member}
     end
-    if best == nil then return refill_pool(queues, ready, false) end
-    redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-    if unpool(best, ready) then return refill_pool(queues, ready, true) end
   end
+  table.sort(found, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[3] < b[3]
+  end)
+  local heads = {}
+  for i = 1, math.min(count, #found) do heads[i] = found[i][4] end
+  return heads
+end
+
+-- Take up to `count` pooled nodes of `queues` into `ready` (a worker taking a batch of a
+-- fan-out's quick nodes: complete.lua), skipping members whose node is no longer queued.
+local function pull_from_pool(queues, ready, count)
+  count = count or 1
+  local pulled, removed = 0, {}
+  while pulled < count do
+    local heads = pool_heads(queues, count - pulled)
+    if #heads == 0 then break end
+    redis.call('HSET', K.run, 'pool_pulled_at', NOW)
+    for _, member in ipairs(heads) do
+      if unpool(member, ready, removed) then pulled = pulled + 1 end
+    end
+  end
+  count_tallied(removed)
+  return refill_pool(queues, ready, pulled > 0)
 end
 
 -- Whether `ready` holds a node of one of `queues` (the worker keeps it: no pull needed).
@@ -663,7 +692,9 @@ local function claim_queued(node, lease_ms, holder, mark, counted_later)
       inputs[#inputs + 1] = outputs[i]
     end
   end
-  local run = redis.call('HMGET', K.run, 'max_concurrent_nodes', 'response_cache', 'llm_batch', 'inputs')
+  run_claim_fields = run_claim_fields
+    or redis.call('HMGET', K.run, 'max_concurrent_nodes', 'response_cache', 'llm_batch', 'inputs')
+  local run = run_claim_fields
   local reply = {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
           'checkpoint', redis.call('HGET', K.checkpoint, node) or '',
           'deaths', redis.call('HGET', K.deaths, node) or 0,
@@ -689,25 +720,29 @@ local function claim_queued(node, lease_ms, holder, mark, counted_later)
   return reply
 end
 
--- complete.lua for a worker that runs on (execution/eager.py): the first node of `ready` on
--- one of `queues` whose time limit fits in `max_limit_ms` leaves `ready`, claimed for
--- `holder` in this step, which saves the worker a claim of its own (one round trip and
--- one script a node). The run's running count is left to the caller (complete.lua).
--- Returns {row, claim reply}, or nil when no node fits.
-local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder)
-  if not is_open(run_status()) then return nil end
+-- complete.lua for a worker that runs on (execution/eager.py): the first `want` nodes of
+-- `ready` on one of `queues` whose time limits fit in `max_limit_ms` leave `ready`, claimed
+-- for `holder` in this step, which saves the worker a claim of its own (one round trip
+-- and one script a node). The run's running count is left to the caller (complete.lua).
+-- Returns a list of {row, claim reply}, empty when no node fits.
+local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want)
+  local kept = {}
+  if not is_open(run_status()) then return kept end
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
-  for index, item in ipairs(ready) do
+  local left = {}
+  for _, item in ipairs(ready) do
     local dispatch = decoded(item[3])
-    if wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
-      table.remove(ready, index)
+    if #kept < want and wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
       local mark = item[4]
       item[4] = nil
-      return {item, claim_queued(item[1], lease_ms, holder, mark, true)}
+      kept[#kept + 1] = {item, claim_queued(item[1], lease_ms, holder, mark, true)}
+    else
+      left[#left + 1] = item
     end
   end
-  return nil
+  for i = 1, math.max(#ready, #left) do ready[i] = left[i] end
+  return kept
 end
 
 -- Finish the run once every node is final; returns the run's final status or ''. A run
