@@ -1,5 +1,5 @@
 -- Claim a queued node for execution: QUEUED + fence -> RUNNING with a lease (the claim
--- itself is prelude.lua claim_queued, which complete.lua also makes for a worker's next node).
+-- itself is prelude.lua claim_all, which complete.lua also makes for the nodes a worker runs next).
 -- ARGV[3] node, ARGV[4] fence, ARGV[5] lease ms, ARGV[6] holder "<host>:<pid>",
 -- ARGV[7] takeover: '' or the holder whose death was confirmed (its node is taken over).
 -- Returns {'status', 'ok', 'spec', spec, 'attempt', n, 'checkpoint', JSON or '',

@@ -27,19 +27,22 @@ local count = tonumber(ARGV[3])
 local at = 4 + 6 * count
 local holder, lease_ms, max_limit_ms, want = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
 local queues = {unpack(ARGV, at + 4)}
-local ready, stale, recorded, metric = {}, {}, 0, {}
+local ready, stale, metric = {}, {}, {}
 settle_budget = SETTLE_CHUNK
 defer_queueing = #queues > 0 and holder ~= ''
-for first = 4, at - 1, 6 do
-  local node, fence = ARGV[first], ARGV[first + 1]
-  if owns(node, fence, 'running') then
-    release(node, true)
-    forget_deaths(node)
-    redis.call('HSET', K.output, node, ARGV[first + 2])
-    set_final(node, 'succeeded')
-    emit('node.succeeded', node)
-    settle_dependents(node, 'succeeded', ready)
-    recorded = recorded + 1
+-- the batch's nodes are checked, released and made final one command of each kind for
+-- them all (decision 124); their dependents are settled one node after another
+local nodes, seen, done, outputs = {}, {}, {}, {}
+for first = 4, at - 1, 6 do nodes[#nodes + 1] = ARGV[first] end
+local states = redis.call('HMGET', K.state, unpack(nodes))
+local fences = redis.call('HMGET', K.fence, unpack(nodes))
+for i, node in ipairs(nodes) do
+  local first = 4 + 6 * (i - 1)
+  if states[i] == 'running' and fences[i] == ARGV[first + 1] and not seen[node] then
+    seen[node] = true
+    done[#done + 1] = node
+    outputs[#outputs + 1] = node
+    outputs[#outputs + 1] = ARGV[first + 2]
     if ARGV[first + 3] ~= '' then
       metric[ARGV[first + 3]] = (metric[ARGV[first + 3]] or 0) + 1
       metric[ARGV[first + 4]] = (metric[ARGV[first + 4]] or 0) + tonumber(ARGV[first + 5])
@@ -48,7 +51,15 @@ for first = 4, at - 1, 6 do
     stale[#stale + 1] = node
   end
 end
-if recorded == 0 then return {'status', 'stale'} end
+if #done == 0 then return {'status', 'stale'} end
+release_all(done)
+forget_deaths_of(done)
+redis.call('HSET', K.output, unpack(outputs))
+set_all_final(done, 'succeeded')
+for _, node in ipairs(done) do
+  emit('node.succeeded', node)
+  settle_dependents(node, 'succeeded', ready)
+end
 local own_left = settling_left  -- a chunk a pull releases below goes to the pool itself
 local kept = {}
 if #queues > 0 then
@@ -63,5 +74,5 @@ for field, delta in pairs(metric) do
   redis.pcall('HINCRBY', SHARED[1], field, delta)
 end
 return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
-        'running', redis.call('HINCRBY', K.run, 'running', #kept - recorded),
+        'running', redis.call('HINCRBY', K.run, 'running', #kept - #done),
         'settling', own_left and 1 or 0, 'stale', stale, 'claimed', kept}

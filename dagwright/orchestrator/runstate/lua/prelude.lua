@@ -16,9 +16,13 @@ local K_OF
 -- chunked release's budget and whether it left some (settle_dependents, below), and
 -- whether nodes readied now are queued later (queue_node: complete.lua's run on).
 local countdowns_in_run, rules_in_run, settle_budget, settling_left, defer_queueing
--- The run's fields every claim answers with (claim_queued), read once per call: a call
+-- The run's fields every claim answers with (claim_all), read once per call: a call
 -- claiming a batch of a fan-out's nodes reads them once, not once a node.
 local run_claim_fields
+-- A claim's inputs by its deps text, per call: a batch of a fan-out's nodes, which all
+-- depend on the same node, reads that node's output (often the fan-out's whole list of
+-- items) once, not once a node. Outputs do not change once written.
+local claim_inputs
 
 -- Keys after the run's own are shared ones a script names itself (the DLQ stream...);
 -- the last key is always the pooled-nodes counter (appended by machine.py to every call),
@@ -37,7 +41,7 @@ local function enter(keys, argv)
   local clock = redis.call('TIME')
   NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   countdowns_in_run, rules_in_run, settle_budget, settling_left = nil, nil, nil, false
-  defer_queueing, run_claim_fields = false, nil
+  defer_queueing, run_claim_fields, claim_inputs = false, nil, {}
 end
 
 -- An event's time is its entry id's: XADD takes it from the server's clock, as NOW (the
@@ -94,9 +98,13 @@ end
 
 -- A recorded outcome (success, failure, retry, wait) forgets how often the process running
 -- the node died (K.deaths, the poison guard) and how often its worker was lost (K.losses).
+local function forget_deaths_of(nodes)
+  redis.call('HDEL', K.deaths, unpack(nodes))
+  redis.call('HDEL', K.losses, unpack(nodes))
+end
+
 local function forget_deaths(node)
-  redis.call('HDEL', K.deaths, node)
-  redis.call('HDEL', K.losses, node)
+  forget_deaths_of({node})
 end
 
 -- Add one of dagwright's own nodes (a re-planner). It may name dependencies that have
@@ -217,11 +225,8 @@ local function count_tallied(tally)
   for queue, delta in pairs(tally) do count_pooled(queue, delta) end
 end
 
-local function pool_remove(member, tally)
-  if redis.call('ZREM', K.pool, member) == 1 then
-    local queue = member_queue(member)
-    if tally then tally[queue] = (tally[queue] or 0) - 1 else count_pooled(queue, -1) end
-  end
+local function pool_remove(member)
+  if redis.call('ZREM', K.pool, member) == 1 then count_pooled(member_queue(member), -1) end
 end
 
 -- Empty the run's pool (a stop, the run's end), its nodes uncounted.
@@ -235,19 +240,35 @@ local function pool_clear()
   redis.call('DEL', K.pool)
 end
 
--- Take `member` out of the pool; if its node is still queued, append it to `ready` as a
--- node to dispatch, back in the outbox, so a worker dying before its claim loses nothing
--- (the reconciler publishes it). With defer_queueing the row is marked 'pooled' and goes
--- back in the outbox at queue_deferred, unless claimed in the step (see queue_node).
--- Returns whether it was appended. `tally`: as pool_remove's.
-local function unpool(member, ready, tally)
-  pool_remove(member, tally)
-  local node = pooled_node(member)
-  if redis.call('HGET', K.state, node) ~= 'queued' then return false end
-  if not defer_queueing then redis.call('ZADD', K.outbox, NOW, node) end
-  ready[#ready + 1] = {node, redis.call('HGET', K.fence, node), redis.call('HGET', K.dispatch, node),
-                       defer_queueing and 'pooled' or nil}
-  return true
+-- Take `members` (read from the pool in this step) out of it; append those whose node is
+-- still queued to `ready` as nodes to dispatch, back in the outbox, so a worker dying
+-- before its claim loses nothing (the reconciler publishes them). With defer_queueing a
+-- row is marked 'pooled' and goes back in the outbox at queue_deferred, unless claimed in
+-- the step (see queue_node). One command of each kind for them all (a batch's pull:
+-- decision 124). Returns how many were appended; `tally` counts those taken out per queue
+-- (negative), for the caller to count once (count_tallied).
+local function unpool_all(members, ready, tally)
+  redis.call('ZREM', K.pool, unpack(members))
+  local nodes = {}
+  for i, member in ipairs(members) do
+    local queue = member_queue(member)
+    tally[queue] = (tally[queue] or 0) - 1
+    nodes[i] = pooled_node(member)
+  end
+  local states = redis.call('HMGET', K.state, unpack(nodes))
+  local fences = redis.call('HMGET', K.fence, unpack(nodes))
+  local dispatches = redis.call('HMGET', K.dispatch, unpack(nodes))
+  local outbox, appended = {}, 0
+  for i, node in ipairs(nodes) do
+    if states[i] == 'queued' then
+      outbox[#outbox + 1] = NOW
+      outbox[#outbox + 1] = node
+      ready[#ready + 1] = {node, fences[i], dispatches[i], defer_queueing and 'pooled' or nil}
+      appended = appended + 1
+    end
+  end
+  if #outbox > 0 and not defer_queueing then redis.call('ZADD', K.outbox, unpack(outbox)) end
+  return appended
 end
 
 -- The rows queue_node and unpool left for later (defer_queueing) enter QUEUED, or go back
@@ -339,9 +360,7 @@ local function pull_from_pool(queues, ready, count)
     local heads = pool_heads(queues, count - pulled)
     if #heads == 0 then break end
     redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-    for _, member in ipairs(heads) do
-      if unpool(member, ready, removed) then pulled = pulled + 1 end
-    end
+    pulled = pulled + unpool_all(heads, ready, removed)
   end
   count_tallied(removed)
   return refill_pool(queues, ready, pulled > 0)
@@ -360,18 +379,38 @@ end
 -- A running node stops running (it finished, failed, will retry, or lost its worker).
 -- Its reservation of the run's budget (reserve.lua) goes with it. `counted_later`: the
 -- caller settles the run's running count itself, once (complete.lua).
+-- release and set_final of several `nodes` at once take one command of each kind (a
+-- batch's successes: complete.lua, decision 124); the single forms are theirs of one.
+local function release_all(nodes)
+  redis.call('ZREM', K.leases, unpack(nodes))
+  redis.call('HDEL', K.holder, unpack(nodes))
+  redis.call('HDEL', K.reserved, unpack(nodes))
+end
+
 local function release(node, counted_later)
-  redis.call('ZREM', K.leases, node)
-  redis.call('HDEL', K.holder, node)
-  redis.call('HDEL', K.reserved, node)
+  release_all({node})
   if not counted_later then redis.call('HINCRBY', K.run, 'running', -1) end
 end
 
+-- HSET's arguments for `nodes`, each to `value`.
+local function node_pairs(nodes, value)
+  local fields = {}
+  for _, node in ipairs(nodes) do
+    fields[#fields + 1] = node
+    fields[#fields + 1] = value
+  end
+  return fields
+end
+
+local function set_all_final(nodes, state)
+  redis.call('HSET', K.state, unpack(node_pairs(nodes, state)))
+  redis.call('HSET', K.finished, unpack(node_pairs(nodes, NOW)))
+  redis.call('HINCRBY', K.run, 'done', #nodes)
+  redis.call('HINCRBY', K.run, state, #nodes)
+end
+
 local function set_final(node, state)
-  redis.call('HSET', K.state, node, state)
-  redis.call('HSET', K.finished, node, NOW)
-  redis.call('HINCRBY', K.run, 'done', 1)
-  redis.call('HINCRBY', K.run, state, 1)
+  set_all_final({node}, state)
 end
 
 -- Trigger rules. A node's rule (K.run_if, kept only for nodes whose rule is not
@@ -665,59 +704,93 @@ local function end_teardown_if_due(run_stopping, deadline)
 end
 -- ---- end of Teardown ------------------------------------------------------------------
 
--- Claim a queued node for `holder` with a lease of `lease_ms`: claim.lua's step once it has
--- checked the message's fence, and complete.lua's for the node its worker runs next, which
--- passes the row's mark (queue_node: 'new' was never queued, 'pooled' is in the queued
--- set only) and counts the run's running nodes itself (`counted_later`).
--- Returns claim.lua's 'ok' reply.
-local function claim_queued(node, lease_ms, holder, mark, counted_later)
-  redis.call('HSET', K.state, node, 'running')
-  redis.call('HSET', K.holder, node, holder)
-  local attempt = redis.call('HINCRBY', K.attempts, node, 1)
-  redis.call('HSET', K.started, node, NOW)
-  if mark ~= 'new' then redis.call('ZREM', K.queued, node) end
-  if mark == nil then redis.call('ZREM', K.outbox, node) end
-  redis.call('ZADD', K.leases, NOW + tonumber(lease_ms), node)
-  if not counted_later then redis.call('HINCRBY', K.run, 'running', 1) end
-  emit('node.running', node, 'attempt', attempt, 'holder', holder)
-  local inputs = {}
-  local deps = decoded(redis.call('HGET', K.deps, node))
+-- The outputs of `deps` as {dep1, out1, ...} (claim_inputs: once per call for one deps text).
+local function inputs_of(deps_text, deps)
+  local inputs = claim_inputs[deps_text]
+  if inputs then return inputs end
+  inputs = {}
   -- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
   for first = 1, #deps, 500 do
-    local chunk = {}
-    for i = first, math.min(first + 499, #deps) do chunk[#chunk + 1] = deps[i] end
+    local chunk = {unpack(deps, first, math.min(first + 499, #deps))}
     local outputs = redis.call('HMGET', K.output, unpack(chunk))
     for i = 1, #chunk do
       inputs[#inputs + 1] = chunk[i]
       inputs[#inputs + 1] = outputs[i]
     end
   end
+  claim_inputs[deps_text] = inputs
+  return inputs
+end
+
+-- A handler's (a node with a run_if rule) view of its dependencies: {dep1, state1, ...}
+-- and {dep, error JSON, ...} of those that failed.
+local function dependency_outcomes(deps)
+  local outcomes, errors = {}, {}
+  for _, dep in ipairs(deps) do
+    local dep_state = redis.call('HGET', K.state, dep)
+    outcomes[#outcomes + 1] = dep
+    outcomes[#outcomes + 1] = dep_state
+    if dep_state == 'failed' then
+      errors[#errors + 1] = dep
+      errors[#errors + 1] = redis.call('HGET', K.error, dep) or ''
+    end
+  end
+  return outcomes, errors
+end
+
+-- Claim queued `nodes` for `holder` with a lease of `lease_ms`: claim.lua's step once it
+-- has checked the message's fence (one node), and complete.lua's for the nodes its worker
+-- runs next (a batch: one command of each kind for them all, decision 124), which passes
+-- each row's mark in `marks` (queue_node: 'new' was never queued, 'pooled' is in the
+-- queued set only). The run's running count is left to the caller. Returns claim.lua's
+-- 'ok' reply of each.
+local function claim_all(nodes, marks, lease_ms, holder)
+  local due, leases, queued, outbox = NOW + tonumber(lease_ms), {}, {}, {}
+  for i, node in ipairs(nodes) do
+    leases[#leases + 1] = due
+    leases[#leases + 1] = node
+    if marks[i] ~= 'new' then queued[#queued + 1] = node end
+    if marks[i] == nil then outbox[#outbox + 1] = node end
+  end
+  redis.call('HSET', K.state, unpack(node_pairs(nodes, 'running')))
+  redis.call('HSET', K.holder, unpack(node_pairs(nodes, holder)))
+  redis.call('HSET', K.started, unpack(node_pairs(nodes, NOW)))
+  if #queued > 0 then redis.call('ZREM', K.queued, unpack(queued)) end
+  if #outbox > 0 then redis.call('ZREM', K.outbox, unpack(outbox)) end
+  redis.call('ZADD', K.leases, unpack(leases))
+  local specs = redis.call('HMGET', K.spec, unpack(nodes))
+  local deps_texts = redis.call('HMGET', K.deps, unpack(nodes))
+  local checkpoints = redis.call('HMGET', K.checkpoint, unpack(nodes))
+  local deaths = redis.call('HMGET', K.deaths, unpack(nodes))
+  local losses = redis.call('HMGET', K.losses, unpack(nodes))
   run_claim_fields = run_claim_fields
     or redis.call('HMGET', K.run, 'max_concurrent_nodes', 'response_cache', 'llm_batch', 'inputs')
   local run = run_claim_fields
-  local reply = {'status', 'ok', 'spec', redis.call('HGET', K.spec, node), 'attempt', attempt,
-          'checkpoint', redis.call('HGET', K.checkpoint, node) or '',
-          'deaths', redis.call('HGET', K.deaths, node) or 0,
-          'losses', redis.call('HGET', K.losses, node) or 0,
-          'max_concurrent_nodes', run[1] or '', 'response_cache', run[2] or '',
-          'llm_batch', run[3] or '', 'run_inputs', run[4] or '',
-          'inputs', inputs}
-  if run_has_rules() and redis.call('HEXISTS', K.run_if, node) == 1 then
-    local outcomes, errors = {}, {}
-    for _, dep in ipairs(deps) do
-      local dep_state = redis.call('HGET', K.state, dep)
-      outcomes[#outcomes + 1] = dep
-      outcomes[#outcomes + 1] = dep_state
-      if dep_state == 'failed' then
-        errors[#errors + 1] = dep
-        errors[#errors + 1] = redis.call('HGET', K.error, dep) or ''
+  local replies = {}
+  for i, node in ipairs(nodes) do
+    local attempt = redis.call('HINCRBY', K.attempts, node, 1)
+    emit('node.running', node, 'attempt', attempt, 'holder', holder)
+    local deps = decoded(deps_texts[i])
+    local reply = {'status', 'ok', 'spec', specs[i], 'attempt', attempt,
+            'checkpoint', checkpoints[i] or '', 'deaths', deaths[i] or 0, 'losses', losses[i] or 0,
+            'max_concurrent_nodes', run[1] or '', 'response_cache', run[2] or '',
+            'llm_batch', run[3] or '', 'run_inputs', run[4] or '',
+            'inputs', inputs_of(deps_texts[i], deps)}
+    if run_has_rules() and redis.call('HEXISTS', K.run_if, node) == 1 then
+      local outcomes, errors = dependency_outcomes(deps)
+      for _, value in ipairs({'outcomes', outcomes, 'errors', errors}) do
+        reply[#reply + 1] = value
       end
     end
-    for _, value in ipairs({'outcomes', outcomes, 'errors', errors}) do
-      reply[#reply + 1] = value
-    end
+    replies[i] = reply
   end
-  return reply
+  return replies
+end
+
+-- claim_all of one node, counted in the run's running nodes (claim.lua).
+local function claim_queued(node, lease_ms, holder)
+  redis.call('HINCRBY', K.run, 'running', 1)
+  return claim_all({node}, {}, lease_ms, holder)[1]
 end
 
 -- complete.lua for a worker that runs on (execution/eager.py): the first `want` nodes of
@@ -730,18 +803,20 @@ local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want)
   if not is_open(run_status()) then return kept end
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
-  local left = {}
+  local left, nodes, marks = {}, {}, {}
   for _, item in ipairs(ready) do
     local dispatch = decoded(item[3])
     if #kept < want and wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
-      local mark = item[4]
+      nodes[#nodes + 1], marks[#kept + 1] = item[1], item[4]
       item[4] = nil
-      kept[#kept + 1] = {item, claim_queued(item[1], lease_ms, holder, mark, true)}
+      kept[#kept + 1] = {item}
     else
       left[#left + 1] = item
     end
   end
   for i = 1, math.max(#ready, #left) do ready[i] = left[i] end
+  if #nodes == 0 then return kept end
+  for i, reply in ipairs(claim_all(nodes, marks, lease_ms, holder)) do kept[i][2] = reply end
   return kept
 end
 

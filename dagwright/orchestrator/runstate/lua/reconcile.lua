@@ -113,9 +113,12 @@ local function from_idle_pool(found)
   local pulled_at = tonumber(redis.call('HGET', K.run, 'pool_pulled_at') or 0)
   if NOW - pulled_at < tonumber(ARGV[3]) then return end
   redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-  for _, member in ipairs(redis.call('ZRANGE', K.pool, 0, tonumber(limit) - 1)) do
-    unpool(member, found)
+  local members, tally = redis.call('ZRANGE', K.pool, 0, tonumber(limit) - 1), {}
+  -- in chunks: unpack() of thousands of arguments overflows Lua's C stack
+  for first = 1, #members, 500 do
+    unpool_all({unpack(members, first, math.min(first + 499, #members))}, found, tally)
   end
+  count_tallied(tally)
 end
 
 -- Priority aging (docs/internals/priorities-and-fairness.md): a node whose
