@@ -797,10 +797,11 @@ end
 -- `ready` on one of `queues` whose time limits fit in `max_limit_ms` leave `ready`, claimed
 -- for `holder` in this step, which saves the worker a claim of its own (one round trip
 -- and one script a node). The run's running count is left to the caller (complete.lua).
--- Returns a list of {row, claim reply}, empty when no node fits.
+-- Returns a list of {row, claim reply}, empty when no node fits. The run is open: the step
+-- recorded a node that was running, and a run ends only once every node is final
+-- (finalize_if_done comes after), so its status is not read again.
 local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want)
   local kept = {}
-  if not is_open(run_status()) then return kept end
   local wanted = {}
   for _, queue in ipairs(queues) do wanted[queue] = true end
   local left, nodes, marks = {}, {}, {}
