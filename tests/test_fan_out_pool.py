@@ -325,6 +325,8 @@ def test_a_worker_records_a_fan_out_s_quick_nodes_in_batches_one_step_each(
     assert {node.status.value for node in state.nodes.values()} == {"succeeded"}
     assert all(node.attempts == 1 for node in state.nodes.values())
     assert pool_members(worker_env, run_id) == []
+    # every lease the batches held is let go once their successes are recorded
+    assert worker_env.leases.holding() == []
 
 
 def test_a_batch_records_the_nodes_still_the_worker_s_and_names_the_others(
@@ -392,3 +394,20 @@ def test_a_worker_that_dies_holding_a_batch_s_successes_loses_no_node(
     time.sleep(0.01)
     found = machine.reconcile_run(run_id, publish_grace_s=60, stranded_after_s=60)
     assert sorted(node.node_id for node in found.requeued) == running
+
+
+def test_successes_held_when_a_batch_s_last_node_fails_are_recorded_and_let_go(
+    worker_env: ExecutionEnv,
+) -> None:
+    """The batch's last node fails: the successes held before it are recorded in a step of
+    their own, and the worker renews none of their leases after."""
+    announce(worker_env, "one-slot", slots=1)
+    worker_env.fair = False
+    plan = fan_out(4)
+    plan[4] = {**plan[4], "function": "fail", "retry": {"max_attempts": 1}}  # c3, run last
+    run_id, _ = start(worker_env.runtime, plan)
+    assert execute_node(worker_env, run_id, "root", 1, batching_slot(4)) == Outcome.SUCCEEDED
+    nodes = worker_env.runtime.store.read_state(run_id).nodes
+    assert [nodes[f"c{i}"].status.value for i in range(4)] == ["succeeded"] * 3 + ["failed"]
+    assert nodes["join"].status.value == "succeeded"  # all_done: it ran after them
+    assert worker_env.leases.holding() == []

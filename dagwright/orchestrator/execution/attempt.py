@@ -518,7 +518,7 @@ def record_successes(
         pull_from=sorted(eager.queues) if eager is not None and pulling else (),
         run_on=run_on(env, run_id, eager),
     )
-    env.leases.let_go([LeaseRef(run_id, item.node_id, item.fence) for item in successes[:-1]])
+    env.leases.let_go([LeaseRef(run_id, item.node_id, item.fence) for item in successes])
     if advance is None:
         return None
     for node_id in sorted(advance.stale):

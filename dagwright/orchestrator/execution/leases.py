@@ -97,6 +97,11 @@ class LeaseKeeper:
             for lease in leases:
                 self._held.pop(lease, None)
 
+    def holding(self) -> list[LeaseRef]:
+        """The leases this process renews now."""
+        with self._lock:
+            return list(self._held)
+
     def close(self) -> None:
         self._closed.set()
         self._wake.set()

@@ -225,7 +225,7 @@ class Advance:
 def _claimed(run_id: str, pair: Sequence[Any]) -> tuple[ReadyNode, Claim]:
     row, reply = pair
     claim = Claim.from_reply(reply)
-    assert isinstance(claim, Claim), claim  # claim_queued answers only 'ok'
+    assert isinstance(claim, Claim), claim  # claim_all answers only 'ok'
     return ReadyNode.from_row(run_id, row), claim
 
 
