@@ -20,6 +20,7 @@ from dagwright.orchestrator.execution.fairness import WaitingMessages
 from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
 from dagwright.orchestrator.runstate.machine import Dispatch, LeaseRef, ReadyNode, RunOn, Success
 from dagwright.settings import Settings
+from dagwright.tasks.env import execution_env
 from dagwright.telemetry.counters import NodeDuration
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import start
@@ -283,6 +284,11 @@ def test_a_wide_fan_out_runs_on_a_few_messages(worker: Any, client: Client) -> N
     # the worker's presence (its slots) is written every few seconds: the test's set-up
     # emptied the database after the worker's first
     wait_until(lambda: PullingSlots(client.runtime).of(QUEUE) == 4, timeout=15, what="its slots")
+    # and the worker's own reading says so too: it reuses a reading for a few seconds, and
+    # one taken while the database was empty sees no pulling slot, so that every node of
+    # the fan-out would get its message
+    pulling = execution_env(worker.app).pulling
+    wait_until(lambda: pulling.of(QUEUE) == 4, timeout=15, what="the worker's reading")
     plan = PlanBuilder("wide")
     plan.function("root", "noop")
     children = [plan.function(f"c{i}", "noop", depends_on=["root"]) for i in range(40)]
