@@ -25,6 +25,7 @@ from dagwright.orchestrator.runstate.machine import Claim, Dispatch, LeaseRef, R
 from dagwright.settings import Settings
 from dagwright.tasks import build_app
 from dagwright.tasks.node import eager_slot_for
+from dagwright.telemetry.counters import NodeDuration
 from tests.support.round_trips import counting_round_trips
 from tests.support.runstate import start
 
@@ -243,15 +244,19 @@ def test_flower_lists_the_nodes_a_worker_ran_eagerly(
     assert of_b["task-received"]["hostname"] == worker.hostname
 
 
+def paced(node_id: str, seconds: float) -> Success:
+    """A success whose attempt took ``seconds``: the pace a batch is sized by."""
+    return Success(node_id, 1, "null", NodeDuration("function", "succeeded", seconds))
+
+
 def test_a_batch_is_sized_by_the_pace_of_the_last_success_within_its_window() -> None:
     slot = EagerSlot(frozenset({QUEUE}), time.monotonic() + 100, window_s=0.02, max_batch=8)
     assert slot.batch() == 1  # no pace seen yet
-    success = Success("a", 1, "null")
-    assert not slot.holds_success("run", success, 0.001)  # nothing held: recorded at once
+    assert not slot.holds_success("run", paced("a", 0.001))  # nothing held: recorded at once
     assert slot.batch() == 8  # 20 nodes of 1 ms fit: the most allowed
-    slot.holds_success("run", success, 0.005)
+    slot.holds_success("run", paced("a", 0.005))
     assert slot.batch() == 4
-    slot.holds_success("run", success, 0.5)
+    slot.holds_success("run", paced("a", 0.5))
     assert slot.batch() == 1  # a slow node goes alone
     assert EagerSlot(frozenset({QUEUE}), time.monotonic() + 100).batch() == 1  # no window
 
@@ -260,15 +265,15 @@ def test_a_success_is_held_only_before_another_claimed_node_of_its_run_and_not_f
     slot = EagerSlot(frozenset({QUEUE}), time.monotonic() + 100, window_s=0.05, max_batch=3)
     claim = Claim(node=Node(id="b", type="function"), attempt=1, inputs={})
     slot.keep_claimed([(ready("b"), claim), (ready("c"), claim), (ready("d"), claim)])
-    assert slot.holds_success("run", Success("a", 1, "null"), 0.001)
-    assert not slot.holds_success("other-run", Success("x", 1, "null"), 0.001)
-    assert slot.holds_success("run", Success("b", 1, "null"), 0.001)
+    assert slot.holds_success("run", paced("a", 0.001))
+    assert not slot.holds_success("other-run", paced("x", 0.001))
+    assert slot.holds_success("run", paced("b", 0.001))
     # a third would make a batch of three successes: recorded now, with those held
-    assert not slot.holds_success("run", Success("c", 1, "null"), 0.001)
+    assert not slot.holds_success("run", paced("c", 0.001))
     assert [item.node_id for item in slot.take_pending("run")] == ["a", "b"]
     assert slot.take_pending("run") == []
-    assert slot.holds_success("run", Success("c", 1, "null"), 0.001)
+    assert slot.holds_success("run", paced("c", 0.001))
     time.sleep(0.06)  # the first held is older than the window
-    assert not slot.holds_success("run", Success("d", 1, "null"), 0.001)
+    assert not slot.holds_success("run", paced("d", 0.001))
     slot.held.clear()
-    assert not slot.holds_success("run", Success("e", 1, "null"), 0.001)  # none to run next
+    assert not slot.holds_success("run", paced("e", 0.001))  # none to run next

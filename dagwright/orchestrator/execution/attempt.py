@@ -218,8 +218,8 @@ def run_held(env: ExecutionEnv, held: HeldNode, eager: EagerSlot) -> None:
 def let_go_of_held(env: ExecutionEnv, eager: EagerSlot) -> None:
     """What an attempt that raised left held: its leases expire, and the reconciler
     delivers those nodes again (their successes held were not recorded)."""
-    leases = [LeaseRef(n.node.run_id, n.node.node_id, n.node.fence) for n in eager.held]
-    leases += [LeaseRef(eager.pending_run, s.node_id, s.fence) for s in eager.pending]
+    leases = [held.node.lease for held in eager.held]
+    leases += [success.lease(eager.pending_run) for success in eager.pending]
     if leases:
         log.warning("%d node(s) held by this worker are left to their leases", len(leases))
     eager.held.clear()
@@ -496,8 +496,8 @@ def record_success(
         return Outcome.SUCCEEDED
     duration = attempt_duration(claim, Outcome.SUCCEEDED.value)
     success = Success(ctx.node_id, ctx.fence, output_json, duration)
-    if eager is not None and eager.holds_success(ctx.run_id, success, duration.seconds):
-        env.leases.keep(LeaseRef(ctx.run_id, ctx.node_id, ctx.fence), threading.Event())
+    if eager is not None and eager.holds_success(ctx.run_id, success):
+        env.leases.keep(success.lease(ctx.run_id), threading.Event())
         return Outcome.SUCCEEDED
     held = eager.take_pending(ctx.run_id) if eager is not None else []
     advance = record_successes(env, ctx.run_id, [*held, success], eager)
@@ -511,14 +511,14 @@ def record_successes(
 ) -> Advance | None:
     """Record ``successes`` of one run in one step (the last one's node ran last) and go
     on from what it changed; None if none of them was this worker's any more."""
-    pulling = eager is not None and not eager.held  # a worker holding nodes pulls none
     advance = env.runtime.machine.complete_many(
         run_id,
         successes,
-        pull_from=sorted(eager.queues) if eager is not None and pulling else (),
+        # a worker still holding nodes to run pulls none
+        pull_from=sorted(eager.queues) if eager is not None and not eager.held else (),
         run_on=run_on(env, run_id, eager),
     )
-    env.leases.let_go([LeaseRef(run_id, item.node_id, item.fence) for item in successes])
+    env.leases.let_go([success.lease(run_id) for success in successes])
     if advance is None:
         return None
     for node_id in sorted(advance.stale):
@@ -532,8 +532,7 @@ def go_on(env: ExecutionEnv, run_id: str, advance: Advance, eager: EagerSlot | N
     release the rest of a big fan-out, forget a run that ended."""
     if advance.claimed and eager is not None:
         for held in eager.keep_claimed(advance.claimed):
-            node = held.node
-            env.leases.keep(LeaseRef(node.run_id, node.node_id, node.fence), held.lost)
+            env.leases.keep(held.node.lease, held.lost)
     turn = Turn.KEEP
     if eager is not None and env.fair:
         turn = next_turn(eager, run_id, advance, env.waiting)

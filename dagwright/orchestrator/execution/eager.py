@@ -91,7 +91,7 @@ class EagerSlot:
     pending: list[Success] = field(default_factory=list, init=False)
     pending_run: str = field(default="", init=False)
     pending_since: float = field(default=0.0, init=False)
-    pace_s: float | None = field(default=None, init=False)  # how long the last success took
+    pace_s: float | None = field(default=None, init=False)  # the last success's duration
 
     @property
     def kept(self) -> ReadyNode | None:
@@ -142,11 +142,13 @@ class EagerSlot:
         fits = int(self.window_s / max(self.pace_s, MIN_PACE_S))
         return max(1, min(self.max_batch, fits))
 
-    def holds_success(self, run_id: str, success: Success, pace_s: float) -> bool:
+    def holds_success(self, run_id: str, success: Success) -> bool:
         """Hold ``success`` to be recorded with the next ones if this worker runs another
         node of the same run's batch next and the first success held is younger than
-        ``window_s``; False: it must be recorded now, with those held (``take_pending``)."""
-        self.pace_s = pace_s
+        ``window_s``; False: it must be recorded now, with those held (``take_pending``).
+        Its attempt's duration is the pace the next batch is sized by."""
+        if success.duration is not None:
+            self.pace_s = success.duration.seconds
         now = time.monotonic()
         if not self.held or self.held[0].claim is None or self.held[0].node.run_id != run_id:
             return False

@@ -105,6 +105,11 @@ class ReadyNode:
     fence: int
     dispatch: Dispatch
 
+    @property
+    def lease(self) -> LeaseRef:
+        """The lease the node has once claimed under this fence."""
+        return LeaseRef(self.run_id, self.node_id, self.fence)
+
     @classmethod
     def from_row(cls, run_id: str, row: Sequence[Any]) -> ReadyNode:
         """One ``{node, fence, dispatch}`` row of a script's list of queued nodes (rows,
@@ -256,6 +261,10 @@ class Success:
     fence: int
     output_json: str
     duration: NodeDuration | None = None
+
+    def lease(self, run_id: str) -> LeaseRef:
+        """The lease its node held, in ``run_id``."""
+        return LeaseRef(run_id, self.node_id, self.fence)
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,13 @@ local function pooled_node(member)
   return string.match(member, '[^\t]*$')
 end
 
+-- `list` as a set: {item = true}.
+local function set_of(list)
+  local set = {}
+  for _, item in ipairs(list) do set[item] = true end
+  return set
+end
+
 local function member_queue(member)
   return string.match(member, '^[^\t]*')
 end
@@ -305,8 +312,7 @@ local function refill_pool(queues, ready, pulled)
   if not settle_budget or redis.call('EXISTS', K.pool) == 1 or redis.call('EXISTS', K.settling) == 0 then
     return
   end
-  local wanted = {}
-  for _, queue in ipairs(queues) do wanted[queue] = true end
+  local wanted = set_of(queues)
   local chunk = {}
   local deferring = defer_queueing
   defer_queueing = true
@@ -368,8 +374,7 @@ end
 
 -- Whether `ready` holds a node of one of `queues` (the worker keeps it: no pull needed).
 local function readies_one_of(ready, queues)
-  local wanted = {}
-  for _, queue in ipairs(queues) do wanted[queue] = true end
+  local wanted = set_of(queues)
   for _, item in ipairs(ready) do
     if wanted[decoded(item[3]).queue] then return true end
   end
@@ -378,9 +383,9 @@ end
 
 -- A running node stops running (it finished, failed, will retry, or lost its worker).
 -- Its reservation of the run's budget (reserve.lua) goes with it. `counted_later`: the
--- caller settles the run's running count itself, once (complete.lua).
--- release and set_final of several `nodes` at once take one command of each kind (a
--- batch's successes: complete.lua, decision 124); the single forms are theirs of one.
+-- caller settles the run's running count itself, once (complete.lua). release_all and
+-- set_all_final take one command of each kind for several `nodes` (a batch's successes:
+-- complete.lua, decision 124); release and set_final are theirs of one node.
 local function release_all(nodes)
   redis.call('ZREM', K.leases, unpack(nodes))
   redis.call('HDEL', K.holder, unpack(nodes))
@@ -801,23 +806,24 @@ end
 -- recorded a node that was running, and a run ends only once every node is final
 -- (finalize_if_done comes after), so its status is not read again.
 local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want)
-  local kept = {}
-  local wanted = {}
-  for _, queue in ipairs(queues) do wanted[queue] = true end
-  local left, nodes, marks = {}, {}, {}
+  local wanted = set_of(queues)
+  local chosen, left = {}, {}
   for _, item in ipairs(ready) do
     local dispatch = decoded(item[3])
-    if #kept < want and wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
-      nodes[#nodes + 1], marks[#kept + 1] = item[1], item[4]
-      item[4] = nil
-      kept[#kept + 1] = {item}
+    if #chosen < want and wanted[dispatch.queue] and tonumber(dispatch.time_limit_s) * 1000 <= max_limit_ms then
+      chosen[#chosen + 1] = item
     else
       left[#left + 1] = item
     end
   end
   for i = 1, math.max(#ready, #left) do ready[i] = left[i] end
-  if #nodes == 0 then return kept end
-  for i, reply in ipairs(claim_all(nodes, marks, lease_ms, holder)) do kept[i][2] = reply end
+  if #chosen == 0 then return {} end
+  local nodes, marks = {}, {}
+  for i, item in ipairs(chosen) do
+    nodes[i], marks[i], item[4] = item[1], item[4], nil
+  end
+  local kept = {}
+  for i, reply in ipairs(claim_all(nodes, marks, lease_ms, holder)) do kept[i] = {chosen[i], reply} end
   return kept
 end
 
