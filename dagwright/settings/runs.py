@@ -121,7 +121,7 @@ class DispatchSettings(Section):
     of a worker lost whole run again elsewhere (none was recorded). At most a quarter of
     ``lease_s`` is used; 0: each success is recorded on its own."""
 
-    batch_max_nodes: int = Field(8, ge=1, le=64)
+    batch_max_nodes: int = Field(16, ge=1, le=64)
     """Most nodes of a run one worker takes, and records, in one step (1: one at a time)."""
 
     priority_aging_s: float = Field(120.0, ge=0)

@@ -20,6 +20,7 @@ from dagwright.orchestrator.runstate.creation import (
     create_call,
     creation_of,
     index_run,
+    stage_run,
 )
 from dagwright.orchestrator.runstate.snapshots import (
     counts_of,
@@ -50,6 +51,7 @@ class AsyncRunStore:
         (without an idempotency key: a keyed submit goes through the sync client)."""
         async with self.client.pipeline(transaction=False) as pipe:
             index_run(pipe, self.keys, run_id)
+            stage_run(pipe, self.keys, run_id, new_run)
             await pipe.execute()
         keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen)
         return creation_of(run_id, new_run, await self._create_run(keys=keys, args=args))

@@ -1,11 +1,13 @@
 """What a new run writes, as the arguments of lua/create_run.lua, and what it answers.
 
 A submit writes a run in three round trips at most: its idempotency claim (if keyed:
-lua/claim_idempotency_key.lua), the run index and the active set (``index_run``), then
-the run's hashes and queued roots in one script on the run's keys. Each step is in one
-Redis Cluster slot, and the order makes a crash harmless: a claim whose run never
-appears is taken over (control/submission.py), and an indexed id without a run is
-dropped or skipped (``index_run``); a run is never written without being indexed.
+lua/claim_idempotency_key.lua), the run index and the active set (``index_run``) with the
+run's plan and node columns staged (``stage_run``), then the run hash and its queued
+roots in one script on the run's keys. Each command and script is in one Redis Cluster
+slot, and the order makes a crash harmless: a claim whose run never appears is taken
+over (control/submission.py), an indexed id without a run is dropped or skipped
+(``index_run``), and staged columns without a run expire; a run is never written without
+being indexed, nor without its columns.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ if TYPE_CHECKING:  # a created run is given its validated plan; reads never impo
     from dagwright.plans.validation import PlanGraph
 
 PACKAGE = "dagwright.orchestrator.runstate"
+
+# How long a run's staged plan and columns (``stage_run``) live if the run is never
+# written (its submitter died in between): create_run.lua makes them the run's, without a
+# time to live, in the next round trip.
+STAGED_TTL_S = 3600
+# Fields a staged column is written with per command: a 10,000-node run's columns are
+# some 200 commands, each a fraction of a millisecond, between which the server serves
+# every other client (one script writing them all held it ~60 ms).
+STAGED_CHUNK = 500
 
 # The run's keys create_run.lua writes, in the order it names them.
 CREATE_RUN_KEYS = (
@@ -167,16 +178,9 @@ class NewRun:
         return dataclasses.replace(self, fields=fields)
 
     def to_args(self) -> list[str]:
-        """The script's arguments after the stream cap and the run id."""
-        return [
-            json.dumps(self.fields),
-            self.plan_json,
-            # Each column as a flat [node, value, ...] list, not an object: a Lua table's
-            # pairs() has no order, and a hash keeps its fields in insertion order, which
-            # is the order a run's nodes are read back in (the plan's).
-            json.dumps({name: _flat(column) for name, column in self.columns.items()}),
-            json.dumps(self.roots),
-        ]
+        """The script's arguments after the stream cap and the run id (its plan and
+        columns are staged before: ``stage_run``)."""
+        return [json.dumps(self.fields), json.dumps(self.roots)]
 
     def ready(self, run_id: str, parked: frozenset[str] = frozenset()) -> list[ReadyNode]:
         """The roots, queued under fence 1, to publish, less those ``parked`` (waiting for
@@ -213,6 +217,24 @@ def index_run(pipe: Any, keys: Keys, run_id: str) -> None:
     pipe.sadd(keys.active_runs, run_id)
 
 
+def stage_run(pipe: Any, keys: Keys, run_id: str, new_run: NewRun) -> None:
+    """Queue on ``pipe`` (not a transaction) the writes of the run's plan and node
+    columns, each to expire in ``STAGED_TTL_S`` unless create_run.lua, which checks that
+    they are there, makes them the run's. Commands of ``STAGED_CHUNK`` fields, in the
+    plan's order: a hash keeps its fields in insertion order, which is the order a run's
+    nodes are read back in."""
+    plan = keys.run_key(run_id, "plan")
+    pipe.set(plan, new_run.plan_json, ex=STAGED_TTL_S)
+    for name, column in new_run.columns.items():
+        if not column:
+            continue
+        key = keys.run_key(run_id, name)
+        items = list(column.items())
+        for first in range(0, len(items), STAGED_CHUNK):
+            pipe.hset(key, mapping=dict(items[first : first + STAGED_CHUNK]))
+        pipe.expire(key, STAGED_TTL_S)
+
+
 def creation_of(run_id: str, new_run: NewRun, reply: object) -> Creation:
     """What lua/create_run.lua answered: the run the key names, and the roots to publish
     if that is the new run (none if the key named another run: nothing was written)."""
@@ -223,10 +245,6 @@ def creation_of(run_id: str, new_run: NewRun, reply: object) -> Creation:
     parked = frozenset(str(node) for node in fields.get("parked") or [])
     gated = CONCURRENCY_KEY_FIELD in new_run.fields
     return Creation(owner, new_run.ready(run_id, parked), gated)
-
-
-def _flat(column: dict[str, str]) -> list[str]:
-    return [item for pair in column.items() for item in pair]
 
 
 def _columns(graph: PlanGraph, dispatch: dict[str, Dispatch]) -> dict[str, dict[str, str]]:

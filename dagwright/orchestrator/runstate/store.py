@@ -31,6 +31,7 @@ from dagwright.orchestrator.runstate.creation import (
     creation_of,
     index_run,
     key_claims,
+    stage_run,
 )
 from dagwright.orchestrator.runstate.machine import Dispatch, ReadyNode
 from dagwright.orchestrator.runstate.replan_reading import (
@@ -101,12 +102,15 @@ class RunStore:
 
         The key is claimed first and the run joins the index and the active set before
         it is written (``index_run``): if this process dies before publishing, the
-        reconciler still finds the queued roots and publishes them.
+        reconciler still finds the queued roots and publishes them. Its plan and columns
+        are staged in the same round trip (``stage_run``): a big run's are many short
+        commands, not one long script.
         """
         if claim is not None and (owner := self.claim_key(claim, run_id)) != run_id:
             return Creation(owner, [])
         pipe = self.client.pipeline(transaction=False)
         index_run(pipe, self.keys, run_id)
+        stage_run(pipe, self.keys, run_id, new_run)
         pipe.execute()
         keys, args = create_call(self.keys, run_id, new_run, self.events_maxlen)
         return creation_of(run_id, new_run, self._create_run(keys=keys, args=args))

@@ -1,15 +1,16 @@
--- A new run, in one step: the run's hashes, and its root nodes QUEUED (fence 1) in the
+-- A new run, in one step: the run's hash, and its root nodes QUEUED (fence 1) in the
 -- outbox, so the reconciler publishes them if the submitter dies before it does. Its
 -- idempotency key (if any) is taken before, and the run joins the run index and the
 -- active set before too (other Cluster slots: creation.py), so the reconciler sees every
--- run this writes.
+-- run this writes. Its plan and node columns are staged before as well (creation.py
+-- stage_run: commands of their own, between which the server serves other clients, where
+-- this script writing a 10,000-node run's held it ~60 ms), with a time to live: this
+-- makes them the run's, and refuses to write a run whose columns are not there.
 --
 -- KEYS: run, plan, spec, deps, dependents, remaining, dispatch, state, fence, attempts,
 --       queued, outbox, events, run_if, retry, waits, countdown (the run's, see
 --       keys.RUN_KEY_NAMES).
 -- ARGV: events stream cap, run id, the run hash's fields (JSON object of strings), the
---       plan (JSON), the per-node columns (JSON object: column -> [node, value, ...] in
---       the plan's order, kept as the hashes' field order), the
 --       roots (JSON list).
 -- Reply: {'owner', run, 'parked', {roots}}: the new run's id and its roots that wait instead of being queued (a
 -- delayed start, the run's concurrency key: see "Flow control" below).
@@ -60,14 +61,20 @@ local function emit(kind, ...)
 end
 
 local run = cjson.decode(ARGV[3])
-local columns = cjson.decode(ARGV[5])
-local roots = cjson.decode(ARGV[6])
+local roots = cjson.decode(ARGV[4])
 
+-- The staged columns: every node has a spec and a state. Gone (their time to live ran out
+-- before this step came), the run is not written: the submit fails and can be sent again.
+if redis.call('EXISTS', K.spec) == 0 or redis.call('EXISTS', K.state) == 0 then
+  return redis.error_reply("the run's staged columns are gone (creation.py STAGED_TTL_S): submit it again")
+end
+for _, key in ipairs({K.plan, K.spec, K.deps, K.dependents, K.remaining, K.dispatch, K.state,
+                      K.fence, K.attempts, K.run_if, K.countdown}) do
+  redis.call('PERSIST', key)
+end
 run.created_at = NOW
 hset_all(K.run, run)
-redis.call('SET', K.plan, ARGV[4])
 emit('run.submitted', 'nodes', run.total)
-for name, flat in pairs(columns) do hset_pairs(K[name], flat) end
 -- Flow control (docs/internals/flow-control.md). A run with a concurrency key waits for a
 -- place ('gate'), its roots all parked until run_gates.py admits it (admit.lua); else a
 -- root due later (the run's not_before, its own countdown) waits in RETRY_WAIT in the
