@@ -89,6 +89,9 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     #           output columns folded into one JSON {since, rows: [[node, state, attempts,
     #           started, finished, output]]}, times as ms after `since` (compact.lua;
     #           snapshots.unfold reads it); the five hashes are dropped then
+    "folding",  # string: `nodes` while compact.lua writes it a chunk at a time (the run
+    #             hash's fold_cursor: where its HSCAN of `state` is), renamed `nodes` at
+    #             the last chunk; readers read the five hashes until then
 )
 
 

@@ -18,6 +18,7 @@ from dagwright.metrics.readings import MetricsReader
 from dagwright.models import ErrorInfo, RunState, RunStatus
 from dagwright.orchestrator.control.dead_letter_replay import dead_letters, replay
 from dagwright.orchestrator.execution.reconciler import Reconciler
+from dagwright.orchestrator.runstate import machine as machine_module
 from dagwright.orchestrator.runstate.async_store import AsyncRunStore
 from dagwright.orchestrator.runstate.machine import Claim
 from dagwright.orchestrator.runtime import Runtime
@@ -382,7 +383,13 @@ def test_a_succeeded_run_keeps_at_most_its_target_bytes(runtime: Runtime) -> Non
     for a 1,000-node fan-out (benchmarks/run_bytes.py measures them through a worker)."""
     assert run_bytes(runtime, succeeded_diamond(runtime)) <= 6 * 1024
 
-    width = 998
+    run_id = succeeded_fan_out(runtime, 998)
+    runtime.forget_active(run_id)
+    assert run_bytes(runtime, run_id) <= 300 * 1024
+
+
+def succeeded_fan_out(runtime: Runtime, width: int) -> str:
+    """A root, ``width`` nodes and a join, run to their end (not forgotten yet)."""
     fan_out = [{"id": f"n{i}", "depends_on": ["root"]} for i in range(width)]
     join = {"id": "join", "depends_on": [f"n{i}" for i in range(width)]}
     run_id, _ = start(runtime, [{"id": "root"}, *fan_out, join])
@@ -390,7 +397,54 @@ def test_a_succeeded_run_keeps_at_most_its_target_bytes(runtime: Runtime) -> Non
     while advance.settling:
         advance = runtime.machine.settle(run_id)
     for node in fan_out:
-        finish(runtime, run_id, node["id"])
+        finish(runtime, run_id, node["id"], output=f'{{"n": "{node["id"]}"}}')
     assert finish(runtime, run_id, "join").run_finished == RunStatus.SUCCEEDED
+    return run_id
+
+
+def test_a_big_run_is_folded_a_chunk_a_step_and_stays_active_until_the_last(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 126: a run past hash-max-listpack-entries (512 on the test server; a
+    smaller hash is one HSCAN step) folded 100 nodes a step, each step its own script."""
+    monkeypatch.setattr(machine_module, "FOLD_CHUNK", 100)
+    run_id = succeeded_fan_out(runtime, 700)
+    before = runtime.store.read_state(run_id)
+    run_hash = runtime.keys.run_key(run_id, "run")
+
+    first = runtime.machine.compact(run_id, runtime.ended_retention)
+    assert first.folding
+    # the rest of the compaction is done; the fold is under way where no reader looks
+    assert {"nodes", "dispatch", "plan"}.isdisjoint(run_keys(runtime, run_id))
+    assert {"state", "output", "folding"} <= set(run_keys(runtime, run_id))
+    assert runtime.client.hget(run_hash, "fold_cursor") not in (None, "0")
+    assert runtime.store.read_state(run_id).nodes == before.nodes
+    # forgotten without its fold (as by a process that died after a step): still active
+    assert not runtime.machine.forget(run_id).forgotten
+    assert runtime.client.sismember(runtime.keys.active_runs, run_id)
+
+    steps = 1
+    while runtime.machine.compact(run_id, runtime.ended_retention).folding:
+        steps += 1
+        assert runtime.store.read_state(run_id).nodes == before.nodes
+    assert 3 <= steps + 1 <= 30  # 703 nodes, about 100 an HSCAN step (a hint, not a bound)
+    kept = run_keys(runtime, run_id)
+    assert "nodes" in kept and {"state", "output", "folding"}.isdisjoint(kept)
+    assert runtime.client.hget(run_hash, "fold_cursor") is None
+    assert runtime.store.read_state(run_id).nodes == before.nodes
+    assert before.nodes["n699"].output == {"n": "n699"}
     runtime.forget_active(run_id)
-    assert run_bytes(runtime, run_id) <= 300 * 1024
+    assert not runtime.client.sismember(runtime.keys.active_runs, run_id)
+
+
+def test_whoever_forgets_a_run_next_goes_on_with_its_fold(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(machine_module, "FOLD_CHUNK", 100)
+    run_id = succeeded_fan_out(runtime, 600)
+    before = runtime.store.read_state(run_id)
+    assert runtime.machine.compact(run_id, runtime.ended_retention).folding  # then it died
+    runtime.forget_active(run_id)  # the reconciler's, say: every step left, then the rest
+    assert not runtime.client.sismember(runtime.keys.active_runs, run_id)
+    assert "nodes" in run_keys(runtime, run_id)
+    assert runtime.store.read_state(run_id).nodes == before.nodes

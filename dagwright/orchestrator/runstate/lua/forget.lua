@@ -1,7 +1,8 @@
 -- The run-slot half of dropping an ended run from the active set (machine.py forget does
 -- the rest, in other Cluster slots). ARGV[3] the run id, ARGV[4] '1' to queue its trace's
 -- export. Returns {'closed', 0} if the run is open (a replay may have re-opened it since
--- its caller saw it end: it stays active), else {'closed', 1, 'now', the server's time in
+-- its caller saw it end: it stays active; with 'folding', 1 while compact.lua's fold has
+-- steps left), else {'closed', 1, 'now', the server's time in
 -- ms, 'export', 0/1, 'webhooks', {ids}, 'concurrency_key', the run's or '', 'ended',
 -- status or '', 'finished_at', ms}: the caller queues the export and the webhook
 -- deliveries, adds the run to its ended set, then drops it from the active set.
@@ -22,6 +23,9 @@
 --   caller adds the run to that set before it leaves the active set.
 local status = run_status()
 if is_open(status) then return {'closed', 0} end
+-- compact.lua's fold of a big run has steps left: the run stays active (so whoever sees
+-- it next goes on) until the last one
+if redis.call('HEXISTS', K.run, 'fold_cursor') == 1 then return {'closed', 0, 'folding', 1} end
 
 local function wants(hook, event)
   for _, wanted in ipairs(hook.on or {}) do
