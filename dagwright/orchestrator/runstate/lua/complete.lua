@@ -73,6 +73,8 @@ for field, delta in pairs(metric) do
   -- pcall: a metric must never fail the work it counts (the nodes are recorded by now).
   redis.pcall('HINCRBY', SHARED[1], field, delta)
 end
-return {'status', 'ok', 'run_finished', finalize_if_done(), 'ready', ready,
-        'running', redis.call('HINCRBY', K.run, 'running', #kept - #done),
+local finished = finalize_if_done()
+local counted = #kept - #done
+local running = counted == 0 and run_running or redis.call('HINCRBY', K.run, 'running', counted)
+return {'status', 'ok', 'run_finished', finished, 'ready', ready, 'running', running,
         'settling', own_left and 1 or 0, 'stale', stale, 'claimed', kept}

@@ -19,6 +19,9 @@ local countdowns_in_run, rules_in_run, settle_budget, settling_left, defer_queue
 -- The run's fields every claim answers with (claim_all), read once per call: a call
 -- claiming a batch of a fan-out's nodes reads them once, not once a node.
 local run_claim_fields
+-- The run's running count as finalize_if_done read it, per call: complete.lua answers with
+-- it when its step changed that count by nothing (a chain's node: one done, one claimed).
+local run_running
 -- A claim's inputs by its deps text, per call: a batch of a fan-out's nodes, which all
 -- depend on the same node, reads that node's output (often the fan-out's whole list of
 -- items) once, not once a node. Outputs do not change once written.
@@ -41,7 +44,7 @@ local function enter(keys, argv)
   local clock = redis.call('TIME')
   NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   countdowns_in_run, rules_in_run, settle_budget, settling_left = nil, nil, nil, false
-  defer_queueing, run_claim_fields, claim_inputs = false, nil, {}
+  defer_queueing, run_claim_fields, claim_inputs, run_running = false, nil, {}, nil
 end
 
 -- An event's time is its entry id's: XADD takes it from the server's clock, as NOW (the
@@ -155,10 +158,13 @@ local function park_until(node, due_ms, on, name)
 end
 
 -- Whether the run has countdowns and trigger rules (creation.py, expand.lua set the run's
--- fields): one HMGET per call, the first time either is asked, as a chain's node asks both.
+-- fields), and the run's fields every claim answers with (claim_all): one HMGET per call,
+-- the first time any is asked, as a chain's node asks them all.
 local function read_run_flags()
-  local flags = redis.call('HMGET', K.run, 'countdowns', 'trigger_rules')
-  countdowns_in_run, rules_in_run = flags[1] ~= false, flags[2] ~= false
+  local fields = redis.call('HMGET', K.run, 'countdowns', 'trigger_rules',
+                            'max_concurrent_nodes', 'response_cache', 'llm_batch', 'inputs')
+  countdowns_in_run, rules_in_run = fields[1] ~= false, fields[2] ~= false
+  run_claim_fields = {fields[3], fields[4], fields[5], fields[6]}
 end
 
 -- Queue a node that became ready, unless its countdown (Node.countdown_s, kept in
@@ -768,8 +774,7 @@ local function claim_all(nodes, marks, lease_ms, holder)
   local checkpoints = redis.call('HMGET', K.checkpoint, unpack(nodes))
   local deaths = redis.call('HMGET', K.deaths, unpack(nodes))
   local losses = redis.call('HMGET', K.losses, unpack(nodes))
-  run_claim_fields = run_claim_fields
-    or redis.call('HMGET', K.run, 'max_concurrent_nodes', 'response_cache', 'llm_batch', 'inputs')
+  if run_claim_fields == nil then read_run_flags() end
   local run = run_claim_fields
   local replies = {}
   for i, node in ipairs(nodes) do
@@ -830,7 +835,9 @@ end
 -- Finish the run once every node is final; returns the run's final status or ''. A run
 -- stopping for its teardown ends as its stop said.
 local function finalize_if_done()
-  local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked', 'stopping')
+  local run = redis.call('HMGET', K.run, 'status', 'total', 'done', 'failed', 'blocked',
+                         'stopping', 'running')
+  run_running = tonumber(run[7])
   if not is_open(run[1]) or tonumber(run[3]) < tonumber(run[2]) then return '' end
   if run[6] then return finish_run(run[6]) end
   if tonumber(run[4]) > 0 or tonumber(run[5]) > 0 then return finish_run('failed') end
