@@ -78,6 +78,13 @@ def fan_out_plan(width: int) -> Plan:
     return plan.build(output="join")
 
 
+def flat_plan(width: int) -> Plan:
+    """``width`` independent no-op nodes: Celery's group without a join."""
+    plan = PlanBuilder("flat")
+    nodes = [plan.function(f"n{i}", "noop") for i in range(width)]
+    return plan.build(output=nodes[-1])
+
+
 def chain_plan(length: int) -> Plan:
     plan = PlanBuilder("chain")
     previous: list[str] = []

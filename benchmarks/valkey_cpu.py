@@ -10,7 +10,10 @@ after the end, and divides by the number of nodes:
 - fan-out: a root, N no-op function nodes, a join (dagwright) against a group of N no-op
   tasks (bare Celery) and a chord of N (canvas);
 - chain: N no-op nodes in a line (dagwright) against N tasks each enqueueing the next
-  (bare) and a Celery ``chain`` of N (canvas).
+  (bare) and a Celery ``chain`` of N (canvas);
+- flat (dagwright only): the fan-out's N no-op nodes with no root and no join, each a root
+  of the run (decision 127), printed against the peers' fan-out, whose bare side is this
+  very workload (a group of N).
 
 With ``--split`` the broker gets a Valkey of its own (the layout a Cluster deployment
 needs, since kombu cannot use a cluster): the state store's CPU per node, the number that
@@ -93,7 +96,11 @@ def measure_dagwright(servers: Servers, args: argparse.Namespace, data_dir: Path
         overhead.time_dagwright(client, overhead.chain_plan(1))  # the worker consumes
         fan_out = overhead.fan_out_plan(args.fan_out)
         chain = overhead.chain_plan(args.chain)
+        flat = overhead.flat_plan(args.fan_out)
         return {
+            "flat": servers.cpu_per_node(
+                args.fan_out, lambda: overhead.time_dagwright(client, flat)
+            ),
             "fan_out": servers.cpu_per_node(
                 args.fan_out + 2, lambda: overhead.time_dagwright(client, fan_out)
             ),
@@ -216,12 +223,15 @@ def report(args: argparse.Namespace, sides: dict[str, list[Sample]]) -> None:
         for side, values in medians.items():
             print(f"  {side:16}{values['fan_out', part]:16.1f}{values['chain', part]:14.1f}")
         ours = medians["dagwright"]
+        flat = statistics.median(s["flat"][part] for s in sides["dagwright"])
+        print(f"  dagwright, flat {args.fan_out} (no root, no join): {flat:.1f}")
         for peer in ("bare Celery", "Celery canvas"):
             theirs = medians[peer]
             print(
                 f"  dagwright / {peer}: "
                 f"fan-out {ours['fan_out', part] / theirs['fan_out', part]:.2f}x, "
-                f"chain {ours['chain', part] / theirs['chain', part]:.2f}x"
+                f"chain {ours['chain', part] / theirs['chain', part]:.2f}x, "
+                f"flat {flat / theirs['fan_out', part]:.2f}x"
             )
     print(
         "  target (issue 31): <= 80 us per dagwright node"

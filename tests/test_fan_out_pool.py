@@ -13,17 +13,28 @@ from celery.worker import state as worker_state
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.keys import NODE_EXECUTE_TASK, QUEUE_PREFIX
+from dagwright.models import Plan
+from dagwright.orchestrator.control.pulling import (
+    POOL_ROOTS_PAST,
+    PullingSlots,
+    QueueBacklog,
+    dispatch_roots,
+    wake_or_pool,
+)
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
 from dagwright.orchestrator.execution.eager import EagerSlot
 from dagwright.orchestrator.execution.fairness import WaitingMessages
-from dagwright.orchestrator.execution.pool import PullingSlots, QueueBacklog, wake_or_pool
 from dagwright.orchestrator.runstate.machine import Dispatch, LeaseRef, ReadyNode, RunOn, Success
+from dagwright.orchestrator.runstate.store import new_run_id
+from dagwright.orchestrator.runtime import Runtime
+from dagwright.plans.validation import PlanLimits, validate_plan
 from dagwright.settings import Settings
 from dagwright.tasks.env import execution_env
 from dagwright.telemetry.counters import NodeDuration
+from dagwright.workers import builtin_registry
 from tests.support.round_trips import counting_round_trips
-from tests.support.runstate import start
+from tests.support.runstate import RecordingBroker, start
 from tests.support.waiting import wait_until
 from tests.support.workers_live import announce as live_worker
 
@@ -277,6 +288,39 @@ def test_a_queue_served_by_a_worker_that_does_not_pull_gets_a_message_per_node(
     assert pool_members(worker_env, run_id) == []
 
 
+def new_run(runtime: Runtime, width: int) -> tuple[str, list[ReadyNode]]:
+    """A run of ``width`` independent nodes, written (its roots queued, none published)."""
+    plan = Plan.model_validate(
+        {"nodes": [{"id": f"n{i}", "type": "function", "function": "noop"} for i in range(width)]}
+    )
+    run_id = new_run_id()
+    graph = validate_plan(plan, builtin_registry(), PlanLimits())
+    return run_id, runtime.store.create_run(run_id, graph, runtime.dispatch_for)
+
+
+def test_a_new_run_s_many_roots_wake_the_idle_slots_and_the_rest_are_pooled(
+    worker_env: ExecutionEnv,
+) -> None:
+    announce(worker_env, "three-slots", slots=3)
+    runtime, broker = worker_env.runtime, RecordingBroker()
+    run_id, roots = new_run(runtime, 1200)  # past a chunk of pooling
+    dispatch_roots(runtime, broker, run_id, roots)  # type: ignore[arg-type]
+    assert len(broker.published) == 3
+    assert len(pool_members(worker_env, run_id)) == 1197
+    assert runtime.client.zcard(runtime.keys.run_key(run_id, "outbox")) == 0  # all dispatched
+    # counted where autoscaling and `doctor` read a queue's backlog
+    assert runtime.client.hget(runtime.keys.pooled_nodes, QUEUE) == "1197"
+
+
+def test_a_few_roots_get_a_message_each_whoever_pulls(worker_env: ExecutionEnv) -> None:
+    announce(worker_env, "three-slots", slots=3)
+    runtime, broker = worker_env.runtime, RecordingBroker()
+    run_id, roots = new_run(runtime, POOL_ROOTS_PAST)
+    dispatch_roots(runtime, broker, run_id, roots)  # type: ignore[arg-type]
+    assert len(broker.published) == POOL_ROOTS_PAST
+    assert pool_members(worker_env, run_id) == []
+
+
 # -- on a real worker -----------------------------------------------------------------
 
 
@@ -298,6 +342,22 @@ def test_a_wide_fan_out_runs_on_a_few_messages(worker: Any, client: Client) -> N
     assert state.status == RunStatus.SUCCEEDED
     # the root's message and one per other slot of the worker (4 threads); a reconciler
     # pass finding the pool idle under a slow machine may publish a few more
+    assert worker_state.total_count[NODE_EXECUTE_TASK] - before <= 10
+
+
+def test_a_run_of_many_roots_runs_on_a_few_messages(worker: Any, client: Client) -> None:
+    """A plan of independent nodes: its roots are split as a fan-out's release is (a
+    message per idle pulling slot, the rest pooled), not a message each."""
+    wait_until(lambda: PullingSlots(client.runtime).of(QUEUE) == 4, timeout=15, what="its slots")
+    plan = PlanBuilder("flat")
+    for i in range(60):
+        plan.function(f"n{i}", "noop")
+    before = worker_state.total_count[NODE_EXECUTE_TASK]
+    state = client.submit(plan.build()).wait(timeout=60)
+    assert state.status == RunStatus.SUCCEEDED
+    assert all(node.attempts == 1 for node in state.nodes.values())
+    # one message per slot of the worker (4 threads); a reconciler pass finding the pool
+    # idle under a slow machine may publish a few more
     assert worker_state.total_count[NODE_EXECUTE_TASK] - before <= 10
 
 

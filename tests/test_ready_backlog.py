@@ -21,9 +21,9 @@ from dagwright.metrics.backlog_endpoint import backlog_answer
 from dagwright.metrics.readings import MetricsReader
 from dagwright.metrics.server import bind_metrics_server
 from dagwright.models import Plan
+from dagwright.orchestrator.control.pulling import PullingSlots
 from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.orchestrator.execution.backlog import PooledRecount, read_pooled
-from dagwright.orchestrator.execution.pool import PullingSlots
 from dagwright.orchestrator.runstate.machine import Claim, ReadyNode, RunOn
 from dagwright.orchestrator.runstate.scripts import SETTLE_CHUNK
 from dagwright.orchestrator.runtime import Runtime

@@ -18,8 +18,9 @@ from dagwright.errors import ConfigurationError, IdempotencyConflictError
 from dagwright.llm.model_lifecycle import warn_of_end_of_life
 from dagwright.memory.namespaces import MEMORY_FIELD, checked_name
 from dagwright.models import DEFAULT_PRIORITY, Budget, Plan, RunStatus, Webhook
-from dagwright.orchestrator.broker import Broker, dispatch
+from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.live_registry import registry_for_plan
+from dagwright.orchestrator.control.pulling import dispatch_roots
 from dagwright.orchestrator.control.run_gates import RunGates, key_fields
 from dagwright.orchestrator.control.run_request import RunRequest
 from dagwright.orchestrator.control.runnable import LiveCapabilities, needs_of_goal, needs_of_plan
@@ -204,10 +205,11 @@ def write_run(
 def publish_roots(
     runtime: Runtime, broker: Broker, run_id: str, ready: list[ReadyNode], *, gated: bool = False
 ) -> None:
-    """Publish a new run's roots (a failed publish is the reconciler's to retry); a run
-    ``gated`` by its concurrency key asks for a place first (else the reconciler does)."""
+    """Publish a new run's roots, or pool most of a run of many (``dispatch_roots``; a
+    failed publish is the reconciler's to retry); a run ``gated`` by its concurrency key
+    asks for a place first (else the reconciler does)."""
     try:
-        dispatch(broker, runtime.machine, ready)
+        dispatch_roots(runtime, broker, run_id, ready)
         if gated:
             RunGates(runtime, broker).admit(run_id)
     except ConfigurationError as exc:  # written: it goes out once the broker answers

@@ -37,6 +37,7 @@ from dagwright.errors import (
 from dagwright.models import ErrorInfo, Node, RetryPolicy
 from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
+from dagwright.orchestrator.control.pulling import PullingSlots, QueueBacklog
 from dagwright.orchestrator.execution.backoff import compute_backoff
 from dagwright.orchestrator.execution.eager import EagerSlot, HeldNode
 from dagwright.orchestrator.execution.expansion import (
@@ -60,12 +61,7 @@ from dagwright.orchestrator.execution.limits import (
     publish_waiters,
 )
 from dagwright.orchestrator.execution.poison import refused_delivery
-from dagwright.orchestrator.execution.pool import (
-    PullingSlots,
-    QueueBacklog,
-    dispatch_or_pool,
-    release_rest,
-)
+from dagwright.orchestrator.execution.pool import dispatch_or_pool, release_rest
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.execution.replanning import replanner_for
 from dagwright.orchestrator.runstate.machine import (
