@@ -90,8 +90,8 @@ RUN_KEY_NAMES: tuple[str, ...] = (
     #           started, finished, output]]}, times as ms after `since` (compact.lua;
     #           snapshots.unfold reads it); the five hashes are dropped then
     "folding",  # string: `nodes` while compact.lua writes it a chunk at a time (the run
-    #             hash's fold_cursor: where its HSCAN of `state` is), renamed `nodes` at
-    #             the last chunk; readers read the five hashes until then
+    #             hash's fold_cursor: where its HSCAN of `state` is), copied to `nodes`
+    #             at the last chunk; readers read the five hashes until then
 )
 
 

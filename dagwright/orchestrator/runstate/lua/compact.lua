@@ -38,12 +38,12 @@ local dropped = 0
 -- started, finished, output], the two times as ms after `since` (the run's creation) and
 -- attempts as numbers (a value that is no number stays a string), a missing value null.
 -- snapshots.unfold reads it. Folded FOLD_CHUNK nodes a step (decision 126): a 10,000-node
--- run's fold in one step held the server ~25 ms. The rows go to K.folding, which no reader
--- reads, the HSCAN cursor of K.state to the run hash's fold_cursor; the last step copies
--- K.folding to K.nodes and drops it and the five columns, so a reader sees the columns or the fold,
--- never a part of it. A node HSCAN returns twice (a rehash between steps) has its row
--- twice, alike: unfold reads the last. Once folded (K.nodes exists) nothing is left to
--- fold: compacting twice is compacting once.
+-- run's fold in one step held the server ~25 ms. The rows go to K.folding, which no
+-- reader reads, the HSCAN cursor of K.state to the run hash's fold_cursor; the last step
+-- copies K.folding to K.nodes and drops it and the five columns, so a reader sees the
+-- columns or the fold, never a part of it. A node HSCAN returns twice (a rehash between
+-- steps) has its row twice, alike: unfold keeps the last. Once folded (K.nodes exists)
+-- nothing is left to fold: compacting twice is compacting once.
 local FOLD_CHUNK = tonumber(ARGV[6])
 local FOLDED = {K.state, K.attempts, K.started, K.finished, K.output}
 local SINCE = {nil, nil, 0, 1, 1, nil}  -- per column: what a number counts from (1: since)
