@@ -3,27 +3,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import IO
 
 import pytest
 
+from dagwright.embedded import shared
 from dagwright.embedded.reclaim import is_live
+from dagwright.embedded.shared import wait_for_worker
+from dagwright.orchestrator.control.pulling import PullingSlots
+from dagwright.orchestrator.execution.attempt import ExecutionEnv
 from dagwright.server.local_access import read_token
 from dagwright.stackfile import StackRecord, read_stack, read_stack_record, write_stack
 from tests.support.cli import cli_env, dagwright, json_out, one_error_line
 from tests.support.processes import REPO_ROOT
 from tests.support.waiting import wait_until
+from tests.support.workers_live import announce
 
 pytestmark = pytest.mark.subprocess
 
 DIAMOND = "examples/plans/diamond.yaml"
 WORDSTATS = "examples/wordstats/plan.yaml"
+
+
+QUEUE = "dw.function"
 
 
 def start_up(env: dict[str, str]) -> subprocess.Popen[str]:
@@ -309,3 +319,23 @@ def test_a_dead_ups_orphan_server_is_reclaimed(tmp_path: Path) -> None:
             stand_in.kill()
     [line] = [line for line in result.stderr.splitlines() if "reclaimed" in line]
     assert f"stopped its server (pid {stand_in.pid})" in line
+
+
+def test_a_run_on_a_stack_it_started_is_submitted_once_its_worker_has_announced_itself(
+    worker_env: ExecutionEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So that the submit sees the worker's pulling slots: a run of many roots then gets a
+    message per slot, the rest pulled (decision 127), not a message a root."""
+    settings = worker_env.runtime.settings
+    record = StackRecord(settings.redis.url or "", os.getpid(), "run", worker_pid=os.getpid())
+    later = threading.Timer(0.3, lambda: announce(worker_env, "w", slots=2, queue=QUEUE))
+    later.start()
+    wait_for_worker(settings, record)
+    assert PullingSlots(worker_env.runtime).of(QUEUE) == 2  # announced before it returned
+    # a worker that died before announcing itself, or one that never does: it goes on
+    worker_env.runtime.client.delete(worker_env.runtime.keys.worker_capabilities)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    wait_for_worker(settings, dataclasses.replace(record, worker_pid=dead.pid))
+    monkeypatch.setattr(shared, "WORKER_ANNOUNCE_TIMEOUT_S", 0.2)
+    wait_for_worker(settings, record)

@@ -20,10 +20,14 @@ from dagwright.embedded.leases import Lease, attach_lock, live_leases, stack_own
 from dagwright.embedded.valkey import EmbeddedStackError
 from dagwright.errors import ConfigurationError
 from dagwright.settings import Settings
-from dagwright.stackfile import StackRecord, read_stack_record
+from dagwright.stackfile import StackRecord, process_alive, read_stack_record
 
 HOST_START_TIMEOUT_S = 90.0  # the host may first wait for a stopping stack to have gone
 STACK_READY_TIMEOUT_S = 120.0
+# How long a run on a stack started for it waits for the worker to announce itself (its
+# presence, written as it starts consuming: tasks/steps.py) before submitting; past it,
+# the run is submitted all the same.
+WORKER_ANNOUNCE_TIMEOUT_S = 15.0
 STACK_STOP_TIMEOUT_S = 60.0  # a warm worker shutdown, then Valkey's
 
 
@@ -74,6 +78,7 @@ def shared_stack(settings: Settings, *, say: Callable[[str], None]) -> Iterator[
             say(f"no Redis configured: started the embedded stack (worker log: {log_file})")
             if record.note:
                 say(record.note)
+            wait_for_worker(settings, record)
         yield shared
     finally:
         give_back(lease, data_dir)
@@ -128,6 +133,28 @@ def wait_until_ready(
         if gone or time.monotonic() > deadline:
             raise EmbeddedStackError(f"the embedded stack did not start; its log: {log_file}")
         time.sleep(0.1)
+
+
+def wait_for_worker(settings: Settings, record: StackRecord) -> None:
+    """Until the new stack's worker has announced itself (or died, or
+    ``WORKER_ANNOUNCE_TIMEOUT_S`` passed): a submit then sees its pulling slots, so a run
+    of many roots gets a message per slot and the rest pulled (decision 127), not a
+    message a root. The run's first node waits for the worker anyway."""
+    import redis
+
+    from dagwright.keys import Keys
+    from dagwright.orchestrator.control.runnable import live_entries
+
+    client = redis.Redis.from_url(record.redis_url, decode_responses=True)
+    key = Keys(settings.redis.key_prefix).worker_capabilities
+    deadline = time.monotonic() + WORKER_ANNOUNCE_TIMEOUT_S
+    try:
+        while not live_entries(client.hgetall(key), time.time()):
+            if time.monotonic() > deadline or not process_alive(record.worker_pid):
+                return  # a worker that died is told where the run waits (check_alive)
+            time.sleep(0.05)
+    finally:
+        client.close()
 
 
 def require_imports(record: StackRecord, imports: list[str]) -> None:
