@@ -1184,7 +1184,8 @@ class RunStateMachine:
         """Drop a run that has ended from the reconciler's set (not if it re-opened),
         after queueing its webhook deliveries and, with ``export_trace``, its trace's
         OTLP export, and giving its scores and node logs the run's time to live; with
-        ``compaction``, compacted first (``compact``), in the same round trip.
+        ``compaction``, compacted first (``compact``), in the same round trip; a big
+        run's fold takes steps of its own after it (``_fold_on``), the run active meanwhile.
 
         Four steps, each in one Cluster slot (lua/forget.lua on the run's; the queues;
         the ended runs' set of its status; the active set), in an order a crash cannot
