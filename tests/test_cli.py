@@ -352,7 +352,8 @@ def test_an_llm_plan_without_an_api_key_fails_fast_with_one_clear_line(tmp_path:
     result = dagwright("run", RESEARCH, "--json", env=cli_env(None, tmp_path / "data"), timeout=180)
     if result.returncode == 2:  # the stack's workers said they have no LLM before the submit
         [line] = result.stderr.strip().splitlines()
-        assert "set ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL in the workers' environment" in line
+        assert "nor has this environment: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL" in line
+        assert "and run again" in line
         return
     assert result.returncode == 1
     research = json_out(result)["nodes"]["research"]

@@ -16,7 +16,7 @@ from dagwright.keys import Keys
 from dagwright.orchestrator.control.runnable import NodeNeed, unmet
 from dagwright.registry import build_registry
 from dagwright.tasks import queues_for
-from dagwright.workers.capabilities import WorkerCapabilities
+from dagwright.workers.capabilities import WorkerCapabilities, llm_assignment
 from tests.support.cli import cli_env, dagwright, one_error_line
 from tests.support.processes import Workers
 from tests.support.waiting import wait_until
@@ -99,6 +99,28 @@ def test_an_agent_plan_on_workers_without_an_llm_endpoint_is_refused(
         f"`dagwright up` (Ctrl-C) and start it again with `ANTHROPIC_BASE_URL={base_url} "
         "dagwright up` (other workers: set ANTHROPIC_BASE_URL in their environment and "
         "restart them)"
+    )
+
+
+def test_workers_and_a_client_without_an_llm_are_told_to_set_it_here_first(
+    no_worker_settings: Settings,
+) -> None:
+    """The workers of a stack `dagwright run` starts have its environment: the fix is to
+    set the variable there and run again."""
+    publish(no_worker_settings, "w1@host", llm="")
+    plan = PlanBuilder("ask")
+    plan.agent("a", "researcher", "say hi")
+    bare = no_worker_settings.model_copy(
+        update={"anthropic_api_key": None, "anthropic_base_url": None}
+    )
+    assert llm_assignment(bare.llm) == ""
+    with pytest.raises(UnrunnablePlanError) as refused:
+        Client(bare).submit(plan.build())
+    assert str(refused.value) == (
+        "no live worker serving 'researcher' has an Anthropic API key or ANTHROPIC_BASE_URL, "
+        "nor has this environment: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL, e.g. to "
+        "`dagwright fake-llm`) and run again (workers read it when they start: restart "
+        "`dagwright up` or other workers with it)"
     )
 
 

@@ -214,14 +214,23 @@ def describe(
 
 def no_llm_endpoint(names: list[str], client_llm: str) -> str:
     """Workers without a way to the models: they read their environment when they start,
-    so the fix is a restart with the variable set (this client's, if it has one)."""
-    assignments = client_llm or "ANTHROPIC_API_KEY=sk-ant-..."
-    variables = " and ".join(part.split("=", 1)[0] for part in assignments.split(" "))
+    so the fix is a restart with the variable set (this client's, if it has one). With
+    none here either, the fix is to set it here first: a `dagwright run` that starts the
+    local stack gives its workers this environment."""
+    serving = " or ".join(repr(n) for n in names)
+    if not client_llm:
+        return (
+            f"no live worker serving {serving} has an Anthropic API key or "
+            "ANTHROPIC_BASE_URL, nor has this environment: set ANTHROPIC_API_KEY (or "
+            "ANTHROPIC_BASE_URL, e.g. to `dagwright fake-llm`) and run again (workers read "
+            "it when they start: restart `dagwright up` or other workers with it)"
+        )
+    variables = " and ".join(part.split("=", 1)[0] for part in client_llm.split(" "))
     return (
-        f"no live worker serving {' or '.join(repr(n) for n in names)} has an Anthropic API "
+        f"no live worker serving {serving} has an Anthropic API "
         f"key or ANTHROPIC_BASE_URL, and workers read {variables} only when they start: "
         f"stop `dagwright up` (Ctrl-C) and start it again with "
-        f"`{assignments} dagwright up` (other workers: set {variables} in their environment "
+        f"`{client_llm} dagwright up` (other workers: set {variables} in their environment "
         "and restart them)"
     )
 
