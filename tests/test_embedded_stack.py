@@ -337,5 +337,8 @@ def test_a_run_on_a_stack_it_started_is_submitted_once_its_worker_has_announced_
     dead = subprocess.Popen(["true"])
     dead.wait()
     wait_for_worker(settings, dataclasses.replace(record, worker_pid=dead.pid))
-    monkeypatch.setattr(shared, "WORKER_ANNOUNCE_TIMEOUT_S", 0.2)
-    wait_for_worker(settings, record)
+    monkeypatch.setattr(shared, "WORKER_ANNOUNCE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(shared, "WORKER_ANNOUNCE_QUIET_S", 0.05)
+    said: list[str] = []
+    wait_for_worker(settings, record, said.append)
+    assert said == ["waiting for its worker to start (at most 0.3 s)"]  # said once

@@ -28,6 +28,7 @@ STACK_READY_TIMEOUT_S = 120.0
 # presence, written as it starts consuming: tasks/steps.py) before submitting; past it,
 # the run is submitted all the same.
 WORKER_ANNOUNCE_TIMEOUT_S = 15.0
+WORKER_ANNOUNCE_QUIET_S = 2.0  # a wait longer than this is said
 STACK_STOP_TIMEOUT_S = 60.0  # a warm worker shutdown, then Valkey's
 
 
@@ -78,7 +79,7 @@ def shared_stack(settings: Settings, *, say: Callable[[str], None]) -> Iterator[
             say(f"no Redis configured: started the embedded stack (worker log: {log_file})")
             if record.note:
                 say(record.note)
-            wait_for_worker(settings, record)
+            wait_for_worker(settings, record, say)
         yield shared
     finally:
         give_back(lease, data_dir)
@@ -135,11 +136,14 @@ def wait_until_ready(
         time.sleep(0.1)
 
 
-def wait_for_worker(settings: Settings, record: StackRecord) -> None:
+def wait_for_worker(
+    settings: Settings, record: StackRecord, say: Callable[[str], None] = lambda line: None
+) -> None:
     """Until the new stack's worker has announced itself (or died, or
     ``WORKER_ANNOUNCE_TIMEOUT_S`` passed): a submit then sees its pulling slots, so a run
     of many roots gets a message per slot and the rest pulled (decision 127), not a
-    message a root. The run's first node waits for the worker anyway."""
+    message a root. The run's first node waits for the worker anyway. Past
+    ``WORKER_ANNOUNCE_QUIET_S`` (a slow start: heavy --import modules), ``say`` tells why."""
     import redis
 
     from dagwright.keys import Keys
@@ -147,11 +151,16 @@ def wait_for_worker(settings: Settings, record: StackRecord) -> None:
 
     client = redis.Redis.from_url(record.redis_url, decode_responses=True)
     key = Keys(settings.redis.key_prefix).worker_capabilities
-    deadline = time.monotonic() + WORKER_ANNOUNCE_TIMEOUT_S
+    started = time.monotonic()
+    told = False
     try:
         while not live_entries(client.hgetall(key), time.time()):
-            if time.monotonic() > deadline or not process_alive(record.worker_pid):
+            waited = time.monotonic() - started
+            if waited > WORKER_ANNOUNCE_TIMEOUT_S or not process_alive(record.worker_pid):
                 return  # a worker that died is told where the run waits (check_alive)
+            if waited > WORKER_ANNOUNCE_QUIET_S and not told:
+                say(f"waiting for its worker to start (at most {WORKER_ANNOUNCE_TIMEOUT_S:g} s)")
+                told = True
             time.sleep(0.05)
     finally:
         client.close()

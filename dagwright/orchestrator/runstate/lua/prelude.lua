@@ -212,6 +212,14 @@ local function set_of(list)
   return set
 end
 
+-- `list` cut into lists of at most 500 items: a command's arguments unpack()ed from a
+-- longer one would overflow Lua's C stack.
+local function chunks(list)
+  local cut = {}
+  for first = 1, #list, 500 do cut[#cut + 1] = {unpack(list, first, math.min(first + 499, #list))} end
+  return cut
+end
+
 local function member_queue(member)
   return string.match(member, '^[^\t]*')
 end
@@ -388,19 +396,19 @@ local function readies_one_of(ready, queues)
 end
 
 -- A running node stops running (it finished, failed, will retry, or lost its worker).
--- Its reservation of the run's budget (reserve.lua) goes with it. `counted_later`: the
--- caller settles the run's running count itself, once (complete.lua). release_all and
+-- Its reservation of the run's budget (reserve.lua) goes with it. release_all and
 -- set_all_final take one command of each kind for several `nodes` (a batch's successes:
--- complete.lua, decision 124); release and set_final are theirs of one node.
+-- complete.lua, decision 124, which settles the run's running count itself, once);
+-- release and set_final are theirs of one node, release counting it.
 local function release_all(nodes)
   redis.call('ZREM', K.leases, unpack(nodes))
   redis.call('HDEL', K.holder, unpack(nodes))
   redis.call('HDEL', K.reserved, unpack(nodes))
 end
 
-local function release(node, counted_later)
+local function release(node)
   release_all({node})
-  if not counted_later then redis.call('HINCRBY', K.run, 'running', -1) end
+  redis.call('HINCRBY', K.run, 'running', -1)
 end
 
 -- HSET's arguments for `nodes`, each to `value`.
@@ -720,9 +728,7 @@ local function inputs_of(deps_text, deps)
   local inputs = claim_inputs[deps_text]
   if inputs then return inputs end
   inputs = {}
-  -- HMGET in chunks: unpack() of thousands of arguments overflows Lua's C stack.
-  for first = 1, #deps, 500 do
-    local chunk = {unpack(deps, first, math.min(first + 499, #deps))}
+  for _, chunk in ipairs(chunks(deps)) do
     local outputs = redis.call('HMGET', K.output, unpack(chunk))
     for i = 1, #chunk do
       inputs[#inputs + 1] = chunk[i]

@@ -113,10 +113,9 @@ local function from_idle_pool(found)
   local pulled_at = tonumber(redis.call('HGET', K.run, 'pool_pulled_at') or 0)
   if NOW - pulled_at < tonumber(ARGV[3]) then return end
   redis.call('HSET', K.run, 'pool_pulled_at', NOW)
-  local members, tally = redis.call('ZRANGE', K.pool, 0, tonumber(limit) - 1), {}
-  -- in chunks: unpack() of thousands of arguments overflows Lua's C stack
-  for first = 1, #members, 500 do
-    unpool_all({unpack(members, first, math.min(first + 499, #members))}, found, tally)
+  local tally = {}
+  for _, chunk in ipairs(chunks(redis.call('ZRANGE', K.pool, 0, tonumber(limit) - 1))) do
+    unpool_all(chunk, found, tally)
   end
   count_tallied(tally)
 end
