@@ -264,7 +264,9 @@ def test_a_batch_is_sized_by_the_pace_of_the_last_success_within_its_window() ->
 def test_a_success_is_held_only_before_another_claimed_node_of_its_run_and_not_for_long() -> None:
     slot = EagerSlot(frozenset({QUEUE}), time.monotonic() + 100, window_s=0.05, max_batch=3)
     claim = Claim(node=Node(id="b", type="function"), attempt=1, inputs={})
-    slot.keep_claimed([(ready("b"), claim), (ready("c"), claim), (ready("d"), claim)])
+    slot.keep_claimed(
+        [(ready("b"), claim), (ready("c"), claim), (ready("d"), claim)], lambda *_: True
+    )
     assert slot.holds_success("run", paced("a", 0.001))
     assert not slot.holds_success("other-run", paced("x", 0.001))
     assert slot.holds_success("run", paced("b", 0.001))

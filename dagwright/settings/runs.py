@@ -112,17 +112,19 @@ class DispatchSettings(Section):
     message of its own."""
 
     batch_window_s: float = Field(0.02, ge=0, le=1)
-    """How long a worker pulling a fan-out's quick nodes may hold their successes, to
-    record them together with the claim of the next ones: one step for up to
-    ``batch_max_nodes`` nodes (orchestrator/execution/eager.py). A batch is sized so that
-    its nodes, at the pace of the last one, run within this: a slow node is taken alone
-    and recorded at once. A success shows about this much later (a node much slower than
-    the one it was paced by delays those held before it by its own time), and the nodes
-    of a worker lost whole run again elsewhere (none was recorded). At most a quarter of
-    ``lease_s`` is used; 0: each success is recorded on its own."""
+    """How long a worker pulling a fan-out's quick nodes, or running a chain's, may hold
+    their successes, to record them together with the claim of the next ones: one step
+    for up to ``batch_max_nodes`` nodes (orchestrator/execution/eager.py; a chain's next
+    nodes run before the success before each is recorded, pending meanwhile). A batch is
+    sized so that its nodes, at the pace of the last one, run within this: a slow node is
+    taken alone and recorded at once. A success shows about this much later (a node much
+    slower than the one it was paced by delays those held before it by its own time), and
+    the nodes of a worker lost whole run again elsewhere (none was recorded). At most a
+    quarter of ``lease_s`` is used; 0: each success is recorded on its own."""
 
     batch_max_nodes: int = Field(16, ge=1, le=64)
-    """Most nodes of a run one worker takes, and records, in one step (1: one at a time)."""
+    """Most nodes of a run one worker takes, and records, in one step (1: one at a time,
+    and no chain is run ahead)."""
 
     priority_aging_s: float = Field(120.0, ge=0)
     """A node whose message has waited this long for a worker (a lower priority behind a

@@ -32,12 +32,18 @@ class RecordingBroker:
         return []
 
 
-def start(runtime: Runtime, nodes: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """Create a run; return its id and the roots queued (fence 1)."""
+def start(
+    runtime: Runtime, nodes: list[dict[str, Any]], *, own_functions: bool = False
+) -> tuple[str, list[str]]:
+    """Create a run; return its id and the roots queued (fence 1). ``own_functions``: its
+    nodes may name the tests' functions (tests/support/functions.py), as the runtime's
+    registry has them, not only the built-in ones."""
     plan = Plan.model_validate(
         {"nodes": [{"type": "function", "function": "noop", **n} for n in nodes]}
     )
-    graph = validate_plan(plan, builtin_registry(), PlanLimits())
+    graph = validate_plan(
+        plan, runtime.registry if own_functions else builtin_registry(), PlanLimits()
+    )
     run_id = new_run_id()
     ready = runtime.store.create_run(run_id, graph, runtime.dispatch_for)
     return run_id, [node.node_id for node in ready]

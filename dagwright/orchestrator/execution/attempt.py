@@ -39,7 +39,7 @@ from dagwright.orchestrator.broker import Broker
 from dagwright.orchestrator.control.approvals import ApprovalBook, approved_node
 from dagwright.orchestrator.control.pulling import PullingSlots, QueueBacklog
 from dagwright.orchestrator.execution.backoff import compute_backoff
-from dagwright.orchestrator.execution.eager import EagerSlot, HeldNode
+from dagwright.orchestrator.execution.eager import AheadNode, EagerSlot, HeldNode
 from dagwright.orchestrator.execution.expansion import (
     Expansion,
     apply_expansion,
@@ -65,7 +65,9 @@ from dagwright.orchestrator.execution.pool import dispatch_or_pool, release_rest
 from dagwright.orchestrator.execution.rates import RateWait, RateWindows, node_rates
 from dagwright.orchestrator.execution.replanning import replanner_for
 from dagwright.orchestrator.runstate.machine import (
+    AHEAD_FENCE,
     Advance,
+    AheadLink,
     BreakerWait,
     Claim,
     Held,
@@ -90,6 +92,7 @@ from dagwright.stackfile import process_alive
 from dagwright.telemetry.counters import NodeDuration
 from dagwright.telemetry.node_logs import AttemptLog, capturing, flush_current
 from dagwright.workers import NodeContext, NodeServices
+from dagwright.workers.function_worker import FUNCTION_TYPE
 from dagwright.workers.proposals import ApprovalNeeded, Proposal
 from dagwright.workers.team_tasks import give_up_waiting
 
@@ -119,6 +122,9 @@ PULLS_AFTER = frozenset({Outcome.FAILED, Outcome.RETRYING, Outcome.WAITING})
 UNMEASURED_OUTCOMES = frozenset({Outcome.STALE, Outcome.PARKED})
 COUNTED_WHEN_RECORDED = frozenset({Outcome.SUCCEEDED})
 TIMEOUT_OUTCOME = "timeout"
+# The time limit a link run ahead may have when it is claimed (claim_ahead): it runs
+# already, its own timeout bounding it, so the message's time left does not.
+CLAIMED_LINK_LIMIT_S = 1e9
 
 
 @dataclass
@@ -177,17 +183,20 @@ def execute_node(
         outcome = attempt_node(env, run_id, node_id, fence, eager)
         pull_after(env, run_id, outcome, eager)
         while eager is not None and (held := next_held(env, eager)) is not None:
-            run_held(env, held, eager)
+            if isinstance(held, AheadNode):
+                run_ahead(env, held, eager)
+            else:
+                run_held(env, held, eager)
         return outcome
     finally:
         if eager is not None:
             let_go_of_held(env, eager)
 
 
-def next_held(env: ExecutionEnv, eager: EagerSlot) -> HeldNode | None:
-    """The next node this worker runs itself; with none left, the successes it still
-    holds are recorded, which may claim the next batch."""
-    held = eager.take()
+def next_held(env: ExecutionEnv, eager: EagerSlot) -> HeldNode | AheadNode | None:
+    """The next node this worker runs itself (a chain's link to run ahead last); with
+    none left, the successes it still holds are recorded, which may claim the next batch."""
+    held: HeldNode | AheadNode | None = eager.take() or eager.take_ahead()
     if held is None and eager.pending:
         run_id = eager.pending_run
         record_successes(env, run_id, eager.take_pending(run_id), eager)
@@ -211,6 +220,196 @@ def run_held(env: ExecutionEnv, held: HeldNode, eager: EagerSlot) -> None:
         eager.record(kept, ran.value, started_at, time.monotonic() - started)
 
 
+def may_run_ahead(env: ExecutionEnv, run_id: str, link: AheadLink, head: Claim) -> bool:
+    """Whether a chain's ``link`` may run ahead of its claim: a function node (an agent's
+    checkpoints are fenced by its claim, and it takes seconds anyway) with nothing between
+    its claim and its run (an approval, a rate, a concurrency slot), none of dagwright's
+    own steps (a map's): complete.lua has checked the rest."""
+    node = link.node
+    if node.type != FUNCTION_TYPE or node.map is not None or node.approval == "required":
+        return False
+    if node_rates(env.runtime, node):
+        return False
+    limited = node_limits(
+        env.runtime.settings,
+        run_id,
+        node.id,
+        AHEAD_FENCE,
+        node.type,
+        head.run_max_concurrent,
+        node.concurrency,
+    )
+    return env.limits is None or limited is None
+
+
+@dataclass
+class AheadAttempt:
+    """A link running ahead, which the lease keeper's thread claims (``promote``) if it
+    is still running when the successes held before it are due, or at its timeout: from
+    then on it shows as running, under a lease, and ends as any claimed node."""
+
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    returned: bool = False  # its function returned (or raised): no promotion any more
+    promoted: bool = False  # claimed meanwhile, or found to be no longer this worker's
+    claim: Claim | None = None  # its claim, once promoted (None: no longer this worker's)
+    advance: Advance | None = None  # what the claiming step changed, for the worker to go on
+
+
+def run_ahead(env: ExecutionEnv, ahead: AheadNode, eager: EagerSlot) -> None:
+    """Run a chain's link before the success before it is recorded (eager.py)."""
+    parent = eager.pending[-1]
+    claim = ahead.head.ahead_of(ahead.link, parent)
+    ctx = NodeContext(
+        run_id=ahead.run_id,
+        node_id=claim.node.id,
+        attempt=claim.attempt,
+        fence=AHEAD_FENCE,
+        settings=env.runtime.settings,
+        inputs=claim.inputs,
+        services=env.services,
+        response_cache=claim.run_response_cache,
+        llm_batch=claim.run_llm_batch,
+        run_inputs=claim.run_inputs,
+    )
+    log.debug("running %s/%s ahead of its claim", ahead.run_id, claim.node.id)
+    started_at, started = time.time(), time.monotonic()
+    with capturing(attempt_log(env.runtime, ctx)):
+        ran = run_linked(env, ctx, claim, eager)
+    if ran not in UNMEASURED_OUTCOMES:  # under its claim's fence if it was claimed meanwhile
+        shown = dataclasses.replace(ahead.node, fence=ctx.fence)
+        eager.record(shown, ran.value, started_at, time.monotonic() - started)
+
+
+def run_linked(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSlot) -> Outcome:
+    """A link's attempt: a success is held, or recorded with those before it; a link still
+    running when they are due (or at its timeout) is claimed meanwhile, and any outcome
+    but a success claims it first (``claim_ahead``): it is then recorded as any node's."""
+    timeout_s = claim.node.timeout_s or env.runtime.settings.limits.default_timeout_s
+    now = time.monotonic()
+    deadline = now + timeout_s
+    due = min(deadline, eager.pending_since + eager.window_s)
+    attempt = AheadAttempt()
+    raised: Exception | None = None
+    output_json = ""
+    with env.leases.hold(
+        LeaseRef(ctx.run_id, ctx.node_id, AHEAD_FENCE),
+        ctx.stop,
+        timeout_s=max(0.0, due - now),
+        on_timeout=lambda: promote(env, ctx, eager, attempt, deadline, timeout_s),
+        renewed=False,
+        stops=False,
+    ):
+        try:
+            output = run_worker(env.runtime, ctx, claim.node)
+            output_json = encode_output(output, env.runtime.settings.limits.max_output_bytes)
+        except Exception as exc:
+            raised = exc
+    with attempt.lock:
+        attempt.returned = True
+    if not attempt.promoted:
+        if raised is None:
+            return record_success(env, ctx, claim, output_json, eager=eager)
+        if ctx.stop.is_set():  # its run was stopped
+            log.info("%s/%s stopped (%s)", ctx.run_id, ctx.node_id, type(raised).__name__)
+            return Outcome.STALE
+        attempt.claim, attempt.advance = claim_ahead(env, ctx, eager)
+    return end_claimed_link(env, ctx, attempt, eager, raised, output_json)
+
+
+def promote(
+    env: ExecutionEnv,
+    ctx: NodeContext,
+    eager: EagerSlot,
+    attempt: AheadAttempt,
+    deadline: float,
+    timeout_s: float,
+) -> None:
+    """Claim a link still running (the keeper's thread): the successes held before it
+    are recorded, and it shows as running, under a lease the keeper renews until its
+    ``deadline``, where its timeout is recorded as any node's. The worker's thread waits
+    for this to end before it looks at the slot again (``attempt.lock``)."""
+    with attempt.lock:
+        if attempt.returned:
+            return
+        attempt.promoted = True
+        try:
+            attempt.claim, attempt.advance = claim_ahead(env, ctx, eager)
+        except Exception:
+            log.warning("claiming %s/%s, run ahead, failed", ctx.run_id, ctx.node_id, exc_info=True)
+        claimed = attempt.claim
+        if claimed is None:
+            ctx.stop.set()  # its outcome would be dropped: the held ones run again
+            return
+        env.leases.keep(
+            LeaseRef(ctx.run_id, ctx.node_id, ctx.fence),
+            ctx.stop,
+            deadline=deadline,
+            on_timeout=lambda: record_timeout(env, ctx, claimed, timeout_s),
+        )
+        log.info("%s/%s, run ahead, is still running: claimed", ctx.run_id, ctx.node_id)
+
+
+def end_claimed_link(
+    env: ExecutionEnv,
+    ctx: NodeContext,
+    attempt: AheadAttempt,
+    eager: EagerSlot,
+    raised: Exception | None,
+    output_json: str,
+) -> Outcome:
+    """Record the outcome of a link claimed after it started, as ``run_claimed`` records a
+    node's, once the worker has gone on from the step that claimed it."""
+    claimed = attempt.claim
+    if claimed is not None:
+        env.leases.let_go([LeaseRef(ctx.run_id, ctx.node_id, ctx.fence)])
+    if attempt.advance is not None:
+        go_on(env, ctx.run_id, attempt.advance, eager)
+    if claimed is None:
+        log.info("%s/%s ran ahead and is no longer this worker's", ctx.run_id, ctx.node_id)
+        return Outcome.STALE
+    if raised is None:
+        return record_success(env, ctx, claimed, output_json, eager=eager)
+    if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
+        log.info("%s/%s stopped (%s)", ctx.run_id, ctx.node_id, type(raised).__name__)
+        return Outcome.STALE
+    if isinstance(raised, ApprovalNeeded):
+        return wait_for_approval(env, ctx, claimed, raised.proposal)
+    outcome = record_failure(env, ctx, claimed, raised)
+    if outcome not in UNMEASURED_OUTCOMES:
+        observe_attempt(env, claimed, outcome.value)
+    return outcome
+
+
+def claim_ahead(
+    env: ExecutionEnv, ctx: NodeContext, eager: EagerSlot
+) -> tuple[Claim | None, Advance | None]:
+    """Claim a link run ahead: the successes held before it are recorded in the step that
+    claims it for this worker, which ``ctx`` then names; returns its claim (None if the
+    step did not claim it: its run stopped, a success before it was no longer this
+    worker's) and what else the step changed (None: nothing was recorded)."""
+    run_id = ctx.run_id
+    successes = eager.take_pending(run_id)
+    eager.drop_ahead()
+    try:
+        advance = env.runtime.machine.complete_many(
+            run_id,
+            successes,
+            pull_from=sorted(eager.queues),
+            run_on=RunOn(env.holder, env.runtime.settings.dispatch.lease_s, CLAIMED_LINK_LIMIT_S),
+        )
+    finally:  # recorded, or left to their leases
+        env.leases.let_go([success.lease(run_id) for success in successes])
+    if advance is None:
+        return None, None
+    mine = [pair for pair in advance.claimed if pair[0].node_id == ctx.node_id]
+    rest = dataclasses.replace(advance, claimed=tuple(p for p in advance.claimed if p not in mine))
+    if not mine:
+        return None, rest
+    row, claimed = mine[0]
+    ctx.fence, ctx.attempt = row.fence, claimed.attempt
+    return claimed, rest
+
+
 def let_go_of_held(env: ExecutionEnv, eager: EagerSlot) -> None:
     """What an attempt that raised left held: its leases expire, and the reconciler
     delivers those nodes again (their successes held were not recorded)."""
@@ -219,6 +418,7 @@ def let_go_of_held(env: ExecutionEnv, eager: EagerSlot) -> None:
     if leases:
         log.warning("%d node(s) held by this worker are left to their leases", len(leases))
     eager.held.clear()
+    eager.drop_ahead()
     eager.take_pending(eager.pending_run)
     env.leases.let_go(leases)
 
@@ -493,7 +693,8 @@ def record_success(
     duration = attempt_duration(claim, Outcome.SUCCEEDED.value)
     success = Success(ctx.node_id, ctx.fence, output_json, duration)
     if eager is not None and eager.holds_success(ctx.run_id, success):
-        env.leases.keep(success.lease(ctx.run_id), threading.Event())
+        if ctx.fence != AHEAD_FENCE:  # a link run ahead has no lease: the first held has
+            env.leases.keep(success.lease(ctx.run_id), threading.Event())
         return Outcome.SUCCEEDED
     held = eager.take_pending(ctx.run_id) if eager is not None else []
     advance = record_successes(env, ctx.run_id, [*held, success], eager)
@@ -507,14 +708,19 @@ def record_successes(
 ) -> Advance | None:
     """Record ``successes`` of one run in one step (the last one's node ran last) and go
     on from what it changed; None if none of them was this worker's any more."""
-    advance = env.runtime.machine.complete_many(
-        run_id,
-        successes,
-        # a worker still holding nodes to run pulls none
-        pull_from=sorted(eager.queues) if eager is not None and not eager.held else (),
-        run_on=run_on(env, run_id, eager),
-    )
-    env.leases.let_go([success.lease(run_id) for success in successes])
+    if eager is not None:
+        eager.drop_ahead()  # the step readies, or claims, what comes next
+    try:
+        advance = env.runtime.machine.complete_many(
+            run_id,
+            successes,
+            # a worker still holding nodes to run pulls none
+            pull_from=sorted(eager.queues) if eager is not None and not eager.held else (),
+            run_on=run_on(env, run_id, eager),
+            holder=env.holder,
+        )
+    finally:  # recorded, or left to their leases (taken from the slot: nobody else lets go)
+        env.leases.let_go([success.lease(run_id) for success in successes])
     if advance is None:
         return None
     for node_id in sorted(advance.stale):
@@ -527,7 +733,8 @@ def go_on(env: ExecutionEnv, run_id: str, advance: Advance, eager: EagerSlot | N
     """After a success is recorded: keep what this worker runs next, dispatch the rest,
     release the rest of a big fan-out, forget a run that ended."""
     if advance.claimed and eager is not None:
-        for held in eager.keep_claimed(advance.claimed):
+        runs_ahead = functools.partial(may_run_ahead, env)
+        for held in eager.keep_claimed(advance.claimed, runs_ahead):
             env.leases.keep(held.node.lease, held.lost)
     turn = Turn.KEEP
     if eager is not None and env.fair:
@@ -555,7 +762,9 @@ def run_on(env: ExecutionEnv, run_id: str, eager: EagerSlot | None) -> RunOn | N
     if env.fair and others_wait(eager, run_id, env.waiting):
         return None
     lease_s = env.runtime.settings.dispatch.lease_s
-    return RunOn(env.holder, lease_s, eager.max_time_limit_s(), eager.batch())
+    return RunOn(
+        env.holder, lease_s, eager.max_time_limit_s(), eager.batch(), eager.asks_links(run_id)
+    )
 
 
 def record_failure(

@@ -28,6 +28,17 @@ node (an agent's) is taken alone and recorded at once. The nodes held, claimed o
 succeeded and not yet recorded, keep their leases renewed by the lease keeper; a worker
 lost whole runs them again elsewhere (none was recorded), as Celery does a message not
 acked yet.
+
+Chains run ahead (decision 128): a chain's node claimed in such a step comes with the
+links after it (``Claim.ahead``: each the only dependent of the one before, depending on
+it alone), and the worker runs them one after another, each before the success of the
+one before is recorded, its input being that success's output; the step recording them
+all claims the next node and its links. A link stays pending until then; the success
+before it, held, keeps its lease renewed; a worker lost whole runs them again elsewhere,
+as a batch's. A link still running when the successes held before it are due (or at its
+timeout) is claimed meanwhile by the lease keeper's thread, and one that does not succeed
+is claimed before its outcome is recorded (attempt.py ``promote``, ``claim_ahead``): the
+successes before it are recorded in that step, and the link is then any claimed node.
 """
 
 from __future__ import annotations
@@ -35,10 +46,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from dagwright.orchestrator.runstate.machine import Claim, ReadyNode, Success
+from dagwright.orchestrator.runstate.machine import (
+    AHEAD_FENCE,
+    AheadLink,
+    Claim,
+    ReadyNode,
+    Success,
+)
 
 # The least time a kept node has past its own deadline before the time limit of the
 # message being served fires: dagwright's timeout (the lease keeper) must act first.
@@ -68,6 +85,22 @@ class HeldNode:
     lost: threading.Event = field(default_factory=threading.Event)
 
 
+@dataclass(frozen=True)
+class AheadNode:
+    """A chain's link this worker runs after the success of ``parent``, before that one is
+    recorded; ``head`` is the claim the link came with (its run's fields)."""
+
+    run_id: str
+    link: AheadLink
+    parent: str
+    head: Claim
+
+    @property
+    def node(self) -> ReadyNode:
+        """The link as a ready node, under the fence of a success run ahead."""
+        return ReadyNode(self.run_id, self.link.node.id, AHEAD_FENCE, self.link.dispatch)
+
+
 @dataclass
 class EagerSlot:
     """Room for the nodes this worker runs next, itself, instead of publishing them: one
@@ -86,6 +119,11 @@ class EagerSlot:
     max_batch: int = 1
     started: float = field(default_factory=time.monotonic)  # when the message began
     held: deque[HeldNode] = field(default_factory=deque, init=False)
+    # The chain after the last node held, run once the held ones are (keep_claimed).
+    ahead: deque[AheadNode] = field(default_factory=deque, init=False)
+    # The run whose chain had a link this worker may not run ahead: no links are asked
+    # for it again while this message is served (their lookups would be for nothing).
+    links_refused: str = field(default="", init=False)
     ran: list[EagerRun] = field(default_factory=list, init=False)
     # Successes not recorded yet (a batch's), of ``pending_run``, the first at ``pending_since``.
     pending: list[Success] = field(default_factory=list, init=False)
@@ -109,11 +147,25 @@ class EagerSlot:
                 return ready[:index] + ready[index + 1 :]
         return ready
 
-    def keep_claimed(self, claimed: Sequence[tuple[ReadyNode, Claim]]) -> list[HeldNode]:
+    def keep_claimed(
+        self,
+        claimed: Sequence[tuple[ReadyNode, Claim]],
+        runs_ahead: Callable[[str, AheadLink, Claim], bool],
+    ) -> list[HeldNode]:
         """Keep ``claimed``, claimed for this worker in the step that readied them, to run
-        in this order; returns them as held."""
+        in this order, and the chain after the last of them, up to its first link that
+        ``runs_ahead`` refuses; returns those claimed as held."""
         held = [HeldNode(node, claim) for node, claim in claimed]
         self.held.extend(held)
+        if claimed:
+            last, head = claimed[-1]
+            parent = last.node_id
+            for link in head.ahead:
+                if not runs_ahead(last.run_id, link, head):
+                    self.links_refused = last.run_id
+                    break
+                self.ahead.append(AheadNode(last.run_id, link, parent, head))
+                parent = link.node.id
         return held
 
     def admits(self, node: ReadyNode) -> bool:
@@ -130,6 +182,37 @@ class EagerSlot:
     def take(self) -> HeldNode | None:
         """The next node held, if any (it leaves the slot)."""
         return self.held.popleft() if self.held else None
+
+    def take_ahead(self) -> AheadNode | None:
+        """The next link to run ahead, if the success before it is the last one held (it
+        leaves the slot); else None, and the chain is dropped: that success was recorded,
+        which readied the link, or it did not succeed."""
+        if self.held or not self.ahead:
+            return None
+        link = self.ahead.popleft()
+        last = self.pending[-1] if self.pending and self.pending_run == link.run_id else None
+        if last is None or last.node_id != link.parent:
+            self.drop_ahead()
+            return None
+        return link
+
+    def asks_links(self, run_id: str) -> bool:
+        """Whether the step claiming this worker's next nodes of ``run_id`` offers a
+        chain's links to run ahead (``RunOn.links``)."""
+        return self.max_batch > 1 and self.links_refused != run_id
+
+    def drop_ahead(self) -> None:
+        """Run no link ahead any more (a success is recorded: the step readies what is next)."""
+        self.ahead.clear()
+
+    def runs_ahead_next(self, run_id: str, node_id: str) -> bool:
+        """Whether a link after ``node_id`` is the next node this worker runs."""
+        return (
+            not self.held
+            and bool(self.ahead)
+            and self.ahead[0].run_id == run_id
+            and self.ahead[0].parent == node_id
+        )
 
     def record(self, node: ReadyNode, outcome: str, started_at: float, runtime_s: float) -> None:
         self.ran.append(EagerRun(node, outcome, started_at, runtime_s))
@@ -150,7 +233,10 @@ class EagerSlot:
         if success.duration is not None:
             self.pace_s = success.duration.seconds
         now = time.monotonic()
-        if not self.held or self.held[0].claim is None or self.held[0].node.run_id != run_id:
+        claimed_next = bool(self.held) and self.held[0].claim is not None
+        if claimed_next and self.held[0].node.run_id != run_id:
+            return False
+        if not claimed_next and not self.runs_ahead_next(run_id, success.node_id):
             return False
         late = now - self.pending_since > self.window_s
         if self.pending and (self.pending_run != run_id or late):

@@ -32,6 +32,8 @@ class _Held:
     stop: threading.Event
     deadline: float | None  # time.monotonic() at which on_timeout is due
     on_timeout: Callable[[], None] | None
+    renewed: bool = True  # False: a node run ahead (eager.py), which has no lease yet
+    stops: bool = True  # False: reaching the deadline only calls on_timeout
 
 
 class LeaseKeeper:
@@ -65,14 +67,19 @@ class LeaseKeeper:
         *,
         timeout_s: float | None = None,
         on_timeout: Callable[[], None] | None = None,
+        renewed: bool = True,
+        stops: bool = True,
     ) -> Iterator[None]:
         """Renew ``lease`` while the block runs; ``stop`` is set if it is taken away or its
         run is stopped. ``timeout_s`` after the start, ``on_timeout()`` is called once, in
-        the keeper's thread (it records the timeout and sets ``stop``)."""
+        the keeper's thread (it records the timeout and sets ``stop``, unless not
+        ``stops``). Not ``renewed``: only the deadline and the run's stop are kept (a
+        chain's node run ahead of its claim, whose ``lease`` names it under fence 0:
+        eager.py)."""
         self._ensure_threads()
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         with self._lock:
-            self._held[lease] = _Held(stop, deadline, on_timeout)
+            self._held[lease] = _Held(stop, deadline, on_timeout, renewed, stops)
             if deadline is not None and deadline < self._wakes_at:
                 self._wake.set()  # due before the thread's next wake-up: it must look again
         try:
@@ -81,13 +88,24 @@ class LeaseKeeper:
             with self._lock:
                 self._held.pop(lease, None)
 
-    def keep(self, lease: LeaseRef, lost: threading.Event) -> None:
+    def keep(
+        self,
+        lease: LeaseRef,
+        lost: threading.Event,
+        *,
+        deadline: float | None = None,
+        on_timeout: Callable[[], None] | None = None,
+    ) -> None:
         """Renew ``lease`` until ``let_go`` (or a ``hold`` of it ends): a node of a batch
         claimed and not started yet, or one whose success waits to be recorded with the
-        batch's (eager.py). ``lost`` is set if it is taken away or its run stopped."""
+        batch's, or a link running ahead claimed meanwhile, with its ``deadline`` (a
+        ``time.monotonic()``) and ``on_timeout`` as ``hold`` has them (eager.py). ``lost``
+        is set if it is taken away, its run stopped, or its deadline passed."""
         self._ensure_threads()
         with self._lock:
-            self._held[lease] = _Held(lost, None, None)
+            self._held[lease] = _Held(lost, deadline, on_timeout)
+            if deadline is not None and deadline < self._wakes_at:
+                self._wake.set()
 
     def let_go(self, leases: list[LeaseRef]) -> None:
         """Stop renewing ``leases`` (their successes are recorded)."""
@@ -144,7 +162,7 @@ class LeaseKeeper:
             if now >= next_renewal:
                 next_renewal = now + self._interval_s
                 with self._lock:
-                    held = [(lease, held.stop) for lease, held in self._held.items()]
+                    held = [(lease, h.stop) for lease, h in self._held.items() if h.renewed]
                 if held:
                     self._renew(held)
                     self._renew_others()
@@ -169,7 +187,8 @@ class LeaseKeeper:
             for lease, _ in due:
                 del self._held[lease]
         for lease, held in due:
-            log.warning("%s/%s ran past its timeout; stopping it", lease.run_id, lease.node_id)
+            if held.stops:
+                log.warning("%s/%s ran past its timeout; stopping it", lease.run_id, lease.node_id)
             try:
                 if held.on_timeout is not None:
                     held.on_timeout()
@@ -177,7 +196,8 @@ class LeaseKeeper:
                 # Not recorded: the lease expires and the reconciler runs the node again.
                 log.exception("recording the timeout of %s/%s failed", lease.run_id, lease.node_id)
             finally:
-                held.stop.set()
+                if held.stops:
+                    held.stop.set()
 
     def _renew(self, held: list[tuple[LeaseRef, threading.Event]]) -> None:
         try:

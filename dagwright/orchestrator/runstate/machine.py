@@ -119,6 +119,22 @@ class ReadyNode:
 
 
 @dataclass(frozen=True)
+class AheadLink:
+    """A chain's pending node after a node claimed (prelude.lua chain_links): the worker
+    may run it before the success of the one before is recorded, its only input being
+    that one's output, and record both in one step (decision 128)."""
+
+    node: Node
+    dispatch: Dispatch
+    attempt: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> AheadLink:
+        _, spec, dispatch, attempt = row
+        return cls(Node.model_validate_json(spec), Dispatch.from_json(dispatch), int(attempt))
+
+
+@dataclass(frozen=True)
 class Claim:
     """A node this worker now runs, with its dependencies' outputs and the checkpoint a
     previous attempt left (None if there is none)."""
@@ -134,6 +150,9 @@ class Claim:
     run_llm_batch: bool = False  # the run asked its agents' calls to go through batches
     run_inputs: dict[str, Any] = field(default_factory=dict)  # the run's inputs (submit's)
     claimed_at: float = field(default_factory=time.monotonic)  # this process's clock
+    # The chain after the node, which this worker may run ahead (a claim made with the
+    # success before it, when the worker had room for more nodes than it readied).
+    ahead: tuple[AheadLink, ...] = ()
 
     @classmethod
     def from_reply(cls, reply: Any) -> Claim | Held | None:
@@ -161,6 +180,23 @@ class Claim:
             run_response_cache=fields["response_cache"] == "1",
             run_llm_batch=fields.get("llm_batch") == "1",
             run_inputs=json.loads(fields["run_inputs"] or "{}"),
+            ahead=tuple(AheadLink.from_row(row) for row in fields.get("ahead", ())),
+        )
+
+    def ahead_of(self, link: AheadLink, parent: Success) -> Claim:
+        """The claim ``link`` would have, run ahead after ``parent`` (this claim's node or
+        a link before it): its attempt, the parent's output as its only input, the run's
+        fields as this claim has them."""
+        return dataclasses.replace(
+            self,
+            node=link.node,
+            attempt=link.attempt,
+            inputs={parent.node_id: json.loads(parent.output_json)},
+            checkpoint=None,
+            deaths=0,
+            losses=0,
+            claimed_at=time.monotonic(),
+            ahead=(),
         )
 
 
@@ -239,23 +275,32 @@ class RunOn:
     """A worker that runs on after a success (execution/eager.py): the step that records
     the success also claims for ``holder``, with a lease of ``lease_s``, the first
     ``batch`` nodes it readied or pulled on the worker's queues whose time limits are at
-    most ``max_time_limit_s``, which saves the worker a claim of its own."""
+    most ``max_time_limit_s``, which saves the worker a claim of its own. With ``links``,
+    a chain's node claimed alone comes with the links after it (``Claim.ahead``), up to
+    ``batch`` nodes in all, for the worker to run ahead (decision 128)."""
 
     holder: str
     lease_s: float
     max_time_limit_s: float
     batch: int = 1
+    links: bool = False
 
-    def args(self) -> tuple[str, int, int, int]:
+    def args(self) -> tuple[str, int, int, int, int]:
         """complete.lua's arguments after the successes."""
         lease_ms, limit_ms = int(self.lease_s * 1000), int(self.max_time_limit_s * 1000)
-        return self.holder, lease_ms, limit_ms, self.batch
+        return self.holder, lease_ms, limit_ms, self.batch, int(self.links)
+
+
+# The fence of a success run ahead (decision 128): it was never claimed, and no claim's
+# fence is 0, so complete.lua tells it from the others by it.
+AHEAD_FENCE = 0
 
 
 @dataclass(frozen=True)
 class Success:
     """A node's recorded output (``RunStateMachine.complete_many``), and its attempt's
-    duration for the node-duration metric (None: not counted)."""
+    duration for the node-duration metric (None: not counted). Under ``AHEAD_FENCE``, a
+    chain's link run ahead: recorded after the success before it in the same step."""
 
     node_id: str
     fence: int
@@ -671,6 +716,7 @@ class RunStateMachine:
         *,
         pull_from: Sequence[str] = (),
         run_on: RunOn | None = None,
+        holder: str = "",
     ) -> Advance | None:
         """Record the successes of nodes of one run, in order, and count their durations
         in one step; None if none of them is this worker's any more (nothing is counted
@@ -680,14 +726,15 @@ class RunStateMachine:
         With ``pull_from`` (the queues of a worker that runs on) and no node of them
         readied, one node of the run's pool is taken too, and is among the ready (see
         ``pool``). With ``run_on`` too, the nodes that worker runs next (``RunOn.batch``,
-        pulled as needed) are claimed in the same step (``Advance.claimed``)."""
+        pulled as needed) are claimed in the same step (``Advance.claimed``). ``holder``
+        (or ``run_on``'s) is the worker the events of links run ahead name."""
         counted_here = not self._cluster
         recorded: list[Any] = [len(successes)]
         for success in successes:
             duration = success.duration
             fields = duration.fields() if counted_here and duration is not None else ("", "", 0)
             recorded += [success.node_id, success.fence, success.output_json, *fields]
-        claiming = run_on.args() if run_on is not None and pull_from else ("", 0, 0, 1)
+        claiming = run_on.args() if run_on is not None and pull_from else (holder, 0, 0, 1, 0)
         reply = self._call(
             "complete",
             run_id,

@@ -809,14 +809,53 @@ local function claim_queued(node, lease_ms, holder)
   return claim_all({node}, {}, lease_ms, holder)[1]
 end
 
+-- Whether `node`, pending, may be run ahead of its dependency's recorded success
+-- (decision 128): no run_if rule (a handler sees its dependencies' outcomes) nor countdown
+-- (it waits), the only ones complete.lua could not decide without that success.
+local function runs_plainly(node)
+  if countdowns_in_run == nil then read_run_flags() end
+  if rules_in_run and redis.call('HEXISTS', K.run_if, node) == 1 then return false end
+  return not (countdowns_in_run and redis.call('HEXISTS', K.countdown, node) == 1)
+end
+
+-- The only element of a JSON list's text, or nil.
+local function only_one(text)
+  local list = text and decoded(text)
+  return list and #list == 1 and list[1] or nil
+end
+
+-- The chain after `node`, claimed for a worker with room for `count` more nodes (decision
+-- 128): its only dependent, if that one depends on it alone, is pending, runs plainly and
+-- fits the worker (one of the `wanted` queues, a time limit within `max_limit_ms`), then
+-- that one's, up to `count` links of {node, spec, dispatch, attempt}. The worker runs
+-- them one after another, each before the success of the one before is recorded, and
+-- records them together: one step for a chain's `count` + 1 nodes. Nothing is written:
+-- complete.lua checks each link again when it records it.
+local function chain_links(node, wanted, max_limit_ms, count)
+  local links = {}
+  while #links < count do
+    local child = only_one(redis.call('HGET', K.dependents, node))
+    if not child or redis.call('HGET', K.state, child) ~= 'pending' then break end
+    if only_one(redis.call('HGET', K.deps, child)) ~= node or not runs_plainly(child) then break end
+    local dispatch = redis.call('HGET', K.dispatch, child)
+    local fields = decoded(dispatch)
+    if not wanted[fields.queue] or tonumber(fields.time_limit_s) * 1000 > max_limit_ms then break end
+    local attempts = tonumber(redis.call('HGET', K.attempts, child) or 0)
+    links[#links + 1] = {child, redis.call('HGET', K.spec, child), dispatch, attempts + 1}
+    node = child
+  end
+  return links
+end
+
 -- complete.lua for a worker that runs on (execution/eager.py): the first `want` nodes of
 -- `ready` on one of `queues` whose time limits fit in `max_limit_ms` leave `ready`, claimed
 -- for `holder` in this step, which saves the worker a claim of its own (one round trip
 -- and one script a node). The run's running count is left to the caller (complete.lua).
--- Returns a list of {row, claim reply}, empty when no node fits. The run is open: the step
--- recorded a node that was running, and a run ends only once every node is final
--- (finalize_if_done comes after), so its status is not read again.
-local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want)
+-- Returns a list of {row, claim reply}, empty when no node fits; with `links` (the worker
+-- runs chains ahead), a node claimed alone has the chain after it in its reply's 'ahead'.
+-- The run is open: the step recorded a node that was running, and a run ends only once
+-- every node is final (finalize_if_done comes after), so its status is not read again.
+local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want, links)
   local wanted = set_of(queues)
   local chosen, left = {}, {}
   for _, item in ipairs(ready) do
@@ -835,6 +874,16 @@ local function claim_kept(ready, queues, max_limit_ms, lease_ms, holder, want)
   end
   local kept = {}
   for i, reply in ipairs(claim_all(nodes, marks, lease_ms, holder)) do kept[i] = {chosen[i], reply} end
+  if links and #nodes == 1 and want > 1 then
+    -- one node where the worker had room for more: a chain's, whose next links it may
+    -- run before this one's success is recorded (decision 128)
+    local reply = kept[1][2]
+    local found = chain_links(nodes[1], wanted, max_limit_ms, want - 1)
+    if #found > 0 then
+      reply[#reply + 1] = 'ahead'
+      reply[#reply + 1] = found
+    end
+  end
   return kept
 end
 
