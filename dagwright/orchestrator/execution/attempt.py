@@ -259,18 +259,7 @@ def run_ahead(env: ExecutionEnv, ahead: AheadNode, eager: EagerSlot) -> None:
     """Run a chain's link before the success before it is recorded (eager.py)."""
     parent = eager.pending[-1]
     claim = ahead.head.ahead_of(ahead.link, parent)
-    ctx = NodeContext(
-        run_id=ahead.run_id,
-        node_id=claim.node.id,
-        attempt=claim.attempt,
-        fence=AHEAD_FENCE,
-        settings=env.runtime.settings,
-        inputs=claim.inputs,
-        services=env.services,
-        response_cache=claim.run_response_cache,
-        llm_batch=claim.run_llm_batch,
-        run_inputs=claim.run_inputs,
-    )
+    ctx = node_context(env, ahead.run_id, claim.node.id, AHEAD_FENCE, claim)
     log.debug("running %s/%s ahead of its claim", ahead.run_id, claim.node.id)
     started_at, started = time.time(), time.monotonic()
     with capturing(attempt_log(env.runtime, ctx)):
@@ -447,7 +436,16 @@ def attempt_node(
         shown = f"{shown_id(run_id)}/{shown_id(node_id)}"  # a message may be forged
         log.info("dropping stale message for %s (fence %d)", shown, fence)
         return Outcome.STALE
-    ctx = NodeContext(
+    ctx = node_context(env, run_id, node_id, fence, claim)
+    with capturing(attempt_log(env.runtime, ctx)):
+        return run_attempt(env, ctx, claim, eager)
+
+
+def node_context(
+    env: ExecutionEnv, run_id: str, node_id: str, fence: int, claim: Claim
+) -> NodeContext:
+    """What the node's worker type runs with, from its claim."""
+    return NodeContext(
         run_id=run_id,
         node_id=node_id,
         attempt=claim.attempt,
@@ -460,8 +458,6 @@ def attempt_node(
         llm_batch=claim.run_llm_batch,
         run_inputs=claim.run_inputs,
     )
-    with capturing(attempt_log(env.runtime, ctx)):
-        return run_attempt(env, ctx, claim, eager)
 
 
 def run_attempt(

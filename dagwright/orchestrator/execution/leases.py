@@ -76,12 +76,8 @@ class LeaseKeeper:
         ``stops``). Not ``renewed``: only the deadline and the run's stop are kept (a
         chain's node run ahead of its claim, whose ``lease`` names it under fence 0:
         eager.py)."""
-        self._ensure_threads()
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
-        with self._lock:
-            self._held[lease] = _Held(stop, deadline, on_timeout, renewed, stops)
-            if deadline is not None and deadline < self._wakes_at:
-                self._wake.set()  # due before the thread's next wake-up: it must look again
+        self._add(lease, _Held(stop, deadline, on_timeout, renewed, stops))
         try:
             yield
         finally:
@@ -101,11 +97,14 @@ class LeaseKeeper:
         batch's, or a link running ahead claimed meanwhile, with its ``deadline`` (a
         ``time.monotonic()``) and ``on_timeout`` as ``hold`` has them (eager.py). ``lost``
         is set if it is taken away, its run stopped, or its deadline passed."""
+        self._add(lease, _Held(lost, deadline, on_timeout))
+
+    def _add(self, lease: LeaseRef, held: _Held) -> None:
         self._ensure_threads()
         with self._lock:
-            self._held[lease] = _Held(lost, deadline, on_timeout)
-            if deadline is not None and deadline < self._wakes_at:
-                self._wake.set()
+            self._held[lease] = held
+            if held.deadline is not None and held.deadline < self._wakes_at:
+                self._wake.set()  # due before the thread's next wake-up: it must look again
 
     def let_go(self, leases: list[LeaseRef]) -> None:
         """Stop renewing ``leases`` (their successes are recorded)."""
