@@ -283,7 +283,7 @@ def test_a_link_still_running_when_the_held_successes_are_due_is_claimed_and_sho
     assert state.nodes["n2"].attempts == 1 and state.nodes["n2"].output == "released"
     running = [e for e in runtime.store.read_events(run_id) if e.kind == "node.running"]
     assert [e.node for e in running if e.data.get("ahead")] == []  # n2 claimed, n3 after it
-    assert f"{run_id}/n2, run ahead, is still running: claimed" in caplog.text
+    assert f"{run_id}/n2, run ahead, is claimed while it runs" in caplog.text
 
 
 def test_a_link_waiting_on_a_slot_is_claimed_first_and_no_links_are_asked_again(
@@ -299,3 +299,20 @@ def test_a_link_waiting_on_a_slot_is_claimed_first_and_no_links_are_asked_again(
     events = worker_env.runtime.store.read_events(run_id)
     assert [e.node for e in events if e.kind == "node.running" and e.data.get("ahead")] == []
     assert not slot.asks_links(run_id) and slot.asks_links("another run")
+
+
+def test_a_link_that_writes_under_its_claim_is_claimed_first(
+    worker_env: ExecutionEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint is fenced by the node's claim: n2, run ahead, is claimed before it
+    saves one, and goes on under that claim."""
+    caplog.set_level("INFO", logger=attempt.__name__)
+    run_id, _ = start_own(worker_env.runtime, chain(ECHO, ECHO, {"function": "checkpointed"}, ECHO))
+    assert execute_node(worker_env, run_id, "n0", 1, batching_slot()) == Outcome.SUCCEEDED
+    state = worker_env.runtime.store.read_state(run_id)
+    assert state.status == RunStatus.SUCCEEDED
+    assert state.nodes["n2"].attempts == 1 and state.nodes["n2"].error is None
+    assert state.nodes["n2"].output >= 1  # the fence of its claim, not a link's 0
+    running = [e for e in worker_env.runtime.store.read_events(run_id) if e.kind == "node.running"]
+    assert [e.node for e in running if e.data.get("ahead")] == []  # n2 claimed, n3 after it
+    assert f"{run_id}/n2, run ahead, is claimed while it runs" in caplog.text

@@ -183,6 +183,11 @@ class NodeContext:
     """The tool call being answered (set by the agent's ToolCaller before it runs the
     tool): what a tool whose effect belongs to the call reads (a memory write is applied
     once per ``tool_use`` id)."""
+    claim_first: Callable[[], None] | None = None
+    """Set while the node runs ahead of its claim (a chain's link: fence 0,
+    orchestrator/execution/eager.py): claims it, which sets ``fence``. Called before
+    anything fenced by the node's claim (a checkpoint, a workspace write, a budget
+    reservation), so such a write is made under the claim, never refused for lack of it."""
 
     @property
     def cancelled(self) -> bool:

@@ -62,6 +62,13 @@ def flaky(ctx: NodeContext, fail_times: int = 1, permanent: bool = False) -> int
 
 
 @dagwright.function
+def checkpointed(ctx: NodeContext) -> int:
+    """Save a checkpoint, then return the fence it was saved under."""
+    ctx.checkpoint({"saved": True})
+    return ctx.fence
+
+
+@dagwright.function
 def unserializable() -> object:
     """Return something that is not JSON."""
     return object()

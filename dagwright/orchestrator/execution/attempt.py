@@ -278,13 +278,14 @@ def run_linked(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSl
     deadline = now + timeout_s
     due = min(deadline, eager.pending_since + eager.window_s)
     attempt = AheadAttempt()
+    ctx.claim_first = lambda: promote(env, ctx, eager, attempt, deadline, timeout_s)
     raised: Exception | None = None
     output_json = ""
     with env.leases.hold(
         LeaseRef(ctx.run_id, ctx.node_id, AHEAD_FENCE),
         ctx.stop,
         timeout_s=max(0.0, due - now),
-        on_timeout=lambda: promote(env, ctx, eager, attempt, deadline, timeout_s),
+        on_timeout=ctx.claim_first,
         renewed=False,
         stops=False,
     ):
@@ -295,6 +296,7 @@ def run_linked(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSl
             raised = exc
     with attempt.lock:
         attempt.returned = True
+        ctx.claim_first = None
     if not attempt.promoted:
         if raised is None:
             return record_success(env, ctx, claim, output_json, eager=eager)
@@ -313,14 +315,17 @@ def promote(
     deadline: float,
     timeout_s: float,
 ) -> None:
-    """Claim a link still running (the keeper's thread): the successes held before it
-    are recorded, and it shows as running, under a lease the keeper renews until its
-    ``deadline``, where its timeout is recorded as any node's. The worker's thread waits
-    for this to end before it looks at the slot again (``attempt.lock``)."""
+    """Claim a link while it runs: from the keeper's thread when the successes held before
+    it are due, or at its timeout; from its own when it is about to write something fenced
+    by its claim (``NodeContext.claim_first``). The successes held before it are recorded,
+    and it shows as running, under a lease the keeper renews until its ``deadline``, where
+    its timeout is recorded as any node's. The worker's thread waits for this to end
+    before it looks at the slot again (``attempt.lock``)."""
     with attempt.lock:
-        if attempt.returned:
+        if attempt.returned or attempt.promoted:
             return
         attempt.promoted = True
+        ctx.claim_first = None
         try:
             attempt.claim, attempt.advance = claim_ahead(env, ctx, eager)
         except Exception:
@@ -335,7 +340,7 @@ def promote(
             deadline=deadline,
             on_timeout=lambda: record_timeout(env, ctx, claimed, timeout_s),
         )
-        log.info("%s/%s, run ahead, is still running: claimed", ctx.run_id, ctx.node_id)
+        log.info("%s/%s, run ahead, is claimed while it runs", ctx.run_id, ctx.node_id)
 
 
 def end_claimed_link(

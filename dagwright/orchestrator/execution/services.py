@@ -253,6 +253,9 @@ class BreakerObservedLLM:
 
 
 def lease_of(ctx: NodeContext) -> LeaseRef:
+    """The node's claim, which a fenced write names (a node run ahead is claimed first)."""
+    if ctx.claim_first is not None:
+        ctx.claim_first()
     return LeaseRef(ctx.run_id, ctx.node_id, ctx.fence)
 
 
