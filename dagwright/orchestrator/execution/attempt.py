@@ -248,6 +248,7 @@ class AheadAttempt:
     is still running when the successes held before it are due, or at its timeout: from
     then on it shows as running, under a lease, and ends as any claimed node."""
 
+    started: float  # time.monotonic() at its start: its claim's claimed_at, for the metric
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     returned: bool = False  # its function returned (or raised): no promotion any more
     promoted: bool = False  # claimed meanwhile, or found to be no longer this worker's
@@ -277,7 +278,7 @@ def run_linked(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSl
     now = time.monotonic()
     deadline = now + timeout_s
     due = min(deadline, eager.pending_since + eager.window_s)
-    attempt = AheadAttempt()
+    attempt = AheadAttempt(claim.claimed_at)
     ctx.claim_first = lambda: promote(env, ctx, eager, attempt, deadline, timeout_s)
     raised: Exception | None = None
     output_json = ""
@@ -303,7 +304,7 @@ def run_linked(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSl
         if ctx.stop.is_set():  # its run was stopped
             log.info("%s/%s stopped (%s)", ctx.run_id, ctx.node_id, type(raised).__name__)
             return Outcome.STALE
-        attempt.claim, attempt.advance = claim_ahead(env, ctx, eager)
+        attempt.claim, attempt.advance = claim_ahead(env, ctx, eager, attempt.started)
     return end_claimed_link(env, ctx, attempt, eager, raised, output_json)
 
 
@@ -327,7 +328,7 @@ def promote(
         attempt.promoted = True
         ctx.claim_first = None
         try:
-            attempt.claim, attempt.advance = claim_ahead(env, ctx, eager)
+            attempt.claim, attempt.advance = claim_ahead(env, ctx, eager, attempt.started)
         except Exception:
             log.warning("claiming %s/%s, run ahead, failed", ctx.run_id, ctx.node_id, exc_info=True)
         claimed = attempt.claim
@@ -375,12 +376,12 @@ def end_claimed_link(
 
 
 def claim_ahead(
-    env: ExecutionEnv, ctx: NodeContext, eager: EagerSlot
+    env: ExecutionEnv, ctx: NodeContext, eager: EagerSlot, started: float
 ) -> tuple[Claim | None, Advance | None]:
-    """Claim a link run ahead: the successes held before it are recorded in the step that
-    claims it for this worker, which ``ctx`` then names; returns its claim (None if the
-    step did not claim it: its run stopped, a success before it was no longer this
-    worker's) and what else the step changed (None: nothing was recorded)."""
+    """Claim a link run ahead since ``started``: the successes held before it are recorded
+    in the step that claims it for this worker, which ``ctx`` then names; returns its
+    claim (None if the step did not claim it: its run stopped, a success before it was no
+    longer this worker's) and what else the step changed (None: nothing was recorded)."""
     run_id = ctx.run_id
     successes = eager.take_pending(run_id)
     eager.drop_ahead()
@@ -401,7 +402,7 @@ def claim_ahead(
         return None, rest
     row, claimed = mine[0]
     ctx.fence, ctx.attempt = row.fence, claimed.attempt
-    return claimed, rest
+    return dataclasses.replace(claimed, claimed_at=started), rest
 
 
 def let_go_of_held(env: ExecutionEnv, eager: EagerSlot) -> None:
