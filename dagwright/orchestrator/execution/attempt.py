@@ -221,10 +221,11 @@ def run_held(env: ExecutionEnv, held: HeldNode, eager: EagerSlot) -> None:
 
 
 def may_run_ahead(env: ExecutionEnv, run_id: str, link: AheadLink, head: Claim) -> bool:
-    """Whether a chain's ``link`` may run ahead of its claim: a function node (an agent's
-    checkpoints are fenced by its claim, and it takes seconds anyway) with nothing between
-    its claim and its run (an approval, a rate, a concurrency slot), none of dagwright's
-    own steps (a map's): complete.lua has checked the rest."""
+    """Whether a chain's ``link`` may run ahead of its claim: a function node (the quick
+    kind: an agent's node takes seconds, a sandbox's or a team task's start alone more
+    than a batch's window) with nothing between its claim and its run (an approval, a
+    rate, a concurrency slot), none of dagwright's own steps (a map's): complete.lua has
+    checked the rest."""
     node = link.node
     if node.type != FUNCTION_TYPE or node.map is not None or node.approval == "required":
         return False

@@ -16,11 +16,11 @@
 -- After them (ARGV[at..], at = 4 + 6n): the holder of the worker recording them ('' for
 -- none), the lease in ms of a worker that runs on (0 for none), the longest time limit
 -- in ms of a node it may keep (prelude.lua claim_kept), how many nodes it takes (`want`),
--- '1' if it runs a chain's links ahead (then a node claimed alone comes with them: prelude
--- chain_links) else '0', then the queues the worker pulls from: with no node of them readied, it takes `want`
--- (with no lease, one) from the run's pool (pull_from_pool), appended to ready; with a
--- lease, the first `want` nodes of them that fit are claimed for it in this step and
--- returned apart.
+-- '1' if it runs a chain's links ahead (then a node claimed alone comes with them:
+-- prelude.lua chain_links) else '0', then the queues the worker pulls from: with no node
+-- of them readied, it takes `want` (with no lease, one) from the run's pool
+-- (pull_from_pool), appended to ready; with a lease, the first `want` nodes of them that
+-- fit are claimed for it in this step and returned apart.
 -- Their dependents are counted SETTLE_CHUNK at a time (prelude.lua settle_dependents):
 -- past that, 'settling' is 1 and the caller releases the rest with settle.lua.
 -- Returns {'status', 'ok', 'run_finished', final run status or '', 'ready',
@@ -116,7 +116,9 @@ forget_deaths_of(done_fenced)
 redis.call('HSET', K.output, unpack(outputs))
 set_all_final(done, 'succeeded')
 for _, node in ipairs(done) do
-  if attempts[node] then emit('node.running', node, 'attempt', attempts[node], 'holder', holder, 'ahead', 1) end
+  if attempts[node] then
+    emit('node.running', node, 'attempt', attempts[node], 'holder', holder, 'ahead', 1)
+  end
   emit('node.succeeded', node)
   if not after[node] then settle_dependents(node, 'succeeded', ready) end
 end
