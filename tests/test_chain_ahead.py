@@ -12,6 +12,7 @@ import pytest
 
 from dagwright import Client, PlanBuilder, RunStatus
 from dagwright.keys import QUEUE_PREFIX
+from dagwright.orchestrator.control.cancellation import cancel_run
 from dagwright.orchestrator.control.dead_letter_replay import dead_letters
 from dagwright.orchestrator.execution import attempt
 from dagwright.orchestrator.execution.attempt import ExecutionEnv, Outcome, execute_node
@@ -316,3 +317,34 @@ def test_a_link_that_writes_under_its_claim_is_claimed_first(
     running = [e for e in worker_env.runtime.store.read_events(run_id) if e.kind == "node.running"]
     assert [e.node for e in running if e.data.get("ahead")] == []  # n2 claimed, n3 after it
     assert f"{run_id}/n2, run ahead, is claimed while it runs" in caplog.text
+
+
+def test_a_run_cancelled_while_a_link_runs_ahead_records_nothing_after_the_cancel(
+    worker_env: ExecutionEnv,
+) -> None:
+    """The cancel stops the link (its run's stop reaches it as any node's) and nothing it
+    or the nodes held before it did is recorded: they are all cancelled."""
+    held = {"function": "held_until_released", "params": {"seconds": 20}}
+    runtime = worker_env.runtime
+    run_id, _ = start_own(runtime, chain(ECHO, ECHO, held, ECHO))
+    outcome: list[Outcome] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(execute_node(worker_env, run_id, "n0", 1, batching_slot()))
+    )
+    worker.start()
+    try:
+        wait_until(
+            lambda: LeaseRef(run_id, "n2", AHEAD_FENCE) in worker_env.leases.holding(),
+            timeout=10,
+            what="n2 running ahead",
+        )
+        cancel_run(runtime, worker_env.broker, run_id, "changed my mind")
+    finally:
+        worker.join(timeout=30)
+    assert outcome == [Outcome.SUCCEEDED]  # n0's, recorded before the cancel
+    state = runtime.store.read_state(run_id)
+    assert state.status == RunStatus.CANCELLED
+    statuses = [state.nodes[f"n{i}"].status.value for i in range(4)]
+    assert statuses == ["succeeded", "cancelled", "cancelled", "cancelled"]
+    assert [state.nodes[f"n{i}"].output for i in range(1, 4)] == [None, None, None]
+    assert worker_env.leases.holding() == []
