@@ -43,7 +43,9 @@ def test_a_rate_refuses_the_start_past_its_count_and_says_how_long_to_wait(
     assert all(windows.take(three_a_minute, f"r/n@{i}") is None for i in range(3))
     over = windows.take(three_a_minute, "r/n@4")
     assert over is not None and str(over.limit) == "function:fetch_prices (3/m)"
-    assert 59 < over.wait_s <= 60 + 20  # the first start leaves in ~60 s (plus jitter)
+    # the first start leaves the window 60 s and a millisecond after it, and the wait has
+    # up to a spacing (60 s / 3) of jitter: a start in the same millisecond waits 80.001 s
+    assert 59 < over.wait_s <= 60.001 + 20
 
 
 def test_a_node_takes_every_rate_or_none(runtime: Runtime) -> None:
