@@ -231,16 +231,12 @@ def may_run_ahead(env: ExecutionEnv, run_id: str, link: AheadLink, head: Claim) 
         return False
     if node_rates(env.runtime, node):
         return False
-    limited = node_limits(
-        env.runtime.settings,
-        run_id,
-        node.id,
-        AHEAD_FENCE,
-        node.type,
-        head.run_max_concurrent,
-        node.concurrency,
+    settings, run_max = env.runtime.settings, head.run_max_concurrent
+    return (
+        env.limits is None
+        or node_limits(settings, run_id, node.id, AHEAD_FENCE, node.type, run_max, node.concurrency)
+        is None
     )
-    return env.limits is None or limited is None
 
 
 @dataclass
@@ -302,9 +298,8 @@ def run_linked(env: ExecutionEnv, ctx: NodeContext, claim: Claim, eager: EagerSl
     if not attempt.promoted:
         if raised is None:
             return record_success(env, ctx, claim, output_json, eager=eager)
-        if ctx.stop.is_set():  # its run was stopped
-            log.info("%s/%s stopped (%s)", ctx.run_id, ctx.node_id, type(raised).__name__)
-            return Outcome.STALE
+        if ctx.stop.is_set():  # its run was stopped: not claimed
+            return stopped(env, ctx, raised)
         attempt.claim, attempt.advance = claim_ahead(env, ctx, eager, attempt.started)
     return end_claimed_link(env, ctx, attempt, eager, raised, output_json)
 
@@ -365,12 +360,7 @@ def end_claimed_link(
         return Outcome.STALE
     if raised is None:
         return record_success(env, ctx, claimed, output_json, eager=eager)
-    if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
-        log.info("%s/%s stopped (%s)", ctx.run_id, ctx.node_id, type(raised).__name__)
-        return Outcome.STALE
-    if isinstance(raised, ApprovalNeeded):
-        return wait_for_approval(env, ctx, claimed, raised.proposal)
-    outcome = record_failure(env, ctx, claimed, raised)
+    outcome = record_raised(env, ctx, claimed, raised)
     if outcome not in UNMEASURED_OUTCOMES:
         observe_attempt(env, claimed, outcome.value)
     return outcome
@@ -564,18 +554,30 @@ def run_claimed(
                 if claim.node.type == PLANNER_TYPE
                 else None
             )
-        except NodeLostError:
-            log.info("%s/%s was taken from this worker; stopping it", run_id, node_id)
-            return Outcome.STALE
-        except ApprovalNeeded as waiting:
-            return wait_for_approval(env, ctx, claim, waiting.proposal)
         except Exception as exc:
-            if ctx.stop.is_set():  # cancelled, timed out (recorded already) or lost
-                message = redact(str(exc), known_secrets(env.runtime.settings))
-                log.info("%s/%s stopped (%s: %s)", run_id, node_id, type(exc).__name__, message)
-                return Outcome.STALE
-            return record_failure(env, ctx, claim, exc)
+            return record_raised(env, ctx, claim, exc)
     return record_success(env, ctx, claim, output_json, expansion, eager)
+
+
+def record_raised(env: ExecutionEnv, ctx: NodeContext, claim: Claim, exc: Exception) -> Outcome:
+    """Record what a claimed node's worker raised: a wait for a person's approval, or a
+    failure; nothing if the node was taken away or stopped meanwhile."""
+    if isinstance(exc, NodeLostError):
+        log.info("%s/%s was taken from this worker; stopping it", ctx.run_id, ctx.node_id)
+        return Outcome.STALE
+    if isinstance(exc, ApprovalNeeded):
+        return wait_for_approval(env, ctx, claim, exc.proposal)
+    if ctx.stop.is_set():
+        return stopped(env, ctx, exc)
+    return record_failure(env, ctx, claim, exc)
+
+
+def stopped(env: ExecutionEnv, ctx: NodeContext, exc: Exception) -> Outcome:
+    """A node that raised once told to stop (cancelled, timed out and recorded, or lost):
+    nothing is recorded."""
+    message = redact(str(exc), known_secrets(env.runtime.settings))
+    log.info("%s/%s stopped (%s: %s)", ctx.run_id, ctx.node_id, type(exc).__name__, message)
+    return Outcome.STALE
 
 
 def slots_for(settings: Settings, claim: Claim, ctx: NodeContext) -> Slots | None:
